@@ -1,0 +1,107 @@
+// Byte layouts of the shared segments of an experiment. Processes exchange offsets, never
+// pointers: each maps the segment at its own address.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace shoal {
+
+constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
+constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
+constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
+constexpr uint32_t kLayoutVersion = 1;
+constexpr size_t kAlign = 64;
+constexpr size_t kMaxTensors = 32;
+constexpr size_t kMaxRank = 4;
+
+// ---- weights: header, then one flat float32 buffer; each tensor 64-byte aligned.
+struct TensorEntry {
+  char name[64];
+  uint32_t dtype;  // 0 = float32
+  uint32_t ndim;
+  int64_t shape[kMaxRank];
+  uint64_t offset;  // from the start of the segment
+  uint64_t numel;
+};
+
+struct WeightsHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t count;
+  uint64_t total_bytes;
+  TensorEntry entries[kMaxTensors];
+};
+
+struct TensorShape {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Fills a header for these tensors; the segment needs header.total_bytes bytes.
+StatusOr<WeightsHeader> PlanWeights(const std::vector<TensorShape>& tensors);
+// Checks a mapped header (magic, version, bounds) against the segment size.
+Status ValidateWeights(const WeightsHeader& h, size_t segment_bytes);
+
+inline uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// ---- data set: uint8 pixels and labels, normalised per batch by the workers.
+struct DataHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t rows, cols;
+  uint32_t pad;
+  uint64_t n_train, n_test;
+  uint64_t train_images, train_labels, test_images, test_labels;  // offsets
+  uint64_t total_bytes;
+};
+DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t cols);
+Status ValidateData(const DataHeader& h, size_t segment_bytes);
+
+// ---- scoreboard: one cache-line-separated slot per worker, lock-free (a crash holds no lock).
+enum class WorkerPhase : uint32_t { kStarting = 0, kTraining = 1, kFinished = 2, kFailed = 3 };
+
+struct alignas(128) WorkerSlot {
+  std::atomic<int32_t> pid;
+  std::atomic<uint32_t> phase;
+  std::atomic<uint64_t> steps;
+  std::atomic<uint64_t> samples;
+  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_REALTIME
+  std::atomic<uint64_t> first_step_ns;  // CLOCK_REALTIME, start of the first step
+  std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;
+  std::atomic<uint64_t> train_ns;
+  std::atomic<uint64_t> vmhwm_bytes;
+  std::atomic<uint64_t> weights_checksum;
+  std::atomic<uint32_t> last_loss_bits;    // float
+  std::atomic<uint32_t> first_loss_bits;   // mean of the first few batches
+  std::atomic<uint32_t> tail_loss_bits;    // mean of the last few batches
+  std::atomic<uint32_t> accuracy_bits;     // float, worker 0 only; NaN when not evaluated
+};
+
+struct BoardHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t workers;
+  std::atomic<uint32_t> finished;  // workers past their last step
+  std::atomic<uint32_t> released;  // set by the leader once every worker is done
+};
+
+inline size_t BoardBytes(uint32_t workers) {
+  return AlignUp(sizeof(BoardHeader)) + sizeof(WorkerSlot) * workers;
+}
+inline WorkerSlot* BoardSlot(void* base, uint32_t i) {
+  return reinterpret_cast<WorkerSlot*>(static_cast<char*>(base) + AlignUp(sizeof(BoardHeader))) + i;
+}
+
+float BitsToFloat(uint32_t b);
+uint32_t FloatToBits(float f);
+
+// FNV-1a over bytes; how processes compare the weights they trained.
+uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull);
+std::string Hex64(uint64_t v);
+
+}  // namespace shoal

@@ -1,0 +1,87 @@
+#include "shared/process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "shared/procfs.h"
+
+extern char** environ;
+
+namespace shoal {
+
+StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOptions& opts) {
+  if (argv.empty()) return InvalidArgument("spawn: empty argv");
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawnattr_init(&attr);
+  for (auto [from, to] : opts.dup_fds) posix_spawn_file_actions_adddup2(&fa, from, to);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (opts.new_process_group) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
+  posix_spawnattr_setflags(&attr, flags);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  sigemptyset(&defaults);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2}) sigaddset(&defaults, s);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Internal("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+std::string SelfExeDir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string p(buf, static_cast<size_t>(n));
+  auto slash = p.rfind('/');
+  return slash == std::string::npos ? "." : p.substr(0, slash);
+}
+
+void DieWithParent(pid_t expected_parent) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The parent may have died between our start and the prctl: then we were reparented.
+  if (expected_parent > 0 && ::getppid() != expected_parent) _exit(70);
+}
+
+static uint64_t ClockNs(clockid_t c) {
+  timespec ts;
+  clock_gettime(c, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+uint64_t RealtimeNs() { return ClockNs(CLOCK_REALTIME); }
+uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
+uint64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by signal " + std::to_string(WTERMSIG(status));
+  return "stopped (status " + std::to_string(status) + ")";
+}
+
+uint64_t SelfVmHwm() {
+  auto text = ReadSmallFile("/proc/self/status");
+  if (!text.ok()) return 0;
+  auto v = ParseStatusKb(*text, "VmHWM");
+  return v.ok() ? *v : 0;
+}
+
+}  // namespace shoal

@@ -1,0 +1,40 @@
+// Process creation and lifetime helpers. Processes are only ever started with argv vectors
+// (posix_spawn, no shell), and every fd we open is close-on-exec.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace shoal {
+
+struct SpawnOptions {
+  std::vector<std::pair<int, int>> dup_fds;  // {fd here, fd number in the child}
+  bool new_process_group = false;            // the child leads a new process group
+};
+
+// posix_spawn of argv[0] with argv; signals reset to default and unblocked in the child.
+StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOptions& opts);
+
+// Directory of the running executable (to find sibling binaries).
+std::string SelfExeDir();
+
+// Asks the kernel to SIGKILL us when our parent dies, and exits now if it already has.
+void DieWithParent(pid_t expected_parent);
+
+uint64_t RealtimeNs();
+uint64_t MonotonicNs();
+uint64_t ThreadCpuNs();
+
+// "exited with code 3" / "killed by signal 9" for a waitpid status.
+std::string DescribeWaitStatus(int status);
+
+// Peak RSS of this process from the kernel's high-water mark (VmHWM), in bytes.
+uint64_t SelfVmHwm();
+
+}  // namespace shoal

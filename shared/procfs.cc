@@ -1,0 +1,136 @@
+#include "shared/procfs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+namespace shoal {
+namespace {
+
+// Value in kB of a "Key:   123 kB" line starting at `pos`.
+bool ParseKbAfter(std::string_view text, size_t pos, uint64_t* out) {
+  while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data() + pos, text.data() + text.size(), v);
+  if (ec != std::errc()) return false;
+  (void)p;
+  *out = v * 1024;
+  return true;
+}
+
+}  // namespace
+
+StatusOr<SmapsRollup> ParseSmapsRollup(std::string_view text) {
+  SmapsRollup r;
+  struct Field {
+    std::string_view key;
+    uint64_t* dst;
+  } fields[] = {{"Rss:", &r.rss},
+                {"Pss:", &r.pss},
+                {"Shared_Clean:", &r.shared_clean},
+                {"Shared_Dirty:", &r.shared_dirty},
+                {"Private_Clean:", &r.private_clean},
+                {"Private_Dirty:", &r.private_dirty},
+                {"Swap:", &r.swap}};
+  int found = 0;
+  size_t line = 0;
+  while (line < text.size()) {
+    size_t end = text.find('\n', line);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view l = text.substr(line, end - line);
+    for (auto& f : fields) {
+      if (l.substr(0, f.key.size()) == f.key) {
+        if (!ParseKbAfter(l, f.key.size(), f.dst)) {
+          return DataLoss("smaps_rollup: bad value in line '" + std::string(l) + "'");
+        }
+        ++found;
+      }
+    }
+    line = end + 1;
+  }
+  if (found < 6) return DataLoss("smaps_rollup: missing Rss/Pss/Shared/Private fields");
+  return r;
+}
+
+StatusOr<Statm> ParseStatm(std::string_view text, uint64_t page_size) {
+  uint64_t v[3];
+  const char* p = text.data();
+  const char* end = text.data() + text.size();
+  for (uint64_t& x : v) {
+    while (p < end && *p == ' ') ++p;
+    auto [q, ec] = std::from_chars(p, end, x);
+    if (ec != std::errc()) return DataLoss("statm: cannot parse '" + std::string(text) + "'");
+    p = q;
+  }
+  return Statm{v[0] * page_size, v[1] * page_size, v[2] * page_size};
+}
+
+StatusOr<ProcStat> ParseProcStat(std::string_view text) {
+  size_t close = text.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= text.size()) {
+    return DataLoss("stat: no command name in '" + std::string(text.substr(0, 64)) + "'");
+  }
+  ProcStat s;
+  s.state = text[close + 2];
+  // Fields after the name, 1-based from "state" = field 3: utime is 14, stime 15.
+  size_t pos = close + 2;
+  int field = 3;
+  const char* end = text.data() + text.size();
+  while (field < 14) {
+    pos = text.find(' ', pos);
+    if (pos == std::string_view::npos) return DataLoss("stat: too few fields");
+    ++pos;
+    ++field;
+  }
+  auto [p, ec] = std::from_chars(text.data() + pos, end, s.utime_ticks);
+  if (ec != std::errc() || p >= end) return DataLoss("stat: bad utime");
+  auto [p2, ec2] = std::from_chars(p + 1, end, s.stime_ticks);
+  if (ec2 != std::errc()) return DataLoss("stat: bad stime");
+  (void)p2;
+  return s;
+}
+
+StatusOr<uint64_t> ParseStatusKb(std::string_view text, std::string_view key) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    if (text.compare(pos, key.size(), key) == 0 && pos + key.size() < text.size() &&
+        text[pos + key.size()] == ':') {
+      uint64_t v = 0;
+      if (!ParseKbAfter(text, pos + key.size() + 1, &v)) break;
+      return v;
+    }
+    pos = text.find('\n', pos);
+    if (pos == std::string_view::npos) break;
+    ++pos;
+  }
+  return NotFound("status: no field " + std::string(key));
+}
+
+StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NotFound(path + ": " + std::strerror(errno));
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      return NotFound(path + ": " + std::strerror(e));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+StatusOr<std::string> RealProcReader::Read(pid_t pid, const char* file) {
+  return ReadSmallFile("/proc/" + std::to_string(pid) + "/" + file);
+}
+
+}  // namespace shoal

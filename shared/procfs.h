@@ -1,0 +1,52 @@
+// Parsers for the /proc files the sampler reads, and an interface in front of /proc so the
+// sampler can be tested with a fake.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "shared/status.h"
+
+namespace shoal {
+
+struct SmapsRollup {
+  uint64_t rss = 0, pss = 0, shared_clean = 0, shared_dirty = 0, private_clean = 0,
+           private_dirty = 0, swap = 0;  // bytes
+  uint64_t uss() const { return private_clean + private_dirty; }
+};
+StatusOr<SmapsRollup> ParseSmapsRollup(std::string_view text);
+
+struct Statm {
+  uint64_t size_bytes = 0, resident_bytes = 0, shared_bytes = 0;
+};
+StatusOr<Statm> ParseStatm(std::string_view text, uint64_t page_size);
+
+struct ProcStat {
+  char state = '?';
+  uint64_t utime_ticks = 0, stime_ticks = 0;
+};
+// /proc/<pid>/stat; the command name may hold spaces and parentheses.
+StatusOr<ProcStat> ParseProcStat(std::string_view text);
+
+// A "Key:   N kB" field of /proc/<pid>/status, in bytes (e.g. VmHWM).
+StatusOr<uint64_t> ParseStatusKb(std::string_view text, std::string_view key);
+
+// Reads /proc/<pid>/<file>. Virtual so the sampler can run on fakes in unit tests.
+class ProcReader {
+ public:
+  virtual ~ProcReader() = default;
+  virtual StatusOr<std::string> Read(pid_t pid, const char* file) = 0;
+};
+
+class RealProcReader : public ProcReader {
+ public:
+  StatusOr<std::string> Read(pid_t pid, const char* file) override;
+};
+
+// Reads a small file with one open/read/close (no iostreams on the sampler's hot path).
+StatusOr<std::string> ReadSmallFile(const std::string& path);
+
+}  // namespace shoal

@@ -1,0 +1,81 @@
+#include "shared/shm.h"
+
+#include <dirent.h>
+
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cstring>
+
+namespace bip = boost::interprocess;
+
+namespace shoal {
+
+std::string SegmentName(const std::string& experiment_id, const std::string& what) {
+  return "shoal." + experiment_id + "." + what;
+}
+std::string SegmentPrefix(const std::string& experiment_id) { return "shoal." + experiment_id + "."; }
+
+ShmSegment::ShmSegment() = default;
+ShmSegment::ShmSegment(ShmSegment&&) noexcept = default;
+ShmSegment& ShmSegment::operator=(ShmSegment&&) noexcept = default;
+ShmSegment::~ShmSegment() = default;
+
+void* ShmSegment::data() const { return region_ ? region_->get_address() : nullptr; }
+size_t ShmSegment::size() const { return region_ ? region_->get_size() : 0; }
+void ShmSegment::Unmap() { region_.reset(); }
+
+StatusOr<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
+  try {
+    bip::shared_memory_object obj(bip::create_only, name.c_str(), bip::read_write, bip::permissions(0600));
+    try {
+      obj.truncate(static_cast<bip::offset_t>(bytes));
+      ShmSegment s;
+      s.name_ = name;
+      s.region_ = std::make_unique<bip::mapped_region>(obj, bip::read_write);
+      return s;
+    } catch (const bip::interprocess_exception& e) {
+      bip::shared_memory_object::remove(name.c_str());
+      return ResourceExhausted("shared memory segment " + name + " (" + std::to_string(bytes) +
+                               " bytes): " + e.what());
+    }
+  } catch (const bip::interprocess_exception& e) {
+    return Internal("cannot create shared memory segment " + name + ": " + e.what());
+  }
+}
+
+StatusOr<ShmSegment> ShmSegment::Open(const std::string& name, bool writable) {
+  try {
+    bip::shared_memory_object obj(bip::open_only, name.c_str(),
+                                  writable ? bip::read_write : bip::read_only);
+    ShmSegment s;
+    s.name_ = name;
+    s.region_ =
+        std::make_unique<bip::mapped_region>(obj, writable ? bip::read_write : bip::read_only);
+    return s;
+  } catch (const bip::interprocess_exception& e) {
+    return NotFound("cannot open shared memory segment " + name + ": " + e.what());
+  }
+}
+
+bool ShmSegment::Remove(const std::string& name) {
+  return bip::shared_memory_object::remove(name.c_str());
+}
+
+std::vector<std::string> ListSegments(const std::string& prefix) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir("/dev/shm");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) out.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+int RemoveSegments(const std::string& prefix) {
+  int n = 0;
+  for (const auto& name : ListSegments(prefix)) n += ShmSegment::Remove(name) ? 1 : 0;
+  return n;
+}
+
+}  // namespace shoal

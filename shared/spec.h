@@ -1,0 +1,38 @@
+// Defaults and validation of an experiment spec. A spec that passes Validate() can be started;
+// anything else is refused before a process exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct SpecLimits {
+  uint32_t cores = 1;  // threads default to floor(cores / workers), at least 1
+  uint32_t max_workers = 64;
+  uint32_t max_batches = 1000000;
+  uint32_t max_batch_size = 4096;
+  uint32_t min_sample_interval_ms = 20;
+  uint32_t max_sample_interval_ms = 60000;
+  uint32_t max_threads = 256;
+  uint32_t max_eval_samples = 10000;
+};
+
+// Fills every unset field with its default. Idempotent.
+void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
+
+// Checks every field; the message names the field and the allowed values or range.
+// Does not look at the file system (see CheckDataset).
+Status ValidateSpec(const v1::ExperimentSpec& spec, const SpecLimits& limits);
+
+// The dataset field names an existing MNIST-format directory, or is "synthetic".
+Status CheckDataset(const std::string& dataset);
+
+// The spec as one line of proto3 JSON, and back: how it travels on a worker's argv.
+std::string SpecToJson(const v1::ExperimentSpec& spec);
+StatusOr<v1::ExperimentSpec> SpecFromJson(const std::string& json);
+
+}  // namespace shoal

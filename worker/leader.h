@@ -1,0 +1,34 @@
+// The two roles of shoal-worker: the leader of an experiment (the "main process" of
+// torch.multiprocessing) and a spawned worker.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct LeaderArgs {
+  v1::ExperimentSpec spec;
+  std::string experiment_id;
+  int status_fd = 3;      // JSON lines to shoald
+  pid_t parent = 0;       // shoald; we die with it
+  std::string worker_bin;  // for --start spawn
+};
+
+// Loads the data, creates the segments, starts and watches the workers, reports a result.
+// Returns the exit code of the leader process.
+int RunLeader(const LeaderArgs& args);
+
+struct SpawnedWorkerArgs {
+  v1::ExperimentSpec spec;
+  std::string experiment_id;
+  uint32_t index = 0;
+  pid_t parent = 0;  // the leader
+};
+int RunSpawnedWorker(const SpawnedWorkerArgs& args);
+
+}  // namespace shoal

@@ -1,0 +1,45 @@
+// shoal-worker: started by shoald as an experiment's leader, or by a leader as a spawned worker.
+// Not meant to be run by hand, but --version works for anyone.
+#include <torch/version.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "shared/spec.h"
+#include "worker/leader.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"shoal-worker: the training process of a Shoal experiment"};
+  std::string role, experiment, spec_json, worker_bin;
+  int status_fd = 3, parent = 0;
+  uint32_t index = 0;
+  bool version = false;
+  app.add_flag("--version", version, "print the LibTorch version and exit");
+  app.add_option("--role", role, "leader | worker")->check(CLI::IsMember({"leader", "worker"}));
+  app.add_option("--experiment", experiment, "experiment id");
+  app.add_option("--spec-json", spec_json, "the experiment spec (proto3 JSON)");
+  app.add_option("--status-fd", status_fd, "leader: fd for JSON status lines");
+  app.add_option("--parent", parent, "pid of the parent; we exit when it dies");
+  app.add_option("--index", index, "worker: index");
+  app.add_option("--worker-bin", worker_bin, "leader: shoal-worker to spawn");
+  CLI11_PARSE(app, argc, argv);
+  if (version) {
+    std::printf("libtorch %s\n", TORCH_VERSION);
+    return 0;
+  }
+  if (role.empty() || experiment.empty() || spec_json.empty()) {
+    std::fprintf(stderr, "shoal-worker: --role, --experiment and --spec-json are required\n");
+    return 2;
+  }
+  auto spec = shoal::SpecFromJson(spec_json);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "shoal-worker: %s\n", spec.status().message().c_str());
+    return 2;
+  }
+  if (role == "leader") {
+    shoal::LeaderArgs a{*spec, experiment, status_fd, parent, worker_bin};
+    if (a.worker_bin.empty()) a.worker_bin = "/proc/self/exe";
+    return shoal::RunLeader(a);
+  }
+  return shoal::RunSpawnedWorker({*spec, experiment, index, parent});
+}

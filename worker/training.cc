@@ -1,0 +1,244 @@
+#include "worker/training.h"
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "shared/process.h"
+
+namespace shoal {
+namespace {
+
+// Normalisation constants of the MNIST recipe the published study used.
+constexpr float kMean = 0.1307f;
+constexpr float kStd = 0.3081f;
+
+}  // namespace
+
+std::vector<TensorShape> ModelTensors(torch::nn::Module& model) {
+  std::vector<TensorShape> out;
+  for (const auto& p : model.named_parameters()) {
+    out.push_back({p.key(), p.value().sizes().vec()});
+  }
+  return out;
+}
+
+void CopyParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base) {
+  torch::NoGradGuard ng;
+  auto params = model.parameters();
+  for (uint32_t i = 0; i < h.count; ++i) {
+    auto src = params[i].detach().contiguous();
+    std::memcpy(static_cast<char*>(base) + h.entries[i].offset, src.data_ptr<float>(),
+                h.entries[i].numel * sizeof(float));
+  }
+}
+
+void CopyParamsFromSegment(torch::nn::Module& model, const WeightsHeader& h, const void* base) {
+  torch::NoGradGuard ng;
+  auto params = model.parameters();
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const TensorEntry& e = h.entries[i];
+    auto view = torch::from_blob(const_cast<char*>(static_cast<const char*>(base)) + e.offset,
+                                 std::vector<int64_t>(e.shape, e.shape + e.ndim), torch::kFloat);
+    params[i].copy_(view);  // into the parameter's own private storage
+  }
+}
+
+Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base) {
+  auto named = model.named_parameters();
+  if (named.size() != h.count) {
+    return DataLoss("weight segment holds " + std::to_string(h.count) + " tensors, the model has " +
+                    std::to_string(named.size()));
+  }
+  torch::NoGradGuard ng;
+  for (uint32_t i = 0; i < h.count; ++i) {
+    const TensorEntry& e = h.entries[i];
+    auto& p = named[i];
+    std::vector<int64_t> shape(e.shape, e.shape + e.ndim);
+    if (p.key() != e.name || p.value().sizes().vec() != shape) {
+      return DataLoss("weight segment tensor " + std::string(e.name) + " does not match parameter " +
+                      p.key());
+    }
+    p.value().set_data(
+        torch::from_blob(static_cast<char*>(base) + e.offset, shape, torch::kFloat));
+  }
+  return Status::Ok();
+}
+
+uint64_t ParamsChecksum(torch::nn::Module& model) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& p : model.parameters()) {
+    auto c = p.detach().contiguous();
+    h = Fnv1a(c.data_ptr<float>(), c.numel() * sizeof(float), h);
+  }
+  return h;
+}
+
+uint64_t SegmentChecksum(const WeightsHeader& h, const void* base) {
+  uint64_t sum = 1469598103934665603ull;
+  for (uint32_t i = 0; i < h.count; ++i) {
+    sum = Fnv1a(static_cast<const char*>(base) + h.entries[i].offset,
+                h.entries[i].numel * sizeof(float), sum);
+  }
+  return sum;
+}
+
+void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h,
+                   uint8_t* base) {
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  auto next = [&]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  const uint32_t rows = h.rows, cols = h.cols;
+  auto fill = [&](uint64_t n, uint8_t* images, uint8_t* labels) {
+    for (uint64_t k = 0; k < n; ++k) {
+      const uint32_t label = next() % 10;
+      labels[k] = static_cast<uint8_t>(label);
+      uint8_t* img = images + k * rows * cols;
+      for (uint32_t p = 0; p < rows * cols; ++p) img[p] = static_cast<uint8_t>(next() % 64);
+      // A bright 7x7 blob whose place encodes the class, jittered by a pixel or two.
+      const uint32_t r0 = 2 + (label / 4) * 8 + next() % 3, c0 = 2 + (label % 4) * 6 + next() % 3;
+      for (uint32_t r = r0; r < std::min(rows, r0 + 7); ++r)
+        for (uint32_t c = c0; c < std::min(cols, c0 + 7); ++c) img[r * cols + c] = 220;
+    }
+  };
+  fill(n_train, base + h.train_images, base + h.train_labels);
+  fill(n_test, base + h.test_images, base + h.test_labels);
+}
+
+void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx, int64_t n,
+               int64_t pixels, torch::Tensor* x, torch::Tensor* y) {
+  auto xb = torch::empty({n, pixels}, torch::kUInt8);
+  auto yb = torch::empty({n}, torch::kLong);
+  uint8_t* xp = xb.data_ptr<uint8_t>();
+  int64_t* yp = yb.data_ptr<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(xp + i * pixels, images + idx[i] * pixels, pixels);
+    yp[i] = labels[idx[i]];
+  }
+  const int64_t side = static_cast<int64_t>(std::lround(std::sqrt(double(pixels))));
+  *x = xb.to(torch::kFloat).div_(255.0).sub_(kMean).div_(kStd).view({n, 1, side, side});
+  *y = yb;
+}
+
+double Evaluate(ConvNet& model, const DataView& data, uint64_t limit, int64_t batch) {
+  torch::NoGradGuard ng;
+  model->eval();
+  const int64_t n = static_cast<int64_t>(std::min<uint64_t>(limit, data.header->n_test));
+  const int64_t pixels = int64_t(data.header->rows) * data.header->cols;
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[i] = i;
+  int64_t correct = 0;
+  for (int64_t s = 0; s < n; s += batch) {
+    const int64_t b = std::min(batch, n - s);
+    torch::Tensor x, y;
+    MakeBatch(data.test_images(), data.test_labels(), idx.data() + s, b, pixels, &x, &y);
+    auto pred = model->forward(x).argmax(1);
+    correct += pred.eq(y).sum().item<int64_t>();
+  }
+  model->train();
+  return n == 0 ? 0.0 : double(correct) / double(n);
+}
+
+void ApplyAllocatorPolicy(const std::string& policy) {
+  if (policy != "retain") return;
+  // The step's activation buffers (~150 MB each at batch 64) are above glibc's mmap threshold,
+  // so by default every step maps and unmaps them: ~235k page faults a batch, half the CPU in
+  // the kernel. Serving them from the heap and never trimming it keeps the pages mapped, and
+  // the same sizes come back every step, so the heap does not keep growing.
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, INT_MAX);
+  mallopt(M_ARENA_MAX, 1);
+}
+
+int TrainWorker(WorkerContext& ctx) {
+  const auto& s = ctx.spec;
+  auto* board = static_cast<BoardHeader*>(ctx.board);
+  WorkerSlot* slot = BoardSlot(ctx.board, ctx.index);
+  slot->pid.store(getpid());
+  slot->accuracy_bits.store(FloatToBits(std::nanf("")));
+  at::set_num_threads(static_cast<int>(s.threads()));
+  torch::manual_seed(s.seed() * 7919 + ctx.index + 1);
+
+  auto& model = ctx.model;
+  model->train();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(s.optimizer().lr())
+                                                 .momentum(s.optimizer().momentum()));
+  const DataHeader& dh = *ctx.data.header;
+  const int64_t n = static_cast<int64_t>(dh.n_train);
+  const int64_t batch = std::min<int64_t>(s.batch_size(), n);
+  const int64_t pixels = int64_t(dh.rows) * dh.cols;
+  const uint64_t batches = s.batches();
+  const uint64_t k = std::clamp<uint64_t>(batches / 4, 1, 10);  // batches behind first/last loss
+
+  torch::Tensor perm = torch::randperm(n, torch::kLong);
+  int64_t pos = 0;
+  double first_sum = 0, tail_sum = 0;
+  using Clock = std::chrono::steady_clock;
+  auto ns = [](Clock::time_point a, Clock::time_point b) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+  };
+  const auto train_start = Clock::now();
+  for (uint64_t step = 0; step < batches; ++step) {
+    const auto t0 = Clock::now();
+    if (step == 0) {
+      slot->first_step_ns.store(RealtimeNs());
+      slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+    }
+    if (pos + batch > n) {
+      perm = torch::randperm(n, torch::kLong);
+      pos = 0;
+    }
+    torch::Tensor x, y;
+    MakeBatch(ctx.data.train_images(), ctx.data.train_labels(), perm.data_ptr<int64_t>() + pos,
+              batch, pixels, &x, &y);
+    pos += batch;
+    const auto t1 = Clock::now();
+    auto out = model->forward(x);
+    auto loss = torch::nll_loss(out, y);
+    const auto t2 = Clock::now();
+    opt.zero_grad();
+    loss.backward();
+    const auto t3 = Clock::now();
+    opt.step();
+    const auto t4 = Clock::now();
+    const float l = loss.item<float>();
+    if (step < k) first_sum += l;
+    if (step >= batches - k) tail_sum += l;
+    slot->data_ns.fetch_add(ns(t0, t1), std::memory_order_relaxed);
+    slot->forward_ns.fetch_add(ns(t1, t2), std::memory_order_relaxed);
+    slot->backward_ns.fetch_add(ns(t2, t3), std::memory_order_relaxed);
+    slot->optimizer_ns.fetch_add(ns(t3, t4), std::memory_order_relaxed);
+    slot->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
+    if (step + 1 == k) slot->first_loss_bits.store(FloatToBits(float(first_sum / k)));
+    slot->samples.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
+    slot->steps.fetch_add(1, std::memory_order_release);
+    slot->heartbeat_ns.store(RealtimeNs(), std::memory_order_relaxed);
+  }
+  slot->train_ns.store(ns(train_start, Clock::now()));
+  slot->tail_loss_bits.store(FloatToBits(float(tail_sum / k)));
+
+  // Wait for every worker to finish before fingerprinting the weights: with sharing on, the
+  // others are still writing them. The leader kills us if a peer dies, so this cannot hang.
+  board->finished.fetch_add(1);
+  while (board->finished.load() < board->workers) {
+    slot->heartbeat_ns.store(RealtimeNs(), std::memory_order_relaxed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  slot->weights_checksum.store(ParamsChecksum(*model));
+  if (ctx.index == 0 && s.eval_samples() > 0 && dh.n_test > 0) {
+    double acc = Evaluate(model, ctx.data, s.eval_samples(), std::max<int64_t>(batch, 64));
+    slot->accuracy_bits.store(FloatToBits(static_cast<float>(acc)));
+  }
+  slot->vmhwm_bytes.store(SelfVmHwm());
+  slot->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+  return 0;
+}
+
+}  // namespace shoal

@@ -1,0 +1,64 @@
+// Training-side building blocks: the model's weights in a shared segment, the data set view, and
+// the Hogwild worker loop. Shared by shoal-worker and the tests.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+#include "shared/layout.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+#include "worker/model.h"
+
+namespace shoal {
+
+// The model's parameter names and shapes, in registration order.
+std::vector<TensorShape> ModelTensors(torch::nn::Module& model);
+// Copies the model's parameters into the segment at `base` (laid out by `h`).
+void CopyParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base);
+// Copies the segment into the model's own (private) parameter storage.
+void CopyParamsFromSegment(torch::nn::Module& model, const WeightsHeader& h, const void* base);
+// Points every parameter at its slice of the segment: from then on the model trains in place
+// on shared memory (Hogwild). The segment must outlive the model's use of it.
+Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base);
+// FNV-1a over the parameters' bytes in order.
+uint64_t ParamsChecksum(torch::nn::Module& model);
+uint64_t SegmentChecksum(const WeightsHeader& h, const void* base);
+
+// A read-only view of the data set segment.
+struct DataView {
+  const DataHeader* header = nullptr;
+  const uint8_t* base = nullptr;
+  const uint8_t* train_images() const { return base + header->train_images; }
+  const uint8_t* train_labels() const { return base + header->train_labels; }
+  const uint8_t* test_images() const { return base + header->test_images; }
+  const uint8_t* test_labels() const { return base + header->test_labels; }
+};
+
+// Writes a learnable synthetic MNIST-shaped set (class-dependent blobs plus noise).
+void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h, uint8_t* base);
+
+// Builds a normalised float batch [B,1,rows,cols] and int64 labels from the given rows.
+void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx, int64_t n,
+               int64_t pixels, torch::Tensor* x, torch::Tensor* y);
+
+// Test-set accuracy of the model on the first `limit` test images.
+double Evaluate(ConvNet& model, const DataView& data, uint64_t limit, int64_t batch);
+
+// Applies the allocator policy named in the spec ("retain" keeps freed step buffers mapped).
+void ApplyAllocatorPolicy(const std::string& policy);
+
+struct WorkerContext {
+  v1::ExperimentSpec spec;
+  uint32_t index = 0;
+  ConvNet model{nullptr};  // parameters already bound (shared) or private
+  DataView data;
+  void* board = nullptr;
+};
+
+// The Hogwild loop of one worker; returns the process exit code.
+int TrainWorker(WorkerContext& ctx);
+
+}  // namespace shoal
