@@ -1,0 +1,144 @@
+// shoald: the Shoal coordinator daemon. Runs in the foreground; logs to stderr.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "server/coordinator.h"
+#include "server/node_info.h"
+#include "server/rpc/service.h"
+#include "shared/process.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+std::string DefaultSocket() {
+  if (const char* s = std::getenv("SHOAL_SOCKET")) return s;
+  return "/tmp/shoal-" + std::to_string(getuid()) + ".sock";
+}
+
+std::string DefaultStateDir() {
+  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.local/state/shoal";
+  return "/var/lib/shoal";
+}
+
+// True when something already accepts connections on the socket path.
+bool SocketInUse(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  bool used = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return used;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shoald: the Shoal coordinator daemon"};
+  std::string socket_path = DefaultSocket(), state_dir = DefaultStateDir(), worker_bin, log_level = "info";
+  shoal::CoordinatorOptions opts;
+  opts.limits.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  app.add_option("--socket", socket_path, "unix socket to listen on (mode 0600); env SHOAL_SOCKET")->capture_default_str();
+  app.add_option("--state-dir", state_dir, "directory for the SQLite store")->capture_default_str();
+  app.add_option("--worker-bin", worker_bin, "shoal-worker executable (default: next to shoald)");
+  app.add_option("--max-workers", opts.limits.max_workers, "most workers one experiment may ask for")
+      ->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--sampler-budget", opts.sampler.budget_fraction,
+                 "CPU share of one core the smaps_rollup walks may use")
+      ->capture_default_str()->check(CLI::Range(0.0001, 1.0));
+  app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")->capture_default_str()->check(CLI::Range(0, 600000));
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ shoald: %v");
+
+  if (worker_bin.empty()) worker_bin = shoal::SelfExeDir() + "/shoal-worker";
+  if (::access(worker_bin.c_str(), X_OK) != 0) {
+    spdlog::critical("worker executable {} is not runnable: {}", worker_bin, std::strerror(errno));
+    return 1;
+  }
+  opts.worker_bin = worker_bin;
+
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
+  if (ec) {
+    spdlog::critical("cannot create state dir {}: {}", state_dir, ec.message());
+    return 1;
+  }
+  ::chmod(state_dir.c_str(), 0700);
+  // One daemon per state directory.
+  int lock_fd = ::open((state_dir + "/shoald.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    spdlog::critical("another shoald uses state dir {}", state_dir);
+    return 1;
+  }
+  if (SocketInUse(socket_path)) {
+    spdlog::critical("another process is listening on {}", socket_path);
+    return 1;
+  }
+  ::unlink(socket_path.c_str());
+
+  // Orphaned workers of a dead leader are reparented to us, so we can reap and account for them.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  // Signals are taken by sigwait in main; every thread started below inherits the mask.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  const std::string torch_version = shoal::QueryWorkerVersion(worker_bin);
+  auto store = shoal::Store::Open(state_dir + "/shoal.db");
+  if (!store.ok()) {
+    spdlog::critical("{}", store.status().message());
+    return 1;
+  }
+  shoal::TelemetryHub hub;
+  shoal::RealProcReader proc;
+  shoal::Coordinator coord(opts, store->get(), &hub, &proc);
+  if (auto st = coord.Recover(); !st.ok()) {
+    spdlog::critical("recovery: {}", st.ToString());
+    return 1;
+  }
+  coord.Start();
+
+  shoal::ShoalService service(&coord, &hub, [&] {
+    return shoal::CollectNodeInfo(state_dir, opts.limits.max_workers, torch_version);
+  });
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  const mode_t old_umask = ::umask(0077);  // the socket is born 0600
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ::umask(old_umask);
+  if (!server) {
+    spdlog::critical("cannot listen on unix:{}", socket_path);
+    coord.Shutdown();
+    return 1;
+  }
+  ::chmod(socket_path.c_str(), 0600);
+  spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", socket_path, state_dir, worker_bin,
+               torch_version);
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  coord.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  ::unlink(socket_path.c_str());
+  return 0;
+}

@@ -1,0 +1,137 @@
+#include "server/sampler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace shoal {
+
+ProcessSampler::ProcessSampler(ProcReader* reader, SamplerOptions opts, CpuClock cpu_clock)
+    : reader_(reader),
+      opts_(opts),
+      cpu_clock_(std::move(cpu_clock)),
+      page_size_(static_cast<uint64_t>(sysconf(_SC_PAGESIZE))),
+      ticks_per_sec_(static_cast<double>(sysconf(_SC_CLK_TCK))),
+      tokens_ns_(static_cast<double>(opts.burst_ns)) {}
+
+void ProcessSampler::Track(pid_t pid, const std::string& role, int index) {
+  Proc& p = procs_[pid];
+  p.role = role;
+  p.index = index;
+}
+
+void ProcessSampler::Untrack(pid_t pid) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return;
+  finished_peaks_[pid] = it->second.peak_pss;
+  procs_.erase(it);
+}
+
+uint64_t ProcessSampler::PeakPss(pid_t pid) const {
+  if (auto it = procs_.find(pid); it != procs_.end()) return it->second.peak_pss;
+  if (auto it = finished_peaks_.find(pid); it != finished_peaks_.end()) return it->second;
+  return 0;
+}
+
+void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
+  const uint64_t cpu0 = cpu_clock_();
+  if (last_tick_ns_ != 0 && now_ns > last_tick_ns_) {
+    tokens_ns_ = std::min<double>(static_cast<double>(opts_.burst_ns),
+                                  tokens_ns_ + opts_.budget_fraction * double(now_ns - last_tick_ns_));
+  }
+  last_tick_ns_ = now_ns;
+
+  // Cheap figures for everyone.
+  for (auto& [pid, p] : procs_) {
+    auto statm = reader_->Read(pid, "statm");
+    auto stat = reader_->Read(pid, "stat");
+    statm_reads_ += 2;
+    if (!statm.ok() || !stat.ok()) {
+      p.gone = true;
+      continue;
+    }
+    auto m = ParseStatm(*statm, page_size_);
+    auto s = ParseProcStat(*stat);
+    if (!m.ok() || !s.ok() || s->state == 'Z') {
+      p.gone = true;
+      continue;
+    }
+    p.rss_now = m->resident_bytes;
+    const uint64_t ticks = s->utime_ticks + s->stime_ticks;
+    if (p.cpu_at_ns != 0 && now_ns > p.cpu_at_ns) {
+      const double secs = double(now_ns - p.cpu_at_ns) / 1e9;
+      p.cpu_percent = 100.0 * double(ticks - std::min(ticks, p.cpu_ticks)) / ticks_per_sec_ / secs;
+    }
+    p.cpu_ticks = ticks;
+    p.cpu_at_ns = now_ns;
+  }
+
+  // Page-table walks under the budget: never-walked first, then the largest relative RSS moves.
+  std::vector<std::pair<double, pid_t>> want;
+  for (auto& [pid, p] : procs_) {
+    if (p.gone) continue;
+    double prio;
+    if (!p.walked) {
+      prio = 1e9;
+    } else {
+      const double move = std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
+      const bool stale = now_ns - p.walked_at_ns > opts_.refresh_after_ns;
+      if (move < opts_.move_threshold && !stale) continue;
+      prio = move + (stale ? 0.001 : 0.0);
+    }
+    want.emplace_back(prio, pid);
+  }
+  std::sort(want.begin(), want.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (auto& [prio, pid] : want) {
+    if (tokens_ns_ < walk_cost_ns_ && procs_[pid].walked) break;  // an unwalked process always gets one
+    const uint64_t c0 = cpu_clock_();
+    auto text = reader_->Read(pid, "smaps_rollup");
+    const uint64_t cost = cpu_clock_() - c0;
+    tokens_ns_ -= double(cost);
+    walk_cost_ns_ = 0.8 * walk_cost_ns_ + 0.2 * double(cost);
+    ++smaps_reads_;
+    if (!text.ok()) continue;
+    auto r = ParseSmapsRollup(*text);
+    if (!r.ok()) continue;
+    Proc& p = procs_[pid];
+    p.walked = true;
+    p.rss = r->rss;
+    p.pss = r->pss;
+    p.uss = r->uss();
+    p.rss_now = r->rss;
+    p.walked_at_ns = now_ns;
+  }
+
+  uint64_t rss_sum = 0, pss_sum = 0, uss_sum = 0;
+  for (auto& [pid, p] : procs_) {
+    if (p.gone) continue;
+    auto* ps = out->add_processes();
+    ps->set_pid(pid);
+    ps->set_role(p.role);
+    ps->set_index(p.index);
+    ps->set_rss_bytes(p.rss_now);
+    // Carry the last walk forward by the RSS change since (growth is private memory).
+    const int64_t delta = int64_t(p.rss_now) - int64_t(p.rss);
+    const uint64_t pss = p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.pss) + delta)) : p.rss_now;
+    const uint64_t uss = p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.uss) + delta)) : p.rss_now;
+    ps->set_pss_bytes(pss);
+    ps->set_uss_bytes(uss);
+    ps->set_cpu_percent(p.cpu_percent);
+    ps->set_pss_age_ms(p.walked ? double(now_ns - p.walked_at_ns) / 1e6 : -1);
+    p.peak_pss = std::max(p.peak_pss, pss);
+    rss_sum += p.rss_now;
+    pss_sum += pss;
+    uss_sum += uss;
+  }
+  out->set_total_rss_bytes(rss_sum);
+  out->set_total_pss_bytes(pss_sum);
+  out->set_total_uss_bytes(uss_sum);
+  peak_rss_sum_ = std::max(peak_rss_sum_, rss_sum);
+  peak_pss_sum_ = std::max(peak_pss_sum_, pss_sum);
+  peak_uss_sum_ = std::max(peak_uss_sum_, uss_sum);
+  cpu_ns_ += cpu_clock_() - cpu0;
+}
+
+}  // namespace shoal

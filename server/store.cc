@@ -1,0 +1,145 @@
+#include "server/store.h"
+
+namespace shoal {
+namespace {
+
+// Finalises a statement on every path.
+struct Stmt {
+  sqlite3_stmt* s = nullptr;
+  ~Stmt() { sqlite3_finalize(s); }
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Unavailable("cannot open store " + path + ": " + msg);
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  sqlite3_busy_timeout(db, 5000);
+  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL"));
+  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=NORMAL"));
+  RETURN_IF_ERROR(store->Exec(
+      "CREATE TABLE IF NOT EXISTS experiments (id TEXT PRIMARY KEY, submitted INTEGER, state "
+      "INTEGER, body BLOB);"
+      "CREATE TABLE IF NOT EXISTS events (id TEXT, t_ms REAL, body BLOB);"
+      "CREATE INDEX IF NOT EXISTS events_id ON events(id);"
+      "CREATE TABLE IF NOT EXISTS samples (id TEXT, t_ms REAL, body BLOB);"
+      "CREATE INDEX IF NOT EXISTS samples_id ON samples(id);"));
+  return store;
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+Status Store::Error(const std::string& what) {
+  return Internal("store: " + what + ": " + sqlite3_errmsg(db_));
+}
+
+Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string m = err ? err : "?";
+    sqlite3_free(err);
+    return Internal(std::string("store: ") + m);
+  }
+  return Status::Ok();
+}
+
+Status Store::Put(const v1::Experiment& e) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?)", -1, &st.s, nullptr) != SQLITE_OK) {
+    return Error("prepare put");
+  }
+  std::string body = e.SerializeAsString();
+  sqlite3_bind_text(st.s, 1, e.id().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st.s, 2, e.submitted_unix_ms());
+  sqlite3_bind_int(st.s, 3, e.state());
+  sqlite3_bind_blob(st.s, 4, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return Error("put " + e.id());
+  return Status::Ok();
+}
+
+StatusOr<v1::Experiment> Store::Get(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "SELECT body FROM experiments WHERE id=?", -1, &st.s, nullptr) != SQLITE_OK) {
+    return Error("prepare get");
+  }
+  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st.s) != SQLITE_ROW) return NotFound("no experiment with id '" + id + "'");
+  v1::Experiment e;
+  if (!e.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) {
+    return DataLoss("store: experiment " + id + " is corrupt");
+  }
+  return e;
+}
+
+StatusOr<std::vector<v1::Experiment>> Store::List() {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "SELECT body FROM experiments ORDER BY submitted, rowid", -1, &st.s, nullptr) != SQLITE_OK) {
+    return Error("prepare list");
+  }
+  std::vector<v1::Experiment> out;
+  while (sqlite3_step(st.s) == SQLITE_ROW) {
+    v1::Experiment e;
+    if (e.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+namespace {
+
+template <typename Msg>
+Status Append(sqlite3* db, const char* sql, const std::string& id, double t, const Msg& m) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK) return Internal(sqlite3_errmsg(db));
+  std::string body = m.SerializeAsString();
+  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st.s, 2, t);
+  sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return Internal(std::string("store: ") + sqlite3_errmsg(db));
+  return Status::Ok();
+}
+
+template <typename Msg>
+StatusOr<std::vector<Msg>> ReadAll(sqlite3* db, const char* sql, const std::string& id) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK) return Internal(sqlite3_errmsg(db));
+  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<Msg> out;
+  while (sqlite3_step(st.s) == SQLITE_ROW) {
+    Msg m;
+    if (m.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+Status Store::AddEvent(const std::string& id, const v1::Event& ev) {
+  std::lock_guard<std::mutex> l(mu_);
+  return Append(db_, "INSERT INTO events VALUES (?,?,?)", id, ev.t_ms(), ev);
+}
+
+StatusOr<std::vector<v1::Event>> Store::Events(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return ReadAll<v1::Event>(db_, "SELECT body FROM events WHERE id=? ORDER BY rowid", id);
+}
+
+Status Store::AddSample(const std::string& id, const v1::Sample& s) {
+  std::lock_guard<std::mutex> l(mu_);
+  return Append(db_, "INSERT INTO samples VALUES (?,?,?)", id, s.t_ms(), s);
+}
+
+StatusOr<std::vector<v1::Sample>> Store::Samples(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return ReadAll<v1::Sample>(db_, "SELECT body FROM samples WHERE id=? ORDER BY rowid", id);
+}
+
+}  // namespace shoal

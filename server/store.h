@@ -1,0 +1,39 @@
+// Durable record of experiments, their events and samples: SQLite in WAL mode under the state
+// directory, so a restarted daemon still lists everything.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+class Store {
+ public:
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  ~Store();
+
+  Status Put(const v1::Experiment& e);  // insert or replace
+  StatusOr<v1::Experiment> Get(const std::string& id);
+  StatusOr<std::vector<v1::Experiment>> List();  // in submission order
+  Status AddEvent(const std::string& id, const v1::Event& ev);
+  StatusOr<std::vector<v1::Event>> Events(const std::string& id);
+  Status AddSample(const std::string& id, const v1::Sample& s);
+  StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  Status Exec(const char* sql);
+  Status Error(const std::string& what);
+
+  std::mutex mu_;
+  sqlite3* db_;
+};
+
+}  // namespace shoal
