@@ -338,7 +338,7 @@ void Coordinator::Run(const std::string& id) {
       for (auto& w : rs.progress["workers"]) {
         steps += w.value("steps", uint64_t{0});
         samples += w.value("samples", uint64_t{0});
-        if (w.value("steps", 0) > 0 && w["last_loss"].is_number()) {
+        if (w.value("steps", uint64_t{0}) > 0 && w["last_loss"].is_number()) {
           loss_sum += w["last_loss"].get<double>();
           ++loss_n;
         }
@@ -494,12 +494,15 @@ void Coordinator::Run(const std::string& id) {
       fwd += NsToMs(w.value("forward_ns", uint64_t{0}));
       bwd += NsToMs(w.value("backward_ns", uint64_t{0}));
       opt += NsToMs(w.value("optimizer_ns", uint64_t{0}));
-      if (w["first_loss"].is_number() && w["tail_loss"].is_number() && w.value("train_ns", 0) > 0) {
+      if (w["first_loss"].is_number() && w["tail_loss"].is_number() && w.value("train_ns", uint64_t{0}) > 0) {
         first_loss += w["first_loss"].get<double>();
         tail_loss += w["tail_loss"].get<double>();
         ++nloss;
       }
-      if (w.value("index", -1) == 0 && w["accuracy"].is_number()) r->set_test_accuracy(w["accuracy"].get<double>());
+      if (w.value("index", -1) == 0 && w["accuracy"].is_number()) {
+        r->set_test_accuracy(w["accuracy"].get<double>());
+        r->set_eval_ms(NsToMs(w.value("eval_ns", uint64_t{0})));
+      }
       if (auto* p = FindWorker(rs, w.value("index", -1))) {
         p->set_peak_rss_bytes(w.value("vmhwm_bytes", uint64_t{0}));
         hwm_sum += w.value("vmhwm_bytes", uint64_t{0});

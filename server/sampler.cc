@@ -84,11 +84,13 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
     want.emplace_back(prio, pid);
   }
   std::sort(want.begin(), want.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  uint64_t walk_ns = 0;
   for (auto& [prio, pid] : want) {
     if (tokens_ns_ < walk_cost_ns_ && procs_[pid].walked) break;  // an unwalked process always gets one
     const uint64_t c0 = cpu_clock_();
     auto text = reader_->Read(pid, "smaps_rollup");
     const uint64_t cost = cpu_clock_() - c0;
+    walk_ns += cost;
     tokens_ns_ -= double(cost);
     walk_cost_ns_ = 0.8 * walk_cost_ns_ + 0.2 * double(cost);
     ++smaps_reads_;
@@ -131,7 +133,10 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
   peak_rss_sum_ = std::max(peak_rss_sum_, rss_sum);
   peak_pss_sum_ = std::max(peak_pss_sum_, pss_sum);
   peak_uss_sum_ = std::max(peak_uss_sum_, uss_sum);
-  cpu_ns_ += cpu_clock_() - cpu0;
+  const uint64_t spent = cpu_clock_() - cpu0;
+  cpu_ns_ += spent;
+  // The bucket pays for the whole tick (the walks were already charged as they ran).
+  tokens_ns_ -= double(spent - std::min(spent, walk_ns));
 }
 
 }  // namespace shoal

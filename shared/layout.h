@@ -74,6 +74,7 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> first_step_ns;  // CLOCK_REALTIME, start of the first step
   std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;
   std::atomic<uint64_t> train_ns;
+  std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation after training
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
   std::atomic<uint32_t> last_loss_bits;    // float

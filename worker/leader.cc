@@ -73,6 +73,7 @@ json SlotJson(const WorkerSlot& w, uint32_t i) {
           {"backward_ns", w.backward_ns.load()},
           {"optimizer_ns", w.optimizer_ns.load()},
           {"train_ns", w.train_ns.load()},
+          {"eval_ns", w.eval_ns.load()},
           {"vmhwm_bytes", w.vmhwm_bytes.load()},
           {"weights_checksum", Hex64(w.weights_checksum.load())},
           {"accuracy", f(w.accuracy_bits.load())}};

@@ -233,7 +233,9 @@ int TrainWorker(WorkerContext& ctx) {
   }
   slot->weights_checksum.store(ParamsChecksum(*model));
   if (ctx.index == 0 && s.eval_samples() > 0 && dh.n_test > 0) {
+    const auto e0 = Clock::now();
     double acc = Evaluate(model, ctx.data, s.eval_samples(), std::max<int64_t>(batch, 64));
+    slot->eval_ns.store(ns(e0, Clock::now()));
     slot->accuracy_bits.store(FloatToBits(static_cast<float>(acc)));
   }
   slot->vmhwm_bytes.store(SelfVmHwm());

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Shoal builds, runs and benchmarks with; a no-op when all are there.
+set -euo pipefail
+PACKAGES=(
+  build-essential cmake pkg-config
+  libtorch-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
+  libboost-dev libspdlog-dev libgtest-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
+  dataset-fashion-mnist python3-torch
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "shoal: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,220 @@
+// End to end: the real shoald, real shoal-worker processes and the real CLI on a temporary unix
+// socket and state directory, on the real Fashion-MNIST files.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "shared/shm.h"
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::Daemon;
+using testing::TempDir;
+
+const char* kFashion = "/usr/share/datasets/fashion-mnist";
+
+class E2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
+    ASSERT_TRUE(daemon_->Start()) << "shoald did not start";
+  }
+
+  json MustJson(const CommandResult& r) {
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+
+  // Nothing of the experiment is left: no live process, no segment.
+  void ExpectNothingLeft(const json& e) {
+    EXPECT_TRUE(ListSegments(SegmentPrefix(e["id"].get<std::string>())).empty());
+    for (const auto& p : e["processes"]) {
+      EXPECT_FALSE(p["alive"].get<bool>());
+      EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>())) << "pid " << p["pid"] << " still alive";
+    }
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+struct Mode {
+  const char* start;
+  const char* share;
+};
+
+void PrintTo(const Mode& m, std::ostream* os) { *os << m.start << "/share=" << m.share; }
+
+class HogwildE2E : public E2E, public ::testing::WithParamInterface<Mode> {};
+
+TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
+  const Mode m = GetParam();
+  json e = MustJson(daemon_->Cli({"submit", "--workers", "2", "--start", m.start, "--share", m.share, "--device",
+                                  "cpu", "--batches", "3", "--batch-size", "64", "--dataset", kFashion,
+                                  "--eval-samples", "64", "--sample-interval-ms", "100", "--wait", "--json"}));
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+  const json& r = e["result"];
+  EXPECT_EQ(r["steps"], 6);
+  EXPECT_EQ(r["samples"], 6 * 64);
+  EXPECT_GT(r["samples_per_sec"].get<double>(), 0);
+  EXPECT_GT(r["ready_ms"].get<double>(), 0);
+  EXPECT_GT(r["peak_pss_sum_bytes"].get<uint64_t>(), 100u << 20);
+  EXPECT_LE(r["peak_pss_sum_bytes"].get<uint64_t>(), r["peak_rss_sum_bytes"].get<uint64_t>());
+  EXPECT_LE(r["peak_uss_sum_bytes"].get<uint64_t>(), r["peak_pss_sum_bytes"].get<uint64_t>());
+  EXPECT_GT(r["data_bytes"].get<uint64_t>(), 60000u * 784);  // the real training set, once
+  EXPECT_FALSE(r["test_accuracy"].is_null());
+  EXPECT_GT(r["smaps_reads"].get<uint64_t>(), 0u);
+
+  ASSERT_EQ(e["processes"].size(), 3u);
+  std::set<std::string> sums;
+  for (const auto& p : e["processes"]) {
+    if (p["role"] == "leader") continue;
+    EXPECT_EQ(p["steps"], 3);
+    EXPECT_EQ(p["exit_code"], 0);
+    EXPECT_GT(p["peak_rss_bytes"].get<uint64_t>(), 0u);  // VmHWM
+    sums.insert(p["weights_checksum"].get<std::string>());
+  }
+  const std::string initial = r["initial_weights_checksum"], final_shared = r["final_shared_checksum"];
+  if (std::string(m.share) == "yes") {
+    // Everyone trained the one copy: all workers end on the segment's weights, which moved.
+    ASSERT_EQ(sums.size(), 1u);
+    EXPECT_EQ(*sums.begin(), final_shared);
+    EXPECT_NE(final_shared, initial);
+  } else {
+    // Each trained its own: two different results, and the leader's copy never changed.
+    EXPECT_EQ(sums.size(), 2u);
+    EXPECT_EQ(sums.count(initial), 0u);
+    EXPECT_EQ(final_shared, initial);
+  }
+  ExpectNothingLeft(e);
+}
+
+INSTANTIATE_TEST_SUITE_P(StartAndShare, HogwildE2E,
+                         ::testing::Values(Mode{"fork", "yes"}, Mode{"fork", "no"}, Mode{"spawn", "yes"},
+                                           Mode{"spawn", "no"}),
+                         [](const auto& info) {
+                           return std::string(info.param.start) + "_share_" + info.param.share;
+                         });
+
+TEST_F(E2E, LossDecreasesOverALongerRun) {
+  json e = MustJson(daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes", "--batches",
+                                  "40", "--dataset", kFashion, "--eval-samples", "500", "--wait", "--json"}));
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+  const double first = e["result"]["first_loss"], last = e["result"]["last_loss"];
+  EXPECT_GT(first, 2.0);  // ten classes, untrained: ~ln(10)
+  EXPECT_LT(last, first * 0.85) << "first " << first << " last " << last;
+  EXPECT_GT(e["result"]["test_accuracy"].get<double>(), 0.3);  // chance is 0.1
+  ExpectNothingLeft(e);
+}
+
+TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  std::vector<Case> cases = {
+      {{"--workers", "1000"}, "workers: 1000 is outside the allowed range 1..64"},
+      {{"--start", "vfork"}, "start: 'vfork' is not one of: fork, spawn"},
+      {{"--dataset", "/nonexistent"}, "dataset: '/nonexistent' is not a directory"},
+      {{"--batch-size", "100000"}, "batch_size: 100000 is outside the allowed range"},
+      {{"--device", "cuda"}, "device: 'cuda'"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"submit"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    CommandResult r = daemon_->Cli(args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+  }
+  json l = MustJson(daemon_->Cli({"list", "--json"}));
+  EXPECT_TRUE(l["experiments"].empty());
+  CommandResult g = daemon_->Cli({"get", "nope"});
+  EXPECT_NE(g.exit_code, 0);
+  EXPECT_NE(g.err.find("no experiment with id 'nope'"), std::string::npos) << g.err;
+}
+
+TEST_F(E2E, WatchStreamsAndARestartedDaemonStillListsTheRun) {
+  CommandResult s = daemon_->Cli({"submit", "--workers", "2", "--batches", "4", "--dataset", "synthetic",
+                                  "--sample-interval-ms", "50", "--json"});
+  const std::string id = MustJson(s)["id"];
+  CommandResult w = daemon_->Cli({"watch", id, "--json"});
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  int samples = 0;
+  std::string last_state;
+  std::istringstream lines(w.out);
+  for (std::string line; std::getline(lines, line);) {
+    json ev = json::parse(line);
+    EXPECT_EQ(ev["experiment_id"], id);
+    if (ev.contains("sample")) {
+      ++samples;
+      EXPECT_LE(ev["sample"]["total_pss_bytes"].get<uint64_t>(), ev["sample"]["total_rss_bytes"].get<uint64_t>());
+    }
+    if (ev.contains("state")) last_state = ev["state"];
+  }
+  EXPECT_GT(samples, 2);
+  EXPECT_EQ(last_state, "SUCCEEDED");
+
+  daemon_->Stop(SIGTERM);
+  Daemon again(dir_ / "state", dir_ / "s.sock");
+  ASSERT_TRUE(again.Start());
+  json l = MustJson(again.Cli({"list", "--json"}));
+  ASSERT_EQ(l["experiments"].size(), 1u);
+  EXPECT_EQ(l["experiments"][0]["id"], id);
+  EXPECT_EQ(l["experiments"][0]["state"], "SUCCEEDED");
+  json g = MustJson(again.Cli({"get", id, "--json"}));
+  EXPECT_EQ(g["result"]["steps"], 8);
+}
+
+TEST_F(E2E, CancelStopsEveryProcessAndRemovesSegments) {
+  const std::string id = MustJson(daemon_->Cli({"submit", "--workers", "2", "--batches", "100000",
+                                                "--dataset", "synthetic", "--json"}))["id"];
+  // Wait until both workers train.
+  json e;
+  for (int i = 0; i < 300; ++i) {
+    e = MustJson(daemon_->Cli({"get", id, "--json"}));
+    if (e["state"] == "RUNNING" && e["processes"].size() == 3u) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(e["processes"].size(), 3u) << e.dump(2);
+  EXPECT_FALSE(ListSegments(SegmentPrefix(id)).empty());
+  MustJson(daemon_->Cli({"cancel", id, "--json"}));
+  for (int i = 0; i < 300; ++i) {
+    e = MustJson(daemon_->Cli({"get", id, "--json"}));
+    if (e["state"] != "RUNNING") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(e["state"], "CANCELLED");
+  ExpectNothingLeft(e);
+  // Idempotent.
+  json again = MustJson(daemon_->Cli({"cancel", id, "--json"}));
+  EXPECT_EQ(again["state"], "CANCELLED");
+}
+
+TEST_F(E2E, NodeReportsNoGpuCleanly) {
+  json n = MustJson(daemon_->Cli({"node", "--json"}));
+  EXPECT_GT(n["cores"].get<int>(), 0);
+  EXPECT_GT(n["shm_free_bytes"].get<uint64_t>(), 0u);
+  EXPECT_FALSE(n["versions"]["libtorch"].get<std::string>().empty());
+  if (n["gpus"].empty()) {
+    EXPECT_NE(n["gpu_status"].get<std::string>().find("no GPU"), std::string::npos);
+  }
+}
+
+TEST_F(E2E, CliWithoutDaemonSaysSoInOneLine) {
+  CommandResult r = testing::RunCommand({testing::BinDir() + "/shoal", "--socket", dir_ / "none.sock", "list"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot reach shoald"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace shoal

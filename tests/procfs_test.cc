@@ -1,0 +1,70 @@
+#include "shared/procfs.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace shoal {
+namespace {
+
+constexpr const char* kRollup =
+    "55d0c0a00000-7ffd3b1f4000 ---p 00000000 00:00 0                          [rollup]\n"
+    "Rss:              696164 kB\n"
+    "Pss:              623402 kB\n"
+    "Pss_Anon:         585220 kB\n"
+    "Pss_File:          38182 kB\n"
+    "Pss_Shmem:             0 kB\n"
+    "Shared_Clean:      80704 kB\n"
+    "Shared_Dirty:       3476 kB\n"
+    "Private_Clean:      1204 kB\n"
+    "Private_Dirty:    610780 kB\n"
+    "Referenced:       696164 kB\n"
+    "Anonymous:        610656 kB\n"
+    "Swap:                  0 kB\n";
+
+TEST(ProcfsTest, ParsesSmapsRollup) {
+  auto r = ParseSmapsRollup(kRollup);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->rss, 696164ull * 1024);
+  EXPECT_EQ(r->pss, 623402ull * 1024);  // not Pss_Anon
+  EXPECT_EQ(r->uss(), (1204ull + 610780) * 1024);
+  EXPECT_LE(r->pss, r->rss);
+}
+
+TEST(ProcfsTest, RejectsTruncatedRollup) {
+  EXPECT_FALSE(ParseSmapsRollup("Rss: 12 kB\n").ok());
+  EXPECT_FALSE(ParseSmapsRollup("Rss: x kB\nPss: 1 kB\n").ok());
+}
+
+TEST(ProcfsTest, ParsesStatmAndStat) {
+  auto m = ParseStatm("1000 250 30 1 0 100 0\n", 4096);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->resident_bytes, 250ull * 4096);
+  // A command name with spaces and a ')' must not shift the fields.
+  auto s = ParseProcStat("123 (a b) c) R 1 123 123 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 1 0 5 0 0");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->state, 'R');
+  EXPECT_EQ(s->utime_ticks, 77u);
+  EXPECT_EQ(s->stime_ticks, 23u);
+  EXPECT_FALSE(ParseProcStat("garbage").ok());
+}
+
+TEST(ProcfsTest, ParsesStatusFields) {
+  const char* status = "Name:\tshoal-worker\nVmPeak:\t  900 kB\nVmHWM:\t  812 kB\nVmRSS:\t 700 kB\n";
+  auto v = ParseStatusKb(status, "VmHWM");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 812u * 1024);
+  EXPECT_FALSE(ParseStatusKb(status, "VmSwap").ok());
+}
+
+TEST(ProcfsTest, ReadsOwnProcFiles) {
+  RealProcReader r;
+  auto text = r.Read(getpid(), "smaps_rollup");
+  ASSERT_TRUE(text.ok());
+  auto roll = ParseSmapsRollup(*text);
+  ASSERT_TRUE(roll.ok());
+  EXPECT_GT(roll->rss, 0u);
+  EXPECT_LE(roll->pss, roll->rss);
+}
+
+}  // namespace
+}  // namespace shoal

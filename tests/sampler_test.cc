@@ -1,0 +1,118 @@
+#include "server/sampler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <map>
+
+namespace shoal {
+namespace {
+
+// A /proc with settable figures; each smaps_rollup read costs `walk_cost_ns` of fake CPU.
+class FakeProc : public ProcReader {
+ public:
+  struct P {
+    uint64_t rss_kb = 100000, pss_kb = 60000, uss_kb = 50000, ticks = 0;
+  };
+  std::map<pid_t, P> procs;
+  std::map<pid_t, int> walks;
+  uint64_t cpu_ns = 0;
+  uint64_t walk_cost_ns = 1'500'000;
+
+  StatusOr<std::string> Read(pid_t pid, const char* file) override {
+    auto it = procs.find(pid);
+    if (it == procs.end()) return NotFound("gone");
+    const P& p = it->second;
+    const std::string f = file;
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    if (f == "statm") return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " 10 1 0 1 0\n";
+    if (f == "stat") return std::to_string(pid) + " (w) R 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) + " 0 0 0";
+    cpu_ns += walk_cost_ns;
+    ++walks[pid];
+    return "Rss: " + std::to_string(p.rss_kb) + " kB\nPss: " + std::to_string(p.pss_kb) +
+           " kB\nShared_Clean: 0 kB\nShared_Dirty: 0 kB\nPrivate_Clean: 0 kB\nPrivate_Dirty: " +
+           std::to_string(p.uss_kb) + " kB\nSwap: 0 kB\n";
+  }
+};
+
+constexpr uint64_t kMs = 1'000'000;
+
+TEST(SamplerTest, WalksEachProcessOnceThenOnlyWhenRssMoves) {
+  FakeProc proc;
+  proc.procs[10] = {};
+  proc.procs[11] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(10, "leader", -1);
+  s.Track(11, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  EXPECT_EQ(proc.walks[10], 1);
+  EXPECT_EQ(proc.walks[11], 1);
+  EXPECT_EQ(out.total_pss_bytes(), 120000ull * 1024);
+  for (int i = 1; i <= 10; ++i) {
+    out.Clear();
+    s.Tick((1000 + 200 * i) * kMs, &out);
+  }
+  EXPECT_EQ(proc.walks[10], 1);  // nothing moved, not stale yet
+  // Worker grows by 50 MB: it is walked again once the budget allows; meanwhile PSS is carried.
+  proc.procs[11].rss_kb += 50000;
+  proc.procs[11].pss_kb += 50000;
+  out.Clear();
+  s.Tick(4000 * kMs, &out);
+  EXPECT_EQ(proc.walks[11], 2);
+  EXPECT_EQ(out.total_pss_bytes(), 170000ull * 1024);
+  EXPECT_LE(out.total_pss_bytes(), out.total_rss_bytes());
+}
+
+TEST(SamplerTest, WalksStayWithinTheCpuBudget) {
+  FakeProc proc;
+  for (pid_t p = 100; p < 116; ++p) proc.procs[p] = {};
+  SamplerOptions o;
+  o.budget_fraction = 0.01;
+  ProcessSampler s(&proc, o, [&] { return proc.cpu_ns; });
+  for (pid_t p = 100; p < 116; ++p) s.Track(p, "worker", p - 100);
+  // RSS changes every tick for 60 s at 5 Hz: an unbudgeted sampler would walk 16 x 300 times.
+  uint64_t t = 1000 * kMs;
+  for (int i = 0; i < 300; ++i) {
+    for (auto& [pid, p] : proc.procs) p.rss_kb = 100000 + uint64_t((i % 2) * 20000);
+    v1::Sample out;
+    s.Tick(t, &out);
+    t += 200 * kMs;
+  }
+  const double seconds = 60.0;
+  const double used = double(s.cpu_ns()) / 1e9 / seconds;
+  EXPECT_LE(used, 0.0125) << "sampler used " << used * 100 << "% of a core";
+  EXPECT_GT(s.smaps_reads(), 16u);  // but it did keep walking
+}
+
+TEST(SamplerTest, CpuPercentFromTicks) {
+  FakeProc proc;
+  proc.procs[5] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(5, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  proc.procs[5].ticks += static_cast<uint64_t>(sysconf(_SC_CLK_TCK));  // one CPU-second
+  out.Clear();
+  s.Tick(2000 * kMs, &out);
+  ASSERT_EQ(out.processes_size(), 1);
+  EXPECT_NEAR(out.processes(0).cpu_percent(), 100.0, 1.0);
+}
+
+TEST(SamplerTest, ExitedProcessesDropOutButKeepTheirPeak) {
+  FakeProc proc;
+  proc.procs[7] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(7, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  proc.procs.erase(7);
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  EXPECT_EQ(out.processes_size(), 0);
+  s.Untrack(7);
+  EXPECT_EQ(s.PeakPss(7), 60000ull * 1024);
+}
+
+}  // namespace
+}  // namespace shoal

@@ -1,0 +1,52 @@
+#include "server/store.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+TEST(StoreTest, SurvivesReopen) {
+  testing::TempDir d;
+  {
+    auto s = Store::Open(d / "db");
+    ASSERT_TRUE(s.ok());
+    for (int i = 0; i < 3; ++i) {
+      v1::Experiment e;
+      e.set_id("e" + std::to_string(i));
+      e.set_submitted_unix_ms(100 - i);  // listed by submission time
+      e.set_state(v1::SUCCEEDED);
+      e.mutable_result()->set_peak_pss_sum_bytes(1000 + i);
+      ASSERT_TRUE((*s)->Put(e).ok());
+    }
+    v1::Sample smp;
+    smp.set_t_ms(5);
+    smp.set_total_pss_bytes(77);
+    ASSERT_TRUE((*s)->AddSample("e1", smp).ok());
+    v1::Event ev;
+    ev.set_text("hello");
+    ASSERT_TRUE((*s)->AddEvent("e1", ev).ok());
+  }
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  auto all = (*s)->List();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].id(), "e2");
+  auto e1 = (*s)->Get("e1");
+  ASSERT_TRUE(e1.ok());
+  EXPECT_EQ(e1->result().peak_pss_sum_bytes(), 1001u);
+  EXPECT_EQ((*s)->Samples("e1")->at(0).total_pss_bytes(), 77u);
+  EXPECT_EQ((*s)->Events("e1")->at(0).text(), "hello");
+  EXPECT_EQ((*s)->Get("nope").status().code(), Code::kNotFound);
+}
+
+TEST(StoreTest, UnwritablePathIsAnError) {
+  auto s = Store::Open("/nonexistent/dir/db");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("/nonexistent/dir/db"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoal

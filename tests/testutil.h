@@ -1,0 +1,150 @@
+// Helpers for the tests: temporary directories, running a real command, a real shoald.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace shoal::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "shoal-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs argv (no shell) and collects stdout, stderr and the exit code.
+inline CommandResult RunCommand(const std::vector<std::string>& argv) {
+  int out[2], err[2];
+  CommandResult r;
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return r;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    return r;
+  }
+  // Drain both pipes without deadlocking on a full one.
+  fd_set set;
+  bool out_open = true, err_open = true;
+  char buf[8192];
+  while (out_open || err_open) {
+    FD_ZERO(&set);
+    if (out_open) FD_SET(out[0], &set);
+    if (err_open) FD_SET(err[0], &set);
+    if (::select(std::max(out[0], err[0]) + 1, &set, nullptr, nullptr, nullptr) < 0) break;
+    for (auto [fd, open, dst] : {std::tuple{out[0], &out_open, &r.out}, std::tuple{err[0], &err_open, &r.err}}) {
+      if (*open && FD_ISSET(fd, &set)) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) {
+          *open = false;
+        } else {
+          dst->append(buf, size_t(n));
+        }
+      }
+    }
+  }
+  ::close(out[0]);
+  ::close(err[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+inline std::string BinDir() { return SHOAL_BIN_DIR; }
+
+// A real shoald on a temporary socket and state directory.
+class Daemon {
+ public:
+  Daemon(const std::string& state_dir, const std::string& socket) : state_(state_dir), socket_(socket) {}
+  ~Daemon() { Stop(SIGKILL); }
+
+  bool Start(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {BinDir() + "/shoald", "--socket", socket_, "--state-dir", state_,
+                                     "--log-level", "warn"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (posix_spawn(&pid_, argv[0].c_str(), nullptr, nullptr, args.data(), environ) != 0) return false;
+    for (int i = 0; i < 200; ++i) {  // up to 10 s for the socket
+      struct stat st;
+      if (::stat(socket_.c_str(), &st) == 0) return true;
+      int status;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+
+  // Stops the daemon with `sig` and reaps it; returns its wait status.
+  int Stop(int sig = SIGTERM) {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, sig);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return st;
+  }
+  pid_t pid() const { return pid_; }
+
+  CommandResult Cli(std::vector<std::string> args) const {
+    args.insert(args.begin(), {BinDir() + "/shoal", "--socket", socket_});
+    return RunCommand(args);
+  }
+
+ private:
+  std::string state_, socket_;
+  pid_t pid_ = -1;
+};
+
+inline bool ProcessAlive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  // A zombie still answers kill(); it holds no memory, but count it as alive: nobody reaped it.
+  return true;
+}
+
+}  // namespace shoal::testing

@@ -1,0 +1,138 @@
+// The weight segment binding: parameters of a model bound to the segment alias it, so a write by
+// one process is seen by another; a private copy does not.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "shared/shm.h"
+#include "worker/training.h"
+
+namespace shoal {
+namespace {
+
+struct Segment {
+  ShmSegment seg;
+  WeightsHeader plan;
+};
+
+Segment MakeSegment(ConvNet& model, const std::string& id) {
+  auto plan = PlanWeights(ModelTensors(*model));
+  EXPECT_TRUE(plan.ok());
+  auto seg = ShmSegment::Create(SegmentName(id, "weights"), plan->total_bytes);
+  EXPECT_TRUE(seg.ok()) << seg.status().message();
+  std::memcpy(seg->data(), &plan.value(), sizeof(WeightsHeader));
+  CopyParamsToSegment(*model, *plan, seg->data());
+  return {std::move(seg).value(), *plan};
+}
+
+// Runs `fn` in a forked child and returns its exit code.
+template <typename F>
+int InChild(F fn) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn());
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st);
+}
+
+class WeightsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    at::set_num_threads(1);  // we fork: no intra-op pool in this process
+    id_ = "wt" + std::to_string(getpid());
+  }
+  void TearDown() override { RemoveSegments(SegmentPrefix(id_)); }
+  std::string id_;
+};
+
+TEST_F(WeightsTest, LayoutMatchesTheModel) {
+  ConvNet model;
+  auto t = ModelTensors(*model);
+  ASSERT_EQ(t.size(), 8u);
+  EXPECT_EQ(t[0].name, "conv1.weight");
+  EXPECT_EQ(t[0].shape, (std::vector<int64_t>{1000, 1, 5, 5}));
+  EXPECT_EQ(t[2].shape, (std::vector<int64_t>{20, 1000, 5, 5}));
+  EXPECT_EQ(t[4].shape, (std::vector<int64_t>{50, 320}));
+  EXPECT_EQ(t[7].shape, (std::vector<int64_t>{10}));
+}
+
+TEST_F(WeightsTest, BoundParametersAliasTheSegmentAcrossProcesses) {
+  ConvNet model;
+  auto s = MakeSegment(model, id_);
+  const uint64_t before = SegmentChecksum(s.plan, s.seg.data());
+  ASSERT_TRUE(BindParamsToSegment(*model, s.plan, s.seg.data()).ok());
+  EXPECT_EQ(ParamsChecksum(*model), before);
+  EXPECT_EQ(static_cast<char*>(model->parameters()[0].data_ptr()),
+            static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
+
+  // A child that attaches by name (as a spawned worker does) writes; the parent sees it.
+  ASSERT_EQ(InChild([&] {
+              auto seg = ShmSegment::Open(SegmentName(id_, "weights"), true);
+              if (!seg.ok()) return 1;
+              ConvNet other;
+              auto* h = static_cast<const WeightsHeader*>(seg->data());
+              if (!BindParamsToSegment(*other, *h, seg->data()).ok()) return 2;
+              torch::NoGradGuard ng;
+              other->fc2->bias.add_(1.0f);
+              other->conv1->weight.mul_(2.0f);
+              return 0;
+            }),
+            0);
+  EXPECT_NE(SegmentChecksum(s.plan, s.seg.data()), before);
+  EXPECT_EQ(ParamsChecksum(*model), SegmentChecksum(s.plan, s.seg.data()));
+
+  // And a forked child that inherited the bound model writes through it too.
+  const float b3 = model->fc2->bias[3].item<float>();
+  ASSERT_EQ(InChild([&] {
+              torch::NoGradGuard ng;
+              model->fc2->bias.sub_(0.5f);
+              return 0;
+            }),
+            0);
+  EXPECT_FLOAT_EQ(model->fc2->bias[3].item<float>(), b3 - 0.5f);
+}
+
+TEST_F(WeightsTest, PrivateCopyDoesNotTouchTheSegment) {
+  ConvNet model;
+  auto s = MakeSegment(model, id_);
+  const uint64_t before = SegmentChecksum(s.plan, s.seg.data());
+  ConvNet copy;
+  CopyParamsFromSegment(*copy, s.plan, s.seg.data());
+  EXPECT_EQ(ParamsChecksum(*copy), before);
+  EXPECT_NE(copy->parameters()[0].data_ptr(), static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
+  {
+    torch::NoGradGuard ng;
+    copy->fc2->bias.add_(1.0f);
+  }
+  EXPECT_NE(ParamsChecksum(*copy), before);
+  EXPECT_EQ(SegmentChecksum(s.plan, s.seg.data()), before);
+}
+
+TEST_F(WeightsTest, MismatchedSegmentIsRefused) {
+  ConvNet model;
+  auto plan = PlanWeights({{"conv1.weight", {1000, 1, 5, 5}}});
+  ASSERT_TRUE(plan.ok());
+  std::vector<char> buf(plan->total_bytes);
+  Status st = BindParamsToSegment(*model, *plan, buf.data());
+  EXPECT_EQ(st.code(), Code::kDataLoss);
+}
+
+TEST_F(WeightsTest, SyntheticDataIsLearnable) {
+  DataHeader h = PlanData(600, 100, 28, 28);
+  std::vector<uint8_t> buf(h.total_bytes);
+  FillSynthetic(600, 100, 3, h, buf.data());
+  // Labels span all classes and images differ by class.
+  std::vector<int> seen(10);
+  for (uint64_t i = 0; i < 600; ++i) seen[buf[h.train_labels + i]]++;
+  for (int c = 0; c < 10; ++c) EXPECT_GT(seen[c], 20) << c;
+  int64_t idx[2] = {0, 1};
+  torch::Tensor x, y;
+  MakeBatch(buf.data() + h.train_images, buf.data() + h.train_labels, idx, 2, 784, &x, &y);
+  EXPECT_EQ(x.sizes().vec(), (std::vector<int64_t>{2, 1, 28, 28}));
+  EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2}));
+}
+
+}  // namespace
+}  // namespace shoal
