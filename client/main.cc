@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   uint32_t workers = 1, batch_size = 64, batches = 20, threads = 0, interval = 200, eval = 1000;
   uint64_t seed = 1;
   double lr = 0.01, momentum = 0.5;
-  std::string start = "fork", device = "cpu", dataset = "synthetic", allocator = "retain", name;
+  std::string start = "fork", device = "cpu", dataset = "synthetic", allocator = "cache", name;
   bool wait = false;
   auto* submit = app.add_subcommand("submit", "submit a Hogwild experiment");
   submit->add_option("--workers", workers, "worker processes")->capture_default_str();
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   submit->add_option("--lr", lr, "SGD learning rate")->capture_default_str();
   submit->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
   submit->add_option("--sample-interval-ms", interval, "telemetry interval")->capture_default_str();
-  submit->add_option("--allocator", allocator, "retain | system")->capture_default_str();
+  submit->add_option("--allocator", allocator, "cache (exact-size reuse of step buffers) | retain (glibc heap, never trimmed) | system")->capture_default_str();
   submit->add_option("--eval-samples", eval, "test images evaluated at the end (0: none)")->capture_default_str();
   submit->add_option("--name", name, "a label");
   submit->add_flag("--wait", wait, "wait for the end, showing progress, then print the result");

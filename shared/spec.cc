@@ -46,7 +46,7 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (s->threads() == 0) s->set_threads(std::max<uint32_t>(1, limits.cores / std::max<uint32_t>(1, s->workers())));
   if (!s->has_seed()) s->set_seed(1);
   if (s->sample_interval_ms() == 0) s->set_sample_interval_ms(200);
-  if (s->allocator().empty()) s->set_allocator("retain");
+  if (s->allocator().empty()) s->set_allocator("cache");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
 }
 
@@ -73,7 +73,7 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
   RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(), limits.min_sample_interval_ms,
                           limits.max_sample_interval_ms));
-  RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"retain", "system"}));
+  RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "retain", "system"}));
   RETURN_IF_ERROR(InRange("eval_samples", s.eval_samples(), 0, limits.max_eval_samples));
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
   if (s.dataset().empty()) return InvalidArgument("dataset: empty (want a directory or 'synthetic')");

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "shared/process.h"
+#include "worker/step_cache_allocator.h"
 
 namespace shoal {
 namespace {
@@ -147,6 +148,10 @@ double Evaluate(ConvNet& model, const DataView& data, uint64_t limit, int64_t ba
 }
 
 void ApplyAllocatorPolicy(const std::string& policy) {
+  if (policy == "cache") {
+    StepCacheAllocator::Install();
+    return;
+  }
   if (policy != "retain") return;
   // The step's activation buffers (~150 MB each at batch 64) are above glibc's mmap threshold,
   // so by default every step maps and unmaps them: ~235k page faults a batch, half the CPU in
@@ -239,6 +244,12 @@ int TrainWorker(WorkerContext& ctx) {
     slot->accuracy_bits.store(FloatToBits(static_cast<float>(acc)));
   }
   slot->vmhwm_bytes.store(SelfVmHwm());
+  if (std::getenv("SHOAL_ALLOC_STATS") != nullptr && s.allocator() == "cache") {
+    auto st = StepCacheAllocator::Stats();
+    std::fprintf(stderr, "worker %u allocator: hits %lu reshapes %lu misses %lu mapped %lu MiB peak mapped %lu MiB peak live %lu MiB\n",
+                 ctx.index, (unsigned long)st.hits, (unsigned long)st.reshapes, (unsigned long)st.misses, (unsigned long)(st.mapped_bytes >> 20),
+                 (unsigned long)(st.peak_mapped_bytes >> 20), (unsigned long)(st.peak_live_bytes >> 20));
+  }
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
   return 0;
 }
