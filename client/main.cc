@@ -63,34 +63,47 @@ void PrintExperiment(const v1::Experiment& e) {
   const auto& r = e.result();
   std::printf("experiment %s  %s%s%s\n", e.id().c_str(), StateName(e.state()).c_str(),
               e.error().empty() ? "" : ": ", e.error().c_str());
-  std::printf("  spec        %s %s, %u workers, start %s, share %s, device %s, batch %u x %u, %u threads\n",
-              s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(), s.share() ? "yes" : "no",
-              s.device().c_str(), s.batch_size(), s.batches(), s.threads());
+  std::printf(
+      "  spec        %s %s, %u workers, start %s, share %s, device %s, batch %u x %u, %u threads\n",
+      s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(), s.share() ? "yes" : "no",
+      s.device().c_str(), s.batch_size(), s.batches(), s.threads());
   std::printf("  dataset     %s\n", s.dataset().c_str());
   if (e.state() == v1::QUEUED) return;
-  std::printf("  memory      peak PSS sum %s, RSS sum %s, USS sum %s, VmHWM sum %s; shared %s (weights %s, data %s)\n",
-              Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.peak_rss_sum_bytes()).c_str(),
-              Gib(r.peak_uss_sum_bytes()).c_str(), Gib(r.peak_rss_hwm_sum_bytes()).c_str(),
-              Mib(r.shared_bytes()).c_str(), Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
-  std::printf("  time        ready %.0f ms, wall %.1f s, training %.1f s, queued %.0f ms\n", r.ready_ms(),
-              r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
+  std::printf(
+      "  memory      peak PSS sum %s, RSS sum %s, USS sum %s, VmHWM sum %s; shared %s (weights %s, "
+      "data %s)\n",
+      Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.peak_rss_sum_bytes()).c_str(),
+      Gib(r.peak_uss_sum_bytes()).c_str(), Gib(r.peak_rss_hwm_sum_bytes()).c_str(),
+      Mib(r.shared_bytes()).c_str(), Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
+  std::printf("  time        ready %.0f ms, wall %.1f s, training %.1f s, queued %.0f ms\n",
+              r.ready_ms(), r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
   std::printf("  throughput  %.1f samples/s (%lu samples, %lu steps)\n", r.samples_per_sec(),
               static_cast<unsigned long>(r.samples()), static_cast<unsigned long>(r.steps()));
-  std::printf("  loss        first %.4f, last %.4f; test accuracy %s\n", r.first_loss(), r.last_loss(),
-              r.has_test_accuracy()
-                  ? Fmt("%.3f", r.test_accuracy()).append(" on ").append(std::to_string(s.eval_samples()))
-                        .append(" images (").append(Fmt("%.1f s", r.eval_ms() / 1000)).append(")").c_str()
-                  : "-");
-  std::printf("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all workers)\n",
-              r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
-  std::printf("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat reads)\n",
-              r.sampler_cpu_percent(), r.sampler_cpu_ms(), static_cast<unsigned long>(r.smaps_reads()),
-              static_cast<unsigned long>(r.statm_reads()));
-  std::printf("  processes   %-7s %-6s %-5s %-8s %-9s %-9s %-8s %s\n", "pid", "role", "index", "ready", "peak RSS",
-              "peak PSS", "steps", "exit");
+  std::printf("  loss        first %.4f, last %.4f; test accuracy %s\n", r.first_loss(),
+              r.last_loss(),
+              r.has_test_accuracy() ? Fmt("%.3f", r.test_accuracy())
+                                          .append(" on ")
+                                          .append(std::to_string(s.eval_samples()))
+                                          .append(" images (")
+                                          .append(Fmt("%.1f s", r.eval_ms() / 1000))
+                                          .append(")")
+                                          .c_str()
+                                    : "-");
+  std::printf(
+      "  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
+      "workers)\n",
+      r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
+  std::printf(
+      "  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
+      "reads)\n",
+      r.sampler_cpu_percent(), r.sampler_cpu_ms(), static_cast<unsigned long>(r.smaps_reads()),
+      static_cast<unsigned long>(r.statm_reads()));
+  std::printf("  processes   %-7s %-6s %-5s %-8s %-9s %-9s %-8s %s\n", "pid", "role", "index",
+              "ready", "peak RSS", "peak PSS", "steps", "exit");
   for (const auto& p : e.processes()) {
-    std::string exit = p.alive() ? "running" : p.signal() ? "signal " + std::to_string(p.signal())
-                                                          : "code " + std::to_string(p.exit_code());
+    std::string exit = p.alive()    ? "running"
+                       : p.signal() ? "signal " + std::to_string(p.signal())
+                                    : "code " + std::to_string(p.exit_code());
     std::printf("              %-7d %-6s %-5s %-8s %-9s %-9s %-8lu %s\n", p.pid(), p.role().c_str(),
                 p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
                 p.role() == "leader" ? "-" : Fmt("%.0f ms", p.ready_ms()).c_str(),
@@ -103,29 +116,36 @@ void PrintExperiment(const v1::Experiment& e) {
 void PrintSample(const v1::Sample& s, bool tty, uint64_t dropped) {
   const std::string loss = std::isnan(s.loss()) ? "-" : Fmt("%.4f", s.loss());
   if (!tty) {
-    std::printf("t=%.1fs steps %lu/%lu %.2f/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
-                s.t_ms() / 1000, static_cast<unsigned long>(s.steps()), static_cast<unsigned long>(s.steps_total()),
-                s.steps_per_sec(), loss.c_str(), Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
-                Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
+    std::printf(
+        "t=%.1fs steps %lu/%lu %.2f/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
+        s.t_ms() / 1000, static_cast<unsigned long>(s.steps()),
+        static_cast<unsigned long>(s.steps_total()), s.steps_per_sec(), loss.c_str(),
+        Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
+        Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
     for (const auto& p : s.processes()) {
       std::printf(" | %s%s %s/%s/%s %.0f%%", p.role() == "leader" ? "L" : "w",
-                  p.index() < 0 ? "" : std::to_string(p.index()).c_str(), Mib(p.rss_bytes()).c_str(),
-                  Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(), p.cpu_percent());
+                  p.index() < 0 ? "" : std::to_string(p.index()).c_str(),
+                  Mib(p.rss_bytes()).c_str(), Mib(p.pss_bytes()).c_str(),
+                  Mib(p.uss_bytes()).c_str(), p.cpu_percent());
     }
     std::printf("\n");
     std::fflush(stdout);
     return;
   }
   std::printf("\033[H\033[J");
-  std::printf("t=%.1f s   steps %lu/%lu   %.2f steps/s   %.1f samples/s   loss %s   sampler %.2f%% core%s\n\n",
-              s.t_ms() / 1000, static_cast<unsigned long>(s.steps()), static_cast<unsigned long>(s.steps_total()),
-              s.steps_per_sec(), s.samples_per_sec(), loss.c_str(), s.sampler_cpu_percent(),
-              dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
+  std::printf(
+      "t=%.1f s   steps %lu/%lu   %.2f steps/s   %.1f samples/s   loss %s   sampler %.2f%% "
+      "core%s\n\n",
+      s.t_ms() / 1000, static_cast<unsigned long>(s.steps()),
+      static_cast<unsigned long>(s.steps_total()), s.steps_per_sec(), s.samples_per_sec(),
+      loss.c_str(), s.sampler_cpu_percent(),
+      dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
   std::printf("%-8s %-7s %10s %10s %10s %7s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%");
   for (const auto& p : s.processes()) {
     std::string name = p.role() == "leader" ? "leader" : "worker " + std::to_string(p.index());
-    std::printf("%-8s %-7d %10s %10s %10s %6.0f%%\n", name.c_str(), p.pid(), Mib(p.rss_bytes()).c_str(),
-                Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(), p.cpu_percent());
+    std::printf("%-8s %-7d %10s %10s %10s %6.0f%%\n", name.c_str(), p.pid(),
+                Mib(p.rss_bytes()).c_str(), Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(),
+                p.cpu_percent());
   }
   std::printf("%-8s %-7s %10s %10s %10s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),
               Mib(s.total_pss_bytes()).c_str(), Mib(s.total_uss_bytes()).c_str());
@@ -134,8 +154,8 @@ void PrintSample(const v1::Sample& s, bool tty, uint64_t dropped) {
 }
 
 // Streams an experiment until it ends; returns its final state.
-v1::ExperimentState Watch(v1::Shoal::Stub& stub, const std::string& socket, const std::string& id, bool json,
-                          bool quiet) {
+v1::ExperimentState Watch(v1::Shoal::Stub& stub, const std::string& socket, const std::string& id,
+                          bool json, bool quiet) {
   grpc::ClientContext ctx;
   v1::WatchRequest req;
   req.set_id(id);
@@ -165,11 +185,15 @@ v1::ExperimentState Watch(v1::Shoal::Stub& stub, const std::string& socket, cons
 int main(int argc, char** argv) {
   CLI::App app{"shoal: submit, watch and inspect Shoal experiments"};
   app.require_subcommand(1);
-  std::string socket = std::getenv("SHOAL_SOCKET") ? std::getenv("SHOAL_SOCKET") : "/tmp/shoal-" + std::to_string(getuid()) + ".sock";
-  app.add_option("--socket", socket, "shoald's unix socket (env SHOAL_SOCKET)")->capture_default_str();
+  std::string socket = std::getenv("SHOAL_SOCKET")
+                           ? std::getenv("SHOAL_SOCKET")
+                           : "/tmp/shoal-" + std::to_string(getuid()) + ".sock";
+  app.add_option("--socket", socket, "shoald's unix socket (env SHOAL_SOCKET)")
+      ->capture_default_str();
   bool json = false;
 
-  auto* node = app.add_subcommand("node", "what this node has: cores, memory, /dev/shm, GPUs, versions");
+  auto* node =
+      app.add_subcommand("node", "what this node has: cores, memory, /dev/shm, GPUs, versions");
   node->add_flag("--json", json, "print one JSON object");
 
   v1::ExperimentSpec spec;
@@ -182,19 +206,27 @@ int main(int argc, char** argv) {
   auto* submit = app.add_subcommand("submit", "submit a Hogwild experiment");
   submit->add_option("--workers", workers, "worker processes")->capture_default_str();
   submit->add_option("--start", start, "fork | spawn")->capture_default_str();
-  submit->add_option("--share", share, "share the weights: yes | no")->capture_default_str()
+  submit->add_option("--share", share, "share the weights: yes | no")
+      ->capture_default_str()
       ->check(CLI::IsMember({"yes", "no"}));
   submit->add_option("--device", device, "cpu")->capture_default_str();
   submit->add_option("--batches", batches, "batches per worker")->capture_default_str();
   submit->add_option("--batch-size", batch_size, "samples per batch")->capture_default_str();
-  submit->add_option("--dataset", dataset, "directory of MNIST IDX files, or 'synthetic'")->capture_default_str();
-  submit->add_option("--threads", threads, "intra-op threads per worker (0: cores / workers)")->capture_default_str();
+  submit->add_option("--dataset", dataset, "directory of MNIST IDX files, or 'synthetic'")
+      ->capture_default_str();
+  submit->add_option("--threads", threads, "intra-op threads per worker (0: cores / workers)")
+      ->capture_default_str();
   submit->add_option("--seed", seed, "random seed")->capture_default_str();
   submit->add_option("--lr", lr, "SGD learning rate")->capture_default_str();
   submit->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
   submit->add_option("--sample-interval-ms", interval, "telemetry interval")->capture_default_str();
-  submit->add_option("--allocator", allocator, "cache (exact-size reuse of step buffers) | retain (glibc heap, never trimmed) | system")->capture_default_str();
-  submit->add_option("--eval-samples", eval, "test images evaluated at the end (0: none)")->capture_default_str();
+  submit
+      ->add_option(
+          "--allocator", allocator,
+          "cache (exact-size reuse of step buffers) | retain (glibc heap, never trimmed) | system")
+      ->capture_default_str();
+  submit->add_option("--eval-samples", eval, "test images evaluated at the end (0: none)")
+      ->capture_default_str();
   submit->add_option("--name", name, "a label");
   submit->add_flag("--wait", wait, "wait for the end, showing progress, then print the result");
   submit->add_flag("--json", json, "print one JSON object");
@@ -225,12 +257,14 @@ int main(int argc, char** argv) {
       PrintJson(r);
       return 0;
     }
-    std::printf("host %s: %u cores, memory %s (available %s), /dev/shm free %s of %s\n", r.hostname().c_str(),
-                r.cores(), Gib(r.memory_total_bytes()).c_str(), Gib(r.memory_available_bytes()).c_str(),
-                Gib(r.shm_free_bytes()).c_str(), Gib(r.shm_total_bytes()).c_str());
+    std::printf("host %s: %u cores, memory %s (available %s), /dev/shm free %s of %s\n",
+                r.hostname().c_str(), r.cores(), Gib(r.memory_total_bytes()).c_str(),
+                Gib(r.memory_available_bytes()).c_str(), Gib(r.shm_free_bytes()).c_str(),
+                Gib(r.shm_total_bytes()).c_str());
     if (r.gpus().empty()) std::printf("GPUs: none (%s)\n", r.gpu_status().c_str());
     for (const auto& g : r.gpus()) {
-      std::printf("GPU %u: %s, %s\n", g.index(), g.name().c_str(), Gib(g.memory_total_bytes()).c_str());
+      std::printf("GPU %u: %s, %s\n", g.index(), g.name().c_str(),
+                  Gib(g.memory_total_bytes()).c_str());
     }
     std::printf("versions:");
     for (const auto& [k, v] : r.versions()) std::printf(" %s %s;", k.c_str(), v.c_str());
@@ -276,8 +310,8 @@ int main(int argc, char** argv) {
     Check(stub->Get(Ctx().get(), g, &e), target);
     json ? PrintJson(e) : PrintExperiment(e);
     if (e.state() != v1::SUCCEEDED) {
-      std::fprintf(stderr, "shoal: experiment %s %s%s%s\n", e.id().c_str(), StateName(e.state()).c_str(),
-                   e.error().empty() ? "" : ": ", e.error().c_str());
+      std::fprintf(stderr, "shoal: experiment %s %s%s%s\n", e.id().c_str(),
+                   StateName(e.state()).c_str(), e.error().empty() ? "" : ": ", e.error().c_str());
       return 1;
     }
     return 0;
@@ -293,13 +327,14 @@ int main(int argc, char** argv) {
       PrintJson(r);
       return 0;
     }
-    std::printf("%-12s %-11s %7s %-6s %-5s %8s %12s %10s %9s\n", "id", "state", "workers", "start", "share",
-                "wall s", "peak PSS", "samples/s", "ready ms");
+    std::printf("%-12s %-11s %7s %-6s %-5s %8s %12s %10s %9s\n", "id", "state", "workers", "start",
+                "share", "wall s", "peak PSS", "samples/s", "ready ms");
     for (const auto& e : r.experiments()) {
-      std::printf("%-12s %-11s %7u %-6s %-5s %8.1f %12s %10.1f %9.0f\n", e.id().c_str(), StateName(e.state()).c_str(),
-                  e.spec().workers(), e.spec().start().c_str(), e.spec().share() ? "yes" : "no",
-                  e.result().wall_ms() / 1000, Gib(e.result().peak_pss_sum_bytes()).c_str(),
-                  e.result().samples_per_sec(), e.result().ready_ms());
+      std::printf("%-12s %-11s %7u %-6s %-5s %8.1f %12s %10.1f %9.0f\n", e.id().c_str(),
+                  StateName(e.state()).c_str(), e.spec().workers(), e.spec().start().c_str(),
+                  e.spec().share() ? "yes" : "no", e.result().wall_ms() / 1000,
+                  Gib(e.result().peak_pss_sum_bytes()).c_str(), e.result().samples_per_sec(),
+                  e.result().ready_ms());
     }
     return 0;
   }

@@ -92,7 +92,9 @@ Status Coordinator::Recover() {
   return Status::Ok();
 }
 
-void Coordinator::Start() { scheduler_ = std::thread([this] { SchedulerLoop(); }); }
+void Coordinator::Start() {
+  scheduler_ = std::thread([this] { SchedulerLoop(); });
+}
 
 void Coordinator::Shutdown() {
   {
@@ -241,9 +243,9 @@ void Coordinator::Run(const std::string& id) {
     e.set_state(v1::FAILED);
     e.set_error(std::string("pipe: ") + std::strerror(errno));
   } else {
-    auto pid = SpawnProcess({opts_.worker_bin, "--role", "leader", "--experiment", id, "--spec-json",
-                             SpecToJson(spec), "--status-fd", "3", "--parent", std::to_string(getpid()),
-                             "--worker-bin", opts_.worker_bin},
+    auto pid = SpawnProcess({opts_.worker_bin, "--role", "leader", "--experiment", id,
+                             "--spec-json", SpecToJson(spec), "--status-fd", "3", "--parent",
+                             std::to_string(getpid()), "--worker-bin", opts_.worker_bin},
                             {{{fds[1], 3}}, /*new_process_group=*/true});
     ::close(fds[1]);
     if (!pid.ok()) {
@@ -285,7 +287,8 @@ void Coordinator::Run(const std::string& id) {
       rs.shared_bytes += bytes;
       if (j.value("what", "") == "weights") rs.weights_bytes = bytes;
       if (j.value("what", "") == "data") rs.data_bytes = bytes;
-      AddEvent(id, t_ms(), "segment " + j.value("what", "") + ": " + std::to_string(bytes) + " bytes");
+      AddEvent(id, t_ms(),
+               "segment " + j.value("what", "") + ": " + std::to_string(bytes) + " bytes");
     } else if (type == "worker") {
       const pid_t pid = j.value("pid", 0);
       v1::ProcessInfo p;
@@ -296,7 +299,8 @@ void Coordinator::Run(const std::string& id) {
       rs.procs[pid] = p;
       sampler.Track(pid, "worker", p.index());
     } else if (type == "exit") {
-      AddEvent(id, t_ms(), "worker " + std::to_string(j.value("index", 0)) + " " + j.value("status", ""));
+      AddEvent(id, t_ms(),
+               "worker " + std::to_string(j.value("index", 0)) + " " + j.value("status", ""));
     } else if (type == "progress") {
       rs.progress = j;
     } else if (type == "result") {
@@ -311,7 +315,8 @@ void Coordinator::Run(const std::string& id) {
   auto reap = [&] {
     int st = 0;
     pid_t p;
-    // shoald is a child subreaper: workers orphaned by a dead leader come to us and are reaped here.
+    // shoald is a child subreaper: workers orphaned by a dead leader come to us and are reaped
+    // here.
     while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
       if (p == rs.leader) {
         rs.leader_exited = true;
@@ -346,7 +351,8 @@ void Coordinator::Run(const std::string& id) {
     }
     const uint64_t now = MonotonicNs();
     if (rs.prev_steps_ns != 0 && now > rs.prev_steps_ns) {
-      const double inst = double(steps - std::min(steps, rs.prev_steps)) / (double(now - rs.prev_steps_ns) / 1e9);
+      const double inst =
+          double(steps - std::min(steps, rs.prev_steps)) / (double(now - rs.prev_steps_ns) / 1e9);
       rs.steps_per_sec = rs.steps_per_sec == 0 ? inst : 0.7 * rs.steps_per_sec + 0.3 * inst;
     }
     rs.prev_steps = steps;
@@ -356,7 +362,8 @@ void Coordinator::Run(const std::string& id) {
     s.set_steps_per_sec(rs.steps_per_sec);
     s.set_samples_per_sec(rs.steps_per_sec * spec.batch_size());
     s.set_loss(loss_n ? loss_sum / loss_n : std::nan(""));
-    s.set_sampler_cpu_percent(100.0 * double(sampler.cpu_ns()) / std::max<double>(1, double(now - start_mono)));
+    s.set_sampler_cpu_percent(100.0 * double(sampler.cpu_ns()) /
+                              std::max<double>(1, double(now - start_mono)));
     (void)samples;
     (void)store_->AddSample(id, s);
     v1::WatchEvent ev;
@@ -412,7 +419,9 @@ void Coordinator::Run(const std::string& id) {
     }
     const uint64_t t = MonotonicNs();
     if ((cancelled || interrupted) && !term_sent) {
-      AddEvent(id, t_ms(), cancelled ? "cancel: SIGTERM to the process group" : "shoald stopping: SIGTERM to the process group");
+      AddEvent(id, t_ms(),
+               cancelled ? "cancel: SIGTERM to the process group"
+                         : "shoald stopping: SIGTERM to the process group");
       ::kill(-pgid, SIGTERM);
       term_sent = true;
       kill_deadline = t + uint64_t(opts_.grace_ms) * 1000000ull;
@@ -422,13 +431,15 @@ void Coordinator::Run(const std::string& id) {
       if (!term_sent) kill_deadline = t + uint64_t(opts_.grace_ms) * 1000000ull;
     }
     if (!kill_sent && kill_deadline != 0 && t >= kill_deadline) {
-      if (!rs.eof || !rs.leader_exited) AddEvent(id, t_ms(), "grace period over: SIGKILL to the process group");
+      if (!rs.eof || !rs.leader_exited)
+        AddEvent(id, t_ms(), "grace period over: SIGKILL to the process group");
       ::kill(-pgid, SIGKILL);
       kill_sent = true;
     }
     if (rs.leader_exited && rs.eof) break;
     if (kill_sent && t > kill_deadline + 10'000'000'000ull) {
-      rs.error += (rs.error.empty() ? "" : "; ") + std::string("processes did not exit 10 s after SIGKILL (D state?)");
+      rs.error += (rs.error.empty() ? "" : "; ") +
+                  std::string("processes did not exit 10 s after SIGKILL (D state?)");
       break;
     }
   }
@@ -443,11 +454,14 @@ void Coordinator::Run(const std::string& id) {
   reap();
   const bool group_gone = ::kill(-pgid, 0) != 0;
   if (!group_gone) {
-    rs.error += (rs.error.empty() ? "" : "; ") + std::string("some processes of the experiment could not be stopped (D state?)");
+    rs.error += (rs.error.empty() ? "" : "; ") +
+                std::string("some processes of the experiment could not be stopped (D state?)");
   }
   const int removed = RemoveSegments(SegmentPrefix(id));
-  if (removed > 0) AddEvent(id, t_ms(), "removed " + std::to_string(removed) + " segment(s) the leader left");
-  if (!ListSegments(SegmentPrefix(id)).empty()) spdlog::error("{}: segments remain in /dev/shm", id);
+  if (removed > 0)
+    AddEvent(id, t_ms(), "removed " + std::to_string(removed) + " segment(s) the leader left");
+  if (!ListSegments(SegmentPrefix(id)).empty())
+    spdlog::error("{}: segments remain in /dev/shm", id);
 
   // Final figures.
   const uint64_t end_mono = MonotonicNs();
@@ -460,7 +474,8 @@ void Coordinator::Run(const std::string& id) {
   r->set_weights_bytes(rs.weights_bytes);
   r->set_data_bytes(rs.data_bytes);
   r->set_sampler_cpu_ms(NsToMs(sampler.cpu_ns()));
-  r->set_sampler_cpu_percent(100.0 * double(sampler.cpu_ns()) / double(std::max<uint64_t>(1, end_mono - start_mono)));
+  r->set_sampler_cpu_percent(100.0 * double(sampler.cpu_ns()) /
+                             double(std::max<uint64_t>(1, end_mono - start_mono)));
   r->set_smaps_reads(sampler.smaps_reads());
   r->set_statm_reads(sampler.statm_reads());
   r->set_threads(spec.threads());
@@ -494,7 +509,8 @@ void Coordinator::Run(const std::string& id) {
       fwd += NsToMs(w.value("forward_ns", uint64_t{0}));
       bwd += NsToMs(w.value("backward_ns", uint64_t{0}));
       opt += NsToMs(w.value("optimizer_ns", uint64_t{0}));
-      if (w["first_loss"].is_number() && w["tail_loss"].is_number() && w.value("train_ns", uint64_t{0}) > 0) {
+      if (w["first_loss"].is_number() && w["tail_loss"].is_number() &&
+          w.value("train_ns", uint64_t{0}) > 0) {
         first_loss += w["first_loss"].get<double>();
         tail_loss += w["tail_loss"].get<double>();
         ++nloss;
@@ -565,15 +581,16 @@ void Coordinator::Run(const std::string& id) {
   }
   e.set_finished_unix_ms(NowUnixMs());
   Update(e);
-  AddEvent(id, t_ms(), "finished: " + v1::ExperimentState_Name(e.state()) +
-                           (e.error().empty() ? "" : " (" + e.error() + ")"));
+  AddEvent(id, t_ms(),
+           "finished: " + v1::ExperimentState_Name(e.state()) +
+               (e.error().empty() ? "" : " (" + e.error() + ")"));
   v1::WatchEvent ev;
   ev.set_state(e.state());
   Publish(id, ev);
   hub_->Close(id);
   spdlog::info("{} {} in {:.1f} s; peak PSS sum {:.1f} MiB; sampler {:.2f}% of a core", id,
-               v1::ExperimentState_Name(e.state()), r->wall_ms() / 1000, double(r->peak_pss_sum_bytes()) / (1 << 20),
-               r->sampler_cpu_percent());
+               v1::ExperimentState_Name(e.state()), r->wall_ms() / 1000,
+               double(r->peak_pss_sum_bytes()) / (1 << 20), r->sampler_cpu_percent());
 }
 
 }  // namespace shoal

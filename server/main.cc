@@ -47,18 +47,25 @@ bool SocketInUse(const std::string& path) {
 
 int main(int argc, char** argv) {
   CLI::App app{"shoald: the Shoal coordinator daemon"};
-  std::string socket_path = DefaultSocket(), state_dir = DefaultStateDir(), worker_bin, log_level = "info";
+  std::string socket_path = DefaultSocket(), state_dir = DefaultStateDir(), worker_bin,
+              log_level = "info";
   shoal::CoordinatorOptions opts;
   opts.limits.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
-  app.add_option("--socket", socket_path, "unix socket to listen on (mode 0600); env SHOAL_SOCKET")->capture_default_str();
+  app.add_option("--socket", socket_path, "unix socket to listen on (mode 0600); env SHOAL_SOCKET")
+      ->capture_default_str();
   app.add_option("--state-dir", state_dir, "directory for the SQLite store")->capture_default_str();
   app.add_option("--worker-bin", worker_bin, "shoal-worker executable (default: next to shoald)");
-  app.add_option("--max-workers", opts.limits.max_workers, "most workers one experiment may ask for")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
+  app.add_option("--max-workers", opts.limits.max_workers,
+                 "most workers one experiment may ask for")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("--sampler-budget", opts.sampler.budget_fraction,
                  "CPU share of one core the smaps_rollup walks may use")
-      ->capture_default_str()->check(CLI::Range(0.0001, 1.0));
-  app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")->capture_default_str()->check(CLI::Range(0, 600000));
+      ->capture_default_str()
+      ->check(CLI::Range(0.0001, 1.0));
+  app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600000));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -131,8 +138,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   ::chmod(socket_path.c_str(), 0600);
-  spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", socket_path, state_dir, worker_bin,
-               torch_version);
+  spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", socket_path, state_dir,
+               worker_bin, torch_version);
 
   int sig = 0;
   sigwait(&sigs, &sig);

@@ -38,8 +38,9 @@ uint64_t ProcessSampler::PeakPss(pid_t pid) const {
 void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
   const uint64_t cpu0 = cpu_clock_();
   if (last_tick_ns_ != 0 && now_ns > last_tick_ns_) {
-    tokens_ns_ = std::min<double>(static_cast<double>(opts_.burst_ns),
-                                  tokens_ns_ + opts_.budget_fraction * double(now_ns - last_tick_ns_));
+    tokens_ns_ =
+        std::min<double>(static_cast<double>(opts_.burst_ns),
+                         tokens_ns_ + opts_.budget_fraction * double(now_ns - last_tick_ns_));
   }
   last_tick_ns_ = now_ns;
 
@@ -76,7 +77,8 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
     if (!p.walked) {
       prio = 1e9;
     } else {
-      const double move = std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
+      const double move =
+          std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
       const bool stale = now_ns - p.walked_at_ns > opts_.refresh_after_ns;
       if (move < opts_.move_threshold && !stale) continue;
       prio = move + (stale ? 0.001 : 0.0);
@@ -86,7 +88,8 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
   std::sort(want.begin(), want.end(), [](auto& a, auto& b) { return a.first > b.first; });
   uint64_t walk_ns = 0;
   for (auto& [prio, pid] : want) {
-    if (tokens_ns_ < walk_cost_ns_ && procs_[pid].walked) break;  // an unwalked process always gets one
+    if (tokens_ns_ < walk_cost_ns_ && procs_[pid].walked)
+      break;  // an unwalked process always gets one
     const uint64_t c0 = cpu_clock_();
     auto text = reader_->Read(pid, "smaps_rollup");
     const uint64_t cost = cpu_clock_() - c0;
@@ -116,8 +119,10 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
     ps->set_rss_bytes(p.rss_now);
     // Carry the last walk forward by the RSS change since (growth is private memory).
     const int64_t delta = int64_t(p.rss_now) - int64_t(p.rss);
-    const uint64_t pss = p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.pss) + delta)) : p.rss_now;
-    const uint64_t uss = p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.uss) + delta)) : p.rss_now;
+    const uint64_t pss =
+        p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.pss) + delta)) : p.rss_now;
+    const uint64_t uss =
+        p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.uss) + delta)) : p.rss_now;
     ps->set_pss_bytes(pss);
     ps->set_uss_bytes(uss);
     ps->set_cpu_percent(p.cpu_percent);

@@ -20,10 +20,11 @@
 namespace shoal {
 
 struct SamplerOptions {
-  double budget_fraction = 0.01;     // of one core, for the whole sampler (walks are what it rations)
-  uint64_t burst_ns = 20'000'000;    // the bucket holds at most this much CPU time
-  uint64_t refresh_after_ns = 5'000'000'000;  // re-walk an unchanged process this often (budget permitting)
-  double move_threshold = 0.02;      // an RSS change above this fraction asks for a walk
+  double budget_fraction = 0.01;   // of one core, for the whole sampler (walks are what it rations)
+  uint64_t burst_ns = 20'000'000;  // the bucket holds at most this much CPU time
+  uint64_t refresh_after_ns =
+      5'000'000'000;             // re-walk an unchanged process this often (budget permitting)
+  double move_threshold = 0.02;  // an RSS change above this fraction asks for a walk
 };
 
 class ProcessSampler {
@@ -49,7 +50,7 @@ class ProcessSampler {
     std::string role;
     int index = -1;
     bool walked = false;
-    uint64_t rss = 0, pss = 0, uss = 0;             // at the last walk
+    uint64_t rss = 0, pss = 0, uss = 0;  // at the last walk
     uint64_t rss_now = 0;
     uint64_t walked_at_ns = 0;
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;

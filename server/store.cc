@@ -13,7 +13,9 @@ struct Stmt {
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
@@ -52,7 +54,8 @@ Status Store::Exec(const char* sql) {
 Status Store::Put(const v1::Experiment& e) {
   std::lock_guard<std::mutex> l(mu_);
   Stmt st;
-  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?)", -1, &st.s, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?)", -1, &st.s,
+                         nullptr) != SQLITE_OK) {
     return Error("prepare put");
   }
   std::string body = e.SerializeAsString();
@@ -67,7 +70,8 @@ Status Store::Put(const v1::Experiment& e) {
 StatusOr<v1::Experiment> Store::Get(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
   Stmt st;
-  if (sqlite3_prepare_v2(db_, "SELECT body FROM experiments WHERE id=?", -1, &st.s, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_, "SELECT body FROM experiments WHERE id=?", -1, &st.s, nullptr) !=
+      SQLITE_OK) {
     return Error("prepare get");
   }
   sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
@@ -82,13 +86,15 @@ StatusOr<v1::Experiment> Store::Get(const std::string& id) {
 StatusOr<std::vector<v1::Experiment>> Store::List() {
   std::lock_guard<std::mutex> l(mu_);
   Stmt st;
-  if (sqlite3_prepare_v2(db_, "SELECT body FROM experiments ORDER BY submitted, rowid", -1, &st.s, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(db_, "SELECT body FROM experiments ORDER BY submitted, rowid", -1, &st.s,
+                         nullptr) != SQLITE_OK) {
     return Error("prepare list");
   }
   std::vector<v1::Experiment> out;
   while (sqlite3_step(st.s) == SQLITE_ROW) {
     v1::Experiment e;
-    if (e.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) out.push_back(std::move(e));
+    if (e.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
+      out.push_back(std::move(e));
   }
   return out;
 }
@@ -98,24 +104,28 @@ namespace {
 template <typename Msg>
 Status Append(sqlite3* db, const char* sql, const std::string& id, double t, const Msg& m) {
   Stmt st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK) return Internal(sqlite3_errmsg(db));
+  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
+    return Internal(sqlite3_errmsg(db));
   std::string body = m.SerializeAsString();
   sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
   sqlite3_bind_double(st.s, 2, t);
   sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
-  if (sqlite3_step(st.s) != SQLITE_DONE) return Internal(std::string("store: ") + sqlite3_errmsg(db));
+  if (sqlite3_step(st.s) != SQLITE_DONE)
+    return Internal(std::string("store: ") + sqlite3_errmsg(db));
   return Status::Ok();
 }
 
 template <typename Msg>
 StatusOr<std::vector<Msg>> ReadAll(sqlite3* db, const char* sql, const std::string& id) {
   Stmt st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK) return Internal(sqlite3_errmsg(db));
+  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
+    return Internal(sqlite3_errmsg(db));
   sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
   std::vector<Msg> out;
   while (sqlite3_step(st.s) == SQLITE_ROW) {
     Msg m;
-    if (m.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) out.push_back(std::move(m));
+    if (m.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
+      out.push_back(std::move(m));
   }
   return out;
 }

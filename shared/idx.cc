@@ -21,7 +21,8 @@ bool IsFile(const std::string& p) {
 }  // namespace
 
 StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string& what) {
-  if (size < 4) return DataLoss(what + ": truncated IDX header (" + std::to_string(size) + " bytes)");
+  if (size < 4)
+    return DataLoss(what + ": truncated IDX header (" + std::to_string(size) + " bytes)");
   if (bytes[0] != 0 || bytes[1] != 0) return DataLoss(what + ": not an IDX file (bad magic)");
   if (bytes[2] != 0x08) {
     return InvalidArgument(what + ": IDX element type 0x" + std::to_string(bytes[2]) +
@@ -37,7 +38,8 @@ StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string
   for (uint32_t i = 0; i < ndim; ++i) {
     out.dims.push_back(BigEndian32(bytes + 4 + 4 * i));
     total *= out.dims.back();
-    if (total > (uint64_t(1) << 34)) return DataLoss(what + ": IDX dimensions are implausibly large");
+    if (total > (uint64_t(1) << 34))
+      return DataLoss(what + ": IDX dimensions are implausibly large");
   }
   const size_t body = size - 4 - 4 * ndim;
   if (body < total) {
@@ -45,7 +47,8 @@ StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string
                     " bytes of data, file has " + std::to_string(body));
   }
   if (body > total) {
-    return DataLoss(what + ": " + std::to_string(body - total) + " unexpected bytes after the data");
+    return DataLoss(what + ": " + std::to_string(body - total) +
+                    " unexpected bytes after the data");
   }
   out.data.assign(bytes + 4 + 4 * ndim, bytes + size);
   return out;
@@ -88,10 +91,13 @@ StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
 StatusOr<MnistFiles> FindMnistFiles(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return InvalidArgument("dataset: '" + dir + "' is not a directory (want a directory of MNIST IDX files, or 'synthetic')");
+    return InvalidArgument(
+        "dataset: '" + dir +
+        "' is not a directory (want a directory of MNIST IDX files, or 'synthetic')");
   }
   auto find = [&](const std::string& stem, const std::string& kind) -> std::string {
-    // The names the MNIST-format sets ship with: train-images-idx3-ubyte(.gz) and train-images.idx3-ubyte.
+    // The names the MNIST-format sets ship with: train-images-idx3-ubyte(.gz) and
+    // train-images.idx3-ubyte.
     for (const char* sep : {"-", "."}) {
       for (const char* ext : {"", ".gz"}) {
         std::string p = dir + "/" + stem + sep + kind + ext;
@@ -106,8 +112,9 @@ StatusOr<MnistFiles> FindMnistFiles(const std::string& dir) {
   f.test_images = find("t10k-images", "idx3-ubyte");
   f.test_labels = find("t10k-labels", "idx1-ubyte");
   if (f.train_images.empty() || f.train_labels.empty()) {
-    return InvalidArgument("dataset: '" + dir +
-                           "' has no train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]");
+    return InvalidArgument(
+        "dataset: '" + dir +
+        "' has no train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz]");
   }
   if (f.test_images.empty() != f.test_labels.empty()) {
     return InvalidArgument("dataset: '" + dir + "' has only one of the t10k images/labels files");
@@ -125,15 +132,16 @@ StatusOr<MnistSet> LoadMnistDir(const std::string& dir) {
     if (images.dims.size() != 3) return DataLoss(ip + ": images must be a 3-d IDX array");
     if (labels.dims.size() != 1) return DataLoss(lp + ": labels must be a 1-d IDX array");
     if (images.dims[0] != labels.dims[0]) {
-      return DataLoss(ip + " has " + std::to_string(images.dims[0]) + " images but " + lp + " has " +
-                      std::to_string(labels.dims[0]) + " labels");
+      return DataLoss(ip + " has " + std::to_string(images.dims[0]) + " images but " + lp +
+                      " has " + std::to_string(labels.dims[0]) + " labels");
     }
     for (uint8_t l : labels.data) {
       if (l > 9) return DataLoss(lp + ": label " + std::to_string(l) + " outside 0..9");
     }
     return Status::Ok();
   };
-  RETURN_IF_ERROR(load_pair(files.train_images, files.train_labels, s.train_images, s.train_labels));
+  RETURN_IF_ERROR(
+      load_pair(files.train_images, files.train_labels, s.train_images, s.train_labels));
   s.rows = s.train_images.dims[1];
   s.cols = s.train_images.dims[2];
   if (s.rows != 28 || s.cols != 28) {

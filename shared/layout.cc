@@ -38,7 +38,8 @@ StatusOr<WeightsHeader> PlanWeights(const std::vector<TensorShape>& tensors) {
 }
 
 Status ValidateWeights(const WeightsHeader& h, size_t segment_bytes) {
-  if (segment_bytes < sizeof(WeightsHeader)) return DataLoss("weight segment smaller than its header");
+  if (segment_bytes < sizeof(WeightsHeader))
+    return DataLoss("weight segment smaller than its header");
   if (h.magic != kWeightsMagic) return DataLoss("weight segment: bad magic");
   if (h.version != kLayoutVersion) return DataLoss("weight segment: layout version mismatch");
   if (h.count > kMaxTensors || h.total_bytes > segment_bytes) {

@@ -77,10 +77,10 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation after training
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
-  std::atomic<uint32_t> last_loss_bits;    // float
-  std::atomic<uint32_t> first_loss_bits;   // mean of the first few batches
-  std::atomic<uint32_t> tail_loss_bits;    // mean of the last few batches
-  std::atomic<uint32_t> accuracy_bits;     // float, worker 0 only; NaN when not evaluated
+  std::atomic<uint32_t> last_loss_bits;   // float
+  std::atomic<uint32_t> first_loss_bits;  // mean of the first few batches
+  std::atomic<uint32_t> tail_loss_bits;   // mean of the last few batches
+  std::atomic<uint32_t> accuracy_bits;    // float, worker 0 only; NaN when not evaluated
 };
 
 struct BoardHeader {

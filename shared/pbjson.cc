@@ -57,8 +57,8 @@ nlohmann::json ToJson(const Message& m) {
     } else if (f->has_presence() && !r->HasField(m, f)) {
       if (f->containing_oneof() != nullptr) continue;  // only the member that is set
       // An absent optional scalar is null, never 0; an absent message prints its defaults.
-      out[f->name()] = f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ? Scalar(m, r, f, 0)
-                                                                         : nlohmann::json();
+      out[f->name()] =
+          f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ? Scalar(m, r, f, 0) : nlohmann::json();
     } else {
       out[f->name()] = Scalar(m, r, f, 0);
     }

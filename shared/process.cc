@@ -33,7 +33,8 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attr, &none);
   sigemptyset(&defaults);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2}) sigaddset(&defaults, s);
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGUSR1, SIGUSR2})
+    sigaddset(&defaults, s);
   posix_spawnattr_setsigdefault(&attr, &defaults);
 
   std::vector<char*> args;

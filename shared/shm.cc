@@ -13,7 +13,9 @@ namespace shoal {
 std::string SegmentName(const std::string& experiment_id, const std::string& what) {
   return "shoal." + experiment_id + "." + what;
 }
-std::string SegmentPrefix(const std::string& experiment_id) { return "shoal." + experiment_id + "."; }
+std::string SegmentPrefix(const std::string& experiment_id) {
+  return "shoal." + experiment_id + ".";
+}
 
 ShmSegment::ShmSegment() = default;
 ShmSegment::ShmSegment(ShmSegment&&) noexcept = default;
@@ -26,7 +28,8 @@ void ShmSegment::Unmap() { region_.reset(); }
 
 StatusOr<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
   try {
-    bip::shared_memory_object obj(bip::create_only, name.c_str(), bip::read_write, bip::permissions(0600));
+    bip::shared_memory_object obj(bip::create_only, name.c_str(), bip::read_write,
+                                  bip::permissions(0600));
     try {
       obj.truncate(static_cast<bip::offset_t>(bytes));
       ShmSegment s;

@@ -1,11 +1,11 @@
 #include "shared/spec.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "shared/idx.h"
-
-#include <google/protobuf/util/json_util.h>
 
 namespace shoal {
 namespace {
@@ -43,7 +43,8 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (o->name().empty()) o->set_name("sgd");
   if (!o->has_lr()) o->set_lr(0.01);
   if (!o->has_momentum()) o->set_momentum(0.5);
-  if (s->threads() == 0) s->set_threads(std::max<uint32_t>(1, limits.cores / std::max<uint32_t>(1, s->workers())));
+  if (s->threads() == 0)
+    s->set_threads(std::max<uint32_t>(1, limits.cores / std::max<uint32_t>(1, s->workers())));
   if (!s->has_seed()) s->set_seed(1);
   if (s->sample_interval_ms() == 0) s->set_sample_interval_ms(200);
   if (s->allocator().empty()) s->set_allocator("cache");
@@ -56,7 +57,8 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   RETURN_IF_ERROR(InRange("workers", s.workers(), 1, limits.max_workers));
   RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn"}));
   if (s.device() == "cuda") {
-    return InvalidArgument("device: 'cuda' is not available in this build of shoald (CPU only); allowed: cpu");
+    return InvalidArgument(
+        "device: 'cuda' is not available in this build of shoald (CPU only); allowed: cpu");
   }
   RETURN_IF_ERROR(OneOf("device", s.device(), {"cpu"}));
   RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
@@ -64,19 +66,22 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   RETURN_IF_ERROR(OneOf("optimizer.name", s.optimizer().name(), {"sgd"}));
   const double lr = s.optimizer().lr();
   if (!(std::isfinite(lr) && lr > 0 && lr <= 10)) {
-    return InvalidArgument("optimizer.lr: " + std::to_string(lr) + " is outside the allowed range (0, 10]");
+    return InvalidArgument("optimizer.lr: " + std::to_string(lr) +
+                           " is outside the allowed range (0, 10]");
   }
   const double m = s.optimizer().momentum();
   if (!(std::isfinite(m) && m >= 0 && m < 1)) {
-    return InvalidArgument("optimizer.momentum: " + std::to_string(m) + " is outside the allowed range [0, 1)");
+    return InvalidArgument("optimizer.momentum: " + std::to_string(m) +
+                           " is outside the allowed range [0, 1)");
   }
   RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
-  RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(), limits.min_sample_interval_ms,
-                          limits.max_sample_interval_ms));
+  RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(),
+                          limits.min_sample_interval_ms, limits.max_sample_interval_ms));
   RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "retain", "system"}));
   RETURN_IF_ERROR(InRange("eval_samples", s.eval_samples(), 0, limits.max_eval_samples));
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
-  if (s.dataset().empty()) return InvalidArgument("dataset: empty (want a directory or 'synthetic')");
+  if (s.dataset().empty())
+    return InvalidArgument("dataset: empty (want a directory or 'synthetic')");
   return Status::Ok();
 }
 

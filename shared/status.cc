@@ -3,8 +3,9 @@
 namespace shoal {
 
 std::string Status::ToString() const {
-  static const char* kNames[] = {"OK",       "INVALID_ARGUMENT", "NOT_FOUND",   "FAILED_PRECONDITION",
-                                 "RESOURCE_EXHAUSTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS"};
+  static const char* kNames[] = {
+      "OK",       "INVALID_ARGUMENT", "NOT_FOUND", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED",
+      "INTERNAL", "UNAVAILABLE",      "DATA_LOSS"};
   return std::string(kNames[static_cast<int>(code_)]) + ": " + message_;
 }
 

@@ -37,7 +37,9 @@ class Status {
 
 inline Status InvalidArgument(std::string m) { return {Code::kInvalidArgument, std::move(m)}; }
 inline Status NotFound(std::string m) { return {Code::kNotFound, std::move(m)}; }
-inline Status FailedPrecondition(std::string m) { return {Code::kFailedPrecondition, std::move(m)}; }
+inline Status FailedPrecondition(std::string m) {
+  return {Code::kFailedPrecondition, std::move(m)};
+}
 inline Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
@@ -70,10 +72,10 @@ class StatusOr {
 #define SHOAL_CONCAT_INNER(a, b) a##b
 #define SHOAL_CONCAT(a, b) SHOAL_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                      \
-  do {                                             \
-    ::shoal::Status _st = (expr);                  \
-    if (!_st.ok()) return _st;                     \
+#define RETURN_IF_ERROR(expr)     \
+  do {                            \
+    ::shoal::Status _st = (expr); \
+    if (!_st.ok()) return _st;    \
   } while (0)
 
 #define ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

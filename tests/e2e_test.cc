@@ -39,7 +39,8 @@ class E2E : public ::testing::Test {
     EXPECT_TRUE(ListSegments(SegmentPrefix(e["id"].get<std::string>())).empty());
     for (const auto& p : e["processes"]) {
       EXPECT_FALSE(p["alive"].get<bool>());
-      EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>())) << "pid " << p["pid"] << " still alive";
+      EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>()))
+          << "pid " << p["pid"] << " still alive";
     }
   }
 
@@ -58,9 +59,11 @@ class HogwildE2E : public E2E, public ::testing::WithParamInterface<Mode> {};
 
 TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
   const Mode m = GetParam();
-  json e = MustJson(daemon_->Cli({"submit", "--workers", "2", "--start", m.start, "--share", m.share, "--device",
-                                  "cpu", "--batches", "3", "--batch-size", "64", "--dataset", kFashion,
-                                  "--eval-samples", "64", "--sample-interval-ms", "100", "--wait", "--json"}));
+  json e = MustJson(daemon_->Cli(
+      {"submit", "--workers", "2",      "--start",        m.start, "--share",
+       m.share,  "--device",  "cpu",    "--batches",      "3",     "--batch-size",
+       "64",     "--dataset", kFashion, "--eval-samples", "64",    "--sample-interval-ms",
+       "100",    "--wait",    "--json"}));
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   const json& r = e["result"];
   EXPECT_EQ(r["steps"], 6);
@@ -83,7 +86,8 @@ TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
     EXPECT_GT(p["peak_rss_bytes"].get<uint64_t>(), 0u);  // VmHWM
     sums.insert(p["weights_checksum"].get<std::string>());
   }
-  const std::string initial = r["initial_weights_checksum"], final_shared = r["final_shared_checksum"];
+  const std::string initial = r["initial_weights_checksum"],
+                    final_shared = r["final_shared_checksum"];
   if (std::string(m.share) == "yes") {
     // Everyone trained the one copy: all workers end on the segment's weights, which moved.
     ASSERT_EQ(sums.size(), 1u);
@@ -99,15 +103,16 @@ TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StartAndShare, HogwildE2E,
-                         ::testing::Values(Mode{"fork", "yes"}, Mode{"fork", "no"}, Mode{"spawn", "yes"},
-                                           Mode{"spawn", "no"}),
+                         ::testing::Values(Mode{"fork", "yes"}, Mode{"fork", "no"},
+                                           Mode{"spawn", "yes"}, Mode{"spawn", "no"}),
                          [](const auto& info) {
                            return std::string(info.param.start) + "_share_" + info.param.share;
                          });
 
 TEST_F(E2E, LossDecreasesOverALongerRun) {
-  json e = MustJson(daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes", "--batches",
-                                  "40", "--dataset", kFashion, "--eval-samples", "500", "--wait", "--json"}));
+  json e = MustJson(
+      daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes", "--batches",
+                    "40", "--dataset", kFashion, "--eval-samples", "500", "--wait", "--json"}));
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   const double first = e["result"]["first_loss"], last = e["result"]["last_loss"];
   EXPECT_GT(first, 2.0);  // ten classes, untrained: ~ln(10)
@@ -144,8 +149,8 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
 }
 
 TEST_F(E2E, WatchStreamsAndARestartedDaemonStillListsTheRun) {
-  CommandResult s = daemon_->Cli({"submit", "--workers", "2", "--batches", "4", "--dataset", "synthetic",
-                                  "--sample-interval-ms", "50", "--json"});
+  CommandResult s = daemon_->Cli({"submit", "--workers", "2", "--batches", "4", "--dataset",
+                                  "synthetic", "--sample-interval-ms", "50", "--json"});
   const std::string id = MustJson(s)["id"];
   CommandResult w = daemon_->Cli({"watch", id, "--json"});
   ASSERT_EQ(w.exit_code, 0) << w.err;
@@ -157,7 +162,8 @@ TEST_F(E2E, WatchStreamsAndARestartedDaemonStillListsTheRun) {
     EXPECT_EQ(ev["experiment_id"], id);
     if (ev.contains("sample")) {
       ++samples;
-      EXPECT_LE(ev["sample"]["total_pss_bytes"].get<uint64_t>(), ev["sample"]["total_rss_bytes"].get<uint64_t>());
+      EXPECT_LE(ev["sample"]["total_pss_bytes"].get<uint64_t>(),
+                ev["sample"]["total_rss_bytes"].get<uint64_t>());
     }
     if (ev.contains("state")) last_state = ev["state"];
   }
@@ -211,7 +217,8 @@ TEST_F(E2E, NodeReportsNoGpuCleanly) {
 }
 
 TEST_F(E2E, CliWithoutDaemonSaysSoInOneLine) {
-  CommandResult r = testing::RunCommand({testing::BinDir() + "/shoal", "--socket", dir_ / "none.sock", "list"});
+  CommandResult r =
+      testing::RunCommand({testing::BinDir() + "/shoal", "--socket", dir_ / "none.sock", "list"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot reach shoald"), std::string::npos) << r.err;
 }

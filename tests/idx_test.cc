@@ -27,7 +27,8 @@ std::vector<uint8_t> Idx(std::vector<uint32_t> dims, uint8_t fill) {
 }
 
 void WriteRaw(const std::string& path, const std::vector<uint8_t>& b) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
 }
 
 void WriteGz(const std::string& path, const std::vector<uint8_t>& b) {
@@ -84,17 +85,21 @@ TEST(IdxTest, CorruptGzipIsAnError) {
   WriteRaw(d / "c.gz", gz);
   auto r = ReadIdxFile(d / "c.gz");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("corrupt or truncated gzip"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("corrupt or truncated gzip"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(IdxTest, BadMagicTypeAndTrailingBytes) {
   std::vector<uint8_t> b = {1, 2, 3, 4};
-  EXPECT_NE(ParseIdx(b.data(), b.size(), "x").status().message().find("bad magic"), std::string::npos);
+  EXPECT_NE(ParseIdx(b.data(), b.size(), "x").status().message().find("bad magic"),
+            std::string::npos);
   b = {0, 0, 0x0D, 1, 0, 0, 0, 1, 0, 0, 0, 0};  // float payload
-  EXPECT_NE(ParseIdx(b.data(), b.size(), "x").status().message().find("only unsigned byte"), std::string::npos);
+  EXPECT_NE(ParseIdx(b.data(), b.size(), "x").status().message().find("only unsigned byte"),
+            std::string::npos);
   auto ok = Idx({4}, 0);
   ok.push_back(9);
-  EXPECT_NE(ParseIdx(ok.data(), ok.size(), "x").status().message().find("unexpected bytes"), std::string::npos);
+  EXPECT_NE(ParseIdx(ok.data(), ok.size(), "x").status().message().find("unexpected bytes"),
+            std::string::npos);
   EXPECT_FALSE(ReadIdxFile("/nonexistent").ok());
 }
 

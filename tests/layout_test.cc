@@ -8,7 +8,8 @@ namespace shoal {
 namespace {
 
 TEST(LayoutTest, WeightsAreAlignedAndPacked) {
-  auto h = PlanWeights({{"conv1.weight", {1000, 1, 5, 5}}, {"conv1.bias", {1000}}, {"fc2.bias", {10}}});
+  auto h =
+      PlanWeights({{"conv1.weight", {1000, 1, 5, 5}}, {"conv1.bias", {1000}}, {"fc2.bias", {10}}});
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->count, 3u);
   uint64_t prev_end = sizeof(WeightsHeader);

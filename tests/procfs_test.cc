@@ -40,7 +40,8 @@ TEST(ProcfsTest, ParsesStatmAndStat) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->resident_bytes, 250ull * 4096);
   // A command name with spaces and a ')' must not shift the fields.
-  auto s = ParseProcStat("123 (a b) c) R 1 123 123 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 1 0 5 0 0");
+  auto s =
+      ParseProcStat("123 (a b) c) R 1 123 123 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 1 0 5 0 0");
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->state, 'R');
   EXPECT_EQ(s->utime_ticks, 77u);
@@ -49,7 +50,8 @@ TEST(ProcfsTest, ParsesStatmAndStat) {
 }
 
 TEST(ProcfsTest, ParsesStatusFields) {
-  const char* status = "Name:\tshoal-worker\nVmPeak:\t  900 kB\nVmHWM:\t  812 kB\nVmRSS:\t 700 kB\n";
+  const char* status =
+      "Name:\tshoal-worker\nVmPeak:\t  900 kB\nVmHWM:\t  812 kB\nVmRSS:\t 700 kB\n";
   auto v = ParseStatusKb(status, "VmHWM");
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, 812u * 1024);

@@ -25,8 +25,12 @@ class FakeProc : public ProcReader {
     const P& p = it->second;
     const std::string f = file;
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    if (f == "statm") return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " 10 1 0 1 0\n";
-    if (f == "stat") return std::to_string(pid) + " (w) R 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) + " 0 0 0";
+    if (f == "statm")
+      return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) +
+             " 10 1 0 1 0\n";
+    if (f == "stat")
+      return std::to_string(pid) + " (w) R 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) +
+             " 0 0 0";
     cpu_ns += walk_cost_ns;
     ++walks[pid];
     return "Rss: " + std::to_string(p.rss_kb) + " kB\nPss: " + std::to_string(p.pss_kb) +

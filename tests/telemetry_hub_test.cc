@@ -20,7 +20,8 @@ TEST(TelemetryHubTest, StalledSubscriberDoesNotBlockPublisherOrOthers) {
   std::vector<uint64_t> got;
   std::thread t([&] {
     v1::WatchEvent ev;
-    while (got.size() < 1000 && reader->Next(&ev, std::chrono::seconds(5))) got.push_back(ev.sample().steps());
+    while (got.size() < 1000 && reader->Next(&ev, std::chrono::seconds(5)))
+      got.push_back(ev.sample().steps());
   });
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 1000; ++i) hub.Publish("x", Ev(i));

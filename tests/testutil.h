@@ -72,7 +72,8 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv) {
     if (out_open) FD_SET(out[0], &set);
     if (err_open) FD_SET(err[0], &set);
     if (::select(std::max(out[0], err[0]) + 1, &set, nullptr, nullptr, nullptr) < 0) break;
-    for (auto [fd, open, dst] : {std::tuple{out[0], &out_open, &r.out}, std::tuple{err[0], &err_open, &r.err}}) {
+    for (auto [fd, open, dst] :
+         {std::tuple{out[0], &out_open, &r.out}, std::tuple{err[0], &err_open, &r.err}}) {
       if (*open && FD_ISSET(fd, &set)) {
         ssize_t n = ::read(fd, buf, sizeof buf);
         if (n <= 0) {
@@ -96,17 +97,19 @@ inline std::string BinDir() { return SHOAL_BIN_DIR; }
 // A real shoald on a temporary socket and state directory.
 class Daemon {
  public:
-  Daemon(const std::string& state_dir, const std::string& socket) : state_(state_dir), socket_(socket) {}
+  Daemon(const std::string& state_dir, const std::string& socket)
+      : state_(state_dir), socket_(socket) {}
   ~Daemon() { Stop(SIGKILL); }
 
   bool Start(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {BinDir() + "/shoald", "--socket", socket_, "--state-dir", state_,
-                                     "--log-level", "warn"};
+    std::vector<std::string> argv = {
+        BinDir() + "/shoald", "--socket", socket_, "--state-dir", state_, "--log-level", "warn"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0].c_str(), nullptr, nullptr, args.data(), environ) != 0) return false;
+    if (posix_spawn(&pid_, argv[0].c_str(), nullptr, nullptr, args.data(), environ) != 0)
+      return false;
     for (int i = 0; i < 200; ++i) {  // up to 10 s for the socket
       struct stat st;
       if (::stat(socket_.c_str(), &st) == 0) return true;

@@ -101,7 +101,8 @@ TEST_F(WeightsTest, PrivateCopyDoesNotTouchTheSegment) {
   ConvNet copy;
   CopyParamsFromSegment(*copy, s.plan, s.seg.data());
   EXPECT_EQ(ParamsChecksum(*copy), before);
-  EXPECT_NE(copy->parameters()[0].data_ptr(), static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
+  EXPECT_NE(copy->parameters()[0].data_ptr(),
+            static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
   {
     torch::NoGradGuard ng;
     copy->fc2->bias.add_(1.0f);

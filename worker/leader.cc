@@ -85,7 +85,8 @@ StatusOr<ShmSegment> LoadData(const v1::ExperimentSpec& spec, const std::string&
     DataHeader h = PlanData(kSyntheticTrain, kSyntheticTest, 28, 28);
     ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
     std::memcpy(seg.data(), &h, sizeof h);
-    FillSynthetic(kSyntheticTrain, kSyntheticTest, spec.seed(), h, static_cast<uint8_t*>(seg.data()));
+    FillSynthetic(kSyntheticTrain, kSyntheticTest, spec.seed(), h,
+                  static_cast<uint8_t*>(seg.data()));
     return seg;
   }
   ASSIGN_OR_RETURN(MnistSet set, LoadMnistDir(spec.dataset()));
@@ -133,7 +134,8 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
   out.Emit({{"type", "segment"}, {"what", "data"}, {"bytes", data_seg->size()}});
 
   const uint32_t workers = spec.workers();
-  auto board_seg = ShmSegment::Create(SegmentName(a.experiment_id, "scoreboard"), BoardBytes(workers));
+  auto board_seg =
+      ShmSegment::Create(SegmentName(a.experiment_id, "scoreboard"), BoardBytes(workers));
   if (!board_seg.ok()) return fail(board_seg.status().message());
   auto* board = new (board_seg->data()) BoardHeader();
   board->magic = kBoardMagic;
@@ -171,10 +173,10 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
       if (pid == 0) _exit(ForkedWorkerMain(a, i, self, model, data, board_seg->data()));
       if (pid < 0) failure = std::string("fork failed: ") + std::strerror(errno);
     } else {
-      auto spawned = SpawnProcess({a.worker_bin, "--role", "worker", "--experiment",
-                                   a.experiment_id, "--index", std::to_string(i), "--spec-json", SpecToJson(spec),
-                                   "--parent", std::to_string(self)},
-                                  {});
+      auto spawned = SpawnProcess(
+          {a.worker_bin, "--role", "worker", "--experiment", a.experiment_id, "--index",
+           std::to_string(i), "--spec-json", SpecToJson(spec), "--parent", std::to_string(self)},
+          {});
       if (spawned.ok()) {
         pid = *spawned;
       } else {
@@ -223,7 +225,8 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
     }
     if (now >= next_report) {
       json ws = json::array();
-      for (uint32_t i = 0; i < workers; ++i) ws.push_back(SlotJson(*BoardSlot(board_seg->data(), i), i));
+      for (uint32_t i = 0; i < workers; ++i)
+        ws.push_back(SlotJson(*BoardSlot(board_seg->data(), i), i));
       out.Emit({{"type", "progress"}, {"workers", ws}});
       next_report = now + interval;
     }
@@ -231,7 +234,8 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
   }
 
   json ws = json::array();
-  for (uint32_t i = 0; i < workers; ++i) ws.push_back(SlotJson(*BoardSlot(board_seg->data(), i), i));
+  for (uint32_t i = 0; i < workers; ++i)
+    ws.push_back(SlotJson(*BoardSlot(board_seg->data(), i), i));
   out.Emit({{"type", "result"},
             {"ok", failure.empty()},
             {"error", failure},
@@ -276,7 +280,8 @@ int RunSpawnedWorker(const SpawnedWorkerArgs& a) {
     }
     auto* dh = static_cast<const DataHeader*>(data_seg->data());
     auto* wh = static_cast<const WeightsHeader*>(weights_seg->data());
-    for (const Status& s : {ValidateData(*dh, data_seg->size()), ValidateWeights(*wh, weights_seg->size())}) {
+    for (const Status& s :
+         {ValidateData(*dh, data_seg->size()), ValidateWeights(*wh, weights_seg->size())}) {
       if (!s.ok()) {
         std::fprintf(stderr, "worker %u: %s\n", a.index, s.message().c_str());
         return 1;
@@ -296,7 +301,8 @@ int RunSpawnedWorker(const SpawnedWorkerArgs& a) {
       CopyParamsFromSegment(*model, *wh, weights_seg->data());
       weights_seg->Unmap();
     }
-    WorkerContext ctx{a.spec, a.index, model, DataView{dh, static_cast<const uint8_t*>(data_seg->data())},
+    WorkerContext ctx{a.spec, a.index, model,
+                      DataView{dh, static_cast<const uint8_t*>(data_seg->data())},
                       board_seg->data()};
     return TrainWorker(ctx);
   } catch (const std::exception& e) {

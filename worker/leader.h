@@ -14,8 +14,8 @@ namespace shoal {
 struct LeaderArgs {
   v1::ExperimentSpec spec;
   std::string experiment_id;
-  int status_fd = 3;      // JSON lines to shoald
-  pid_t parent = 0;       // shoald; we die with it
+  int status_fd = 3;       // JSON lines to shoald
+  pid_t parent = 0;        // shoald; we die with it
   std::string worker_bin;  // for --start spawn
 };
 

@@ -1,16 +1,15 @@
 #include "worker/step_cache_allocator.h"
 
+#include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
 #include <vector>
-
-#include <c10/core/CPUAllocator.h>
 
 namespace shoal {
 namespace {
@@ -108,7 +107,9 @@ c10::DataPtr StepCacheAllocator::allocate(size_t n) const {
         ++c.stats.hits;
       } else if (!c.free_blocks.empty() &&
                  double(c.stats.mapped_bytes + mapped) >
-                     double(std::max<uint64_t>(c.stats.peak_live_bytes, c.stats.live_bytes + mapped)) * (1.0 + c.slack)) {
+                     double(
+                         std::max<uint64_t>(c.stats.peak_live_bytes, c.stats.live_bytes + mapped)) *
+                         (1.0 + c.slack)) {
         // No block of this size: reshape a cached one rather than map more. Prefer the smallest
         // larger block (shrinking it keeps its pages), else the largest smaller one (growing it
         // faults only the difference). Mapped memory then stays close to what is live.
@@ -131,7 +132,8 @@ c10::DataPtr StepCacheAllocator::allocate(size_t n) const {
         block = moved;
         static_cast<BlockHeader*>(block)->mapped_bytes = mapped;
         c.stats.mapped_bytes = c.stats.mapped_bytes - reshape_from + mapped;
-        if (c.stats.mapped_bytes > c.stats.peak_mapped_bytes) c.stats.peak_mapped_bytes = c.stats.mapped_bytes;
+        if (c.stats.mapped_bytes > c.stats.peak_mapped_bytes)
+          c.stats.peak_mapped_bytes = c.stats.mapped_bytes;
       }
     }
     if (block == nullptr) {
@@ -140,7 +142,8 @@ c10::DataPtr StepCacheAllocator::allocate(size_t n) const {
       new (block) BlockHeader{kMagic, mapped};
       std::lock_guard<std::mutex> l(c.mu);
       c.stats.mapped_bytes += mapped;
-      if (c.stats.mapped_bytes > c.stats.peak_mapped_bytes) c.stats.peak_mapped_bytes = c.stats.mapped_bytes;
+      if (c.stats.mapped_bytes > c.stats.peak_mapped_bytes)
+        c.stats.peak_mapped_bytes = c.stats.mapped_bytes;
     }
   }
   if (n >= c.min_bytes) {

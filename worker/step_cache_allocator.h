@@ -16,7 +16,8 @@
 namespace shoal {
 
 struct StepCacheStats {
-  uint64_t hits = 0, misses = 0, reshapes = 0, cached_bytes = 0, mapped_bytes = 0, peak_mapped_bytes = 0;
+  uint64_t hits = 0, misses = 0, reshapes = 0, cached_bytes = 0, mapped_bytes = 0,
+           peak_mapped_bytes = 0;
   uint64_t live_bytes = 0, peak_live_bytes = 0;  // large blocks handed out and not yet freed
 };
 
@@ -24,7 +25,8 @@ class StepCacheAllocator final : public c10::Allocator {
  public:
   // Makes this the CPU allocator of the process. Blocks below `min_bytes` go to malloc; at most
   // `max_cached_bytes` of freed blocks are kept.
-  static StepCacheAllocator* Install(size_t min_bytes = 1 << 20, size_t max_cached_bytes = size_t(2) << 30);
+  static StepCacheAllocator* Install(size_t min_bytes = 1 << 20, size_t max_cached_bytes = size_t(2)
+                                                                                           << 30);
   static StepCacheStats Stats();
 
   c10::DataPtr allocate(size_t n) const override;

@@ -62,11 +62,10 @@ Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, voi
     auto& p = named[i];
     std::vector<int64_t> shape(e.shape, e.shape + e.ndim);
     if (p.key() != e.name || p.value().sizes().vec() != shape) {
-      return DataLoss("weight segment tensor " + std::string(e.name) + " does not match parameter " +
-                      p.key());
+      return DataLoss("weight segment tensor " + std::string(e.name) +
+                      " does not match parameter " + p.key());
     }
-    p.value().set_data(
-        torch::from_blob(static_cast<char*>(base) + e.offset, shape, torch::kFloat));
+    p.value().set_data(torch::from_blob(static_cast<char*>(base) + e.offset, shape, torch::kFloat));
   }
   return Status::Ok();
 }
@@ -173,8 +172,9 @@ int TrainWorker(WorkerContext& ctx) {
 
   auto& model = ctx.model;
   model->train();
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(s.optimizer().lr())
-                                                 .momentum(s.optimizer().momentum()));
+  torch::optim::SGD opt(
+      model->parameters(),
+      torch::optim::SGDOptions(s.optimizer().lr()).momentum(s.optimizer().momentum()));
   const DataHeader& dh = *ctx.data.header;
   const int64_t n = static_cast<int64_t>(dh.n_train);
   const int64_t batch = std::min<int64_t>(s.batch_size(), n);
@@ -187,7 +187,8 @@ int TrainWorker(WorkerContext& ctx) {
   double first_sum = 0, tail_sum = 0;
   using Clock = std::chrono::steady_clock;
   auto ns = [](Clock::time_point a, Clock::time_point b) {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
   };
   const auto train_start = Clock::now();
   for (uint64_t step = 0; step < batches; ++step) {
@@ -246,9 +247,13 @@ int TrainWorker(WorkerContext& ctx) {
   slot->vmhwm_bytes.store(SelfVmHwm());
   if (std::getenv("SHOAL_ALLOC_STATS") != nullptr && s.allocator() == "cache") {
     auto st = StepCacheAllocator::Stats();
-    std::fprintf(stderr, "worker %u allocator: hits %lu reshapes %lu misses %lu mapped %lu MiB peak mapped %lu MiB peak live %lu MiB\n",
-                 ctx.index, (unsigned long)st.hits, (unsigned long)st.reshapes, (unsigned long)st.misses, (unsigned long)(st.mapped_bytes >> 20),
-                 (unsigned long)(st.peak_mapped_bytes >> 20), (unsigned long)(st.peak_live_bytes >> 20));
+    std::fprintf(stderr,
+                 "worker %u allocator: hits %lu reshapes %lu misses %lu mapped %lu MiB peak mapped "
+                 "%lu MiB peak live %lu MiB\n",
+                 ctx.index, (unsigned long)st.hits, (unsigned long)st.reshapes,
+                 (unsigned long)st.misses, (unsigned long)(st.mapped_bytes >> 20),
+                 (unsigned long)(st.peak_mapped_bytes >> 20),
+                 (unsigned long)(st.peak_live_bytes >> 20));
   }
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
   return 0;

@@ -38,7 +38,8 @@ struct DataView {
 };
 
 // Writes a learnable synthetic MNIST-shaped set (class-dependent blobs plus noise).
-void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h, uint8_t* base);
+void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h,
+                   uint8_t* base);
 
 // Builds a normalised float batch [B,1,rows,cols] and int64 labels from the given rows.
 void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx, int64_t n,

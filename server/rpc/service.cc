@@ -27,28 +27,32 @@ grpc::Status ToGrpc(const Status& s) {
   return {grpc::StatusCode::INTERNAL, s.message()};
 }
 
-grpc::Status ShoalService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req, v1::SubmitResponse* resp) {
+grpc::Status ShoalService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
+                                  v1::SubmitResponse* resp) {
   auto id = coord_->Submit(req->spec());
   if (!id.ok()) return ToGrpc(id.status());
   resp->set_id(*id);
   return grpc::Status::OK;
 }
 
-grpc::Status ShoalService::Get(grpc::ServerContext*, const v1::GetRequest* req, v1::Experiment* resp) {
+grpc::Status ShoalService::Get(grpc::ServerContext*, const v1::GetRequest* req,
+                               v1::Experiment* resp) {
   auto e = coord_->Get(req->id());
   if (!e.ok()) return ToGrpc(e.status());
   *resp = std::move(e).value();
   return grpc::Status::OK;
 }
 
-grpc::Status ShoalService::List(grpc::ServerContext*, const v1::ListRequest*, v1::ListResponse* resp) {
+grpc::Status ShoalService::List(grpc::ServerContext*, const v1::ListRequest*,
+                                v1::ListResponse* resp) {
   auto all = coord_->List();
   if (!all.ok()) return ToGrpc(all.status());
   for (auto& e : *all) *resp->add_experiments() = std::move(e);
   return grpc::Status::OK;
 }
 
-grpc::Status ShoalService::Cancel(grpc::ServerContext*, const v1::CancelRequest* req, v1::Experiment* resp) {
+grpc::Status ShoalService::Cancel(grpc::ServerContext*, const v1::CancelRequest* req,
+                                  v1::Experiment* resp) {
   auto e = coord_->Cancel(req->id());
   if (!e.ok()) return ToGrpc(e.status());
   *resp = std::move(e).value();
@@ -78,7 +82,8 @@ grpc::Status ShoalService::Watch(grpc::ServerContext* ctx, const v1::WatchReques
   return grpc::Status::OK;
 }
 
-grpc::Status ShoalService::NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequest*, v1::NodeInfoResponse* resp) {
+grpc::Status ShoalService::NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequest*,
+                                    v1::NodeInfoResponse* resp) {
   *resp = node_info_();
   return grpc::Status::OK;
 }

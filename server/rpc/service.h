@@ -25,7 +25,8 @@ class ShoalService final : public v1::Shoal::Service {
   grpc::Status Cancel(grpc::ServerContext*, const v1::CancelRequest*, v1::Experiment*) override;
   grpc::Status Watch(grpc::ServerContext*, const v1::WatchRequest*,
                      grpc::ServerWriter<v1::WatchEvent>*) override;
-  grpc::Status NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequest*, v1::NodeInfoResponse*) override;
+  grpc::Status NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequest*,
+                        v1::NodeInfoResponse*) override;
 
  private:
   Coordinator* coord_;
