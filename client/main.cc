@@ -75,8 +75,10 @@ void PrintExperiment(const v1::Experiment& e) {
       Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.peak_rss_sum_bytes()).c_str(),
       Gib(r.peak_uss_sum_bytes()).c_str(), Gib(r.peak_rss_hwm_sum_bytes()).c_str(),
       Mib(r.shared_bytes()).c_str(), Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
-  std::printf("  time        ready %.0f ms, wall %.1f s, training %.1f s, queued %.0f ms\n",
-              r.ready_ms(), r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
+  std::printf(
+      "  time        ready %.0f ms (request -> all workers training %.0f ms), wall %.1f s, "
+      "training %.1f s, queued %.0f ms\n",
+      r.ready_ms(), r.start_ms(), r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
   std::printf("  throughput  %.1f samples/s (%lu samples, %lu steps)\n", r.samples_per_sec(),
               static_cast<unsigned long>(r.samples()), static_cast<unsigned long>(r.steps()));
   std::printf("  loss        first %.4f, last %.4f; test accuracy %s\n", r.first_loss(),
@@ -99,14 +101,14 @@ void PrintExperiment(const v1::Experiment& e) {
       r.sampler_cpu_percent(), r.sampler_cpu_ms(), static_cast<unsigned long>(r.smaps_reads()),
       static_cast<unsigned long>(r.statm_reads()));
   std::printf("  processes   %-7s %-6s %-5s %-8s %-9s %-9s %-8s %s\n", "pid", "role", "index",
-              "ready", "peak RSS", "peak PSS", "steps", "exit");
+              "start", "peak RSS", "peak PSS", "steps", "exit");
   for (const auto& p : e.processes()) {
     std::string exit = p.alive()    ? "running"
                        : p.signal() ? "signal " + std::to_string(p.signal())
                                     : "code " + std::to_string(p.exit_code());
     std::printf("              %-7d %-6s %-5s %-8s %-9s %-9s %-8lu %s\n", p.pid(), p.role().c_str(),
                 p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
-                p.role() == "leader" ? "-" : Fmt("%.0f ms", p.ready_ms()).c_str(),
+                p.role() == "leader" ? "-" : Fmt("%.0f ms", p.start_ms()).c_str(),
                 Mib(p.peak_rss_bytes()).c_str(), Mib(p.peak_pss_bytes()).c_str(),
                 static_cast<unsigned long>(p.steps()), exit.c_str());
   }
@@ -205,7 +207,7 @@ int main(int argc, char** argv) {
   bool wait = false;
   auto* submit = app.add_subcommand("submit", "submit a Hogwild experiment");
   submit->add_option("--workers", workers, "worker processes")->capture_default_str();
-  submit->add_option("--start", start, "fork | spawn")->capture_default_str();
+  submit->add_option("--start", start, "fork | spawn | forkserver")->capture_default_str();
   submit->add_option("--share", share, "share the weights: yes | no")
       ->capture_default_str()
       ->check(CLI::IsMember({"yes", "no"}));
@@ -228,6 +230,12 @@ int main(int argc, char** argv) {
   submit->add_option("--eval-samples", eval, "test images evaluated at the end (0: none)")
       ->capture_default_str();
   submit->add_option("--name", name, "a label");
+  uint32_t stall_ms = 60000;
+  bool force = false;
+  submit
+      ->add_option("--stall-timeout-ms", stall_ms, "fail when a worker has no heartbeat this long")
+      ->capture_default_str();
+  submit->add_flag("--force", force, "start even if the admission check says it will not fit");
   submit->add_flag("--wait", wait, "wait for the end, showing progress, then print the result");
   submit->add_flag("--json", json, "print one JSON object");
 
@@ -268,7 +276,9 @@ int main(int argc, char** argv) {
     }
     std::printf("versions:");
     for (const auto& [k, v] : r.versions()) std::printf(" %s %s;", k.c_str(), v.c_str());
-    std::printf("\nstate dir %s, max workers %u\n", r.state_dir().c_str(), r.max_workers());
+    std::printf("\nstate dir %s, max workers %u, fork-server pid %d (%u restarts)\n",
+                r.state_dir().c_str(), r.max_workers(), r.fork_server_pid(),
+                r.fork_server_restarts());
     return 0;
   }
   if (*submit) {
@@ -290,6 +300,8 @@ int main(int argc, char** argv) {
     spec.set_allocator(allocator);
     spec.set_eval_samples(eval);
     spec.set_name(name);
+    spec.set_stall_timeout_ms(stall_ms);
+    spec.set_force(force);
     v1::SubmitRequest req;
     *req.mutable_spec() = spec;
     v1::SubmitResponse resp;

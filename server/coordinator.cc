@@ -10,7 +10,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
+#include "shared/admission.h"
 #include "shared/process.h"
 #include "shared/shm.h"
 #include "spdlog/spdlog.h"
@@ -49,6 +51,7 @@ struct RunState {
   uint64_t prev_steps = 0;
   uint64_t prev_steps_ns = 0;
   double steps_per_sec = 0;
+  std::set<int> ready;  // workers whose first step has been announced
 };
 
 v1::ProcessInfo* FindWorker(RunState& rs, int index) {
@@ -109,7 +112,12 @@ void Coordinator::Shutdown() {
 StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec) {
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
-  RETURN_IF_ERROR(CheckDataset(spec.dataset()));
+  RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
+  if (!spec.force()) {
+    ASSIGN_OR_RETURN(ExperimentEstimate need, EstimateExperiment(spec));
+    ASSIGN_OR_RETURN(NodeCapacity have, ReadNodeCapacity());
+    RETURN_IF_ERROR(Admit(need, have));
+  }
   v1::Experiment e;
   e.set_id(NewId());
   *e.mutable_spec() = spec;
@@ -198,13 +206,58 @@ void Coordinator::AddEvent(const std::string& id, double t_ms, const std::string
   Publish(id, ev);
 }
 
+void Coordinator::EnsureZygote() {
+  if (zygote_pid_ > 0 || opts_.zygote_socket.empty()) return;
+  const uint64_t now = MonotonicNs();
+  if (zygote_started_ns_ != 0 && now - zygote_started_ns_ < 1'000'000'000ull) return;  // back off
+  zygote_started_ns_ = now;
+  auto pid = SpawnProcess({opts_.worker_bin, "--role", "zygote", "--socket", opts_.zygote_socket,
+                           "--parent", std::to_string(getpid())},
+                          {{}, /*new_process_group=*/true});
+  if (!pid.ok()) {
+    spdlog::error("cannot start the fork-server: {}", pid.status().message());
+    return;
+  }
+  zygote_pid_ = *pid;
+  spdlog::info(
+      "fork-server started, pid {}{}", zygote_pid_.load(),
+      zygote_restarts_ > 0 ? " (restart " + std::to_string(zygote_restarts_.load()) + ")" : "");
+}
+
+void Coordinator::ReapIdle() {
+  int st;
+  pid_t p;
+  while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    if (p == zygote_pid_) {
+      spdlog::warn("fork-server pid {} {}; restarting it", p, DescribeWaitStatus(st));
+      zygote_pid_ = -1;
+      ++zygote_restarts_;
+    }
+  }
+}
+
+void Coordinator::StopZygote() {
+  if (zygote_pid_ <= 0) return;
+  ::kill(zygote_pid_.load(), SIGKILL);
+  int st;
+  ::waitpid(zygote_pid_.load(), &st, 0);
+  zygote_pid_ = -1;
+}
+
 void Coordinator::SchedulerLoop() {
   for (;;) {
+    ReapIdle();
+    EnsureZygote();
     std::string id;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
+      cv_.wait_for(l, std::chrono::milliseconds(250), [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) {
+        l.unlock();
+        StopZygote();
+        return;
+      }
+      if (queue_.empty()) continue;
       id = queue_.front();
       queue_.pop_front();
       running_ = id;
@@ -238,15 +291,25 @@ void Coordinator::Run(const std::string& id) {
 
   ProcessSampler sampler(proc_, opts_.sampler, ThreadCpuNs);
   RunState rs;
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
+  int fds[2] = {-1, -1};
+  Status admitted = Status::Ok();
+  if (!spec.force()) {  // what fit at submit may not fit now
+    auto need = EstimateExperiment(spec);
+    auto have = ReadNodeCapacity();
+    admitted = !need.ok() ? need.status() : !have.ok() ? have.status() : Admit(*need, *have);
+  }
+  if (!admitted.ok()) {
+    e.set_state(v1::FAILED);
+    e.set_error(admitted.message());
+  } else if (::pipe2(fds, O_CLOEXEC) != 0) {
     e.set_state(v1::FAILED);
     e.set_error(std::string("pipe: ") + std::strerror(errno));
   } else {
-    auto pid = SpawnProcess({opts_.worker_bin, "--role", "leader", "--experiment", id,
-                             "--spec-json", SpecToJson(spec), "--status-fd", "3", "--parent",
-                             std::to_string(getpid()), "--worker-bin", opts_.worker_bin},
-                            {{{fds[1], 3}}, /*new_process_group=*/true});
+    auto pid =
+        SpawnProcess({opts_.worker_bin, "--role", "leader", "--experiment", id, "--spec-json",
+                      SpecToJson(spec), "--status-fd", "3", "--parent", std::to_string(getpid()),
+                      "--worker-bin", opts_.worker_bin, "--zygote-socket", opts_.zygote_socket},
+                     {{{fds[1], 3}}, /*new_process_group=*/true});
     ::close(fds[1]);
     if (!pid.ok()) {
       ::close(fds[0]);
@@ -275,6 +338,11 @@ void Coordinator::Run(const std::string& id) {
     rs.procs[rs.leader] = li;
   }
   sampler.Track(rs.leader, "leader", -1);
+  if (spec.start() == "forkserver") {
+    EnsureZygote();
+    // Its workers share its pages: its own memory counts, on its own line.
+    if (zygote_pid_ > 0) sampler.Track(zygote_pid_, "zygote", -1);
+  }
   AddEvent(id, t_ms(), "leader started, pid " + std::to_string(rs.leader));
   spdlog::info("running {}: leader pid {}", id, rs.leader);
 
@@ -318,6 +386,12 @@ void Coordinator::Run(const std::string& id) {
     // shoald is a child subreaper: workers orphaned by a dead leader come to us and are reaped
     // here.
     while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
+      if (p == zygote_pid_) {
+        spdlog::warn("fork-server pid {} {}; restarting it", p, DescribeWaitStatus(st));
+        AddEvent(id, t_ms(), "fork-server " + DescribeWaitStatus(st));
+        zygote_pid_ = -1;
+        ++zygote_restarts_;
+      }
       if (p == rs.leader) {
         rs.leader_exited = true;
         rs.leader_status = st;
@@ -341,6 +415,18 @@ void Coordinator::Run(const std::string& id) {
     int loss_n = 0;
     if (rs.progress.contains("workers")) {
       for (auto& w : rs.progress["workers"]) {
+        const int index = w.value("index", -1);
+        const uint64_t fs = w.value("first_step_ns", uint64_t{0});
+        const uint64_t req = w.value("requested_ns", uint64_t{0});
+        if (fs > 0 && rs.ready.insert(index).second) {
+          if (auto* p = FindWorker(rs, index)) {
+            p->set_ready_ms(NsToMs(fs - std::min(fs, start_real)));
+            p->set_start_ms(NsToMs(fs - std::min(fs, req)));
+            AddEvent(id, t_ms(),
+                     "worker " + std::to_string(index) + " training " +
+                         std::to_string(int(p->start_ms())) + " ms after its request");
+          }
+        }
         steps += w.value("steps", uint64_t{0});
         samples += w.value("samples", uint64_t{0});
         if (w.value("steps", uint64_t{0}) > 0 && w["last_loss"].is_number()) {
@@ -492,6 +578,7 @@ void Coordinator::Run(const std::string& id) {
   if (rs.progress.contains("workers")) {
     uint64_t first_ns = UINT64_MAX, last_first_ns = 0, end_ns = 0, samples = 0, steps = 0;
     uint32_t started = 0;
+    uint64_t first_req_ns = UINT64_MAX;
     double first_loss = 0, tail_loss = 0, data = 0, fwd = 0, bwd = 0, opt = 0;
     int nloss = 0;
     for (auto& w : rs.progress["workers"]) {
@@ -525,6 +612,11 @@ void Coordinator::Run(const std::string& id) {
         p->set_steps(w.value("steps", uint64_t{0}));
         if (w["last_loss"].is_number()) p->set_last_loss(w["last_loss"].get<double>());
         if (fs > 0) p->set_ready_ms(NsToMs(fs - std::min(fs, start_real)));
+        const uint64_t req = w.value("requested_ns", uint64_t{0});
+        if (fs > 0 && req > 0) {
+          p->set_start_ms(NsToMs(fs - std::min(fs, req)));
+          first_req_ns = std::min(first_req_ns, req);
+        }
         if (w.value("phase", 0) == 2) p->set_weights_checksum(w.value("weights_checksum", ""));
       }
     }
@@ -536,6 +628,8 @@ void Coordinator::Run(const std::string& id) {
     r->set_optimizer_ms(opt);
     if (started == spec.workers()) {  // every worker reached its first step
       r->set_ready_ms(NsToMs(last_first_ns - std::min(last_first_ns, start_real)));
+      if (first_req_ns != UINT64_MAX)
+        r->set_start_ms(NsToMs(last_first_ns - std::min(last_first_ns, first_req_ns)));
     }
     if (end_ns > first_ns && first_ns != UINT64_MAX) {
       r->set_train_ms(NsToMs(end_ns - first_ns));

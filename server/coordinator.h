@@ -26,7 +26,8 @@ struct CoordinatorOptions {
   std::string worker_bin;  // shoal-worker
   SpecLimits limits;
   SamplerOptions sampler;
-  int grace_ms = 3000;  // SIGTERM -> SIGKILL
+  int grace_ms = 3000;        // SIGTERM -> SIGKILL
+  std::string zygote_socket;  // where the fork-server listens
 };
 
 bool IsTerminal(v1::ExperimentState s);
@@ -47,6 +48,8 @@ class Coordinator {
   StatusOr<v1::Experiment> Get(const std::string& id);
   StatusOr<std::vector<v1::Experiment>> List();
   StatusOr<v1::Experiment> Cancel(const std::string& id);
+  pid_t fork_server_pid() const { return zygote_pid_.load(); }
+  int fork_server_restarts() const { return zygote_restarts_.load(); }
 
  private:
   void SchedulerLoop();
@@ -54,6 +57,11 @@ class Coordinator {
   void Update(const v1::Experiment& e);  // store + live copy
   void Publish(const std::string& id, v1::WatchEvent ev);
   void AddEvent(const std::string& id, double t_ms, const std::string& text);
+  // Starts the fork-server if it is not running (at most once a second). Scheduler thread only.
+  void EnsureZygote();
+  // Reaps children that are not part of a running experiment (the zygote). Scheduler thread only.
+  void ReapIdle();
+  void StopZygote();
 
   CoordinatorOptions opts_;
   Store* store_;
@@ -68,6 +76,9 @@ class Coordinator {
   bool cancel_running_ = false;
   bool stopping_ = false;
   std::thread scheduler_;
+  std::atomic<pid_t> zygote_pid_{-1};  // written by the scheduler thread only
+  uint64_t zygote_started_ns_ = 0;
+  std::atomic<int> zygote_restarts_{0};
 };
 
 }  // namespace shoal

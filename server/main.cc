@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
   app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
+  std::vector<std::string> data_roots;
+  app.add_option("--data-root", data_roots,
+                 "a directory datasets must lie under (repeatable; default /usr/share/datasets and "
+                 "STATE_DIR/data)");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -77,6 +81,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   opts.worker_bin = worker_bin;
+  if (data_roots.empty()) data_roots = {"/usr/share/datasets", state_dir + "/data"};
+  opts.limits.data_roots = data_roots;
+  opts.zygote_socket = state_dir + "/zygote.sock";
 
   std::error_code ec;
   std::filesystem::create_directories(state_dir, ec);
@@ -124,7 +131,10 @@ int main(int argc, char** argv) {
   coord.Start();
 
   shoal::ShoalService service(&coord, &hub, [&] {
-    return shoal::CollectNodeInfo(state_dir, opts.limits.max_workers, torch_version);
+    auto info = shoal::CollectNodeInfo(state_dir, opts.limits.max_workers, torch_version);
+    info.set_fork_server_pid(coord.fork_server_pid());
+    info.set_fork_server_restarts(static_cast<uint32_t>(coord.fork_server_restarts()));
+    return info;
   });
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());

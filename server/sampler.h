@@ -20,8 +20,8 @@
 namespace shoal {
 
 struct SamplerOptions {
-  double budget_fraction = 0.01;   // of one core, for the whole sampler (walks are what it rations)
-  uint64_t burst_ns = 20'000'000;  // the bucket holds at most this much CPU time
+  double budget_fraction = 0.01;  // of one core, for the whole sampler (walks are what it rations)
+  uint64_t burst_ns = 5'000'000;  // the bucket holds at most this much CPU time
   uint64_t refresh_after_ns =
       5'000'000'000;             // re-walk an unchanged process this often (budget permitting)
   double move_threshold = 0.02;  // an RSS change above this fraction asks for a walk

@@ -3,7 +3,9 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "shared/idx.h"
 
@@ -49,13 +51,14 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (s->sample_interval_ms() == 0) s->set_sample_interval_ms(200);
   if (s->allocator().empty()) s->set_allocator("cache");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
+  if (s->stall_timeout_ms() == 0) s->set_stall_timeout_ms(60000);
 }
 
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   RETURN_IF_ERROR(OneOf("kind", s.kind(), {"hogwild"}));
   RETURN_IF_ERROR(OneOf("model", s.model(), {"mnist_convnet"}));
   RETURN_IF_ERROR(InRange("workers", s.workers(), 1, limits.max_workers));
-  RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn"}));
+  RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn", "forkserver"}));
   if (s.device() == "cuda") {
     return InvalidArgument(
         "device: 'cuda' is not available in this build of shoald (CPU only); allowed: cpu");
@@ -79,14 +82,37 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
                           limits.min_sample_interval_ms, limits.max_sample_interval_ms));
   RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "retain", "system"}));
   RETURN_IF_ERROR(InRange("eval_samples", s.eval_samples(), 0, limits.max_eval_samples));
+  RETURN_IF_ERROR(InRange("stall_timeout_ms", s.stall_timeout_ms(), limits.min_stall_timeout_ms,
+                          limits.max_stall_timeout_ms));
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
   if (s.dataset().empty())
     return InvalidArgument("dataset: empty (want a directory or 'synthetic')");
   return Status::Ok();
 }
 
-Status CheckDataset(const std::string& dataset) {
+Status CheckDataset(const std::string& dataset, const std::vector<std::string>& data_roots) {
   if (dataset == "synthetic") return Status::Ok();
+  if (!data_roots.empty()) {
+    char buf[PATH_MAX];
+    if (::realpath(dataset.c_str(), buf) == nullptr) {
+      return InvalidArgument(
+          "dataset: '" + dataset +
+          "' is not a directory (want a directory of MNIST IDX files, or 'synthetic')");
+    }
+    const std::string real = buf;
+    bool inside = false;
+    std::string list;
+    for (const auto& root : data_roots) {
+      list += (list.empty() ? "" : ", ") + root;
+      char rbuf[PATH_MAX];
+      if (::realpath(root.c_str(), rbuf) == nullptr) continue;
+      const std::string r = rbuf;
+      if (real == r || real.compare(0, r.size() + 1, r + "/") == 0) inside = true;
+    }
+    if (!inside) {
+      return InvalidArgument("dataset: '" + dataset + "' is outside the data roots (" + list + ")");
+    }
+  }
   return FindMnistFiles(dataset).status();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
@@ -19,6 +20,9 @@ struct SpecLimits {
   uint32_t max_sample_interval_ms = 60000;
   uint32_t max_threads = 256;
   uint32_t max_eval_samples = 10000;
+  uint32_t min_stall_timeout_ms = 500;
+  uint32_t max_stall_timeout_ms = 3600000;
+  std::vector<std::string> data_roots;  // datasets must lie below one of these (empty: anywhere)
 };
 
 // Fills every unset field with its default. Idempotent.
@@ -28,8 +32,9 @@ void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
 // Does not look at the file system (see CheckDataset).
 Status ValidateSpec(const v1::ExperimentSpec& spec, const SpecLimits& limits);
 
-// The dataset field names an existing MNIST-format directory, or is "synthetic".
-Status CheckDataset(const std::string& dataset);
+// The dataset field names an existing MNIST-format directory below one of the data roots, or is
+// "synthetic".
+Status CheckDataset(const std::string& dataset, const std::vector<std::string>& data_roots = {});
 
 // The spec as one line of proto3 JSON, and back: how it travels on a worker's argv.
 std::string SpecToJson(const v1::ExperimentSpec& spec);

@@ -76,6 +76,8 @@ TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
   EXPECT_GT(r["data_bytes"].get<uint64_t>(), 60000u * 784);  // the real training set, once
   EXPECT_FALSE(r["test_accuracy"].is_null());
   EXPECT_GT(r["smaps_reads"].get<uint64_t>(), 0u);
+  EXPECT_GT(r["start_ms"].get<double>(), 0);
+  EXPECT_LE(r["start_ms"].get<double>(), r["ready_ms"].get<double>());
 
   ASSERT_EQ(e["processes"].size(), 3u);
   std::set<std::string> sums;
@@ -128,7 +130,11 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
   };
   std::vector<Case> cases = {
       {{"--workers", "1000"}, "workers: 1000 is outside the allowed range 1..64"},
-      {{"--start", "vfork"}, "start: 'vfork' is not one of: fork, spawn"},
+      {{"--start", "vfork"}, "start: 'vfork' is not one of: fork, spawn, forkserver"},
+      {{"--dataset", "/tmp"}, "dataset: '/tmp' is outside the data roots"},
+      {{"--workers", "64", "--batch-size", "4096"}, "does not fit: needs ~"},
+      {{"--stall-timeout-ms", "10"},
+       "stall_timeout_ms: 10 is outside the allowed range 500..3600000"},
       {{"--dataset", "/nonexistent"}, "dataset: '/nonexistent' is not a directory"},
       {{"--batch-size", "100000"}, "batch_size: 100000 is outside the allowed range"},
       {{"--device", "cuda"}, "device: 'cuda'"},

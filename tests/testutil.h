@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -110,9 +113,8 @@ class Daemon {
     args.push_back(nullptr);
     if (posix_spawn(&pid_, argv[0].c_str(), nullptr, nullptr, args.data(), environ) != 0)
       return false;
-    for (int i = 0; i < 200; ++i) {  // up to 10 s for the socket
-      struct stat st;
-      if (::stat(socket_.c_str(), &st) == 0) return true;
+    for (int i = 0; i < 200; ++i) {  // up to 10 s until it accepts connections
+      if (Connectable()) return true;
       int status;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -134,6 +136,17 @@ class Daemon {
   }
   pid_t pid() const { return pid_; }
 
+  // True when something accepts connections on the socket (a stale file does not count).
+  bool Connectable() const {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", socket_.c_str());
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
+  }
+
   CommandResult Cli(std::vector<std::string> args) const {
     args.insert(args.begin(), {BinDir() + "/shoal", "--socket", socket_});
     return RunCommand(args);
@@ -144,10 +157,32 @@ class Daemon {
   pid_t pid_ = -1;
 };
 
+// Alive means running or sleeping: a zombie (dead, waiting for its parent or init to reap it)
+// answers kill() but holds no memory and runs nothing.
 inline bool ProcessAlive(pid_t pid) {
   if (::kill(pid, 0) != 0) return false;
-  // A zombie still answers kill(); it holds no memory, but count it as alive: nobody reaped it.
-  return true;
+  std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return false;
+  char buf[512] = {0};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string stat(buf, n);
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() ||
+         (stat[close + 2] != 'Z' && stat[close + 2] != 'X');
+}
+
+// Polls `pred` every 50 ms for up to `seconds`.
+template <typename Pred>
+bool WaitFor(Pred pred, double seconds) {
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(int(seconds * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
 }
 
 }  // namespace shoal::testing

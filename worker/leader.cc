@@ -1,5 +1,7 @@
 #include "worker/leader.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 
 #include "shared/idx.h"
 #include "shared/layout.h"
+#include "shared/packet.h"
 #include "shared/process.h"
 #include "shared/shm.h"
 #include "shared/spec.h"
@@ -67,6 +70,7 @@ json SlotJson(const WorkerSlot& w, uint32_t i) {
           {"first_loss", f(w.first_loss_bits.load())},
           {"tail_loss", f(w.tail_loss_bits.load())},
           {"first_step_ns", w.first_step_ns.load()},
+          {"requested_ns", w.requested_ns.load()},
           {"heartbeat_ns", w.heartbeat_ns.load()},
           {"data_ns", w.data_ns.load()},
           {"forward_ns", w.forward_ns.load()},
@@ -103,22 +107,139 @@ StatusOr<ShmSegment> LoadData(const v1::ExperimentSpec& spec, const std::string&
   return seg;
 }
 
-int ForkedWorkerMain(const LeaderArgs& a, uint32_t index, pid_t leader, ConvNet model,
-                     const DataView& data, void* board) {
-  DieWithParent(leader);
-  try {
-    ApplyAllocatorPolicy(a.spec.allocator());
-    WorkerContext ctx{a.spec, index, std::move(model), data, board};
-    return TrainWorker(ctx);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "worker %u: %s\n", index, e.what());
-    return 1;
-  }
+// Starts workers by the experiment's start method and reports how they end.
+class WorkerLauncher {
+ public:
+  struct Exit {
+    pid_t pid;
+    int status;  // waitpid status
+  };
+  virtual ~WorkerLauncher() = default;
+  virtual StatusOr<pid_t> Start(uint32_t index) = 0;
+  // Workers that ended since the last call. A non-OK status: we lost track of them.
+  virtual Status Poll(std::vector<Exit>* exits) = 0;
+};
+
+Status ReapChildren(std::vector<WorkerLauncher::Exit>* exits) {
+  int st = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) exits->push_back({pid, st});
+  return Status::Ok();
 }
+
+// fork: the child inherits the model (bound to the segment when shared) and the data mapping.
+class ForkLauncher : public WorkerLauncher {
+ public:
+  ForkLauncher(const LeaderArgs& a, ConvNet model, DataView data, void* board, int lifetime_fd)
+      : a_(a), model_(std::move(model)), data_(data), board_(board), lifetime_fd_(lifetime_fd) {}
+  StatusOr<pid_t> Start(uint32_t index) override {
+    const pid_t leader = getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      DieWithParent(leader);
+      ::close(a_.status_fd);  // only the leader reports to shoald: its EOF means the leader is gone
+      int rc = 1;
+      try {
+        ApplyAllocatorPolicy(a_.spec.allocator());
+        WorkerContext ctx{a_.spec, index, model_, data_, board_, lifetime_fd_};
+        rc = TrainWorker(ctx);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "worker %u: %s\n", index, e.what());
+      }
+      _exit(rc);
+    }
+    return pid;
+  }
+  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(exits); }
+
+ private:
+  const LeaderArgs& a_;
+  ConvNet model_;
+  DataView data_;
+  void* board_;
+  int lifetime_fd_;
+};
+
+// spawn: a fresh shoal-worker process that attaches to the segments by name.
+class SpawnLauncher : public WorkerLauncher {
+ public:
+  SpawnLauncher(const LeaderArgs& a, int lifetime_fd) : a_(a), lifetime_fd_(lifetime_fd) {}
+  StatusOr<pid_t> Start(uint32_t index) override {
+    return SpawnProcess({a_.worker_bin, "--role", "worker", "--experiment", a_.experiment_id,
+                         "--index", std::to_string(index), "--spec-json", SpecToJson(a_.spec),
+                         "--parent", std::to_string(getpid()), "--lifetime-fd", "4"},
+                        {{{lifetime_fd_, 4}}, false});
+  }
+  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(exits); }
+
+ private:
+  const LeaderArgs& a_;
+  int lifetime_fd_;
+};
+
+// forkserver: the zygote forks the worker, which joins our process group; the zygote reports
+// the worker's exit to us, since it and not we is the parent.
+class ForkServerLauncher : public WorkerLauncher {
+ public:
+  ForkServerLauncher(const LeaderArgs& a, int lifetime_fd) : a_(a), lifetime_fd_(lifetime_fd) {}
+  ~ForkServerLauncher() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Connect() {
+    // shoald restarts a dead zygote; give a fresh one a moment to listen.
+    Status last;
+    for (int i = 0; i < 100; ++i) {
+      auto fd = ConnectPacket(a_.zygote_socket);
+      if (fd.ok()) {
+        fd_ = *fd;
+        return Status::Ok();
+      }
+      last = fd.status();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return Unavailable("fork-server not reachable: " + last.message());
+  }
+  StatusOr<pid_t> Start(uint32_t index) override {
+    json req = {{"op", "fork"},        {"experiment", a_.experiment_id},
+                {"index", index},      {"spec", SpecToJson(a_.spec)},
+                {"pgid", ::getpgrp()}, {"leader", getpid()}};
+    RETURN_IF_ERROR(SendPacket(fd_, req.dump(), {lifetime_fd_}));
+    // Replies come in order; exits of earlier workers may arrive in between.
+    for (;;) {
+      std::string msg;
+      RETURN_IF_ERROR(RecvPacket(fd_, &msg));
+      json j = json::parse(msg, nullptr, false);
+      const std::string op = j.is_object() ? j.value("op", "") : "";
+      if (op == "forked") return pid_t(j.value("pid", 0));
+      if (op == "error") return Internal("fork-server: " + j.value("message", std::string("?")));
+      if (op == "exit") pending_.push_back({j.value("pid", 0), j.value("status", 0)});
+    }
+  }
+  Status Poll(std::vector<Exit>* exits) override {
+    exits->insert(exits->end(), pending_.begin(), pending_.end());
+    pending_.clear();
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return Status::Ok();
+      std::string msg;
+      RETURN_IF_ERROR(RecvPacket(fd_, &msg));
+      json j = json::parse(msg, nullptr, false);
+      if (j.is_object() && j.value("op", "") == "exit") {
+        exits->push_back({j.value("pid", 0), j.value("status", 0)});
+      }
+    }
+  }
+
+ private:
+  const LeaderArgs& a_;
+  int lifetime_fd_;
+  int fd_ = -1;
+  std::vector<Exit> pending_;
+};
 
 int Leader(const LeaderArgs& a, StatusPipe& out) {
   const auto& spec = a.spec;
-  const pid_t self = getpid();
   // The leader must never start an intra-op pool: forked children would inherit a dead one.
   at::set_num_threads(1);
   SegmentCleanup cleanup{SegmentPrefix(a.experiment_id)};
@@ -163,75 +284,109 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
   // With sharing off the segment is only where spawned workers copy their initial weights from.
   out.Emit({{"type", "segment"}, {"what", "weights"}, {"bytes", weights_seg->size()}});
 
+  // The lifetime pipe: workers watch the read end and leave when we are gone, whoever their
+  // parent is (a forkserver worker's parent is the zygote).
+  int lifetime[2];
+  if (::pipe2(lifetime, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
+  std::unique_ptr<WorkerLauncher> launcher;
+  if (spec.start() == "fork") {
+    launcher = std::make_unique<ForkLauncher>(a, model, data, board_seg->data(), lifetime[0]);
+  } else if (spec.start() == "spawn") {
+    launcher = std::make_unique<SpawnLauncher>(a, lifetime[0]);
+  } else {
+    auto fs = std::make_unique<ForkServerLauncher>(a, lifetime[0]);
+    Status st = fs->Connect();
+    if (!st.ok()) return fail(st.message());
+    launcher = std::move(fs);
+  }
+
   std::map<pid_t, uint32_t> live;
   std::vector<json> exits;
   std::string failure;
   for (uint32_t i = 0; i < workers; ++i) {
-    pid_t pid = -1;
-    if (spec.start() == "fork") {
-      pid = ::fork();
-      if (pid == 0) _exit(ForkedWorkerMain(a, i, self, model, data, board_seg->data()));
-      if (pid < 0) failure = std::string("fork failed: ") + std::strerror(errno);
-    } else {
-      auto spawned = SpawnProcess(
-          {a.worker_bin, "--role", "worker", "--experiment", a.experiment_id, "--index",
-           std::to_string(i), "--spec-json", SpecToJson(spec), "--parent", std::to_string(self)},
-          {});
-      if (spawned.ok()) {
-        pid = *spawned;
-      } else {
-        failure = spawned.status().message();
-      }
+    BoardSlot(board_seg->data(), i)->requested_ns.store(RealtimeNs());
+    auto pid = launcher->Start(i);
+    if (!pid.ok()) {
+      failure = "starting worker " + std::to_string(i) + ": " + pid.status().message();
+      break;
     }
-    if (pid <= 0) break;
-    live[pid] = i;
-    out.Emit({{"type", "worker"}, {"index", i}, {"pid", pid}});
+    live[*pid] = i;
+    out.Emit({{"type", "worker"}, {"index", i}, {"pid", *pid}});
   }
+  ::close(lifetime[0]);  // the workers hold it now
 
-  // Watch the workers: reap exits, stop everyone on the first failure, report progress.
+  // Watch the workers: collect exits, detect stalls, stop everyone on the first failure.
   const auto interval = std::chrono::milliseconds(spec.sample_interval_ms());
+  const uint64_t stall_ns = uint64_t(spec.stall_timeout_ms()) * 1000000ull;
   auto next_report = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point kill_at{};
-  bool stopping = !failure.empty();
-  if (stopping) {
-    for (auto& [pid, i] : live) ::kill(pid, SIGTERM);
+  bool stopping = false;
+  auto stop_all = [&](const std::string& why) {
+    if (stopping) return;
+    failure = why;
+    stopping = true;
+    for (auto& [p, j] : live) ::kill(p, SIGTERM);
     kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  };
+  if (!failure.empty()) {
+    const std::string why = failure;
+    stop_all(why);
   }
   while (!live.empty()) {
-    int st = 0;
-    pid_t pid = ::waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
-      auto it = live.find(pid);
+    std::vector<WorkerLauncher::Exit> ended;
+    Status polled = launcher->Poll(&ended);
+    if (!polled.ok()) {
+      // The fork-server went away; its workers die with it (PR_SET_PDEATHSIG).
+      stop_all("lost the fork-server: " + polled.message());
+      for (auto& [p, j] : live) ::kill(p, SIGKILL);
+      break;
+    }
+    for (const auto& x : ended) {
+      auto it = live.find(x.pid);
       if (it == live.end()) continue;
       const uint32_t i = it->second;
       live.erase(it);
-      const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      const int st = x.status;
       exits.push_back({{"index", i},
-                       {"pid", pid},
+                       {"pid", x.pid},
                        {"exit_code", WIFEXITED(st) ? WEXITSTATUS(st) : -1},
                        {"signal", WIFSIGNALED(st) ? WTERMSIG(st) : 0}});
-      out.Emit({{"type", "exit"}, {"index", i}, {"pid", pid}, {"status", DescribeWaitStatus(st)}});
-      if (!ok && !stopping) {
-        failure = "worker " + std::to_string(i) + " " + DescribeWaitStatus(st);
-        stopping = true;
-        for (auto& [p, j] : live) ::kill(p, SIGTERM);
-        kill_at = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      out.Emit(
+          {{"type", "exit"}, {"index", i}, {"pid", x.pid}, {"status", DescribeWaitStatus(st)}});
+      if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        stop_all("worker " + std::to_string(i) + " " + DescribeWaitStatus(st));
       }
-      continue;
     }
+    if (live.empty()) break;
     const auto now = std::chrono::steady_clock::now();
+    if (!stopping) {
+      const uint64_t t = RealtimeNs();
+      for (auto& [p, i] : live) {
+        const WorkerSlot* w = BoardSlot(board_seg->data(), i);
+        if (w->phase.load() == static_cast<uint32_t>(WorkerPhase::kFinished)) continue;
+        const uint64_t beat = std::max(w->heartbeat_ns.load(), w->requested_ns.load());
+        if (t > beat + stall_ns) {
+          ::kill(p, SIGKILL);  // a stopped or wedged process does not act on SIGTERM
+          stop_all("worker " + std::to_string(i) + " stalled (no heartbeat for " +
+                   std::to_string(spec.stall_timeout_ms()) + " ms)");
+          break;
+        }
+      }
+    }
     if (stopping && now >= kill_at) {
       for (auto& [p, j] : live) ::kill(p, SIGKILL);
     }
     if (now >= next_report) {
       json ws = json::array();
-      for (uint32_t i = 0; i < workers; ++i)
+      for (uint32_t i = 0; i < workers; ++i) {
         ws.push_back(SlotJson(*BoardSlot(board_seg->data(), i), i));
+      }
       out.Emit({{"type", "progress"}, {"workers", ws}});
       next_report = now + interval;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  ::close(lifetime[1]);
 
   json ws = json::array();
   for (uint32_t i = 0; i < workers; ++i)
@@ -255,6 +410,7 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
 
 int RunLeader(const LeaderArgs& a) {
   DieWithParent(a.parent);
+  ::fcntl(a.status_fd, F_SETFD, FD_CLOEXEC);  // spawned workers must not hold it
   StatusPipe out(a.status_fd);
   out.Emit({{"type", "leader"}, {"pid", getpid()}});
   try {
@@ -265,50 +421,52 @@ int RunLeader(const LeaderArgs& a) {
   }
 }
 
-int RunSpawnedWorker(const SpawnedWorkerArgs& a) {
-  DieWithParent(a.parent);
+int RunAttachedWorker(const v1::ExperimentSpec& spec, const std::string& id, uint32_t index,
+                      int lifetime_fd) {
+  auto report = [&](const std::string& m) {
+    std::fprintf(stderr, "worker %u: %s\n", index, m.c_str());
+    return 1;
+  };
   try {
-    ApplyAllocatorPolicy(a.spec.allocator());
-    auto data_seg = ShmSegment::Open(SegmentName(a.experiment_id, "data"), false);
-    auto board_seg = ShmSegment::Open(SegmentName(a.experiment_id, "scoreboard"), true);
-    auto weights_seg = ShmSegment::Open(SegmentName(a.experiment_id, "weights"), a.spec.share());
+    ApplyAllocatorPolicy(spec.allocator());
+    auto data_seg = ShmSegment::Open(SegmentName(id, "data"), false);
+    auto board_seg = ShmSegment::Open(SegmentName(id, "scoreboard"), true);
+    auto weights_seg = ShmSegment::Open(SegmentName(id, "weights"), spec.share());
     for (const Status& s : {data_seg.status(), board_seg.status(), weights_seg.status()}) {
-      if (!s.ok()) {
-        std::fprintf(stderr, "worker %u: %s\n", a.index, s.message().c_str());
-        return 1;
-      }
+      if (!s.ok()) return report(s.message());
     }
     auto* dh = static_cast<const DataHeader*>(data_seg->data());
     auto* wh = static_cast<const WeightsHeader*>(weights_seg->data());
     for (const Status& s :
          {ValidateData(*dh, data_seg->size()), ValidateWeights(*wh, weights_seg->size())}) {
-      if (!s.ok()) {
-        std::fprintf(stderr, "worker %u: %s\n", a.index, s.message().c_str());
-        return 1;
-      }
+      if (!s.ok()) return report(s.message());
     }
     at::set_num_threads(1);
     ConvNet model;
-    if (a.spec.share()) {
+    if (spec.share()) {
       Status s = BindParamsToSegment(*model, *wh, weights_seg->data());
-      if (!s.ok()) {
-        std::fprintf(stderr, "worker %u: %s\n", a.index, s.message().c_str());
-        return 1;
-      }
+      if (!s.ok()) return report(s.message());
     } else {
       // A private copy: take the initial weights and let go of the segment, so this worker
       // cannot quietly train the shared copy (torch.multiprocessing's spawn pitfall).
       CopyParamsFromSegment(*model, *wh, weights_seg->data());
       weights_seg->Unmap();
     }
-    WorkerContext ctx{a.spec, a.index, model,
+    WorkerContext ctx{spec,
+                      index,
+                      model,
                       DataView{dh, static_cast<const uint8_t*>(data_seg->data())},
-                      board_seg->data()};
+                      board_seg->data(),
+                      lifetime_fd};
     return TrainWorker(ctx);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "worker %u: %s\n", a.index, e.what());
-    return 1;
+    return report(e.what());
   }
+}
+
+int RunSpawnedWorker(const SpawnedWorkerArgs& a) {
+  DieWithParent(a.parent);
+  return RunAttachedWorker(a.spec, a.experiment_id, a.index, a.lifetime_fd);
 }
 
 }  // namespace shoal

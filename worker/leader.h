@@ -14,9 +14,10 @@ namespace shoal {
 struct LeaderArgs {
   v1::ExperimentSpec spec;
   std::string experiment_id;
-  int status_fd = 3;       // JSON lines to shoald
-  pid_t parent = 0;        // shoald; we die with it
-  std::string worker_bin;  // for --start spawn
+  int status_fd = 3;          // JSON lines to shoald
+  pid_t parent = 0;           // shoald; we die with it
+  std::string worker_bin;     // for --start spawn
+  std::string zygote_socket;  // for --start forkserver
 };
 
 // Loads the data, creates the segments, starts and watches the workers, reports a result.
@@ -28,7 +29,19 @@ struct SpawnedWorkerArgs {
   std::string experiment_id;
   uint32_t index = 0;
   pid_t parent = 0;  // the leader
+  int lifetime_fd = -1;
 };
 int RunSpawnedWorker(const SpawnedWorkerArgs& args);
+
+// A worker that attaches to the experiment's segments by name (spawned or forked by the zygote).
+int RunAttachedWorker(const v1::ExperimentSpec& spec, const std::string& experiment_id,
+                      uint32_t index, int lifetime_fd);
+
+struct ZygoteArgs {
+  std::string socket;  // where leaders ask for workers
+  pid_t parent = 0;    // shoald
+};
+// The fork-server: loads and warms LibTorch once, then forks workers on request.
+int RunZygote(const ZygoteArgs& args);
 
 }  // namespace shoal

@@ -1,6 +1,7 @@
 #include "worker/training.h"
 
 #include <malloc.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -161,6 +162,12 @@ void ApplyAllocatorPolicy(const std::string& policy) {
   mallopt(M_ARENA_MAX, 1);
 }
 
+bool LeaderGone(int lifetime_fd) {
+  if (lifetime_fd < 0) return false;
+  pollfd p{lifetime_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
 int TrainWorker(WorkerContext& ctx) {
   const auto& s = ctx.spec;
   auto* board = static_cast<BoardHeader*>(ctx.board);
@@ -192,6 +199,7 @@ int TrainWorker(WorkerContext& ctx) {
   };
   const auto train_start = Clock::now();
   for (uint64_t step = 0; step < batches; ++step) {
+    if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
     const auto t0 = Clock::now();
     if (step == 0) {
       slot->first_step_ns.store(RealtimeNs());
@@ -234,6 +242,7 @@ int TrainWorker(WorkerContext& ctx) {
   // others are still writing them. The leader kills us if a peer dies, so this cannot hang.
   board->finished.fetch_add(1);
   while (board->finished.load() < board->workers) {
+    if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
     slot->heartbeat_ns.store(RealtimeNs(), std::memory_order_relaxed);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }

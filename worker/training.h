@@ -57,7 +57,13 @@ struct WorkerContext {
   ConvNet model{nullptr};  // parameters already bound (shared) or private
   DataView data;
   void* board = nullptr;
+  int lifetime_fd = -1;  // read end of the leader's lifetime pipe: EOF means the leader is gone
 };
+
+// True once the leader holding the other end of the lifetime pipe has exited.
+bool LeaderGone(int lifetime_fd);
+
+constexpr int kLeaderGoneExit = 75;
 
 // The Hogwild loop of one worker; returns the process exit code.
 int TrainWorker(WorkerContext& ctx);

@@ -1,0 +1,89 @@
+#include "shared/admission.h"
+
+#include <sys/statvfs.h>
+#include <zlib.h>
+
+#include <cstdio>
+
+#include "shared/idx.h"
+#include "shared/layout.h"
+#include "shared/procfs.h"
+
+namespace shoal {
+namespace {
+
+// Element count of an IDX file's first dimension and the product of the rest.
+StatusOr<std::pair<uint64_t, uint64_t>> IdxShape(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return NotFound(path + ": cannot open");
+  uint8_t head[4 + 4 * 4];
+  const int n = gzread(f, head, sizeof head);
+  gzclose(f);
+  if (n < 8) return DataLoss(path + ": truncated IDX header");
+  const uint32_t ndim = head[3];
+  if (ndim == 0 || ndim > 4 || n < int(4 + 4 * ndim)) return DataLoss(path + ": bad IDX header");
+  auto dim = [&](uint32_t i) {
+    const uint8_t* p = head + 4 + 4 * i;
+    return (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3];
+  };
+  uint64_t rest = 1;
+  for (uint32_t i = 1; i < ndim; ++i) rest *= dim(i);
+  return std::make_pair(dim(0), rest);
+}
+
+std::string Gib(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(b) / double(1ull << 30));
+  return buf;
+}
+
+}  // namespace
+
+StatusOr<ExperimentEstimate> EstimateExperiment(const v1::ExperimentSpec& spec) {
+  uint64_t n_train = 6000, n_test = 1000, pixels = 784;  // the synthetic set
+  if (spec.dataset() != "synthetic") {
+    ASSIGN_OR_RETURN(MnistFiles files, FindMnistFiles(spec.dataset()));
+    ASSIGN_OR_RETURN(auto train, IdxShape(files.train_images));
+    n_train = train.first;
+    pixels = train.second;
+    n_test = 0;
+    if (!files.test_images.empty()) {
+      ASSIGN_OR_RETURN(auto test, IdxShape(files.test_images));
+      n_test = test.first;
+    }
+  }
+  const uint32_t side = 28;
+  ExperimentEstimate e;
+  DataHeader d = PlanData(n_train, n_test, side, side);
+  e.shm_bytes = d.total_bytes + (pixels > 784 ? (n_train + n_test) * (pixels - 784) : 0) +
+                (4ull << 20) /* weights */ + BoardBytes(spec.workers());
+  e.memory_bytes =
+      e.shm_bytes + kLeaderBytes +
+      uint64_t(spec.workers()) * (kWorkerBaseBytes + kWorkerBytesPerSample * spec.batch_size());
+  return e;
+}
+
+StatusOr<NodeCapacity> ReadNodeCapacity() {
+  NodeCapacity c;
+  struct statvfs vfs;
+  if (::statvfs("/dev/shm", &vfs) != 0) return Unavailable("cannot statvfs /dev/shm");
+  c.shm_free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
+  ASSIGN_OR_RETURN(std::string mi, ReadSmallFile("/proc/meminfo"));
+  ASSIGN_OR_RETURN(c.memory_available_bytes, ParseStatusKb(mi, "MemAvailable"));
+  return c;
+}
+
+Status Admit(const ExperimentEstimate& need, const NodeCapacity& have) {
+  if (need.shm_bytes > have.shm_free_bytes) {
+    return ResourceExhausted("does not fit: needs ~" + Gib(need.shm_bytes) + " of /dev/shm, " +
+                             Gib(have.shm_free_bytes) + " is free (use --force to start anyway)");
+  }
+  if (need.memory_bytes > have.memory_available_bytes) {
+    return ResourceExhausted("does not fit: needs ~" + Gib(need.memory_bytes) +
+                             " of memory, MemAvailable is " + Gib(have.memory_available_bytes) +
+                             " (use --force to start anyway)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace shoal

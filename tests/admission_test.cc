@@ -1,0 +1,98 @@
+#include "shared/admission.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "shared/packet.h"
+#include "shared/spec.h"
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+TEST(AdmissionTest, EstimateGrowsWithWorkersAndBatch) {
+  v1::ExperimentSpec s;
+  ApplyDefaults(&s, SpecLimits{});
+  s.set_dataset("/usr/share/datasets/fashion-mnist");
+  auto one = EstimateExperiment(s);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_GT(one->shm_bytes, 70000ull * 784);  // train + test images, read from the IDX headers
+  EXPECT_LT(one->shm_bytes, 70000ull * 784 + (8ull << 20));
+  s.set_workers(4);
+  auto four = EstimateExperiment(s);
+  EXPECT_EQ(
+      four->memory_bytes - one->memory_bytes,
+      3 * (kWorkerBaseBytes + 64 * kWorkerBytesPerSample) + (four->shm_bytes - one->shm_bytes));
+}
+
+TEST(AdmissionTest, RefusalNamesBothFigures) {
+  ExperimentEstimate need{1ull << 30, 10ull << 30};
+  EXPECT_TRUE(Admit(need, {2ull << 30, 20ull << 30}).ok());
+  Status st = Admit(need, {2ull << 30, 5ull << 30});
+  EXPECT_EQ(st.code(), Code::kResourceExhausted);
+  EXPECT_NE(st.message().find("needs ~10.00 GiB of memory, MemAvailable is 5.00 GiB"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("--force"), std::string::npos);
+  st = Admit(need, {512ull << 20, 20ull << 30});
+  EXPECT_NE(st.message().find("needs ~1.00 GiB of /dev/shm, 0.50 GiB is free"), std::string::npos)
+      << st.message();
+  EXPECT_TRUE(ReadNodeCapacity().ok());
+}
+
+TEST(DataRootsTest, OnlyBelowARoot) {
+  testing::TempDir root, other;
+  std::filesystem::create_directories(root / "a");
+  std::filesystem::create_directory_symlink(other.path(), root / "escape");
+  const std::vector<std::string> roots = {root.path()};
+  // Inside (no IDX files there: the next check speaks).
+  EXPECT_NE(CheckDataset(root / "a", roots).message().find("has no train-images"),
+            std::string::npos);
+  EXPECT_NE(CheckDataset(other.path(), roots)
+                .message()
+                .find("is outside the data roots (" + root.path() + ")"),
+            std::string::npos);
+  // A link inside a root that points outside is outside.
+  EXPECT_NE(CheckDataset(root / "escape", roots).message().find("outside the data roots"),
+            std::string::npos);
+  EXPECT_NE(
+      CheckDataset(root / "../" + std::filesystem::path(other.path()).filename().string(), roots)
+          .message()
+          .find("outside"),
+      std::string::npos);
+  EXPECT_TRUE(CheckDataset("synthetic", roots).ok());
+}
+
+TEST(PacketTest, CarriesMessagesAndFileDescriptors) {
+  testing::TempDir d;
+  auto lfd = ListenPacket(d / "p.sock");
+  ASSERT_TRUE(lfd.ok()) << lfd.status().message();
+  auto cfd = ConnectPacket(d / "p.sock");
+  ASSERT_TRUE(cfd.ok());
+  int sfd = ::accept(*lfd, nullptr, nullptr);
+  ASSERT_GE(sfd, 0);
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  ASSERT_TRUE(SendPacket(*cfd, "hello", {pipefd[0]}).ok());
+  ASSERT_TRUE(SendPacket(*cfd, "second").ok());
+  std::string msg;
+  std::vector<int> fds;
+  ASSERT_TRUE(RecvPacket(sfd, &msg, &fds).ok());
+  EXPECT_EQ(msg, "hello");  // message boundaries hold
+  ASSERT_EQ(fds.size(), 1u);
+  ASSERT_EQ(::write(pipefd[1], "x", 1), 1);
+  char c = 0;
+  EXPECT_EQ(::read(fds[0], &c, 1), 1);  // the passed fd is the same pipe
+  EXPECT_EQ(c, 'x');
+  ASSERT_TRUE(RecvPacket(sfd, &msg).ok());
+  EXPECT_EQ(msg, "second");
+  ::close(*cfd);
+  EXPECT_EQ(RecvPacket(sfd, &msg).code(), Code::kUnavailable);
+  EXPECT_FALSE(ConnectPacket(d / "none.sock").ok());
+  for (int f : {sfd, *lfd, pipefd[0], pipefd[1], fds[0]}) ::close(f);
+}
+
+}  // namespace
+}  // namespace shoal

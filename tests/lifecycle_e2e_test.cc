@@ -1,0 +1,305 @@
+// Faults, each with real processes: a worker killed or stalled, the daemon killed mid-run, the
+// fork-server killed, admission and data roots; and a chaos loop that kills a random process.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "shared/shm.h"
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::Daemon;
+using testing::ProcessAlive;
+using testing::TempDir;
+using testing::WaitFor;
+
+json Parse(const CommandResult& r) {
+  json j = json::parse(r.out, nullptr, false);
+  return j.is_discarded() ? json() : j;
+}
+
+class Lifecycle : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(StartDaemon()); }
+
+  bool StartDaemon() {
+    daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
+    return daemon_->Start({"--grace-ms", "1000"});
+  }
+
+  json Get(const std::string& id) { return Parse(daemon_->Cli({"get", id, "--json"})); }
+
+  std::string Submit(std::vector<std::string> args) {
+    args.insert(args.begin(), "submit");
+    args.push_back("--json");
+    CommandResult r = daemon_->Cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Parse(r).value("id", "");
+  }
+
+  // Waits until every worker of a running experiment has taken a step.
+  json WaitTraining(const std::string& id, size_t workers) {
+    json e;
+    WaitFor(
+        [&] {
+          e = Get(id);
+          if (e.value("state", "") != "RUNNING" || e["processes"].size() != workers + 1)
+            return false;
+          for (const auto& p : e["processes"])
+            if (p["role"] == "worker" && p["start_ms"].get<double>() <= 0) return false;
+          return true;
+        },
+        60);
+    return e;
+  }
+
+  json WaitEnded(const std::string& id, double seconds = 30) {
+    json e;
+    WaitFor(
+        [&] {
+          e = Get(id);
+          return e.is_object() && e.value("state", "") != "RUNNING" &&
+                 e.value("state", "") != "QUEUED";
+        },
+        seconds);
+    return e;
+  }
+
+  static pid_t WorkerPid(const json& e, int index) {
+    for (const auto& p : e["processes"])
+      if (p["role"] == "worker" && p["index"] == index) return p["pid"].get<int>();
+    return -1;
+  }
+  static pid_t LeaderPid(const json& e) {
+    for (const auto& p : e["processes"])
+      if (p["role"] == "leader") return p["pid"].get<int>();
+    return -1;
+  }
+
+  // No process of the experiment runs, and /dev/shm holds none of its segments.
+  static int Leaks(const json& e, const std::vector<pid_t>& pids) {
+    int leaks = static_cast<int>(ListSegments(SegmentPrefix(e["id"].get<std::string>())).size());
+    for (pid_t p : pids) leaks += ProcessAlive(p) ? 1 : 0;
+    return leaks;
+  }
+  static std::vector<pid_t> Pids(const json& e) {
+    std::vector<pid_t> out;
+    for (const auto& p : e["processes"]) out.push_back(p["pid"].get<int>());
+    return out;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+class WorkerKilled : public Lifecycle, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(WorkerKilled, FailsWithTheReasonAndStopsEverything) {
+  const std::string id = Submit(
+      {"--workers", "3", "--start", GetParam(), "--batches", "100000", "--dataset", "synthetic"});
+  json e = WaitTraining(id, 3);
+  ASSERT_EQ(e["state"], "RUNNING") << e.dump();
+  const auto pids = Pids(e);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(WorkerPid(e, 1), SIGKILL), 0);
+  e = WaitEnded(id);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(e["state"], "FAILED");
+  EXPECT_NE(e["error"].get<std::string>().find("worker 1 killed by signal 9"), std::string::npos)
+      << e["error"];
+  EXPECT_LT(took, 10.0);
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
+  EXPECT_EQ(daemon_->Cli({"node"}).exit_code, 0);  // still serving
+}
+
+INSTANTIATE_TEST_SUITE_P(StartMethods, WorkerKilled,
+                         ::testing::Values("fork", "spawn", "forkserver"));
+
+TEST_F(Lifecycle, StalledWorkerFails) {
+  const std::string id = Submit({"--workers", "2", "--batches", "100000", "--dataset", "synthetic",
+                                 "--stall-timeout-ms", "1500"});
+  json e = WaitTraining(id, 2);
+  const auto pids = Pids(e);
+  ASSERT_EQ(::kill(WorkerPid(e, 0), SIGSTOP), 0);
+  e = WaitEnded(id);
+  EXPECT_EQ(e["state"], "FAILED");
+  EXPECT_NE(e["error"].get<std::string>().find("worker 0 stalled (no heartbeat for 1500 ms)"),
+            std::string::npos)
+      << e["error"];
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
+}
+
+TEST_F(Lifecycle, DaemonKilledMidRunTakesItsProcessesAndTheNextDaemonCleansUp) {
+  const std::string a = Submit(
+      {"--workers", "2", "--start", "forkserver", "--batches", "100000", "--dataset", "synthetic"});
+  const std::string b =
+      Submit({"--workers", "1", "--batches", "2", "--dataset", "synthetic", "--eval-samples", "0"});
+  json e = WaitTraining(a, 2);
+  ASSERT_EQ(e["state"], "RUNNING");
+  auto pids = Pids(e);
+  const pid_t zygote = Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>();
+  pids.push_back(zygote);
+  daemon_->Stop(SIGKILL);
+  // Every process dies with the daemon (PR_SET_PDEATHSIG, lifetime pipe).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        for (pid_t p : pids)
+          if (ProcessAlive(p)) return false;
+        return true;
+      },
+      10));
+  ASSERT_TRUE(StartDaemon());
+  json ea = Get(a);
+  EXPECT_EQ(ea["state"], "INTERRUPTED");
+  EXPECT_TRUE(ListSegments(SegmentPrefix(a)).empty());
+  // The queue goes on.
+  json eb = WaitEnded(b, 60);
+  EXPECT_EQ(eb["state"], "SUCCEEDED") << eb.dump();
+}
+
+TEST_F(Lifecycle, KilledForkServerIsRestartedAndServes) {
+  json n;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        n = Parse(daemon_->Cli({"node", "--json"}));
+        return n["fork_server_pid"].get<int>() > 0;
+      },
+      10));
+  const pid_t first = n["fork_server_pid"].get<int>();
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        n = Parse(daemon_->Cli({"node", "--json"}));
+        return n["fork_server_pid"].get<int>() > 0 && n["fork_server_pid"].get<int>() != first;
+      },
+      10));
+  EXPECT_GE(n["fork_server_restarts"].get<int>(), 1);
+  CommandResult r =
+      daemon_->Cli({"submit", "--workers", "2", "--start", "forkserver", "--batches", "2",
+                    "--dataset", "synthetic", "--eval-samples", "0", "--wait", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Parse(r)["state"], "SUCCEEDED");
+}
+
+// A tiny MNIST-format directory under the state dir's data/ root is accepted; the same files
+// elsewhere are not.
+TEST_F(Lifecycle, DatasetsOnlyUnderDataRoots) {
+  auto write = [](const std::string& path, std::vector<uint32_t> dims) {
+    std::vector<uint8_t> b = {0, 0, 8, uint8_t(dims.size())};
+    size_t n = 1;
+    for (uint32_t d : dims) {
+      for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(d >> s));
+      n *= d;
+    }
+    for (size_t i = 0; i < n; ++i) b.push_back(uint8_t(i % 10));
+    gzFile f = gzopen(path.c_str(), "wb");
+    gzwrite(f, b.data(), unsigned(b.size()));
+    gzclose(f);
+  };
+  TempDir outside;
+  std::filesystem::create_directories(dir_ / "state/data/tiny");
+  for (const std::string& d : {outside.path(), dir_ / "state/data/tiny"}) {
+    write(d + "/train-images-idx3-ubyte.gz", {256, 28, 28});
+    write(d + "/train-labels-idx1-ubyte.gz", {256});
+  }
+  CommandResult r = daemon_->Cli({"submit", "--dataset", outside.path()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is outside the data roots"), std::string::npos) << r.err;
+  r = daemon_->Cli(
+      {"submit", "--dataset", dir_ / "state/data/tiny", "--batches", "2", "--wait", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  json e = Parse(r);
+  EXPECT_EQ(e["state"], "SUCCEEDED");
+  EXPECT_TRUE(e["result"]["test_accuracy"].is_null());  // no t10k files: nothing to evaluate
+}
+
+// N rounds: start an experiment, kill a random process of it (worker, leader, fork-server or the
+// daemon) at a random moment, then check that nothing leaked and the record is right.
+TEST_F(Lifecycle, Chaos) {
+  const char* env = std::getenv("SHOAL_CHAOS_ROUNDS");
+  const int rounds = env ? std::atoi(env) : 4;
+  std::mt19937 rng(env && std::getenv("SHOAL_CHAOS_SEED")
+                       ? std::atoi(std::getenv("SHOAL_CHAOS_SEED"))
+                       : std::random_device{}());
+  const char* targets[] = {"worker", "leader", "fork-server", "daemon"};
+  int faults = 0, leaks = 0, lost = 0, wrong = 0;
+  std::vector<std::string> ids;
+  for (int round = 0; round < rounds; ++round) {
+    const std::string target = targets[rng() % 4];
+    const char* starts[] = {"fork", "spawn", "forkserver"};
+    const std::string start = target == "fork-server" ? "forkserver" : starts[rng() % 3];
+    const std::string id = Submit(
+        {"--workers", "2", "--start", start, "--batches", "100000", "--dataset", "synthetic"});
+    ids.push_back(id);
+    json e = WaitTraining(id, 2);
+    if (e.value("state", "") != "RUNNING") {
+      ++wrong;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 1500));
+    e = Get(id);
+    auto pids = Pids(e);
+    std::string want = "FAILED";
+    if (target == "worker") {
+      ::kill(WorkerPid(e, int(rng() % 2)), SIGKILL);
+    } else if (target == "leader") {
+      ::kill(LeaderPid(e), SIGKILL);
+    } else if (target == "fork-server") {
+      ::kill(Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>(), SIGKILL);
+    } else {
+      daemon_->Stop(SIGKILL);
+      want = "INTERRUPTED";
+      WaitFor(
+          [&] {
+            for (pid_t p : pids)
+              if (ProcessAlive(p)) return false;
+            return true;
+          },
+          10);
+      if (!StartDaemon()) {
+        ADD_FAILURE() << "daemon did not restart";
+        break;
+      }
+    }
+    ++faults;
+    e = WaitEnded(id);
+    if (e.value("state", "") != want) {
+      ++wrong;
+      ADD_FAILURE() << "round " << round << " (" << target << ", " << start << "): state "
+                    << e.value("state", "?") << " want " << want << ": " << e.value("error", "");
+    }
+    WaitFor([&] { return Leaks(e, pids) == 0; }, 5);
+    const int l = Leaks(e, pids);
+    leaks += l;
+    if (l) ADD_FAILURE() << "round " << round << " (" << target << "): " << l << " leaks";
+  }
+  // Every record is still there, with a final state.
+  json all = Parse(daemon_->Cli({"list", "--json"}));
+  for (const auto& id : ids) {
+    bool found = false;
+    for (const auto& e : all["experiments"])
+      if (e["id"] == id) found = true;
+    lost += found ? 0 : 1;
+  }
+  EXPECT_EQ(daemon_->Cli({"node"}).exit_code, 0);
+  std::printf(
+      "chaos: rounds %d, faults injected %d, leaks found %d, records lost %d, wrong states %d\n",
+      rounds, faults, leaks, lost, wrong);
+  EXPECT_EQ(leaks, 0);
+  EXPECT_EQ(lost, 0);
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(faults, rounds);
+}
+
+}  // namespace
+}  // namespace shoal
