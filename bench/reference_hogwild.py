@@ -139,6 +139,7 @@ def main():
     sampler.start()
     procs = [mp.Process(target=train, args=(r, model, images, labels, args, ready, done))
              for r in range(args.workers)]
+    t_request = time.time()
     for p in procs:
         p.start()
     for p in procs:
@@ -154,6 +155,7 @@ def main():
         "peak_rss_sum_bytes": peak["rss"],
         "samples_per_sec": samples / (last - first) if ok else 0,
         "ready_ms": (max(ready) - T0) * 1000,
+        "start_ms": (max(ready) - t_request) * 1000,
         "wall_ms": (time.time() - T0) * 1000,
     }))
 

@@ -211,9 +211,10 @@ void Coordinator::EnsureZygote() {
   const uint64_t now = MonotonicNs();
   if (zygote_started_ns_ != 0 && now - zygote_started_ns_ < 1'000'000'000ull) return;  // back off
   zygote_started_ns_ = now;
-  auto pid = SpawnProcess({opts_.worker_bin, "--role", "zygote", "--socket", opts_.zygote_socket,
-                           "--parent", std::to_string(getpid())},
-                          {{}, /*new_process_group=*/true});
+  auto pid = SpawnProcess(
+      {opts_.worker_bin, "--role", "zygote", "--socket", opts_.zygote_socket, "--parent",
+       std::to_string(getpid()), "--pool", std::to_string(opts_.fork_server_pool)},
+      {{}, /*new_process_group=*/true});
   if (!pid.ok()) {
     spdlog::error("cannot start the fork-server: {}", pid.status().message());
     return;

@@ -28,6 +28,7 @@ struct CoordinatorOptions {
   SamplerOptions sampler;
   int grace_ms = 3000;        // SIGTERM -> SIGKILL
   std::string zygote_socket;  // where the fork-server listens
+  uint32_t fork_server_pool = 16;
 };
 
 bool IsTerminal(v1::ExperimentState s);

@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
   app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
+  app.add_option("--fork-server-pool", opts.fork_server_pool,
+                 "idle workers the fork-server keeps forked ahead of demand")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   std::vector<std::string> data_roots;
   app.add_option("--data-root", data_roots,
                  "a directory datasets must lie under (repeatable; default /usr/share/datasets and "

@@ -89,7 +89,7 @@ struct BoardHeader {
   uint32_t version;
   uint32_t workers;
   std::atomic<uint32_t> finished;  // workers past their last step
-  std::atomic<uint32_t> released;  // set by the leader once every worker is done
+  std::atomic<uint32_t> at_gate;   // workers set up and waiting to take their first step
 };
 
 inline size_t BoardBytes(uint32_t workers) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -116,6 +117,17 @@ class WorkerLauncher {
   };
   virtual ~WorkerLauncher() = default;
   virtual StatusOr<pid_t> Start(uint32_t index) = 0;
+  // Starts workers 0..n-1, calling `requested(i)` just before asking for worker i; pids[i] is
+  // set for each worker started. Stops at the first failure.
+  virtual Status StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
+                          std::vector<pid_t>* pids) {
+    for (uint32_t i = 0; i < n; ++i) {
+      requested(i);
+      ASSIGN_OR_RETURN(pid_t pid, Start(i));
+      pids->push_back(pid);
+    }
+    return Status::Ok();
+  }
   // Workers that ended since the last call. A non-OK status: we lost track of them.
   virtual Status Poll(std::vector<Exit>* exits) = 0;
 };
@@ -200,12 +212,31 @@ class ForkServerLauncher : public WorkerLauncher {
     }
     return Unavailable("fork-server not reachable: " + last.message());
   }
+  // All requests go out before the first reply is read: the zygote forks while we wait.
+  Status StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
+                  std::vector<pid_t>* pids) override {
+    for (uint32_t i = 0; i < n; ++i) {
+      requested(i);
+      RETURN_IF_ERROR(Request(i));
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      ASSIGN_OR_RETURN(pid_t pid, Reply());
+      pids->push_back(pid);
+    }
+    return Status::Ok();
+  }
   StatusOr<pid_t> Start(uint32_t index) override {
+    RETURN_IF_ERROR(Request(index));
+    return Reply();
+  }
+  Status Request(uint32_t index) {
     json req = {{"op", "fork"},        {"experiment", a_.experiment_id},
                 {"index", index},      {"spec", SpecToJson(a_.spec)},
                 {"pgid", ::getpgrp()}, {"leader", getpid()}};
-    RETURN_IF_ERROR(SendPacket(fd_, req.dump(), {lifetime_fd_}));
-    // Replies come in order; exits of earlier workers may arrive in between.
+    return SendPacket(fd_, req.dump(), {lifetime_fd_});
+  }
+  // Replies come in request order; exits of earlier workers may arrive in between.
+  StatusOr<pid_t> Reply() {
     for (;;) {
       std::string msg;
       RETURN_IF_ERROR(RecvPacket(fd_, &msg));
@@ -303,15 +334,17 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
   std::map<pid_t, uint32_t> live;
   std::vector<json> exits;
   std::string failure;
-  for (uint32_t i = 0; i < workers; ++i) {
-    BoardSlot(board_seg->data(), i)->requested_ns.store(RealtimeNs());
-    auto pid = launcher->Start(i);
-    if (!pid.ok()) {
-      failure = "starting worker " + std::to_string(i) + ": " + pid.status().message();
-      break;
-    }
-    live[*pid] = i;
-    out.Emit({{"type", "worker"}, {"index", i}, {"pid", *pid}});
+  std::vector<pid_t> pids;
+  Status started = launcher->StartAll(
+      workers,
+      [&](uint32_t i) { BoardSlot(board_seg->data(), i)->requested_ns.store(RealtimeNs()); },
+      &pids);
+  for (uint32_t i = 0; i < pids.size(); ++i) {
+    live[pids[i]] = i;
+    out.Emit({{"type", "worker"}, {"index", i}, {"pid", pids[i]}});
+  }
+  if (!started.ok()) {
+    failure = "starting worker " + std::to_string(pids.size()) + ": " + started.message();
   }
   ::close(lifetime[0]);  // the workers hold it now
 
@@ -422,7 +455,7 @@ int RunLeader(const LeaderArgs& a) {
 }
 
 int RunAttachedWorker(const v1::ExperimentSpec& spec, const std::string& id, uint32_t index,
-                      int lifetime_fd) {
+                      int lifetime_fd, ConvNet prototype) {
   auto report = [&](const std::string& m) {
     std::fprintf(stderr, "worker %u: %s\n", index, m.c_str());
     return 1;
@@ -442,7 +475,7 @@ int RunAttachedWorker(const v1::ExperimentSpec& spec, const std::string& id, uin
       if (!s.ok()) return report(s.message());
     }
     at::set_num_threads(1);
-    ConvNet model;
+    ConvNet model = prototype ? prototype : ConvNet();
     if (spec.share()) {
       Status s = BindParamsToSegment(*model, *wh, weights_seg->data());
       if (!s.ok()) return report(s.message());

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "shoal/v1/shoal.pb.h"
+#include "worker/model.h"
 
 namespace shoal {
 
@@ -34,12 +35,15 @@ struct SpawnedWorkerArgs {
 int RunSpawnedWorker(const SpawnedWorkerArgs& args);
 
 // A worker that attaches to the experiment's segments by name (spawned or forked by the zygote).
+// `prototype`, when given, is a model already built (the zygote's): its parameters are rebound
+// or overwritten, which saves building and initialising a new one.
 int RunAttachedWorker(const v1::ExperimentSpec& spec, const std::string& experiment_id,
-                      uint32_t index, int lifetime_fd);
+                      uint32_t index, int lifetime_fd, ConvNet prototype = nullptr);
 
 struct ZygoteArgs {
   std::string socket;  // where leaders ask for workers
   pid_t parent = 0;    // shoald
+  size_t pool = 16;    // idle children kept forked ahead of demand
 };
 // The fork-server: loads and warms LibTorch once, then forks workers on request.
 int RunZygote(const ZygoteArgs& args);

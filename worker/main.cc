@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   app.add_option("--zygote-socket", zygote_socket, "leader: the fork-server's socket");
   app.add_option("--lifetime-fd", lifetime_fd, "worker: read end of the leader's lifetime pipe");
   app.add_option("--socket", socket, "zygote: socket to listen on");
+  size_t pool = 16;
+  app.add_option("--pool", pool, "zygote: idle children kept forked ahead of demand");
   CLI11_PARSE(app, argc, argv);
   if (version) {
     std::printf("libtorch %s\n", TORCH_VERSION);
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "shoal-worker: --socket is required for the zygote\n");
       return 2;
     }
-    return shoal::RunZygote({socket, parent});
+    return shoal::RunZygote({socket, parent, pool});
   }
   if (role.empty() || experiment.empty() || spec_json.empty()) {
     std::fprintf(stderr, "shoal-worker: --role, --experiment and --spec-json are required\n");

@@ -1,7 +1,9 @@
 #include "worker/training.h"
 
+#include <linux/futex.h>
 #include <malloc.h>
 #include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -197,14 +199,27 @@ int TrainWorker(WorkerContext& ctx) {
     return static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
   };
+  // The start gate: nobody trains until everyone is set up. Workers still starting are not
+  // starved of CPU by ones already training, and the training window is the same for all.
+  slot->heartbeat_ns.store(RealtimeNs());
+  // A futex on the shared counter: the last one in wakes everyone at once.
+  auto* gate = reinterpret_cast<uint32_t*>(&board->at_gate);
+  static_assert(sizeof(board->at_gate) == sizeof(uint32_t));
+  if (board->at_gate.fetch_add(1) + 1 >= board->workers) {
+    ::syscall(SYS_futex, gate, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+  for (uint32_t seen; (seen = board->at_gate.load()) < board->workers;) {
+    if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
+    slot->heartbeat_ns.store(RealtimeNs(), std::memory_order_relaxed);
+    timespec wait{0, 50'000'000};
+    ::syscall(SYS_futex, gate, FUTEX_WAIT, seen, &wait, nullptr, 0);
+  }
+  slot->first_step_ns.store(RealtimeNs());
+  slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   const auto train_start = Clock::now();
   for (uint64_t step = 0; step < batches; ++step) {
     if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
     const auto t0 = Clock::now();
-    if (step == 0) {
-      slot->first_step_ns.store(RealtimeNs());
-      slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-    }
     if (pos + batch > n) {
       perm = torch::randperm(n, torch::kLong);
       pos = 0;

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -31,9 +32,11 @@ namespace {
 
 using nlohmann::json;
 
-void Warm() {
+// Builds the prototype model every worker starts from, and runs one tiny step on a copy.
+ConvNet Warm() {
   at::set_num_threads(1);
   torch::manual_seed(0);
+  ConvNet prototype;
   ConvNet model;
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
   auto x = torch::randn({2, 1, 28, 28});
@@ -41,23 +44,31 @@ void Warm() {
   opt.zero_grad();
   torch::nll_loss(model->forward(x), y).backward();
   opt.step();
+  return prototype;
 }
 
+// An idle child forked ahead of demand, waiting on its end of a socketpair for a request.
+struct Idle {
+  pid_t pid;
+  int fd;
+};
+
 // In the forked child: become a worker of the leader's experiment.
-[[noreturn]] void BecomeWorker(const json& req, int lifetime_fd, pid_t zygote) {
+[[noreturn]] void BecomeWorker(const json& req, int lifetime_fd, pid_t zygote, ConvNet prototype) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != zygote) _exit(70);
   if (::setpgid(0, req.value("pgid", 0)) != 0) _exit(71);  // the experiment's group, for cancel
   auto spec = SpecFromJson(req.value("spec", ""));
   if (!spec.ok()) _exit(72);
-  _exit(RunAttachedWorker(*spec, req.value("experiment", ""), req.value("index", 0u), lifetime_fd));
+  _exit(RunAttachedWorker(*spec, req.value("experiment", ""), req.value("index", 0u), lifetime_fd,
+                          prototype));
 }
 
 }  // namespace
 
 int RunZygote(const ZygoteArgs& a) {
   DieWithParent(a.parent);
-  Warm();
+  ConvNet prototype = Warm();
 
   sigset_t chld;
   sigemptyset(&chld);
@@ -72,12 +83,70 @@ int RunZygote(const ZygoteArgs& a) {
   const pid_t self = getpid();
   std::map<pid_t, int> owner;  // worker pid -> the leader connection that asked for it
   std::vector<int> clients;
+  std::deque<Idle> pool;
+
+  // In a new child: drop every fd of the zygote's.
+  auto child_setup = [&] {
+    sigprocmask(SIG_UNBLOCK, &chld, nullptr);
+    ::close(sfd);
+    ::close(*listen_fd);
+    for (int c : clients) ::close(c);
+    for (const Idle& i : pool) ::close(i.fd);
+  };
+  // A fork costs ~5 ms here (the page tables of a process with LibTorch loaded), so the zygote
+  // forks ahead of demand: a request is handed to a waiting child in microseconds.
+  auto prefork = [&] {
+    int sp[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return;
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      child_setup();
+      ::close(sp[0]);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != self) _exit(70);
+      std::string msg;
+      std::vector<int> passed;
+      if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 1) _exit(0);  // retired
+      ::close(sp[1]);
+      BecomeWorker(json::parse(msg, nullptr, false), passed[0], self, prototype);
+    }
+    ::close(sp[1]);
+    if (pid < 0) {
+      ::close(sp[0]);
+      return;
+    }
+    pool.push_back({pid, sp[0]});
+  };
+  // Hands the request to a waiting child, or forks one now; returns the worker's pid.
+  auto start_worker = [&](const std::string& msg, const json& req, int lifetime) -> pid_t {
+    while (!pool.empty()) {
+      Idle idle = pool.front();
+      pool.pop_front();
+      const bool sent = SendPacket(idle.fd, msg, {lifetime}).ok();
+      ::close(idle.fd);
+      if (sent) return idle.pid;  // (a dead idle child fails the send: try the next)
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      child_setup();
+      BecomeWorker(req, lifetime, self, prototype);
+    }
+    return pid;
+  };
+
   for (;;) {
     std::vector<pollfd> fds = {{*listen_fd, POLLIN, 0}, {sfd, POLLIN, 0}};
     for (int c : clients) fds.push_back({c, POLLIN, 0});
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    // Refill the pool only when nothing else is waiting.
+    const int timeout = pool.size() < a.pool ? 0 : -1;
+    const int ready = ::poll(fds.data(), fds.size(), timeout);
+    if (ready < 0) {
       if (errno == EINTR) continue;
       return 1;
+    }
+    if (ready == 0) {
+      prefork();
+      continue;
     }
     if (fds[0].revents & POLLIN) {
       int c = ::accept4(*listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -90,6 +159,13 @@ int RunZygote(const ZygoteArgs& a) {
       int st;
       pid_t pid;
       while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
+        for (auto it = pool.begin(); it != pool.end(); ++it) {
+          if (it->pid == pid) {  // an idle child died: forget it
+            ::close(it->fd);
+            pool.erase(it);
+            break;
+          }
+        }
         auto it = owner.find(pid);
         if (it == owner.end()) continue;
         (void)SendPacket(it->second, json{{"op", "exit"}, {"pid", pid}, {"status", st}}.dump());
@@ -116,14 +192,7 @@ int RunZygote(const ZygoteArgs& a) {
         for (int f : passed) ::close(f);
         continue;
       }
-      const pid_t pid = ::fork();
-      if (pid == 0) {
-        sigprocmask(SIG_UNBLOCK, &chld, nullptr);
-        ::close(sfd);
-        ::close(*listen_fd);
-        for (int other : clients) ::close(other);
-        BecomeWorker(req, passed[0], self);
-      }
+      const pid_t pid = start_worker(msg, req, passed[0]);
       ::close(passed[0]);
       if (pid < 0) {
         (void)SendPacket(
