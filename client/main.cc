@@ -1,14 +1,19 @@
 // shoal: the command-line client of shoald.
 #include <grpcpp/grpcpp.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "shared/pbjson.h"
+#include "shared/process.h"
+#include "shared/report.h"
 #include "shoal/v1/shoal.grpc.pb.h"
 
 namespace v1 = shoal::v1;
@@ -35,6 +40,10 @@ std::string StateName(v1::ExperimentState s) {
   std::string n = v1::ExperimentState_Name(s);
   for (auto& c : n) c = static_cast<char>(std::tolower(c));
   return n;
+}
+
+bool IsTerminalState(v1::ExperimentState s) {
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::INTERRUPTED;
 }
 
 [[noreturn]] void Die(const std::string& msg) {
@@ -182,6 +191,107 @@ v1::ExperimentState Watch(v1::Shoal::Stub& stub, const std::string& socket, cons
   return state;
 }
 
+shoal::ReportInput FetchReport(v1::Shoal::Stub& stub, const std::string& socket,
+                               const std::string& id) {
+  v1::GetRequest g;
+  g.set_id(id);
+  v1::SweepReport r;
+  Check(stub.GetSweep(Ctx().get(), g, &r), socket);
+  shoal::ReportInput in;
+  in.sweep = r.sweep();
+  for (const auto& e : r.experiments()) in.experiments[e.id()] = e;
+  return in;
+}
+
+std::string Clock(double seconds) {
+  const int s = static_cast<int>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+void PrintSweep(const shoal::ReportInput& in) {
+  const auto& sw = in.sweep;
+  std::printf("sweep %s  %s%s%s\n", sw.id().c_str(), StateName(sw.state()).c_str(),
+              sw.error().empty() ? "" : ": ", sw.error().c_str());
+  std::printf("  %-5s %-7s %-10s %-5s %-6s %-12s %-11s %s\n", "point", "workers", "start", "share",
+              "device", "experiment", "state", "note");
+  for (const auto& p : sw.points()) {
+    std::printf("  %-5u %-7u %-10s %-5s %-6s %-12s %-11s %s\n", p.index(), p.workers(),
+                p.start().c_str(), p.share() ? "yes" : "no", p.device().c_str(),
+                p.experiment_id().empty() ? "-" : p.experiment_id().c_str(),
+                p.note().empty() ? StateName(p.state()).c_str() : "skipped", p.note().c_str());
+  }
+}
+
+// Follows a sweep until it ends: a progress bar on a terminal, a line per finished point otherwise.
+v1::ExperimentState WaitSweep(v1::Shoal::Stub& stub, const std::string& socket,
+                              const std::string& id, bool quiet) {
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  int last_done = -1;
+  for (;;) {
+    shoal::ReportInput in = FetchReport(stub, socket, id);
+    int total = 0, done = 0;
+    std::string current;
+    for (const auto& p : in.sweep.points()) {
+      if (!p.note().empty()) continue;
+      ++total;
+      if (IsTerminalState(p.state())) ++done;
+      if (p.state() == v1::RUNNING) {
+        current = std::to_string(p.workers()) + " workers, " + p.start() + ", share " +
+                  (p.share() ? "yes" : "no");
+      }
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string left = done > 0 ? Clock(elapsed / done * (total - done)) : "?";
+    if (!quiet && tty) {
+      const int width = 30, filled = total ? width * done / total : width;
+      std::fprintf(stderr, "\r\033[K[%s%s] %d/%d  %s  elapsed %s  left ~%s",
+                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), done,
+                   total, current.empty() ? "" : current.c_str(), Clock(elapsed).c_str(),
+                   left.c_str());
+    } else if (!quiet && done != last_done) {
+      std::fprintf(stderr, "sweep %s: %d/%d done, elapsed %s, left ~%s%s%s\n", id.c_str(), done,
+                   total, Clock(elapsed).c_str(), left.c_str(),
+                   current.empty() ? "" : ", running: ", current.c_str());
+    }
+    last_done = done;
+    if (IsTerminalState(in.sweep.state())) {
+      if (!quiet && tty) std::fprintf(stderr, "\n");
+      return in.sweep.state();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+// Writes `data` to `path`, or stdout when path is empty.
+void Emit(const std::string& data, const std::string& path) {
+  if (path.empty()) {
+    std::fwrite(data.data(), 1, data.size(), stdout);
+    return;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << data;
+  if (!out) Die("cannot write " + path);
+}
+
+// The path of an executable found on PATH, or "".
+std::string FindOnPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/bin:/bin";
+  size_t pos = 0;
+  while (pos <= p.size()) {
+    size_t end = p.find(':', pos);
+    if (end == std::string::npos) end = p.size();
+    std::string candidate = p.substr(pos, end - pos) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    pos = end + 1;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,12 +308,59 @@ int main(int argc, char** argv) {
       app.add_subcommand("node", "what this node has: cores, memory, /dev/shm, GPUs, versions");
   node->add_flag("--json", json, "print one JSON object");
 
-  v1::ExperimentSpec spec;
-  std::string share = "yes";
-  uint32_t workers = 1, batch_size = 64, batches = 20, threads = 0, interval = 200, eval = 1000;
-  uint64_t seed = 1;
-  double lr = 0.01, momentum = 0.5;
-  std::string start = "fork", device = "cpu", dataset = "synthetic", allocator = "cache", name;
+  // Options every experiment has; `submit` and `sweep` share them.
+  struct Base {
+    uint32_t batch_size = 64, batches = 20, threads = 0, interval = 200, eval = 1000,
+             stall_ms = 60000;
+    uint64_t seed = 1;
+    double lr = 0.01, momentum = 0.5;
+    std::string dataset = "synthetic", allocator = "cache", name;
+    bool force = false;
+    void Add(CLI::App* c) {
+      c->add_option("--batches", batches, "batches per worker")->capture_default_str();
+      c->add_option("--batch-size", batch_size, "samples per batch")->capture_default_str();
+      c->add_option("--dataset", dataset, "directory of MNIST IDX files, or 'synthetic'")
+          ->capture_default_str();
+      c->add_option("--threads", threads, "intra-op threads per worker (0: cores / workers)")
+          ->capture_default_str();
+      c->add_option("--seed", seed, "random seed")->capture_default_str();
+      c->add_option("--lr", lr, "SGD learning rate")->capture_default_str();
+      c->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
+      c->add_option("--sample-interval-ms", interval, "telemetry interval")->capture_default_str();
+      c->add_option(
+           "--allocator", allocator,
+           "cache (exact-size reuse of step buffers) | retain (glibc heap, never trimmed) | system")
+          ->capture_default_str();
+      c->add_option("--eval-samples", eval, "test images evaluated at the end (0: none)")
+          ->capture_default_str();
+      c->add_option("--stall-timeout-ms", stall_ms, "fail when a worker has no heartbeat this long")
+          ->capture_default_str();
+      c->add_option("--name", name, "a label");
+      c->add_flag("--force", force, "start even if the admission check says it will not fit");
+    }
+    v1::ExperimentSpec Spec() const {
+      v1::ExperimentSpec spec;
+      spec.set_kind("hogwild");
+      spec.set_model("mnist_convnet");
+      spec.set_batches(batches);
+      spec.set_batch_size(batch_size);
+      spec.set_dataset(dataset);
+      spec.set_threads(threads);
+      spec.set_seed(seed);
+      spec.mutable_optimizer()->set_name("sgd");
+      spec.mutable_optimizer()->set_lr(lr);
+      spec.mutable_optimizer()->set_momentum(momentum);
+      spec.set_sample_interval_ms(interval);
+      spec.set_allocator(allocator);
+      spec.set_eval_samples(eval);
+      spec.set_name(name);
+      spec.set_stall_timeout_ms(stall_ms);
+      spec.set_force(force);
+      return spec;
+    }
+  } base;
+  std::string share = "yes", start = "fork", device = "cpu";
+  uint32_t workers = 1;
   bool wait = false;
   auto* submit = app.add_subcommand("submit", "submit a Hogwild experiment");
   submit->add_option("--workers", workers, "worker processes")->capture_default_str();
@@ -212,32 +369,45 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"yes", "no"}));
   submit->add_option("--device", device, "cpu")->capture_default_str();
-  submit->add_option("--batches", batches, "batches per worker")->capture_default_str();
-  submit->add_option("--batch-size", batch_size, "samples per batch")->capture_default_str();
-  submit->add_option("--dataset", dataset, "directory of MNIST IDX files, or 'synthetic'")
-      ->capture_default_str();
-  submit->add_option("--threads", threads, "intra-op threads per worker (0: cores / workers)")
-      ->capture_default_str();
-  submit->add_option("--seed", seed, "random seed")->capture_default_str();
-  submit->add_option("--lr", lr, "SGD learning rate")->capture_default_str();
-  submit->add_option("--momentum", momentum, "SGD momentum")->capture_default_str();
-  submit->add_option("--sample-interval-ms", interval, "telemetry interval")->capture_default_str();
-  submit
-      ->add_option(
-          "--allocator", allocator,
-          "cache (exact-size reuse of step buffers) | retain (glibc heap, never trimmed) | system")
-      ->capture_default_str();
-  submit->add_option("--eval-samples", eval, "test images evaluated at the end (0: none)")
-      ->capture_default_str();
-  submit->add_option("--name", name, "a label");
-  uint32_t stall_ms = 60000;
-  bool force = false;
-  submit
-      ->add_option("--stall-timeout-ms", stall_ms, "fail when a worker has no heartbeat this long")
-      ->capture_default_str();
-  submit->add_flag("--force", force, "start even if the admission check says it will not fit");
+  base.Add(submit);
   submit->add_flag("--wait", wait, "wait for the end, showing progress, then print the result");
   submit->add_flag("--json", json, "print one JSON object");
+
+  std::vector<uint32_t> sweep_workers = {1, 2, 4};
+  std::vector<std::string> sweep_start = {"fork", "spawn", "forkserver"},
+                           sweep_share = {"yes", "no"}, sweep_device = {"cpu"};
+  auto* sweep = app.add_subcommand(
+      "sweep", "run a grid of experiments over worker counts, start methods, sharing");
+  sweep->add_option("--workers", sweep_workers, "worker counts, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  sweep->add_option("--start", sweep_start, "start methods")->delimiter(',')->capture_default_str();
+  sweep->add_option("--share", sweep_share, "yes, no or both")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"yes", "no"}));
+  sweep->add_option("--device", sweep_device, "cpu, cuda")->delimiter(',')->capture_default_str();
+  base.Add(sweep);
+  sweep->add_flag("--wait", wait, "wait for the end, showing progress, then print the report");
+  sweep->add_flag("--json", json, "print one JSON object");
+
+  auto* sweeps = app.add_subcommand("sweeps", "all sweeps");
+  sweeps->add_flag("--json", json, "print one JSON object");
+
+  std::vector<std::string> report_ids;
+  std::string format = "md", output;
+  bool compare = false;
+  auto* report =
+      app.add_subcommand("report", "the tables of a sweep (or the ratio of two with --compare)");
+  report->add_option("ids", report_ids, "SWEEP_ID, or SWEEP_A SWEEP_B with --compare")
+      ->required()
+      ->expected(1, 2);
+  report->add_option("--format", format, "md | csv | json | svg | png")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"md", "csv", "json", "svg", "png"}));
+  report->add_option("--output,-o", output,
+                     "write to this file instead of stdout (required for png)");
+  report->add_flag("--compare", compare, "print B / A for every cell of two sweeps");
 
   std::string id;
   auto* watch = app.add_subcommand("watch", "live samples of an experiment until it ends");
@@ -245,10 +415,10 @@ int main(int argc, char** argv) {
   watch->add_flag("--json", json, "one JSON object per line");
   auto* list = app.add_subcommand("list", "all experiments");
   list->add_flag("--json", json, "print one JSON object");
-  auto* get = app.add_subcommand("get", "one experiment, with its result and processes");
+  auto* get = app.add_subcommand("get", "one experiment (or sweep), with its result and processes");
   get->add_option("id", id, "experiment id")->required();
   get->add_flag("--json", json, "print one JSON object");
-  auto* cancel = app.add_subcommand("cancel", "stop an experiment (idempotent)");
+  auto* cancel = app.add_subcommand("cancel", "stop an experiment or a sweep (idempotent)");
   cancel->add_option("id", id, "experiment id")->required();
   cancel->add_flag("--json", json, "print one JSON object");
 
@@ -282,26 +452,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*submit) {
-    spec.set_kind("hogwild");
-    spec.set_model("mnist_convnet");
+    v1::ExperimentSpec spec = base.Spec();
     spec.set_workers(workers);
     spec.set_start(start);
     spec.set_share(share == "yes");
     spec.set_device(device);
-    spec.set_batches(batches);
-    spec.set_batch_size(batch_size);
-    spec.set_dataset(dataset);
-    spec.set_threads(threads);
-    spec.set_seed(seed);
-    spec.mutable_optimizer()->set_name("sgd");
-    spec.mutable_optimizer()->set_lr(lr);
-    spec.mutable_optimizer()->set_momentum(momentum);
-    spec.set_sample_interval_ms(interval);
-    spec.set_allocator(allocator);
-    spec.set_eval_samples(eval);
-    spec.set_name(name);
-    spec.set_stall_timeout_ms(stall_ms);
-    spec.set_force(force);
     v1::SubmitRequest req;
     *req.mutable_spec() = spec;
     v1::SubmitResponse resp;
@@ -347,6 +502,106 @@ int main(int argc, char** argv) {
                   e.spec().share() ? "yes" : "no", e.result().wall_ms() / 1000,
                   Gib(e.result().peak_pss_sum_bytes()).c_str(), e.result().samples_per_sec(),
                   e.result().ready_ms());
+    }
+    return 0;
+  }
+  if (*sweep) {
+    v1::SubmitSweepRequest req;
+    auto* sp = req.mutable_spec();
+    *sp->mutable_base() = base.Spec();
+    for (uint32_t w : sweep_workers) sp->add_workers(w);
+    for (const auto& x : sweep_start) sp->add_start(x);
+    for (const auto& x : sweep_share) sp->add_share(x == "yes");
+    for (const auto& x : sweep_device) sp->add_device(x);
+    sp->set_name(base.name);
+    v1::SubmitResponse resp;
+    Check(stub->SubmitSweep(Ctx().get(), req, &resp), target);
+    if (!wait) {
+      if (json) {
+        std::cout << nlohmann::json{{"id", resp.id()}}.dump() << "\n";
+      } else {
+        std::printf("%s\n", resp.id().c_str());
+      }
+      return 0;
+    }
+    if (!json) std::fprintf(stderr, "submitted sweep %s\n", resp.id().c_str());
+    const v1::ExperimentState st = WaitSweep(*stub, target, resp.id(), json);
+    shoal::ReportInput in = FetchReport(*stub, target, resp.id());
+    if (json) {
+      std::cout << shoal::RenderJson(in).dump() << "\n";
+    } else {
+      std::printf("%s", shoal::RenderMarkdown(in).c_str());
+    }
+    if (st != v1::SUCCEEDED) {
+      std::fprintf(stderr, "shoal: sweep %s %s\n", resp.id().c_str(), StateName(st).c_str());
+      return 1;
+    }
+    return 0;
+  }
+  if (*sweeps) {
+    v1::ListSweepsResponse r;
+    Check(stub->ListSweeps(Ctx().get(), {}, &r), target);
+    if (json) {
+      PrintJson(r);
+      return 0;
+    }
+    std::printf("%-12s %-11s %7s %7s  %s\n", "id", "state", "done", "points", "name");
+    for (const auto& sw : r.sweeps()) {
+      int done = 0, runnable = 0;
+      for (const auto& p : sw.points()) {
+        if (!p.note().empty()) continue;
+        ++runnable;
+        done += IsTerminalState(p.state()) ? 1 : 0;
+      }
+      std::printf("%-12s %-11s %7d %7d  %s\n", sw.id().c_str(), StateName(sw.state()).c_str(), done,
+                  sw.points_size(), sw.spec().name().c_str());
+      (void)runnable;
+    }
+    return 0;
+  }
+  if (*report) {
+    if (compare) {
+      if (report_ids.size() != 2) Die("report --compare takes two sweep ids: SWEEP_A SWEEP_B");
+      Emit(shoal::RenderCompareMarkdown(FetchReport(*stub, target, report_ids[0]),
+                                        FetchReport(*stub, target, report_ids[1])),
+           output);
+      return 0;
+    }
+    if (report_ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
+    shoal::ReportInput in = FetchReport(*stub, target, report_ids[0]);
+    if (format == "md") Emit(shoal::RenderMarkdown(in), output);
+    if (format == "csv") Emit(shoal::RenderCsv(in), output);
+    if (format == "json") Emit(shoal::RenderJson(in).dump(2) + "\n", output);
+    if (format == "svg") Emit(shoal::RenderSvg(in), output);
+    if (format == "png") {
+      if (output.empty()) Die("--format png needs --output FILE");
+      const std::string conv = FindOnPath("rsvg-convert");
+      if (conv.empty())
+        Die("--format png needs rsvg-convert (Debian package librsvg2-bin); --format svg works "
+            "without it");
+      const std::string svg = output + ".svg";
+      Emit(shoal::RenderSvg(in), svg);
+      auto pid = shoal::SpawnProcess({conv, "-o", output, svg}, {});
+      int st = 1;
+      if (pid.ok()) ::waitpid(*pid, &st, 0);
+      ::unlink(svg.c_str());
+      if (!pid.ok() || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        Die("rsvg-convert failed to write " + output);
+    }
+    return 0;
+  }
+  if ((*get || *cancel) && !id.empty() && id[0] == 's') {
+    if (*cancel) {
+      v1::CancelRequest c;
+      c.set_id(id);
+      v1::Sweep sw;
+      Check(stub->CancelSweep(Ctx().get(), c, &sw), target);
+    }
+    shoal::ReportInput in = FetchReport(*stub, target, id);
+    if (json) {
+      std::cout << shoal::RenderJson(in).dump() << "\n";
+    } else {
+      PrintSweep(in);
     }
     return 0;
   }

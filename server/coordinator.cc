@@ -11,10 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "shared/admission.h"
 #include "shared/process.h"
 #include "shared/shm.h"
+#include "shared/sweep.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {
@@ -24,12 +26,12 @@ using nlohmann::json;
 
 int64_t NowUnixMs() { return static_cast<int64_t>(RealtimeNs() / 1000000); }
 
-std::string NewId() {
+std::string NewId(const char* prefix = "x") {
   static std::mt19937_64 rng{std::random_device{}() ^ RealtimeNs()};
   static std::mutex mu;
   std::lock_guard<std::mutex> l(mu);
   static const char* hex = "0123456789abcdef";
-  std::string id = "x";
+  std::string id = prefix;
   uint64_t v = rng();
   for (int i = 0; i < 10; ++i) id += hex[(v >> (4 * i)) & 15];
   return id;
@@ -92,6 +94,48 @@ Status Coordinator::Recover() {
       spdlog::warn("removed {} leftover shared memory segment(s) of {}", n, e.id());
     }
   }
+  // Sweeps: bring each point up to date with its experiment (the daemon may have died between
+  // the two writes), and run again the point whose experiment was interrupted.
+  ASSIGN_OR_RETURN(auto sweeps, store_->ListSweeps());
+  std::map<std::string, const v1::Experiment*> by_id;
+  for (const auto& e : all) by_id[e.id()] = &e;
+  std::vector<v1::Experiment> reruns;
+  for (auto& sw : sweeps) {
+    const bool cancelled = !sw.error().empty();
+    for (auto& p : *sw.mutable_points()) {
+      auto it = by_id.find(p.experiment_id());
+      if (it == by_id.end()) continue;
+      p.set_state(it->second->state());
+      if (p.state() == v1::INTERRUPTED && !cancelled) {
+        v1::Experiment e = NewExperiment(it->second->spec(), sw.submitted_unix_ms());
+        e.set_sweep_id(sw.id());
+        e.set_sweep_index(p.index());
+        p.set_experiment_id(e.id());
+        p.set_state(v1::QUEUED);
+        p.set_attempts(p.attempts() + 1);
+        RETURN_IF_ERROR(store_->Put(e));
+        reruns.push_back(e);
+        spdlog::warn("sweep {}: point {} was interrupted; running it again as {}", sw.id(),
+                     p.index(), e.id());
+      }
+    }
+    const bool was_terminal = IsTerminal(sw.state());
+    sw.set_state(SweepState(sw, cancelled));
+    if (IsTerminal(sw.state()) && !was_terminal) sw.set_finished_unix_ms(NowUnixMs());
+    RETURN_IF_ERROR(store_->PutSweep(sw));
+    sweeps_[sw.id()] = sw;
+  }
+  for (auto& e : reruns) {
+    live_[e.id()] = e;
+    queue_.push_back(e.id());
+  }
+  // Queue order: submission time, then a sweep's own grid order.
+  std::stable_sort(queue_.begin(), queue_.end(), [&](const std::string& a, const std::string& b) {
+    const auto& x = live_[a];
+    const auto& y = live_[b];
+    return std::make_tuple(x.submitted_unix_ms(), x.sweep_id(), x.sweep_index()) <
+           std::make_tuple(y.submitted_unix_ms(), y.sweep_id(), y.sweep_index());
+  });
   return Status::Ok();
 }
 
@@ -171,6 +215,7 @@ StatusOr<v1::Experiment> Coordinator::Cancel(const std::string& id) {
   e.set_state(v1::CANCELLED);
   e.set_finished_unix_ms(NowUnixMs());
   RETURN_IF_ERROR(store_->Put(e));
+  SweepPointChanged(e);
   v1::WatchEvent ev;
   ev.set_state(v1::CANCELLED);
   Publish(id, ev);
@@ -189,6 +234,139 @@ void Coordinator::Update(const v1::Experiment& e) {
   }
   Status st = store_->Put(e);
   if (!st.ok()) spdlog::error("{}", st.ToString());
+  SweepPointChanged(e);
+}
+
+void Coordinator::SweepPointChanged(const v1::Experiment& e) {
+  if (e.sweep_id().empty()) return;
+  v1::Sweep copy;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = sweeps_.find(e.sweep_id());
+    if (it == sweeps_.end() || e.sweep_index() >= static_cast<uint32_t>(it->second.points_size()))
+      return;
+    auto* p = it->second.mutable_points(static_cast<int>(e.sweep_index()));
+    if (p->experiment_id() != e.id()) return;  // an older attempt
+    p->set_state(e.state());
+    v1::Sweep& sw = it->second;
+    const v1::ExperimentState before = sw.state();
+    sw.set_state(SweepState(sw, !sw.error().empty()));
+    if (IsTerminal(sw.state()) && !IsTerminal(before)) {
+      sw.set_finished_unix_ms(NowUnixMs());
+      spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
+    }
+    copy = sw;
+  }
+  Status st = store_->PutSweep(copy);
+  if (!st.ok()) spdlog::error("{}", st.ToString());
+}
+
+v1::Experiment Coordinator::NewExperiment(const v1::ExperimentSpec& spec, int64_t submitted_ms) {
+  v1::Experiment e;
+  e.set_id(NewId());
+  *e.mutable_spec() = spec;
+  e.set_state(v1::QUEUED);
+  e.set_submitted_unix_ms(submitted_ms);
+  return e;
+}
+
+StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec) {
+  ASSIGN_OR_RETURN(std::vector<GridPoint> grid, ExpandGrid(spec, opts_.limits));
+  RETURN_IF_ERROR(CheckDataset(spec.base().dataset(), opts_.limits.data_roots));
+  if (!spec.base().force()) {
+    ASSIGN_OR_RETURN(NodeCapacity have, ReadNodeCapacity());
+    for (const auto& g : grid) {
+      if (!g.point.note().empty()) continue;
+      ASSIGN_OR_RETURN(ExperimentEstimate need, EstimateExperiment(g.spec));
+      Status st = Admit(need, have);
+      if (!st.ok()) {
+        return ResourceExhausted("sweep point " + std::to_string(g.point.index()) + " (" +
+                                 std::to_string(g.point.workers()) + " workers, " +
+                                 g.point.start() + "): " + st.message());
+      }
+    }
+  }
+  v1::Sweep sw;
+  sw.set_id(NewId("s"));
+  *sw.mutable_spec() = spec;
+  sw.set_submitted_unix_ms(NowUnixMs());
+  std::vector<v1::Experiment> exps;
+  for (auto& g : grid) {
+    v1::SweepPoint* p = sw.add_points();
+    *p = g.point;
+    if (!p->note().empty()) continue;
+    v1::Experiment e = NewExperiment(g.spec, sw.submitted_unix_ms());
+    e.set_sweep_id(sw.id());
+    e.set_sweep_index(p->index());
+    p->set_experiment_id(e.id());
+    p->set_state(v1::QUEUED);
+    p->set_attempts(1);
+    exps.push_back(std::move(e));
+  }
+  sw.set_state(SweepState(sw, false));
+  if (IsTerminal(sw.state())) sw.set_finished_unix_ms(NowUnixMs());  // nothing can run here
+  RETURN_IF_ERROR(store_->PutSweep(sw));
+  for (const auto& e : exps) RETURN_IF_ERROR(store_->Put(e));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return Unavailable("shoald is shutting down");
+    sweeps_[sw.id()] = sw;
+    for (const auto& e : exps) {
+      live_[e.id()] = e;
+      queue_.push_back(e.id());
+    }
+  }
+  cv_.notify_all();
+  spdlog::info("queued sweep {}: {} points, {} to run", sw.id(), sw.points_size(), exps.size());
+  return sw.id();
+}
+
+StatusOr<v1::SweepReport> Coordinator::GetSweep(const std::string& id) {
+  v1::SweepReport r;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = sweeps_.find(id);
+    if (it == sweeps_.end()) return NotFound("no sweep with id '" + id + "'");
+    *r.mutable_sweep() = it->second;
+  }
+  for (const auto& p : r.sweep().points()) {
+    if (p.experiment_id().empty()) continue;
+    auto e = Get(p.experiment_id());
+    if (e.ok()) *r.add_experiments() = std::move(e).value();
+  }
+  return r;
+}
+
+StatusOr<std::vector<v1::Sweep>> Coordinator::ListSweeps() {
+  std::vector<v1::Sweep> out;
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [id, sw] : sweeps_) out.push_back(sw);
+  std::sort(out.begin(), out.end(), [](const v1::Sweep& a, const v1::Sweep& b) {
+    return a.submitted_unix_ms() != b.submitted_unix_ms()
+               ? a.submitted_unix_ms() < b.submitted_unix_ms()
+               : a.id() < b.id();
+  });
+  return out;
+}
+
+StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id) {
+  std::vector<std::string> to_cancel;
+  v1::Sweep copy;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = sweeps_.find(id);
+    if (it == sweeps_.end()) return NotFound("no sweep with id '" + id + "'");
+    if (IsTerminal(it->second.state())) return it->second;  // idempotent
+    it->second.set_error("cancelled by request");
+    for (const auto& p : it->second.points())
+      if (live_.count(p.experiment_id())) to_cancel.push_back(p.experiment_id());
+    it->second.set_state(SweepState(it->second, true));
+    copy = it->second;
+  }
+  RETURN_IF_ERROR(store_->PutSweep(copy));
+  for (const auto& e : to_cancel) (void)Cancel(e);
+  std::lock_guard<std::mutex> l(mu_);
+  return sweeps_[id];
 }
 
 void Coordinator::Publish(const std::string& id, v1::WatchEvent ev) {

@@ -49,13 +49,22 @@ class Coordinator {
   StatusOr<v1::Experiment> Get(const std::string& id);
   StatusOr<std::vector<v1::Experiment>> List();
   StatusOr<v1::Experiment> Cancel(const std::string& id);
+  // A grid of experiments, queued in grid order; see shared/sweep.h.
+  StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec);
+  StatusOr<v1::SweepReport> GetSweep(const std::string& id);
+  StatusOr<std::vector<v1::Sweep>> ListSweeps();
+  StatusOr<v1::Sweep> CancelSweep(const std::string& id);
+
   pid_t fork_server_pid() const { return zygote_pid_.load(); }
   int fork_server_restarts() const { return zygote_restarts_.load(); }
 
  private:
   void SchedulerLoop();
   void Run(const std::string& id);
-  void Update(const v1::Experiment& e);  // store + live copy
+  void Update(const v1::Experiment& e);  // store + live copy (+ its sweep point)
+  // Mirrors an experiment's state into its sweep's point and persists the sweep.
+  void SweepPointChanged(const v1::Experiment& e);
+  v1::Experiment NewExperiment(const v1::ExperimentSpec& spec, int64_t submitted_ms);
   void Publish(const std::string& id, v1::WatchEvent ev);
   void AddEvent(const std::string& id, double t_ms, const std::string& text);
   // Starts the fork-server if it is not running (at most once a second). Scheduler thread only.
@@ -74,6 +83,7 @@ class Coordinator {
   std::deque<std::string> queue_;
   std::map<std::string, v1::Experiment> live_;  // queued and running
   std::string running_;
+  std::map<std::string, v1::Sweep> sweeps_;
   bool cancel_running_ = false;
   bool stopping_ = false;
   std::thread scheduler_;

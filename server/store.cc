@@ -31,7 +31,8 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       "CREATE TABLE IF NOT EXISTS events (id TEXT, t_ms REAL, body BLOB);"
       "CREATE INDEX IF NOT EXISTS events_id ON events(id);"
       "CREATE TABLE IF NOT EXISTS samples (id TEXT, t_ms REAL, body BLOB);"
-      "CREATE INDEX IF NOT EXISTS samples_id ON samples(id);"));
+      "CREATE INDEX IF NOT EXISTS samples_id ON samples(id);"
+      "CREATE TABLE IF NOT EXISTS sweeps (id TEXT PRIMARY KEY, submitted INTEGER, body BLOB);"));
   return store;
 }
 
@@ -150,6 +151,44 @@ Status Store::AddSample(const std::string& id, const v1::Sample& s) {
 StatusOr<std::vector<v1::Sample>> Store::Samples(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
   return ReadAll<v1::Sample>(db_, "SELECT body FROM samples WHERE id=? ORDER BY rowid", id);
+}
+
+Status Store::PutSweep(const v1::Sweep& sw) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO sweeps VALUES (?,?,?)", -1, &st.s, nullptr) !=
+      SQLITE_OK) {
+    return Error("prepare put sweep");
+  }
+  std::string body = sw.SerializeAsString();
+  sqlite3_bind_text(st.s, 1, sw.id().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st.s, 2, sw.submitted_unix_ms());
+  sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return Error("put sweep " + sw.id());
+  return Status::Ok();
+}
+
+StatusOr<v1::Sweep> Store::GetSweep(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  ASSIGN_OR_RETURN(auto all, ReadAll<v1::Sweep>(db_, "SELECT body FROM sweeps WHERE id=?", id));
+  if (all.empty()) return NotFound("no sweep with id '" + id + "'");
+  return all[0];
+}
+
+StatusOr<std::vector<v1::Sweep>> Store::ListSweeps() {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "SELECT body FROM sweeps ORDER BY submitted, rowid", -1, &st.s,
+                         nullptr) != SQLITE_OK) {
+    return Error("prepare list sweeps");
+  }
+  std::vector<v1::Sweep> out;
+  while (sqlite3_step(st.s) == SQLITE_ROW) {
+    v1::Sweep sw;
+    if (sw.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
+      out.push_back(std::move(sw));
+  }
+  return out;
 }
 
 }  // namespace shoal

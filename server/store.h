@@ -27,6 +27,10 @@ class Store {
   Status AddSample(const std::string& id, const v1::Sample& s);
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
 
+  Status PutSweep(const v1::Sweep& s);
+  StatusOr<v1::Sweep> GetSweep(const std::string& id);
+  StatusOr<std::vector<v1::Sweep>> ListSweeps();
+
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);

@@ -55,7 +55,7 @@ nlohmann::json ToJson(const Message& m) {
       for (int i = 0; i < r->FieldSize(m, f); ++i) arr.push_back(Scalar(m, r, f, i));
       out[f->name()] = arr;
     } else if (f->has_presence() && !r->HasField(m, f)) {
-      if (f->containing_oneof() != nullptr) continue;  // only the member that is set
+      if (f->real_containing_oneof() != nullptr) continue;  // only the member that is set
       // An absent optional scalar is null, never 0; an absent message prints its defaults.
       out[f->name()] =
           f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ? Scalar(m, r, f, 0) : nlohmann::json();

@@ -88,4 +88,36 @@ grpc::Status ShoalService::NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequ
   return grpc::Status::OK;
 }
 
+grpc::Status ShoalService::SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest* req,
+                                       v1::SubmitResponse* resp) {
+  auto id = coord_->SubmitSweep(req->spec());
+  if (!id.ok()) return ToGrpc(id.status());
+  resp->set_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShoalService::GetSweep(grpc::ServerContext*, const v1::GetRequest* req,
+                                    v1::SweepReport* resp) {
+  auto r = coord_->GetSweep(req->id());
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = std::move(r).value();
+  return grpc::Status::OK;
+}
+
+grpc::Status ShoalService::ListSweeps(grpc::ServerContext*, const v1::ListRequest*,
+                                      v1::ListSweepsResponse* resp) {
+  auto all = coord_->ListSweeps();
+  if (!all.ok()) return ToGrpc(all.status());
+  for (auto& s : *all) *resp->add_sweeps() = std::move(s);
+  return grpc::Status::OK;
+}
+
+grpc::Status ShoalService::CancelSweep(grpc::ServerContext*, const v1::CancelRequest* req,
+                                       v1::Sweep* resp) {
+  auto s = coord_->CancelSweep(req->id());
+  if (!s.ok()) return ToGrpc(s.status());
+  *resp = std::move(s).value();
+  return grpc::Status::OK;
+}
+
 }  // namespace shoal

@@ -25,6 +25,12 @@ class ShoalService final : public v1::Shoal::Service {
   grpc::Status Cancel(grpc::ServerContext*, const v1::CancelRequest*, v1::Experiment*) override;
   grpc::Status Watch(grpc::ServerContext*, const v1::WatchRequest*,
                      grpc::ServerWriter<v1::WatchEvent>*) override;
+  grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*,
+                           v1::SubmitResponse*) override;
+  grpc::Status GetSweep(grpc::ServerContext*, const v1::GetRequest*, v1::SweepReport*) override;
+  grpc::Status ListSweeps(grpc::ServerContext*, const v1::ListRequest*,
+                          v1::ListSweepsResponse*) override;
+  grpc::Status CancelSweep(grpc::ServerContext*, const v1::CancelRequest*, v1::Sweep*) override;
   grpc::Status NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequest*,
                         v1::NodeInfoResponse*) override;
 
