@@ -51,6 +51,11 @@ def load_idx(path):
 
 def train(rank, model, images, labels, args, ready, done):
     torch.set_num_threads(args.threads)
+    if args.share == "no":
+        # A private copy. Passing the model itself to a spawned child would quietly move its
+        # parameters into shared memory: a "not shared" run that in fact shares.
+        state, model = model, Net()
+        model.load_state_dict(state)
     torch.manual_seed(args.seed + rank)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
     model.train()
@@ -79,6 +84,16 @@ def children(pid):
             return [int(p) for p in f.read().split()]
     except OSError:
         return []
+
+
+def descendants(pid):
+    """Every process below pid: forkserver workers are the server's children, not ours."""
+    out, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
+    return out
 
 
 def rollup(pid):
@@ -126,7 +141,7 @@ def main():
         me = os.getpid()
         while not stop.is_set():
             pss = rss = 0
-            for pid in [me] + children(me):
+            for pid in [me] + descendants(me):
                 r = rollup(pid)
                 if r:
                     pss += r.get("Pss", 0)
@@ -137,7 +152,8 @@ def main():
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    procs = [mp.Process(target=train, args=(r, model, images, labels, args, ready, done))
+    payload = model if args.share == "yes" else {k: v.clone() for k, v in model.state_dict().items()}
+    procs = [mp.Process(target=train, args=(r, payload, images, labels, args, ready, done))
              for r in range(args.workers)]
     t_request = time.time()
     for p in procs:
