@@ -57,8 +57,8 @@ std::string SelfExeDir() {
   return slash == std::string::npos ? "." : p.substr(0, slash);
 }
 
-void DieWithParent(pid_t expected_parent) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+void DieWithParent(pid_t expected_parent, int sig) {
+  ::prctl(PR_SET_PDEATHSIG, sig);
   // The parent may have died between our start and the prctl: then we were reparented.
   if (expected_parent > 0 && ::getppid() != expected_parent) _exit(70);
 }

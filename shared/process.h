@@ -24,8 +24,9 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
 // Directory of the running executable (to find sibling binaries).
 std::string SelfExeDir();
 
-// Asks the kernel to SIGKILL us when our parent dies, and exits now if it already has.
-void DieWithParent(pid_t expected_parent);
+// Asks the kernel to send `sig` (SIGKILL by default) when our parent dies, and exits now if it
+// already has.
+void DieWithParent(pid_t expected_parent, int sig = 9);
 
 uint64_t RealtimeNs();
 uint64_t MonotonicNs();

@@ -158,6 +158,8 @@ TEST_F(Lifecycle, DaemonKilledMidRunTakesItsProcessesAndTheNextDaemonCleansUp) {
         return true;
       },
       10));
+  // The leader removed the segments as it went down: nobody else was there to do it.
+  EXPECT_TRUE(WaitFor([&] { return ListSegments(SegmentPrefix(a)).empty(); }, 5));
   ASSERT_TRUE(StartDaemon());
   json ea = Get(a);
   EXPECT_EQ(ea["state"], "INTERRUPTED");
@@ -266,6 +268,11 @@ TEST_F(Lifecycle, Chaos) {
             return true;
           },
           10);
+      // Before any new daemon could clean up: the dying leader must have.
+      if (!WaitFor([&] { return ListSegments(SegmentPrefix(id)).empty(); }, 5)) {
+        ADD_FAILURE() << "round " << round << ": segments left after the daemon died";
+        ++leaks;
+      }
       if (!StartDaemon()) {
         ADD_FAILURE() << "daemon did not restart";
         break;

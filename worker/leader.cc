@@ -149,6 +149,7 @@ class ForkLauncher : public WorkerLauncher {
     pid_t pid = ::fork();
     if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
+      ::signal(SIGTERM, SIG_DFL);  // the leader's cleanup handler is not the worker's
       DieWithParent(leader);
       ::close(a_.status_fd);  // only the leader reports to shoald: its EOF means the leader is gone
       int rc = 1;
@@ -441,8 +442,29 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
 
 }  // namespace
 
+// Paths of the experiment's segments, for the SIGTERM handler (which may only make
+// async-signal-safe calls: unlink and kill are).
+static char g_segment_paths[3][256];
+
+static void OnTerminate(int) {
+  for (const char* p : g_segment_paths) ::unlink(p);
+  ::kill(-::getpgrp(), SIGKILL);  // every worker of the experiment, and us
+}
+
 int RunLeader(const LeaderArgs& a) {
-  DieWithParent(a.parent);
+  // SIGTERM comes from a cancel, or from the kernel when shoald dies (even by SIGKILL): either
+  // way the leader removes the segments and takes the whole process group down with it, so
+  // nothing is left in /dev/shm even when no shoald is there to clean up.
+  int k = 0;
+  for (const char* what : {"data", "weights", "scoreboard"}) {
+    std::snprintf(g_segment_paths[k++], sizeof g_segment_paths[0], "/dev/shm/%s",
+                  SegmentName(a.experiment_id, what).c_str());
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnTerminate;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  DieWithParent(a.parent, SIGTERM);
   ::fcntl(a.status_fd, F_SETFD, FD_CLOEXEC);  // spawned workers must not hold it
   StatusPipe out(a.status_fd);
   out.Emit({{"type", "leader"}, {"pid", getpid()}});
