@@ -240,7 +240,7 @@ std::string XmlEscape(const std::string& s) {
 
 std::string RenderSvg(const ReportInput& in) {
   const Table t = BuildTables(in)[0];  // host memory
-  const double W = 760, H = 460, left = 70, right = 230, top = 50, bottom = 60;
+  const double W = 860, H = 460, left = 70, right = 300, top = 50, bottom = 60;
   const double pw = W - left - right, ph = H - top - bottom;
   double ymax = 0;
   for (const auto& r : t.rows)
@@ -300,8 +300,9 @@ std::string RenderSvg(const ReportInput& in) {
       any = true;
     }
     if (any) {
-      o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\""
-        << pts.str() << "\">"
+      // Rows that coincide (shared or not often do) stay apart: not shared is dashed.
+      o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
+        << (r.share ? "" : " stroke-dasharray=\"7,4\"") << " points=\"" << pts.str() << "\">"
         << "<title>" << XmlEscape(label) << "</title></polyline>\n";
       for (size_t i = 0; i < r.cells.size(); ++i) {
         if (r.cells[i].has_value) {
@@ -313,7 +314,10 @@ std::string RenderSvg(const ReportInput& in) {
     const double ly = top + 10 + 20 * double(k);
     o << "<line x1=\"" << left + pw + 20 << "\" y1=\"" << ly << "\" x2=\"" << left + pw + 44
       << "\" y2=\"" << ly << "\" stroke=\"" << color << "\" stroke-width=\"2\""
-      << (any ? "" : " stroke-dasharray=\"3,3\"") << "/>\n"
+      << (!any      ? " stroke-dasharray=\"2,3\""
+          : r.share ? ""
+                    : " stroke-dasharray=\"7,4\"")
+      << "/>\n"
       << "<text x=\"" << left + pw + 50 << "\" y=\"" << ly + 4 << "\">"
       << XmlEscape(label + (any ? "" : " (no data)")) << "</text>\n";
     ++k;
