@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -134,7 +135,10 @@ void PrintSample(const v1::Sample& s, bool tty, uint64_t dropped) {
         Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
         Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
     for (const auto& p : s.processes()) {
-      std::printf(" | %s%s %s/%s/%s %.0f%%", p.role() == "leader" ? "L" : "w",
+      std::printf(" | %s%s %s/%s/%s %.0f%%",
+                  p.role() == "leader"   ? "L"
+                  : p.role() == "zygote" ? "Z"
+                                         : "w",
                   p.index() < 0 ? "" : std::to_string(p.index()).c_str(),
                   Mib(p.rss_bytes()).c_str(), Mib(p.pss_bytes()).c_str(),
                   Mib(p.uss_bytes()).c_str(), p.cpu_percent());
@@ -152,8 +156,16 @@ void PrintSample(const v1::Sample& s, bool tty, uint64_t dropped) {
       loss.c_str(), s.sampler_cpu_percent(),
       dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
   std::printf("%-8s %-7s %10s %10s %10s %7s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%");
-  for (const auto& p : s.processes()) {
-    std::string name = p.role() == "leader" ? "leader" : "worker " + std::to_string(p.index());
+  // Leader, fork-server, then workers by index.
+  std::vector<const v1::ProcessSample*> procs;
+  for (const auto& p : s.processes()) procs.push_back(&p);
+  auto rank = [](const v1::ProcessSample* p) {
+    return p->role() == "leader" ? -2 : p->role() == "zygote" ? -1 : p->index();
+  };
+  std::sort(procs.begin(), procs.end(), [&](auto* a, auto* b) { return rank(a) < rank(b); });
+  for (const auto* pp : procs) {
+    const auto& p = *pp;
+    std::string name = p.role() == "worker" ? "worker " + std::to_string(p.index()) : p.role();
     std::printf("%-8s %-7d %10s %10s %10s %6.0f%%\n", name.c_str(), p.pid(),
                 Mib(p.rss_bytes()).c_str(), Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(),
                 p.cpu_percent());
