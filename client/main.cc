@@ -18,6 +18,7 @@
 #include "shoal/v1/shoal.grpc.pb.h"
 
 namespace v1 = shoal::v1;
+using Rpc = v1::Shoal::Stub;  // the generated gRPC client
 
 namespace {
 
@@ -177,12 +178,12 @@ void PrintSample(const v1::Sample& s, bool tty, uint64_t dropped) {
 }
 
 // Streams an experiment until it ends; returns its final state.
-v1::ExperimentState Watch(v1::Shoal::Stub& stub, const std::string& socket, const std::string& id,
-                          bool json, bool quiet) {
+v1::ExperimentState Watch(Rpc& rpc, const std::string& socket, const std::string& id, bool json,
+                          bool quiet) {
   grpc::ClientContext ctx;
   v1::WatchRequest req;
   req.set_id(id);
-  auto reader = stub.Watch(&ctx, req);
+  auto reader = rpc.Watch(&ctx, req);
   v1::WatchEvent ev;
   v1::ExperimentState state = v1::STATE_UNSPECIFIED;
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
@@ -203,12 +204,11 @@ v1::ExperimentState Watch(v1::Shoal::Stub& stub, const std::string& socket, cons
   return state;
 }
 
-shoal::ReportInput FetchReport(v1::Shoal::Stub& stub, const std::string& socket,
-                               const std::string& id) {
+shoal::ReportInput FetchReport(Rpc& rpc, const std::string& socket, const std::string& id) {
   v1::GetRequest g;
   g.set_id(id);
   v1::SweepReport r;
-  Check(stub.GetSweep(Ctx().get(), g, &r), socket);
+  Check(rpc.GetSweep(Ctx().get(), g, &r), socket);
   shoal::ReportInput in;
   in.sweep = r.sweep();
   for (const auto& e : r.experiments()) in.experiments[e.id()] = e;
@@ -237,13 +237,13 @@ void PrintSweep(const shoal::ReportInput& in) {
 }
 
 // Follows a sweep until it ends: a progress bar on a terminal, a line per finished point otherwise.
-v1::ExperimentState WaitSweep(v1::Shoal::Stub& stub, const std::string& socket,
-                              const std::string& id, bool quiet) {
+v1::ExperimentState WaitSweep(Rpc& rpc, const std::string& socket, const std::string& id,
+                              bool quiet) {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   const auto t0 = std::chrono::steady_clock::now();
   int last_done = -1;
   for (;;) {
-    shoal::ReportInput in = FetchReport(stub, socket, id);
+    shoal::ReportInput in = FetchReport(rpc, socket, id);
     int total = 0, done = 0;
     std::string current;
     for (const auto& p : in.sweep.points()) {
@@ -438,11 +438,11 @@ int main(int argc, char** argv) {
 
   const std::string target = "unix:" + socket;
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  auto stub = v1::Shoal::NewStub(channel);
+  auto rpc = v1::Shoal::NewStub(channel);
 
   if (*node) {
     v1::NodeInfoResponse r;
-    Check(stub->NodeInfo(Ctx().get(), {}, &r), target);
+    Check(rpc->NodeInfo(Ctx().get(), {}, &r), target);
     if (json) {
       PrintJson(r);
       return 0;
@@ -472,7 +472,7 @@ int main(int argc, char** argv) {
     v1::SubmitRequest req;
     *req.mutable_spec() = spec;
     v1::SubmitResponse resp;
-    Check(stub->Submit(Ctx().get(), req, &resp), target);
+    Check(rpc->Submit(Ctx().get(), req, &resp), target);
     if (!wait) {
       if (json) {
         std::cout << nlohmann::json{{"id", resp.id()}}.dump() << "\n";
@@ -482,11 +482,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!json) std::fprintf(stderr, "submitted %s\n", resp.id().c_str());
-    Watch(*stub, target, resp.id(), false, /*quiet=*/json);
+    Watch(*rpc, target, resp.id(), false, /*quiet=*/json);
     v1::GetRequest g;
     g.set_id(resp.id());
     v1::Experiment e;
-    Check(stub->Get(Ctx().get(), g, &e), target);
+    Check(rpc->Get(Ctx().get(), g, &e), target);
     json ? PrintJson(e) : PrintExperiment(e);
     if (e.state() != v1::SUCCEEDED) {
       std::fprintf(stderr, "shoal: experiment %s %s%s%s\n", e.id().c_str(),
@@ -496,12 +496,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (*watch) {
-    Watch(*stub, target, id, json, false);
+    Watch(*rpc, target, id, json, false);
     return 0;
   }
   if (*list) {
     v1::ListResponse r;
-    Check(stub->List(Ctx().get(), {}, &r), target);
+    Check(rpc->List(Ctx().get(), {}, &r), target);
     if (json) {
       PrintJson(r);
       return 0;
@@ -527,7 +527,7 @@ int main(int argc, char** argv) {
     for (const auto& x : sweep_device) sp->add_device(x);
     sp->set_name(base.name);
     v1::SubmitResponse resp;
-    Check(stub->SubmitSweep(Ctx().get(), req, &resp), target);
+    Check(rpc->SubmitSweep(Ctx().get(), req, &resp), target);
     if (!wait) {
       if (json) {
         std::cout << nlohmann::json{{"id", resp.id()}}.dump() << "\n";
@@ -537,8 +537,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!json) std::fprintf(stderr, "submitted sweep %s\n", resp.id().c_str());
-    const v1::ExperimentState st = WaitSweep(*stub, target, resp.id(), json);
-    shoal::ReportInput in = FetchReport(*stub, target, resp.id());
+    const v1::ExperimentState st = WaitSweep(*rpc, target, resp.id(), json);
+    shoal::ReportInput in = FetchReport(*rpc, target, resp.id());
     if (json) {
       std::cout << shoal::RenderJson(in).dump() << "\n";
     } else {
@@ -552,7 +552,7 @@ int main(int argc, char** argv) {
   }
   if (*sweeps) {
     v1::ListSweepsResponse r;
-    Check(stub->ListSweeps(Ctx().get(), {}, &r), target);
+    Check(rpc->ListSweeps(Ctx().get(), {}, &r), target);
     if (json) {
       PrintJson(r);
       return 0;
@@ -574,13 +574,13 @@ int main(int argc, char** argv) {
   if (*report) {
     if (compare) {
       if (report_ids.size() != 2) Die("report --compare takes two sweep ids: SWEEP_A SWEEP_B");
-      Emit(shoal::RenderCompareMarkdown(FetchReport(*stub, target, report_ids[0]),
-                                        FetchReport(*stub, target, report_ids[1])),
+      Emit(shoal::RenderCompareMarkdown(FetchReport(*rpc, target, report_ids[0]),
+                                        FetchReport(*rpc, target, report_ids[1])),
            output);
       return 0;
     }
     if (report_ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
-    shoal::ReportInput in = FetchReport(*stub, target, report_ids[0]);
+    shoal::ReportInput in = FetchReport(*rpc, target, report_ids[0]);
     if (format == "md") Emit(shoal::RenderMarkdown(in), output);
     if (format == "csv") Emit(shoal::RenderCsv(in), output);
     if (format == "json") Emit(shoal::RenderJson(in).dump(2) + "\n", output);
@@ -607,9 +607,9 @@ int main(int argc, char** argv) {
       v1::CancelRequest c;
       c.set_id(id);
       v1::Sweep sw;
-      Check(stub->CancelSweep(Ctx().get(), c, &sw), target);
+      Check(rpc->CancelSweep(Ctx().get(), c, &sw), target);
     }
-    shoal::ReportInput in = FetchReport(*stub, target, id);
+    shoal::ReportInput in = FetchReport(*rpc, target, id);
     if (json) {
       std::cout << shoal::RenderJson(in).dump() << "\n";
     } else {
@@ -622,11 +622,11 @@ int main(int argc, char** argv) {
     if (*get) {
       v1::GetRequest g;
       g.set_id(id);
-      Check(stub->Get(Ctx().get(), g, &e), target);
+      Check(rpc->Get(Ctx().get(), g, &e), target);
     } else {
       v1::CancelRequest c;
       c.set_id(id);
-      Check(stub->Cancel(Ctx().get(), c, &e), target);
+      Check(rpc->Cancel(Ctx().get(), c, &e), target);
     }
     json ? PrintJson(e) : PrintExperiment(e);
     return 0;

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing, builds, runs the whole suite under ctest, then the
-# unit tests again under ASan+UBSan (the parts that do not load LibTorch).
+# The test command: installs what is missing, builds, runs the unit tests under ASan+UBSan (the
+# parts that do not load LibTorch), then the whole suite under ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh
-deploy/build.sh
-(cd build && ctest --output-on-failure --timeout 600)
 if [ "${SHOAL_SKIP_SANITIZE:-0}" != 1 ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DSHOAL_SANITIZE=ON >/dev/null
   cmake --build build-asan -j"$(nproc)" --target unit_tests
   ASAN_OPTIONS=detect_leaks=1 build-asan/tests/unit_tests --gtest_brief=1
 fi
+deploy/build.sh
+cd build
+ctest --output-on-failure --timeout 600

@@ -25,7 +25,8 @@ namespace shoal::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "shoal-test-XXXXXX").string();
+    std::string tmpl =
+        (std::filesystem::temp_directory_path() / "shoal-test-").string() + std::string(6, 'X');
     path_ = ::mkdtemp(tmpl.data());
   }
   ~TempDir() {
