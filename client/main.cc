@@ -574,6 +574,7 @@ int main(int argc, char** argv) {
   if (*report) {
     if (compare) {
       if (report_ids.size() != 2) Die("report --compare takes two sweep ids: SWEEP_A SWEEP_B");
+      if (format != "md") Die("report --compare prints Markdown only (--format md)");
       Emit(shoal::RenderCompareMarkdown(FetchReport(*rpc, target, report_ids[0]),
                                         FetchReport(*rpc, target, report_ids[1])),
            output);

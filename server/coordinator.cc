@@ -75,6 +75,10 @@ Coordinator::~Coordinator() { Shutdown(); }
 
 Status Coordinator::Recover() {
   ASSIGN_OR_RETURN(auto all, store_->List());
+  ASSIGN_OR_RETURN(auto sweeps, store_->ListSweeps());
+  std::set<std::string> cancelled_sweeps;
+  for (const auto& sw : sweeps)
+    if (!sw.error().empty()) cancelled_sweeps.insert(sw.id());
   std::lock_guard<std::mutex> l(mu_);
   for (auto& e : all) {
     if (e.state() == v1::RUNNING) {
@@ -84,6 +88,12 @@ Status Coordinator::Recover() {
       for (auto& p : *e.mutable_processes()) p.set_alive(false);
       RETURN_IF_ERROR(store_->Put(e));
       spdlog::warn("experiment {} was running when shoald stopped: marked interrupted", e.id());
+    }
+    if (e.state() == v1::QUEUED && cancelled_sweeps.count(e.sweep_id())) {
+      // Its sweep was cancelled but the daemon died before this point was.
+      e.set_state(v1::CANCELLED);
+      e.set_finished_unix_ms(NowUnixMs());
+      RETURN_IF_ERROR(store_->Put(e));
     }
     if (e.state() == v1::QUEUED) {
       queue_.push_back(e.id());
@@ -96,7 +106,6 @@ Status Coordinator::Recover() {
   }
   // Sweeps: bring each point up to date with its experiment (the daemon may have died between
   // the two writes), and run again the point whose experiment was interrupted.
-  ASSIGN_OR_RETURN(auto sweeps, store_->ListSweeps());
   std::map<std::string, const v1::Experiment*> by_id;
   for (const auto& e : all) by_id[e.id()] = &e;
   std::vector<v1::Experiment> reruns;
@@ -122,6 +131,7 @@ Status Coordinator::Recover() {
     const bool was_terminal = IsTerminal(sw.state());
     sw.set_state(SweepState(sw, cancelled));
     if (IsTerminal(sw.state()) && !was_terminal) sw.set_finished_unix_ms(NowUnixMs());
+    if (!IsTerminal(sw.state())) sw.set_finished_unix_ms(0);
     RETURN_IF_ERROR(store_->PutSweep(sw));
     sweeps_[sw.id()] = sw;
   }
@@ -167,10 +177,11 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec) {
   *e.mutable_spec() = spec;
   e.set_state(v1::QUEUED);
   e.set_submitted_unix_ms(NowUnixMs());
-  RETURN_IF_ERROR(store_->Put(e));
   {
+    // Checked and written under the lock: a shutdown must not leave a record it then runs later.
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return Unavailable("shoald is shutting down");
+    RETURN_IF_ERROR(store_->Put(e));
     live_[e.id()] = e;
     queue_.push_back(e.id());
   }
@@ -239,7 +250,6 @@ void Coordinator::Update(const v1::Experiment& e) {
 
 void Coordinator::SweepPointChanged(const v1::Experiment& e) {
   if (e.sweep_id().empty()) return;
-  v1::Sweep copy;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = sweeps_.find(e.sweep_id());
@@ -255,10 +265,10 @@ void Coordinator::SweepPointChanged(const v1::Experiment& e) {
       sw.set_finished_unix_ms(NowUnixMs());
       spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
     }
-    copy = sw;
+    // Written under the lock so that an older copy can never land after a newer one.
+    Status st = store_->PutSweep(sw);
+    if (!st.ok()) spdlog::error("{}", st.ToString());
   }
-  Status st = store_->PutSweep(copy);
-  if (!st.ok()) spdlog::error("{}", st.ToString());
 }
 
 v1::Experiment Coordinator::NewExperiment(const v1::ExperimentSpec& spec, int64_t submitted_ms) {
@@ -305,11 +315,12 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec) {
   }
   sw.set_state(SweepState(sw, false));
   if (IsTerminal(sw.state())) sw.set_finished_unix_ms(NowUnixMs());  // nothing can run here
-  RETURN_IF_ERROR(store_->PutSweep(sw));
-  for (const auto& e : exps) RETURN_IF_ERROR(store_->Put(e));
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return Unavailable("shoald is shutting down");
+    // Experiments first: a sweep on record always points at experiments that exist.
+    for (const auto& e : exps) RETURN_IF_ERROR(store_->Put(e));
+    RETURN_IF_ERROR(store_->PutSweep(sw));
     sweeps_[sw.id()] = sw;
     for (const auto& e : exps) {
       live_[e.id()] = e;
@@ -351,7 +362,6 @@ StatusOr<std::vector<v1::Sweep>> Coordinator::ListSweeps() {
 
 StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id) {
   std::vector<std::string> to_cancel;
-  v1::Sweep copy;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = sweeps_.find(id);
@@ -361,9 +371,8 @@ StatusOr<v1::Sweep> Coordinator::CancelSweep(const std::string& id) {
     for (const auto& p : it->second.points())
       if (live_.count(p.experiment_id())) to_cancel.push_back(p.experiment_id());
     it->second.set_state(SweepState(it->second, true));
-    copy = it->second;
+    RETURN_IF_ERROR(store_->PutSweep(it->second));
   }
-  RETURN_IF_ERROR(store_->PutSweep(copy));
   for (const auto& e : to_cancel) (void)Cancel(e);
   std::lock_guard<std::mutex> l(mu_);
   return sweeps_[id];
@@ -713,6 +722,7 @@ void Coordinator::Run(const std::string& id) {
   ::kill(-pgid, SIGKILL);
   const uint64_t wait_until = MonotonicNs() + 10'000'000'000ull;
   while (::kill(-pgid, 0) == 0 && MonotonicNs() < wait_until) {
+    ::kill(-pgid, SIGKILL);  // a fork-server child may join the group late
     reap();
     ::usleep(2000);
   }
@@ -837,14 +847,14 @@ void Coordinator::Run(const std::string& id) {
 
   const bool leader_ok = WIFEXITED(rs.leader_status) && WEXITSTATUS(rs.leader_status) == 0;
   const bool result_ok = res.is_object() && res.value("ok", false);
-  if (cancelled) {
+  if (leader_ok && result_ok && group_gone) {
+    e.set_state(v1::SUCCEEDED);  // it finished before a late cancel could stop it
+  } else if (cancelled) {
     e.set_state(v1::CANCELLED);
     e.set_error("cancelled by request");
   } else if (interrupted) {
     e.set_state(v1::INTERRUPTED);
     e.set_error("shoald was stopped while this experiment ran");
-  } else if (leader_ok && result_ok && group_gone) {
-    e.set_state(v1::SUCCEEDED);
   } else {
     e.set_state(v1::FAILED);
     std::string why = res.is_object() ? res.value("error", "") : "";

@@ -70,7 +70,7 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint32_t> phase;
   std::atomic<uint64_t> steps;
   std::atomic<uint64_t> samples;
-  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_REALTIME
+  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC
   std::atomic<uint64_t> first_step_ns;  // CLOCK_REALTIME, start of the first step
   std::atomic<uint64_t> requested_ns;   // CLOCK_REALTIME, when the leader asked for this worker
   std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;

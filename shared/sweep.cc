@@ -91,6 +91,11 @@ v1::ExperimentState SweepState(const v1::Sweep& s, bool cancelled) {
       case v1::STATE_UNSPECIFIED:
         all_done = false;
         break;
+      case v1::INTERRUPTED:  // the next shoald runs it again, unless the sweep was cancelled
+        any_started = true;
+        if (!cancelled) all_done = false;
+        if (cancelled) any_bad = true;
+        break;
       case v1::RUNNING:
         any_started = true;
         all_done = false;

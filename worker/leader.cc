@@ -142,8 +142,14 @@ Status ReapChildren(std::vector<WorkerLauncher::Exit>* exits) {
 // fork: the child inherits the model (bound to the segment when shared) and the data mapping.
 class ForkLauncher : public WorkerLauncher {
  public:
-  ForkLauncher(const LeaderArgs& a, ConvNet model, DataView data, void* board, int lifetime_fd)
-      : a_(a), model_(std::move(model)), data_(data), board_(board), lifetime_fd_(lifetime_fd) {}
+  ForkLauncher(const LeaderArgs& a, ConvNet model, DataView data, void* board, int lifetime_fd,
+               int lifetime_write_fd)
+      : a_(a),
+        model_(std::move(model)),
+        data_(data),
+        board_(board),
+        lifetime_fd_(lifetime_fd),
+        lifetime_write_fd_(lifetime_write_fd) {}
   StatusOr<pid_t> Start(uint32_t index) override {
     const pid_t leader = getpid();
     pid_t pid = ::fork();
@@ -152,6 +158,7 @@ class ForkLauncher : public WorkerLauncher {
       ::signal(SIGTERM, SIG_DFL);  // the leader's cleanup handler is not the worker's
       DieWithParent(leader);
       ::close(a_.status_fd);  // only the leader reports to shoald: its EOF means the leader is gone
+      ::close(lifetime_write_fd_);  // or the pipe would never read EOF while we live
       int rc = 1;
       try {
         ApplyAllocatorPolicy(a_.spec.allocator());
@@ -172,6 +179,7 @@ class ForkLauncher : public WorkerLauncher {
   DataView data_;
   void* board_;
   int lifetime_fd_;
+  int lifetime_write_fd_;
 };
 
 // spawn: a fresh shoal-worker process that attaches to the segments by name.
@@ -214,13 +222,17 @@ class ForkServerLauncher : public WorkerLauncher {
     return Unavailable("fork-server not reachable: " + last.message());
   }
   // All requests go out before the first reply is read: the zygote forks while we wait.
+  // At most kWindow requests are in flight, so neither side's socket buffer can fill up while
+  // the other is blocked sending.
   Status StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
                   std::vector<pid_t>* pids) override {
-    for (uint32_t i = 0; i < n; ++i) {
-      requested(i);
-      RETURN_IF_ERROR(Request(i));
-    }
-    for (uint32_t i = 0; i < n; ++i) {
+    constexpr uint32_t kWindow = 32;
+    uint32_t sent = 0;
+    while (pids->size() < n) {
+      while (sent < n && sent - pids->size() < kWindow) {
+        requested(sent);
+        RETURN_IF_ERROR(Request(sent++));
+      }
       ASSIGN_OR_RETURN(pid_t pid, Reply());
       pids->push_back(pid);
     }
@@ -322,7 +334,8 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
   if (::pipe2(lifetime, O_CLOEXEC) != 0) return fail(std::string("pipe: ") + std::strerror(errno));
   std::unique_ptr<WorkerLauncher> launcher;
   if (spec.start() == "fork") {
-    launcher = std::make_unique<ForkLauncher>(a, model, data, board_seg->data(), lifetime[0]);
+    launcher =
+        std::make_unique<ForkLauncher>(a, model, data, board_seg->data(), lifetime[0], lifetime[1]);
   } else if (spec.start() == "spawn") {
     launcher = std::make_unique<SpawnLauncher>(a, lifetime[0]);
   } else {
@@ -336,9 +349,14 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
   std::vector<json> exits;
   std::string failure;
   std::vector<pid_t> pids;
+  // Stalls are judged on the monotonic clock (a wall-clock step must not kill or hide them).
+  std::vector<uint64_t> requested_mono(workers, 0);
   Status started = launcher->StartAll(
       workers,
-      [&](uint32_t i) { BoardSlot(board_seg->data(), i)->requested_ns.store(RealtimeNs()); },
+      [&](uint32_t i) {
+        BoardSlot(board_seg->data(), i)->requested_ns.store(RealtimeNs());
+        requested_mono[i] = MonotonicNs();
+      },
       &pids);
   for (uint32_t i = 0; i < pids.size(); ++i) {
     live[pids[i]] = i;
@@ -394,11 +412,11 @@ int Leader(const LeaderArgs& a, StatusPipe& out) {
     if (live.empty()) break;
     const auto now = std::chrono::steady_clock::now();
     if (!stopping) {
-      const uint64_t t = RealtimeNs();
+      const uint64_t t = MonotonicNs();
       for (auto& [p, i] : live) {
         const WorkerSlot* w = BoardSlot(board_seg->data(), i);
         if (w->phase.load() == static_cast<uint32_t>(WorkerPhase::kFinished)) continue;
-        const uint64_t beat = std::max(w->heartbeat_ns.load(), w->requested_ns.load());
+        const uint64_t beat = std::max(w->heartbeat_ns.load(), requested_mono[i]);
         if (t > beat + stall_ns) {
           ::kill(p, SIGKILL);  // a stopped or wedged process does not act on SIGTERM
           stop_all("worker " + std::to_string(i) + " stalled (no heartbeat for " +

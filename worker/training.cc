@@ -201,7 +201,7 @@ int TrainWorker(WorkerContext& ctx) {
   };
   // The start gate: nobody trains until everyone is set up. Workers still starting are not
   // starved of CPU by ones already training, and the training window is the same for all.
-  slot->heartbeat_ns.store(RealtimeNs());
+  slot->heartbeat_ns.store(MonotonicNs());
   // A futex on the shared counter: the last one in wakes everyone at once.
   auto* gate = reinterpret_cast<uint32_t*>(&board->at_gate);
   static_assert(sizeof(board->at_gate) == sizeof(uint32_t));
@@ -210,7 +210,7 @@ int TrainWorker(WorkerContext& ctx) {
   }
   for (uint32_t seen; (seen = board->at_gate.load()) < board->workers;) {
     if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
-    slot->heartbeat_ns.store(RealtimeNs(), std::memory_order_relaxed);
+    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
     timespec wait{0, 50'000'000};
     ::syscall(SYS_futex, gate, FUTEX_WAIT, seen, &wait, nullptr, 0);
   }
@@ -248,7 +248,7 @@ int TrainWorker(WorkerContext& ctx) {
     if (step + 1 == k) slot->first_loss_bits.store(FloatToBits(float(first_sum / k)));
     slot->samples.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
     slot->steps.fetch_add(1, std::memory_order_release);
-    slot->heartbeat_ns.store(RealtimeNs(), std::memory_order_relaxed);
+    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
   }
   slot->train_ns.store(ns(train_start, Clock::now()));
   slot->tail_loss_bits.store(FloatToBits(float(tail_sum / k)));
@@ -258,7 +258,7 @@ int TrainWorker(WorkerContext& ctx) {
   board->finished.fetch_add(1);
   while (board->finished.load() < board->workers) {
     if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
-    slot->heartbeat_ns.store(RealtimeNs(), std::memory_order_relaxed);
+    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   slot->weights_checksum.store(ParamsChecksum(*model));

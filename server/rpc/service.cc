@@ -64,6 +64,7 @@ grpc::Status ShoalService::Watch(grpc::ServerContext* ctx, const v1::WatchReques
   // Subscribe before reading the state: an experiment that ends in between still closes us.
   auto sub = hub_->Subscribe(req->id());
   auto e = coord_->Get(req->id());
+  if (!e.ok() || IsTerminal(e->state())) hub_->Close(req->id());  // nothing will close it later
   if (!e.ok()) return ToGrpc(e.status());
   v1::WatchEvent first;
   first.set_experiment_id(e->id());
