@@ -8,20 +8,11 @@ to ready and the ratios (Shoal / PyTorch), medians over --repeats runs. Needs a 
   bench/hogwild_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn] [--batches 20] [--repeats 3]
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_json(cmd, env=None):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
+from shoal_bench import ROOT, daemon, reference
 
 
 def main():
@@ -38,33 +29,22 @@ def main():
     args = ap.parse_args()
 
     cores = os.cpu_count()
-    tmp = tempfile.mkdtemp(prefix="shoal-bench.")
-    sock = os.path.join(tmp, "s.sock")
-    daemon = subprocess.Popen([os.path.join(args.bin, "shoald"), "--socket", sock, "--state-dir",
-                               os.path.join(tmp, "state"), "--log-level", "warn"])
-    try:
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.1)
-        rows = []
+    rows = []
+    with daemon(args.bin) as shoal_cli:
         for start in args.start.split(","):
             for share in args.share.split(","):
                 for w in [int(x) for x in args.workers.split(",")]:
                     threads = max(1, cores // w)
                     shoal, ref = [], []
                     for _ in range(args.repeats):
-                        e = run_json([os.path.join(args.bin, "shoal"), "--socket", sock, "submit", "--workers", str(w),
-                                      "--start", start, "--share", share, "--batches", str(args.batches),
-                                      "--batch-size", str(args.batch_size), "--threads", str(threads),
-                                      "--dataset", args.dataset, "--eval-samples", "0", "--allocator",
-                                      args.allocator, "--wait", "--json"])
+                        e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
+                                      "--batches", str(args.batches), "--batch-size", str(args.batch_size),
+                                      "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
+                                      "--allocator", args.allocator, "--wait", "--json")
                         assert e["state"] == "SUCCEEDED", e
                         shoal.append(e["result"])
-                        r = run_json(["/usr/bin/python3", os.path.join(ROOT, "bench", "reference_hogwild.py"),
-                                      "--workers", str(w), "--start", start, "--share", share, "--batches",
-                                      str(args.batches), "--batch-size", str(args.batch_size), "--threads",
-                                      str(threads), "--dataset", args.dataset])
+                        r = reference("--workers", w, "--start", start, "--share", share, "--batches", args.batches,
+                                      "--batch-size", args.batch_size, "--threads", threads, "--dataset", args.dataset)
                         assert r["ok"], r
                         ref.append(r)
                     med = lambda xs, k: statistics.median(x[k] for x in xs)
@@ -74,9 +54,6 @@ def main():
                                  med(shoal, "ready_ms"), med(ref, "ready_ms"),
                                  med(shoal, "peak_rss_hwm_sum_bytes") / 2**30))
                     print(f"done: {start} share={share} workers={w}", file=sys.stderr)
-    finally:
-        daemon.terminate()
-        daemon.wait()
 
     print(f"Hogwild, mnist_convnet, batch {args.batch_size} x {args.batches} per worker, {cores} cores, "
           f"Shoal allocator '{args.allocator}', medians of {args.repeats}; ratio = Shoal / PyTorch")

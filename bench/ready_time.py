@@ -9,19 +9,10 @@ started by that first start(), as users meet it). Medians over --repeats.
   bench/ready_time.py [--workers 16] [--repeats 3]
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+from shoal_bench import ROOT, daemon, reference
 
 
 def main():
@@ -32,33 +23,20 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
 
-    tmp = tempfile.mkdtemp(prefix="shoal-ready.")
-    sock = os.path.join(tmp, "s.sock")
-    daemon = subprocess.Popen([os.path.join(args.bin, "shoald"), "--socket", sock, "--state-dir",
-                               os.path.join(tmp, "state"), "--log-level", "warn"])
     rows = {}
-    try:
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.1)
-        time.sleep(2)  # let the fork-server load LibTorch, as it has on a daemon that has been up
+    # The settle time lets the fork-server load LibTorch, as it has on a daemon that has been up.
+    with daemon(args.bin, settle_s=2.0) as shoal_cli:
         for start in ["fork", "forkserver", "spawn"]:
             shoal, ref = [], []
             for _ in range(args.repeats):
-                e = run_json([os.path.join(args.bin, "shoal"), "--socket", sock, "submit", "--workers",
-                              str(args.workers), "--start", start, "--batches", "1", "--threads", "1",
-                              "--dataset", args.dataset, "--eval-samples", "0", "--wait", "--json"])
+                e = shoal_cli("submit", "--workers", str(args.workers), "--start", start, "--batches", "1",
+                              "--threads", "1", "--dataset", args.dataset, "--eval-samples", "0", "--wait", "--json")
                 assert e["state"] == "SUCCEEDED", e
                 shoal.append(e["result"]["start_ms"])
-                r = run_json(["/usr/bin/python3", os.path.join(ROOT, "bench", "reference_hogwild.py"),
-                              "--workers", str(args.workers), "--start", start, "--batches", "1",
-                              "--threads", "1", "--dataset", args.dataset])
+                r = reference("--workers", args.workers, "--start", start, "--batches", 1, "--threads", 1,
+                              "--dataset", args.dataset)
                 ref.append(r["start_ms"])
             rows[start] = (statistics.median(shoal), statistics.median(ref))
-    finally:
-        daemon.terminate()
-        daemon.wait()
     print(f"{args.workers} workers: request -> all training, ms (median of {args.repeats}, {os.cpu_count()} cores)")
     print()
     print("| start method | Shoal | PyTorch | Shoal / PyTorch | Shoal / Shoal spawn |")

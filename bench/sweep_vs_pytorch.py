@@ -9,14 +9,10 @@ GiB) of each, and their cell-by-cell ratio (Shoal / PyTorch); then the same for 
   bench/sweep_vs_pytorch.py [--workers 1,2,4,8] [--start fork,spawn,forkserver] [--share yes,no] [--batches 5]
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from shoal_bench import ROOT, daemon, reference
 
 
 def table(title, workers, rows, cell):
@@ -41,24 +37,10 @@ def main():
     starts, shares = args.start.split(","), args.share.split(",")
     cores = os.cpu_count()
 
-    tmp = tempfile.mkdtemp(prefix="shoal-sweep.")
-    sock = os.path.join(tmp, "s.sock")
-    daemon = subprocess.Popen([os.path.join(args.bin, "shoald"), "--socket", sock, "--state-dir",
-                               os.path.join(tmp, "state"), "--log-level", "warn"])
-    try:
-        for _ in range(100):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.1)
-        out = subprocess.run([os.path.join(args.bin, "shoal"), "--socket", sock, "sweep", "--workers", args.workers,
-                              "--start", args.start, "--share", args.share, "--device", "cpu", "--batches",
-                              str(args.batches), "--batch-size", str(args.batch_size), "--eval-samples", "0",
-                              "--dataset", args.dataset, "--wait", "--json"],
-                             check=True, capture_output=True, text=True).stdout
-        report = json.loads(out)
-    finally:
-        daemon.terminate()
-        daemon.wait()
+    with daemon(args.bin) as shoal_cli:
+        report = shoal_cli("sweep", "--workers", args.workers, "--start", args.start, "--share", args.share,
+                           "--device", "cpu", "--batches", str(args.batches), "--batch-size", str(args.batch_size),
+                           "--eval-samples", "0", "--dataset", args.dataset, "--wait", "--json")
     shoal = {}
     for e in report["experiments"]:
         s = e["spec"]
@@ -70,12 +52,9 @@ def main():
         for share in shares:
             for w in workers:
                 threads = max(1, cores // w)
-                r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "reference_hogwild.py"),
-                                    "--workers", str(w), "--start", start, "--share", share, "--batches",
-                                    str(args.batches), "--batch-size", str(args.batch_size), "--threads",
-                                    str(threads), "--dataset", args.dataset],
-                                   check=True, capture_output=True, text=True).stdout
-                ref[(start, share, w)] = json.loads(r.strip().splitlines()[-1])
+                ref[(start, share, w)] = reference("--workers", w, "--start", start, "--share", share,
+                                                   "--batches", args.batches, "--batch-size", args.batch_size,
+                                                   "--threads", threads, "--dataset", args.dataset)
                 print(f"pytorch {start} share={share} workers={w} done", file=sys.stderr)
 
     rows = [(s, h) for s in starts for h in shares]

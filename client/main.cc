@@ -18,7 +18,7 @@
 #include "shoal/v1/shoal.grpc.pb.h"
 
 namespace v1 = shoal::v1;
-using Rpc = v1::Shoal::Stub;  // the generated gRPC client
+using Rpc = v1::Shoal::StubInterface;  // the generated gRPC client's interface
 
 namespace {
 
@@ -278,6 +278,16 @@ v1::ExperimentState WaitSweep(Rpc& rpc, const std::string& socket, const std::st
   }
 }
 
+// What submit and sweep print without --wait.
+int PrintId(const std::string& id, bool json) {
+  if (json) {
+    std::cout << nlohmann::json{{"id", id}}.dump() << "\n";
+  } else {
+    std::printf("%s\n", id.c_str());
+  }
+  return 0;
+}
+
 // Writes `data` to `path`, or stdout when path is empty.
 void Emit(const std::string& data, const std::string& path) {
   if (path.empty()) {
@@ -473,14 +483,7 @@ int main(int argc, char** argv) {
     *req.mutable_spec() = spec;
     v1::SubmitResponse resp;
     Check(rpc->Submit(Ctx().get(), req, &resp), target);
-    if (!wait) {
-      if (json) {
-        std::cout << nlohmann::json{{"id", resp.id()}}.dump() << "\n";
-      } else {
-        std::printf("%s\n", resp.id().c_str());
-      }
-      return 0;
-    }
+    if (!wait) return PrintId(resp.id(), json);
     if (!json) std::fprintf(stderr, "submitted %s\n", resp.id().c_str());
     Watch(*rpc, target, resp.id(), false, /*quiet=*/json);
     v1::GetRequest g;
@@ -528,14 +531,7 @@ int main(int argc, char** argv) {
     sp->set_name(base.name);
     v1::SubmitResponse resp;
     Check(rpc->SubmitSweep(Ctx().get(), req, &resp), target);
-    if (!wait) {
-      if (json) {
-        std::cout << nlohmann::json{{"id", resp.id()}}.dump() << "\n";
-      } else {
-        std::printf("%s\n", resp.id().c_str());
-      }
-      return 0;
-    }
+    if (!wait) return PrintId(resp.id(), json);
     if (!json) std::fprintf(stderr, "submitted sweep %s\n", resp.id().c_str());
     const v1::ExperimentState st = WaitSweep(*rpc, target, resp.id(), json);
     shoal::ReportInput in = FetchReport(*rpc, target, resp.id());
