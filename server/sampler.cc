@@ -46,6 +46,7 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
 
   // Cheap figures for everyone.
   for (auto& [pid, p] : procs_) {
+    p.gone = false;  // judged afresh each tick: one failed read must not drop a process for good
     auto statm = reader_->Read(pid, "statm");
     auto stat = reader_->Read(pid, "stat");
     statm_reads_ += 2;

@@ -56,7 +56,7 @@ class ProcessSampler {
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
     double cpu_percent = 0;
     uint64_t peak_pss = 0;
-    bool gone = false;
+    bool gone = false;  // not readable (exited, or a zombie) at this tick
   };
 
   ProcReader* reader_;
