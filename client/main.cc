@@ -15,6 +15,7 @@
 #include "shared/pbjson.h"
 #include "shared/process.h"
 #include "shared/report.h"
+#include "shared/sweep.h"
 #include "shoal/v1/shoal.grpc.pb.h"
 
 namespace v1 = shoal::v1;
@@ -42,10 +43,6 @@ std::string StateName(v1::ExperimentState s) {
   std::string n = v1::ExperimentState_Name(s);
   for (auto& c : n) c = static_cast<char>(std::tolower(c));
   return n;
-}
-
-bool IsTerminalState(v1::ExperimentState s) {
-  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::INTERRUPTED;
 }
 
 [[noreturn]] void Die(const std::string& msg) {
@@ -249,7 +246,7 @@ v1::ExperimentState WaitSweep(Rpc& rpc, const std::string& socket, const std::st
     for (const auto& p : in.sweep.points()) {
       if (!p.note().empty()) continue;
       ++total;
-      if (IsTerminalState(p.state())) ++done;
+      if (shoal::IsTerminal(p.state())) ++done;
       if (p.state() == v1::RUNNING) {
         current = std::to_string(p.workers()) + " workers, " + p.start() + ", share " +
                   (p.share() ? "yes" : "no");
@@ -270,7 +267,7 @@ v1::ExperimentState WaitSweep(Rpc& rpc, const std::string& socket, const std::st
                    current.empty() ? "" : ", running: ", current.c_str());
     }
     last_done = done;
-    if (IsTerminalState(in.sweep.state())) {
+    if (shoal::IsTerminal(in.sweep.state())) {
       if (!quiet && tty) std::fprintf(stderr, "\n");
       return in.sweep.state();
     }
@@ -559,7 +556,7 @@ int main(int argc, char** argv) {
       for (const auto& p : sw.points()) {
         if (!p.note().empty()) continue;
         ++runnable;
-        done += IsTerminalState(p.state()) ? 1 : 0;
+        done += shoal::IsTerminal(p.state()) ? 1 : 0;
       }
       std::printf("%-12s %-11s %7d %7d  %s\n", sw.id().c_str(), StateName(sw.state()).c_str(), done,
                   sw.points_size(), sw.spec().name().c_str());

@@ -64,10 +64,6 @@ v1::ProcessInfo* FindWorker(RunState& rs, int index) {
 
 }  // namespace
 
-bool IsTerminal(v1::ExperimentState s) {
-  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::INTERRUPTED;
-}
-
 Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hub, ProcReader* proc)
     : opts_(std::move(opts)), store_(store), hub_(hub), proc_(proc) {}
 

@@ -19,6 +19,7 @@
 #include "server/telemetry_hub.h"
 #include "shared/spec.h"
 #include "shared/status.h"
+#include "shared/sweep.h"
 
 namespace shoal {
 
@@ -30,8 +31,6 @@ struct CoordinatorOptions {
   std::string zygote_socket;  // where the fork-server listens
   uint32_t fork_server_pool = 16;
 };
-
-bool IsTerminal(v1::ExperimentState s);
 
 class Coordinator {
  public:

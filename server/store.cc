@@ -9,6 +9,36 @@ struct Stmt {
   ~Stmt() { sqlite3_finalize(s); }
 };
 
+template <typename Msg>
+Status Append(sqlite3* db, const char* sql, const std::string& id, double t, const Msg& m) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
+    return Internal(sqlite3_errmsg(db));
+  std::string body = m.SerializeAsString();
+  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(st.s, 2, t);
+  sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
+  if (sqlite3_step(st.s) != SQLITE_DONE)
+    return Internal(std::string("store: ") + sqlite3_errmsg(db));
+  return Status::Ok();
+}
+
+// Every row's message; `id` (when given) is bound to the query's one parameter.
+template <typename Msg>
+StatusOr<std::vector<Msg>> ReadAll(sqlite3* db, const char* sql, const std::string* id) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
+    return Internal(sqlite3_errmsg(db));
+  if (id != nullptr) sqlite3_bind_text(st.s, 1, id->c_str(), -1, SQLITE_TRANSIENT);
+  std::vector<Msg> out;
+  while (sqlite3_step(st.s) == SQLITE_ROW) {
+    Msg m;
+    if (m.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
+      out.push_back(std::move(m));
+  }
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
@@ -86,52 +116,9 @@ StatusOr<v1::Experiment> Store::Get(const std::string& id) {
 
 StatusOr<std::vector<v1::Experiment>> Store::List() {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt st;
-  if (sqlite3_prepare_v2(db_, "SELECT body FROM experiments ORDER BY submitted, rowid", -1, &st.s,
-                         nullptr) != SQLITE_OK) {
-    return Error("prepare list");
-  }
-  std::vector<v1::Experiment> out;
-  while (sqlite3_step(st.s) == SQLITE_ROW) {
-    v1::Experiment e;
-    if (e.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
-      out.push_back(std::move(e));
-  }
-  return out;
+  return ReadAll<v1::Experiment>(db_, "SELECT body FROM experiments ORDER BY submitted, rowid",
+                                 nullptr);
 }
-
-namespace {
-
-template <typename Msg>
-Status Append(sqlite3* db, const char* sql, const std::string& id, double t, const Msg& m) {
-  Stmt st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
-    return Internal(sqlite3_errmsg(db));
-  std::string body = m.SerializeAsString();
-  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_double(st.s, 2, t);
-  sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
-  if (sqlite3_step(st.s) != SQLITE_DONE)
-    return Internal(std::string("store: ") + sqlite3_errmsg(db));
-  return Status::Ok();
-}
-
-template <typename Msg>
-StatusOr<std::vector<Msg>> ReadAll(sqlite3* db, const char* sql, const std::string& id) {
-  Stmt st;
-  if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
-    return Internal(sqlite3_errmsg(db));
-  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
-  std::vector<Msg> out;
-  while (sqlite3_step(st.s) == SQLITE_ROW) {
-    Msg m;
-    if (m.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
-      out.push_back(std::move(m));
-  }
-  return out;
-}
-
-}  // namespace
 
 Status Store::AddEvent(const std::string& id, const v1::Event& ev) {
   std::lock_guard<std::mutex> l(mu_);
@@ -140,7 +127,7 @@ Status Store::AddEvent(const std::string& id, const v1::Event& ev) {
 
 StatusOr<std::vector<v1::Event>> Store::Events(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
-  return ReadAll<v1::Event>(db_, "SELECT body FROM events WHERE id=? ORDER BY rowid", id);
+  return ReadAll<v1::Event>(db_, "SELECT body FROM events WHERE id=? ORDER BY rowid", &id);
 }
 
 Status Store::AddSample(const std::string& id, const v1::Sample& s) {
@@ -150,7 +137,7 @@ Status Store::AddSample(const std::string& id, const v1::Sample& s) {
 
 StatusOr<std::vector<v1::Sample>> Store::Samples(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
-  return ReadAll<v1::Sample>(db_, "SELECT body FROM samples WHERE id=? ORDER BY rowid", id);
+  return ReadAll<v1::Sample>(db_, "SELECT body FROM samples WHERE id=? ORDER BY rowid", &id);
 }
 
 Status Store::PutSweep(const v1::Sweep& sw) {
@@ -170,25 +157,14 @@ Status Store::PutSweep(const v1::Sweep& sw) {
 
 StatusOr<v1::Sweep> Store::GetSweep(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
-  ASSIGN_OR_RETURN(auto all, ReadAll<v1::Sweep>(db_, "SELECT body FROM sweeps WHERE id=?", id));
+  ASSIGN_OR_RETURN(auto all, ReadAll<v1::Sweep>(db_, "SELECT body FROM sweeps WHERE id=?", &id));
   if (all.empty()) return NotFound("no sweep with id '" + id + "'");
   return all[0];
 }
 
 StatusOr<std::vector<v1::Sweep>> Store::ListSweeps() {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt st;
-  if (sqlite3_prepare_v2(db_, "SELECT body FROM sweeps ORDER BY submitted, rowid", -1, &st.s,
-                         nullptr) != SQLITE_OK) {
-    return Error("prepare list sweeps");
-  }
-  std::vector<v1::Sweep> out;
-  while (sqlite3_step(st.s) == SQLITE_ROW) {
-    v1::Sweep sw;
-    if (sw.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
-      out.push_back(std::move(sw));
-  }
-  return out;
+  return ReadAll<v1::Sweep>(db_, "SELECT body FROM sweeps ORDER BY submitted, rowid", nullptr);
 }
 
 }  // namespace shoal

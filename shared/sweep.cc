@@ -82,6 +82,10 @@ StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const Sp
   return out;
 }
 
+bool IsTerminal(v1::ExperimentState s) {
+  return s == v1::SUCCEEDED || s == v1::FAILED || s == v1::CANCELLED || s == v1::INTERRUPTED;
+}
+
 v1::ExperimentState SweepState(const v1::Sweep& s, bool cancelled) {
   bool any_started = false, all_done = true, any_bad = false;
   for (const auto& p : s.points()) {

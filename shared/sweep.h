@@ -18,6 +18,9 @@ struct GridPoint {
 // Expands and validates the grid. A bad value anywhere refuses the whole sweep.
 StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const SpecLimits& limits);
 
+// Succeeded, failed, cancelled or interrupted: nothing more will happen to it.
+bool IsTerminal(v1::ExperimentState s);
+
 // The state of a sweep from its points: queued, running, or how it ended.
 v1::ExperimentState SweepState(const v1::Sweep& s, bool cancelled);
 

@@ -23,10 +23,7 @@ using testing::ProcessAlive;
 using testing::TempDir;
 using testing::WaitFor;
 
-json Parse(const CommandResult& r) {
-  json j = json::parse(r.out, nullptr, false);
-  return j.is_discarded() ? json() : j;
-}
+constexpr auto Parse = testing::ParseJson;
 
 class Lifecycle : public ::testing::Test {
  protected:

@@ -18,10 +18,7 @@ using testing::Daemon;
 using testing::TempDir;
 using testing::WaitFor;
 
-json Parse(const CommandResult& r) {
-  json j = json::parse(r.out, nullptr, false);
-  return j.is_discarded() ? json() : j;
-}
+constexpr auto Parse = testing::ParseJson;
 
 class SweepE2E : public ::testing::Test {
  protected:

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,6 +95,12 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv) {
   ::waitpid(pid, &st, 0);
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
+}
+
+// The command's stdout as JSON; null when it is not JSON.
+inline nlohmann::json ParseJson(const CommandResult& r) {
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  return j.is_discarded() ? nlohmann::json() : j;
 }
 
 inline std::string BinDir() { return SHOAL_BIN_DIR; }
