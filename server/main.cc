@@ -126,8 +126,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   shoal::TelemetryHub hub;
-  shoal::RealProcReader proc;
-  shoal::Coordinator coord(opts, store->get(), &hub, &proc);
+  shoal::RealProcReader procfs;
+  shoal::RealProcessControl proc;
+  shoal::RealChildWaiter waiter;
+  shoal::RealSegmentJanitor segments;
+  shoal::RealClock clock;
+  shoal::Coordinator coord(opts, store->get(), &hub, {&proc, &waiter, &segments, &clock, &procfs});
   if (auto st = coord.Recover(); !st.ok()) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;

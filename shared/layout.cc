@@ -99,6 +99,17 @@ uint32_t FloatToBits(float f) {
   return b;
 }
 
+double BitsToDouble(uint64_t b) {
+  double d;
+  std::memcpy(&d, &b, sizeof d);
+  return d;
+}
+uint64_t DoubleToBits(double d) {
+  uint64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+
 uint64_t Fnv1a(const void* data, size_t n, uint64_t h) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) {

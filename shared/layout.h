@@ -14,7 +14,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 32;
 constexpr size_t kMaxRank = 4;
@@ -63,7 +63,26 @@ DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t c
 Status ValidateData(const DataHeader& h, size_t segment_bytes);
 
 // ---- scoreboard: one cache-line-separated slot per worker, lock-free (a crash holds no lock).
+// Each slot is written by its worker only; the leader reads it.
 enum class WorkerPhase : uint32_t { kStarting = 0, kTraining = 1, kFinished = 2, kFailed = 3 };
+
+constexpr size_t kMaxEpochRecords = 64;  // epochs past this are trained but not itemised
+constexpr size_t kCurvePoints = 128;     // loss curve points per worker
+
+struct EpochRecord {
+  std::atomic<uint64_t> wall_ns;  // the epoch's steps, evaluation excluded
+  std::atomic<uint64_t> data_ns;
+  std::atomic<uint64_t> steps;
+  std::atomic<uint64_t> samples;
+  std::atomic<uint64_t> loss_sum_bits;  // double
+  std::atomic<uint32_t> accuracy_bits;  // float, worker 0; NaN when not evaluated
+};
+
+struct CurveRecord {
+  std::atomic<uint64_t> step;
+  std::atomic<uint64_t> t_ns;  // training time since the first step
+  std::atomic<uint32_t> loss_bits;
+};
 
 struct alignas(128) WorkerSlot {
   std::atomic<int32_t> pid;
@@ -72,16 +91,20 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> samples;
   std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC
   std::atomic<uint64_t> first_step_ns;  // CLOCK_REALTIME, start of the first step
+  std::atomic<uint64_t> last_step_ns;   // CLOCK_REALTIME, end of the latest step
   std::atomic<uint64_t> requested_ns;   // CLOCK_REALTIME, when the leader asked for this worker
   std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;
-  std::atomic<uint64_t> train_ns;
-  std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation after training
+  std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
   std::atomic<uint32_t> last_loss_bits;   // float
   std::atomic<uint32_t> first_loss_bits;  // mean of the first few batches
   std::atomic<uint32_t> tail_loss_bits;   // mean of the last few batches
   std::atomic<uint32_t> accuracy_bits;    // float, worker 0 only; NaN when not evaluated
+  std::atomic<uint32_t> epochs_done;
+  std::atomic<uint32_t> curve_points;
+  EpochRecord epochs[kMaxEpochRecords];
+  CurveRecord curve[kCurvePoints];
 };
 
 struct BoardHeader {
@@ -101,6 +124,8 @@ inline WorkerSlot* BoardSlot(void* base, uint32_t i) {
 
 float BitsToFloat(uint32_t b);
 uint32_t FloatToBits(float f);
+double BitsToDouble(uint64_t b);
+uint64_t DoubleToBits(double d);
 
 // FNV-1a over bytes; how processes compare the weights they trained.
 uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull);

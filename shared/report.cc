@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "shared/pbjson.h"
+#include "shared/spec_fields.h"
+#include "shared/svg_chart.h"
+#include "shared/sweep.h"
 
 namespace shoal {
 namespace {
@@ -22,119 +27,347 @@ std::string Lower(std::string s) {
   return s;
 }
 
-struct MetricDef {
+using Getter = std::function<std::optional<double>(const v1::Result&)>;
+
+struct Metric {
   const char* key;
   const char* title;
   const char* format;
   bool gpu;
-  double (*get)(const v1::Result&);
+  Getter get;  // nullptr: not measured by this build
 };
 
-const MetricDef kMetrics[] = {
-    {"host_memory_gib", "Host memory: peak sum of PSS over all processes (GiB)", "%.2f", false,
-     [](const v1::Result& r) { return double(r.peak_pss_sum_bytes()) / double(1ull << 30); }},
-    {"gpu_memory_gib", "GPU memory: peak (GiB)", "%.2f", true, nullptr},
-    {"gpu_util_percent", "GPU utilisation: mean during training (%)", "%.0f", true, nullptr},
-    {"samples_per_sec", "Throughput (samples/s, all workers)", "%.1f", false,
-     [](const v1::Result& r) { return r.samples_per_sec(); }},
-    {"ready_ms", "Time to ready (ms, first request -> every worker training)", "%.0f", false,
-     [](const v1::Result& r) { return r.start_ms(); }},
+std::optional<double> EpochTrainS(const v1::Result& r) {
+  if (r.epochs().empty()) return std::nullopt;
+  return r.epochs(std::min(1, r.epochs_size() - 1)).train_ms() / 1000;  // epoch 2: 1 warms up
+}
+
+std::vector<Metric> Metrics() {
+  return {
+      {"host_memory_gib", "Host memory: peak sum of PSS over all processes (GiB)", "%.2f", false,
+       [](const v1::Result& r) { return double(r.peak_pss_sum_bytes()) / double(1ull << 30); }},
+      {"gpu_memory_gib", "GPU memory: peak (GiB)", "%.2f", true, nullptr},
+      {"gpu_util_percent", "GPU utilisation: mean during training (%)", "%.0f", true, nullptr},
+      {"samples_per_sec", "Throughput (samples/s, all workers)", "%.1f", false,
+       [](const v1::Result& r) -> std::optional<double> {
+         if (r.train_ms() <= 0) return std::nullopt;
+         return r.samples_per_sec();
+       }},
+      {"ready_ms", "Time to ready (ms, first request -> every worker training)", "%.0f", false,
+       [](const v1::Result& r) { return r.start_ms(); }},
+      {"epoch_train_s",
+       "Training time of epoch 2 (s): forward, backward and update of the slowest worker; data "
+       "loading excluded, epoch 1 is warm-up (epoch 1 when there is only one)",
+       "%.2f", false, EpochTrainS},
+      {"final_loss", "Training loss (mean of the last batches of every worker)", "%.4f", false,
+       [](const v1::Result& r) -> std::optional<double> {
+         if (r.steps() == 0) return std::nullopt;
+         return r.last_loss();
+       }},
+      {"test_accuracy", "Test accuracy (worker 0, after training)", "%.3f", false,
+       [](const v1::Result& r) -> std::optional<double> {
+         if (!r.has_test_accuracy()) return std::nullopt;
+         return r.test_accuracy();
+       }},
+  };
+}
+
+struct PointView {
+  const v1::SweepPoint* point;
+  const v1::Experiment* experiment;  // nullptr when none ran
+  std::map<std::string, std::string> values;
 };
 
-std::vector<uint32_t> Columns(const v1::Sweep& s) {
-  std::vector<uint32_t> cols;
-  for (const auto& p : s.points())
-    if (std::find(cols.begin(), cols.end(), p.workers()) == cols.end()) cols.push_back(p.workers());
-  return cols;
+std::vector<PointView> Points(const ReportInput& in) {
+  std::vector<PointView> out;
+  for (const auto& p : in.sweep.points()) {
+    PointView v{&p, nullptr, {}};
+    if (auto it = in.experiments.find(p.experiment_id()); it != in.experiments.end())
+      v.experiment = &it->second;
+    for (const auto& x : p.values()) v.values[x.field()] = x.value();
+    if (p.values().empty()) {  // a sweep stored before axes existed
+      v.values = {{"workers", std::to_string(p.workers())},
+                  {"start", p.start()},
+                  {"share", p.share() ? "yes" : "no"},
+                  {"device", p.device()}};
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+struct Layout {
+  std::string column_field;  // "" when nothing varies
+  std::vector<std::string> columns;
+  std::vector<std::string> row_fields;
+};
+
+Layout MakeLayout(const v1::Sweep& sweep) {
+  Layout l;
+  auto axes = VaryingAxes(sweep);
+  auto col = std::find_if(axes.begin(), axes.end(),
+                          [](const v1::Axis& a) { return a.field() == "workers"; });
+  if (col == axes.end() && !axes.empty()) col = std::prev(axes.end());
+  if (col == axes.end()) {
+    l.columns = {"value"};
+    return l;
+  }
+  l.column_field = col->field();
+  l.columns.assign(col->values().begin(), col->values().end());
+  for (const auto& a : axes)
+    if (a.field() != l.column_field) l.row_fields.push_back(a.field());
+  return l;
+}
+
+int Footnote(Table& t, const std::string& note) {
+  auto f = std::find(t.footnotes.begin(), t.footnotes.end(), note);
+  if (f == t.footnotes.end()) f = t.footnotes.insert(t.footnotes.end(), note);
+  return static_cast<int>(f - t.footnotes.begin()) + 1;
+}
+
+// A cell for one point: its figure, or why there is none.
+Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const char* format) {
+  Cell c;
+  const auto& p = *v.point;
+  if (!p.note().empty()) {
+    c.text = p.note().rfind("impossible", 0) == 0 ? "-" : "n/a";
+    c.footnote = Footnote(t, p.note());
+    return c;
+  }
+  if (v.experiment == nullptr) {
+    c.text = Lower(v1::ExperimentState_Name(p.state()));
+    return c;
+  }
+  if (v.experiment->state() != v1::SUCCEEDED) {
+    c.text = Lower(v1::ExperimentState_Name(v.experiment->state()));
+    return c;
+  }
+  if (get == nullptr) {  // a GPU figure of an experiment that ran: not measured by this build
+    c.text = "n/a";
+    if (gpu) c.footnote = Footnote(t, "not measured: this build has no GPU telemetry");
+    return c;
+  }
+  auto value = get(v.experiment->result());
+  if (!value) {
+    c.text = "-";
+    return c;
+  }
+  c.has_value = true;
+  c.value = *value;
+  c.text = Fmt(format, c.value);
+  return c;
+}
+
+std::vector<std::string> Labels(const PointView& v, const std::vector<std::string>& fields) {
+  std::vector<std::string> out;
+  for (const auto& f : fields) out.push_back(v.values.count(f) ? v.values.at(f) : "");
+  return out;
+}
+
+Table GridTable(const std::vector<PointView>& points, const Layout& l, const Metric& m) {
+  Table t;
+  t.key = m.key;
+  t.title = m.title;
+  t.column_field = l.column_field;
+  t.columns = l.columns;
+  t.row_fields = l.row_fields;
+  for (const auto& v : points) {
+    // CPU points have no GPU figures: the GPU tables list GPU points only, as the study's do.
+    if (m.gpu && v.point->device() != "cuda") continue;
+    const auto labels = Labels(v, l.row_fields);
+    auto row = std::find_if(t.rows.begin(), t.rows.end(),
+                            [&](const Row& r) { return r.labels == labels; });
+    if (row == t.rows.end()) row = t.rows.insert(t.rows.end(), {labels, std::vector<Cell>(l.columns.size())});
+    size_t col = 0;
+    if (!l.column_field.empty()) {
+      col = size_t(std::find(l.columns.begin(), l.columns.end(), v.values.at(l.column_field)) -
+                   l.columns.begin());
+    }
+    row->cells[col] = PointCell(v, t, m.gpu, m.get, m.format);
+  }
+  if (t.rows.empty() && m.gpu) t.empty_note = "no GPU points in this sweep";
+  return t;
+}
+
+bool AnyGpu(const std::vector<PointView>& points) {
+  return std::any_of(points.begin(), points.end(),
+                     [](const PointView& v) { return v.point->device() == "cuda"; });
+}
+
+bool AnyEpochs(const std::vector<PointView>& points) {
+  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
+    return v.experiment != nullptr && v.experiment->spec().has_epochs();
+  });
+}
+
+bool OptimizerVaries(const v1::Sweep& sweep) {
+  for (const auto& a : VaryingAxes(sweep)) {
+    const SpecField* f = FindSpecField(a.field());
+    if (f != nullptr && f->path.rfind("optimizer.", 0) == 0) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
-std::vector<Table> BuildTables(const ReportInput& in) {
-  const auto cols = Columns(in.sweep);
-  std::vector<Table> tables;
-  for (const auto& m : kMetrics) {
-    Table t;
-    t.key = m.key;
-    t.title = m.title;
-    t.columns = cols;
-    for (const auto& p : in.sweep.points()) {
-      // CPU rows have no GPU figures: the GPU tables list GPU rows only, as the study's do.
-      if (m.gpu && p.device() == "cpu") continue;
-      auto it = std::find_if(t.rows.begin(), t.rows.end(), [&](const Row& r) {
-        return r.start == p.start() && r.share == p.share() && r.device == p.device();
-      });
-      if (it == t.rows.end()) {
-        t.rows.push_back({p.start(), p.device(), p.share(), std::vector<Cell>(cols.size())});
-        it = std::prev(t.rows.end());
-      }
-      Cell& c = it->cells[std::find(cols.begin(), cols.end(), p.workers()) - cols.begin()];
-      if (!p.note().empty()) {
-        c.text = p.note().rfind("impossible", 0) == 0 ? "-" : "n/a";
-        auto f = std::find(t.footnotes.begin(), t.footnotes.end(), p.note());
-        if (f == t.footnotes.end()) f = t.footnotes.insert(t.footnotes.end(), p.note());
-        c.footnote = static_cast<int>(f - t.footnotes.begin()) + 1;
-        continue;
-      }
-      auto e = in.experiments.find(p.experiment_id());
-      if (e == in.experiments.end()) {
-        c.text = Lower(v1::ExperimentState_Name(p.state()));
-        continue;
-      }
-      if (e->second.state() != v1::SUCCEEDED) {
-        c.text = Lower(v1::ExperimentState_Name(e->second.state()));
-        continue;
-      }
-      if (m.get == nullptr) {  // a GPU figure of an experiment that ran: not measured by this build
-        c.text = "n/a";
-        continue;
-      }
-      c.has_value = true;
-      c.value = m.get(e->second.result());
-      c.text = Fmt(m.format, c.value);
-    }
-    if (t.rows.empty()) t.empty_note = "no GPU points in this sweep (--device cpu only)";
-    tables.push_back(std::move(t));
-  }
-  return tables;
+std::vector<v1::Axis> VaryingAxes(const v1::Sweep& sweep) {
+  std::vector<v1::Axis> out;
+  auto axes = SweepAxes(sweep.spec());
+  if (!axes.ok()) return out;
+  for (const auto& a : *axes)
+    if (a.values_size() > 1) out.push_back(a);
+  return out;
 }
 
-std::string RenderMarkdown(const ReportInput& in) {
-  std::ostringstream o;
-  const auto& s = in.sweep;
-  o << "# Sweep " << s.id() << (s.spec().name().empty() ? "" : " (" + s.spec().name() + ")") << ": "
-    << Lower(v1::ExperimentState_Name(s.state())) << "\n\n";
-  const auto& b = s.spec().base();
-  o << b.kind() << " " << b.model() << ", batch " << b.batch_size() << " x " << b.batches()
-    << " per worker, dataset " << b.dataset() << "\n";
-  for (const auto& t : BuildTables(in)) {
-    o << "\n## " << t.title << "\n\n";
-    if (!t.empty_note.empty()) {
-      o << "(" << t.empty_note << ")\n";
-      continue;
-    }
-    o << "| start | share | device |";
-    for (uint32_t c : t.columns) o << " " << c << " |";
-    o << "\n| --- | --- | --- |";
-    for (size_t i = 0; i < t.columns.size(); ++i) o << " --- |";
-    o << "\n";
-    for (const auto& r : t.rows) {
-      o << "| " << r.start << " | " << (r.share ? "yes" : "no") << " | "
-        << (r.device == "cpu" ? "CPU" : "GPU") << " |";
-      for (const auto& c : r.cells) {
-        o << " " << (c.text.empty() ? " " : c.text);
-        if (c.footnote) o << " [" << c.footnote << "]";
-        o << " |";
-      }
-      o << "\n";
-    }
-    for (size_t i = 0; i < t.footnotes.size(); ++i)
-      o << "\n[" << i + 1 << "] " << t.footnotes[i] << "\n";
+std::vector<std::pair<std::string, std::string>> FixedFields(const ReportInput& in) {
+  std::set<std::string> varying;
+  for (const auto& a : VaryingAxes(in.sweep)) varying.insert(a.field());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& f : SpecFields()) {
+    if (varying.count(f.name) || f.name == "name" || f.name == "force") continue;
+    std::set<std::string> seen;
+    for (const auto& [id, e] : in.experiments) seen.insert(SpecFieldText(e.spec(), f));
+    if (in.experiments.empty()) seen.insert(SpecFieldText(in.sweep.spec().base(), f));
+    // Absent at some points and present at others (an option of one optimiser) is "per point".
+    if (seen.size() == 1 && !seen.begin()->empty()) out.push_back({f.name, *seen.begin()});
+    if (seen.size() > 1) out.push_back({f.name, "per point"});
   }
-  return o.str();
+  return out;
 }
 
 namespace {
+
+// One row per point, labelled by every varying axis; the columns are given.
+Table PointTable(const std::vector<PointView>& points, const std::vector<std::string>& fields,
+                 const char* key, const char* title, const char* column_field,
+                 std::vector<std::string> columns,
+                 const std::function<Cell(const v1::Result&, size_t column)>& cell) {
+  Table t;
+  t.key = key;
+  t.title = title;
+  t.column_field = column_field;
+  t.columns = std::move(columns);
+  t.row_fields = fields;
+  for (const auto& v : points) {
+    Row r{Labels(v, fields), std::vector<Cell>(t.columns.size())};
+    const Cell state = PointCell(v, t, false, [](const v1::Result&) { return 0.0; }, "%.0f");
+    for (size_t k = 0; k < t.columns.size(); ++k)
+      r.cells[k] = state.has_value ? cell(v.experiment->result(), k) : state;
+    t.rows.push_back(std::move(r));
+  }
+  return t;
+}
+
+Cell Value(double v, const char* format) {
+  Cell c;
+  c.has_value = true;
+  c.value = v;
+  c.text = Fmt(format, v);
+  return c;
+}
+
+Cell Missing() {
+  Cell c;
+  c.text = "-";
+  return c;
+}
+
+constexpr size_t kCurveColumns = 6;
+
+// Loss of worker 0 at evenly spaced steps and training times, common to every point.
+std::vector<Table> CurveTables(const std::vector<PointView>& points,
+                               const std::vector<std::string>& fields) {
+  uint64_t max_step = 0;
+  double max_t = 0;
+  for (const auto& v : points) {
+    if (v.experiment == nullptr || v.experiment->result().curve().empty()) continue;
+    const auto& last = *v.experiment->result().curve().rbegin();
+    max_step = std::max<uint64_t>(max_step, last.step());
+    max_t = std::max(max_t, last.t_ms());
+  }
+  if (max_step == 0) return {};
+  std::vector<uint64_t> steps;
+  std::vector<double> times;
+  std::vector<std::string> step_cols, time_cols;
+  for (size_t k = 1; k <= kCurveColumns; ++k) {
+    steps.push_back(std::max<uint64_t>(1, max_step * k / kCurveColumns));
+    times.push_back(max_t * double(k) / kCurveColumns);
+    step_cols.push_back(std::to_string(steps.back()));
+    time_cols.push_back(Fmt("%.1f s", times.back() / 1000));
+  }
+  // The latest curve point at or before x (steps or ms); missing before the first.
+  auto at = [](const v1::Result& r, auto key, double x) {
+    const v1::CurvePoint* best = nullptr;
+    for (const auto& p : r.curve())
+      if (double(key(p)) <= x + 1e-9) best = &p;
+    return best ? Value(best->loss(), "%.4f") : Missing();
+  };
+  return {
+      PointTable(points, fields, "loss_by_step", "Training loss of worker 0 against its steps",
+                 "step", step_cols,
+                 [&](const v1::Result& r, size_t k) {
+                   return at(r, [](const v1::CurvePoint& p) { return p.step(); }, double(steps[k]));
+                 }),
+      PointTable(points, fields, "loss_by_time",
+                 "Training loss of worker 0 against its training time (evaluation excluded)",
+                 "time", time_cols, [&](const v1::Result& r, size_t k) {
+                   return at(r, [](const v1::CurvePoint& p) { return p.t_ms(); }, times[k]);
+                 })};
+}
+
+// Test accuracy and cumulative training time after each epoch.
+std::vector<Table> EpochTables(const std::vector<PointView>& points,
+                               const std::vector<std::string>& fields) {
+  int epochs = 0;
+  for (const auto& v : points)
+    if (v.experiment) epochs = std::max(epochs, v.experiment->result().epochs_size());
+  if (epochs == 0) return {};
+  std::vector<std::string> cols;
+  for (int e = 1; e <= epochs; ++e) cols.push_back("epoch " + std::to_string(e));
+  auto acc = [](const v1::Result& r, size_t k) {
+    if (int(k) >= r.epochs_size() || !r.epochs(int(k)).has_test_accuracy()) return Missing();
+    return Value(r.epochs(int(k)).test_accuracy(), "%.3f");
+  };
+  auto time = [](const v1::Result& r, size_t k) {
+    if (int(k) >= r.epochs_size()) return Missing();
+    double t = 0;
+    for (size_t e = 0; e <= k; ++e) t += r.epochs(int(e)).wall_ms();
+    return Value(t / 1000, "%.2f");
+  };
+  return {PointTable(points, fields, "accuracy_by_epoch",
+                     "Test accuracy (worker 0) after each epoch", "epoch", cols, acc),
+          PointTable(points, fields, "time_by_epoch",
+                     "Training time (s, slowest worker) to the end of each epoch, data loading "
+                     "included, evaluation excluded",
+                     "epoch", cols, time)};
+}
+
+void MarkdownTable(std::ostringstream& o, const Table& t) {
+  o << "\n## " << t.title << "\n\n";
+  if (!t.empty_note.empty()) {
+    o << "(" << t.empty_note << ")\n";
+    return;
+  }
+  if (!t.column_field.empty()) o << "Columns: " << t.column_field << ".\n\n";
+  o << "|";
+  for (const auto& f : t.row_fields) o << " " << f << " |";
+  for (const auto& c : t.columns) o << " " << c << " |";
+  o << "\n|";
+  for (size_t i = 0; i < t.row_fields.size() + t.columns.size(); ++i) o << " --- |";
+  o << "\n";
+  for (const auto& r : t.rows) {
+    o << "|";
+    for (const auto& l : r.labels) o << " " << l << " |";
+    for (const auto& c : r.cells) {
+      o << " " << (c.text.empty() ? " " : c.text);
+      if (c.footnote) o << " [" << c.footnote << "]";
+      o << " |";
+    }
+    o << "\n";
+  }
+  for (size_t i = 0; i < t.footnotes.size(); ++i)
+    o << "\n[" << i + 1 << "] " << t.footnotes[i] << "\n";
+}
 
 std::string CsvField(const std::string& v) {
   if (v.find_first_of(",\"\n") == std::string::npos) return v;
@@ -146,37 +379,71 @@ std::string CsvField(const std::string& v) {
 std::string JsonScalar(const nlohmann::json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", v.get<double>());
-    return buf;
-  }
+  if (v.is_number_float()) return Fmt("%.17g", v.get<double>());
   return v.dump();
 }
 
 }  // namespace
 
-std::string RenderCsv(const ReportInput& in) {
-  // Every field of Result, by reflection, so a new figure shows up without touching this.
-  const nlohmann::json result_fields = ToJson(v1::Result());
+std::vector<Table> BuildTables(const ReportInput& in) {
+  const auto points = Points(in);
+  const Layout l = MakeLayout(in.sweep);
+  const bool gpu = AnyGpu(points), epochs = AnyEpochs(points);
+  std::vector<Table> tables;
+  for (const auto& m : Metrics()) {
+    if (m.gpu && !gpu) continue;
+    if (std::string(m.key) == "epoch_train_s" && !epochs) continue;
+    tables.push_back(GridTable(points, l, m));
+  }
+  std::vector<std::string> fields;
+  for (const auto& a : VaryingAxes(in.sweep)) fields.push_back(a.field());
+  if (OptimizerVaries(in.sweep)) {
+    for (auto& t : CurveTables(points, fields)) tables.push_back(std::move(t));
+    for (auto& t : EpochTables(points, fields)) tables.push_back(std::move(t));
+  }
+  return tables;
+}
+
+std::string RenderMarkdown(const ReportInput& in) {
   std::ostringstream o;
-  o << "sweep_id,index,workers,start,share,device,note,experiment_id,state,error,threads,batch_"
-       "size,batches";
-  for (auto it = result_fields.begin(); it != result_fields.end(); ++it) o << "," << it.key();
+  const auto& s = in.sweep;
+  o << "# Sweep " << s.id() << (s.spec().name().empty() ? "" : " (" + s.spec().name() + ")") << ": "
+    << Lower(v1::ExperimentState_Name(s.state())) << "\n\nFixed:";
+  bool first = true;
+  for (const auto& [field, value] : FixedFields(in)) {
+    o << (first ? " " : ", ") << field << " " << value;
+    first = false;
+  }
   o << "\n";
-  for (const auto& p : in.sweep.points()) {
-    auto e = in.experiments.find(p.experiment_id());
-    const v1::Experiment* ex = e == in.experiments.end() ? nullptr : &e->second;
-    o << in.sweep.id() << "," << p.index() << "," << p.workers() << "," << p.start() << ","
-      << (p.share() ? "yes" : "no") << "," << p.device() << "," << CsvField(p.note()) << ","
-      << p.experiment_id() << "," << (ex ? Lower(v1::ExperimentState_Name(ex->state())) : "") << ","
-      << CsvField(ex ? ex->error() : "") << "," << (ex ? std::to_string(ex->spec().threads()) : "")
-      << "," << (ex ? std::to_string(ex->spec().batch_size()) : "") << ","
-      << (ex ? std::to_string(ex->spec().batches()) : "");
-    const nlohmann::json r = ex ? ToJson(ex->result()) : nlohmann::json::object();
-    for (auto it = result_fields.begin(); it != result_fields.end(); ++it) {
-      o << "," << (ex ? CsvField(JsonScalar(r[it.key()])) : "");
+  for (const auto& t : BuildTables(in)) MarkdownTable(o, t);
+  return o.str();
+}
+
+std::string RenderCsv(const ReportInput& in) {
+  // Every spec field and every scalar figure of Result, by reflection, so a new one shows up
+  // without touching this.
+  const nlohmann::json result_fields = ToJson(v1::Result());
+  std::vector<std::string> figures;
+  for (auto it = result_fields.begin(); it != result_fields.end(); ++it)
+    if (!it->is_array() && !it->is_object()) figures.push_back(it.key());
+  std::ostringstream o;
+  o << "sweep_id,index,note,experiment_id,state,error";
+  for (const auto& f : SpecFields()) o << "," << f.name;
+  for (const auto& k : figures) o << "," << k;
+  o << "\n";
+  for (const auto& v : Points(in)) {
+    const v1::Experiment* ex = v.experiment;
+    o << in.sweep.id() << "," << v.point->index() << "," << CsvField(v.point->note()) << ","
+      << v.point->experiment_id() << ","
+      << (ex ? Lower(v1::ExperimentState_Name(ex->state())) : "") << ","
+      << CsvField(ex ? ex->error() : "");
+    for (const auto& f : SpecFields()) {
+      const std::string value = ex ? SpecFieldText(ex->spec(), f)
+                                   : (v.values.count(f.name) ? v.values.at(f.name) : "");
+      o << "," << CsvField(value);
     }
+    const nlohmann::json r = ex ? ToJson(ex->result()) : nlohmann::json::object();
+    for (const auto& k : figures) o << "," << (ex ? CsvField(JsonScalar(r[k])) : "");
     o << "\n";
   }
   return o.str();
@@ -186,14 +453,15 @@ nlohmann::json RenderJson(const ReportInput& in) {
   nlohmann::json j;
   j["sweep"] = ToJson(in.sweep);
   j["experiments"] = nlohmann::json::array();
-  for (const auto& p : in.sweep.points()) {
-    auto e = in.experiments.find(p.experiment_id());
-    if (e != in.experiments.end()) j["experiments"].push_back(ToJson(e->second));
-  }
+  for (const auto& v : Points(in))
+    if (v.experiment) j["experiments"].push_back(ToJson(*v.experiment));
+  j["fixed"] = nlohmann::json::object();
+  for (const auto& [field, value] : FixedFields(in)) j["fixed"][field] = value;
   j["tables"] = nlohmann::json::array();
   for (const auto& t : BuildTables(in)) {
-    nlohmann::json jt = {
-        {"key", t.key}, {"title", t.title}, {"columns", t.columns}, {"footnotes", t.footnotes}};
+    nlohmann::json jt = {{"key", t.key},         {"title", t.title},
+                         {"columns", t.columns}, {"column_field", t.column_field},
+                         {"row_fields", t.row_fields}, {"footnotes", t.footnotes}};
     jt["rows"] = nlohmann::json::array();
     for (const auto& r : t.rows) {
       nlohmann::json cells = nlohmann::json::array();
@@ -202,8 +470,7 @@ nlohmann::json RenderJson(const ReportInput& in) {
                          {"text", c.text},
                          {"footnote", c.footnote}});
       }
-      jt["rows"].push_back(
-          {{"start", r.start}, {"share", r.share}, {"device", r.device}, {"cells", cells}});
+      jt["rows"].push_back({{"labels", r.labels}, {"cells", cells}});
     }
     if (!t.empty_note.empty()) jt["empty_note"] = t.empty_note;
     j["tables"].push_back(jt);
@@ -213,151 +480,85 @@ nlohmann::json RenderJson(const ReportInput& in) {
 
 namespace {
 
-std::string XmlEscape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
+std::string RowLabel(const Table& t, const Row& r) {
+  std::string out;
+  for (size_t i = 0; i < r.labels.size(); ++i)
+    out += (out.empty() ? "" : ", ") + t.row_fields[i] + " " + r.labels[i];
+  return out.empty() ? "all" : out;
+}
+
+bool Dashed(const Table& t, const Row& r) {
+  for (size_t i = 0; i < r.labels.size(); ++i)
+    if (t.row_fields[i] == "share" && r.labels[i] == "no") return true;
+  return false;
+}
+
+std::string MemorySvg(const ReportInput& in) {
+  const Table t = BuildTables(in)[0];  // host memory
+  LineChart c;
+  c.title = "Peak host memory (sum of PSS) — sweep " + in.sweep.id();
+  c.x_label = t.column_field.empty() ? "" : t.column_field;
+  c.y_label = "host memory, GiB (sum of PSS)";
+  for (size_t i = 0; i < t.columns.size(); ++i) c.x_ticks.push_back({double(i), t.columns[i]});
+  for (const auto& r : t.rows) {
+    Series s{RowLabel(t, r), Dashed(t, r), {}};
+    for (size_t i = 0; i < r.cells.size(); ++i)
+      if (r.cells[i].has_value) s.points.push_back({double(i), r.cells[i].value});
+    c.series.push_back(std::move(s));
   }
-  return o;
+  return RenderLineChart(c);
+}
+
+std::string LossSvg(const ReportInput& in) {
+  std::vector<std::string> fields;
+  for (const auto& a : VaryingAxes(in.sweep)) fields.push_back(a.field());
+  LineChart c;
+  c.title = "Training loss of worker 0 against steps — sweep " + in.sweep.id();
+  c.x_label = "steps (worker 0)";
+  c.y_label = "training loss";
+  for (const auto& v : Points(in)) {
+    std::string label;
+    for (const auto& f : fields) label += (label.empty() ? "" : ", ") + f + " " + (v.values.count(f) ? v.values.at(f) : std::string());
+    Series s{label.empty() ? "all" : label, false, {}};
+    if (v.experiment != nullptr)
+      for (const auto& p : v.experiment->result().curve()) s.points.push_back({double(p.step()), p.loss()});
+    c.series.push_back(std::move(s));
+  }
+  return RenderLineChart(c);
 }
 
 }  // namespace
 
-std::string RenderSvg(const ReportInput& in) {
-  const Table t = BuildTables(in)[0];  // host memory
-  const double W = 860, H = 460, left = 70, right = 300, top = 50, bottom = 60;
-  const double pw = W - left - right, ph = H - top - bottom;
-  double ymax = 0;
-  for (const auto& r : t.rows)
-    for (const auto& c : r.cells)
-      if (c.has_value) ymax = std::max(ymax, c.value);
-  // A round axis top: 1, 2 or 5 times a power of ten, above the largest value.
-  double step = std::pow(10.0, std::floor(std::log10(std::max(ymax, 0.01) / 5)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (ymax / (step * m) <= 5) {
-      step *= m;
-      break;
-    }
-  }
-  const double ytop = std::max(step, std::ceil(ymax / step) * step);
-  const size_t n = std::max<size_t>(1, t.columns.size());
-  auto x_of = [&](size_t i) { return left + (n == 1 ? pw / 2 : pw * double(i) / double(n - 1)); };
-  auto y_of = [&](double v) { return top + ph - ph * v / ytop; };
-  static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  std::ostringstream o;
-  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
-    << "\" viewBox=\"0 0 " << W << " " << H << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
-    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-    << "<text x=\"" << left << "\" y=\"24\" font-size=\"15\" font-weight=\"bold\">"
-    << XmlEscape("Peak host memory (sum of PSS) by worker count — sweep " + in.sweep.id())
-    << "</text>\n";
-  // Axes, grid and labels.
-  o << "<line x1=\"" << left << "\" y1=\"" << top + ph << "\" x2=\"" << left + pw << "\" y2=\""
-    << top + ph << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << top << "\" x2=\""
-    << left << "\" y2=\"" << top + ph << "\" stroke=\"black\"/>\n";
-  for (double v = 0; v <= ytop + 1e-9; v += step) {
-    o << "<line x1=\"" << left << "\" y1=\"" << y_of(v) << "\" x2=\"" << left + pw << "\" y2=\""
-      << y_of(v) << "\" stroke=\"#dddddd\"/>\n<text x=\"" << left - 8 << "\" y=\"" << y_of(v) + 4
-      << "\" text-anchor=\"end\">" << Fmt(step < 1 ? "%.1f" : "%.0f", v) << "</text>\n";
-  }
-  for (size_t i = 0; i < t.columns.size(); ++i) {
-    o << "<text x=\"" << x_of(i) << "\" y=\"" << top + ph + 18 << "\" text-anchor=\"middle\">"
-      << t.columns[i] << "</text>\n";
-  }
-  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << H - 18
-    << "\" text-anchor=\"middle\">worker processes</text>\n"
-    << "<text x=\"18\" y=\"" << top + ph / 2
-    << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << top + ph / 2
-    << ")\">host memory, GiB (sum of PSS)</text>\n";
-  // One polyline per row that has data, and a legend entry for every row.
-  size_t k = 0;
-  for (const auto& r : t.rows) {
-    const std::string color = kColors[k % 10];
-    const std::string label = r.start + ", share " + (r.share ? "yes" : "no") + ", " +
-                              (r.device == "cpu" ? "CPU" : "GPU");
-    std::ostringstream pts;
-    bool any = false;
-    for (size_t i = 0; i < r.cells.size(); ++i) {
-      if (!r.cells[i].has_value) continue;
-      pts << (any ? " " : "") << x_of(i) << "," << y_of(r.cells[i].value);
-      any = true;
-    }
-    if (any) {
-      // Rows that coincide (shared or not often do) stay apart: not shared is dashed.
-      o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
-        << (r.share ? "" : " stroke-dasharray=\"7,4\"") << " points=\"" << pts.str() << "\">"
-        << "<title>" << XmlEscape(label) << "</title></polyline>\n";
-      for (size_t i = 0; i < r.cells.size(); ++i) {
-        if (r.cells[i].has_value) {
-          o << "<circle cx=\"" << x_of(i) << "\" cy=\"" << y_of(r.cells[i].value)
-            << "\" r=\"3\" fill=\"" << color << "\"/>\n";
-        }
-      }
-    }
-    const double ly = top + 10 + 20 * double(k);
-    o << "<line x1=\"" << left + pw + 20 << "\" y1=\"" << ly << "\" x2=\"" << left + pw + 44
-      << "\" y2=\"" << ly << "\" stroke=\"" << color << "\" stroke-width=\"2\""
-      << (!any      ? " stroke-dasharray=\"2,3\""
-          : r.share ? ""
-                    : " stroke-dasharray=\"7,4\"")
-      << "/>\n"
-      << "<text x=\"" << left + pw + 50 << "\" y=\"" << ly + 4 << "\">"
-      << XmlEscape(label + (any ? "" : " (no data)")) << "</text>\n";
-    ++k;
-  }
-  o << "</svg>\n";
-  return o.str();
+std::string RenderSvg(const ReportInput& in, const std::string& plot) {
+  return plot == "loss" ? LossSvg(in) : MemorySvg(in);
 }
 
 std::string RenderCompareMarkdown(const ReportInput& a, const ReportInput& b) {
   const auto ta = BuildTables(a), tb = BuildTables(b);
   std::ostringstream o;
   o << "# Sweep " << b.sweep.id() << " / sweep " << a.sweep.id() << " (ratio of each cell)\n";
-  for (size_t k = 0; k < ta.size(); ++k) {
-    const Table& x = ta[k];
-    const Table& y = tb[k];
-    if (x.rows.empty()) continue;
-    o << "\n## " << x.title << "\n\n| start | share | device |";
-    for (uint32_t c : x.columns) o << " " << c << " |";
-    o << "\n| --- | --- | --- |";
-    for (size_t i = 0; i < x.columns.size(); ++i) o << " --- |";
-    o << "\n";
-    for (const auto& r : x.rows) {
-      o << "| " << r.start << " | " << (r.share ? "yes" : "no") << " | "
-        << (r.device == "cpu" ? "CPU" : "GPU") << " |";
-      auto other = std::find_if(y.rows.begin(), y.rows.end(), [&](const Row& q) {
-        return q.start == r.start && q.share == r.share && q.device == r.device;
-      });
-      for (size_t i = 0; i < x.columns.size(); ++i) {
-        std::string text = "-";
-        auto col = std::find(y.columns.begin(), y.columns.end(), x.columns[i]);
-        if (other != y.rows.end() && col != y.columns.end()) {
-          const Cell& cb = other->cells[col - y.columns.begin()];
-          const Cell& ca = r.cells[i];
-          if (ca.has_value && cb.has_value && ca.value != 0)
-            text = Fmt("%.2f", cb.value / ca.value);
+  for (const Table& x : ta) {
+    auto y = std::find_if(tb.begin(), tb.end(), [&](const Table& t) { return t.key == x.key; });
+    if (x.rows.empty() || y == tb.end()) continue;
+    Table ratio = x;
+    ratio.footnotes.clear();
+    for (auto& r : ratio.rows) {
+      auto other = std::find_if(y->rows.begin(), y->rows.end(),
+                                [&](const Row& q) { return q.labels == r.labels; });
+      for (size_t i = 0; i < r.cells.size(); ++i) {
+        Cell out = Missing();
+        auto col = std::find(y->columns.begin(), y->columns.end(), x.columns[i]);
+        if (other != y->rows.end() && col != y->columns.end()) {
+          const Cell& cb = other->cells[size_t(col - y->columns.begin())];
+          if (r.cells[i].has_value && cb.has_value && r.cells[i].value != 0)
+            out = Value(cb.value / r.cells[i].value, "%.2f");
         }
-        o << " " << text << " |";
+        r.cells[i] = out;
       }
-      o << "\n";
     }
+    std::ostringstream part;
+    MarkdownTable(part, ratio);
+    o << part.str();
   }
   return o.str();
 }

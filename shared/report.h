@@ -1,5 +1,7 @@
-// The tables a sweep prints: the published study's layout (rows = start method x sharing x device,
-// columns = worker counts), rendered as Markdown, CSV, JSON and SVG, and compared cell by cell.
+// The tables a sweep prints. Their layout follows the sweep's axes that vary: the worker count
+// across when it varies (as the published study lays it out), else the last varying axis; the
+// other varying axes label the rows; the fields that did not vary are listed once above them.
+// Rendered as Markdown, CSV, JSON and SVG, and compared cell by cell.
 #pragma once
 
 #include <map>
@@ -19,35 +21,41 @@ struct ReportInput {
 struct Cell {
   bool has_value = false;
   double value = 0;
-  std::string
-      text;  // what is printed: a number, "-" (impossible), "n/a" (cannot run here), a state
+  std::string text;  // a number, "-" (impossible), "n/a" (cannot run here), or a state
   int footnote = 0;  // 1-based index into Table::footnotes, 0 for none
 };
 
 struct Row {
-  std::string start, device;
-  bool share = false;
-  std::vector<Cell> cells;  // one per column
+  std::vector<std::string> labels;  // one per row field
+  std::vector<Cell> cells;          // one per column
 };
 
 struct Table {
-  std::string key;  // host_memory_gib, gpu_memory_gib, gpu_util_percent, samples_per_sec, ready_ms
+  std::string key;  // host_memory_gib, samples_per_sec, epoch_train_s, loss_by_step, ...
   std::string title;
-  std::vector<uint32_t> columns;  // worker counts
+  std::string column_field;                // what the columns are ("workers", "step", "epoch")
+  std::vector<std::string> columns;        // column headings
+  std::vector<std::string> row_fields;     // what the row labels are
   std::vector<Row> rows;
   std::vector<std::string> footnotes;
   std::string empty_note;  // set when the table has no rows, saying why
 };
 
+// The axes with more than one value, in grid order.
+std::vector<v1::Axis> VaryingAxes(const v1::Sweep& sweep);
+// "field value" for every spec field that is the same at every point (resolved values).
+std::vector<std::pair<std::string, std::string>> FixedFields(const ReportInput& in);
+
 std::vector<Table> BuildTables(const ReportInput& in);
 
 std::string RenderMarkdown(const ReportInput& in);
-// One line per grid point with every figure of its experiment.
+// One line per grid point: its axis values, every spec field and every figure of its result.
 std::string RenderCsv(const ReportInput& in);
 nlohmann::json RenderJson(const ReportInput& in);
-// Peak host memory against worker count, one polyline per row.
-std::string RenderSvg(const ReportInput& in);
-// The ratio b / a of every numeric cell of the CPU tables.
+// "memory": peak host memory against the column axis, one polyline per row.
+// "loss": worker 0's training loss against steps, one polyline per point.
+std::string RenderSvg(const ReportInput& in, const std::string& plot = "memory");
+// The ratio b / a of every numeric cell the two sweeps share.
 std::string RenderCompareMarkdown(const ReportInput& a, const ReportInput& b);
 
 }  // namespace shoal

@@ -6,21 +6,64 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "shared/idx.h"
+#include "shared/kind_rules.h"
+#include "shared/spec_fields.h"
 
 namespace shoal {
 namespace {
 
+using Defaults = std::vector<std::pair<std::string, std::string>>;
+
+// PyTorch 1.13's defaults (torch/optim/*.py), except SGD's lr and momentum, which follow the
+// Hogwild study's recipe (torch.optim.SGD has no default lr and momentum 0).
+const std::map<std::string, Defaults>& OptimizerTable() {
+  static const std::map<std::string, Defaults> table = {
+      {"sgd", {{"lr", "0.01"}, {"momentum", "0.5"}, {"dampening", "0"}, {"weight_decay", "0"}}},
+      {"nesterov", {{"lr", "0.01"}, {"momentum", "0.5"}, {"dampening", "0"}, {"weight_decay", "0"}}},
+      {"adagrad",
+       {{"lr", "0.01"},
+        {"lr_decay", "0"},
+        {"weight_decay", "0"},
+        {"initial_accumulator_value", "0"},
+        {"eps", "1e-10"}}},
+      {"adadelta", {{"lr", "1"}, {"rho", "0.9"}, {"eps", "1e-06"}, {"weight_decay", "0"}}},
+      {"adam",
+       {{"lr", "0.001"},
+        {"beta1", "0.9"},
+        {"beta2", "0.999"},
+        {"eps", "1e-08"},
+        {"weight_decay", "0"},
+        {"amsgrad", "no"}}},
+      {"adamw",
+       {{"lr", "0.001"},
+        {"beta1", "0.9"},
+        {"beta2", "0.999"},
+        {"eps", "1e-08"},
+        {"weight_decay", "0.01"},
+        {"amsgrad", "no"}}},
+      {"rmsprop",
+       {{"lr", "0.01"},
+        {"alpha", "0.99"},
+        {"eps", "1e-08"},
+        {"weight_decay", "0"},
+        {"momentum", "0"},
+        {"centered", "no"}}},
+  };
+  return table;
+}
+
 Status OneOf(const std::string& field, const std::string& value,
-             std::initializer_list<const char*> allowed) {
+             const std::vector<std::string>& allowed) {
   std::string list;
-  for (const char* a : allowed) {
+  for (const auto& a : allowed) {
     if (value == a) return Status::Ok();
-    list += (list.empty() ? "" : ", ");
-    list += a;
+    list += (list.empty() ? "" : ", ") + a;
   }
-  return InvalidArgument(field + ": '" + value + "' is not one of: " + list);
+  std::string shown = value.size() > 40 ? value.substr(0, 40) + "..." : value;
+  return InvalidArgument(field + ": '" + shown + "' is not one of: " + list);
 }
 
 Status InRange(const std::string& field, uint64_t v, uint64_t lo, uint64_t hi) {
@@ -29,34 +72,114 @@ Status InRange(const std::string& field, uint64_t v, uint64_t lo, uint64_t hi) {
                          std::to_string(lo) + ".." + std::to_string(hi));
 }
 
+// lo < v <= hi when open_lo, else lo <= v; v < hi when open_hi.
+Status RealInRange(const std::string& field, double v, double lo, double hi, bool open_lo,
+                   bool open_hi) {
+  const bool ok = std::isfinite(v) && (open_lo ? v > lo : v >= lo) && (open_hi ? v < hi : v <= hi);
+  if (ok) return Status::Ok();
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s: %g is outside the allowed range %s%g, %g%s", field.c_str(),
+                v, open_lo ? "(" : "[", lo, hi, open_hi ? ")" : "]");
+  return InvalidArgument(buf);
+}
+
+void DefaultOptimizer(v1::OptimizerSpec* o, v1::ExperimentSpec* s) {
+  if (!o->has_name()) o->set_name("sgd");
+  auto it = OptimizerTable().find(o->name());
+  if (it == OptimizerTable().end()) return;  // ValidateSpec names it
+  for (const auto& [field, text] : it->second) {
+    const SpecField* f = FindSpecField(field);
+    if (!HasSpecField(*s, *f)) (void)SetSpecField(s, *f, text);
+  }
+}
+
+Status ValidateOptimizer(const v1::OptimizerSpec& o) {
+  RETURN_IF_ERROR(OneOf("optimizer", o.name(), OptimizerNamesAllowed()));
+  // An option the user gave that this optimiser does not have is refused, not ignored.
+  const Defaults& mine = OptimizerDefaults(o.name());
+  v1::ExperimentSpec probe;
+  *probe.mutable_optimizer() = o;
+  for (const auto& f : SpecFields()) {
+    if (f.path.rfind("optimizer.", 0) != 0 || f.name == "optimizer") continue;
+    const bool applies = std::any_of(mine.begin(), mine.end(),
+                                     [&](const auto& d) { return d.first == f.name; });
+    if (HasSpecField(probe, f) && !applies) {
+      return InvalidArgument(f.name + ": does not apply to optimizer " + o.name() + " (" + f.help +
+                             ")");
+    }
+  }
+  RETURN_IF_ERROR(RealInRange("lr", o.lr(), 0, 10, true, false));
+  if (o.has_momentum()) RETURN_IF_ERROR(RealInRange("momentum", o.momentum(), 0, 1, false, true));
+  if (o.has_dampening()) RETURN_IF_ERROR(RealInRange("dampening", o.dampening(), 0, 1, false, false));
+  RETURN_IF_ERROR(RealInRange("weight_decay", o.weight_decay(), 0, 1, false, false));
+  if (o.has_eps()) RETURN_IF_ERROR(RealInRange("eps", o.eps(), 0, 1, true, false));
+  if (o.has_lr_decay()) RETURN_IF_ERROR(RealInRange("lr_decay", o.lr_decay(), 0, 1, false, false));
+  if (o.has_initial_accumulator_value())
+    RETURN_IF_ERROR(RealInRange("initial_accumulator_value", o.initial_accumulator_value(), 0,
+                                1000, false, false));
+  if (o.has_rho()) RETURN_IF_ERROR(RealInRange("rho", o.rho(), 0, 1, false, true));
+  if (o.has_beta1()) RETURN_IF_ERROR(RealInRange("beta1", o.beta1(), 0, 1, false, true));
+  if (o.has_beta2()) RETURN_IF_ERROR(RealInRange("beta2", o.beta2(), 0, 1, false, true));
+  if (o.has_alpha()) RETURN_IF_ERROR(RealInRange("alpha", o.alpha(), 0, 1, false, true));
+  if (o.name() == "nesterov" && (o.momentum() <= 0 || o.dampening() != 0)) {
+    return InvalidArgument("momentum: nesterov needs momentum > 0 and dampening 0 (got momentum " +
+                           std::to_string(o.momentum()) + ", dampening " +
+                           std::to_string(o.dampening()) + ")");
+  }
+  return Status::Ok();
+}
+
+Status ValidateLength(const v1::ExperimentSpec& s, const SpecLimits& limits) {
+  if (s.has_batches() && s.has_epochs())
+    return InvalidArgument("batches, epochs: give one of them, not both");
+  if (s.has_batches()) RETURN_IF_ERROR(InRange("batches", s.batches(), 1, limits.max_batches));
+  if (s.has_epochs()) RETURN_IF_ERROR(InRange("epochs", s.epochs(), 1, limits.max_epochs));
+  if (s.has_epoch_samples()) {
+    if (!s.has_epochs()) return InvalidArgument("epoch_samples: only with epochs");
+    RETURN_IF_ERROR(InRange("epoch_samples", s.epoch_samples(), 1, 100000000));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
+const Defaults& OptimizerDefaults(const std::string& name) {
+  static const Defaults none;
+  auto it = OptimizerTable().find(name);
+  return it == OptimizerTable().end() ? none : it->second;
+}
+
+const std::vector<std::string>& OptimizerNamesAllowed() {
+  static const std::vector<std::string> names = {"sgd",  "nesterov", "adagrad", "adadelta",
+                                                 "adam", "adamw",    "rmsprop"};
+  return names;
+}
+
 void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
-  if (s->kind().empty()) s->set_kind("hogwild");
-  if (s->model().empty()) s->set_model("mnist_convnet");
-  if (s->dataset().empty()) s->set_dataset("synthetic");
-  if (s->workers() == 0) s->set_workers(1);
-  if (s->start().empty()) s->set_start("fork");
+  if (!s->has_kind()) s->set_kind("hogwild");
+  if (!s->has_model()) s->set_model("mnist_convnet");
+  if (!s->has_dataset()) s->set_dataset("synthetic");
+  if (!s->has_workers()) s->set_workers(1);
+  if (!s->has_start()) s->set_start("fork");
   if (!s->has_share()) s->set_share(true);
-  if (s->device().empty()) s->set_device("cpu");
-  if (s->batch_size() == 0) s->set_batch_size(64);
-  if (s->batches() == 0) s->set_batches(20);
-  auto* o = s->mutable_optimizer();
-  if (o->name().empty()) o->set_name("sgd");
-  if (!o->has_lr()) o->set_lr(0.01);
-  if (!o->has_momentum()) o->set_momentum(0.5);
-  if (s->threads() == 0)
+  if (!s->has_device()) s->set_device("cpu");
+  if (!s->has_batch_size()) s->set_batch_size(64);
+  if (!s->has_batches() && !s->has_epochs()) s->set_batches(kDefaultBatches);
+  DefaultOptimizer(s->mutable_optimizer(), s);
+  if (!s->has_threads())
     s->set_threads(std::max<uint32_t>(1, limits.cores / std::max<uint32_t>(1, s->workers())));
   if (!s->has_seed()) s->set_seed(1);
-  if (s->sample_interval_ms() == 0) s->set_sample_interval_ms(200);
-  if (s->allocator().empty()) s->set_allocator("cache");
+  if (!s->has_sample_interval_ms()) s->set_sample_interval_ms(200);
+  if (!s->has_allocator()) s->set_allocator("cache");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
-  if (s->stall_timeout_ms() == 0) s->set_stall_timeout_ms(60000);
+  if (!s->has_stall_timeout_ms()) s->set_stall_timeout_ms(60000);
+  if (!s->has_force()) s->set_force(false);
 }
 
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
-  RETURN_IF_ERROR(OneOf("kind", s.kind(), {"hogwild"}));
-  RETURN_IF_ERROR(OneOf("model", s.model(), {"mnist_convnet"}));
+  const KindRules* kind = FindKind(s.kind());
+  if (kind == nullptr) return OneOf("kind", s.kind(), KindNames());
+  RETURN_IF_ERROR(OneOf("model", s.model(), kind->models));
   RETURN_IF_ERROR(InRange("workers", s.workers(), 1, limits.max_workers));
   RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn", "forkserver"}));
   if (s.device() == "cuda") {
@@ -65,29 +188,21 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   }
   RETURN_IF_ERROR(OneOf("device", s.device(), {"cpu"}));
   RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
-  RETURN_IF_ERROR(InRange("batches", s.batches(), 1, limits.max_batches));
-  RETURN_IF_ERROR(OneOf("optimizer.name", s.optimizer().name(), {"sgd"}));
-  const double lr = s.optimizer().lr();
-  if (!(std::isfinite(lr) && lr > 0 && lr <= 10)) {
-    return InvalidArgument("optimizer.lr: " + std::to_string(lr) +
-                           " is outside the allowed range (0, 10]");
-  }
-  const double m = s.optimizer().momentum();
-  if (!(std::isfinite(m) && m >= 0 && m < 1)) {
-    return InvalidArgument("optimizer.momentum: " + std::to_string(m) +
-                           " is outside the allowed range [0, 1)");
-  }
+  RETURN_IF_ERROR(ValidateLength(s, limits));
+  RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));
   RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
   RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(),
                           limits.min_sample_interval_ms, limits.max_sample_interval_ms));
   RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "retain", "system"}));
   RETURN_IF_ERROR(InRange("eval_samples", s.eval_samples(), 0, limits.max_eval_samples));
-  RETURN_IF_ERROR(InRange("stall_timeout_ms", s.stall_timeout_ms(), limits.min_stall_timeout_ms,
-                          limits.max_stall_timeout_ms));
+  if (s.stall_timeout_ms() != 0) {
+    RETURN_IF_ERROR(InRange("stall_timeout_ms", s.stall_timeout_ms(), limits.min_stall_timeout_ms,
+                            limits.max_stall_timeout_ms));
+  }
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
   if (s.dataset().empty())
     return InvalidArgument("dataset: empty (want a directory or 'synthetic')");
-  return Status::Ok();
+  return kind->validate ? kind->validate(s, limits) : Status::Ok();
 }
 
 Status CheckDataset(const std::string& dataset, const std::vector<std::string>& data_roots) {
@@ -127,6 +242,20 @@ StatusOr<v1::ExperimentSpec> SpecFromJson(const std::string& json) {
   auto st = google::protobuf::util::JsonStringToMessage(json, &spec);
   if (!st.ok()) return InvalidArgument("spec JSON: " + std::string(st.message()));
   return spec;
+}
+
+uint64_t BatchesPerEpoch(const v1::ExperimentSpec& s, uint64_t n_train) {
+  const uint64_t per_epoch = s.has_epoch_samples() ? std::min<uint64_t>(s.epoch_samples(), n_train)
+                                                   : n_train;
+  const uint64_t w = std::max<uint32_t>(1, s.workers());
+  const uint64_t shard = per_epoch / w;  // the remainder of per_epoch / w is not used
+  const uint64_t b = std::max<uint32_t>(1, s.batch_size());
+  return (shard + b - 1) / b;
+}
+
+uint64_t StepsPerWorker(const v1::ExperimentSpec& s, uint64_t n_train) {
+  if (s.has_epochs()) return uint64_t(s.epochs()) * BatchesPerEpoch(s, n_train);
+  return s.batches();
 }
 
 }  // namespace shoal

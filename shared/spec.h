@@ -1,5 +1,7 @@
-// Defaults and validation of an experiment spec. A spec that passes Validate() can be started;
-// anything else is refused before a process exists.
+// Defaults and validation of an experiment spec. Defaults live here and nowhere else: the CLI
+// sends only what the user gave, shoald fills the rest with ApplyDefaults, and the README's field
+// table quotes this file. A spec that passes ValidateSpec() can be started; anything else is
+// refused before a process exists.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,7 @@ struct SpecLimits {
   uint32_t cores = 1;  // threads default to floor(cores / workers), at least 1
   uint32_t max_workers = 64;
   uint32_t max_batches = 1000000;
+  uint32_t max_epochs = 1000;
   uint32_t max_batch_size = 4096;
   uint32_t min_sample_interval_ms = 20;
   uint32_t max_sample_interval_ms = 60000;
@@ -25,12 +28,19 @@ struct SpecLimits {
   std::vector<std::string> data_roots;  // datasets must lie below one of these (empty: anywhere)
 };
 
-// Fills every unset field with its default. Idempotent.
+constexpr uint32_t kDefaultBatches = 20;
+
+// Fills every absent field with its default; never touches a present one. Idempotent.
 void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
 
 // Checks every field; the message names the field and the allowed values or range.
 // Does not look at the file system (see CheckDataset).
 Status ValidateSpec(const v1::ExperimentSpec& spec, const SpecLimits& limits);
+
+// The optimiser options (field names of the table, "momentum", "rho", ...) that apply to the
+// named optimiser, with their defaults as text; empty for an unknown name.
+const std::vector<std::pair<std::string, std::string>>& OptimizerDefaults(const std::string& name);
+const std::vector<std::string>& OptimizerNamesAllowed();
 
 // The dataset field names an existing MNIST-format directory below one of the data roots, or is
 // "synthetic".
@@ -39,5 +49,10 @@ Status CheckDataset(const std::string& dataset, const std::vector<std::string>& 
 // The spec as one line of proto3 JSON, and back: how it travels on a worker's argv.
 std::string SpecToJson(const v1::ExperimentSpec& spec);
 StatusOr<v1::ExperimentSpec> SpecFromJson(const std::string& json);
+
+// Steps each worker takes in all (batches, or epochs x batches per epoch for n_train images).
+uint64_t StepsPerWorker(const v1::ExperimentSpec& spec, uint64_t n_train);
+// Batches one worker takes in one epoch: its shard of the epoch's samples, the last batch short.
+uint64_t BatchesPerEpoch(const v1::ExperimentSpec& spec, uint64_t n_train);
 
 }  // namespace shoal

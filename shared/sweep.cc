@@ -1,82 +1,129 @@
 #include "shared/sweep.h"
 
+#include <algorithm>
 #include <set>
+
+#include "shared/spec_fields.h"
 
 namespace shoal {
 namespace {
 
-template <typename T>
-Status NoDuplicates(const std::string& field, const google::protobuf::RepeatedField<T>& v) {
-  std::set<T> seen(v.begin(), v.end());
-  if (seen.size() != static_cast<size_t>(v.size()))
-    return InvalidArgument(field + ": a value is listed twice");
+// The lists of sweeps stored before axes existed, as axes.
+std::vector<v1::Axis> LegacyAxes(const v1::SweepSpec& sweep) {
+  std::vector<v1::Axis> out;
+  auto add = [&](const char* field, auto values, auto text) {
+    if (values.empty()) return;
+    v1::Axis a;
+    a.set_field(field);
+    for (const auto& v : values) a.add_values(text(v));
+    out.push_back(a);
+  };
+  add("workers", sweep.workers(), [](uint32_t v) { return std::to_string(v); });
+  add("start", sweep.start(), [](const std::string& v) { return v; });
+  add("share", sweep.share(), [](bool v) { return std::string(v ? "yes" : "no"); });
+  add("device", sweep.device(), [](const std::string& v) { return v; });
+  return out;
+}
+
+size_t FieldRank(const std::string& name) {
+  const auto& fields = SpecFields();
+  for (size_t i = 0; i < fields.size(); ++i)
+    if (fields[i].name == name) return i;
+  return fields.size();
+}
+
+Status CheckAxis(const v1::Axis& a, const v1::ExperimentSpec& base) {
+  const SpecField* f = FindSpecField(a.field());
+  if (f == nullptr || !f->axis) {
+    std::string list;
+    for (const auto& x : SpecFields())
+      if (x.axis) list += (list.empty() ? "" : ", ") + x.name;
+    std::string shown = a.field().substr(0, 40);
+    return InvalidArgument("axes: '" + shown + "' is not a field a sweep can vary (fields: " +
+                           list + ")");
+  }
+  if (a.values().empty()) return InvalidArgument(f->name + ": an axis needs at least one value");
+  if (a.values_size() > int(kMaxSweepPoints))
+    return InvalidArgument(f->name + ": more than " + std::to_string(kMaxSweepPoints) + " values");
+  std::set<std::string> seen(a.values().begin(), a.values().end());
+  if (seen.size() != size_t(a.values_size()))
+    return InvalidArgument(f->name + ": a value is listed twice");
+  if (HasSpecField(base, *f))
+    return InvalidArgument(f->name + ": given both as a fixed value and as an axis");
   return Status::Ok();
 }
 
-Status NoDuplicates(const std::string& field,
-                    const google::protobuf::RepeatedPtrField<std::string>& v) {
-  std::set<std::string> seen(v.begin(), v.end());
-  if (seen.size() != static_cast<size_t>(v.size()))
-    return InvalidArgument(field + ": a value is listed twice");
-  return Status::Ok();
+// Why a point cannot run on this daemon, or "" when it can.
+std::string CannotRunNote(const v1::ExperimentSpec& s) {
+  if (s.device() != "cuda") return "";
+  if (s.start() == "fork" && s.share()) {
+    return "impossible: fork + cuda + shared weights (a forked child cannot use the CUDA "
+           "context of its parent)";
+  }
+  return "no GPU: this shoald runs CPU experiments only";
+}
+
+StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::Axis>& axes,
+                              const std::vector<int>& pick, uint32_t index,
+                              const SpecLimits& limits) {
+  GridPoint g;
+  g.spec = sweep.base();
+  g.point.set_index(index);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    const std::string& text = axes[k].values(pick[k]);
+    RETURN_IF_ERROR(SetSpecField(&g.spec, *FindSpecField(axes[k].field()), text));
+    auto* v = g.point.add_values();
+    v->set_field(axes[k].field());
+    v->set_value(text);
+  }
+  ApplyDefaults(&g.spec, limits);
+  g.point.set_workers(g.spec.workers());
+  g.point.set_start(g.spec.start());
+  g.point.set_share(g.spec.share());
+  g.point.set_device(g.spec.device());
+  g.point.set_note(CannotRunNote(g.spec));
+  // A point that cannot run here must still be a valid spec elsewhere.
+  v1::ExperimentSpec check = g.spec;
+  if (!g.point.note().empty()) check.set_device("cpu");
+  Status st = ValidateSpec(check, limits);
+  if (!st.ok()) return InvalidArgument("sweep point " + std::to_string(index) + ": " + st.message());
+  return g;
 }
 
 }  // namespace
 
-StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const SpecLimits& limits) {
-  const v1::ExperimentSpec& base = sweep.base();
-  std::vector<uint32_t> workers(sweep.workers().begin(), sweep.workers().end());
-  std::vector<std::string> starts(sweep.start().begin(), sweep.start().end());
-  std::vector<bool> shares(sweep.share().begin(), sweep.share().end());
-  std::vector<std::string> devices(sweep.device().begin(), sweep.device().end());
-  if (workers.empty()) workers.push_back(base.workers() ? base.workers() : 1);
-  if (starts.empty()) starts.push_back(base.start().empty() ? "fork" : base.start());
-  if (shares.empty()) shares.push_back(base.has_share() ? base.share() : true);
-  if (devices.empty()) devices.push_back(base.device().empty() ? "cpu" : base.device());
-  RETURN_IF_ERROR(NoDuplicates("workers", sweep.workers()));
-  RETURN_IF_ERROR(NoDuplicates("start", sweep.start()));
-  RETURN_IF_ERROR(NoDuplicates("share", sweep.share()));
-  RETURN_IF_ERROR(NoDuplicates("device", sweep.device()));
-  const size_t n = workers.size() * starts.size() * shares.size() * devices.size();
-  if (n > 1000) return InvalidArgument("sweep: " + std::to_string(n) + " points, at most 1000");
+StatusOr<std::vector<v1::Axis>> SweepAxes(const v1::SweepSpec& sweep) {
+  std::vector<v1::Axis> axes(sweep.axes().begin(), sweep.axes().end());
+  for (auto& a : LegacyAxes(sweep)) axes.push_back(a);
+  std::set<std::string> fields;
+  for (auto& a : axes) {
+    RETURN_IF_ERROR(CheckAxis(a, sweep.base()));
+    a.set_field(FindSpecField(a.field())->name);  // "batch-size" -> "batch_size"
+    if (!fields.insert(a.field()).second)
+      return InvalidArgument(a.field() + ": swept twice (give one list)");
+  }
+  std::stable_sort(axes.begin(), axes.end(), [](const v1::Axis& a, const v1::Axis& b) {
+    return FieldRank(a.field()) < FieldRank(b.field());
+  });
+  return axes;
+}
 
+StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const SpecLimits& limits) {
+  ASSIGN_OR_RETURN(std::vector<v1::Axis> axes, SweepAxes(sweep));
+  size_t n = 1;
+  for (const auto& a : axes) {
+    n *= size_t(a.values_size());
+    if (n > kMaxSweepPoints)
+      return InvalidArgument("sweep: more than " + std::to_string(kMaxSweepPoints) + " points");
+  }
   std::vector<GridPoint> out;
-  for (const auto& start : starts) {
-    for (bool share : shares) {
-      for (const auto& device : devices) {
-        for (uint32_t w : workers) {
-          GridPoint g;
-          auto& p = g.point;
-          p.set_index(static_cast<uint32_t>(out.size()));
-          p.set_workers(w);
-          p.set_start(start);
-          p.set_share(share);
-          p.set_device(device);
-          g.spec = base;
-          g.spec.set_workers(w);
-          g.spec.set_start(start);
-          g.spec.set_share(share);
-          g.spec.set_device(device);
-          ApplyDefaults(&g.spec, limits);
-          if (device == "cuda") {
-            // Say why it cannot run, instead of a zero in the table.
-            if (start == "fork" && share) {
-              p.set_note(
-                  "impossible: fork + cuda + shared weights (a forked child cannot use the CUDA "
-                  "context of its parent)");
-            } else {
-              p.set_note("no GPU: this shoald runs CPU experiments only");
-            }
-            // The rest of the spec must still be valid.
-            g.spec.set_device("cpu");
-            RETURN_IF_ERROR(ValidateSpec(g.spec, limits));
-            g.spec.set_device(device);
-          } else {
-            RETURN_IF_ERROR(ValidateSpec(g.spec, limits));
-          }
-          out.push_back(std::move(g));
-        }
-      }
+  std::vector<int> pick(axes.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    ASSIGN_OR_RETURN(GridPoint g, MakePoint(sweep, axes, pick, uint32_t(i), limits));
+    out.push_back(std::move(g));
+    for (size_t k = axes.size(); k-- > 0;) {  // odometer: the last axis turns fastest
+      if (++pick[k] < axes[k].values_size()) break;
+      pick[k] = 0;
     }
   }
   return out;

@@ -1,5 +1,8 @@
-// A sweep's grid: the cartesian product of its lists, in a stable order (start, share, device,
-// then workers), with the points that cannot run marked and explained.
+// A sweep's grid: the cartesian product of its axes, each any field of the spec table
+// (shared/spec_fields.h). Axes are ordered as the table lists fields, whatever order the user gave
+// them in; the first varies slowest and `workers`, last in the table, fastest, so one row of the
+// study's tables runs its worker counts back to back. Points that cannot run are marked and
+// explained.
 #pragma once
 
 #include <vector>
@@ -10,10 +13,17 @@
 
 namespace shoal {
 
+constexpr size_t kMaxSweepPoints = 1000;
+
 struct GridPoint {
   v1::SweepPoint point;     // note set when it cannot run
   v1::ExperimentSpec spec;  // defaults applied and validated (when it can run)
 };
+
+// The sweep's axes in grid order: its `axes`, and the lists of older sweeps (workers, start,
+// share, device) read as axes. Refuses unknown fields, empty or repeated values, a field swept
+// twice or also fixed in the base.
+StatusOr<std::vector<v1::Axis>> SweepAxes(const v1::SweepSpec& sweep);
 
 // Expands and validates the grid. A bad value anywhere refuses the whole sweep.
 StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const SpecLimits& limits);

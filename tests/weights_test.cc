@@ -17,13 +17,13 @@ struct Segment {
   WeightsHeader plan;
 };
 
-Segment MakeSegment(ConvNet& model, const std::string& id) {
-  auto plan = PlanWeights(ModelTensors(*model));
+Segment MakeSegment(MnistConvNet& model, const std::string& id) {
+  auto plan = PlanWeights(ModelTensors(model));
   EXPECT_TRUE(plan.ok());
   auto seg = ShmSegment::Create(SegmentName(id, "weights"), plan->total_bytes);
   EXPECT_TRUE(seg.ok()) << seg.status().message();
   std::memcpy(seg->data(), &plan.value(), sizeof(WeightsHeader));
-  CopyParamsToSegment(*model, *plan, seg->data());
+  CopyParamsToSegment(model, *plan, seg->data());
   return {std::move(seg).value(), *plan};
 }
 
@@ -48,8 +48,8 @@ class WeightsTest : public ::testing::Test {
 };
 
 TEST_F(WeightsTest, LayoutMatchesTheModel) {
-  ConvNet model;
-  auto t = ModelTensors(*model);
+  MnistConvNet model;
+  auto t = ModelTensors(model);
   ASSERT_EQ(t.size(), 8u);
   EXPECT_EQ(t[0].name, "conv1.weight");
   EXPECT_EQ(t[0].shape, (std::vector<int64_t>{1000, 1, 5, 5}));
@@ -59,64 +59,64 @@ TEST_F(WeightsTest, LayoutMatchesTheModel) {
 }
 
 TEST_F(WeightsTest, BoundParametersAliasTheSegmentAcrossProcesses) {
-  ConvNet model;
+  MnistConvNet model;
   auto s = MakeSegment(model, id_);
   const uint64_t before = SegmentChecksum(s.plan, s.seg.data());
-  ASSERT_TRUE(BindParamsToSegment(*model, s.plan, s.seg.data()).ok());
-  EXPECT_EQ(ParamsChecksum(*model), before);
-  EXPECT_EQ(static_cast<char*>(model->parameters()[0].data_ptr()),
+  ASSERT_TRUE(BindParamsToSegment(model, s.plan, s.seg.data()).ok());
+  EXPECT_EQ(ParamsChecksum(model), before);
+  EXPECT_EQ(static_cast<char*>(model.parameters()[0].data_ptr()),
             static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
 
   // A child that attaches by name (as a spawned worker does) writes; the parent sees it.
   ASSERT_EQ(InChild([&] {
               auto seg = ShmSegment::Open(SegmentName(id_, "weights"), true);
               if (!seg.ok()) return 1;
-              ConvNet other;
+              MnistConvNet other;
               auto* h = static_cast<const WeightsHeader*>(seg->data());
-              if (!BindParamsToSegment(*other, *h, seg->data()).ok()) return 2;
+              if (!BindParamsToSegment(other, *h, seg->data()).ok()) return 2;
               torch::NoGradGuard ng;
-              other->fc2->bias.add_(1.0f);
-              other->conv1->weight.mul_(2.0f);
+              other.fc2->bias.add_(1.0f);
+              other.conv1->weight.mul_(2.0f);
               return 0;
             }),
             0);
   EXPECT_NE(SegmentChecksum(s.plan, s.seg.data()), before);
-  EXPECT_EQ(ParamsChecksum(*model), SegmentChecksum(s.plan, s.seg.data()));
+  EXPECT_EQ(ParamsChecksum(model), SegmentChecksum(s.plan, s.seg.data()));
 
   // And a forked child that inherited the bound model writes through it too.
-  const float b3 = model->fc2->bias[3].item<float>();
+  const float b3 = model.fc2->bias[3].item<float>();
   ASSERT_EQ(InChild([&] {
               torch::NoGradGuard ng;
-              model->fc2->bias.sub_(0.5f);
+              model.fc2->bias.sub_(0.5f);
               return 0;
             }),
             0);
-  EXPECT_FLOAT_EQ(model->fc2->bias[3].item<float>(), b3 - 0.5f);
+  EXPECT_FLOAT_EQ(model.fc2->bias[3].item<float>(), b3 - 0.5f);
 }
 
 TEST_F(WeightsTest, PrivateCopyDoesNotTouchTheSegment) {
-  ConvNet model;
+  MnistConvNet model;
   auto s = MakeSegment(model, id_);
   const uint64_t before = SegmentChecksum(s.plan, s.seg.data());
-  ConvNet copy;
-  CopyParamsFromSegment(*copy, s.plan, s.seg.data());
-  EXPECT_EQ(ParamsChecksum(*copy), before);
-  EXPECT_NE(copy->parameters()[0].data_ptr(),
+  MnistConvNet copy;
+  CopyParamsFromSegment(copy, s.plan, s.seg.data());
+  EXPECT_EQ(ParamsChecksum(copy), before);
+  EXPECT_NE(copy.parameters()[0].data_ptr(),
             static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
   {
     torch::NoGradGuard ng;
-    copy->fc2->bias.add_(1.0f);
+    copy.fc2->bias.add_(1.0f);
   }
-  EXPECT_NE(ParamsChecksum(*copy), before);
+  EXPECT_NE(ParamsChecksum(copy), before);
   EXPECT_EQ(SegmentChecksum(s.plan, s.seg.data()), before);
 }
 
 TEST_F(WeightsTest, MismatchedSegmentIsRefused) {
-  ConvNet model;
+  MnistConvNet model;
   auto plan = PlanWeights({{"conv1.weight", {1000, 1, 5, 5}}});
   ASSERT_TRUE(plan.ok());
   std::vector<char> buf(plan->total_bytes);
-  Status st = BindParamsToSegment(*model, *plan, buf.data());
+  Status st = BindParamsToSegment(model, *plan, buf.data());
   EXPECT_EQ(st.code(), Code::kDataLoss);
 }
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "shared/process.h"
 #include "shared/spec.h"
 #include "worker/leader.h"
 
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"leader", "worker", "zygote"}));
   app.add_option("--experiment", experiment, "experiment id");
   app.add_option("--spec-json", spec_json, "the experiment spec (proto3 JSON)");
-  app.add_option("--status-fd", status_fd, "leader: fd for JSON status lines");
+  app.add_option("--status-fd", status_fd, "leader: fd for length-delimited status messages");
   app.add_option("--parent", parent, "pid of the parent; we exit when it dies");
   app.add_option("--index", index, "worker: index");
   app.add_option("--worker-bin", worker_bin, "leader: shoal-worker to spawn");
@@ -54,5 +55,6 @@ int main(int argc, char** argv) {
     if (a.worker_bin.empty()) a.worker_bin = "/proc/self/exe";
     return shoal::RunLeader(a);
   }
-  return shoal::RunSpawnedWorker({*spec, experiment, index, parent, lifetime_fd});
+  shoal::DieWithParent(parent);
+  return shoal::RunAttachedWorker({*spec, experiment, index, lifetime_fd, nullptr});
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "shared/idx.h"
 #include "shared/process.h"
 #include "worker/step_cache_allocator.h"
 
@@ -21,6 +22,8 @@ namespace {
 // Normalisation constants of the MNIST recipe the published study used.
 constexpr float kMean = 0.1307f;
 constexpr float kStd = 0.3081f;
+constexpr uint64_t kSyntheticTrain = 6000;
+constexpr uint64_t kSyntheticTest = 1000;
 
 }  // namespace
 
@@ -91,6 +94,29 @@ uint64_t SegmentChecksum(const WeightsHeader& h, const void* base) {
   return sum;
 }
 
+StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::string& name) {
+  if (spec.dataset() == "synthetic") {
+    DataHeader h = PlanData(kSyntheticTrain, kSyntheticTest, 28, 28);
+    ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
+    std::memcpy(seg.data(), &h, sizeof h);
+    FillSynthetic(kSyntheticTrain, kSyntheticTest, spec.seed(), h,
+                  static_cast<uint8_t*>(seg.data()));
+    return seg;
+  }
+  ASSIGN_OR_RETURN(MnistSet set, LoadMnistDir(spec.dataset()));
+  DataHeader h = PlanData(set.train_images.count(), set.test_images.count(), set.rows, set.cols);
+  ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
+  auto* base = static_cast<uint8_t*>(seg.data());
+  std::memcpy(base, &h, sizeof h);
+  std::memcpy(base + h.train_images, set.train_images.data.data(), set.train_images.data.size());
+  std::memcpy(base + h.train_labels, set.train_labels.data.data(), set.train_labels.data.size());
+  if (h.n_test > 0) {
+    std::memcpy(base + h.test_images, set.test_images.data.data(), set.test_images.data.size());
+    std::memcpy(base + h.test_labels, set.test_labels.data.data(), set.test_labels.data.size());
+  }
+  return seg;
+}
+
 void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h,
                    uint8_t* base) {
   uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -130,9 +156,9 @@ void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx,
   *y = yb;
 }
 
-double Evaluate(ConvNet& model, const DataView& data, uint64_t limit, int64_t batch) {
+double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch) {
   torch::NoGradGuard ng;
-  model->eval();
+  model.eval();
   const int64_t n = static_cast<int64_t>(std::min<uint64_t>(limit, data.header->n_test));
   const int64_t pixels = int64_t(data.header->rows) * data.header->cols;
   std::vector<int64_t> idx(static_cast<size_t>(n));
@@ -142,10 +168,10 @@ double Evaluate(ConvNet& model, const DataView& data, uint64_t limit, int64_t ba
     const int64_t b = std::min(batch, n - s);
     torch::Tensor x, y;
     MakeBatch(data.test_images(), data.test_labels(), idx.data() + s, b, pixels, &x, &y);
-    auto pred = model->forward(x).argmax(1);
+    auto pred = model.forward(x).argmax(1);
     correct += pred.eq(y).sum().item<int64_t>();
   }
-  model->train();
+  model.train();
   return n == 0 ? 0.0 : double(correct) / double(n);
 }
 
@@ -168,119 +194,6 @@ bool LeaderGone(int lifetime_fd) {
   if (lifetime_fd < 0) return false;
   pollfd p{lifetime_fd, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-}
-
-int TrainWorker(WorkerContext& ctx) {
-  const auto& s = ctx.spec;
-  auto* board = static_cast<BoardHeader*>(ctx.board);
-  WorkerSlot* slot = BoardSlot(ctx.board, ctx.index);
-  slot->pid.store(getpid());
-  slot->accuracy_bits.store(FloatToBits(std::nanf("")));
-  at::set_num_threads(static_cast<int>(s.threads()));
-  torch::manual_seed(s.seed() * 7919 + ctx.index + 1);
-
-  auto& model = ctx.model;
-  model->train();
-  torch::optim::SGD opt(
-      model->parameters(),
-      torch::optim::SGDOptions(s.optimizer().lr()).momentum(s.optimizer().momentum()));
-  const DataHeader& dh = *ctx.data.header;
-  const int64_t n = static_cast<int64_t>(dh.n_train);
-  const int64_t batch = std::min<int64_t>(s.batch_size(), n);
-  const int64_t pixels = int64_t(dh.rows) * dh.cols;
-  const uint64_t batches = s.batches();
-  const uint64_t k = std::clamp<uint64_t>(batches / 4, 1, 10);  // batches behind first/last loss
-
-  torch::Tensor perm = torch::randperm(n, torch::kLong);
-  int64_t pos = 0;
-  double first_sum = 0, tail_sum = 0;
-  using Clock = std::chrono::steady_clock;
-  auto ns = [](Clock::time_point a, Clock::time_point b) {
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
-  };
-  // The start gate: nobody trains until everyone is set up. Workers still starting are not
-  // starved of CPU by ones already training, and the training window is the same for all.
-  slot->heartbeat_ns.store(MonotonicNs());
-  // A futex on the shared counter: the last one in wakes everyone at once.
-  auto* gate = reinterpret_cast<uint32_t*>(&board->at_gate);
-  static_assert(sizeof(board->at_gate) == sizeof(uint32_t));
-  if (board->at_gate.fetch_add(1) + 1 >= board->workers) {
-    ::syscall(SYS_futex, gate, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-  }
-  for (uint32_t seen; (seen = board->at_gate.load()) < board->workers;) {
-    if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
-    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
-    timespec wait{0, 50'000'000};
-    ::syscall(SYS_futex, gate, FUTEX_WAIT, seen, &wait, nullptr, 0);
-  }
-  slot->first_step_ns.store(RealtimeNs());
-  slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-  const auto train_start = Clock::now();
-  for (uint64_t step = 0; step < batches; ++step) {
-    if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
-    const auto t0 = Clock::now();
-    if (pos + batch > n) {
-      perm = torch::randperm(n, torch::kLong);
-      pos = 0;
-    }
-    torch::Tensor x, y;
-    MakeBatch(ctx.data.train_images(), ctx.data.train_labels(), perm.data_ptr<int64_t>() + pos,
-              batch, pixels, &x, &y);
-    pos += batch;
-    const auto t1 = Clock::now();
-    auto out = model->forward(x);
-    auto loss = torch::nll_loss(out, y);
-    const auto t2 = Clock::now();
-    opt.zero_grad();
-    loss.backward();
-    const auto t3 = Clock::now();
-    opt.step();
-    const auto t4 = Clock::now();
-    const float l = loss.item<float>();
-    if (step < k) first_sum += l;
-    if (step >= batches - k) tail_sum += l;
-    slot->data_ns.fetch_add(ns(t0, t1), std::memory_order_relaxed);
-    slot->forward_ns.fetch_add(ns(t1, t2), std::memory_order_relaxed);
-    slot->backward_ns.fetch_add(ns(t2, t3), std::memory_order_relaxed);
-    slot->optimizer_ns.fetch_add(ns(t3, t4), std::memory_order_relaxed);
-    slot->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
-    if (step + 1 == k) slot->first_loss_bits.store(FloatToBits(float(first_sum / k)));
-    slot->samples.fetch_add(static_cast<uint64_t>(batch), std::memory_order_relaxed);
-    slot->steps.fetch_add(1, std::memory_order_release);
-    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
-  }
-  slot->train_ns.store(ns(train_start, Clock::now()));
-  slot->tail_loss_bits.store(FloatToBits(float(tail_sum / k)));
-
-  // Wait for every worker to finish before fingerprinting the weights: with sharing on, the
-  // others are still writing them. The leader kills us if a peer dies, so this cannot hang.
-  board->finished.fetch_add(1);
-  while (board->finished.load() < board->workers) {
-    if (LeaderGone(ctx.lifetime_fd)) return kLeaderGoneExit;
-    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  slot->weights_checksum.store(ParamsChecksum(*model));
-  if (ctx.index == 0 && s.eval_samples() > 0 && dh.n_test > 0) {
-    const auto e0 = Clock::now();
-    double acc = Evaluate(model, ctx.data, s.eval_samples(), std::max<int64_t>(batch, 64));
-    slot->eval_ns.store(ns(e0, Clock::now()));
-    slot->accuracy_bits.store(FloatToBits(static_cast<float>(acc)));
-  }
-  slot->vmhwm_bytes.store(SelfVmHwm());
-  if (std::getenv("SHOAL_ALLOC_STATS") != nullptr && s.allocator() == "cache") {
-    auto st = StepCacheAllocator::Stats();
-    std::fprintf(stderr,
-                 "worker %u allocator: hits %lu reshapes %lu misses %lu mapped %lu MiB peak mapped "
-                 "%lu MiB peak live %lu MiB\n",
-                 ctx.index, (unsigned long)st.hits, (unsigned long)st.reshapes,
-                 (unsigned long)st.misses, (unsigned long)(st.mapped_bytes >> 20),
-                 (unsigned long)(st.peak_mapped_bytes >> 20),
-                 (unsigned long)(st.peak_live_bytes >> 20));
-  }
-  slot->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
-  return 0;
 }
 
 }  // namespace shoal

@@ -1,5 +1,5 @@
-// Training-side building blocks: the model's weights in a shared segment, the data set view, and
-// the Hogwild worker loop. Shared by shoal-worker and the tests.
+// Training-side building blocks every kind can use: the model's weights in a shared segment, the
+// data set in a shared segment and batches from it, evaluation. Shared by shoal-worker and tests.
 #pragma once
 
 #include <torch/torch.h>
@@ -10,7 +10,8 @@
 #include "shared/layout.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
-#include "worker/model.h"
+#include "shared/shm.h"
+#include "worker/models/models.h"
 
 namespace shoal {
 
@@ -37,6 +38,9 @@ struct DataView {
   const uint8_t* test_labels() const { return base + header->test_labels; }
 };
 
+// Loads the data set the spec names ("synthetic" or an MNIST IDX directory) into a new segment.
+StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::string& name);
+
 // Writes a learnable synthetic MNIST-shaped set (class-dependent blobs plus noise).
 void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h,
                    uint8_t* base);
@@ -46,26 +50,12 @@ void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx,
                int64_t pixels, torch::Tensor* x, torch::Tensor* y);
 
 // Test-set accuracy of the model on the first `limit` test images.
-double Evaluate(ConvNet& model, const DataView& data, uint64_t limit, int64_t batch);
+double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch);
 
 // Applies the allocator policy named in the spec ("retain" keeps freed step buffers mapped).
 void ApplyAllocatorPolicy(const std::string& policy);
 
-struct WorkerContext {
-  v1::ExperimentSpec spec;
-  uint32_t index = 0;
-  ConvNet model{nullptr};  // parameters already bound (shared) or private
-  DataView data;
-  void* board = nullptr;
-  int lifetime_fd = -1;  // read end of the leader's lifetime pipe: EOF means the leader is gone
-};
-
 // True once the leader holding the other end of the lifetime pipe has exited.
 bool LeaderGone(int lifetime_fd);
-
-constexpr int kLeaderGoneExit = 75;
-
-// The Hogwild loop of one worker; returns the process exit code.
-int TrainWorker(WorkerContext& ctx);
 
 }  // namespace shoal

@@ -4,11 +4,11 @@
 // worker starts with LibTorch already loaded and warm: a fork costs milliseconds where exec plus
 // loading LibTorch costs ~0.4 s.
 //
-// Protocol (SOCK_SEQPACKET, one JSON object a packet):
-//   leader -> zygote  {"op":"fork","experiment":ID,"index":I,"spec":JSON,"pgid":G,"leader":P}
-//                     with the read end of the leader's lifetime pipe attached (SCM_RIGHTS)
-//   zygote -> leader  {"op":"forked","index":I,"pid":PID} | {"op":"error","message":...}
-//                     {"op":"exit","pid":PID,"status":WAITSTATUS} when a worker ends
+// Protocol (SOCK_SEQPACKET, one message a packet, proto/shoal/ipc/v1/ipc.proto):
+//   leader -> zygote  ForkRequest, with the read end of the leader's lifetime pipe attached
+//                     (SCM_RIGHTS)
+//   zygote -> leader  ForkServerReply: forked {index, pid} | error {message}, and
+//                     exited {pid, wait_status} when a worker ends
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -17,34 +17,35 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <map>
-#include <nlohmann/json.hpp>
 
+#include "shared/ipc_codec.h"
 #include "shared/packet.h"
 #include "shared/process.h"
 #include "shared/spec.h"
 #include "worker/leader.h"
+#include "shoal/ipc/v1/ipc.pb.h"
 #include "worker/training.h"
 
 namespace shoal {
 namespace {
 
-using nlohmann::json;
+using ipc::v1::ForkRequest;
+using ipc::v1::ForkServerReply;
 
-// Builds the prototype model every worker starts from, and runs one tiny step on a copy.
-ConvNet Warm() {
+// Every kind, warmed: LibTorch loaded, kernels and allocator paths touched, models built.
+std::map<std::string, std::unique_ptr<WorkerKind>> WarmKinds() {
   at::set_num_threads(1);
-  torch::manual_seed(0);
-  ConvNet prototype;
-  ConvNet model;
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
-  auto x = torch::randn({2, 1, 28, 28});
-  auto y = torch::tensor({1, 2}, torch::kLong);
-  opt.zero_grad();
-  torch::nll_loss(model->forward(x), y).backward();
-  opt.step();
-  return prototype;
+  std::map<std::string, std::unique_ptr<WorkerKind>> kinds;
+  for (const char* name : {"hogwild"}) {
+    auto k = MakeWorkerKind(name);
+    if (k == nullptr) continue;
+    k->Warm();
+    kinds[name] = std::move(k);
+  }
+  return kinds;
 }
 
 // An idle child forked ahead of demand, waiting on its end of a socketpair for a request.
@@ -54,21 +55,30 @@ struct Idle {
 };
 
 // In the forked child: become a worker of the leader's experiment.
-[[noreturn]] void BecomeWorker(const json& req, int lifetime_fd, pid_t zygote, ConvNet prototype) {
+[[noreturn]] void BecomeWorker(const ForkRequest& req, int lifetime_fd, pid_t zygote,
+                               std::map<std::string, std::unique_ptr<WorkerKind>>& kinds) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != zygote) _exit(70);
-  if (::setpgid(0, req.value("pgid", 0)) != 0) _exit(71);  // the experiment's group, for cancel
-  auto spec = SpecFromJson(req.value("spec", ""));
-  if (!spec.ok()) _exit(72);
-  _exit(RunAttachedWorker(*spec, req.value("experiment", ""), req.value("index", 0u), lifetime_fd,
-                          prototype));
+  if (::setpgid(0, req.pgid()) != 0) _exit(71);  // the experiment's group, for cancel
+  auto it = kinds.find(req.spec().kind());
+  if (it == kinds.end()) _exit(72);
+  _exit(RunAttachedWorker(
+      {req.spec(), req.experiment_id(), req.index(), lifetime_fd, it->second.get()}));
+}
+
+void Reply(int fd, const ForkServerReply& r) { (void)SendPacket(fd, EncodePacket(r)); }
+
+void ReplyError(int fd, const std::string& message) {
+  ForkServerReply r;
+  r.mutable_error()->set_message(message);
+  Reply(fd, r);
 }
 
 }  // namespace
 
 int RunZygote(const ZygoteArgs& a) {
   DieWithParent(a.parent);
-  ConvNet prototype = Warm();
+  auto kinds = WarmKinds();
 
   sigset_t chld;
   sigemptyset(&chld);
@@ -108,7 +118,9 @@ int RunZygote(const ZygoteArgs& a) {
       std::vector<int> passed;
       if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 1) _exit(0);  // retired
       ::close(sp[1]);
-      BecomeWorker(json::parse(msg, nullptr, false), passed[0], self, prototype);
+      ForkRequest req;
+      if (!DecodePacket(msg, &req).ok()) _exit(72);
+      BecomeWorker(req, passed[0], self, kinds);
     }
     ::close(sp[1]);
     if (pid < 0) {
@@ -118,7 +130,7 @@ int RunZygote(const ZygoteArgs& a) {
     pool.push_back({pid, sp[0]});
   };
   // Hands the request to a waiting child, or forks one now; returns the worker's pid.
-  auto start_worker = [&](const std::string& msg, const json& req, int lifetime) -> pid_t {
+  auto start_worker = [&](const std::string& msg, const ForkRequest& req, int lifetime) -> pid_t {
     while (!pool.empty()) {
       Idle idle = pool.front();
       pool.pop_front();
@@ -129,7 +141,7 @@ int RunZygote(const ZygoteArgs& a) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       child_setup();
-      BecomeWorker(req, lifetime, self, prototype);
+      BecomeWorker(req, lifetime, self, kinds);
     }
     return pid;
   };
@@ -168,7 +180,10 @@ int RunZygote(const ZygoteArgs& a) {
         }
         auto it = owner.find(pid);
         if (it == owner.end()) continue;
-        (void)SendPacket(it->second, json{{"op", "exit"}, {"pid", pid}, {"status", st}}.dump());
+        ForkServerReply r;
+        r.mutable_exited()->set_pid(pid);
+        r.mutable_exited()->set_wait_status(st);
+        Reply(it->second, r);
         owner.erase(it);
       }
     }
@@ -186,23 +201,23 @@ int RunZygote(const ZygoteArgs& a) {
         for (int f : passed) ::close(f);
         continue;
       }
-      json req = json::parse(msg, nullptr, false);
-      if (!req.is_object() || req.value("op", "") != "fork" || passed.size() != 1) {
-        (void)SendPacket(c, json{{"op", "error"}, {"message", "malformed request"}}.dump());
+      ForkRequest req;
+      if (!DecodePacket(msg, &req).ok() || passed.size() != 1) {
+        ReplyError(c, "malformed request");
         for (int f : passed) ::close(f);
         continue;
       }
       const pid_t pid = start_worker(msg, req, passed[0]);
       ::close(passed[0]);
       if (pid < 0) {
-        (void)SendPacket(
-            c, json{{"op", "error"}, {"message", std::string("fork: ") + std::strerror(errno)}}
-                   .dump());
+        ReplyError(c, std::string("fork: ") + std::strerror(errno));
         continue;
       }
       owner[pid] = c;
-      (void)SendPacket(
-          c, json{{"op", "forked"}, {"index", req.value("index", 0)}, {"pid", pid}}.dump());
+      ForkServerReply r;
+      r.mutable_forked()->set_index(req.index());
+      r.mutable_forked()->set_pid(pid);
+      Reply(c, r);
     }
   }
 }

@@ -5,7 +5,8 @@
 
 #include <functional>
 
-#include "server/coordinator.h"
+#include "server/experiment_service.h"
+#include "shared/sweep.h"
 #include "server/telemetry_hub.h"
 #include "shoal/v1/shoal.grpc.pb.h"
 
@@ -16,7 +17,7 @@ grpc::Status ToGrpc(const Status& s);
 class ShoalService final : public v1::Shoal::Service {
  public:
   using NodeInfoFn = std::function<v1::NodeInfoResponse()>;
-  ShoalService(Coordinator* coord, TelemetryHub* hub, NodeInfoFn node_info)
+  ShoalService(ExperimentService* coord, TelemetryHub* hub, NodeInfoFn node_info)
       : coord_(coord), hub_(hub), node_info_(std::move(node_info)) {}
 
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitResponse*) override;
@@ -35,7 +36,7 @@ class ShoalService final : public v1::Shoal::Service {
                         v1::NodeInfoResponse*) override;
 
  private:
-  Coordinator* coord_;
+  ExperimentService* coord_;
   TelemetryHub* hub_;
   NodeInfoFn node_info_;
 };

@@ -1,0 +1,107 @@
+// submit, watch, list, get, cancel.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "client/commands.h"
+#include "client/format.h"
+#include "client/spec_flags.h"
+#include "shared/pbjson.h"
+
+namespace shoal::cli {
+
+// The sweep commands' own `get`/`cancel` of a sweep id (cmd_sweep.cc).
+int ShowSweep(ShoalClient& c, const std::string& id, bool cancel, bool json);
+
+namespace {
+
+// Streams an experiment until it ends; returns its final state.
+v1::ExperimentState Watch(ShoalClient& c, const std::string& id, bool json, bool quiet) {
+  v1::ExperimentState state = v1::STATE_UNSPECIFIED;
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  OrDie(c.Watch(id, [&](const v1::WatchEvent& ev) {
+    if (ev.has_state()) state = ev.state();
+    if (quiet) return;
+    if (json) {
+      std::cout << ToJson(ev).dump() << std::endl;
+    } else if (ev.has_sample()) {
+      std::fputs(tty ? ("\033[H\033[J" + FormatSampleTable(ev.sample(), ev.dropped())).c_str()
+                     : FormatSampleLine(ev.sample()).c_str(),
+                 stdout);
+      std::fflush(stdout);
+    } else if (ev.has_event() && !tty) {
+      std::printf("t=%.1fs event: %s\n", ev.event().t_ms() / 1000, ev.event().text().c_str());
+    } else if (ev.has_state() && !tty) {
+      std::printf("state: %s\n", StateName(ev.state()).c_str());
+    }
+  }));
+  return state;
+}
+
+int Submit(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
+  const std::string id = OrDie(c.Submit(OrDie(flags.Spec())));
+  if (!wait) {
+    std::cout << (json ? nlohmann::json{{"id", id}}.dump() : id) << "\n";
+    return 0;
+  }
+  if (!json) std::fprintf(stderr, "submitted %s\n", id.c_str());
+  Watch(c, id, false, /*quiet=*/json);
+  const v1::Experiment e = OrDie(c.Get(id));
+  json ? PrintJson(e) : (void)std::fputs(FormatExperiment(e).c_str(), stdout);
+  if (e.state() == v1::SUCCEEDED) return 0;
+  std::fprintf(stderr, "shoal: experiment %s %s%s%s\n", id.c_str(), StateName(e.state()).c_str(),
+               e.error().empty() ? "" : ": ", e.error().c_str());
+  return 1;
+}
+
+int GetOrCancel(ShoalClient& c, const std::string& id, bool cancel, bool json) {
+  if (!id.empty() && id[0] == 's') return ShowSweep(c, id, cancel, json);
+  const v1::Experiment e = OrDie(cancel ? c.Cancel(id) : c.Get(id));
+  json ? PrintJson(e) : (void)std::fputs(FormatExperiment(e).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
+  struct State {
+    SpecFlags flags;
+    bool wait = false, json = false;
+    std::string id;
+  };
+  auto s = std::make_shared<State>();
+  auto* submit = app.add_subcommand("submit", "submit an experiment");
+  s->flags.Add(submit, /*lists=*/false);
+  submit->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the result");
+  submit->add_flag("--json", s->json, "print one JSON object");
+  out->push_back({submit, [s](ShoalClient& c) { return Submit(c, s->flags, s->wait, s->json); }});
+
+  auto* watch = app.add_subcommand("watch", "live samples of an experiment until it ends");
+  watch->add_option("id", s->id, "experiment id")->required();
+  watch->add_flag("--json", s->json, "one JSON object per line");
+  out->push_back({watch, [s](ShoalClient& c) { return Watch(c, s->id, s->json, false), 0; }});
+
+  auto* list = app.add_subcommand("list", "all experiments");
+  list->add_flag("--json", s->json, "print one JSON object");
+  out->push_back({list, [s](ShoalClient& c) {
+                    auto all = OrDie(c.List());
+                    if (!s->json) return std::fputs(FormatList(all).c_str(), stdout), 0;
+                    v1::ListResponse r;
+                    for (auto& e : all) *r.add_experiments() = e;
+                    return PrintJson(r), 0;
+                  }});
+
+  for (const bool cancel : {false, true}) {
+    auto* cmd = cancel ? app.add_subcommand("cancel", "stop an experiment or a sweep (idempotent)")
+                       : app.add_subcommand("get", "one experiment (or sweep), with its result");
+    cmd->add_option("id", s->id, "experiment or sweep id")->required();
+    cmd->add_flag("--json", s->json, "print one JSON object");
+    out->push_back({cmd, [s, cancel](ShoalClient& c) {
+                      return GetOrCancel(c, s->id, cancel, s->json);
+                    }});
+  }
+}
+
+}  // namespace shoal::cli

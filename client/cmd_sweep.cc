@@ -1,0 +1,197 @@
+// sweep, sweeps, report (and get/cancel of a sweep id).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "client/commands.h"
+#include "client/format.h"
+#include "client/spec_flags.h"
+#include "shared/pbjson.h"
+#include "shared/process.h"
+#include "shared/report.h"
+#include "shared/sweep.h"
+
+namespace shoal::cli {
+namespace {
+
+ReportInput FetchReport(ShoalClient& c, const std::string& id) {
+  const v1::SweepReport r = OrDie(c.GetSweep(id));
+  ReportInput in;
+  in.sweep = r.sweep();
+  for (const auto& e : r.experiments()) in.experiments[e.id()] = e;
+  return in;
+}
+
+std::string Clock(double seconds) {
+  const int s = static_cast<int>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+std::string Running(const v1::SweepPoint& p) {
+  std::string out;
+  for (const auto& v : p.values()) out += (out.empty() ? "" : ", ") + v.field() + " " + v.value();
+  return out;
+}
+
+// Follows a sweep until it ends: a progress bar on a terminal, a line per finished point otherwise.
+v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet) {
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  int last_done = -1;
+  for (;;) {
+    const v1::Sweep sw = OrDie(c.GetSweep(id)).sweep();
+    int total = 0, done = 0;
+    std::string current;
+    for (const auto& p : sw.points()) {
+      if (!p.note().empty()) continue;
+      ++total;
+      if (IsTerminal(p.state())) ++done;
+      if (p.state() == v1::RUNNING) current = Running(p);
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string left = done > 0 ? Clock(elapsed / done * (total - done)) : "?";
+    if (!quiet && tty) {
+      const int width = 30, filled = total ? width * done / total : width;
+      std::fprintf(stderr, "\r\033[K[%s%s] %d/%d  %s  elapsed %s  left ~%s",
+                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), done,
+                   total, current.c_str(), Clock(elapsed).c_str(), left.c_str());
+    } else if (!quiet && done != last_done) {
+      std::fprintf(stderr, "sweep %s: %d/%d done, elapsed %s, left ~%s%s%s\n", id.c_str(), done,
+                   total, Clock(elapsed).c_str(), left.c_str(),
+                   current.empty() ? "" : ", running: ", current.c_str());
+    }
+    last_done = done;
+    if (IsTerminal(sw.state())) {
+      if (!quiet && tty) std::fprintf(stderr, "\n");
+      return sw.state();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+int SubmitSweep(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
+  const std::string id = OrDie(c.SubmitSweep(OrDie(flags.Sweep())));
+  if (!wait) {
+    std::cout << (json ? nlohmann::json{{"id", id}}.dump() : id) << "\n";
+    return 0;
+  }
+  if (!json) std::fprintf(stderr, "submitted sweep %s\n", id.c_str());
+  const v1::ExperimentState st = WaitSweep(c, id, json);
+  const ReportInput in = FetchReport(c, id);
+  json ? (void)(std::cout << RenderJson(in).dump() << "\n")
+       : (void)std::fputs(RenderMarkdown(in).c_str(), stdout);
+  if (st == v1::SUCCEEDED) return 0;
+  std::fprintf(stderr, "shoal: sweep %s %s\n", id.c_str(), StateName(st).c_str());
+  return 1;
+}
+
+void WritePng(const std::string& svg, const std::string& output) {
+  if (output.empty()) Die("--format png needs --output FILE");
+  std::string conv;
+  for (const char* dir : {"/usr/bin", "/usr/local/bin", "/bin"}) {
+    const std::string p = std::string(dir) + "/rsvg-convert";
+    if (::access(p.c_str(), X_OK) == 0) conv = p;
+  }
+  if (conv.empty())
+    Die("--format png needs rsvg-convert (Debian package librsvg2-bin); --format svg works "
+        "without it");
+  const std::string tmp = output + ".svg";
+  Emit(svg, tmp);
+  auto pid = SpawnProcess({conv, "-o", output, tmp}, {});
+  int st = 1;
+  if (pid.ok()) ::waitpid(*pid, &st, 0);
+  ::unlink(tmp.c_str());
+  if (!pid.ok() || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    Die("rsvg-convert failed to write " + output);
+}
+
+struct ReportArgs {
+  std::vector<std::string> ids;
+  std::string format = "md", output, plot;
+  bool compare = false;
+};
+
+int Report(ShoalClient& c, const ReportArgs& a) {
+  if (a.compare) {
+    if (a.ids.size() != 2) Die("report --compare takes two sweep ids: SWEEP_A SWEEP_B");
+    if (a.format != "md") Die("report --compare prints Markdown only (--format md)");
+    Emit(RenderCompareMarkdown(FetchReport(c, a.ids[0]), FetchReport(c, a.ids[1])), a.output);
+    return 0;
+  }
+  if (a.ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
+  const ReportInput in = FetchReport(c, a.ids[0]);
+  // An optimiser sweep is drawn as loss curves unless asked otherwise.
+  std::string plot = a.plot;
+  if (plot.empty()) {
+    plot = "memory";
+    for (const auto& ax : VaryingAxes(in.sweep))
+      if (ax.field() == "optimizer") plot = "loss";
+  }
+  if (a.format == "md") Emit(RenderMarkdown(in), a.output);
+  if (a.format == "csv") Emit(RenderCsv(in), a.output);
+  if (a.format == "json") Emit(RenderJson(in).dump(2) + "\n", a.output);
+  if (a.format == "svg") Emit(RenderSvg(in, plot), a.output);
+  if (a.format == "png") WritePng(RenderSvg(in, plot), a.output);
+  return 0;
+}
+
+}  // namespace
+
+int ShowSweep(ShoalClient& c, const std::string& id, bool cancel, bool json) {
+  if (cancel) OrDie(c.CancelSweep(id).status());
+  const ReportInput in = FetchReport(c, id);
+  json ? (void)(std::cout << RenderJson(in).dump() << "\n")
+       : (void)std::fputs(FormatSweepPoints(in.sweep).c_str(), stdout);
+  return 0;
+}
+
+void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
+  struct State {
+    SpecFlags flags;
+    bool wait = false, json = false;
+    ReportArgs report;
+  };
+  auto s = std::make_shared<State>();
+  auto* sweep = app.add_subcommand(
+      "sweep", "run a grid of experiments: every field given as a comma-separated list is an axis");
+  s->flags.Add(sweep, /*lists=*/true);
+  sweep->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the report");
+  sweep->add_flag("--json", s->json, "print one JSON object");
+  out->push_back({sweep, [s](ShoalClient& c) { return SubmitSweep(c, s->flags, s->wait, s->json); }});
+
+  auto* sweeps = app.add_subcommand("sweeps", "all sweeps");
+  sweeps->add_flag("--json", s->json, "print one JSON object");
+  out->push_back({sweeps, [s](ShoalClient& c) {
+                    auto all = OrDie(c.ListSweeps());
+                    if (!s->json) return std::fputs(FormatSweeps(all).c_str(), stdout), 0;
+                    v1::ListSweepsResponse r;
+                    for (auto& sw : all) *r.add_sweeps() = sw;
+                    return PrintJson(r), 0;
+                  }});
+
+  auto* report =
+      app.add_subcommand("report", "the tables of a sweep (or the ratio of two with --compare)");
+  report->add_option("ids", s->report.ids, "SWEEP_ID, or SWEEP_A SWEEP_B with --compare")
+      ->required()
+      ->expected(1, 2);
+  report->add_option("--format", s->report.format, "md | csv | json | svg | png")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"md", "csv", "json", "svg", "png"}));
+  report->add_option("--plot", s->report.plot,
+                     "what svg/png draw: memory | loss (default: loss when the optimiser varies)")
+      ->check(CLI::IsMember({"memory", "loss"}));
+  report->add_option("--output,-o", s->report.output,
+                     "write to this file instead of stdout (required for png)");
+  report->add_flag("--compare", s->report.compare, "print B / A for every cell of two sweeps");
+  out->push_back({report, [s](ShoalClient& c) { return Report(c, s->report); }});
+}
+
+}  // namespace shoal::cli

@@ -1,0 +1,237 @@
+#include "client/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "shared/spec_fields.h"
+#include "shared/sweep.h"
+
+namespace shoal::cli {
+namespace {
+
+std::string F(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string F(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30)); }
+std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20)); }
+using UL = unsigned long;
+
+// "sgd lr 0.01 momentum 0.5 dampening 0 weight_decay 0"
+std::string Optimizer(const v1::ExperimentSpec& s) {
+  std::string out = s.optimizer().name();
+  for (const auto& f : SpecFields()) {
+    if (f.path.rfind("optimizer.", 0) != 0 || f.name == "optimizer") continue;
+    std::string v = SpecFieldText(s, f);
+    if (!v.empty()) out += " " + f.name + " " + v;
+  }
+  return out;
+}
+
+std::string Length(const v1::ExperimentSpec& s) {
+  if (!s.has_epochs()) return F("batch %u x %u batches", s.batch_size(), s.batches());
+  std::string out = F("batch %u x %u epochs", s.batch_size(), s.epochs());
+  if (s.has_epoch_samples()) out += F(" of %u samples", s.epoch_samples());
+  return out;
+}
+
+std::string SpecLines(const v1::ExperimentSpec& s) {
+  std::string o = F("  spec        %s %s, %u workers, start %s, share %s, device %s, %s, %u threads\n",
+                    s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
+                    s.share() ? "yes" : "no", s.device().c_str(), Length(s).c_str(), s.threads());
+  o += "  optimiser   " + Optimizer(s) + "\n";
+  o += "  dataset     " + s.dataset() + "\n";
+  return o;
+}
+
+std::string ResultLines(const v1::Experiment& e) {
+  const auto& s = e.spec();
+  const auto& r = e.result();
+  std::string o = F(
+      "  memory      peak PSS sum %s, RSS sum %s, USS sum %s, VmHWM sum %s; shared %s (weights "
+      "%s, data %s)\n",
+      Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.peak_rss_sum_bytes()).c_str(),
+      Gib(r.peak_uss_sum_bytes()).c_str(), Gib(r.peak_rss_hwm_sum_bytes()).c_str(),
+      Mib(r.shared_bytes()).c_str(), Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
+  o += F("  time        ready %.0f ms (request -> all workers training %.0f ms), wall %.1f s, "
+         "training %.1f s, queued %.0f ms\n",
+         r.ready_ms(), r.start_ms(), r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
+  o += F("  throughput  %.1f samples/s (%lu samples, %lu steps)\n", r.samples_per_sec(),
+         UL(r.samples()), UL(r.steps()));
+  const std::string acc = r.has_test_accuracy()
+                              ? F("%.3f on %u images (%.1f s)", r.test_accuracy(),
+                                  s.eval_samples(), r.eval_ms() / 1000)
+                              : "-";
+  o += F("  loss        first %.4f, last %.4f; test accuracy %s\n", r.first_loss(), r.last_loss(),
+         acc.c_str());
+  o += F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
+         "workers)\n",
+         r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
+  o += F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
+         "reads)\n",
+         r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
+  return o;
+}
+
+std::string EpochLines(const v1::Result& r) {
+  if (r.epochs().empty()) return "";
+  std::string o = F("  epochs      %-5s %9s %9s %9s %9s %9s\n", "epoch", "wall s", "data s",
+                    "train s", "loss", "accuracy");
+  for (const auto& x : r.epochs()) {
+    const std::string acc = x.has_test_accuracy() ? F("%.3f", x.test_accuracy()) : "-";
+    o += F("              %-5u %9.2f %9.2f %9.2f %9.4f %9s\n", x.epoch(), x.wall_ms() / 1000,
+           x.data_ms() / 1000, x.train_ms() / 1000, x.mean_loss(), acc.c_str());
+  }
+  return o;
+}
+
+std::string ExitText(const v1::ProcessInfo& p) {
+  if (p.alive()) return "running";
+  if (!p.exit_known()) return "unknown";
+  return p.signal() ? "signal " + std::to_string(p.signal()) : "code " + std::to_string(p.exit_code());
+}
+
+std::string ProcessLines(const v1::Experiment& e) {
+  std::string o = F("  processes   %-7s %-6s %-5s %-8s %-9s %-9s %-8s %s\n", "pid", "role", "index",
+                    "start", "peak RSS", "peak PSS", "steps", "exit");
+  for (const auto& p : e.processes()) {
+    o += F("              %-7d %-6s %-5s %-8s %-9s %-9s %-8lu %s\n", p.pid(), p.role().c_str(),
+           p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
+           p.role() == "leader" ? "-" : F("%.0f ms", p.start_ms()).c_str(),
+           Mib(p.peak_rss_bytes()).c_str(), Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()),
+           ExitText(p).c_str());
+  }
+  return o;
+}
+
+char RoleLetter(const std::string& role) {
+  return role == "leader" ? 'L' : role == "zygote" ? 'Z' : 'w';
+}
+
+}  // namespace
+
+std::string StateName(v1::ExperimentState s) {
+  std::string n = v1::ExperimentState_Name(s);
+  for (auto& c : n) c = static_cast<char>(std::tolower(c));
+  return n;
+}
+
+std::string FormatExperiment(const v1::Experiment& e) {
+  std::string o = F("experiment %s  %s%s%s\n", e.id().c_str(), StateName(e.state()).c_str(),
+                    e.error().empty() ? "" : ": ", e.error().c_str());
+  o += SpecLines(e.spec());
+  if (e.state() == v1::QUEUED) return o;
+  return o + ResultLines(e) + EpochLines(e.result()) + ProcessLines(e);
+}
+
+std::string FormatSampleLine(const v1::Sample& s) {
+  const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
+  const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
+  std::string o = F(
+      "t=%.1fs steps %lu/%s %.2f/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
+      s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(), loss.c_str(),
+      Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
+      Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
+  for (const auto& p : s.processes()) {
+    o += F(" | %c%s %s/%s/%s %.0f%%", RoleLetter(p.role()),
+           p.index() < 0 ? "" : std::to_string(p.index()).c_str(), Mib(p.rss_bytes()).c_str(),
+           Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(), p.cpu_percent());
+  }
+  return o + "\n";
+}
+
+std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
+  const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
+  const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
+  std::string o = F("t=%.1f s   steps %lu/%s   %.2f steps/s   %.1f samples/s   loss %s   sampler "
+                    "%.2f%% core%s\n\n",
+                    s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(),
+                    s.samples_per_sec(), loss.c_str(), s.sampler_cpu_percent(),
+                    dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
+  o += F("%-8s %-7s %10s %10s %10s %7s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%");
+  // Leader, fork-server, then workers by index.
+  std::vector<const v1::ProcessSample*> procs;
+  for (const auto& p : s.processes()) procs.push_back(&p);
+  auto rank = [](const v1::ProcessSample* p) {
+    return p->role() == "leader" ? -2 : p->role() == "zygote" ? -1 : p->index();
+  };
+  std::sort(procs.begin(), procs.end(), [&](auto* a, auto* b) { return rank(a) < rank(b); });
+  for (const auto* p : procs) {
+    std::string name = p->role() == "worker" ? "worker " + std::to_string(p->index()) : p->role();
+    o += F("%-8s %-7d %10s %10s %10s %6.0f%%\n", name.c_str(), p->pid(),
+           Mib(p->rss_bytes()).c_str(), Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(),
+           p->cpu_percent());
+  }
+  o += F("%-8s %-7s %10s %10s %10s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),
+         Mib(s.total_pss_bytes()).c_str(), Mib(s.total_uss_bytes()).c_str());
+  return o + F("shared segments %s\n", Mib(s.shared_bytes()).c_str());
+}
+
+std::string FormatList(const std::vector<v1::Experiment>& es) {
+  std::string o = F("%-12s %-11s %-8s %-9s %7s %-10s %-5s %8s %12s %10s %9s\n", "id", "state",
+                    "kind", "optimiser", "workers", "start", "share", "wall s", "peak PSS",
+                    "samples/s", "ready ms");
+  for (const auto& e : es) {
+    const auto& r = e.result();
+    const bool ran = e.started_unix_ms() != 0;
+    o += F("%-12s %-11s %-8s %-9s %7u %-10s %-5s %8s %12s %10s %9s\n", e.id().c_str(),
+           StateName(e.state()).c_str(), e.spec().kind().c_str(),
+           e.spec().optimizer().name().c_str(), e.spec().workers(), e.spec().start().c_str(),
+           e.spec().share() ? "yes" : "no", ran ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
+           ran ? Gib(r.peak_pss_sum_bytes()).c_str() : "-",
+           r.samples_per_sec() > 0 ? F("%.1f", r.samples_per_sec()).c_str() : "-",
+           r.ready_ms() > 0 ? F("%.0f", r.ready_ms()).c_str() : "-");
+  }
+  return o;
+}
+
+std::string FormatSweepPoints(const v1::Sweep& sw) {
+  std::string o = F("sweep %s  %s%s%s\n", sw.id().c_str(), StateName(sw.state()).c_str(),
+                    sw.error().empty() ? "" : ": ", sw.error().c_str());
+  o += F("  %-5s %-40s %-12s %-11s %s\n", "point", "values", "experiment", "state", "note");
+  for (const auto& p : sw.points()) {
+    std::string values;
+    for (const auto& v : p.values()) values += (values.empty() ? "" : ", ") + v.field() + " " + v.value();
+    o += F("  %-5u %-40s %-12s %-11s %s\n", p.index(), values.empty() ? "-" : values.c_str(),
+           p.experiment_id().empty() ? "-" : p.experiment_id().c_str(),
+           p.note().empty() ? StateName(p.state()).c_str() : "skipped", p.note().c_str());
+  }
+  return o;
+}
+
+std::string FormatSweeps(const std::vector<v1::Sweep>& sweeps) {
+  std::string o = F("%-12s %-11s %7s %7s  %s\n", "id", "state", "done", "points", "name");
+  for (const auto& sw : sweeps) {
+    int done = 0;
+    for (const auto& p : sw.points())
+      if (p.note().empty() && IsTerminal(p.state())) ++done;
+    o += F("%-12s %-11s %7d %7d  %s\n", sw.id().c_str(), StateName(sw.state()).c_str(), done,
+           sw.points_size(), sw.spec().name().c_str());
+  }
+  return o;
+}
+
+std::string FormatNode(const v1::NodeInfoResponse& r) {
+  std::string o = F("host %s: %u cores, memory %s (available %s), /dev/shm free %s of %s\n",
+                    r.hostname().c_str(), r.cores(), Gib(r.memory_total_bytes()).c_str(),
+                    Gib(r.memory_available_bytes()).c_str(), Gib(r.shm_free_bytes()).c_str(),
+                    Gib(r.shm_total_bytes()).c_str());
+  if (r.gpus().empty()) o += "GPUs: none (" + r.gpu_status() + ")\n";
+  for (const auto& g : r.gpus())
+    o += F("GPU %u: %s, %s\n", g.index(), g.name().c_str(), Gib(g.memory_total_bytes()).c_str());
+  o += "versions:";
+  for (const auto& [k, v] : r.versions()) o += " " + k + " " + v + ";";
+  o += F("\nstate dir %s, max workers %u, fork-server pid %d (%u restarts)\n",
+         r.state_dir().c_str(), r.max_workers(), r.fork_server_pid(), r.fork_server_restarts());
+  return o;
+}
+
+}  // namespace shoal::cli

@@ -1,0 +1,120 @@
+#include "client/shoal_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+namespace shoal::cli {
+namespace {
+
+std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return c;
+}
+
+}  // namespace
+
+ShoalClient::ShoalClient(const std::string& socket)
+    : socket_(socket),
+      stub_(v1::Shoal::NewStub(
+          grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()))) {}
+
+Status ShoalClient::Convert(const grpc::Status& st) const {
+  switch (st.error_code()) {
+    case grpc::StatusCode::OK:
+      return Status::Ok();
+    case grpc::StatusCode::UNAVAILABLE:
+      return Unavailable("cannot reach shoald at " + socket_ + " (is it running?): " +
+                         st.error_message());
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return InvalidArgument(st.error_message());
+    case grpc::StatusCode::NOT_FOUND:
+      return NotFound(st.error_message());
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return FailedPrecondition(st.error_message());
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return ResourceExhausted(st.error_message());
+    default:
+      return Internal(st.error_message());
+  }
+}
+
+StatusOr<v1::NodeInfoResponse> ShoalClient::NodeInfo() {
+  v1::NodeInfoResponse r;
+  RETURN_IF_ERROR(Convert(stub_->NodeInfo(Ctx().get(), {}, &r)));
+  return r;
+}
+
+StatusOr<std::string> ShoalClient::Submit(const v1::ExperimentSpec& spec) {
+  v1::SubmitRequest req;
+  *req.mutable_spec() = spec;
+  v1::SubmitResponse r;
+  RETURN_IF_ERROR(Convert(stub_->Submit(Ctx().get(), req, &r)));
+  return r.id();
+}
+
+StatusOr<v1::Experiment> ShoalClient::Get(const std::string& id) {
+  v1::GetRequest req;
+  req.set_id(id);
+  v1::Experiment r;
+  RETURN_IF_ERROR(Convert(stub_->Get(Ctx().get(), req, &r)));
+  return r;
+}
+
+StatusOr<std::vector<v1::Experiment>> ShoalClient::List() {
+  v1::ListResponse r;
+  RETURN_IF_ERROR(Convert(stub_->List(Ctx().get(), {}, &r)));
+  return std::vector<v1::Experiment>(r.experiments().begin(), r.experiments().end());
+}
+
+StatusOr<v1::Experiment> ShoalClient::Cancel(const std::string& id) {
+  v1::CancelRequest req;
+  req.set_id(id);
+  v1::Experiment r;
+  RETURN_IF_ERROR(Convert(stub_->Cancel(Ctx().get(), req, &r)));
+  return r;
+}
+
+StatusOr<std::string> ShoalClient::SubmitSweep(const v1::SweepSpec& spec) {
+  v1::SubmitSweepRequest req;
+  *req.mutable_spec() = spec;
+  v1::SubmitResponse r;
+  RETURN_IF_ERROR(Convert(stub_->SubmitSweep(Ctx().get(), req, &r)));
+  return r.id();
+}
+
+StatusOr<v1::SweepReport> ShoalClient::GetSweep(const std::string& id) {
+  v1::GetRequest req;
+  req.set_id(id);
+  v1::SweepReport r;
+  RETURN_IF_ERROR(Convert(stub_->GetSweep(Ctx().get(), req, &r)));
+  return r;
+}
+
+StatusOr<std::vector<v1::Sweep>> ShoalClient::ListSweeps() {
+  v1::ListSweepsResponse r;
+  RETURN_IF_ERROR(Convert(stub_->ListSweeps(Ctx().get(), {}, &r)));
+  return std::vector<v1::Sweep>(r.sweeps().begin(), r.sweeps().end());
+}
+
+StatusOr<v1::Sweep> ShoalClient::CancelSweep(const std::string& id) {
+  v1::CancelRequest req;
+  req.set_id(id);
+  v1::Sweep r;
+  RETURN_IF_ERROR(Convert(stub_->CancelSweep(Ctx().get(), req, &r)));
+  return r;
+}
+
+Status ShoalClient::Watch(const std::string& id,
+                          const std::function<void(const v1::WatchEvent&)>& on_event) {
+  grpc::ClientContext ctx;
+  v1::WatchRequest req;
+  req.set_id(id);
+  auto reader = stub_->Watch(&ctx, req);
+  v1::WatchEvent ev;
+  while (reader->Read(&ev)) on_event(ev);
+  return Convert(reader->Finish());
+}
+
+}  // namespace shoal::cli

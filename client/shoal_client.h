@@ -1,0 +1,37 @@
+// The CLI's view of shoald: one call per RPC, gRPC errors converted to Status in one place.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+#include "shoal/v1/shoal.grpc.pb.h"
+
+namespace shoal::cli {
+
+class ShoalClient {
+ public:
+  explicit ShoalClient(const std::string& socket);
+
+  StatusOr<v1::NodeInfoResponse> NodeInfo();
+  StatusOr<std::string> Submit(const v1::ExperimentSpec& spec);
+  StatusOr<v1::Experiment> Get(const std::string& id);
+  StatusOr<std::vector<v1::Experiment>> List();
+  StatusOr<v1::Experiment> Cancel(const std::string& id);
+  StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec);
+  StatusOr<v1::SweepReport> GetSweep(const std::string& id);
+  StatusOr<std::vector<v1::Sweep>> ListSweeps();
+  StatusOr<v1::Sweep> CancelSweep(const std::string& id);
+  // Calls `on_event` for every event until the experiment ends.
+  Status Watch(const std::string& id, const std::function<void(const v1::WatchEvent&)>& on_event);
+
+ private:
+  Status Convert(const grpc::Status& st) const;
+
+  std::string socket_;
+  std::unique_ptr<v1::Shoal::StubInterface> stub_;
+};
+
+}  // namespace shoal::cli

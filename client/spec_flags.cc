@@ -1,0 +1,61 @@
+#include "client/spec_flags.h"
+
+namespace shoal::cli {
+
+void SpecFlags::Add(CLI::App* cmd, bool lists) {
+  for (const auto& f : SpecFields()) {
+    if (f.name == "force") {
+      force_opt_ = cmd->add_flag("--force", force_, f.help);
+      continue;
+    }
+    std::string flag = "--" + f.name;
+    for (auto& c : flag)
+      if (c == '_') c = '-';
+    std::string help = f.help + " [default: " + f.fallback + "]";
+    if (lists && f.axis) help += "; a comma-separated list makes it an axis";
+    CLI::Option* o = cmd->add_option(flag, values_[f.name], help);
+    if (lists && f.axis) o->delimiter(',');
+    options_[f.name] = o;
+  }
+}
+
+std::vector<SpecFlags::Given> SpecFlags::GivenFields() const {
+  std::vector<Given> out;
+  for (const auto& f : SpecFields()) {
+    auto it = options_.find(f.name);
+    if (it == options_.end() || it->second->count() == 0) continue;
+    out.push_back({&f, values_.at(f.name)});
+  }
+  return out;
+}
+
+StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
+  v1::ExperimentSpec spec;
+  for (const auto& g : GivenFields()) {
+    if (g.values.size() != 1) {
+      return InvalidArgument(g.field->name + ": submit takes one value (a list is a sweep: " +
+                             "shoal sweep)");
+    }
+    RETURN_IF_ERROR(SetSpecField(&spec, *g.field, g.values[0]));
+  }
+  if (force_opt_ != nullptr && force_opt_->count() > 0) spec.set_force(true);
+  return spec;
+}
+
+StatusOr<v1::SweepSpec> SpecFlags::Sweep() const {
+  v1::SweepSpec sweep;
+  for (const auto& g : GivenFields()) {
+    if (g.values.size() == 1) {
+      RETURN_IF_ERROR(SetSpecField(sweep.mutable_base(), *g.field, g.values[0]));
+      continue;
+    }
+    v1::Axis* a = sweep.add_axes();
+    a->set_field(g.field->name);
+    for (const auto& v : g.values) a->add_values(v);
+  }
+  if (force_opt_ != nullptr && force_opt_->count() > 0) sweep.mutable_base()->set_force(true);
+  sweep.set_name(sweep.base().name());
+  return sweep;
+}
+
+}  // namespace shoal::cli

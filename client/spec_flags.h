@@ -1,0 +1,39 @@
+// The spec's fields as command-line options: one per field of shared/spec_fields.h, spelled
+// --field-name. Only what the user typed is sent: a field left out is absent on the wire and
+// shoald fills it from its one table of defaults.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shared/spec_fields.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal::cli {
+
+class SpecFlags {
+ public:
+  // `lists`: each option takes a comma-separated list (sweep); otherwise one value (submit).
+  void Add(CLI::App* cmd, bool lists);
+  // A spec with exactly the given fields set. Refuses a list.
+  StatusOr<v1::ExperimentSpec> Spec() const;
+  // One value: fixed in the base spec; a list: an axis.
+  StatusOr<v1::SweepSpec> Sweep() const;
+
+ private:
+  struct Given {
+    const SpecField* field;
+    std::vector<std::string> values;
+  };
+  std::vector<Given> GivenFields() const;
+
+  std::map<std::string, std::vector<std::string>> values_;
+  std::map<std::string, CLI::Option*> options_;
+  bool force_ = false;
+  CLI::Option* force_opt_ = nullptr;
+};
+
+}  // namespace shoal::cli

@@ -1,0 +1,135 @@
+#include "server/experiment_queue.h"
+
+#include <algorithm>
+
+#include "shared/process.h"
+#include "shared/sweep.h"
+#include "spdlog/spdlog.h"
+
+namespace shoal {
+
+Status ExperimentQueue::Enqueue(const std::vector<v1::Experiment>& es) {
+  {
+    // Checked and written under the lock: a shutdown must not leave a record it then runs later.
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return Unavailable("shoald is shutting down");
+    for (const auto& e : es) RETURN_IF_ERROR(store_->Put(e));
+    for (const auto& e : es) {
+      live_[e.id()] = e;
+      queue_.push_back(e.id());
+    }
+  }
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+void ExperimentQueue::Restore(const std::vector<v1::Experiment>& es) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& e : es) {
+    live_[e.id()] = e;
+    queue_.push_back(e.id());
+  }
+}
+
+std::optional<v1::Experiment> ExperimentQueue::Next(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait_for(l, wait, [&] { return stopping_ || !queue_.empty(); });
+  if (stopping_ || queue_.empty() || !running_.empty()) return std::nullopt;
+  running_ = queue_.front();
+  queue_.pop_front();
+  cancel_running_ = false;
+  return live_[running_];
+}
+
+void ExperimentQueue::Update(const v1::Experiment& e) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (IsTerminal(e.state())) {
+      live_.erase(e.id());
+    } else {
+      live_[e.id()] = e;
+    }
+  }
+  if (Status st = store_->Put(e); !st.ok()) spdlog::error("{}", st.ToString());
+  Notify(e);
+}
+
+void ExperimentQueue::SetLive(const v1::Experiment& e) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (live_.count(e.id())) live_[e.id()] = e;
+}
+
+void ExperimentQueue::Done(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (running_ == id) running_.clear();
+}
+
+void ExperimentQueue::Notify(const v1::Experiment& e) {
+  for (const auto& fn : listeners_) fn(e);
+}
+
+StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
+  std::unique_lock<std::mutex> l(mu_);
+  auto it = live_.find(id);
+  if (it == live_.end()) {
+    l.unlock();
+    return store_->Get(id);  // already ended (or unknown): cancelling is a no-op
+  }
+  if (running_ == id) {
+    cancel_running_ = true;
+    return it->second;  // the runner moves it to cancelled once every process is gone
+  }
+  v1::Experiment e = it->second;
+  queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
+  live_.erase(it);
+  l.unlock();
+  e.set_state(v1::CANCELLED);
+  e.set_finished_unix_ms(static_cast<int64_t>(RealtimeNs() / 1000000));
+  RETURN_IF_ERROR(store_->Put(e));
+  Notify(e);
+  return e;
+}
+
+ExperimentQueue::Stop ExperimentQueue::StopRequest(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (running_ != id) return kNone;
+  if (cancel_running_) return kCancel;
+  return stopping_ ? kShutdown : kNone;
+}
+
+bool ExperimentQueue::IsLive(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return live_.count(id) > 0;
+}
+
+StatusOr<v1::Experiment> ExperimentQueue::Get(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = live_.find(id); it != live_.end()) return it->second;
+  }
+  return store_->Get(id);
+}
+
+StatusOr<std::vector<v1::Experiment>> ExperimentQueue::List() {
+  ASSIGN_OR_RETURN(auto all, store_->List());
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& e : all) {
+    if (auto it = live_.find(e.id()); it != live_.end()) e = it->second;
+  }
+  return all;
+}
+
+void ExperimentQueue::Shutdown() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool ExperimentQueue::stopping() {
+  std::lock_guard<std::mutex> l(mu_);
+  return stopping_;
+}
+
+}  // namespace shoal

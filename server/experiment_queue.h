@@ -1,0 +1,71 @@
+// The queue and the live records: what is queued and what runs, kept in memory and in the store.
+// One experiment runs at a time (the machine is the instrument). Listeners hear of every stored
+// change; the queue knows nothing of sweeps (they listen).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/store.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+class ExperimentQueue {
+ public:
+  using Listener = std::function<void(const v1::Experiment&)>;
+  enum Stop { kNone = 0, kCancel = 1, kShutdown = 2 };
+
+  explicit ExperimentQueue(Store* store) : store_(store) {}
+  // Called (outside the queue's lock) with every record after it is stored. Before Start.
+  void Listen(Listener fn) { listeners_.push_back(std::move(fn)); }
+
+  // Stores the records and queues them, in order, at once. UNAVAILABLE once stopping.
+  Status Enqueue(const std::vector<v1::Experiment>& es);
+  // Queues records already stored (recovery), in the given order.
+  void Restore(const std::vector<v1::Experiment>& es);
+  // Waits up to `wait` for the next queued experiment and makes it the running one.
+  std::optional<v1::Experiment> Next(std::chrono::milliseconds wait);
+  // Stores a changed record and tells the listeners; a terminal one leaves the live set.
+  void Update(const v1::Experiment& e);
+  // The live copy only (`get` of a running experiment).
+  void SetLive(const v1::Experiment& e);
+  // The running experiment ended; the next may start.
+  void Done(const std::string& id);
+
+  // A queued experiment is cancelled at once; the running one is asked to stop (it ends
+  // cancelled once every process is gone); an ended or unknown one is returned as it is.
+  StatusOr<v1::Experiment> Cancel(const std::string& id);
+  // What the running experiment `id` should do now: nothing, cancel, or stop for shutdown.
+  Stop StopRequest(const std::string& id);
+  bool IsLive(const std::string& id);
+
+  StatusOr<v1::Experiment> Get(const std::string& id);
+  StatusOr<std::vector<v1::Experiment>> List();
+
+  void Shutdown();
+  bool stopping();
+
+ private:
+  void Notify(const v1::Experiment& e);
+
+  Store* store_;
+  std::vector<Listener> listeners_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::string> queue_;
+  std::map<std::string, v1::Experiment> live_;  // queued and running
+  std::string running_;
+  bool cancel_running_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace shoal

@@ -1,0 +1,330 @@
+#include "server/experiment_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "shared/shm.h"
+#include "shared/spec.h"
+#include "spdlog/spdlog.h"
+
+namespace shoal {
+namespace {
+
+double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
+
+v1::ProcessInfo NewProcess(pid_t pid, const std::string& role, int index) {
+  v1::ProcessInfo p;
+  p.set_pid(pid);
+  p.set_role(role);
+  p.set_index(index);
+  p.set_alive(true);
+  return p;
+}
+
+}  // namespace
+
+ExperimentRunner::ExperimentRunner(v1::Experiment e, RunnerEnv env, RunnerHooks hooks)
+    : e_(std::move(e)), env_(std::move(env)), hooks_(std::move(hooks)) {}
+
+ExperimentRunner::~ExperimentRunner() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+double ExperimentRunner::TMs() const { return NsToMs(env_.clock->MonotonicNs() - start_mono_); }
+
+void ExperimentRunner::AddEvent(const std::string& text) { hooks_.event(TMs(), text); }
+
+void ExperimentRunner::PublishState() {
+  v1::WatchEvent ev;
+  ev.set_state(e_.state());
+  hooks_.publish(ev);
+}
+
+bool ExperimentRunner::Launch() {
+  start_mono_ = env_.clock->MonotonicNs();
+  facts_.start_real_ns = env_.clock->RealtimeNs();
+  facts_.spec = e_.spec();
+  e_.set_state(v1::RUNNING);
+  e_.set_started_unix_ms(static_cast<int64_t>(facts_.start_real_ns / 1000000));
+  e_.mutable_result()->set_queued_ms(double(e_.started_unix_ms() - e_.submitted_unix_ms()));
+  hooks_.update(e_);
+  PublishState();
+  sampler_ = std::make_unique<ProcessSampler>(env_.procfs, env_.sampler, env_.sampler_cpu);
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    facts_.runtime_error = std::string("pipe: ") + std::strerror(errno);
+    Finish();
+    return false;
+  }
+  auto pid = env_.proc->Spawn(
+      {env_.worker_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
+       SpecToJson(e_.spec()), "--status-fd", "3", "--parent", std::to_string(env_.daemon_pid),
+       "--worker-bin", env_.worker_bin, "--zygote-socket", env_.zygote_socket},
+      {{{fds[1], 3}}, /*new_process_group=*/true});
+  ::close(fds[1]);
+  if (!pid.ok()) {
+    ::close(fds[0]);
+    facts_.runtime_error = pid.status().message();
+    Finish();
+    return false;
+  }
+  fd_ = fds[0];
+  facts_.leader = *pid;
+  facts_.procs[*pid] = NewProcess(*pid, "leader", -1);
+  sampler_->Track(*pid, "leader", -1);
+  env_.reaper->Watch(*pid, [this](pid_t, int st) { OnLeaderExit(st); });
+  if (e_.spec().start() == "forkserver" && env_.fork_server_pid) {
+    // Its workers share its pages: its own memory counts, on its own line.
+    if (pid_t z = env_.fork_server_pid(); z > 0) sampler_->Track(z, "zygote", -1);
+  }
+  AddEvent("leader started, pid " + std::to_string(*pid));
+  phase_ = Phase::kRunning;
+  next_tick_ = start_mono_;
+  return true;
+}
+
+void ExperimentRunner::OnBytes(const char* data, size_t n) {
+  frames_.Feed(data, n);
+  for (;;) {
+    ipc::v1::LeaderEvent ev;
+    auto got = frames_.Next(&ev);
+    if (!got.ok()) {
+      // A leader that cannot speak its protocol is broken: stop the experiment.
+      facts_.runtime_error = "the leader's status stream is corrupt: " + got.status().message();
+      AddEvent(facts_.runtime_error);
+      OnEof();
+      if (phase_ == Phase::kRunning) {
+        env_.proc->SignalGroup(facts_.leader, SIGTERM);
+        deadline_ = env_.clock->MonotonicNs() + env_.grace_ns;
+        phase_ = Phase::kStopping;
+      }
+      return;
+    }
+    if (!*got) return;
+    HandleEvent(ev);
+  }
+}
+
+void ExperimentRunner::OnEof() {
+  eof_ = true;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
+  if (ev.has_segment()) {
+    facts_.segments[ev.segment().what()] = ev.segment().bytes();
+    AddEvent("segment " + ev.segment().what() + ": " + std::to_string(ev.segment().bytes()) +
+             " bytes");
+  } else if (ev.has_worker_started()) {
+    OnWorkerStarted(ev.worker_started());
+  } else if (ev.has_worker_exited()) {
+    const auto& x = ev.worker_exited();
+    if (auto it = facts_.procs.find(x.pid()); it != facts_.procs.end())
+      RecordExit(&it->second, x.wait_status());
+    sampler_->Untrack(x.pid());
+    AddEvent("worker " + std::to_string(x.index()) + " " + DescribeWaitStatus(x.wait_status()));
+  } else if (ev.has_progress()) {
+    facts_.progress = ev.progress();
+    for (const auto& w : ev.progress().workers()) {
+      if (w.first_step_ns() == 0 || announced_ready_[w.index()]) continue;
+      announced_ready_[w.index()] = true;
+      const double ms = NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns()));
+      AddEvent("worker " + std::to_string(w.index()) + " training " + std::to_string(int(ms)) +
+               " ms after its request");
+    }
+  } else if (ev.has_result()) {
+    facts_.result = ev.result();
+  } else if (ev.has_error()) {
+    facts_.leader_error = ev.error().message();
+    AddEvent("error: " + facts_.leader_error);
+  }
+}
+
+void ExperimentRunner::OnWorkerStarted(const ipc::v1::WorkerStarted& w) {
+  facts_.procs[w.pid()] = NewProcess(w.pid(), "worker", int(w.index()));
+  sampler_->Track(w.pid(), "worker", int(w.index()));
+  // A worker orphaned by a dead leader is reaped by shoald (a subreaper): its real exit is kept.
+  env_.reaper->Watch(w.pid(), [this](pid_t p, int st) { OnWorkerExit(p, st); });
+}
+
+void ExperimentRunner::OnWorkerExit(pid_t pid, int status) {
+  auto it = facts_.procs.find(pid);
+  if (it == facts_.procs.end() || it->second.exit_known()) return;
+  RecordExit(&it->second, status);
+  sampler_->Untrack(pid);
+}
+
+void ExperimentRunner::OnLeaderExit(int status) {
+  facts_.leader_exited = true;
+  facts_.leader_status = status;
+  if (auto it = facts_.procs.find(facts_.leader); it != facts_.procs.end())
+    RecordExit(&it->second, status);
+  sampler_->Untrack(facts_.leader);
+}
+
+void ExperimentRunner::RequestStop(bool shutdown) {
+  if (phase_ != Phase::kRunning || stop_requested_) return;
+  stop_requested_ = true;
+  (shutdown ? facts_.interrupted : facts_.cancelled) = true;
+  AddEvent(shutdown ? "shoald stopping: SIGTERM to the process group"
+                    : "cancel: SIGTERM to the process group");
+  env_.proc->SignalGroup(facts_.leader, SIGTERM);
+  deadline_ = env_.clock->MonotonicNs() + env_.grace_ns;
+  phase_ = Phase::kStopping;
+}
+
+bool ExperimentRunner::Advance() {
+  if (phase_ == Phase::kDone || phase_ == Phase::kIdle) return phase_ == Phase::kDone;
+  const uint64_t now = env_.clock->MonotonicNs();
+  if (phase_ != Phase::kDraining && now >= next_tick_) {
+    Tick(now);
+    const uint64_t interval = uint64_t(e_.spec().sample_interval_ms()) * 1000000ull;
+    next_tick_ += interval;
+    if (next_tick_ < now) next_tick_ = now + interval;
+  }
+  const bool leader_done = facts_.leader_exited && eof_;
+  switch (phase_) {
+    case Phase::kRunning:
+      if (leader_done) {
+        StartDraining(now);
+      } else if (facts_.leader_exited) {  // exited, pipe still open: give it the grace period
+        if (deadline_ == 0) deadline_ = now + env_.grace_ns;
+        if (now >= deadline_) StartDraining(now);
+      }
+      break;
+    case Phase::kStopping:
+      if (leader_done) {
+        StartDraining(now);
+      } else if (now >= deadline_) {
+        AddEvent("grace period over: SIGKILL to the process group");
+        env_.proc->SignalGroup(facts_.leader, SIGKILL);
+        deadline_ = now + env_.drain_ns;
+        phase_ = Phase::kKilled;
+      }
+      break;
+    case Phase::kKilled:
+      if (leader_done) {
+        StartDraining(now);
+      } else if (now >= deadline_) {
+        facts_.runtime_error = "processes did not exit 10 s after SIGKILL (D state?)";
+        StartDraining(now);
+      }
+      break;
+    case Phase::kDraining:
+      env_.proc->SignalGroup(facts_.leader, SIGKILL);  // a fork-server child may join it late
+      if (!env_.proc->GroupExists(facts_.leader)) {
+        Finish();
+      } else if (now >= deadline_) {
+        facts_.group_gone = false;
+        std::string& err = facts_.runtime_error;
+        err += (err.empty() ? "" : "; ") +
+               std::string("some processes of the experiment could not be stopped (D state?)");
+        Finish();
+      }
+      break;
+    default:
+      break;
+  }
+  return phase_ == Phase::kDone;
+}
+
+void ExperimentRunner::StartDraining(uint64_t now) {
+  OnEof();
+  env_.proc->SignalGroup(facts_.leader, SIGKILL);
+  deadline_ = now + env_.drain_ns;
+  phase_ = Phase::kDraining;
+}
+
+void ExperimentRunner::Tick(uint64_t now) {
+  v1::Sample s;
+  sampler_->Tick(now, &s);
+  s.set_t_ms(TMs());
+  uint64_t shared = 0;
+  for (const auto& [what, bytes] : facts_.segments) shared += bytes;
+  s.set_shared_bytes(shared);
+  const LiveFigures live = facts_.progress ? Live(*facts_.progress) : LiveFigures{};
+  if (prev_steps_ns_ != 0 && now > prev_steps_ns_) {
+    const double inst = double(live.steps - std::min(live.steps, prev_steps_)) /
+                        (double(now - prev_steps_ns_) / 1e9);
+    steps_per_sec_ = steps_per_sec_ == 0 ? inst : 0.7 * steps_per_sec_ + 0.3 * inst;
+  }
+  prev_steps_ = live.steps;
+  prev_steps_ns_ = now;
+  const auto& spec = e_.spec();
+  s.set_steps(live.steps);
+  if (spec.has_batches()) s.set_steps_total(uint64_t(spec.workers()) * spec.batches());
+  s.set_steps_per_sec(steps_per_sec_);
+  s.set_samples_per_sec(steps_per_sec_ * spec.batch_size());
+  s.set_loss(live.loss ? *live.loss : std::nan(""));
+  s.set_sampler_cpu_percent(100.0 * double(sampler_->cpu_ns()) /
+                            std::max<double>(1, double(now - start_mono_)));
+  if (hooks_.sample) hooks_.sample(s);
+  v1::WatchEvent ev;
+  *ev.mutable_sample() = s;
+  hooks_.publish(ev);
+  e_.clear_processes();  // the live record's process list stays current for `get`
+  for (auto& [pid, p] : facts_.procs) *e_.add_processes() = p;
+  if (hooks_.live) hooks_.live(e_);
+}
+
+void ExperimentRunner::Finish() {
+  OnEof();
+  const std::string prefix = SegmentPrefix(e_.id());
+  if (int removed = env_.segments->Remove(prefix); removed > 0)
+    AddEvent("removed " + std::to_string(removed) + " segment(s) the leader left");
+  if (env_.segments->Count(prefix) > 0) spdlog::error("{}: segments remain in /dev/shm", e_.id());
+  for (const auto& [pid, p] : facts_.procs) env_.reaper->Forget(pid);
+  facts_.wall_ns = env_.clock->MonotonicNs() - start_mono_;
+  if (sampler_) {
+    facts_.sampler = {sampler_->peak_pss_sum(), sampler_->peak_rss_sum(), sampler_->peak_uss_sum(),
+                      sampler_->cpu_ns(),       sampler_->smaps_reads(),  sampler_->statm_reads(),
+                      {}};
+    for (const auto& [pid, p] : facts_.procs) facts_.sampler.peak_pss[pid] = sampler_->PeakPss(pid);
+  }
+  FillResult(facts_, e_.mutable_result());
+  FillProcesses(facts_, &e_);
+  auto [state, error] = FinalState(facts_);
+  e_.set_state(state);
+  e_.set_error(error);
+  e_.set_finished_unix_ms(static_cast<int64_t>(env_.clock->RealtimeNs() / 1000000));
+  phase_ = Phase::kDone;
+  hooks_.update(e_);
+  AddEvent("finished: " + v1::ExperimentState_Name(state) + (error.empty() ? "" : " (" + error + ")"));
+  PublishState();
+  const auto& r = e_.result();
+  spdlog::info("{} {} in {:.1f} s; peak PSS sum {:.1f} MiB; sampler {:.2f}% of a core", e_.id(),
+               v1::ExperimentState_Name(state), r.wall_ms() / 1000,
+               double(r.peak_pss_sum_bytes()) / (1 << 20), r.sampler_cpu_percent());
+}
+
+void RunToEnd(ExperimentRunner& r, ChildReaper& reaper, const std::function<int()>& stop) {
+  if (!r.Launch()) return;
+  for (;;) {
+    if (r.leader_fd() >= 0) {
+      pollfd pfd{r.leader_fd(), POLLIN, 0};
+      if (::poll(&pfd, 1, 20) > 0) {
+        char chunk[65536];
+        const ssize_t n = ::read(r.leader_fd(), chunk, sizeof chunk);
+        if (n > 0) {
+          r.OnBytes(chunk, size_t(n));
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          r.OnEof();
+        }
+      }
+    } else {
+      ::usleep(2000);
+    }
+    reaper.Poll();
+    if (int s = stop(); s != 0) r.RequestStop(s == 2);
+    if (r.Advance()) return;
+  }
+}
+
+}  // namespace shoal

@@ -1,0 +1,107 @@
+// One running experiment: launches its leader, reads the leader's typed events, samples its
+// processes, and takes it to an end state through a small state machine:
+//
+//   running --stop requested--> stopping (SIGTERM to the group) --grace over--> killed (SIGKILL)
+//      \__________________________|__________________________________|
+//                leader exited and its pipe closed                    v
+//                                                       draining (SIGKILL until the group is
+//                                                       empty, at most 10 s) --> done
+//
+// Every OS action goes through the seams in RunnerEnv, so each transition is unit-tested on
+// fakes (tests/runner_test.cc); RunToEnd drives it with a real pipe and the child reaper.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "server/child_reaper.h"
+#include "server/run_summary.h"
+#include "server/sampler.h"
+#include "shared/ipc_codec.h"
+#include "shared/os_seams.h"
+#include "shared/procfs.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct RunnerEnv {
+  ProcessControl* proc = nullptr;
+  Clock* clock = nullptr;
+  SegmentJanitor* segments = nullptr;
+  ChildReaper* reaper = nullptr;
+  ProcReader* procfs = nullptr;
+  ProcessSampler::CpuClock sampler_cpu;  // CPU time of the sampling thread
+  SamplerOptions sampler;
+  uint64_t grace_ns = 3'000'000'000ull;  // SIGTERM -> SIGKILL
+  uint64_t drain_ns = 10'000'000'000ull;  // SIGKILL -> give up on the group (D state)
+  std::string worker_bin, zygote_socket;
+  pid_t daemon_pid = 0;
+  std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
+};
+
+struct RunnerHooks {
+  std::function<void(const v1::Experiment&)> update;  // the record changed (store + live copy)
+  std::function<void(const v1::Experiment&)> live;    // the live copy only (every tick)
+  std::function<void(const v1::Sample&)> sample;      // a tick's figures, to keep
+  std::function<void(const v1::WatchEvent&)> publish;
+  std::function<void(double t_ms, const std::string& text)> event;
+};
+
+class ExperimentRunner {
+ public:
+  enum class Phase { kIdle, kRunning, kStopping, kKilled, kDraining, kDone };
+
+  ExperimentRunner(v1::Experiment e, RunnerEnv env, RunnerHooks hooks);
+  ~ExperimentRunner();
+
+  // Marks it running and spawns the leader; false when it could not (it has then ended).
+  bool Launch();
+  int leader_fd() const { return fd_; }
+  void OnBytes(const char* data, size_t n);
+  void OnEof();
+  // Cancel (shutdown false) or shoald stopping (true). Idempotent.
+  void RequestStop(bool shutdown);
+  // Acts on the clock: sample ticks, deadlines, the group's end. True once it is done.
+  bool Advance();
+
+  Phase phase() const { return phase_; }
+  const v1::Experiment& experiment() const { return e_; }
+  uint64_t next_tick_ns() const { return next_tick_; }
+
+ private:
+  void HandleEvent(const ipc::v1::LeaderEvent& ev);
+  void OnWorkerStarted(const ipc::v1::WorkerStarted& w);
+  void OnWorkerExit(pid_t pid, int status);
+  void OnLeaderExit(int status);
+  void Tick(uint64_t now);
+  void StartDraining(uint64_t now);
+  void Finish();
+  void AddEvent(const std::string& text);
+  void PublishState();
+  double TMs() const;
+
+  v1::Experiment e_;
+  RunnerEnv env_;
+  RunnerHooks hooks_;
+  Phase phase_ = Phase::kIdle;
+  RunFacts facts_;
+  std::unique_ptr<ProcessSampler> sampler_;
+  FrameReader frames_;
+  int fd_ = -1;
+  bool eof_ = false;
+  bool stop_requested_ = false, stop_is_shutdown_ = false;
+  uint64_t start_mono_ = 0, next_tick_ = 0, deadline_ = 0;
+  uint64_t prev_steps_ = 0, prev_steps_ns_ = 0;
+  double steps_per_sec_ = 0;
+  std::map<uint32_t, bool> announced_ready_;
+};
+
+// Launches and drives the runner to its end: reads the leader's pipe, polls the reaper, asks
+// `stop()` each round whether to stop (and how), advances the state machine.
+void RunToEnd(ExperimentRunner& r, ChildReaper& reaper,
+              const std::function<int()>& stop);  // 0 none, 1 cancel, 2 shutdown
+
+}  // namespace shoal

@@ -1,0 +1,51 @@
+#include "server/fork_server_supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "spdlog/spdlog.h"
+
+namespace shoal {
+
+void ForkServerSupervisor::EnsureRunning() {
+  if (pid_ > 0 || opts_.socket.empty()) return;
+  const uint64_t now = clock_->MonotonicNs();
+  if (started_ns_ != 0 && now - started_ns_ < 1'000'000'000ull) return;  // back off
+  started_ns_ = now;
+  auto pid = proc_->Spawn({opts_.worker_bin, "--role", "zygote", "--socket", opts_.socket,
+                           "--parent", std::to_string(opts_.parent), "--pool",
+                           std::to_string(opts_.pool)},
+                          {{}, /*new_process_group=*/true});
+  if (!pid.ok()) {
+    spdlog::error("cannot start the fork-server: {}", pid.status().message());
+    return;
+  }
+  pid_ = *pid;
+  reaper_->Watch(*pid, [this](pid_t p, int st) { OnExit(p, st); });
+  spdlog::info("fork-server started, pid {}{}", *pid,
+               restarts_ > 0 ? " (restart " + std::to_string(restarts_.load()) + ")" : "");
+}
+
+void ForkServerSupervisor::OnExit(pid_t p, int status) {
+  spdlog::warn("fork-server pid {} {}; restarting it", p, DescribeWaitStatus(status));
+  last_exit_ = DescribeWaitStatus(status);
+  pid_ = -1;
+  ++restarts_;
+}
+
+std::string ForkServerSupervisor::TakeLastExit() { return std::exchange(last_exit_, ""); }
+
+void ForkServerSupervisor::Stop() {
+  const pid_t p = pid_.exchange(-1);
+  if (p <= 0) return;
+  reaper_->Forget(p);
+  proc_->Signal(p, SIGKILL);
+  // Reap it here: nothing polls after shutdown.
+  for (int i = 0; i < 500 && proc_->GroupExists(p); ++i) {
+    reaper_->Poll();
+    ::usleep(2000);
+  }
+  reaper_->Poll();
+}
+
+}  // namespace shoal

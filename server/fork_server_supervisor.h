@@ -1,0 +1,48 @@
+// Keeps the fork-server (zygote) running: starts it, restarts it when it dies (at most once a
+// second), stops it at shutdown. Called from the scheduler thread only; pid() from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <string>
+
+#include "server/child_reaper.h"
+#include "shared/os_seams.h"
+
+namespace shoal {
+
+struct ForkServerOptions {
+  std::string worker_bin;
+  std::string socket;  // empty: no fork-server
+  uint32_t pool = 16;
+  pid_t parent = 0;  // shoald
+};
+
+class ForkServerSupervisor {
+ public:
+  ForkServerSupervisor(ForkServerOptions opts, ProcessControl* proc, Clock* clock,
+                       ChildReaper* reaper)
+      : opts_(std::move(opts)), proc_(proc), clock_(clock), reaper_(reaper) {}
+
+  void EnsureRunning();
+  void Stop();
+  pid_t pid() const { return pid_.load(); }  // -1 while it is (re)starting
+  int restarts() const { return restarts_.load(); }
+  // The last way it ended ("killed by signal 9"), for the running experiment's events.
+  std::string TakeLastExit();
+
+ private:
+  void OnExit(pid_t pid, int status);
+
+  ForkServerOptions opts_;
+  ProcessControl* proc_;
+  Clock* clock_;
+  ChildReaper* reaper_;
+  std::atomic<pid_t> pid_{-1};
+  std::atomic<int> restarts_{0};
+  uint64_t started_ns_ = 0;
+  std::string last_exit_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,24 @@
+// What a starting shoald does with the state a previous one left: experiments that were running
+// are marked interrupted, queued points of a cancelled sweep are cancelled, an interrupted sweep
+// point is queued again as a new attempt, and segments no live experiment owns are removed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "server/store.h"
+#include "shared/os_seams.h"
+#include "shared/status.h"
+
+namespace shoal {
+
+struct Recovered {
+  std::vector<v1::Experiment> queue;  // to queue again, in order
+  std::vector<v1::Sweep> sweeps;      // brought up to date with their experiments
+};
+
+StatusOr<Recovered> Recover(Store* store, SegmentJanitor* segments,
+                            const std::function<std::string(const char*)>& new_id);
+
+}  // namespace shoal

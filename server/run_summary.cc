@@ -1,0 +1,220 @@
+#include "server/run_summary.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "shared/layout.h"
+#include "shared/process.h"
+
+namespace shoal {
+namespace {
+
+using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
+
+double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
+
+void FillMemory(const RunFacts& f, v1::Result* r) {
+  r->set_peak_pss_sum_bytes(f.sampler.peak_pss_sum);
+  r->set_peak_rss_sum_bytes(f.sampler.peak_rss_sum);
+  r->set_peak_uss_sum_bytes(f.sampler.peak_uss_sum);
+  uint64_t shared = 0;
+  for (const auto& [what, bytes] : f.segments) shared += bytes;
+  r->set_shared_bytes(shared);
+  if (auto it = f.segments.find("weights"); it != f.segments.end()) r->set_weights_bytes(it->second);
+  if (auto it = f.segments.find("data"); it != f.segments.end()) r->set_data_bytes(it->second);
+  r->set_sampler_cpu_ms(NsToMs(f.sampler.cpu_ns));
+  r->set_sampler_cpu_percent(100.0 * double(f.sampler.cpu_ns) /
+                             double(std::max<uint64_t>(1, f.wall_ns)));
+  r->set_smaps_reads(f.sampler.smaps_reads);
+  r->set_statm_reads(f.sampler.statm_reads);
+}
+
+// Throughput is taken over the time the workers actually trained, whatever the end state: from
+// the first worker's first step to the last step any worker finished.
+void FillTraining(const Reports& ws, uint32_t workers, uint64_t start_real, v1::Result* r) {
+  uint64_t first = UINT64_MAX, last_first = 0, last = 0, first_req = UINT64_MAX;
+  uint64_t samples = 0, steps = 0, data = 0, fwd = 0, bwd = 0, opt = 0;
+  uint32_t started = 0;
+  for (const auto& w : ws) {
+    samples += w.samples();
+    steps += w.steps();
+    data += w.data_ns();
+    fwd += w.forward_ns();
+    bwd += w.backward_ns();
+    opt += w.optimizer_ns();
+    if (w.first_step_ns() == 0) continue;
+    ++started;
+    first = std::min(first, w.first_step_ns());
+    last_first = std::max(last_first, w.first_step_ns());
+    last = std::max(last, w.last_step_ns());
+    if (w.requested_ns() > 0) first_req = std::min(first_req, w.requested_ns());
+  }
+  r->set_samples(samples);
+  r->set_steps(steps);
+  r->set_data_ms(NsToMs(data));
+  r->set_forward_ms(NsToMs(fwd));
+  r->set_backward_ms(NsToMs(bwd));
+  r->set_optimizer_ms(NsToMs(opt));
+  if (started == workers && started > 0) {  // every worker reached its first step
+    r->set_ready_ms(NsToMs(last_first - std::min(last_first, start_real)));
+    if (first_req != UINT64_MAX) r->set_start_ms(NsToMs(last_first - std::min(last_first, first_req)));
+  }
+  if (first != UINT64_MAX && last > first) {
+    r->set_train_ms(NsToMs(last - first));
+    r->set_samples_per_sec(double(samples) / (double(last - first) / 1e9));
+  }
+}
+
+void FillLosses(const Reports& ws, v1::Result* r) {
+  double first = 0, tail = 0;
+  int n = 0;
+  for (const auto& w : ws) {
+    if (!w.has_first_loss() || !w.has_tail_loss()) continue;
+    first += w.first_loss();
+    tail += w.tail_loss();
+    ++n;
+  }
+  if (n > 0) {
+    r->set_first_loss(first / n);
+    r->set_last_loss(tail / n);
+  }
+  for (const auto& w : ws) {
+    if (w.index() != 0) continue;
+    if (w.has_test_accuracy()) r->set_test_accuracy(w.test_accuracy());
+    r->set_eval_ms(NsToMs(w.eval_ns()));
+    *r->mutable_curve() = w.curve();
+  }
+}
+
+v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t index) {
+  for (auto& [pid, p] : procs)
+    if (p.role() == "worker" && p.index() == int(index)) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+void RecordExit(v1::ProcessInfo* p, int status) {
+  p->set_alive(false);
+  p->set_exit_known(true);
+  p->set_exit_code(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  p->set_signal(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+const Reports* WorkerReports(const RunFacts& f) {
+  if (f.result) return &f.result->workers();
+  if (f.progress) return &f.progress->workers();
+  return nullptr;
+}
+
+void FillEpochs(const Reports& workers, v1::Result* r) {
+  std::map<uint32_t, v1::EpochResult> epochs;
+  std::map<uint32_t, uint64_t> steps;
+  for (const auto& w : workers) {
+    for (const auto& x : w.epochs()) {
+      v1::EpochResult& e = epochs[x.epoch()];
+      e.set_epoch(x.epoch());
+      if (x.wall_ns() >= uint64_t(e.wall_ms() * 1e6)) {  // the slowest worker's times
+        e.set_wall_ms(NsToMs(x.wall_ns()));
+        e.set_data_ms(NsToMs(x.data_ns()));
+        e.set_train_ms(NsToMs(x.wall_ns() - std::min(x.wall_ns(), x.data_ns())));
+      }
+      e.set_mean_loss(e.mean_loss() + x.loss_sum());  // a sum until divided below
+      e.set_samples(e.samples() + x.samples());
+      steps[x.epoch()] += x.steps();
+      if (w.index() == 0 && x.has_test_accuracy()) e.set_test_accuracy(x.test_accuracy());
+    }
+  }
+  for (auto& [k, e] : epochs) {
+    e.set_mean_loss(steps[k] ? e.mean_loss() / double(steps[k]) : 0);
+    *r->add_epochs() = e;
+  }
+}
+
+void FillResult(const RunFacts& f, v1::Result* r) {
+  r->set_wall_ms(NsToMs(f.wall_ns));
+  r->set_threads(f.spec.threads());
+  FillMemory(f, r);
+  uint64_t hwm = f.result ? f.result->leader_vmhwm_bytes() : 0;
+  if (f.result) {
+    r->set_initial_weights_checksum(Hex64(f.result->initial_checksum()));
+    r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
+  }
+  if (const Reports* ws = WorkerReports(f)) {
+    FillTraining(*ws, f.spec.workers(), f.start_real_ns, r);
+    FillLosses(*ws, r);
+    FillEpochs(*ws, r);
+    for (const auto& w : *ws) hwm += w.vmhwm_bytes();
+  }
+  r->set_peak_rss_hwm_sum_bytes(hwm);
+}
+
+void FillProcesses(const RunFacts& f, v1::Experiment* e) {
+  std::map<pid_t, v1::ProcessInfo> procs = f.procs;
+  if (auto it = procs.find(f.leader); it != procs.end() && f.result)
+    it->second.set_peak_rss_bytes(f.result->leader_vmhwm_bytes());
+  if (const Reports* ws = WorkerReports(f)) {
+    for (const auto& w : *ws) {
+      v1::ProcessInfo* p = FindWorker(procs, w.index());
+      if (p == nullptr) continue;
+      p->set_peak_rss_bytes(w.vmhwm_bytes());
+      p->set_steps(w.steps());
+      if (w.has_last_loss()) p->set_last_loss(w.last_loss());
+      if (w.first_step_ns() > 0) {
+        p->set_ready_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), f.start_real_ns)));
+        if (w.requested_ns() > 0)
+          p->set_start_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns())));
+      }
+      if (w.phase() == ipc::v1::FINISHED) p->set_weights_checksum(Hex64(w.weights_checksum()));
+    }
+  }
+  if (f.result) {  // exits the leader (or the fork-server) saw
+    for (const auto& x : f.result->exits())
+      if (v1::ProcessInfo* p = FindWorker(procs, x.index())) RecordExit(p, x.wait_status());
+  }
+  if (f.leader_exited)
+    if (auto it = procs.find(f.leader); it != procs.end()) RecordExit(&it->second, f.leader_status);
+  e->clear_processes();
+  for (auto& [pid, p] : procs) {
+    if (f.group_gone) p.set_alive(false);
+    if (auto it = f.sampler.peak_pss.find(pid); it != f.sampler.peak_pss.end())
+      p.set_peak_pss_bytes(it->second);
+    *e->add_processes() = p;
+  }
+}
+
+std::pair<v1::ExperimentState, std::string> FinalState(const RunFacts& f) {
+  const bool leader_ok =
+      f.leader_exited && WIFEXITED(f.leader_status) && WEXITSTATUS(f.leader_status) == 0;
+  const bool result_ok = f.result && f.result->ok();
+  if (leader_ok && result_ok && f.group_gone && f.runtime_error.empty())
+    return {v1::SUCCEEDED, ""};  // it finished before a late cancel could stop it
+  if (f.cancelled) return {v1::CANCELLED, "cancelled by request"};
+  if (f.interrupted) return {v1::INTERRUPTED, "shoald was stopped while this experiment ran"};
+  std::string why = f.result ? f.result->error() : "";
+  if (why.empty()) why = f.leader_error;
+  if (why.empty()) why = f.runtime_error;
+  if (why.empty() && f.leader_exited) why = "leader " + DescribeWaitStatus(f.leader_status);
+  if (why.empty()) why = "the leader ended without a result";
+  return {v1::FAILED, why};
+}
+
+LiveFigures Live(const ipc::v1::Progress& p) {
+  LiveFigures l;
+  double sum = 0;
+  int n = 0;
+  for (const auto& w : p.workers()) {
+    l.steps += w.steps();
+    l.samples += w.samples();
+    if (w.has_last_loss()) {
+      sum += w.last_loss();
+      ++n;
+    }
+  }
+  if (n > 0) l.loss = sum / n;
+  return l;
+}
+
+}  // namespace shoal

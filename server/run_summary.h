@@ -1,0 +1,62 @@
+// Pure functions that turn what an experiment's processes reported (the leader's typed events,
+// the sampler's figures, the exits the kernel gave) into its result, process list and end state.
+// No clock, no OS: unit-tested on made-up reports.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "shoal/ipc/v1/ipc.pb.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct SamplerFigures {
+  uint64_t peak_pss_sum = 0, peak_rss_sum = 0, peak_uss_sum = 0;
+  uint64_t cpu_ns = 0, smaps_reads = 0, statm_reads = 0;
+  std::map<pid_t, uint64_t> peak_pss;  // per process
+};
+
+struct RunFacts {
+  v1::ExperimentSpec spec;
+  uint64_t start_real_ns = 0;  // the experiment left the queue (CLOCK_REALTIME)
+  uint64_t wall_ns = 0;        // left the queue -> every process gone
+  pid_t leader = -1;
+  bool leader_exited = false;
+  int leader_status = 0;
+  std::map<pid_t, v1::ProcessInfo> procs;  // leader and workers, exits filled in as they came
+  std::optional<ipc::v1::Progress> progress;  // the latest
+  std::optional<ipc::v1::LeaderResult> result;
+  std::map<std::string, uint64_t> segments;  // what -> bytes
+  std::string leader_error;                  // what the leader said went wrong
+  std::string runtime_error;                 // what the runner saw go wrong
+  bool cancelled = false, interrupted = false, group_gone = true;
+  SamplerFigures sampler;
+};
+
+// The workers' reports: the final ones when the leader sent a result, else the latest progress.
+const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>* WorkerReports(const RunFacts& f);
+
+// Fills every figure of the result that the facts determine; leaves unknown ones absent.
+void FillResult(const RunFacts& f, v1::Result* r);
+// Per-epoch figures: for each epoch the slowest worker's times, losses over all workers.
+void FillEpochs(const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>& workers,
+                v1::Result* r);
+// The final process list (ready/start times, steps, losses, peaks, exits, checksums).
+void FillProcesses(const RunFacts& f, v1::Experiment* e);
+// Marks a process ended with a waitpid status.
+void RecordExit(v1::ProcessInfo* p, int wait_status);
+// How it ended: succeeded only if the leader exited 0 with an ok result and the group is gone.
+std::pair<v1::ExperimentState, std::string> FinalState(const RunFacts& f);
+
+struct LiveFigures {
+  uint64_t steps = 0, samples = 0;
+  std::optional<double> loss;  // mean of the workers' last losses
+};
+LiveFigures Live(const ipc::v1::Progress& p);
+
+}  // namespace shoal

@@ -1,0 +1,147 @@
+#include "server/sweep_tracker.h"
+
+#include <algorithm>
+
+#include "shared/process.h"
+#include "spdlog/spdlog.h"
+
+namespace shoal {
+namespace {
+
+int64_t NowUnixMs() { return static_cast<int64_t>(RealtimeNs() / 1000000); }
+
+std::string Describe(const v1::SweepPoint& p) {
+  std::string out;
+  for (const auto& v : p.values()) out += (out.empty() ? "" : ", ") + v.field() + " " + v.value();
+  return out;
+}
+
+}  // namespace
+
+v1::Experiment NewExperimentRecord(const std::string& id, const v1::ExperimentSpec& spec,
+                                   int64_t submitted_ms) {
+  v1::Experiment e;
+  e.set_id(id);
+  *e.mutable_spec() = spec;
+  e.set_state(v1::QUEUED);
+  e.set_submitted_unix_ms(submitted_ms);
+  return e;
+}
+
+SweepTracker::SweepTracker(Store* store, ExperimentQueue* queue, NewId new_id)
+    : store_(store), queue_(queue), new_id_(std::move(new_id)) {}
+
+StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const SpecLimits& limits,
+                                           const Admit& admit) {
+  ASSIGN_OR_RETURN(std::vector<GridPoint> grid, ExpandGrid(spec, limits));
+  for (const auto& g : grid) {
+    if (!g.point.note().empty()) continue;
+    Status st = admit(g.spec);
+    if (!st.ok()) {
+      return Status(st.code(), "sweep point " + std::to_string(g.point.index()) + " (" +
+                                   Describe(g.point) + "): " + st.message());
+    }
+  }
+  v1::Sweep sw;
+  sw.set_id(new_id_("s"));
+  *sw.mutable_spec() = spec;
+  sw.set_submitted_unix_ms(NowUnixMs());
+  std::vector<v1::Experiment> exps;
+  for (auto& g : grid) {
+    v1::SweepPoint* p = sw.add_points();
+    *p = g.point;
+    if (!p->note().empty()) continue;
+    v1::Experiment e = NewExperimentRecord(new_id_("x"), g.spec, sw.submitted_unix_ms());
+    e.set_sweep_id(sw.id());
+    e.set_sweep_index(p->index());
+    p->set_experiment_id(e.id());
+    p->set_state(v1::QUEUED);
+    p->set_attempts(1);
+    exps.push_back(std::move(e));
+  }
+  sw.set_state(SweepState(sw, false));
+  if (IsTerminal(sw.state())) sw.set_finished_unix_ms(NowUnixMs());  // nothing can run here
+  {
+    // Under the lock: a point that starts at once cannot store its sweep before this first copy.
+    std::lock_guard<std::mutex> l(mu_);
+    // Experiments first: a sweep on record always points at experiments that exist.
+    RETURN_IF_ERROR(queue_->Enqueue(exps));
+    sweeps_[sw.id()] = sw;
+    RETURN_IF_ERROR(store_->PutSweep(sw));
+  }
+  spdlog::info("queued sweep {}: {} points, {} to run", sw.id(), sw.points_size(), exps.size());
+  return sw.id();
+}
+
+void SweepTracker::OnExperiment(const v1::Experiment& e) {
+  if (e.sweep_id().empty()) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = sweeps_.find(e.sweep_id());
+  if (it == sweeps_.end() || e.sweep_index() >= static_cast<uint32_t>(it->second.points_size()))
+    return;
+  v1::Sweep& sw = it->second;
+  auto* p = sw.mutable_points(static_cast<int>(e.sweep_index()));
+  if (p->experiment_id() != e.id()) return;  // an older attempt
+  p->set_state(e.state());
+  const v1::ExperimentState before = sw.state();
+  sw.set_state(SweepState(sw, !sw.error().empty()));
+  if (IsTerminal(sw.state()) && !IsTerminal(before)) {
+    sw.set_finished_unix_ms(NowUnixMs());
+    spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
+  }
+  // Written under the lock so that an older copy can never land after a newer one.
+  if (Status st = store_->PutSweep(sw); !st.ok()) spdlog::error("{}", st.ToString());
+}
+
+StatusOr<v1::SweepReport> SweepTracker::Get(const std::string& id) {
+  v1::SweepReport r;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = sweeps_.find(id);
+    if (it == sweeps_.end()) return NotFound("no sweep with id '" + id.substr(0, 40) + "'");
+    *r.mutable_sweep() = it->second;
+  }
+  for (const auto& p : r.sweep().points()) {
+    if (p.experiment_id().empty()) continue;
+    auto e = queue_->Get(p.experiment_id());
+    if (e.ok()) *r.add_experiments() = std::move(e).value();
+  }
+  return r;
+}
+
+StatusOr<std::vector<v1::Sweep>> SweepTracker::List() {
+  std::vector<v1::Sweep> out;
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& [id, sw] : sweeps_) out.push_back(sw);
+  std::sort(out.begin(), out.end(), [](const v1::Sweep& a, const v1::Sweep& b) {
+    return a.submitted_unix_ms() != b.submitted_unix_ms()
+               ? a.submitted_unix_ms() < b.submitted_unix_ms()
+               : a.id() < b.id();
+  });
+  return out;
+}
+
+StatusOr<v1::Sweep> SweepTracker::Cancel(const std::string& id) {
+  std::vector<std::string> to_cancel;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = sweeps_.find(id);
+    if (it == sweeps_.end()) return NotFound("no sweep with id '" + id.substr(0, 40) + "'");
+    if (IsTerminal(it->second.state())) return it->second;  // idempotent
+    it->second.set_error("cancelled by request");
+    for (const auto& p : it->second.points())
+      if (queue_->IsLive(p.experiment_id())) to_cancel.push_back(p.experiment_id());
+    it->second.set_state(SweepState(it->second, true));
+    RETURN_IF_ERROR(store_->PutSweep(it->second));
+  }
+  for (const auto& e : to_cancel) (void)queue_->Cancel(e);
+  std::lock_guard<std::mutex> l(mu_);
+  return sweeps_[id];
+}
+
+void SweepTracker::Restore(const std::vector<v1::Sweep>& sweeps) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& sw : sweeps) sweeps_[sw.id()] = sw;
+}
+
+}  // namespace shoal

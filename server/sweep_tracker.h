@@ -1,0 +1,50 @@
+// Sweeps sit above the queue: a sweep's points are submitted to the queue as experiments, and the
+// tracker learns of their state changes by listening to the queue. Each sweep is stored after
+// every change of one of its points.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/experiment_queue.h"
+#include "server/store.h"
+#include "shared/spec.h"
+#include "shared/status.h"
+#include "shared/sweep.h"
+
+namespace shoal {
+
+class SweepTracker {
+ public:
+  using Admit = std::function<Status(const v1::ExperimentSpec&)>;
+  using NewId = std::function<std::string(const char* prefix)>;
+  SweepTracker(Store* store, ExperimentQueue* queue, NewId new_id);
+
+  // Expands the grid, admits every runnable point (unless forced), stores and queues it.
+  StatusOr<std::string> Submit(const v1::SweepSpec& spec, const SpecLimits& limits,
+                               const Admit& admit);
+  StatusOr<v1::SweepReport> Get(const std::string& id);
+  StatusOr<std::vector<v1::Sweep>> List();
+  StatusOr<v1::Sweep> Cancel(const std::string& id);
+
+  // Sweeps as the store had them (recovery has brought them up to date).
+  void Restore(const std::vector<v1::Sweep>& sweeps);
+  // A queue listener: mirrors an experiment's state into its sweep's point.
+  void OnExperiment(const v1::Experiment& e);
+
+ private:
+  Store* store_;
+  ExperimentQueue* queue_;
+  NewId new_id_;
+  std::mutex mu_;
+  std::map<std::string, v1::Sweep> sweeps_;
+};
+
+// A queued record for a spec, submitted at `submitted_ms`.
+v1::Experiment NewExperimentRecord(const std::string& id, const v1::ExperimentSpec& spec,
+                                   int64_t submitted_ms);
+
+}  // namespace shoal

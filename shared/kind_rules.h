@@ -1,0 +1,32 @@
+// The daemon's half of an experiment kind: what shoald (which never loads LibTorch) must know of
+// it to validate, admit and report. The worker's half (prepare, run a worker) is worker/kind.h.
+// Adding a kind: its files under shared/kinds/ and worker/kinds/, and one line in each registry
+// (shared/kinds/registry.cc, worker/kinds/registry.cc).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shared/admission.h"
+#include "shared/spec.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct KindRules {
+  std::string name;
+  std::string summary;              // one line for --help and the README
+  std::vector<std::string> models;  // the models it can train
+  // Checks beyond the common fields (the spec has its defaults); nullptr: none.
+  Status (*validate)(const v1::ExperimentSpec&, const SpecLimits&) = nullptr;
+  // What the experiment will put in /dev/shm and memory, for admission.
+  StatusOr<ExperimentEstimate> (*estimate)(const v1::ExperimentSpec&) = nullptr;
+};
+
+// Every registered kind, in registration order.
+const std::vector<KindRules>& AllKinds();
+const KindRules* FindKind(const std::string& name);
+std::vector<std::string> KindNames();
+
+}  // namespace shoal

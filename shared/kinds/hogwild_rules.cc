@@ -1,0 +1,15 @@
+// hogwild (seed 000): N workers train one network on shared (or private) weights.
+#include "shared/kinds/kinds.h"
+
+namespace shoal {
+
+KindRules HogwildRules() {
+  KindRules k;
+  k.name = "hogwild";
+  k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
+  k.models = {"mnist_convnet"};
+  k.estimate = EstimateExperiment;
+  return k;
+}
+
+}  // namespace shoal

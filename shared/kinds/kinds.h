@@ -1,0 +1,10 @@
+// One function per kind, returning its rules; registry.cc lists them.
+#pragma once
+
+#include "shared/kind_rules.h"
+
+namespace shoal {
+
+KindRules HogwildRules();
+
+}  // namespace shoal

@@ -1,0 +1,38 @@
+#include "shared/os_seams.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "shared/shm.h"
+
+namespace shoal {
+
+StatusOr<pid_t> RealProcessControl::Spawn(const std::vector<std::string>& argv,
+                                          const SpawnOptions& o) {
+  return SpawnProcess(argv, o);
+}
+
+void RealProcessControl::Signal(pid_t pid, int sig) {
+  if (pid > 0) ::kill(pid, sig);
+}
+
+void RealProcessControl::SignalGroup(pid_t pgid, int sig) {
+  if (pgid > 1) ::kill(-pgid, sig);  // never -1 (everything) or -0 (our own group)
+}
+
+bool RealProcessControl::GroupExists(pid_t pgid) { return pgid > 1 && ::kill(-pgid, 0) == 0; }
+
+bool RealChildWaiter::ReapOne(pid_t* pid, int* status) {
+  const pid_t p = ::waitpid(-1, status, WNOHANG);
+  if (p <= 0) return false;
+  *pid = p;
+  return true;
+}
+
+int RealSegmentJanitor::Remove(const std::string& prefix) { return RemoveSegments(prefix); }
+
+size_t RealSegmentJanitor::Count(const std::string& prefix) {
+  return ListSegments(prefix).size();
+}
+
+}  // namespace shoal

@@ -1,0 +1,219 @@
+#include "shared/spec_fields.h"
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+namespace shoal {
+namespace {
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+std::vector<SpecField> MakeFields() {
+  return {
+      {"kind", "kind", "experiment kind: hogwild", "hogwild"},
+      {"model", "model", "network: mnist_convnet", "mnist_convnet"},
+      {"dataset", "dataset", "directory of MNIST IDX files (gzipped or not), or 'synthetic'",
+       "synthetic"},
+      {"start", "start", "how workers start: fork | spawn | forkserver", "fork"},
+      {"share", "share", "weights in one shared segment: yes | no", "yes"},
+      {"device", "device", "cpu | cuda", "cpu"},
+      {"optimizer", "optimizer.name",
+       "sgd | nesterov | adagrad | adadelta | adam | adamw | rmsprop", "sgd"},
+      {"lr", "optimizer.lr", "learning rate", "per optimizer (sgd 0.01)"},
+      {"momentum", "optimizer.momentum", "sgd, nesterov, rmsprop", "sgd/nesterov 0.5, rmsprop 0"},
+      {"dampening", "optimizer.dampening", "sgd", "0"},
+      {"weight_decay", "optimizer.weight_decay", "every optimizer (L2; adamw decoupled)",
+       "adamw 0.01, others 0"},
+      {"eps", "optimizer.eps", "adagrad, adadelta, adam, adamw, rmsprop",
+       "adagrad 1e-10, adadelta 1e-6, others 1e-8"},
+      {"lr_decay", "optimizer.lr_decay", "adagrad", "0"},
+      {"initial_accumulator_value", "optimizer.initial_accumulator_value", "adagrad", "0"},
+      {"rho", "optimizer.rho", "adadelta", "0.9"},
+      {"beta1", "optimizer.beta1", "adam, adamw", "0.9"},
+      {"beta2", "optimizer.beta2", "adam, adamw", "0.999"},
+      {"amsgrad", "optimizer.amsgrad", "adam, adamw: yes | no", "no"},
+      {"alpha", "optimizer.alpha", "rmsprop smoothing constant", "0.99"},
+      {"centered", "optimizer.centered", "rmsprop: yes | no", "no"},
+      {"batch_size", "batch_size", "samples per batch", "64"},
+      {"batches", "batches", "batches per worker (exclusive with epochs)", "20 (without epochs)"},
+      {"epochs", "epochs", "passes over the training set, split over the workers", "none"},
+      {"epoch_samples", "epoch_samples", "training samples an epoch covers", "the whole set"},
+      {"threads", "threads", "intra-op threads per worker", "floor(cores / workers), at least 1"},
+      {"seed", "seed", "random seed", "1"},
+      {"allocator", "allocator",
+       "cache (exact-size reuse of step buffers) | retain (glibc heap, never trimmed) | system",
+       "cache"},
+      {"eval_samples", "eval_samples", "test images evaluated after training (0: none)", "1000"},
+      {"sample_interval_ms", "sample_interval_ms", "telemetry interval", "200"},
+      {"stall_timeout_ms", "stall_timeout_ms", "fail when a worker has no heartbeat this long (0: off)",
+       "60000"},
+      {"workers", "workers", "worker processes", "1"},
+      {"name", "name", "a label", "none", false},
+      {"force", "force", "start even if the admission check says it will not fit", "no", false},
+  };
+}
+
+// The message holding the path's last component, and that component's descriptor.
+std::pair<const Message*, const FieldDescriptor*> Resolve(const Message& root,
+                                                          const std::string& path) {
+  const Message* m = &root;
+  std::string rest = path;
+  for (size_t dot; (dot = rest.find('.')) != std::string::npos;) {
+    const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(rest.substr(0, dot));
+    m = &m->GetReflection()->GetMessage(*m, f);
+    rest = rest.substr(dot + 1);
+  }
+  return {m, m->GetDescriptor()->FindFieldByName(rest)};
+}
+
+std::pair<Message*, const FieldDescriptor*> ResolveMutable(Message* root, const std::string& path) {
+  Message* m = root;
+  std::string rest = path;
+  for (size_t dot; (dot = rest.find('.')) != std::string::npos;) {
+    const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(rest.substr(0, dot));
+    m = m->GetReflection()->MutableMessage(m, f);
+    rest = rest.substr(dot + 1);
+  }
+  return {m, m->GetDescriptor()->FindFieldByName(rest)};
+}
+
+std::string Quote(const std::string& text) {
+  std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
+  std::string out = "'";
+  for (unsigned char c : shown) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out + "'";
+}
+
+Status ParseUnsigned(const SpecField& f, const std::string& t, uint64_t max, uint64_t* out) {
+  bool digits = !t.empty() && t.size() <= 20;
+  for (char c : t) digits = digits && c >= '0' && c <= '9';
+  errno = 0;
+  const unsigned long long v = digits ? std::strtoull(t.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE || v > max) {
+    return InvalidArgument(f.name + ": " + Quote(t) + " is not a whole number in 0.." +
+                           std::to_string(max));
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ParseDouble(const SpecField& f, const std::string& t, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = t.empty() ? 0 : std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || errno == ERANGE || !std::isfinite(v)) {
+    return InvalidArgument(f.name + ": " + Quote(t) + " is not a finite number");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status ParseBool(const SpecField& f, const std::string& t, bool* out) {
+  if (t == "yes" || t == "true" || t == "1") {
+    *out = true;
+  } else if (t == "no" || t == "false" || t == "0") {
+    *out = false;
+  } else {
+    return InvalidArgument(f.name + ": " + Quote(t) + " is not one of: yes, no");
+  }
+  return Status::Ok();
+}
+
+std::string ShortDouble(double v) {
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<SpecField>& SpecFields() {
+  static const std::vector<SpecField> fields = MakeFields();
+  return fields;
+}
+
+const SpecField* FindSpecField(const std::string& name) {
+  std::string n = name;
+  for (auto& c : n)
+    if (c == '-') c = '_';
+  for (const auto& f : SpecFields())
+    if (f.name == n) return &f;
+  return nullptr;
+}
+
+Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text) {
+  auto [m, fd] = ResolveMutable(spec, f.path);
+  const auto* r = m->GetReflection();
+  uint64_t u = 0;
+  double d = 0;
+  bool b = false;
+  switch (fd->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_UINT32:
+      RETURN_IF_ERROR(ParseUnsigned(f, text, std::numeric_limits<uint32_t>::max(), &u));
+      r->SetUInt32(m, fd, static_cast<uint32_t>(u));
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      RETURN_IF_ERROR(ParseUnsigned(f, text, std::numeric_limits<uint64_t>::max(), &u));
+      r->SetUInt64(m, fd, u);
+      break;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      RETURN_IF_ERROR(ParseDouble(f, text, &d));
+      r->SetDouble(m, fd, d);
+      break;
+    case FieldDescriptor::CPPTYPE_BOOL:
+      RETURN_IF_ERROR(ParseBool(f, text, &b));
+      r->SetBool(m, fd, b);
+      break;
+    case FieldDescriptor::CPPTYPE_STRING:
+      r->SetString(m, fd, text);
+      break;
+    default:
+      return Internal("spec field " + f.name + " has a type the table cannot set");
+  }
+  return Status::Ok();
+}
+
+bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f) {
+  auto [m, fd] = Resolve(spec, f.path);
+  return m->GetReflection()->HasField(*m, fd);
+}
+
+std::string SpecFieldText(const v1::ExperimentSpec& spec, const SpecField& f) {
+  auto [m, fd] = Resolve(spec, f.path);
+  const auto* r = m->GetReflection();
+  if (!r->HasField(*m, fd)) return "";
+  switch (fd->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return std::to_string(r->GetUInt32(*m, fd));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return std::to_string(r->GetUInt64(*m, fd));
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return ShortDouble(r->GetDouble(*m, fd));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return r->GetBool(*m, fd) ? "yes" : "no";
+    case FieldDescriptor::CPPTYPE_STRING:
+      return r->GetString(*m, fd);
+    default:
+      return "";
+  }
+}
+
+}  // namespace shoal

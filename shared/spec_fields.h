@@ -1,0 +1,36 @@
+// The fields of an experiment spec a user can set, each under one name: the CLI flag (--name, '_'
+// written '-'), the sweep axis, the report's column and the README's field table all use it.
+// Values travel as text and are parsed here, strictly, by the field's protobuf type.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct SpecField {
+  std::string name;      // "batch_size", "optimizer", "lr"
+  std::string path;      // the proto field: "batch_size", "optimizer.name", "optimizer.lr"
+  std::string help;      // one line, for --help and the README
+  std::string fallback;  // what an unset field becomes, in words ("64", "per optimizer")
+  bool axis = true;      // may be swept (name, force are labels and switches, not parameters)
+};
+
+// Every settable field, in the order the grid expands them (see ExpandGrid).
+const std::vector<SpecField>& SpecFields();
+// The field called `name` (or its flag spelling, "batch-size"); nullptr when there is none.
+const SpecField* FindSpecField(const std::string& name);
+
+// Parses `text` by the field's type and sets it: uint32/uint64 decimal digits only, double a
+// finite number, bool yes/no/true/false/1/0. The error names the field and quotes the text.
+Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text);
+// True when the field is present (given by the user or filled by ApplyDefaults).
+bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f);
+// The field's value as text ("" when absent): integers in decimal, doubles shortest
+// round-trip (%.17g trimmed), bools yes/no.
+std::string SpecFieldText(const v1::ExperimentSpec& spec, const SpecField& f);
+
+}  // namespace shoal

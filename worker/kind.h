@@ -1,0 +1,59 @@
+// The worker's half of an experiment kind: what the leader prepares and what each worker process
+// runs. The daemon's half (validation, admission) is shared/kind_rules.h; the runtime around
+// both (launching, the scoreboard, supervision, telemetry, the store) knows no kind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "shared/layout.h"
+#include "shared/status.h"
+#include "shoal/ipc/v1/ipc.pb.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct LeaderEnv {
+  const v1::ExperimentSpec& spec;
+  std::string experiment_id;
+  // Announce a segment the kind created (name from SegmentName(experiment_id, what)).
+  std::function<void(const std::string& what, uint64_t bytes)> segment_created;
+};
+
+struct WorkerEnv {
+  const v1::ExperimentSpec& spec;
+  std::string experiment_id;
+  uint32_t index = 0;
+  int lifetime_fd = -1;  // read end of the leader's lifetime pipe: EOF means the leader is gone
+  BoardHeader* board = nullptr;
+  WorkerSlot* slot = nullptr;
+};
+
+class WorkerKind {
+ public:
+  virtual ~WorkerKind() = default;
+  // In the fork-server, once: build and exercise what every worker of this kind needs, so the
+  // workers it forks start warm.
+  virtual void Warm() {}
+  // In the leader, before any worker starts: load the data, create the kind's segments.
+  virtual Status Prepare(LeaderEnv& env) = 0;
+  // In a worker process; returns its exit code. `forked_from_leader`: the process inherited the
+  // leader's prepared state (start method fork); otherwise it attaches to the segments by name.
+  virtual int RunWorker(WorkerEnv& env, bool forked_from_leader) = 0;
+  // In the leader, after every worker has ended: the kind's part of the result.
+  virtual void Finish(ipc::v1::LeaderResult* /*result*/) {}
+  // Segment names ("data", "weights") Prepare creates, for the leader's SIGTERM cleanup.
+  virtual std::vector<std::string> SegmentWhats() const = 0;
+};
+
+// A fresh object of the named kind; nullptr when this shoal-worker has no such kind.
+std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name);
+
+// Exit code of a worker that saw its leader go away.
+constexpr int kLeaderGoneExit = 75;
+
+}  // namespace shoal

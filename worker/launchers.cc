@@ -1,0 +1,194 @@
+#include "worker/launchers.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "shared/ipc_codec.h"
+#include "shared/packet.h"
+#include "shared/process.h"
+#include "shared/spec.h"
+#include "shoal/ipc/v1/ipc.pb.h"
+
+namespace shoal {
+namespace {
+
+Status ReapChildren(std::vector<WorkerLauncher::Exit>* exits) {
+  int st = 0;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) exits->push_back({pid, st});
+  return Status::Ok();
+}
+
+class ForkLauncher : public WorkerLauncher {
+ public:
+  ForkLauncher(const LaunchContext& c, std::function<int(uint32_t)> body)
+      : c_(c), body_(std::move(body)) {}
+  StatusOr<pid_t> Start(uint32_t index) override {
+    const pid_t leader = getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::signal(SIGTERM, SIG_DFL);  // the leader's cleanup handler is not the worker's
+      DieWithParent(leader);
+      ::close(c_.status_fd);  // only the leader reports to shoald: its EOF means the leader is gone
+      ::close(c_.lifetime_write_fd);  // or the pipe would never read EOF while we live
+      int rc = 1;
+      try {
+        rc = body_(index);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "worker %u: %s\n", index, e.what());
+      }
+      _exit(rc);
+    }
+    return pid;
+  }
+  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(exits); }
+
+ private:
+  LaunchContext c_;
+  std::function<int(uint32_t)> body_;
+};
+
+class SpawnLauncher : public WorkerLauncher {
+ public:
+  explicit SpawnLauncher(const LaunchContext& c) : c_(c) {}
+  StatusOr<pid_t> Start(uint32_t index) override {
+    return SpawnProcess({c_.worker_bin, "--role", "worker", "--experiment", c_.experiment_id,
+                         "--index", std::to_string(index), "--spec-json", SpecToJson(c_.spec),
+                         "--parent", std::to_string(getpid()), "--lifetime-fd", "4"},
+                        {{{c_.lifetime_read_fd, 4}}, false});
+  }
+  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(exits); }
+
+ private:
+  LaunchContext c_;
+};
+
+// The zygote forks the worker, which joins our process group; the zygote reports the worker's
+// exit to us, since it and not we is the parent.
+class ForkServerLauncher : public WorkerLauncher {
+ public:
+  explicit ForkServerLauncher(const LaunchContext& c) : c_(c) {}
+  ~ForkServerLauncher() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Status Connect();
+  Status StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
+                  std::vector<pid_t>* pids) override;
+  StatusOr<pid_t> Start(uint32_t index) override {
+    RETURN_IF_ERROR(Request(index));
+    return Reply();
+  }
+  Status Poll(std::vector<Exit>* exits) override;
+
+ private:
+  Status Request(uint32_t index);
+  StatusOr<pid_t> Reply();
+  Status Receive(ipc::v1::ForkServerReply* reply);
+
+  LaunchContext c_;
+  int fd_ = -1;
+  std::vector<Exit> pending_;
+};
+
+Status ForkServerLauncher::Connect() {
+  // shoald restarts a dead zygote; give a fresh one a moment to listen.
+  Status last;
+  for (int i = 0; i < 100; ++i) {
+    auto fd = ConnectPacket(c_.zygote_socket);
+    if (fd.ok()) {
+      fd_ = *fd;
+      return Status::Ok();
+    }
+    last = fd.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Unavailable("fork-server not reachable: " + last.message());
+}
+
+// All requests go out before the first reply is read: the zygote forks while we wait. At most
+// kWindow requests are in flight, so neither side's socket buffer can fill up while the other is
+// blocked sending.
+Status ForkServerLauncher::StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
+                                    std::vector<pid_t>* pids) {
+  constexpr uint32_t kWindow = 32;
+  uint32_t sent = 0;
+  while (pids->size() < n) {
+    while (sent < n && sent - pids->size() < kWindow) {
+      requested(sent);
+      RETURN_IF_ERROR(Request(sent++));
+    }
+    ASSIGN_OR_RETURN(pid_t pid, Reply());
+    pids->push_back(pid);
+  }
+  return Status::Ok();
+}
+
+Status ForkServerLauncher::Request(uint32_t index) {
+  ipc::v1::ForkRequest req;
+  req.set_experiment_id(c_.experiment_id);
+  req.set_index(index);
+  *req.mutable_spec() = c_.spec;
+  req.set_pgid(::getpgrp());
+  req.set_leader_pid(getpid());
+  return SendPacket(fd_, EncodePacket(req), {c_.lifetime_read_fd});
+}
+
+Status ForkServerLauncher::Receive(ipc::v1::ForkServerReply* reply) {
+  std::string msg;
+  RETURN_IF_ERROR(RecvPacket(fd_, &msg));
+  return DecodePacket(msg, reply);
+}
+
+// Replies come in request order; exits of earlier workers may arrive in between.
+StatusOr<pid_t> ForkServerLauncher::Reply() {
+  for (;;) {
+    ipc::v1::ForkServerReply r;
+    RETURN_IF_ERROR(Receive(&r));
+    if (r.has_forked()) return pid_t(r.forked().pid());
+    if (r.has_error()) return Internal("fork-server: " + r.error().message());
+    if (r.has_exited()) pending_.push_back({r.exited().pid(), r.exited().wait_status()});
+  }
+}
+
+Status ForkServerLauncher::Poll(std::vector<Exit>* exits) {
+  exits->insert(exits->end(), pending_.begin(), pending_.end());
+  pending_.clear();
+  for (;;) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return Status::Ok();
+    ipc::v1::ForkServerReply r;
+    RETURN_IF_ERROR(Receive(&r));
+    if (r.has_exited()) exits->push_back({r.exited().pid(), r.exited().wait_status()});
+  }
+}
+
+}  // namespace
+
+Status WorkerLauncher::StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
+                                std::vector<pid_t>* pids) {
+  for (uint32_t i = 0; i < n; ++i) {
+    requested(i);
+    ASSIGN_OR_RETURN(pid_t pid, Start(i));
+    pids->push_back(pid);
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<WorkerLauncher>> MakeLauncher(const LaunchContext& c,
+                                                       std::function<int(uint32_t)> forked_body) {
+  if (c.spec.start() == "fork")
+    return std::unique_ptr<WorkerLauncher>(new ForkLauncher(c, std::move(forked_body)));
+  if (c.spec.start() == "spawn") return std::unique_ptr<WorkerLauncher>(new SpawnLauncher(c));
+  auto fs = std::make_unique<ForkServerLauncher>(c);
+  RETURN_IF_ERROR(fs->Connect());
+  return std::unique_ptr<WorkerLauncher>(std::move(fs));
+}
+
+}  // namespace shoal

@@ -1,0 +1,34 @@
+// Networks a kind can train, by name. A model is a torch::nn::Module with one forward; adding one
+// is a class here and a line in MakeModel.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace shoal {
+
+struct Model : torch::nn::Module {
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+};
+using ModelPtr = std::shared_ptr<Model>;
+
+// The network of the published Hogwild study (DESIGN.md), layer for layer.
+struct MnistConvNet : Model {
+  MnistConvNet();
+  torch::Tensor forward(torch::Tensor x) override;
+
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Dropout2d conv2_drop{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+
+// A new model with freshly initialised weights (torch's RNG decides them).
+StatusOr<ModelPtr> MakeModel(const std::string& name);
+const std::vector<std::string>& ModelNames();
+
+}  // namespace shoal

@@ -1,0 +1,103 @@
+#include "worker/scoreboard.h"
+
+#include <cmath>
+#include <functional>
+
+namespace shoal {
+namespace {
+
+void SetIfFinite(uint32_t bits, const std::function<void(float)>& set) {
+  const float v = BitsToFloat(bits);
+  if (std::isfinite(v)) set(v);
+}
+
+void ReadEpochs(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
+  const uint32_t n = std::min<uint32_t>(w.epochs_done.load(std::memory_order_acquire),
+                                        kMaxEpochRecords);
+  for (uint32_t e = 0; e < n; ++e) {
+    const EpochRecord& x = w.epochs[e];
+    auto* out = r->add_epochs();
+    out->set_epoch(e + 1);
+    out->set_wall_ns(x.wall_ns.load());
+    out->set_data_ns(x.data_ns.load());
+    out->set_steps(x.steps.load());
+    out->set_samples(x.samples.load());
+    out->set_loss_sum(BitsToDouble(x.loss_sum_bits.load()));
+    SetIfFinite(x.accuracy_bits.load(), [&](float v) { out->set_test_accuracy(v); });
+  }
+}
+
+void ReadCurve(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
+  const uint32_t n =
+      std::min<uint32_t>(w.curve_points.load(std::memory_order_acquire), kCurvePoints);
+  for (uint32_t k = 0; k < n; ++k) {
+    auto* p = r->add_curve();
+    p->set_step(w.curve[k].step.load());
+    p->set_t_ms(double(w.curve[k].t_ns.load()) / 1e6);
+    p->set_loss(BitsToFloat(w.curve[k].loss_bits.load()));
+  }
+}
+
+}  // namespace
+
+StatusOr<Scoreboard> Scoreboard::Create(const std::string& name, uint32_t workers) {
+  Scoreboard b;
+  ASSIGN_OR_RETURN(b.seg_, ShmSegment::Create(name, BoardBytes(workers)));
+  auto* h = new (b.seg_.data()) BoardHeader();
+  h->magic = kBoardMagic;
+  h->version = kLayoutVersion;
+  h->workers = workers;
+  const uint32_t nan = FloatToBits(std::nanf(""));
+  for (uint32_t i = 0; i < workers; ++i) {
+    auto* slot = new (b.slot(i)) WorkerSlot();
+    for (auto* f : {&slot->accuracy_bits, &slot->last_loss_bits, &slot->first_loss_bits,
+                    &slot->tail_loss_bits})
+      f->store(nan);
+    for (auto& e : slot->epochs) e.accuracy_bits.store(nan);
+  }
+  return b;
+}
+
+StatusOr<Scoreboard> Scoreboard::Open(const std::string& name, uint32_t index) {
+  Scoreboard b;
+  ASSIGN_OR_RETURN(b.seg_, ShmSegment::Open(name, true));
+  const auto* h = b.header();
+  if (b.seg_.size() < sizeof(BoardHeader) || h->magic != kBoardMagic ||
+      h->version != kLayoutVersion || BoardBytes(h->workers) > b.seg_.size() ||
+      index >= h->workers) {
+    return DataLoss("scoreboard " + name + ": layout does not match (or no slot " +
+                    std::to_string(index) + ")");
+  }
+  return b;
+}
+
+ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) {
+  ipc::v1::WorkerReport r;
+  r.set_index(index);
+  r.set_pid(w.pid.load());
+  r.set_phase(static_cast<ipc::v1::WorkerPhase>(w.phase.load()));
+  r.set_steps(w.steps.load(std::memory_order_acquire));
+  r.set_samples(w.samples.load());
+  if (r.steps() > 0) SetIfFinite(w.last_loss_bits.load(), [&](float v) { r.set_last_loss(v); });
+  if (r.steps() > 0) SetIfFinite(w.first_loss_bits.load(), [&](float v) { r.set_first_loss(v); });
+  if (r.phase() == ipc::v1::FINISHED)
+    SetIfFinite(w.tail_loss_bits.load(), [&](float v) { r.set_tail_loss(v); });
+  r.set_requested_ns(w.requested_ns.load());
+  r.set_first_step_ns(w.first_step_ns.load());
+  r.set_last_step_ns(w.last_step_ns.load());
+  r.set_data_ns(w.data_ns.load());
+  r.set_forward_ns(w.forward_ns.load());
+  r.set_backward_ns(w.backward_ns.load());
+  r.set_optimizer_ns(w.optimizer_ns.load());
+  r.set_eval_ns(w.eval_ns.load());
+  r.set_vmhwm_bytes(w.vmhwm_bytes.load());
+  if (r.phase() == ipc::v1::FINISHED) r.set_weights_checksum(w.weights_checksum.load());
+  SetIfFinite(w.accuracy_bits.load(), [&](float v) { r.set_test_accuracy(v); });
+  if (final) {
+    ReadEpochs(w, &r);
+    ReadCurve(w, &r);
+  }
+  return r;
+}
+
+}  // namespace shoal

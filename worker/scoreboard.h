@@ -1,0 +1,28 @@
+// The experiment's scoreboard segment (shared/layout.h): created by the leader, attached by each
+// worker, read into typed reports for shoald.
+#pragma once
+
+#include "shared/layout.h"
+#include "shared/shm.h"
+#include "shoal/ipc/v1/ipc.pb.h"
+
+namespace shoal {
+
+class Scoreboard {
+ public:
+  // A new board for `workers` slots, every float figure NaN ("not measured").
+  static StatusOr<Scoreboard> Create(const std::string& name, uint32_t workers);
+  static StatusOr<Scoreboard> Open(const std::string& name, uint32_t index);
+
+  BoardHeader* header() const { return static_cast<BoardHeader*>(seg_.data()); }
+  WorkerSlot* slot(uint32_t i) const { return BoardSlot(seg_.data(), i); }
+  size_t size() const { return seg_.size(); }
+
+ private:
+  ShmSegment seg_;
+};
+
+// A slot as a report. `final` adds the per-epoch records and the loss curve.
+ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final);
+
+}  // namespace shoal

@@ -1,0 +1,91 @@
+#include "worker/supervisor.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <thread>
+
+#include "shared/process.h"
+
+namespace shoal {
+
+WorkerSupervisor::WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
+                                   WorkerLauncher& launcher, Hooks hooks)
+    : spec_(spec), board_(board), launcher_(launcher), hooks_(std::move(hooks)) {}
+
+std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
+                                  const std::vector<uint64_t>& requested_mono,
+                                  std::string failure) {
+  live_ = std::move(live);
+  if (!failure.empty()) StopAll(failure);
+  const auto interval = std::chrono::milliseconds(spec_.sample_interval_ms());
+  auto next_report = std::chrono::steady_clock::now();
+  while (!live_.empty()) {
+    if (!CollectExits()) break;
+    if (live_.empty()) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (!stopping_) CheckStalls(requested_mono);
+    if (stopping_ && now >= kill_at_) {
+      for (auto& [p, i] : live_) ::kill(p, SIGKILL);
+    }
+    if (now >= next_report) {
+      hooks_.progress();
+      next_report = now + interval;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return failure_;
+}
+
+bool WorkerSupervisor::CollectExits() {
+  std::vector<WorkerLauncher::Exit> ended;
+  Status polled = launcher_.Poll(&ended);
+  if (!polled.ok()) {
+    // The fork-server went away; its workers die with it (PR_SET_PDEATHSIG).
+    StopAll("lost the fork-server: " + polled.message());
+    for (auto& [p, i] : live_) ::kill(p, SIGKILL);
+    return false;
+  }
+  for (const auto& x : ended) {
+    auto it = live_.find(x.pid);
+    if (it == live_.end()) continue;
+    ipc::v1::WorkerExited e;
+    e.set_index(it->second);
+    e.set_pid(x.pid);
+    e.set_wait_status(x.status);
+    live_.erase(it);
+    exits_.push_back(e);
+    hooks_.exited(e);
+    if (!(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0)) {
+      StopAll("worker " + std::to_string(e.index()) + " " + DescribeWaitStatus(x.status));
+    }
+  }
+  return true;
+}
+
+void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) {
+  if (spec_.stall_timeout_ms() == 0) return;  // the user turned stall detection off
+  const uint64_t stall_ns = uint64_t(spec_.stall_timeout_ms()) * 1000000ull;
+  const uint64_t t = MonotonicNs();
+  for (auto& [p, i] : live_) {
+    const WorkerSlot* w = board_.slot(i);
+    if (w->phase.load() == static_cast<uint32_t>(WorkerPhase::kFinished)) continue;
+    const uint64_t beat = std::max(w->heartbeat_ns.load(), requested_mono[i]);
+    if (t > beat + stall_ns) {
+      ::kill(p, SIGKILL);  // a stopped or wedged process does not act on SIGTERM
+      StopAll("worker " + std::to_string(i) + " stalled (no heartbeat for " +
+              std::to_string(spec_.stall_timeout_ms()) + " ms)");
+      return;
+    }
+  }
+}
+
+void WorkerSupervisor::StopAll(const std::string& why) {
+  if (stopping_) return;
+  failure_ = why;
+  stopping_ = true;
+  for (auto& [p, i] : live_) ::kill(p, SIGTERM);
+  kill_at_ = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+}
+
+}  // namespace shoal

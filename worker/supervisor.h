@@ -1,0 +1,52 @@
+// The leader's watch over its workers: collects their exits, detects stalls (no heartbeat for
+// stall_timeout_ms on the monotonic clock), and stops everyone at the first failure (SIGTERM,
+// then SIGKILL after a grace period).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "shoal/ipc/v1/ipc.pb.h"
+#include "shoal/v1/shoal.pb.h"
+#include "worker/launchers.h"
+#include "worker/scoreboard.h"
+
+namespace shoal {
+
+class WorkerSupervisor {
+ public:
+  struct Hooks {
+    std::function<void(const ipc::v1::WorkerExited&)> exited;
+    std::function<void()> progress;  // every sample interval
+  };
+  WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
+                   WorkerLauncher& launcher, Hooks hooks);
+
+  // Watches workers (pid -> index, requested at requested_mono[index]) until all have ended.
+  // `failure` non-empty: stop them at once. Returns the first failure, "" when there was none.
+  std::string Run(std::map<pid_t, uint32_t> live, const std::vector<uint64_t>& requested_mono,
+                  std::string failure);
+  const std::vector<ipc::v1::WorkerExited>& exits() const { return exits_; }
+
+ private:
+  bool CollectExits();  // false when the launcher lost track of the workers
+  void CheckStalls(const std::vector<uint64_t>& requested_mono);
+  void StopAll(const std::string& why);
+
+  const v1::ExperimentSpec& spec_;
+  const Scoreboard& board_;
+  WorkerLauncher& launcher_;
+  Hooks hooks_;
+  std::map<pid_t, uint32_t> live_;
+  std::vector<ipc::v1::WorkerExited> exits_;
+  std::string failure_;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point kill_at_{};
+};
+
+}  // namespace shoal
