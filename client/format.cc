@@ -13,12 +13,15 @@ namespace {
 
 std::string F(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string F(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
+  va_list ap, again;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_copy(again, ap);
+  const int n = std::vsnprintf(nullptr, 0, fmt, ap);  // sized first: an error may be long
   va_end(ap);
-  return buf;
+  std::string out(n > 0 ? size_t(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, again);
+  va_end(again);
+  return out;
 }
 
 std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30)); }
@@ -44,9 +47,10 @@ std::string Length(const v1::ExperimentSpec& s) {
 }
 
 std::string SpecLines(const v1::ExperimentSpec& s) {
-  std::string o = F("  spec        %s %s, %u workers, start %s, share %s, device %s, %s, %u threads\n",
-                    s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
-                    s.share() ? "yes" : "no", s.device().c_str(), Length(s).c_str(), s.threads());
+  std::string o =
+      F("  spec        %s %s, %u workers, start %s, share %s, device %s, %s, %u threads\n",
+        s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
+        s.share() ? "yes" : "no", s.device().c_str(), Length(s).c_str(), s.threads());
   o += "  optimiser   " + Optimizer(s) + "\n";
   o += "  dataset     " + s.dataset() + "\n";
   return o;
@@ -55,29 +59,31 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
-  std::string o = F(
-      "  memory      peak PSS sum %s, RSS sum %s, USS sum %s, VmHWM sum %s; shared %s (weights "
-      "%s, data %s)\n",
-      Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.peak_rss_sum_bytes()).c_str(),
-      Gib(r.peak_uss_sum_bytes()).c_str(), Gib(r.peak_rss_hwm_sum_bytes()).c_str(),
-      Mib(r.shared_bytes()).c_str(), Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
-  o += F("  time        ready %.0f ms (request -> all workers training %.0f ms), wall %.1f s, "
-         "training %.1f s, queued %.0f ms\n",
-         r.ready_ms(), r.start_ms(), r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
+  std::string o =
+      F("  memory      peak PSS sum %s, RSS sum %s, USS sum %s, VmHWM sum %s; shared %s (weights "
+        "%s, data %s)\n",
+        Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.peak_rss_sum_bytes()).c_str(),
+        Gib(r.peak_uss_sum_bytes()).c_str(), Gib(r.peak_rss_hwm_sum_bytes()).c_str(),
+        Mib(r.shared_bytes()).c_str(), Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
+  o +=
+      F("  time        ready %.0f ms (request -> all workers training %.0f ms), wall %.1f s, "
+        "training %.1f s, queued %.0f ms\n",
+        r.ready_ms(), r.start_ms(), r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
   o += F("  throughput  %.1f samples/s (%lu samples, %lu steps)\n", r.samples_per_sec(),
          UL(r.samples()), UL(r.steps()));
-  const std::string acc = r.has_test_accuracy()
-                              ? F("%.3f on %u images (%.1f s)", r.test_accuracy(),
-                                  s.eval_samples(), r.eval_ms() / 1000)
-                              : "-";
+  const std::string acc = r.has_test_accuracy() ? F("%.3f on %u images (%.1f s)", r.test_accuracy(),
+                                                    s.eval_samples(), r.eval_ms() / 1000)
+                                                : "-";
   o += F("  loss        first %.4f, last %.4f; test accuracy %s\n", r.first_loss(), r.last_loss(),
          acc.c_str());
-  o += F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
-         "workers)\n",
-         r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
-  o += F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
-         "reads)\n",
-         r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
+  o +=
+      F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
+        "workers)\n",
+        r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
+  o +=
+      F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
+        "reads)\n",
+        r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
   return o;
 }
 
@@ -96,7 +102,8 @@ std::string EpochLines(const v1::Result& r) {
 std::string ExitText(const v1::ProcessInfo& p) {
   if (p.alive()) return "running";
   if (!p.exit_known()) return "unknown";
-  return p.signal() ? "signal " + std::to_string(p.signal()) : "code " + std::to_string(p.exit_code());
+  return p.signal() ? "signal " + std::to_string(p.signal())
+                    : "code " + std::to_string(p.exit_code());
 }
 
 std::string ProcessLines(const v1::Experiment& e) {
@@ -135,11 +142,11 @@ std::string FormatExperiment(const v1::Experiment& e) {
 std::string FormatSampleLine(const v1::Sample& s) {
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
   const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
-  std::string o = F(
-      "t=%.1fs steps %lu/%s %.2f/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
-      s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(), loss.c_str(),
-      Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
-      Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
+  std::string o =
+      F("t=%.1fs steps %lu/%s %.2f/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
+        s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(), loss.c_str(),
+        Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
+        Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
   for (const auto& p : s.processes()) {
     o += F(" | %c%s %s/%s/%s %.0f%%", RoleLetter(p.role()),
            p.index() < 0 ? "" : std::to_string(p.index()).c_str(), Mib(p.rss_bytes()).c_str(),
@@ -151,11 +158,12 @@ std::string FormatSampleLine(const v1::Sample& s) {
 std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
   const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
-  std::string o = F("t=%.1f s   steps %lu/%s   %.2f steps/s   %.1f samples/s   loss %s   sampler "
-                    "%.2f%% core%s\n\n",
-                    s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(),
-                    s.samples_per_sec(), loss.c_str(), s.sampler_cpu_percent(),
-                    dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
+  std::string o =
+      F("t=%.1f s   steps %lu/%s   %.2f steps/s   %.1f samples/s   loss %s   sampler "
+        "%.2f%% core%s\n\n",
+        s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(), s.samples_per_sec(),
+        loss.c_str(), s.sampler_cpu_percent(),
+        dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
   o += F("%-8s %-7s %10s %10s %10s %7s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%");
   // Leader, fork-server, then workers by index.
   std::vector<const v1::ProcessSample*> procs;
@@ -166,9 +174,9 @@ std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
   std::sort(procs.begin(), procs.end(), [&](auto* a, auto* b) { return rank(a) < rank(b); });
   for (const auto* p : procs) {
     std::string name = p->role() == "worker" ? "worker " + std::to_string(p->index()) : p->role();
-    o += F("%-8s %-7d %10s %10s %10s %6.0f%%\n", name.c_str(), p->pid(),
-           Mib(p->rss_bytes()).c_str(), Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(),
-           p->cpu_percent());
+    o +=
+        F("%-8s %-7d %10s %10s %10s %6.0f%%\n", name.c_str(), p->pid(), Mib(p->rss_bytes()).c_str(),
+          Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(), p->cpu_percent());
   }
   o += F("%-8s %-7s %10s %10s %10s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),
          Mib(s.total_pss_bytes()).c_str(), Mib(s.total_uss_bytes()).c_str());
@@ -176,9 +184,9 @@ std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
 }
 
 std::string FormatList(const std::vector<v1::Experiment>& es) {
-  std::string o = F("%-12s %-11s %-8s %-9s %7s %-10s %-5s %8s %12s %10s %9s\n", "id", "state",
-                    "kind", "optimiser", "workers", "start", "share", "wall s", "peak PSS",
-                    "samples/s", "ready ms");
+  std::string o =
+      F("%-12s %-11s %-8s %-9s %7s %-10s %-5s %8s %12s %10s %9s\n", "id", "state", "kind",
+        "optimiser", "workers", "start", "share", "wall s", "peak PSS", "samples/s", "ready ms");
   for (const auto& e : es) {
     const auto& r = e.result();
     const bool ran = e.started_unix_ms() != 0;
@@ -199,7 +207,8 @@ std::string FormatSweepPoints(const v1::Sweep& sw) {
   o += F("  %-5s %-40s %-12s %-11s %s\n", "point", "values", "experiment", "state", "note");
   for (const auto& p : sw.points()) {
     std::string values;
-    for (const auto& v : p.values()) values += (values.empty() ? "" : ", ") + v.field() + " " + v.value();
+    for (const auto& v : p.values())
+      values += (values.empty() ? "" : ", ") + v.field() + " " + v.value();
     o += F("  %-5u %-40s %-12s %-11s %s\n", p.index(), values.empty() ? "-" : values.c_str(),
            p.experiment_id().empty() ? "-" : p.experiment_id().c_str(),
            p.note().empty() ? StateName(p.state()).c_str() : "skipped", p.note().c_str());

@@ -32,9 +32,12 @@ std::vector<SpecFlags::Given> SpecFlags::GivenFields() const {
 StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
   v1::ExperimentSpec spec;
   for (const auto& g : GivenFields()) {
-    if (g.values.size() != 1) {
-      return InvalidArgument(g.field->name + ": submit takes one value (a list is a sweep: " +
-                             "shoal sweep)");
+    const bool list =
+        g.values.size() != 1 || (g.values[0].find(',') != std::string::npos &&
+                                 g.field->name != "dataset" && g.field->name != "name");
+    if (list) {
+      return InvalidArgument(g.field->name +
+                             ": submit takes one value (a list is a sweep: " + "shoal sweep)");
     }
     RETURN_IF_ERROR(SetSpecField(&spec, *g.field, g.values[0]));
   }

@@ -133,6 +133,9 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
   } else if (ev.has_progress()) {
     facts_.progress = ev.progress();
     for (const auto& w : ev.progress().workers()) {
+      for (auto& [pid, p] : facts_.procs)  // the live record shows each worker as it goes
+        if (p.role() == "worker" && p.index() == int(w.index()))
+          ApplyWorkerReport(w, facts_.start_real_ns, &p);
       if (w.first_step_ns() == 0 || announced_ready_[w.index()]) continue;
       announced_ready_[w.index()] = true;
       const double ms = NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns()));
@@ -283,8 +286,12 @@ void ExperimentRunner::Finish() {
   for (const auto& [pid, p] : facts_.procs) env_.reaper->Forget(pid);
   facts_.wall_ns = env_.clock->MonotonicNs() - start_mono_;
   if (sampler_) {
-    facts_.sampler = {sampler_->peak_pss_sum(), sampler_->peak_rss_sum(), sampler_->peak_uss_sum(),
-                      sampler_->cpu_ns(),       sampler_->smaps_reads(),  sampler_->statm_reads(),
+    facts_.sampler = {sampler_->peak_pss_sum(),
+                      sampler_->peak_rss_sum(),
+                      sampler_->peak_uss_sum(),
+                      sampler_->cpu_ns(),
+                      sampler_->smaps_reads(),
+                      sampler_->statm_reads(),
                       {}};
     for (const auto& [pid, p] : facts_.procs) facts_.sampler.peak_pss[pid] = sampler_->PeakPss(pid);
   }
@@ -296,7 +303,8 @@ void ExperimentRunner::Finish() {
   e_.set_finished_unix_ms(static_cast<int64_t>(env_.clock->RealtimeNs() / 1000000));
   phase_ = Phase::kDone;
   hooks_.update(e_);
-  AddEvent("finished: " + v1::ExperimentState_Name(state) + (error.empty() ? "" : " (" + error + ")"));
+  AddEvent("finished: " + v1::ExperimentState_Name(state) +
+           (error.empty() ? "" : " (" + error + ")"));
   PublishState();
   const auto& r = e_.result();
   spdlog::info("{} {} in {:.1f} s; peak PSS sum {:.1f} MiB; sampler {:.2f}% of a core", e_.id(),

@@ -43,18 +43,20 @@ bool SocketInUse(const std::string& path) {
   return used;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"shoald: the Shoal coordinator daemon"};
+struct DaemonArgs {
   std::string socket_path = DefaultSocket(), state_dir = DefaultStateDir(), worker_bin,
               log_level = "info";
   shoal::CoordinatorOptions opts;
-  opts.limits.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
-  app.add_option("--socket", socket_path, "unix socket to listen on (mode 0600); env SHOAL_SOCKET")
+};
+
+void AddOptions(CLI::App& app, DaemonArgs& d) {
+  auto& opts = d.opts;
+  app.add_option("--socket", d.socket_path,
+                 "unix socket to listen on (mode 0600); env SHOAL_SOCKET")
       ->capture_default_str();
-  app.add_option("--state-dir", state_dir, "directory for the SQLite store")->capture_default_str();
-  app.add_option("--worker-bin", worker_bin, "shoal-worker executable (default: next to shoald)");
+  app.add_option("--state-dir", d.state_dir, "directory for the SQLite store")
+      ->capture_default_str();
+  app.add_option("--worker-bin", d.worker_bin, "shoal-worker executable (default: next to shoald)");
   app.add_option("--max-workers", opts.limits.max_workers,
                  "most workers one experiment may ask for")
       ->capture_default_str()
@@ -70,47 +72,58 @@ int main(int argc, char** argv) {
                  "idle workers the fork-server keeps forked ahead of demand")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
-  std::vector<std::string> data_roots;
-  app.add_option("--data-root", data_roots,
+  app.add_option("--data-root", opts.limits.data_roots,
                  "a directory datasets must lie under (repeatable; default /usr/share/datasets and "
                  "STATE_DIR/data)");
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  spdlog::set_level(spdlog::level::from_str(log_level));
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ shoald: %v");
+  app.add_option("--log-level", d.log_level, "trace|debug|info|warn|error")->capture_default_str();
+}
 
-  if (worker_bin.empty()) worker_bin = shoal::SelfExeDir() + "/shoal-worker";
-  if (::access(worker_bin.c_str(), X_OK) != 0) {
-    spdlog::critical("worker executable {} is not runnable: {}", worker_bin, std::strerror(errno));
-    return 1;
+}  // namespace
+
+namespace {
+
+// Resolves paths and defaults after parsing; false (logged) when the worker cannot run.
+bool Resolve(DaemonArgs& d) {
+  auto& opts = d.opts;
+  if (d.worker_bin.empty()) d.worker_bin = shoal::SelfExeDir() + "/shoal-worker";
+  if (::access(d.worker_bin.c_str(), X_OK) != 0) {
+    spdlog::critical("worker executable {} is not runnable: {}", d.worker_bin,
+                     std::strerror(errno));
+    return false;
   }
-  opts.worker_bin = worker_bin;
-  if (data_roots.empty()) data_roots = {"/usr/share/datasets", state_dir + "/data"};
-  opts.limits.data_roots = data_roots;
-  opts.zygote_socket = state_dir + "/zygote.sock";
+  opts.worker_bin = d.worker_bin;
+  if (opts.limits.data_roots.empty())
+    opts.limits.data_roots = {"/usr/share/datasets", d.state_dir + "/data"};
+  opts.zygote_socket = d.state_dir + "/zygote.sock";
+  return true;
+}
 
+// The state directory (0700), its lock (one daemon per directory) and a free socket path.
+bool ClaimStateDir(const DaemonArgs& d) {
   std::error_code ec;
-  std::filesystem::create_directories(state_dir, ec);
+  std::filesystem::create_directories(d.state_dir, ec);
   if (ec) {
-    spdlog::critical("cannot create state dir {}: {}", state_dir, ec.message());
-    return 1;
+    spdlog::critical("cannot create state dir {}: {}", d.state_dir, ec.message());
+    return false;
   }
-  ::chmod(state_dir.c_str(), 0700);
-  // One daemon per state directory.
-  int lock_fd = ::open((state_dir + "/shoald.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    spdlog::critical("another shoald uses state dir {}", state_dir);
-    return 1;
+  ::chmod(d.state_dir.c_str(), 0700);
+  int lock_fd = ::open((d.state_dir + "/shoald.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {  // held until we exit
+    spdlog::critical("another shoald uses state dir {}", d.state_dir);
+    return false;
   }
-  if (SocketInUse(socket_path)) {
-    spdlog::critical("another process is listening on {}", socket_path);
-    return 1;
+  if (SocketInUse(d.socket_path)) {
+    spdlog::critical("another process is listening on {}", d.socket_path);
+    return false;
   }
-  ::unlink(socket_path.c_str());
+  ::unlink(d.socket_path.c_str());
+  return true;
+}
 
+// Signals are taken by sigwait in main; every thread started after this inherits the mask.
+sigset_t BlockSignals() {
   // Orphaned workers of a dead leader are reparented to us, so we can reap and account for them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  // Signals are taken by sigwait in main; every thread started below inherits the mask.
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
@@ -118,9 +131,24 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+  return sigs;
+}
 
-  const std::string torch_version = shoal::QueryWorkerVersion(worker_bin);
-  auto store = shoal::Store::Open(state_dir + "/shoal.db");
+std::unique_ptr<grpc::Server> Listen(const std::string& socket_path, grpc::Service* service) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(service);
+  const mode_t old_umask = ::umask(0077);  // the socket is born 0600
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ::umask(old_umask);
+  if (server) ::chmod(socket_path.c_str(), 0600);
+  return server;
+}
+
+// Runs the daemon until a signal; returns the exit code.
+int Serve(const DaemonArgs& d, const sigset_t& sigs) {
+  const std::string torch_version = shoal::QueryWorkerVersion(d.worker_bin);
+  auto store = shoal::Store::Open(d.state_dir + "/shoal.db");
   if (!store.ok()) {
     spdlog::critical("{}", store.status().message());
     return 1;
@@ -131,39 +159,47 @@ int main(int argc, char** argv) {
   shoal::RealChildWaiter waiter;
   shoal::RealSegmentJanitor segments;
   shoal::RealClock clock;
-  shoal::Coordinator coord(opts, store->get(), &hub, {&proc, &waiter, &segments, &clock, &procfs});
+  shoal::Coordinator coord(d.opts, store->get(), &hub,
+                           {&proc, &waiter, &segments, &clock, &procfs});
   if (auto st = coord.Recover(); !st.ok()) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;
   }
   coord.Start();
-
   shoal::ShoalService service(&coord, &hub, [&] {
-    auto info = shoal::CollectNodeInfo(state_dir, opts.limits.max_workers, torch_version);
+    auto info = shoal::CollectNodeInfo(d.state_dir, d.opts.limits.max_workers, torch_version);
     info.set_fork_server_pid(coord.fork_server_pid());
     info.set_fork_server_restarts(static_cast<uint32_t>(coord.fork_server_restarts()));
     return info;
   });
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
-  const mode_t old_umask = ::umask(0077);  // the socket is born 0600
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ::umask(old_umask);
+  std::unique_ptr<grpc::Server> server = Listen(d.socket_path, &service);
   if (!server) {
-    spdlog::critical("cannot listen on unix:{}", socket_path);
+    spdlog::critical("cannot listen on unix:{}", d.socket_path);
     coord.Shutdown();
     return 1;
   }
-  ::chmod(socket_path.c_str(), 0600);
-  spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", socket_path, state_dir,
-               worker_bin, torch_version);
-
+  spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", d.socket_path,
+               d.state_dir, d.worker_bin, torch_version);
   int sig = 0;
   sigwait(&sigs, &sig);
   spdlog::info("signal {}: shutting down", sig);
   coord.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  ::unlink(socket_path.c_str());
+  ::unlink(d.socket_path.c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"shoald: the Shoal coordinator daemon"};
+  DaemonArgs d;
+  d.opts.limits.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  AddOptions(app, d);
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(d.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ shoald: %v");
+  if (!Resolve(d) || !ClaimStateDir(d)) return 1;
+  const sigset_t sigs = BlockSignals();
+  return Serve(d, sigs);
 }

@@ -22,7 +22,8 @@ void FillMemory(const RunFacts& f, v1::Result* r) {
   uint64_t shared = 0;
   for (const auto& [what, bytes] : f.segments) shared += bytes;
   r->set_shared_bytes(shared);
-  if (auto it = f.segments.find("weights"); it != f.segments.end()) r->set_weights_bytes(it->second);
+  if (auto it = f.segments.find("weights"); it != f.segments.end())
+    r->set_weights_bytes(it->second);
   if (auto it = f.segments.find("data"); it != f.segments.end()) r->set_data_bytes(it->second);
   r->set_sampler_cpu_ms(NsToMs(f.sampler.cpu_ns));
   r->set_sampler_cpu_percent(100.0 * double(f.sampler.cpu_ns) /
@@ -59,7 +60,8 @@ void FillTraining(const Reports& ws, uint32_t workers, uint64_t start_real, v1::
   r->set_optimizer_ms(NsToMs(opt));
   if (started == workers && started > 0) {  // every worker reached its first step
     r->set_ready_ms(NsToMs(last_first - std::min(last_first, start_real)));
-    if (first_req != UINT64_MAX) r->set_start_ms(NsToMs(last_first - std::min(last_first, first_req)));
+    if (first_req != UINT64_MAX)
+      r->set_start_ms(NsToMs(last_first - std::min(last_first, first_req)));
   }
   if (first != UINT64_MAX && last > first) {
     r->set_train_ms(NsToMs(last - first));
@@ -95,6 +97,18 @@ v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t in
 }
 
 }  // namespace
+
+void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p) {
+  p->set_peak_rss_bytes(w.vmhwm_bytes());
+  p->set_steps(w.steps());
+  if (w.has_last_loss()) p->set_last_loss(w.last_loss());
+  if (w.first_step_ns() > 0) {
+    p->set_ready_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), start_real_ns)));
+    if (w.requested_ns() > 0)
+      p->set_start_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns())));
+  }
+  if (w.phase() == ipc::v1::FINISHED) p->set_weights_checksum(Hex64(w.weights_checksum()));
+}
 
 void RecordExit(v1::ProcessInfo* p, int status) {
   p->set_alive(false);
@@ -157,17 +171,8 @@ void FillProcesses(const RunFacts& f, v1::Experiment* e) {
     it->second.set_peak_rss_bytes(f.result->leader_vmhwm_bytes());
   if (const Reports* ws = WorkerReports(f)) {
     for (const auto& w : *ws) {
-      v1::ProcessInfo* p = FindWorker(procs, w.index());
-      if (p == nullptr) continue;
-      p->set_peak_rss_bytes(w.vmhwm_bytes());
-      p->set_steps(w.steps());
-      if (w.has_last_loss()) p->set_last_loss(w.last_loss());
-      if (w.first_step_ns() > 0) {
-        p->set_ready_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), f.start_real_ns)));
-        if (w.requested_ns() > 0)
-          p->set_start_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns())));
-      }
-      if (w.phase() == ipc::v1::FINISHED) p->set_weights_checksum(Hex64(w.weights_checksum()));
+      if (v1::ProcessInfo* p = FindWorker(procs, w.index()))
+        ApplyWorkerReport(w, f.start_real_ns, p);
     }
   }
   if (f.result) {  // exits the leader (or the fork-server) saw

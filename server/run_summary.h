@@ -28,7 +28,7 @@ struct RunFacts {
   pid_t leader = -1;
   bool leader_exited = false;
   int leader_status = 0;
-  std::map<pid_t, v1::ProcessInfo> procs;  // leader and workers, exits filled in as they came
+  std::map<pid_t, v1::ProcessInfo> procs;     // leader and workers, exits filled in as they came
   std::optional<ipc::v1::Progress> progress;  // the latest
   std::optional<ipc::v1::LeaderResult> result;
   std::map<std::string, uint64_t> segments;  // what -> bytes
@@ -48,6 +48,9 @@ void FillEpochs(const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>&
                 v1::Result* r);
 // The final process list (ready/start times, steps, losses, peaks, exits, checksums).
 void FillProcesses(const RunFacts& f, v1::Experiment* e);
+// A worker's process record from its report: ready/start times, steps, last loss, peak RSS and
+// (once finished) its weights' fingerprint. Used live and at the end.
+void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p);
 // Marks a process ended with a waitpid status.
 void RecordExit(v1::ProcessInfo* p, int wait_status);
 // How it ended: succeeded only if the leader exited 0 with an ok result and the group is gone.

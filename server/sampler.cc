@@ -43,36 +43,46 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
                          tokens_ns_ + opts_.budget_fraction * double(now_ns - last_tick_ns_));
   }
   last_tick_ns_ = now_ns;
+  for (auto& [pid, p] : procs_) ReadCheap(pid, p, now_ns);
+  const uint64_t walk_ns = Walk(WalkCandidates(now_ns), now_ns);
+  Emit(now_ns, out);
+  const uint64_t spent = cpu_clock_() - cpu0;
+  cpu_ns_ += spent;
+  // The bucket pays for the whole tick (the walks were already charged as they ran).
+  tokens_ns_ -= double(spent - std::min(spent, walk_ns));
+}
 
-  // Cheap figures for everyone.
-  for (auto& [pid, p] : procs_) {
-    p.gone = false;  // judged afresh each tick: one failed read must not drop a process for good
-    auto statm = reader_->Read(pid, "statm");
-    auto stat = reader_->Read(pid, "stat");
-    statm_reads_ += 2;
-    if (!statm.ok() || !stat.ok()) {
-      p.gone = true;
-      continue;
-    }
-    auto m = ParseStatm(*statm, page_size_);
-    auto s = ParseProcStat(*stat);
-    if (!m.ok() || !s.ok() || s->state == 'Z') {
-      p.gone = true;
-      continue;
-    }
-    p.rss_now = m->resident_bytes;
-    const uint64_t ticks = s->utime_ticks + s->stime_ticks;
-    if (p.cpu_at_ns != 0 && now_ns > p.cpu_at_ns) {
-      const double secs = double(now_ns - p.cpu_at_ns) / 1e9;
-      p.cpu_percent = 100.0 * double(ticks - std::min(ticks, p.cpu_ticks)) / ticks_per_sec_ / secs;
-    }
-    p.cpu_ticks = ticks;
-    p.cpu_at_ns = now_ns;
+// statm and stat: RSS and CPU time, cheap enough for every process every tick.
+void ProcessSampler::ReadCheap(pid_t pid, Proc& p, uint64_t now_ns) {
+  p.gone = false;  // judged afresh each tick: one failed read must not drop a process for good
+  auto statm = reader_->Read(pid, "statm");
+  auto stat = reader_->Read(pid, "stat");
+  statm_reads_ += 2;
+  if (!statm.ok() || !stat.ok()) {
+    p.gone = true;
+    return;
   }
+  auto m = ParseStatm(*statm, page_size_);
+  auto s = ParseProcStat(*stat);
+  if (!m.ok() || !s.ok() || s->state == 'Z') {
+    p.gone = true;
+    return;
+  }
+  p.rss_now = m->resident_bytes;
+  const uint64_t ticks = s->utime_ticks + s->stime_ticks;
+  if (p.cpu_at_ns != 0 && now_ns > p.cpu_at_ns) {
+    const double secs = double(now_ns - p.cpu_at_ns) / 1e9;
+    p.cpu_percent = 100.0 * double(ticks - std::min(ticks, p.cpu_ticks)) / ticks_per_sec_ / secs;
+  }
+  p.cpu_ticks = ticks;
+  p.cpu_at_ns = now_ns;
+}
 
-  // Page-table walks under the budget: never-walked first, then the largest relative RSS moves.
+// Who deserves a page-table walk: never-walked first, then the largest relative RSS moves, then
+// the stale.
+std::vector<std::pair<double, pid_t>> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
   std::vector<std::pair<double, pid_t>> want;
-  for (auto& [pid, p] : procs_) {
+  for (const auto& [pid, p] : procs_) {
     if (p.gone) continue;
     double prio;
     if (!p.walked) {
@@ -87,8 +97,13 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
     want.emplace_back(prio, pid);
   }
   std::sort(want.begin(), want.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  return want;
+}
+
+// Walks as many candidates as the budget allows; returns the CPU time the walks took.
+uint64_t ProcessSampler::Walk(const std::vector<std::pair<double, pid_t>>& want, uint64_t now_ns) {
   uint64_t walk_ns = 0;
-  for (auto& [prio, pid] : want) {
+  for (const auto& [prio, pid] : want) {
     if (tokens_ns_ < walk_cost_ns_ && procs_[pid].walked)
       break;  // an unwalked process always gets one
     const uint64_t c0 = cpu_clock_();
@@ -109,7 +124,11 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
     p.rss_now = r->rss;
     p.walked_at_ns = now_ns;
   }
+  return walk_ns;
+}
 
+// The tick's figures per process and summed; peaks follow.
+void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
   uint64_t rss_sum = 0, pss_sum = 0, uss_sum = 0;
   for (auto& [pid, p] : procs_) {
     if (p.gone) continue;
@@ -139,10 +158,6 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
   peak_rss_sum_ = std::max(peak_rss_sum_, rss_sum);
   peak_pss_sum_ = std::max(peak_pss_sum_, pss_sum);
   peak_uss_sum_ = std::max(peak_uss_sum_, uss_sum);
-  const uint64_t spent = cpu_clock_() - cpu0;
-  cpu_ns_ += spent;
-  // The bucket pays for the whole tick (the walks were already charged as they ran).
-  tokens_ns_ -= double(spent - std::min(spent, walk_ns));
 }
 
 }  // namespace shoal

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "shared/procfs.h"
 #include "shoal/v1/shoal.pb.h"
@@ -58,6 +59,11 @@ class ProcessSampler {
     uint64_t peak_pss = 0;
     bool gone = false;  // not readable (exited, or a zombie) at this tick
   };
+
+  void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
+  std::vector<std::pair<double, pid_t>> WalkCandidates(uint64_t now_ns) const;
+  uint64_t Walk(const std::vector<std::pair<double, pid_t>>& want, uint64_t now_ns);
+  void Emit(uint64_t now_ns, v1::Sample* out);
 
   ProcReader* reader_;
   SamplerOptions opts_;

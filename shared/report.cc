@@ -54,7 +54,10 @@ std::vector<Metric> Metrics() {
          return r.samples_per_sec();
        }},
       {"ready_ms", "Time to ready (ms, first request -> every worker training)", "%.0f", false,
-       [](const v1::Result& r) { return r.start_ms(); }},
+       [](const v1::Result& r) -> std::optional<double> {
+         if (r.start_ms() <= 0) return std::nullopt;  // not every worker was seen to start
+         return r.start_ms();
+       }},
       {"epoch_train_s",
        "Training time of epoch 2 (s): forward, backward and update of the slowest worker; data "
        "loading excluded, epoch 1 is warm-up (epoch 1 when there is only one)",
@@ -177,7 +180,8 @@ Table GridTable(const std::vector<PointView>& points, const Layout& l, const Met
     const auto labels = Labels(v, l.row_fields);
     auto row = std::find_if(t.rows.begin(), t.rows.end(),
                             [&](const Row& r) { return r.labels == labels; });
-    if (row == t.rows.end()) row = t.rows.insert(t.rows.end(), {labels, std::vector<Cell>(l.columns.size())});
+    if (row == t.rows.end())
+      row = t.rows.insert(t.rows.end(), {labels, std::vector<Cell>(l.columns.size())});
     size_t col = 0;
     if (!l.column_field.empty()) {
       col = size_t(std::find(l.columns.begin(), l.columns.end(), v.values.at(l.column_field)) -
@@ -250,7 +254,8 @@ Table PointTable(const std::vector<PointView>& points, const std::vector<std::st
   t.row_fields = fields;
   for (const auto& v : points) {
     Row r{Labels(v, fields), std::vector<Cell>(t.columns.size())};
-    const Cell state = PointCell(v, t, false, [](const v1::Result&) { return 0.0; }, "%.0f");
+    const Cell state = PointCell(
+        v, t, false, [](const v1::Result&) { return 0.0; }, "%.0f");
     for (size_t k = 0; k < t.columns.size(); ++k)
       r.cells[k] = state.has_value ? cell(v.experiment->result(), k) : state;
     t.rows.push_back(std::move(r));
@@ -277,23 +282,34 @@ constexpr size_t kCurveColumns = 6;
 // Loss of worker 0 at evenly spaced steps and training times, common to every point.
 std::vector<Table> CurveTables(const std::vector<PointView>& points,
                                const std::vector<std::string>& fields) {
+  // Steps run to the longest curve; times span what every point covers (from the last first
+  // point to the first last point), so every cell holds a loss that was measured.
   uint64_t max_step = 0;
-  double max_t = 0;
+  double t_from = 0, t_to = -1;
   for (const auto& v : points) {
     if (v.experiment == nullptr || v.experiment->result().curve().empty()) continue;
-    const auto& last = *v.experiment->result().curve().rbegin();
-    max_step = std::max<uint64_t>(max_step, last.step());
-    max_t = std::max(max_t, last.t_ms());
+    const auto& curve = v.experiment->result().curve();
+    max_step = std::max<uint64_t>(max_step, curve.rbegin()->step());
+    t_from = std::max(t_from, curve.begin()->t_ms());
+    t_to = t_to < 0 ? curve.rbegin()->t_ms() : std::min(t_to, curve.rbegin()->t_ms());
   }
   if (max_step == 0) return {};
+  t_to = std::max(t_to, t_from);
   std::vector<uint64_t> steps;
   std::vector<double> times;
   std::vector<std::string> step_cols, time_cols;
-  for (size_t k = 1; k <= kCurveColumns; ++k) {
-    steps.push_back(std::max<uint64_t>(1, max_step * k / kCurveColumns));
-    times.push_back(max_t * double(k) / kCurveColumns);
-    step_cols.push_back(std::to_string(steps.back()));
-    time_cols.push_back(Fmt("%.1f s", times.back() / 1000));
+  for (size_t k = 1; k <= kCurveColumns; ++k) {  // marks that coincide are shown once
+    const uint64_t step = std::max<uint64_t>(1, max_step * k / kCurveColumns);
+    if (steps.empty() || step != steps.back()) {
+      steps.push_back(step);
+      step_cols.push_back(std::to_string(step));
+    }
+    const double t = t_from + (t_to - t_from) * double(k - 1) / (kCurveColumns - 1);
+    const std::string heading = Fmt("%.2f s", t / 1000);
+    if (time_cols.empty() || heading != time_cols.back()) {
+      times.push_back(t);
+      time_cols.push_back(heading);
+    }
   }
   // The latest curve point at or before x (steps or ms); missing before the first.
   auto at = [](const v1::Result& r, auto key, double x) {
@@ -302,17 +318,18 @@ std::vector<Table> CurveTables(const std::vector<PointView>& points,
       if (double(key(p)) <= x + 1e-9) best = &p;
     return best ? Value(best->loss(), "%.4f") : Missing();
   };
-  return {
-      PointTable(points, fields, "loss_by_step", "Training loss of worker 0 against its steps",
-                 "step", step_cols,
-                 [&](const v1::Result& r, size_t k) {
-                   return at(r, [](const v1::CurvePoint& p) { return p.step(); }, double(steps[k]));
-                 }),
-      PointTable(points, fields, "loss_by_time",
-                 "Training loss of worker 0 against its training time (evaluation excluded)",
-                 "time", time_cols, [&](const v1::Result& r, size_t k) {
-                   return at(r, [](const v1::CurvePoint& p) { return p.t_ms(); }, times[k]);
-                 })};
+  return {PointTable(points, fields, "loss_by_step", "Training loss of worker 0 against its steps",
+                     "step", step_cols,
+                     [&](const v1::Result& r, size_t k) {
+                       return at(
+                           r, [](const v1::CurvePoint& p) { return p.step(); }, double(steps[k]));
+                     }),
+          PointTable(points, fields, "loss_by_time",
+                     "Training loss of worker 0 against its training time (evaluation excluded)",
+                     "time", time_cols, [&](const v1::Result& r, size_t k) {
+                       return at(
+                           r, [](const v1::CurvePoint& p) { return p.t_ms(); }, times[k]);
+                     })};
 }
 
 // Test accuracy and cumulative training time after each epoch.
@@ -424,8 +441,11 @@ std::string RenderCsv(const ReportInput& in) {
   // without touching this.
   const nlohmann::json result_fields = ToJson(v1::Result());
   std::vector<std::string> figures;
-  for (auto it = result_fields.begin(); it != result_fields.end(); ++it)
-    if (!it->is_array() && !it->is_object()) figures.push_back(it.key());
+  for (auto it = result_fields.begin(); it != result_fields.end(); ++it) {
+    // Result.threads repeats the spec's threads column: one column per name.
+    if (it->is_array() || it->is_object() || FindSpecField(it.key()) != nullptr) continue;
+    figures.push_back(it.key());
+  }
   std::ostringstream o;
   o << "sweep_id,index,note,experiment_id,state,error";
   for (const auto& f : SpecFields()) o << "," << f.name;
@@ -434,12 +454,11 @@ std::string RenderCsv(const ReportInput& in) {
   for (const auto& v : Points(in)) {
     const v1::Experiment* ex = v.experiment;
     o << in.sweep.id() << "," << v.point->index() << "," << CsvField(v.point->note()) << ","
-      << v.point->experiment_id() << ","
-      << (ex ? Lower(v1::ExperimentState_Name(ex->state())) : "") << ","
-      << CsvField(ex ? ex->error() : "");
+      << v.point->experiment_id() << "," << (ex ? Lower(v1::ExperimentState_Name(ex->state())) : "")
+      << "," << CsvField(ex ? ex->error() : "");
     for (const auto& f : SpecFields()) {
-      const std::string value = ex ? SpecFieldText(ex->spec(), f)
-                                   : (v.values.count(f.name) ? v.values.at(f.name) : "");
+      const std::string value =
+          ex ? SpecFieldText(ex->spec(), f) : (v.values.count(f.name) ? v.values.at(f.name) : "");
       o << "," << CsvField(value);
     }
     const nlohmann::json r = ex ? ToJson(ex->result()) : nlohmann::json::object();
@@ -459,9 +478,12 @@ nlohmann::json RenderJson(const ReportInput& in) {
   for (const auto& [field, value] : FixedFields(in)) j["fixed"][field] = value;
   j["tables"] = nlohmann::json::array();
   for (const auto& t : BuildTables(in)) {
-    nlohmann::json jt = {{"key", t.key},         {"title", t.title},
-                         {"columns", t.columns}, {"column_field", t.column_field},
-                         {"row_fields", t.row_fields}, {"footnotes", t.footnotes}};
+    nlohmann::json jt = {{"key", t.key},
+                         {"title", t.title},
+                         {"columns", t.columns},
+                         {"column_field", t.column_field},
+                         {"row_fields", t.row_fields},
+                         {"footnotes", t.footnotes}};
     jt["rows"] = nlohmann::json::array();
     for (const auto& r : t.rows) {
       nlohmann::json cells = nlohmann::json::array();
@@ -518,10 +540,13 @@ std::string LossSvg(const ReportInput& in) {
   c.y_label = "training loss";
   for (const auto& v : Points(in)) {
     std::string label;
-    for (const auto& f : fields) label += (label.empty() ? "" : ", ") + f + " " + (v.values.count(f) ? v.values.at(f) : std::string());
+    for (const auto& f : fields)
+      label += (label.empty() ? "" : ", ") + f + " " +
+               (v.values.count(f) ? v.values.at(f) : std::string());
     Series s{label.empty() ? "all" : label, false, {}};
     if (v.experiment != nullptr)
-      for (const auto& p : v.experiment->result().curve()) s.points.push_back({double(p.step()), p.loss()});
+      for (const auto& p : v.experiment->result().curve())
+        s.points.push_back({double(p.step()), p.loss()});
     c.series.push_back(std::move(s));
   }
   return RenderLineChart(c);

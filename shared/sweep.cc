@@ -39,15 +39,20 @@ Status CheckAxis(const v1::Axis& a, const v1::ExperimentSpec& base) {
     for (const auto& x : SpecFields())
       if (x.axis) list += (list.empty() ? "" : ", ") + x.name;
     std::string shown = a.field().substr(0, 40);
-    return InvalidArgument("axes: '" + shown + "' is not a field a sweep can vary (fields: " +
-                           list + ")");
+    return InvalidArgument("axes: '" + shown +
+                           "' is not a field a sweep can vary (fields: " + list + ")");
   }
   if (a.values().empty()) return InvalidArgument(f->name + ": an axis needs at least one value");
   if (a.values_size() > int(kMaxSweepPoints))
     return InvalidArgument(f->name + ": more than " + std::to_string(kMaxSweepPoints) + " values");
-  std::set<std::string> seen(a.values().begin(), a.values().end());
-  if (seen.size() != size_t(a.values_size()))
-    return InvalidArgument(f->name + ": a value is listed twice");
+  // Compared as values, not text: "16" and "016", "yes" and "true" are one value.
+  std::set<std::string> seen;
+  for (const auto& text : a.values()) {
+    v1::ExperimentSpec probe;
+    RETURN_IF_ERROR(SetSpecField(&probe, *f, text));
+    if (!seen.insert(SpecFieldText(probe, *f)).second)
+      return InvalidArgument(f->name + ": a value is listed twice");
+  }
   if (HasSpecField(base, *f))
     return InvalidArgument(f->name + ": given both as a fixed value and as an axis");
   return Status::Ok();
@@ -86,7 +91,8 @@ StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::
   v1::ExperimentSpec check = g.spec;
   if (!g.point.note().empty()) check.set_device("cpu");
   Status st = ValidateSpec(check, limits);
-  if (!st.ok()) return InvalidArgument("sweep point " + std::to_string(index) + ": " + st.message());
+  if (!st.ok())
+    return InvalidArgument("sweep point " + std::to_string(index) + ": " + st.message());
   return g;
 }
 

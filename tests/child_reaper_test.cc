@@ -1,1 +1,76 @@
-// (being written)
+#include "server/child_reaper.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "server/fork_server_supervisor.h"
+#include "tests/fakes.h"
+
+namespace shoal {
+namespace {
+
+using testing::FakeChildWaiter;
+using testing::FakeClock;
+using testing::FakeProcessControl;
+
+TEST(ChildReaperTest, RoutesEachExitToItsWatcherOnceAndReapsTheRest) {
+  FakeChildWaiter waiter;
+  ChildReaper reaper(&waiter);
+  std::vector<std::pair<pid_t, int>> a, b;
+  reaper.Watch(10, [&](pid_t p, int s) { a.push_back({p, s}); });
+  reaper.Watch(11, [&](pid_t p, int s) { b.push_back({p, s}); });
+  waiter.ended = {{99, 0}, {11, 9}, {10, 256}};  // 99: an orphan nobody watches
+  reaper.Poll();
+  EXPECT_EQ(a, (std::vector<std::pair<pid_t, int>>{{10, 256}}));
+  EXPECT_EQ(b, (std::vector<std::pair<pid_t, int>>{{11, 9}}));
+  EXPECT_TRUE(waiter.ended.empty());
+  waiter.ended = {{10, 0}};  // a recycled pid is nobody's now
+  reaper.Poll();
+  EXPECT_EQ(a.size(), 1u);
+}
+
+TEST(ChildReaperTest, ForgottenPidsAreReapedSilently) {
+  FakeChildWaiter waiter;
+  ChildReaper reaper(&waiter);
+  int calls = 0;
+  reaper.Watch(10, [&](pid_t, int) { ++calls; });
+  reaper.Forget(10);
+  waiter.ended = {{10, 0}};
+  reaper.Poll();
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(ForkServerSupervisorTest, RestartsADeadForkServerAtMostOnceASecond) {
+  FakeChildWaiter waiter;
+  ChildReaper reaper(&waiter);
+  FakeProcessControl proc;
+  FakeClock clock;
+  ForkServerSupervisor fs({"/bin/shoal-worker", "/tmp/z.sock", 4, 1}, &proc, &clock, &reaper);
+  fs.EnsureRunning();
+  ASSERT_EQ(proc.spawned.size(), 1u);
+  EXPECT_EQ(proc.spawned[0][2], "zygote");
+  EXPECT_EQ(fs.pid(), 1000);
+  fs.EnsureRunning();  // running: nothing to do
+  EXPECT_EQ(proc.spawned.size(), 1u);
+
+  waiter.ended = {{1000, SIGKILL}};
+  reaper.Poll();
+  EXPECT_EQ(fs.pid(), -1);
+  EXPECT_EQ(fs.restarts(), 1);
+  EXPECT_EQ(fs.TakeLastExit(), "killed by signal 9");
+  clock.Advance(500'000'000);
+  fs.EnsureRunning();  // too soon after the last start
+  EXPECT_EQ(proc.spawned.size(), 1u);
+  clock.Advance(600'000'000);
+  fs.EnsureRunning();
+  EXPECT_EQ(proc.spawned.size(), 2u);
+  EXPECT_EQ(fs.pid(), 1001);
+
+  proc.live_groups.erase(1001);
+  fs.Stop();
+  EXPECT_EQ(proc.signals.back(), (std::pair<pid_t, int>{1001, SIGKILL}));
+  EXPECT_EQ(fs.pid(), -1);
+}
+
+}  // namespace
+}  // namespace shoal

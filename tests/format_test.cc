@@ -1,1 +1,486 @@
-// (being written)
+// What the CLI prints (client/format.h), golden, and how it reads the spec's flags
+// (client/spec_flags.h) from a real argv.
+#include "client/format.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "client/spec_flags.h"
+#include "shared/spec.h"
+#include "shared/spec_fields.h"
+#include "shared/sweep.h"
+
+namespace shoal::cli {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+std::string Sp(int n) { return std::string(size_t(n), ' '); }
+
+v1::ExperimentSpec Resolved(const std::vector<std::pair<std::string, std::string>>& given) {
+  v1::ExperimentSpec s;
+  for (const auto& [field, value] : given) {
+    Status st = SetSpecField(&s, *FindSpecField(field), value);
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+  SpecLimits limits;
+  limits.cores = 4;
+  ApplyDefaults(&s, limits);
+  return s;
+}
+
+v1::Experiment Finished() {
+  v1::Experiment e;
+  e.set_id("e123");
+  e.set_state(v1::SUCCEEDED);
+  *e.mutable_spec() = Resolved({{"optimizer", "adam"}, {"epochs", "2"}, {"workers", "2"}});
+  e.set_started_unix_ms(1700000000000);
+  auto* r = e.mutable_result();
+  r->set_peak_pss_sum_bytes(kGiB + kGiB / 2);
+  r->set_peak_rss_sum_bytes(2 * kGiB);
+  r->set_peak_uss_sum_bytes(kGiB);
+  r->set_peak_rss_hwm_sum_bytes(2 * kGiB + kGiB / 2);
+  r->set_shared_bytes(100 * kMiB);
+  r->set_weights_bytes(2 * kMiB);
+  r->set_data_bytes(50 * kMiB);
+  r->set_ready_ms(250);
+  r->set_start_ms(200);
+  r->set_wall_ms(12345);
+  r->set_train_ms(10000);
+  r->set_queued_ms(5);
+  r->set_samples_per_sec(1234.56);
+  r->set_samples(12000);
+  r->set_steps(188);
+  r->set_first_loss(2.3);
+  r->set_last_loss(0.1234);
+  r->set_test_accuracy(0.9);
+  r->set_eval_ms(1500);
+  r->set_data_ms(100);
+  r->set_forward_ms(2000);
+  r->set_backward_ms(3000);
+  r->set_optimizer_ms(500);
+  r->set_sampler_cpu_percent(1.25);
+  r->set_sampler_cpu_ms(150);
+  r->set_smaps_reads(60);
+  r->set_statm_reads(600);
+  auto* ep = r->add_epochs();
+  ep->set_epoch(1);
+  ep->set_wall_ms(6000);
+  ep->set_data_ms(1000);
+  ep->set_train_ms(5000);
+  ep->set_mean_loss(0.5);
+  ep->set_test_accuracy(0.85);
+  ep = r->add_epochs();
+  ep->set_epoch(2);
+  ep->set_wall_ms(5000);
+  ep->set_data_ms(800);
+  ep->set_train_ms(4200);
+  ep->set_mean_loss(0.2);  // no accuracy after this epoch
+  auto* p = e.add_processes();
+  p->set_pid(100);
+  p->set_role("leader");
+  p->set_index(-1);
+  p->set_exit_known(true);
+  p->set_exit_code(0);
+  p->set_peak_rss_bytes(300 * kMiB);
+  p->set_peak_pss_bytes(200 * kMiB);
+  p = e.add_processes();
+  p->set_pid(101);
+  p->set_role("worker");
+  p->set_index(0);
+  p->set_start_ms(150.4);
+  p->set_peak_rss_bytes(500 * kMiB);
+  p->set_peak_pss_bytes(400 * kMiB);
+  p->set_steps(94);
+  p->set_exit_known(false);  // nobody saw it end
+  p = e.add_processes();
+  p->set_pid(102);
+  p->set_role("worker");
+  p->set_index(1);
+  p->set_start_ms(160);
+  p->set_peak_rss_bytes(510 * kMiB);
+  p->set_peak_pss_bytes(410 * kMiB);
+  p->set_steps(94);
+  p->set_exit_known(true);
+  p->set_signal(9);
+  return e;
+}
+
+v1::Experiment Queued() {
+  v1::Experiment e;
+  e.set_id("e9");
+  e.set_state(v1::QUEUED);
+  *e.mutable_spec() = Resolved({});
+  return e;
+}
+
+TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
+  const std::string want =
+      "experiment e123  succeeded\n"
+      "  spec        hogwild mnist_convnet, 2 workers, start fork, share yes, device cpu, batch 64 "
+      "x 2 epochs, 2 threads\n"
+      "  optimiser   adam lr 0.001 weight_decay 0 eps 1e-08 beta1 0.9 beta2 0.999 amsgrad no\n"
+      "  dataset     synthetic\n"
+      "  memory      peak PSS sum 1.50 GiB, RSS sum 2.00 GiB, USS sum 1.00 GiB, VmHWM sum 2.50 "
+      "GiB; shared 100M (weights 2M, data 50M)\n"
+      "  time        ready 250 ms (request -> all workers training 200 ms), wall 12.3 s, training "
+      "10.0 s, queued 5 ms\n"
+      "  throughput  1234.6 samples/s (12000 samples, 188 steps)\n"
+      "  loss        first 2.3000, last 0.1234; test accuracy 0.900 on 1000 images (1.5 s)\n"
+      "  step split  data 100 ms, forward 2000 ms, backward 3000 ms, optimiser 500 ms (all "
+      "workers)\n"
+      "  sampler     1.25% of a core (150.0 ms CPU; 60 smaps_rollup walks, 600 statm/stat "
+      "reads)\n"
+      "  epochs      epoch" +
+      Sp(4) + "wall s" + Sp(4) + "data s" + Sp(3) + "train s" + Sp(6) + "loss" + Sp(2) +
+      "accuracy\n" + Sp(14) + "1" + Sp(10) + "6.00" + Sp(6) + "1.00" + Sp(6) + "5.00" + Sp(4) +
+      "0.5000" + Sp(5) + "0.850\n" + Sp(14) + "2" + Sp(10) + "5.00" + Sp(6) + "0.80" + Sp(6) +
+      "4.20" + Sp(4) + "0.2000" + Sp(9) + "-\n" + "  processes   pid" + Sp(5) + "role" + Sp(3) +
+      "index start" + Sp(4) + "peak RSS" + Sp(2) + "peak PSS" + Sp(2) + "steps" + Sp(4) + "exit\n" +
+      Sp(14) + "100" + Sp(5) + "leader -" + Sp(5) + "-" + Sp(8) + "300M" + Sp(6) + "200M" + Sp(6) +
+      "0" + Sp(8) + "code 0\n" + Sp(14) + "101" + Sp(5) + "worker 0" + Sp(5) + "150 ms" + Sp(3) +
+      "500M" + Sp(6) + "400M" + Sp(6) + "94" + Sp(7) + "unknown\n" + Sp(14) + "102" + Sp(5) +
+      "worker 1" + Sp(5) + "160 ms" + Sp(3) + "510M" + Sp(6) + "410M" + Sp(6) + "94" + Sp(7) +
+      "signal 9\n";
+  EXPECT_EQ(FormatExperiment(Finished()), want);
+}
+
+TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {
+  EXPECT_EQ(FormatExperiment(Queued()),
+            "experiment e9  queued\n"
+            "  spec        hogwild mnist_convnet, 1 workers, start fork, share yes, device cpu, "
+            "batch 64 x 20 batches, 4 threads\n"
+            "  optimiser   sgd lr 0.01 momentum 0.5 dampening 0 weight_decay 0\n"
+            "  dataset     synthetic\n");
+}
+
+TEST(FormatTest, FailedExperimentShowsItsError) {
+  v1::Experiment e = Queued();
+  e.set_state(v1::FAILED);
+  e.set_error("worker 1: killed by signal 9");
+  const std::string out = FormatExperiment(e);
+  EXPECT_EQ(out.substr(0, out.find('\n') + 1),
+            "experiment e9  failed: worker 1: killed by signal 9\n");
+  EXPECT_NE(out.find("\n  processes   pid"), std::string::npos);
+}
+
+TEST(FormatTest, ALongErrorIsPrintedWhole) {
+  v1::Experiment e = Queued();
+  e.set_state(v1::FAILED);
+  const std::string error(1500, 'x');
+  e.set_error(error);
+  const std::string out = FormatExperiment(e);
+  EXPECT_EQ(out.substr(0, out.find('\n') + 1), "experiment e9  failed: " + error + "\n");
+}
+
+TEST(FormatTest, ListPrintsDashesForWhatHasNotHappened) {
+  const std::string want =
+      "id" + Sp(11) + "state" + Sp(7) + "kind" + Sp(5) + "optimiser workers start" + Sp(6) +
+      "share" + Sp(3) + "wall s" + Sp(5) + "peak PSS" + Sp(2) + "samples/s" + Sp(2) + "ready ms\n" +
+      "e123" + Sp(9) + "succeeded" + Sp(3) + "hogwild" + Sp(2) + "adam" + Sp(12) + "2 fork" +
+      Sp(7) + "yes" + Sp(7) + "12.3" + Sp(5) + "1.50 GiB" + Sp(5) + "1234.6" + Sp(7) + "250\n" +
+      "e9" + Sp(11) + "queued" + Sp(6) + "hogwild" + Sp(2) + "sgd" + Sp(13) + "1 fork" + Sp(7) +
+      "yes" + Sp(10) + "-" + Sp(12) + "-" + Sp(10) + "-" + Sp(9) + "-\n";
+  EXPECT_EQ(FormatList({Finished(), Queued()}), want);
+}
+
+TEST(FormatTest, SampleLineWithoutATotalPrintsAQuestionMark) {
+  v1::Sample s;
+  s.set_t_ms(1500);
+  s.set_steps(40);
+  s.set_steps_per_sec(26.666);
+  s.set_loss(std::nan(""));
+  s.set_total_pss_bytes(230 * kMiB);
+  s.set_total_rss_bytes(300 * kMiB);
+  s.set_total_uss_bytes(180 * kMiB);
+  s.set_shared_bytes(50 * kMiB);
+  s.set_sampler_cpu_percent(0.5);
+  auto* p = s.add_processes();
+  p->set_pid(1);
+  p->set_role("leader");
+  p->set_index(-1);
+  p->set_rss_bytes(100 * kMiB);
+  p->set_pss_bytes(80 * kMiB);
+  p->set_uss_bytes(60 * kMiB);
+  p->set_cpu_percent(1.0);
+  p = s.add_processes();
+  p->set_pid(2);
+  p->set_role("zygote");
+  p->set_index(-1);
+  p->set_rss_bytes(40 * kMiB);
+  p->set_pss_bytes(20 * kMiB);
+  p->set_uss_bytes(10 * kMiB);
+  p = s.add_processes();
+  p->set_pid(3);
+  p->set_role("worker");
+  p->set_index(0);
+  p->set_rss_bytes(200 * kMiB);
+  p->set_pss_bytes(150 * kMiB);
+  p->set_uss_bytes(120 * kMiB);
+  p->set_cpu_percent(98.7);
+  EXPECT_EQ(FormatSampleLine(s),
+            "t=1.5s steps 40/? 26.67/s loss - | PSS 230M RSS 300M USS 180M shm 50M | sampler "
+            "0.50% | L 100M/80M/60M 1% | Z 40M/20M/10M 0% | w0 200M/150M/120M 99%\n");
+
+  s.set_steps_total(100);
+  s.set_loss(0.4321);
+  s.clear_processes();
+  EXPECT_EQ(FormatSampleLine(s),
+            "t=1.5s steps 40/100 26.67/s loss 0.4321 | PSS 230M RSS 300M USS 180M shm 50M | "
+            "sampler 0.50%\n");
+
+  s.set_steps_total(0);  // present though zero: printed, not "?"
+  EXPECT_NE(FormatSampleLine(s).find("steps 40/0 "), std::string::npos);
+}
+
+TEST(FormatTest, SweepPoints) {
+  v1::Sweep sw;
+  sw.set_id("s5");
+  sw.set_state(v1::RUNNING);
+  auto* p = sw.add_points();
+  p->set_index(0);
+  auto* v = p->add_values();
+  v->set_field("optimizer");
+  v->set_value("sgd");
+  v = p->add_values();
+  v->set_field("batch_size");
+  v->set_value("16");
+  p->set_experiment_id("e1");
+  p->set_state(v1::SUCCEEDED);
+  p = sw.add_points();
+  p->set_index(1);
+  v = p->add_values();
+  v->set_field("device");
+  v->set_value("cuda");
+  v = p->add_values();
+  v->set_field("workers");
+  v->set_value("2");
+  p->set_note("no GPU: this shoald runs CPU experiments only");
+  p = sw.add_points();  // a point stored before axes existed: no values
+  p->set_index(2);
+  p->set_workers(4);
+  p->set_experiment_id("e3");
+  p->set_state(v1::RUNNING);
+  const std::string want =
+      "sweep s5  running\n"
+      "  point values" +
+      Sp(35) + "experiment" + Sp(3) + "state" + Sp(7) + "note\n" +
+      "  0     optimizer sgd, batch_size 16" + Sp(13) + "e1" + Sp(11) + "succeeded" + Sp(3) + "\n" +
+      "  1     device cuda, workers 2" + Sp(19) + "-" + Sp(12) + "skipped" + Sp(5) +
+      "no GPU: this shoald runs CPU experiments only\n" + "  2     -" + Sp(40) + "e3" + Sp(11) +
+      "running" + Sp(5) + "\n";
+  EXPECT_EQ(FormatSweepPoints(sw), want);
+
+  sw.set_state(v1::FAILED);
+  sw.set_error("point 0 failed");
+  const std::string out = FormatSweepPoints(sw);
+  EXPECT_EQ(out.substr(0, out.find('\n') + 1), "sweep s5  failed: point 0 failed\n");
+}
+
+// --- Flags. ---
+
+// Parses a real argv, as main() would hand it over.
+void Parse(CLI::App& app, std::vector<std::string> args) {
+  std::string program = "shoal";
+  std::vector<char*> argv = {program.data()};
+  for (auto& a : args) argv.push_back(a.data());
+  app.parse(int(argv.size()), argv.data());
+}
+
+// Exactly the fields in `given` are present in the spec.
+void ExpectOnly(const v1::ExperimentSpec& spec, const std::set<std::string>& given) {
+  for (const auto& f : SpecFields())
+    EXPECT_EQ(HasSpecField(spec, f), given.count(f.name) > 0) << f.name;
+}
+
+TEST(SpecFlagsTest, EveryFieldHasAFlag) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  for (const auto& f : SpecFields()) {
+    std::string flag = "--" + f.name;
+    for (auto& c : flag)
+      if (c == '_') c = '-';
+    EXPECT_NO_THROW(app.get_option(flag)) << flag;
+  }
+}
+
+TEST(SpecFlagsTest, NothingGivenIsAnEmptySpec) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  Parse(app, {});
+  auto spec = flags.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ExpectOnly(*spec, {});
+  EXPECT_EQ(spec->ByteSizeLong(), 0u);
+}
+
+TEST(SpecFlagsTest, SubmitSetsOnlyTheGivenFields) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  Parse(app, {"--workers", "3", "--batch-size", "32", "--lr", "0.05", "--share", "no", "--dataset",
+              "/data/mnist,v2", "--momentum", "0", "--name", "a, b"});
+  auto spec = flags.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ExpectOnly(*spec, {"workers", "batch_size", "lr", "share", "dataset", "momentum", "name"});
+  EXPECT_EQ(spec->workers(), 3u);
+  EXPECT_EQ(spec->batch_size(), 32u);
+  EXPECT_EQ(spec->optimizer().lr(), 0.05);
+  EXPECT_FALSE(spec->share());
+  EXPECT_EQ(spec->dataset(), "/data/mnist,v2");  // a path or a label may hold commas
+  EXPECT_EQ(spec->name(), "a, b");
+  EXPECT_EQ(spec->optimizer().momentum(), 0.0);
+  EXPECT_FALSE(spec->optimizer().has_name());  // the daemon picks sgd, not the CLI
+}
+
+TEST(SpecFlagsTest, WorkersZeroIsSentAsGiven) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  Parse(app, {"--workers", "0"});
+  auto spec = flags.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ExpectOnly(*spec, {"workers"});
+  EXPECT_TRUE(spec->has_workers());
+  EXPECT_EQ(spec->workers(), 0u);
+  // The daemon keeps the 0 and refuses it.
+  v1::ExperimentSpec s = *spec;
+  ApplyDefaults(&s, SpecLimits{});
+  EXPECT_EQ(s.workers(), 0u);
+  EXPECT_EQ(ValidateSpec(s, SpecLimits{}).message(),
+            "workers: 0 is outside the allowed range 1..64");
+}
+
+TEST(SpecFlagsTest, SubmitRefusesAList) {
+  {
+    CLI::App app;
+    SpecFlags flags;
+    flags.Add(&app, false);
+    Parse(app, {"--workers", "1", "--workers", "2"});
+    auto spec = flags.Spec();
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().message(),
+              "workers: submit takes one value (a list is a sweep: shoal sweep)");
+  }
+  {
+    CLI::App app;
+    SpecFlags flags;
+    flags.Add(&app, false);
+    Parse(app, {"--lr", "0.1", "0.2"});
+    auto spec = flags.Spec();
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().message(),
+              "lr: submit takes one value (a list is a sweep: shoal sweep)");
+  }
+  {
+    // A comma list is a list too, except in the fields whose values may hold commas.
+    CLI::App app;
+    SpecFlags flags;
+    flags.Add(&app, false);
+    Parse(app, {"--workers", "1,2"});
+    auto spec = flags.Spec();
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().message(),
+              "workers: submit takes one value (a list is a sweep: shoal sweep)");
+  }
+}
+
+TEST(SpecFlagsTest, SubmitRefusesABadValue) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  Parse(app, {"--lr", "fast"});
+  auto spec = flags.Spec();
+  ASSERT_FALSE(spec.ok());
+  EXPECT_EQ(spec.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(spec.status().message(), "lr: 'fast' is not a finite number");
+}
+
+TEST(SpecFlagsTest, ForceSetsForce) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  Parse(app, {"--force"});
+  auto spec = flags.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  ExpectOnly(*spec, {"force"});
+  EXPECT_TRUE(spec->force());
+}
+
+TEST(SpecFlagsTest, AnUnknownFlagIsAParseError) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  EXPECT_THROW(Parse(app, {"--colour", "red"}), CLI::ParseError);
+}
+
+TEST(SpecFlagsTest, SweepListsBecomeAxesAndSingleValuesTheBase) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, true);
+  Parse(app, {"--workers", "1,2,4", "--batch-size", "32", "--optimizer", "sgd,adam", "--name",
+              "study, take 2", "--force", "--seed", "7"});
+  auto sweep = flags.Sweep();
+  ASSERT_TRUE(sweep.ok()) << sweep.status().message();
+  ASSERT_EQ(sweep->axes_size(), 2);
+  EXPECT_EQ(sweep->axes(0).field(), "optimizer");
+  EXPECT_EQ(
+      std::vector<std::string>(sweep->axes(0).values().begin(), sweep->axes(0).values().end()),
+      (std::vector<std::string>{"sgd", "adam"}));
+  EXPECT_EQ(sweep->axes(1).field(), "workers");
+  EXPECT_EQ(
+      std::vector<std::string>(sweep->axes(1).values().begin(), sweep->axes(1).values().end()),
+      (std::vector<std::string>{"1", "2", "4"}));
+  ExpectOnly(sweep->base(), {"batch_size", "name", "force", "seed"});
+  EXPECT_EQ(sweep->base().batch_size(), 32u);
+  EXPECT_EQ(sweep->base().seed(), 7u);
+  EXPECT_TRUE(sweep->base().force());
+  EXPECT_EQ(sweep->base().name(), "study, take 2");  // a label, not an axis: commas kept
+  EXPECT_EQ(sweep->name(), "study, take 2");
+  EXPECT_EQ(sweep->workers_size(), 0);  // no legacy lists
+  EXPECT_EQ(sweep->start_size(), 0);
+
+  // And it expands: optimizer slowest, workers fastest.
+  auto grid = ExpandGrid(*sweep, SpecLimits{});
+  ASSERT_TRUE(grid.ok()) << grid.status().message();
+  ASSERT_EQ(grid->size(), 6u);
+  EXPECT_EQ((*grid)[2].spec.optimizer().name(), "sgd");
+  EXPECT_EQ((*grid)[2].spec.workers(), 4u);
+  EXPECT_EQ((*grid)[3].spec.optimizer().name(), "adam");
+  EXPECT_EQ((*grid)[3].spec.workers(), 1u);
+  EXPECT_EQ((*grid)[3].spec.batch_size(), 32u);
+}
+
+TEST(SpecFlagsTest, SweepWithOneValueOfEachIsAllBase) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, true);
+  Parse(app, {"--workers", "0", "--lr", "0.5"});
+  auto sweep = flags.Sweep();
+  ASSERT_TRUE(sweep.ok()) << sweep.status().message();
+  EXPECT_EQ(sweep->axes_size(), 0);
+  ExpectOnly(sweep->base(), {"workers", "lr"});
+  EXPECT_EQ(sweep->base().workers(), 0u);
+  EXPECT_EQ(sweep->base().optimizer().lr(), 0.5);
+  EXPECT_EQ(sweep->name(), "");
+}
+
+TEST(SpecFlagsTest, SweepRefusesABadSingleValue) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, true);
+  Parse(app, {"--batch-size", "big"});
+  auto sweep = flags.Sweep();
+  ASSERT_FALSE(sweep.ok());
+  EXPECT_EQ(sweep.status().message(), "batch_size: 'big' is not a whole number in 0..4294967295");
+}
+
+}  // namespace
+}  // namespace shoal::cli

@@ -1,131 +1,560 @@
+// The sweep report (shared/report.h): tables laid out by the sweep's varying axes, rendered as
+// Markdown (golden files tests/golden/report_*.md), CSV, JSON and SVG, and compared cell by cell.
+// Every input is built by hand: the sweep's axes and points, and the experiments' records.
 #include "shared/report.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "shared/spec.h"
+#include "shared/spec_fields.h"
 #include "shared/sweep.h"
 
 namespace shoal {
 namespace {
 
-v1::SweepSpec Spec(std::vector<uint32_t> workers, std::vector<std::string> starts,
-                   std::vector<bool> shares, std::vector<std::string> devices) {
-  v1::SweepSpec s;
-  s.mutable_base()->set_dataset("synthetic");
-  for (auto w : workers) s.add_workers(w);
-  for (auto& x : starts) s.add_start(x);
-  for (bool b : shares) s.add_share(b);
-  for (auto& d : devices) s.add_device(d);
-  return s;
+using Values = std::vector<std::pair<std::string, std::string>>;
+
+constexpr uint64_t kGiB = 1ull << 30;
+const char* const kImpossible =
+    "impossible: fork + cuda + shared weights (a forked child cannot use the CUDA context of its "
+    "parent)";
+const char* const kNoGpu = "no GPU: this shoald runs CPU experiments only";
+
+SpecLimits Limits() {
+  SpecLimits l;
+  l.cores = 4;
+  return l;
 }
 
-TEST(GridTest, CartesianProductInStableOrder) {
-  auto g = ExpandGrid(Spec({1, 2}, {"fork", "spawn"}, {true, false}, {"cpu"}), SpecLimits{});
-  ASSERT_TRUE(g.ok()) << g.status().message();
-  ASSERT_EQ(g->size(), 8u);
-  const char* want[] = {"fork/1/1",  "fork/1/2",  "fork/0/1",  "fork/0/2",
-                        "spawn/1/1", "spawn/1/2", "spawn/0/1", "spawn/0/2"};
-  for (size_t i = 0; i < 8; ++i) {
-    const auto& p = (*g)[i].point;
-    EXPECT_EQ(p.index(), i);
-    EXPECT_EQ(p.start() + "/" + std::to_string(p.share()) + "/" + std::to_string(p.workers()),
-              want[i]);
-    EXPECT_EQ((*g)[i].spec.workers(), p.workers());
-    EXPECT_EQ((*g)[i].spec.threads(), std::max(1u, SpecLimits{}.cores / p.workers()));
+std::string ReadGolden(const std::string& name) {
+  const std::string path = std::string(SHOAL_SOURCE_DIR) + "/tests/golden/" + name;
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << path;
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A sweep record and its experiments, as shoald would store them.
+class SweepBuilder {
+ public:
+  SweepBuilder(const std::string& id, const std::string& name, v1::ExperimentSpec base = {}) {
+    in_.sweep.set_id(id);
+    in_.sweep.mutable_spec()->set_name(name);
+    *in_.sweep.mutable_spec()->mutable_base() = std::move(base);
   }
-}
-
-TEST(GridTest, GpuPointsAreExplainedNotRun) {
-  auto g = ExpandGrid(Spec({1}, {"fork", "spawn"}, {true}, {"cpu", "cuda"}), SpecLimits{});
-  ASSERT_TRUE(g.ok());
-  ASSERT_EQ(g->size(), 4u);
-  EXPECT_TRUE((*g)[0].point.note().empty());
-  EXPECT_EQ((*g)[1].point.note().rfind("impossible: fork + cuda + shared weights", 0), 0u);
-  EXPECT_EQ((*g)[3].point.note().rfind("no GPU", 0), 0u);
-}
-
-TEST(GridTest, BadValuesRefuseTheSweep) {
-  EXPECT_NE(ExpandGrid(Spec({1, 100}, {"fork"}, {true}, {"cpu"}), SpecLimits{})
-                .status()
-                .message()
-                .find("workers: 100"),
-            std::string::npos);
-  EXPECT_NE(ExpandGrid(Spec({1}, {"vfork"}, {true}, {"cpu"}), SpecLimits{})
-                .status()
-                .message()
-                .find("start: 'vfork'"),
-            std::string::npos);
-  EXPECT_NE(ExpandGrid(Spec({1, 1}, {"fork"}, {true}, {"cpu"}), SpecLimits{})
-                .status()
-                .message()
-                .find("listed twice"),
-            std::string::npos);
-  std::vector<uint32_t> many;
-  for (uint32_t i = 1; i <= 100; ++i) many.push_back(i);
-  SpecLimits wide;
-  wide.max_workers = 1000;
-  EXPECT_NE(
-      ExpandGrid(Spec(many, {"fork", "spawn", "forkserver"}, {true, false}, {"cpu", "cuda"}), wide)
-          .status()
-          .message()
-          .find("at most 1000"),
-      std::string::npos);
-}
-
-// A sweep of 2 x 2 x 1 x 2 with made-up results.
-ReportInput Input() {
-  ReportInput in;
-  auto g = ExpandGrid(Spec({1, 2}, {"fork", "spawn"}, {true}, {"cpu", "cuda"}), SpecLimits{});
-  in.sweep.set_id("sTEST");
-  *in.sweep.mutable_spec() = Spec({1, 2}, {"fork", "spawn"}, {true}, {"cpu", "cuda"});
-  int k = 0;
-  for (auto& gp : *g) {
-    auto* p = in.sweep.add_points();
-    *p = gp.point;
-    if (!p->note().empty()) continue;
+  SweepBuilder& Axis(const std::string& field, const std::vector<std::string>& values) {
+    v1::Axis* a = in_.sweep.mutable_spec()->add_axes();
+    a->set_field(field);
+    for (const auto& v : values) a->add_values(v);
+    return *this;
+  }
+  // A point of the grid with its axis values (in grid order) and the resolved spec's columns.
+  int Point(const Values& values, const std::string& note = "") {
+    const int index = in_.sweep.points_size();
+    v1::SweepPoint* p = in_.sweep.add_points();
+    p->set_index(uint32_t(index));
+    for (const auto& [field, value] : values) {
+      auto* v = p->add_values();
+      v->set_field(field);
+      v->set_value(value);
+    }
+    const v1::ExperimentSpec s = Resolved(values);
+    p->set_workers(s.workers());
+    p->set_start(s.start());
+    p->set_share(s.share());
+    p->set_device(s.device());
+    p->set_note(note);
+    values_.push_back(values);
+    return index;
+  }
+  // The experiment that ran the point, in state `state`; its result is the caller's to fill.
+  v1::Result* Run(int index, v1::ExperimentState state, const std::string& error = "") {
     v1::Experiment e;
-    e.set_id("x" + std::to_string(k));
-    *e.mutable_spec() = gp.spec;
-    e.set_state(k == 3 ? v1::FAILED : v1::SUCCEEDED);
-    auto* r = e.mutable_result();
-    r->set_peak_pss_sum_bytes(uint64_t(k + 1) << 30);
-    r->set_samples_per_sec(100.0 + k);
-    r->set_start_ms(10.0 * (k + 1));
-    if (k == 0) r->set_test_accuracy(0.5);
+    e.set_id("e" + std::to_string(index));
+    *e.mutable_spec() = Resolved(values_[size_t(index)]);
+    e.set_state(state);
+    e.set_error(error);
+    e.set_sweep_id(in_.sweep.id());
+    e.set_sweep_index(uint32_t(index));
+    v1::SweepPoint* p = in_.sweep.mutable_points(index);
     p->set_experiment_id(e.id());
-    p->set_state(e.state());
-    in.experiments[e.id()] = e;
-    ++k;
+    p->set_state(state);
+    v1::Experiment& stored = in_.experiments[e.id()] = e;
+    return stored.mutable_result();
   }
-  in.sweep.set_state(SweepState(in.sweep, false));
-  return in;
+  SweepBuilder& State(v1::ExperimentState s) {
+    in_.sweep.set_state(s);
+    return *this;
+  }
+  ReportInput Build() const { return in_; }
+
+ private:
+  v1::ExperimentSpec Resolved(const Values& values) const {
+    v1::ExperimentSpec s = in_.sweep.spec().base();
+    for (const auto& [field, value] : values) {
+      Status st = SetSpecField(&s, *FindSpecField(field), value);
+      EXPECT_TRUE(st.ok()) << st.message();
+    }
+    ApplyDefaults(&s, Limits());
+    return s;
+  }
+
+  ReportInput in_;
+  std::vector<Values> values_;
+};
+
+void Epoch(v1::Result* r, double wall_ms, double data_ms, double train_ms,
+           std::optional<double> accuracy) {
+  v1::EpochResult* e = r->add_epochs();
+  e->set_epoch(uint32_t(r->epochs_size()));
+  e->set_wall_ms(wall_ms);
+  e->set_data_ms(data_ms);
+  e->set_train_ms(train_ms);
+  if (accuracy) e->set_test_accuracy(*accuracy);
 }
 
-TEST(ReportTest, MarkdownTablesInThePublishedLayout) {
-  const std::string md = RenderMarkdown(Input());
-  const std::string host =
-      "## Host memory: peak sum of PSS over all processes (GiB)\n\n"
-      "| start | share | device | 1 | 2 |\n"
-      "| --- | --- | --- | --- | --- |\n"
-      "| fork | yes | CPU | 1.00 | 2.00 |\n"
-      "| fork | yes | GPU | - [1] | - [1] |\n"
-      "| spawn | yes | CPU | 3.00 | failed |\n"
-      "| spawn | yes | GPU | n/a [2] | n/a [2] |\n"
-      "\n[1] impossible: fork + cuda + shared weights (a forked child cannot use the CUDA context "
-      "of its parent)\n"
-      "\n[2] no GPU: this shoald runs CPU experiments only\n";
-  EXPECT_NE(md.find(host), std::string::npos) << md;
-  EXPECT_NE(md.find("| spawn | yes | CPU | 102.0 | failed |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| fork | yes | CPU | 10 | 20 |"), std::string::npos) << md;
-  // GPU tables hold the GPU rows only, never a zero.
-  const auto gpu =
-      md.substr(md.find("## GPU memory"), md.find("## GPU utilisation") - md.find("## GPU memory"));
-  EXPECT_EQ(gpu.find("| CPU |"), std::string::npos);
-  EXPECT_EQ(gpu.find("0.00"), std::string::npos);
-  EXPECT_EQ(SweepState(Input().sweep, false), v1::FAILED);
+void Curve(v1::Result* r, uint64_t step, double t_ms, double loss) {
+  v1::CurvePoint* p = r->add_curve();
+  p->set_step(step);
+  p->set_t_ms(t_ms);
+  p->set_loss(loss);
 }
+
+// One varying axis (batch_size), workers fixed in the base: succeeded, failed, and a success
+// whose throughput, loss and accuracy were not measured.
+ReportInput OneAxis() {
+  v1::ExperimentSpec base;
+  base.set_workers(2);
+  SweepBuilder b("s1", "batch", base);
+  b.Axis("batch_size", {"16", "32", "64"}).State(v1::FAILED);
+  v1::Result* r = b.Run(b.Point({{"batch_size", "16"}}), v1::SUCCEEDED);
+  r->set_peak_pss_sum_bytes(kGiB + kGiB / 2);
+  r->set_train_ms(8000);
+  r->set_samples_per_sec(256.5);
+  r->set_start_ms(123.4);
+  r->set_steps(20);
+  r->set_last_loss(0.123456);
+  r->set_test_accuracy(0.9127);
+  r = b.Run(b.Point({{"batch_size", "32"}}), v1::FAILED, "worker 1: killed by signal 9");
+  r->set_peak_pss_sum_bytes(2 * kGiB);  // a failed point's figures are not shown
+  r->set_samples_per_sec(300);
+  r->set_train_ms(100);
+  r = b.Run(b.Point({{"batch_size", "64"}}), v1::SUCCEEDED);
+  r->set_peak_pss_sum_bytes(3 * kGiB / 4);
+  r->set_start_ms(98.6);
+  return b.Build();
+}
+
+// Two varying axes given as batch_size, optimizer: optimizer labels the rows (it comes first in
+// the field table), batch_size is the columns, in the order given. Epochs and loss curves.
+ReportInput TwoAxes() {
+  v1::ExperimentSpec base;
+  base.set_epochs(2);
+  SweepBuilder b("s2", "", base);
+  b.Axis("batch_size", {"32", "16"}).Axis("optimizer", {"adam", "sgd"}).State(v1::FAILED);
+
+  v1::Result* r = b.Run(b.Point({{"optimizer", "adam"}, {"batch_size", "32"}}), v1::SUCCEEDED);
+  r->set_peak_pss_sum_bytes(kGiB);
+  r->set_train_ms(5000);
+  r->set_samples_per_sec(1000);
+  r->set_start_ms(50);
+  r->set_steps(100);
+  r->set_last_loss(0.2);
+  r->set_test_accuracy(0.85);
+  Epoch(r, 3000, 500, 2500, 0.8);
+  Epoch(r, 2000, 500, 1500, 0.85);
+  Curve(r, 25, 1000, 1.0);
+  Curve(r, 50, 2000, 0.6);
+  Curve(r, 75, 3000, 0.4);
+  Curve(r, 100, 4000, 0.3);
+
+  r = b.Run(b.Point({{"optimizer", "adam"}, {"batch_size", "16"}}), v1::SUCCEEDED);
+  r->set_peak_pss_sum_bytes(kGiB / 2);
+  r->set_train_ms(6000);
+  r->set_samples_per_sec(800);
+  r->set_start_ms(40);
+  r->set_steps(200);
+  r->set_last_loss(0.25);
+  r->set_test_accuracy(0.7);
+  Epoch(r, 5000, 1000, 4000, 0.7);  // one epoch only
+  Curve(r, 50, 1500, 0.9);
+  Curve(r, 200, 6000, 0.25);
+
+  r = b.Run(b.Point({{"optimizer", "sgd"}, {"batch_size", "32"}}), v1::FAILED, "diverged");
+  r->set_peak_pss_sum_bytes(kGiB);
+
+  r = b.Run(b.Point({{"optimizer", "sgd"}, {"batch_size", "16"}}), v1::SUCCEEDED);
+  r->set_peak_pss_sum_bytes(kGiB / 4);
+  r->set_train_ms(7000);
+  r->set_samples_per_sec(500);
+  r->set_start_ms(30);
+  r->set_steps(200);
+  r->set_last_loss(0.15);
+  r->set_test_accuracy(0.9);
+  Epoch(r, 4000, 1000, 3000, std::nullopt);
+  Epoch(r, 3500, 750, 2750, 0.9);
+  Curve(r, 100, 3000, 0.5);
+  Curve(r, 200, 6600, 0.15);
+  return b.Build();
+}
+
+struct Figures {
+  v1::ExperimentState state = v1::SUCCEEDED;
+  uint64_t peak = 0;
+  double samples_per_sec = 0, start_ms = 0, last_loss = 0;
+  std::optional<double> accuracy;
+};
+
+// Three varying axes given as workers, device, start: workers are the columns, start and device
+// label the rows. The cuda points cannot run (a note each); `figures` gives each cpu point's.
+ReportInput ThreeAxes(
+    const std::string& id, const std::vector<std::string>& starts,
+    const std::vector<std::string>& workers,
+    const std::function<Figures(const std::string&, const std::string&)>& figures) {
+  v1::ExperimentSpec base;
+  base.set_batches(10);
+  SweepBuilder b(id, "", base);
+  b.Axis("workers", workers).Axis("device", {"cpu", "cuda"}).Axis("start", starts);
+  b.State(v1::FAILED);
+  for (const auto& start : starts) {
+    for (const std::string device : {"cpu", "cuda"}) {
+      for (const auto& w : workers) {
+        const Values values = {{"start", start}, {"device", device}, {"workers", w}};
+        if (device == "cuda") {
+          b.Point(values, start == "fork" ? kImpossible : kNoGpu);
+          continue;
+        }
+        const Figures f = figures(start, w);
+        const int k = b.Point(values);
+        v1::Result* r =
+            b.Run(k, f.state, f.state == v1::FAILED ? "leader: \"oops\", worker 1 died" : "");
+        r->set_peak_pss_sum_bytes(f.peak);
+        r->set_train_ms(1000);
+        r->set_samples_per_sec(f.samples_per_sec);
+        r->set_start_ms(f.start_ms);
+        r->set_steps(10);
+        r->set_last_loss(f.last_loss);
+        if (f.accuracy) r->set_test_accuracy(*f.accuracy);
+      }
+    }
+  }
+  return b.Build();
+}
+
+ReportInput ThreeAxes() {
+  return ThreeAxes("s3", {"fork", "spawn"}, {"1", "2"},
+                   [](const std::string& start, const std::string& w) {
+                     if (start == "fork" && w == "1")
+                       return Figures{v1::SUCCEEDED, kGiB, 100, 10, 0.5, 0.5};
+                     if (start == "fork") return Figures{v1::SUCCEEDED, 2 * kGiB, 180, 20, 0.6, {}};
+                     if (w == "1") return Figures{v1::SUCCEEDED, 3 * kGiB, 90, 30, 0.55, 0.52};
+                     return Figures{v1::FAILED, 5 * kGiB, 1, 1, 1, 1.0};
+                   });
+}
+
+std::vector<std::string> Keys(const std::vector<Table>& tables) {
+  std::vector<std::string> out;
+  for (const auto& t : tables) out.push_back(t.key);
+  return out;
+}
+
+// --- Markdown, golden. ---
+
+TEST(ReportTest, MarkdownOneAxisGolden) {
+  EXPECT_EQ(RenderMarkdown(OneAxis()), ReadGolden("report_1axis.md"));
+}
+
+TEST(ReportTest, MarkdownTwoAxesGolden) {
+  EXPECT_EQ(RenderMarkdown(TwoAxes()), ReadGolden("report_2axes.md"));
+}
+
+TEST(ReportTest, MarkdownThreeAxesGolden) {
+  EXPECT_EQ(RenderMarkdown(ThreeAxes()), ReadGolden("report_3axes.md"));
+}
+
+// --- Layout. ---
+
+TEST(ReportTest, WorkersAreTheColumnsWhenTheyVary) {
+  const auto tables = BuildTables(ThreeAxes());
+  EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "gpu_memory_gib",
+                                                    "gpu_util_percent", "samples_per_sec",
+                                                    "ready_ms", "final_loss", "test_accuracy"}));
+  for (const auto& t : tables) {
+    SCOPED_TRACE(t.key);
+    EXPECT_EQ(t.column_field, "workers");
+    EXPECT_EQ(t.columns, (std::vector<std::string>{"1", "2"}));
+    EXPECT_EQ(t.row_fields, (std::vector<std::string>{"start", "device"}));
+  }
+  // The GPU tables hold the cuda points only.
+  ASSERT_EQ(tables[1].rows.size(), 2u);
+  EXPECT_EQ(tables[1].rows[0].labels, (std::vector<std::string>{"fork", "cuda"}));
+  EXPECT_EQ(tables[1].rows[1].labels, (std::vector<std::string>{"spawn", "cuda"}));
+  EXPECT_EQ(tables[1].footnotes, (std::vector<std::string>{kImpossible, kNoGpu}));
+}
+
+TEST(ReportTest, TheLastVaryingAxisIsTheColumnsOtherwise) {
+  const auto tables = BuildTables(TwoAxes());
+  EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "samples_per_sec",
+                                                    "ready_ms", "epoch_train_s", "final_loss",
+                                                    "test_accuracy", "loss_by_step", "loss_by_time",
+                                                    "accuracy_by_epoch", "time_by_epoch"}));
+  const Table& host = tables[0];
+  EXPECT_EQ(host.column_field, "batch_size");
+  EXPECT_EQ(host.columns, (std::vector<std::string>{"32", "16"}));  // as given, not sorted
+  EXPECT_EQ(host.row_fields, (std::vector<std::string>{"optimizer"}));
+  ASSERT_EQ(host.rows.size(), 2u);
+  EXPECT_EQ(host.rows[1].labels, (std::vector<std::string>{"sgd"}));
+  EXPECT_EQ(host.rows[1].cells[0].text, "failed");
+  EXPECT_FALSE(host.rows[1].cells[0].has_value);
+  EXPECT_TRUE(host.rows[1].cells[1].has_value);
+  EXPECT_DOUBLE_EQ(host.rows[1].cells[1].value, 0.25);
+  // The per-point tables label each row with every varying axis.
+  EXPECT_EQ(tables[6].row_fields, (std::vector<std::string>{"optimizer", "batch_size"}));
+  EXPECT_EQ(tables[6].column_field, "step");
+  EXPECT_EQ(tables[6].rows.size(), 4u);
+}
+
+TEST(ReportTest, OneValueAxesAreFixedNotLaidOut) {
+  SweepBuilder b("s4", "");
+  b.Axis("seed", {"5"}).Axis("allocator", {"retain"}).State(v1::SUCCEEDED);
+  v1::Result* r = b.Run(b.Point({{"allocator", "retain"}, {"seed", "5"}}), v1::SUCCEEDED);
+  r->set_peak_pss_sum_bytes(kGiB);
+  r->set_start_ms(7);
+  const ReportInput in = b.Build();
+  EXPECT_TRUE(VaryingAxes(in.sweep).empty());
+  const auto tables = BuildTables(in);
+  ASSERT_FALSE(tables.empty());
+  EXPECT_EQ(tables[0].column_field, "");
+  EXPECT_EQ(tables[0].columns, (std::vector<std::string>{"value"}));
+  EXPECT_TRUE(tables[0].row_fields.empty());
+  const std::string md = RenderMarkdown(in);
+  EXPECT_NE(md.find("## Host memory: peak sum of PSS over all processes (GiB)\n\n"
+                    "| value |\n| --- |\n| 1.00 |\n"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("Columns:"), std::string::npos) << md;
+  EXPECT_NE(md.find("allocator retain, eval_samples"), std::string::npos) << md;
+  EXPECT_NE(md.find("seed 5"), std::string::npos) << md;
+}
+
+TEST(ReportTest, VaryingAxesAreInGridOrder) {
+  const auto axes = VaryingAxes(TwoAxes().sweep);
+  ASSERT_EQ(axes.size(), 2u);
+  EXPECT_EQ(axes[0].field(), "optimizer");
+  EXPECT_EQ(axes[1].field(), "batch_size");
+}
+
+TEST(ReportTest, FixedFieldsListWhatDidNotVary) {
+  const auto fixed = FixedFields(TwoAxes());
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"kind", "hogwild"},
+      {"model", "mnist_convnet"},
+      {"dataset", "synthetic"},
+      {"start", "fork"},
+      {"share", "yes"},
+      {"device", "cpu"},
+      {"lr", "per point"},         // each optimiser's default
+      {"momentum", "per point"},   // sgd's, absent for adam
+      {"dampening", "per point"},  // sgd's, absent for adam
+      {"weight_decay", "0"},
+      {"eps", "per point"},
+      {"beta1", "per point"},
+      {"beta2", "per point"},
+      {"amsgrad", "per point"},
+      {"epochs", "2"},
+      {"threads", "4"},
+      {"seed", "1"},
+      {"allocator", "cache"},
+      {"eval_samples", "1000"},
+      {"sample_interval_ms", "200"},
+      {"stall_timeout_ms", "60000"},
+      {"workers", "1"},
+  };
+  EXPECT_EQ(fixed, want);
+}
+
+TEST(ReportTest, FixedFieldsComeFromTheBaseBeforeAnythingRan) {
+  v1::ExperimentSpec base;
+  base.set_seed(9);
+  base.set_name("label");
+  SweepBuilder b("s5", "", base);
+  b.Axis("workers", {"1", "2"}).State(v1::QUEUED);
+  b.Point({{"workers", "1"}});
+  b.Point({{"workers", "2"}});
+  EXPECT_EQ(FixedFields(b.Build()),
+            (std::vector<std::pair<std::string, std::string>>{{"seed", "9"}}));
+}
+
+// --- Cells. ---
+
+TEST(ReportTest, PointsNotRunShowTheirState) {
+  SweepBuilder b("s6", "");
+  b.Axis("workers", {"1", "2", "4"}).State(v1::RUNNING);
+  v1::Result* r = b.Run(b.Point({{"workers", "1"}}), v1::SUCCEEDED);
+  r->set_peak_pss_sum_bytes(kGiB);
+  b.Run(b.Point({{"workers", "2"}}), v1::RUNNING);
+  const int queued = b.Point({{"workers", "4"}});
+  ReportInput in = b.Build();
+  in.sweep.mutable_points(queued)->set_state(v1::QUEUED);
+  const auto tables = BuildTables(in);
+  ASSERT_EQ(tables[0].rows.size(), 1u);
+  const auto& cells = tables[0].rows[0].cells;
+  ASSERT_EQ(cells.size(), 3u);
+  EXPECT_EQ(cells[0].text, "1.00");
+  EXPECT_EQ(cells[1].text, "running");
+  EXPECT_EQ(cells[2].text, "queued");
+  EXPECT_NE(RenderMarkdown(in).find("| 1.00 | running | queued |\n"), std::string::npos);
+}
+
+TEST(ReportTest, AnUnmeasuredReadyTimeIsADashNotZero) {
+  SweepBuilder b("s12", "");
+  b.Axis("seed", {"1", "2"}).State(v1::SUCCEEDED);
+  b.Run(b.Point({{"seed", "1"}}), v1::SUCCEEDED)->set_start_ms(12);
+  b.Run(b.Point({{"seed", "2"}}), v1::SUCCEEDED);  // start_ms never set
+  const auto tables = BuildTables(b.Build());
+  ASSERT_EQ(tables[2].key, "ready_ms");
+  EXPECT_EQ(tables[2].rows[0].cells[0].text, "12");
+  EXPECT_EQ(tables[2].rows[0].cells[1].text, "-");
+  EXPECT_FALSE(tables[2].rows[0].cells[1].has_value);
+}
+
+TEST(ReportTest, EpochTrainTimeIsEpochTwo) {
+  v1::ExperimentSpec base;
+  base.set_epochs(3);
+  SweepBuilder b("s7", "", base);
+  b.Axis("seed", {"1", "2"}).State(v1::SUCCEEDED);
+  v1::Result* r = b.Run(b.Point({{"seed", "1"}}), v1::SUCCEEDED);
+  Epoch(r, 11000, 1000, 10000, std::nullopt);  // warm-up
+  Epoch(r, 2500, 500, 2000, std::nullopt);
+  Epoch(r, 3500, 500, 3000, std::nullopt);
+  b.Run(b.Point({{"seed", "2"}}), v1::SUCCEEDED);  // no epochs recorded
+  const auto tables = BuildTables(b.Build());
+  // seed is not an optimiser field: no curve or epoch tables, but the epoch-2 table.
+  EXPECT_EQ(Keys(tables),
+            (std::vector<std::string>{"host_memory_gib", "samples_per_sec", "ready_ms",
+                                      "epoch_train_s", "final_loss", "test_accuracy"}));
+  EXPECT_EQ(tables[3].rows[0].cells[0].text, "2.00");
+  EXPECT_DOUBLE_EQ(tables[3].rows[0].cells[0].value, 2.0);
+  EXPECT_EQ(tables[3].rows[0].cells[1].text, "-");
+  EXPECT_FALSE(tables[3].rows[0].cells[1].has_value);
+}
+
+TEST(ReportTest, AnOptimiserOptionAxisAddsLossTablesWithoutEpochs) {
+  SweepBuilder b("s8", "");
+  b.Axis("lr", {"0.1", "0.01"}).State(v1::SUCCEEDED);
+  v1::Result* r = b.Run(b.Point({{"lr", "0.1"}}), v1::SUCCEEDED);
+  Curve(r, 6, 100, 2.0);
+  Curve(r, 12, 200, 1.0);
+  r = b.Run(b.Point({{"lr", "0.01"}}), v1::SUCCEEDED);
+  Curve(r, 3, 50, 3.0);
+  Curve(r, 9, 250, 1.5);
+  const auto tables = BuildTables(b.Build());
+  EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "samples_per_sec",
+                                                    "ready_ms", "final_loss", "test_accuracy",
+                                                    "loss_by_step", "loss_by_time"}));
+  const Table& steps = tables[5];
+  EXPECT_EQ(steps.columns, (std::vector<std::string>{"2", "4", "6", "8", "10", "12"}));
+  ASSERT_EQ(steps.rows.size(), 2u);
+  auto texts = [](const Row& row) {
+    std::vector<std::string> out;
+    for (const auto& c : row.cells) out.push_back(c.text);
+    return out;
+  };
+  EXPECT_EQ(steps.rows[0].labels, (std::vector<std::string>{"0.1"}));
+  EXPECT_EQ(texts(steps.rows[0]),
+            (std::vector<std::string>{"-", "-", "2.0000", "2.0000", "2.0000", "1.0000"}));
+  EXPECT_EQ(texts(steps.rows[1]),
+            (std::vector<std::string>{"-", "3.0000", "3.0000", "3.0000", "1.5000", "1.5000"}));
+  // Times span what both curves cover: from the later first point (100 ms) to the earlier last
+  // point (200 ms), so no cell is before a curve's start.
+  const Table& time = tables[6];
+  EXPECT_EQ(time.columns,
+            (std::vector<std::string>{"0.10 s", "0.12 s", "0.14 s", "0.16 s", "0.18 s", "0.20 s"}));
+  EXPECT_EQ(texts(time.rows[0]),
+            (std::vector<std::string>{"2.0000", "2.0000", "2.0000", "2.0000", "2.0000", "1.0000"}));
+  EXPECT_EQ(texts(time.rows[1]),
+            (std::vector<std::string>{"3.0000", "3.0000", "3.0000", "3.0000", "3.0000", "3.0000"}));
+}
+
+TEST(ReportTest, NoCurvesNoLossTables) {
+  SweepBuilder b("s9", "");
+  b.Axis("optimizer", {"sgd", "adam"}).State(v1::SUCCEEDED);
+  b.Run(b.Point({{"optimizer", "sgd"}}), v1::SUCCEEDED);
+  b.Run(b.Point({{"optimizer", "adam"}}), v1::SUCCEEDED);
+  EXPECT_EQ(Keys(BuildTables(b.Build())),
+            (std::vector<std::string>{"host_memory_gib", "samples_per_sec", "ready_ms",
+                                      "final_loss", "test_accuracy"}));
+}
+
+TEST(ReportTest, AGpuPointThatRanIsNotMeasuredByThisBuild) {
+  SweepBuilder b("s10", "");
+  b.Axis("device", {"cpu", "cuda"}).State(v1::SUCCEEDED);
+  b.Run(b.Point({{"device", "cpu"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
+  b.Run(b.Point({{"device", "cuda"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(2 * kGiB);
+  const auto tables = BuildTables(b.Build());
+  ASSERT_EQ(tables[1].key, "gpu_memory_gib");
+  EXPECT_EQ(tables[1].column_field, "device");
+  ASSERT_EQ(tables[1].rows.size(), 1u);
+  EXPECT_EQ(tables[1].rows[0].cells[0].text, "");  // the cpu column of a GPU table: nothing
+  EXPECT_EQ(tables[1].rows[0].cells[1].text, "n/a");
+  EXPECT_EQ(tables[1].rows[0].cells[1].footnote, 1);
+  EXPECT_EQ(tables[1].footnotes,
+            (std::vector<std::string>{"not measured: this build has no GPU telemetry"}));
+  EXPECT_EQ(tables[0].rows[0].cells[1].text, "2.00");
+}
+
+TEST(ReportTest, LegacyPointsWithoutValuesAreLaidOutByTheirColumns) {
+  ReportInput in;
+  in.sweep.set_id("old");
+  in.sweep.set_state(v1::SUCCEEDED);
+  auto* spec = in.sweep.mutable_spec();
+  spec->add_workers(1);
+  spec->add_workers(2);
+  spec->add_share(true);
+  spec->add_share(false);
+  int k = 0;
+  for (bool share : {true, false}) {
+    for (uint32_t w : {1u, 2u}) {
+      v1::SweepPoint* p = in.sweep.add_points();
+      p->set_index(uint32_t(k));
+      p->set_workers(w);
+      p->set_start("fork");
+      p->set_share(share);
+      p->set_device("cpu");
+      p->set_experiment_id("x" + std::to_string(k));
+      p->set_state(v1::SUCCEEDED);
+      v1::Experiment e;
+      e.set_id(p->experiment_id());
+      e.set_state(v1::SUCCEEDED);
+      e.mutable_spec()->set_workers(w);
+      e.mutable_spec()->set_share(share);
+      e.mutable_result()->set_peak_pss_sum_bytes(uint64_t(k + 1) * kGiB);
+      in.experiments[e.id()] = e;
+      ++k;
+    }
+  }
+  const std::string md = RenderMarkdown(in);
+  EXPECT_NE(md.find("Columns: workers.\n\n"
+                    "| share | 1 | 2 |\n"
+                    "| --- | --- | --- |\n"
+                    "| yes | 1.00 | 2.00 |\n"
+                    "| no | 3.00 | 4.00 |\n"),
+            std::string::npos)
+      << md;
+}
+
+// --- CSV. ---
 
 std::vector<std::string> SplitCsv(const std::string& line) {
   std::vector<std::string> out;
@@ -155,42 +584,196 @@ std::vector<std::string> SplitCsv(const std::string& line) {
   return out;
 }
 
-TEST(ReportTest, CsvCarriesEveryFigureOfEveryPoint) {
-  const ReportInput in = Input();
-  std::istringstream csv(RenderCsv(in));
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "," : "") + parts[i];
+  return out;
+}
+
+const std::vector<std::string> kSpecColumns = {"kind",
+                                               "model",
+                                               "dataset",
+                                               "start",
+                                               "share",
+                                               "device",
+                                               "optimizer",
+                                               "lr",
+                                               "momentum",
+                                               "dampening",
+                                               "weight_decay",
+                                               "eps",
+                                               "lr_decay",
+                                               "initial_accumulator_value",
+                                               "rho",
+                                               "beta1",
+                                               "beta2",
+                                               "amsgrad",
+                                               "alpha",
+                                               "centered",
+                                               "batch_size",
+                                               "batches",
+                                               "epochs",
+                                               "epoch_samples",
+                                               "threads",
+                                               "seed",
+                                               "allocator",
+                                               "eval_samples",
+                                               "sample_interval_ms",
+                                               "stall_timeout_ms",
+                                               "workers",
+                                               "name",
+                                               "force"};
+// Result's scalar fields, alphabetically (the order of its JSON object); Result.threads is the
+// spec's threads column.
+const std::vector<std::string> kFigureColumns = {"backward_ms",
+                                                 "data_bytes",
+                                                 "data_ms",
+                                                 "eval_ms",
+                                                 "final_shared_checksum",
+                                                 "first_loss",
+                                                 "forward_ms",
+                                                 "initial_weights_checksum",
+                                                 "last_loss",
+                                                 "optimizer_ms",
+                                                 "peak_pss_sum_bytes",
+                                                 "peak_rss_hwm_sum_bytes",
+                                                 "peak_rss_sum_bytes",
+                                                 "peak_uss_sum_bytes",
+                                                 "queued_ms",
+                                                 "ready_ms",
+                                                 "sampler_cpu_ms",
+                                                 "sampler_cpu_percent",
+                                                 "samples",
+                                                 "samples_per_sec",
+                                                 "shared_bytes",
+                                                 "smaps_reads",
+                                                 "start_ms",
+                                                 "statm_reads",
+                                                 "steps",
+                                                 "test_accuracy",
+                                                 "train_ms",
+                                                 "wall_ms",
+                                                 "weights_bytes"};
+
+TEST(ReportTest, CsvHeaderHasEverySpecFieldAndEveryScalarFigure) {
+  std::istringstream csv(RenderCsv(ThreeAxes()));
   std::string line;
   std::getline(csv, line);
+  std::vector<std::string> want = {"sweep_id", "index", "note", "experiment_id", "state", "error"};
+  want.insert(want.end(), kSpecColumns.begin(), kSpecColumns.end());
+  want.insert(want.end(), kFigureColumns.begin(), kFigureColumns.end());
+  EXPECT_EQ(line, Join(want));
+  // Checked against the descriptors too, so that a new field cannot be missed.
   const auto header = SplitCsv(line);
-  // Every Result field is a column.
+  for (const auto& f : SpecFields())
+    EXPECT_NE(std::find(header.begin(), header.end(), f.name), header.end()) << f.name;
   const auto* d = v1::Result::descriptor();
   for (int i = 0; i < d->field_count(); ++i) {
+    if (d->field(i)->is_repeated()) continue;
     EXPECT_NE(std::find(header.begin(), header.end(), d->field(i)->name()), header.end())
         << d->field(i)->name();
   }
-  auto col = [&](const std::string& name) {
-    return std::find(header.begin(), header.end(), name) - header.begin();
-  };
-  int rows = 0;
-  while (std::getline(csv, line)) {
-    const auto f = SplitCsv(line);
-    ASSERT_EQ(f.size(), header.size()) << line;
-    const auto& p = in.sweep.points(rows);
-    EXPECT_EQ(f[col("workers")], std::to_string(p.workers()));
-    EXPECT_EQ(f[col("note")], p.note());  // notes hold commas: quoted and back
-    if (!p.experiment_id().empty()) {
-      const auto& r = in.experiments.at(p.experiment_id()).result();
-      EXPECT_EQ(std::stoull(f[col("peak_pss_sum_bytes")]), r.peak_pss_sum_bytes());
-      EXPECT_DOUBLE_EQ(std::stod(f[col("samples_per_sec")]), r.samples_per_sec());
-      EXPECT_EQ(f[col("test_accuracy")].empty(), !r.has_test_accuracy());
-    }
-    ++rows;
-  }
-  EXPECT_EQ(rows, in.sweep.points_size());
 }
 
-TEST(ReportTest, JsonRoundTripsEveryExperiment) {
-  const ReportInput in = Input();
+TEST(ReportTest, CsvHasOneLinePerPoint) {
+  const ReportInput in = ThreeAxes();
+  std::istringstream csv(RenderCsv(in));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 1u + 8u);
+
+  // Point 0 ran: its whole spec and every figure; absent test_accuracy would be empty, not 0.
+  const std::vector<std::string> spec0 = {"hogwild",   "mnist_convnet",
+                                          "synthetic", "fork",
+                                          "yes",       "cpu",
+                                          "sgd",       "0.01",
+                                          "0.5",       "0",
+                                          "0",         "",
+                                          "",          "",
+                                          "",          "",
+                                          "",          "",
+                                          "",          "",
+                                          "64",        "10",
+                                          "",          "",
+                                          "4",         "1",
+                                          "cache",     "1000",
+                                          "200",       "60000",
+                                          "1",         "",
+                                          "no"};
+  const std::vector<std::string> figures0 = {
+      "0", "0", "0", "0", "",    "0", "0", "",   "0.5", "0",  "1073741824", "0",    "0", "0", "0",
+      "0", "0", "0", "0", "100", "0", "0", "10", "0",   "10", "0.5",        "1000", "0", "0"};
+  std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
+  want0.insert(want0.end(), spec0.begin(), spec0.end());
+  want0.insert(want0.end(), figures0.begin(), figures0.end());
+  EXPECT_EQ(lines[1], Join(want0));
+
+  // Point 1 has no test accuracy: its column is empty.
+  const auto header = SplitCsv(lines[0]);
+  const auto acc =
+      size_t(std::find(header.begin(), header.end(), "test_accuracy") - header.begin());
+  EXPECT_EQ(SplitCsv(lines[2])[acc], "");
+  EXPECT_EQ(SplitCsv(lines[1])[acc], "0.5");
+
+  // Point 2 could not run: its note and its axis values, nothing else.
+  std::vector<std::string> want2 = {"s3", "2", kImpossible, "", "", ""};
+  for (const auto& c : kSpecColumns)
+    want2.push_back(c == "start" ? "fork" : c == "device" ? "cuda" : c == "workers" ? "1" : "");
+  want2.insert(want2.end(), kFigureColumns.size(), "");
+  EXPECT_EQ(lines[3], Join(want2));
+
+  // Point 5 failed with an error holding a comma and quotes: quoted, quotes doubled.
+  EXPECT_EQ(lines[6].rfind("s3,5,,e5,failed,\"leader: \"\"oops\"\", worker 1 died\",hogwild,", 0),
+            0u)
+      << lines[6];
+  const auto f5 = SplitCsv(lines[6]);
+  ASSERT_EQ(f5.size(), header.size());
+  EXPECT_EQ(f5[5], "leader: \"oops\", worker 1 died");
+
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto f = SplitCsv(lines[i]);
+    ASSERT_EQ(f.size(), header.size()) << lines[i];
+    EXPECT_EQ(f[1], std::to_string(i - 1));
+    EXPECT_EQ(f[2], in.sweep.points(int(i - 1)).note());
+  }
+}
+
+// --- JSON. ---
+
+TEST(ReportTest, JsonHasTablesWithRowLabels) {
+  const ReportInput in = ThreeAxes();
   const nlohmann::json j = nlohmann::json::parse(RenderJson(in).dump());
+  ASSERT_EQ(j["tables"].size(), 7u);
+  const auto& host = j["tables"][0];
+  EXPECT_EQ(host["key"], "host_memory_gib");
+  EXPECT_EQ(host["title"], "Host memory: peak sum of PSS over all processes (GiB)");
+  EXPECT_EQ(host["column_field"], "workers");
+  EXPECT_EQ(host["columns"], nlohmann::json({"1", "2"}));
+  EXPECT_EQ(host["row_fields"], nlohmann::json({"start", "device"}));
+  EXPECT_EQ(host["footnotes"], nlohmann::json({kImpossible, kNoGpu}));
+  ASSERT_EQ(host["rows"].size(), 4u);
+  EXPECT_EQ(host["rows"][0]["labels"], nlohmann::json({"fork", "cpu"}));
+  EXPECT_EQ(host["rows"][1]["labels"], nlohmann::json({"fork", "cuda"}));
+  EXPECT_EQ(host["rows"][2]["labels"], nlohmann::json({"spawn", "cpu"}));
+  EXPECT_EQ(host["rows"][3]["labels"], nlohmann::json({"spawn", "cuda"}));
+  EXPECT_EQ(host["rows"][0]["cells"][1],
+            nlohmann::json({{"value", 2.0}, {"text", "2.00"}, {"footnote", 0}}));
+  EXPECT_EQ(host["rows"][1]["cells"][0],
+            nlohmann::json({{"value", nullptr}, {"text", "-"}, {"footnote", 1}}));
+  EXPECT_EQ(host["rows"][2]["cells"][1],
+            nlohmann::json({{"value", nullptr}, {"text", "failed"}, {"footnote", 0}}));
+  EXPECT_EQ(host["rows"][3]["cells"][1],
+            nlohmann::json({{"value", nullptr}, {"text", "n/a"}, {"footnote", 2}}));
+  EXPECT_FALSE(host.contains("empty_note"));
+  EXPECT_EQ(j["tables"][1]["key"], "gpu_memory_gib");
+  EXPECT_EQ(j["tables"][1]["rows"].size(), 2u);
+
+  EXPECT_EQ(j["fixed"]["threads"], "per point");
+  EXPECT_EQ(j["fixed"]["batches"], "10");
+  EXPECT_FALSE(j["fixed"].contains("workers"));
+  EXPECT_FALSE(j["fixed"].contains("start"));
+  EXPECT_EQ(j["sweep"]["id"], "s3");
+
   ASSERT_EQ(j["experiments"].size(), in.experiments.size());
   for (const auto& je : j["experiments"]) {
     v1::Experiment back;
@@ -198,9 +781,21 @@ TEST(ReportTest, JsonRoundTripsEveryExperiment) {
     ASSERT_TRUE(st.ok()) << st.ToString();
     EXPECT_EQ(back.SerializeAsString(), in.experiments.at(back.id()).SerializeAsString());
   }
-  EXPECT_EQ(j["tables"][0]["rows"][0]["cells"][1]["value"].get<double>(), 2.0);
-  EXPECT_TRUE(j["tables"][0]["rows"][1]["cells"][0]["value"].is_null());
 }
+
+TEST(ReportTest, JsonPerPointTablesLabelEveryAxis) {
+  const nlohmann::json j = RenderJson(TwoAxes());
+  const auto& steps = j["tables"][6];
+  EXPECT_EQ(steps["key"], "loss_by_step");
+  EXPECT_EQ(steps["column_field"], "step");
+  EXPECT_EQ(steps["columns"], nlohmann::json({"33", "66", "100", "133", "166", "200"}));
+  EXPECT_EQ(steps["rows"][1]["labels"], nlohmann::json({"adam", "16"}));
+  EXPECT_EQ(steps["rows"][1]["cells"][0],
+            nlohmann::json({{"value", nullptr}, {"text", "-"}, {"footnote", 0}}));
+  EXPECT_EQ(steps["rows"][1]["cells"][5]["value"].get<double>(), 0.25);
+}
+
+// --- SVG. ---
 
 // Tags open and close in order: enough to call the SVG well-formed for our purposes.
 bool WellFormed(const std::string& xml, std::string* why) {
@@ -211,6 +806,7 @@ bool WellFormed(const std::string& xml, std::string* why) {
     if (end == std::string::npos) return (*why = "unterminated tag"), false;
     std::string tag = xml.substr(i + 1, end - i - 1);
     i = end + 1;
+    if (tag.empty()) return (*why = "empty tag"), false;
     if (tag[0] == '?' || tag[0] == '!') continue;
     if (tag[0] == '/') {
       if (stack.empty() || stack.back() != tag.substr(1))
@@ -228,26 +824,123 @@ bool WellFormed(const std::string& xml, std::string* why) {
   return true;
 }
 
-TEST(ReportTest, SvgIsWellFormedWithOnePolylinePerRowWithData) {
-  const std::string svg = RenderSvg(Input());
-  std::string why;
-  EXPECT_TRUE(WellFormed(svg, &why)) << why;
-  size_t polylines = 0;
-  for (size_t i = 0; (i = svg.find("<polyline", i)) != std::string::npos; ++i) ++polylines;
-  EXPECT_EQ(polylines, 2u);  // fork/yes/CPU and spawn/yes/CPU; the GPU rows have no data
-  EXPECT_NE(svg.find("worker processes"), std::string::npos);
-  EXPECT_NE(svg.find("host memory, GiB"), std::string::npos);
-  EXPECT_NE(svg.find("(no data)"), std::string::npos);
+size_t Count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t i = 0; (i = s.find(what, i)) != std::string::npos; i += what.size()) ++n;
+  return n;
 }
 
-TEST(ReportTest, CompareIsTheRatioOfEachCell) {
-  ReportInput a = Input(), b = Input();
-  for (auto& [id, e] : b.experiments) {
-    e.mutable_result()->set_peak_pss_sum_bytes(e.result().peak_pss_sum_bytes() * 2);
+void ExpectSvgShape(const std::string& svg) {
+  std::string why;
+  EXPECT_TRUE(WellFormed(svg, &why)) << why;
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  ASSERT_GE(svg.size(), 7u);
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  EXPECT_EQ(Count(svg, "<svg "), 1u);
+}
+
+TEST(ReportTest, MemorySvgHasOnePolylinePerRowWithData) {
+  const std::string svg = RenderSvg(ThreeAxes());
+  ExpectSvgShape(svg);
+  EXPECT_EQ(Count(svg, "<polyline"), 2u);  // fork/cpu and spawn/cpu; the cuda rows have no data
+  EXPECT_EQ(Count(svg, "<title>start fork, device cpu</title>"), 1u);
+  EXPECT_EQ(Count(svg, "<title>start spawn, device cpu</title>"), 1u);
+  EXPECT_EQ(Count(svg, ">start fork, device cpu</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">start fork, device cuda (no data)</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">start spawn, device cpu</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">start spawn, device cuda (no data)</text>"), 1u);
+  EXPECT_EQ(Count(svg, "(no data)"), 2u);
+  EXPECT_EQ(Count(svg, ">workers</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">host memory, GiB (sum of PSS)</text>"), 1u);
+  EXPECT_NE(svg.find("Peak host memory (sum of PSS) — sweep s3"), std::string::npos);
+  // fork/cpu has two points, spawn/cpu one (its 2-worker point failed): three markers.
+  EXPECT_EQ(Count(svg, "<circle"), 3u);
+}
+
+TEST(ReportTest, LossSvgHasOnePolylinePerPointWithACurve) {
+  const std::string svg = RenderSvg(TwoAxes(), "loss");
+  ExpectSvgShape(svg);
+  EXPECT_EQ(Count(svg, "<polyline"), 3u);
+  for (const std::string label : {"optimizer adam, batch_size 32", "optimizer adam, batch_size 16",
+                                  "optimizer sgd, batch_size 16"}) {
+    EXPECT_EQ(Count(svg, "<title>" + label + "</title>"), 1u) << label;
+    EXPECT_EQ(Count(svg, ">" + label + "</text>"), 1u) << label;
   }
-  const std::string md = RenderCompareMarkdown(a, b);
-  EXPECT_NE(md.find("| fork | yes | CPU | 2.00 | 2.00 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| spawn | yes | CPU | 2.00 | - |"), std::string::npos) << md;
+  EXPECT_EQ(Count(svg, ">optimizer sgd, batch_size 32 (no data)</text>"), 1u);
+  EXPECT_EQ(Count(svg, "<circle"), 4u + 2u + 2u);
+  EXPECT_EQ(Count(svg, ">steps (worker 0)</text>"), 1u);
+  EXPECT_EQ(Count(svg, ">training loss</text>"), 1u);
+}
+
+TEST(ReportTest, SvgOfNothingSaysNoData) {
+  SweepBuilder b("s11", "");
+  b.State(v1::QUEUED);
+  b.Point({});
+  const ReportInput in = b.Build();
+  for (const std::string plot : {"memory", "loss"}) {
+    SCOPED_TRACE(plot);
+    const std::string svg = RenderSvg(in, plot);
+    ExpectSvgShape(svg);
+    EXPECT_EQ(Count(svg, "<polyline"), 0u);
+    EXPECT_EQ(Count(svg, ">all (no data)</text>"), 1u);
+  }
+}
+
+// --- Compare. ---
+
+TEST(ReportTest, CompareIsTheRatioOfCellsMatchedByLabelsAndHeadings) {
+  const ReportInput a = ThreeAxes();
+  // b lists its starts and worker counts the other way round: its rows and columns are in
+  // another order, and its 2-worker spawn point succeeded where a's failed.
+  const ReportInput b = ThreeAxes("s3b", {"spawn", "fork"}, {"2", "1"},
+                                  [](const std::string& start, const std::string& w) {
+                                    if (start == "fork" && w == "1")
+                                      return Figures{v1::SUCCEEDED, 2 * kGiB, 150, 15, 0.25, 0.75};
+                                    if (start == "fork")
+                                      return Figures{v1::SUCCEEDED, 4 * kGiB, 180, 30, 0.3, {}};
+                                    if (w == "1")
+                                      return Figures{v1::SUCCEEDED, 6 * kGiB, 45, 60, 0.55, 0.26};
+                                    return Figures{v1::SUCCEEDED, kGiB, 10, 10, 0.1, 0.1};
+                                  });
+  ASSERT_EQ(BuildTables(b)[0].columns, (std::vector<std::string>{"2", "1"}));
+  ASSERT_EQ(BuildTables(b)[0].rows[0].labels, (std::vector<std::string>{"spawn", "cpu"}));
+
+  auto table = [](const std::string& title, const std::string& fork_cpu,
+                  const std::string& spawn_cpu, bool gpu) {
+    std::string t = "\n## " + title + "\n\nColumns: workers.\n\n| start | device | 1 | 2 |\n" +
+                    "| --- | --- | --- | --- |\n";
+    if (!gpu) t += "| fork | cpu | " + fork_cpu + " |\n";
+    t += "| fork | cuda | - | - |\n";
+    if (!gpu) t += "| spawn | cpu | " + spawn_cpu + " |\n";
+    return t + "| spawn | cuda | - | - |\n";
+  };
+  const std::string want =
+      "# Sweep s3b / sweep s3 (ratio of each cell)\n" +
+      table("Host memory: peak sum of PSS over all processes (GiB)", "2.00 | 2.00", "2.00 | -",
+            false) +
+      table("GPU memory: peak (GiB)", "", "", true) +
+      table("GPU utilisation: mean during training (%)", "", "", true) +
+      table("Throughput (samples/s, all workers)", "1.50 | 1.00", "0.50 | -", false) +
+      table("Time to ready (ms, first request -> every worker training)", "1.50 | 1.50", "2.00 | -",
+            false) +
+      table("Training loss (mean of the last batches of every worker)", "0.50 | 0.50", "1.00 | -",
+            false) +
+      table("Test accuracy (worker 0, after training)", "1.50 | -", "0.50 | -", false);
+  EXPECT_EQ(RenderCompareMarkdown(a, b), want);
+}
+
+TEST(ReportTest, CompareSkipsTablesTheOtherSweepLacks) {
+  // a has GPU tables (cuda points), b has none: only the shared tables are compared.
+  const ReportInput a = ThreeAxes();
+  SweepBuilder bb("cpu", "");
+  bb.Axis("workers", {"1", "2"}).State(v1::SUCCEEDED);
+  bb.Run(bb.Point({{"workers", "1"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
+  bb.Run(bb.Point({{"workers", "2"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
+  const std::string md = RenderCompareMarkdown(a, bb.Build());
+  EXPECT_EQ(md.find("GPU"), std::string::npos) << md;
+  // Rows are labelled by start and device in a, by nothing in b: no cell matches.
+  EXPECT_NE(md.find("| fork | cpu | - | - |\n"), std::string::npos) << md;
+  EXPECT_EQ(Count(md, "\n## "), 5u) << md;
 }
 
 }  // namespace

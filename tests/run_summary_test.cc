@@ -1,1 +1,151 @@
-// (being written)
+#include "server/run_summary.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+namespace shoal {
+namespace {
+
+constexpr uint64_t kS = 1'000'000'000;
+
+ipc::v1::WorkerReport Worker(uint32_t index, uint64_t first_s, uint64_t last_s, uint64_t samples) {
+  ipc::v1::WorkerReport w;
+  w.set_index(index);
+  w.set_phase(ipc::v1::FINISHED);
+  w.set_first_step_ns(first_s * kS);
+  w.set_last_step_ns(last_s * kS);
+  w.set_requested_ns(first_s * kS - kS / 10);
+  w.set_samples(samples);
+  w.set_steps(samples / 64);
+  return w;
+}
+
+RunFacts Finished(bool ok) {
+  RunFacts f;
+  f.spec.set_workers(2);
+  f.start_real_ns = 99 * kS;
+  f.wall_ns = 10 * kS;
+  f.leader = 500;
+  f.leader_exited = true;
+  f.leader_status = ok ? 0 : 1 << 8;
+  f.result.emplace();
+  f.result->set_ok(ok);
+  *f.result->add_workers() = Worker(0, 100, 104, 640);
+  *f.result->add_workers() = Worker(1, 101, 105, 640);
+  return f;
+}
+
+TEST(RunSummaryTest, ThroughputIsOverTheTimeWorkersActuallyTrained) {
+  RunFacts f = Finished(true);
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_EQ(r.samples(), 1280u);
+  EXPECT_DOUBLE_EQ(r.train_ms(), 5000);  // first step at 100 s, last at 105 s
+  EXPECT_DOUBLE_EQ(r.samples_per_sec(), 256);
+  EXPECT_DOUBLE_EQ(r.ready_ms(), 2000);  // left the queue at 99 s, last first step at 101 s
+  EXPECT_DOUBLE_EQ(r.start_ms(), 1100);  // first request at 99.9 s
+  EXPECT_FALSE(r.has_test_accuracy());   // nobody evaluated: absent, not 0
+}
+
+TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {
+  RunFacts f = Finished(false);
+  f.result.reset();
+  f.cancelled = true;
+  f.progress.emplace();
+  *f.progress->add_workers() = Worker(0, 100, 102, 192);
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_DOUBLE_EQ(r.samples_per_sec(), 96);  // 192 samples over 2 s, not over microseconds
+  EXPECT_EQ(r.ready_ms(), 0);                 // one of two workers never started
+  EXPECT_EQ(FinalState(f).first, v1::CANCELLED);
+}
+
+TEST(RunSummaryTest, EpochsTakeTheSlowestWorkersTimesAndEveryWorkersLoss) {
+  google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport> ws;
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto* w = ws.Add();
+    w->set_index(i);
+    for (uint32_t e = 1; e <= 2; ++e) {
+      auto* x = w->add_epochs();
+      x->set_epoch(e);
+      x->set_wall_ns((i == 1 ? 3 : 2) * kS);
+      x->set_data_ns((i == 1 ? kS / 2 : kS / 4));
+      x->set_loss_sum(10.0 * e);
+      x->set_steps(5);
+      x->set_samples(320);
+      if (i == 0) x->set_test_accuracy(0.5f * float(e));
+    }
+  }
+  v1::Result r;
+  FillEpochs(ws, &r);
+  ASSERT_EQ(r.epochs_size(), 2);
+  EXPECT_EQ(r.epochs(1).epoch(), 2u);
+  EXPECT_DOUBLE_EQ(r.epochs(1).wall_ms(), 3000);
+  EXPECT_DOUBLE_EQ(r.epochs(1).data_ms(), 500);
+  EXPECT_DOUBLE_EQ(r.epochs(1).train_ms(), 2500);
+  EXPECT_DOUBLE_EQ(r.epochs(1).mean_loss(), 40.0 / 10);
+  EXPECT_EQ(r.epochs(1).samples(), 640u);
+  EXPECT_FLOAT_EQ(r.epochs(1).test_accuracy(), 1.0f);
+}
+
+TEST(RunSummaryTest, EndStates) {
+  EXPECT_EQ(FinalState(Finished(true)).first, v1::SUCCEEDED);
+  RunFacts bad = Finished(false);
+  bad.result->set_error("worker 1 killed by signal 9");
+  EXPECT_EQ(FinalState(bad),
+            std::make_pair(v1::FAILED, std::string("worker 1 killed by signal 9")));
+  RunFacts gone = Finished(true);
+  gone.group_gone = false;
+  gone.runtime_error = "some processes of the experiment could not be stopped (D state?)";
+  EXPECT_EQ(FinalState(gone).first, v1::FAILED);
+  RunFacts silent = Finished(false);
+  silent.result.reset();
+  silent.leader_status = SIGSEGV;
+  EXPECT_EQ(FinalState(silent).second, "leader killed by signal 11");
+  RunFacts late_cancel = Finished(true);
+  late_cancel.cancelled = true;  // it finished before the cancel could stop it
+  EXPECT_EQ(FinalState(late_cancel).first, v1::SUCCEEDED);
+}
+
+TEST(RunSummaryTest, ProcessesCarryTheExitsTheKernelGave) {
+  RunFacts f = Finished(false);
+  for (uint32_t i = 0; i < 2; ++i) {
+    v1::ProcessInfo p;
+    p.set_pid(600 + int(i));
+    p.set_role("worker");
+    p.set_index(int(i));
+    p.set_alive(true);
+    f.procs[p.pid()] = p;
+  }
+  auto* x = f.result->add_exits();
+  x->set_index(1);
+  x->set_pid(601);
+  x->set_wait_status(SIGKILL);
+  v1::Experiment e;
+  FillProcesses(f, &e);
+  ASSERT_EQ(e.processes_size(), 2);
+  EXPECT_FALSE(e.processes(0).exit_known());  // worker 0: nobody saw it end
+  EXPECT_TRUE(e.processes(1).exit_known());
+  EXPECT_EQ(e.processes(1).signal(), SIGKILL);
+  EXPECT_EQ(e.processes(0).steps(), 10u);
+  EXPECT_NEAR(e.processes(0).start_ms(), 100, 1e-6);
+}
+
+TEST(RunSummaryTest, LiveFiguresAverageTheLastLosses) {
+  ipc::v1::Progress p;
+  auto* a = p.add_workers();
+  a->set_steps(3);
+  a->set_samples(192);
+  a->set_last_loss(1.0f);
+  auto* b = p.add_workers();
+  b->set_steps(1);
+  b->set_samples(64);
+  LiveFigures l = Live(p);
+  EXPECT_EQ(l.steps, 4u);
+  EXPECT_EQ(l.samples, 256u);
+  ASSERT_TRUE(l.loss.has_value());
+  EXPECT_DOUBLE_EQ(*l.loss, 1.0);  // worker b has no loss yet: not averaged in as 0
+}
+
+}  // namespace
+}  // namespace shoal

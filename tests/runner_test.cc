@@ -1,1 +1,309 @@
-// (being written)
+// The runner's state machine on fake OS seams: every transition of an experiment's life, with no
+// process started.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "server/experiment_runner.h"
+#include "tests/fakes.h"
+
+namespace shoal {
+namespace {
+
+using ipc::v1::LeaderEvent;
+using testing::FakeChildWaiter;
+using testing::FakeClock;
+using testing::FakeProc;
+using testing::FakeProcessControl;
+using testing::FakeSegmentJanitor;
+
+constexpr uint64_t kMs = 1'000'000;
+int Exited(int code) { return code << 8; }  // waitpid statuses
+int Killed(int sig) { return sig; }
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  RunnerTest() : reaper_(&waiter_) {}
+
+  std::unique_ptr<ExperimentRunner> Make(v1::ExperimentSpec spec = {}) {
+    if (!spec.has_workers()) spec.set_workers(2);
+    if (!spec.has_batches() && !spec.has_epochs()) spec.set_batches(10);
+    spec.set_batch_size(64);
+    spec.set_sample_interval_ms(200);
+    spec.set_start("fork");
+    v1::Experiment e;
+    e.set_id("xrunner");
+    *e.mutable_spec() = spec;
+    e.set_state(v1::QUEUED);
+    RunnerEnv env;
+    env.proc = &proc_;
+    env.clock = &clock_;
+    env.segments = &segments_;
+    env.reaper = &reaper_;
+    env.procfs = &procfs_;
+    env.sampler_cpu = [] { return uint64_t(0); };
+    env.grace_ns = 3000 * kMs;
+    env.drain_ns = 10000 * kMs;
+    env.worker_bin = "/bin/shoal-worker";
+    RunnerHooks hooks;
+    hooks.update = [this](const v1::Experiment& x) { updates_.push_back(x); };
+    hooks.live = [](const v1::Experiment&) {};
+    hooks.publish = [this](const v1::WatchEvent& ev) { published_.push_back(ev); };
+    hooks.event = [this](double, const std::string& text) { events_.push_back(text); };
+    return std::make_unique<ExperimentRunner>(e, env, hooks);
+  }
+
+  void Feed(ExperimentRunner& r, const LeaderEvent& ev) {
+    const std::string f = EncodeFrame(ev);
+    r.OnBytes(f.data(), f.size());
+  }
+  void Started(ExperimentRunner& r, uint32_t index, pid_t pid) {
+    LeaderEvent ev;
+    ev.mutable_worker_started()->set_index(index);
+    ev.mutable_worker_started()->set_pid(pid);
+    Feed(r, ev);
+  }
+  void Result(ExperimentRunner& r, bool ok, const std::string& error = "") {
+    LeaderEvent ev;
+    auto* res = ev.mutable_result();
+    res->set_ok(ok);
+    res->set_error(error);
+    for (uint32_t i = 0; i < 2; ++i) {
+      auto* w = res->add_workers();
+      w->set_index(i);
+      w->set_phase(ok ? ipc::v1::FINISHED : ipc::v1::TRAINING);
+      w->set_steps(10);
+      w->set_samples(640);
+      w->set_first_step_ns(clock_.real - 4000 * kMs);
+      w->set_last_step_ns(clock_.real - 1000 * kMs);
+    }
+    Feed(r, ev);
+  }
+  // The leader ends: the kernel reports its exit and its pipe closes.
+  void LeaderEnds(ExperimentRunner& r, int status, bool group_empties = true) {
+    waiter_.ended.push_back({leader(), status});
+    reaper_.Poll();
+    r.OnEof();
+    if (group_empties) proc_.live_groups.erase(leader());
+  }
+  // Advances the machine until it is done or `limit` rounds of 10 ms pass.
+  bool RunOut(ExperimentRunner& r, int limit = 2000) {
+    for (int i = 0; i < limit; ++i) {
+      if (r.Advance()) return true;
+      clock_.Advance(10 * kMs);
+    }
+    return false;
+  }
+  pid_t leader() const { return 1000; }
+
+  FakeClock clock_;
+  FakeProcessControl proc_;
+  FakeChildWaiter waiter_;
+  FakeSegmentJanitor segments_;
+  FakeProc procfs_;
+  ChildReaper reaper_;
+  std::vector<v1::Experiment> updates_;
+  std::vector<v1::WatchEvent> published_;
+  std::vector<std::string> events_;
+};
+
+TEST_F(RunnerTest, LaunchSpawnsTheLeaderInItsOwnGroupAndMarksItRunning) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  ASSERT_EQ(proc_.spawned.size(), 1u);
+  EXPECT_EQ(proc_.spawned[0][1], "--role");
+  EXPECT_EQ(proc_.spawned[0][2], "leader");
+  EXPECT_TRUE(proc_.GroupExists(leader()));
+  EXPECT_EQ(r->phase(), ExperimentRunner::Phase::kRunning);
+  ASSERT_FALSE(updates_.empty());
+  EXPECT_EQ(updates_.front().state(), v1::RUNNING);
+  EXPECT_GE(r->leader_fd(), 0);
+}
+
+TEST_F(RunnerTest, OkResultAndCleanExitSucceed) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  Started(*r, 0, 1001);
+  Started(*r, 1, 1002);
+  Result(*r, true);
+  LeaderEnds(*r, Exited(0));
+  ASSERT_TRUE(RunOut(*r));
+  const auto& e = r->experiment();
+  EXPECT_EQ(e.state(), v1::SUCCEEDED) << e.error();
+  EXPECT_EQ(e.result().samples(), 1280u);
+  EXPECT_NEAR(e.result().samples_per_sec(), 1280 / 3.0, 1e-6);  // over 3 s of training
+  EXPECT_EQ(proc_.CountGroupSignals(SIGTERM), 0);
+  EXPECT_EQ(segments_.removed, std::vector<std::string>{"shoal.xrunner."});
+  EXPECT_EQ(published_.back().state(), v1::SUCCEEDED);
+  EXPECT_EQ(updates_.back().state(), v1::SUCCEEDED);
+}
+
+TEST_F(RunnerTest, CancelSendsTermThenKillAfterTheGracePeriod) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  r->RequestStop(false);
+  EXPECT_EQ(proc_.CountGroupSignals(SIGTERM), 1);
+  EXPECT_EQ(r->phase(), ExperimentRunner::Phase::kStopping);
+  r->RequestStop(false);  // idempotent
+  EXPECT_EQ(proc_.CountGroupSignals(SIGTERM), 1);
+  clock_.Advance(2999 * kMs);
+  r->Advance();
+  EXPECT_EQ(proc_.CountGroupSignals(SIGKILL), 0);
+  clock_.Advance(2 * kMs);
+  r->Advance();
+  EXPECT_EQ(proc_.CountGroupSignals(SIGKILL), 1);
+  EXPECT_EQ(r->phase(), ExperimentRunner::Phase::kKilled);
+  LeaderEnds(*r, Killed(SIGKILL));
+  ASSERT_TRUE(RunOut(*r));
+  EXPECT_EQ(r->experiment().state(), v1::CANCELLED);
+  EXPECT_EQ(r->experiment().error(), "cancelled by request");
+}
+
+TEST_F(RunnerTest, AFinishedRunWinsOverALateCancel) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  Result(*r, true);
+  waiter_.ended.push_back({leader(), Exited(0)});
+  reaper_.Poll();
+  r->RequestStop(false);  // arrives after the leader finished, before the runner noticed
+  r->OnEof();
+  proc_.live_groups.erase(leader());
+  ASSERT_TRUE(RunOut(*r));
+  EXPECT_EQ(r->experiment().state(), v1::SUCCEEDED);
+}
+
+TEST_F(RunnerTest, ShutdownInterrupts) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  r->RequestStop(true);
+  LeaderEnds(*r, Killed(SIGTERM));
+  ASSERT_TRUE(RunOut(*r));
+  EXPECT_EQ(r->experiment().state(), v1::INTERRUPTED);
+}
+
+TEST_F(RunnerTest, AWorkerKilledFailsTheRunWithItsStory) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  Started(*r, 0, 1001);
+  Started(*r, 1, 1002);
+  LeaderEvent ev;
+  ev.mutable_worker_exited()->set_index(1);
+  ev.mutable_worker_exited()->set_pid(1002);
+  ev.mutable_worker_exited()->set_wait_status(Killed(SIGKILL));
+  Feed(*r, ev);
+  Result(*r, false, "worker 1 killed by signal 9");
+  LeaderEnds(*r, Exited(1));
+  ASSERT_TRUE(RunOut(*r));
+  const auto& e = r->experiment();
+  EXPECT_EQ(e.state(), v1::FAILED);
+  EXPECT_EQ(e.error(), "worker 1 killed by signal 9");
+  bool seen = false;
+  for (const auto& p : e.processes()) {
+    if (p.pid() != 1002) continue;
+    seen = true;
+    EXPECT_TRUE(p.exit_known());
+    EXPECT_EQ(p.signal(), SIGKILL);
+    EXPECT_FALSE(p.alive());
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST_F(RunnerTest, AnOrphanedWorkersRealExitIsKept) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  Started(*r, 0, 1001);
+  r->RequestStop(false);
+  // The leader dies first; its worker is reparented to shoald and reaped there.
+  waiter_.ended.push_back({1001, Killed(SIGKILL)});
+  LeaderEnds(*r, Killed(SIGKILL));
+  ASSERT_TRUE(RunOut(*r));
+  for (const auto& p : r->experiment().processes()) {
+    EXPECT_TRUE(p.exit_known()) << p.pid();
+    EXPECT_EQ(p.signal(), SIGKILL) << p.pid();
+  }
+}
+
+TEST_F(RunnerTest, AGroupThatNeverEmptiesIsReportedNotWaitedOnForever) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  Result(*r, true);
+  LeaderEnds(*r, Exited(0), /*group_empties=*/false);
+  ASSERT_TRUE(RunOut(*r));
+  EXPECT_EQ(r->experiment().state(), v1::FAILED);
+  EXPECT_NE(r->experiment().error().find("could not be stopped (D state?)"), std::string::npos);
+  EXPECT_GE(proc_.CountGroupSignals(SIGKILL), 2);
+}
+
+TEST_F(RunnerTest, ALeaderThatCannotStartFailsAtOnce) {
+  proc_.fail_spawn = true;
+  auto r = Make();
+  EXPECT_FALSE(r->Launch());
+  EXPECT_EQ(r->phase(), ExperimentRunner::Phase::kDone);
+  EXPECT_EQ(r->experiment().state(), v1::FAILED);
+  EXPECT_NE(r->experiment().error().find("posix_spawn"), std::string::npos);
+}
+
+TEST_F(RunnerTest, ACorruptStatusStreamStopsTheRun) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  const char garbage[] = "\xff\xff\xff\x7f garbage";
+  r->OnBytes(garbage, sizeof garbage);
+  EXPECT_EQ(proc_.CountGroupSignals(SIGTERM), 1);
+  LeaderEnds(*r, Killed(SIGTERM));
+  ASSERT_TRUE(RunOut(*r));
+  EXPECT_EQ(r->experiment().state(), v1::FAILED);
+  EXPECT_NE(r->experiment().error().find("status stream is corrupt"), std::string::npos);
+}
+
+TEST_F(RunnerTest, ALeaderErrorIsTheReason) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  LeaderEvent ev;
+  ev.mutable_error()->set_message("dataset: it has no training images");
+  Feed(*r, ev);
+  LeaderEnds(*r, Exited(1));
+  ASSERT_TRUE(RunOut(*r));
+  EXPECT_EQ(r->experiment().state(), v1::FAILED);
+  EXPECT_EQ(r->experiment().error(), "dataset: it has no training images");
+}
+
+TEST_F(RunnerTest, TicksPublishProgressEverySampleInterval) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  LeaderEvent ev;
+  auto* w = ev.mutable_progress()->add_workers();
+  w->set_steps(3);
+  w->set_last_loss(1.5f);
+  Feed(*r, ev);
+  for (int i = 0; i < 10; ++i) {
+    r->Advance();
+    clock_.Advance(100 * kMs);
+  }
+  int samples = 0;
+  for (const auto& p : published_) {
+    if (!p.has_sample()) continue;
+    ++samples;
+    EXPECT_EQ(p.sample().steps(), 3u);
+    EXPECT_EQ(p.sample().steps_total(), 20u);
+    EXPECT_DOUBLE_EQ(p.sample().loss(), 1.5);
+  }
+  EXPECT_EQ(samples, 5);  // 1 s at 200 ms
+}
+
+TEST_F(RunnerTest, StepsTotalIsAbsentWhenTheDaemonCannotKnowIt) {
+  v1::ExperimentSpec spec;
+  spec.set_epochs(2);
+  auto r = Make(spec);
+  ASSERT_TRUE(r->Launch());
+  r->Advance();
+  ASSERT_FALSE(published_.empty());
+  bool sampled = false;
+  for (const auto& p : published_) {
+    if (!p.has_sample()) continue;
+    sampled = true;
+    EXPECT_FALSE(p.sample().has_steps_total());
+  }
+  EXPECT_TRUE(sampled);
+}
+
+}  // namespace
+}  // namespace shoal

@@ -5,39 +5,12 @@
 
 #include <map>
 
+#include "tests/fakes.h"
+
 namespace shoal {
 namespace {
 
-// A /proc with settable figures; each smaps_rollup read costs `walk_cost_ns` of fake CPU.
-class FakeProc : public ProcReader {
- public:
-  struct P {
-    uint64_t rss_kb = 100000, pss_kb = 60000, uss_kb = 50000, ticks = 0;
-  };
-  std::map<pid_t, P> procs;
-  std::map<pid_t, int> walks;
-  uint64_t cpu_ns = 0;
-  uint64_t walk_cost_ns = 1'500'000;
-
-  StatusOr<std::string> Read(pid_t pid, const char* file) override {
-    auto it = procs.find(pid);
-    if (it == procs.end()) return NotFound("gone");
-    const P& p = it->second;
-    const std::string f = file;
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    if (f == "statm")
-      return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) +
-             " 10 1 0 1 0\n";
-    if (f == "stat")
-      return std::to_string(pid) + " (w) R 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) +
-             " 0 0 0";
-    cpu_ns += walk_cost_ns;
-    ++walks[pid];
-    return "Rss: " + std::to_string(p.rss_kb) + " kB\nPss: " + std::to_string(p.pss_kb) +
-           " kB\nShared_Clean: 0 kB\nShared_Dirty: 0 kB\nPrivate_Clean: 0 kB\nPrivate_Dirty: " +
-           std::to_string(p.uss_kb) + " kB\nSwap: 0 kB\n";
-  }
-};
+using testing::FakeProc;
 
 constexpr uint64_t kMs = 1'000'000;
 

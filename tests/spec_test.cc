@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "shared/spec_fields.h"
+
 namespace shoal {
 namespace {
 
@@ -64,9 +69,21 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
       {"device", [](auto* s) { s->set_device("cuda"); }, "device: 'cuda' is not available"},
       {"batch_size", [](auto* s) { s->set_batch_size(5000); },
        "batch_size: 5000 is outside the allowed range 1..4096"},
-      {"optimizer.lr", [](auto* s) { s->mutable_optimizer()->set_lr(-1); }, "optimizer.lr"},
-      {"optimizer.momentum", [](auto* s) { s->mutable_optimizer()->set_momentum(1.5); },
-       "optimizer.momentum"},
+      {"lr", [](auto* s) { s->mutable_optimizer()->set_lr(-1); },
+       "lr: -1 is outside the allowed range (0, 10]"},
+      {"momentum", [](auto* s) { s->mutable_optimizer()->set_momentum(1.5); },
+       "momentum: 1.5 is outside the allowed range [0, 1)"},
+      {"optimizer", [](auto* s) { s->mutable_optimizer()->set_name("lbfgs"); },
+       "optimizer: 'lbfgs' is not one of: sgd, nesterov, adagrad, adadelta, adam, adamw, rmsprop"},
+      {"workers", [](auto* s) { s->set_workers(0); },
+       "workers: 0 is outside the allowed range 1..64"},
+      {"batches", [](auto* s) { s->set_batches(0); }, "batches: 0 is outside the allowed range"},
+      {"batch_size", [](auto* s) { s->set_batch_size(0); }, "batch_size: 0 is outside"},
+      {"dataset", [](auto* s) { s->set_dataset(""); }, "dataset: empty"},
+      {"sample_interval_ms", [](auto* s) { s->set_sample_interval_ms(0); },
+       "sample_interval_ms: 0 is outside the allowed range 20..60000"},
+      {"threads", [](auto* s) { s->set_threads(0); }, "threads: 0 is outside the allowed range"},
+      {"epochs", [](auto* s) { s->set_epochs(3); }, "batches, epochs: give one of them"},
       {"sample_interval_ms", [](auto* s) { s->set_sample_interval_ms(5); },
        "sample_interval_ms: 5 is outside the allowed range 20..60000"},
       {"allocator", [](auto* s) { s->set_allocator("tcmalloc"); }, "allocator: 'tcmalloc'"},
@@ -78,6 +95,95 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
     Status st = ValidateSpec(s, l);
     EXPECT_EQ(st.code(), Code::kInvalidArgument) << c.field;
     EXPECT_NE(st.message().find(c.expect), std::string::npos) << c.field << ": " << st.message();
+  }
+}
+
+TEST(SpecTest, EachOptimiserGetsPyTorchDefaultsAndKeepsWhatWasGiven) {
+  SpecLimits l;
+  v1::ExperimentSpec s;
+  s.mutable_optimizer()->set_name("adam");
+  s.mutable_optimizer()->set_beta2(0.99);
+  ApplyDefaults(&s, l);
+  EXPECT_DOUBLE_EQ(s.optimizer().lr(), 0.001);
+  EXPECT_DOUBLE_EQ(s.optimizer().beta1(), 0.9);
+  EXPECT_DOUBLE_EQ(s.optimizer().beta2(), 0.99);
+  EXPECT_DOUBLE_EQ(s.optimizer().eps(), 1e-8);
+  EXPECT_FALSE(s.optimizer().amsgrad());
+  EXPECT_FALSE(s.optimizer().has_momentum());  // adam has none: not invented
+  EXPECT_TRUE(ValidateSpec(s, l).ok());
+
+  v1::ExperimentSpec d;
+  d.mutable_optimizer()->set_name("adadelta");
+  ApplyDefaults(&d, l);
+  EXPECT_DOUBLE_EQ(d.optimizer().lr(), 1.0);
+  EXPECT_DOUBLE_EQ(d.optimizer().rho(), 0.9);
+  EXPECT_DOUBLE_EQ(d.optimizer().eps(), 1e-6);
+  v1::ExperimentSpec w;
+  w.mutable_optimizer()->set_name("adamw");
+  ApplyDefaults(&w, l);
+  EXPECT_DOUBLE_EQ(w.optimizer().weight_decay(), 0.01);
+}
+
+TEST(SpecTest, AnOptionTheOptimiserDoesNotHaveIsRefused) {
+  SpecLimits l;
+  v1::ExperimentSpec s;
+  s.mutable_optimizer()->set_name("sgd");
+  s.mutable_optimizer()->set_rho(0.5);
+  ApplyDefaults(&s, l);
+  Status st = ValidateSpec(s, l);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("rho: does not apply to optimizer sgd"), std::string::npos)
+      << st.message();
+  v1::ExperimentSpec n;
+  n.mutable_optimizer()->set_name("nesterov");
+  n.mutable_optimizer()->set_momentum(0);
+  ApplyDefaults(&n, l);
+  EXPECT_NE(ValidateSpec(n, l).message().find("nesterov needs momentum > 0"), std::string::npos);
+}
+
+TEST(SpecTest, ZeroMeansWhatTheReadmeSays) {
+  SpecLimits l;
+  v1::ExperimentSpec s;
+  s.set_stall_timeout_ms(0);  // off
+  s.set_eval_samples(0);      // no evaluation
+  ApplyDefaults(&s, l);
+  EXPECT_EQ(s.stall_timeout_ms(), 0u);
+  EXPECT_EQ(s.eval_samples(), 0u);
+  EXPECT_TRUE(ValidateSpec(s, l).ok());
+}
+
+TEST(SpecTest, EpochsReplaceTheDefaultBatches) {
+  SpecLimits l;
+  v1::ExperimentSpec s;
+  s.set_epochs(2);
+  s.set_epoch_samples(1000);
+  s.set_workers(3);
+  s.set_batch_size(64);
+  ApplyDefaults(&s, l);
+  EXPECT_FALSE(s.has_batches());
+  EXPECT_TRUE(ValidateSpec(s, l).ok());
+  EXPECT_EQ(BatchesPerEpoch(s, 60000), 6u);  // 333 samples a worker: 5 full batches and a short one
+  EXPECT_EQ(StepsPerWorker(s, 60000), 12u);
+  v1::ExperimentSpec b;
+  b.set_epoch_samples(10);
+  ApplyDefaults(&b, l);
+  EXPECT_NE(ValidateSpec(b, l).message().find("epoch_samples: only with epochs"),
+            std::string::npos);
+}
+
+// The README's option table quotes the field table: a default changed in one place shows here.
+TEST(SpecTest, TheReadmeQuotesEveryFieldAndItsDefault) {
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/README.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  ASSERT_FALSE(readme.empty());
+  for (const auto& f : SpecFields()) {
+    std::string flag = "--" + f.name;
+    for (auto& c : flag)
+      if (c == '_') c = '-';
+    const std::string row = "| `" + flag + "` | " + f.fallback + " |";
+    EXPECT_NE(readme.find(row), std::string::npos) << "README lacks: " << row;
   }
 }
 

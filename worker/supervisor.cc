@@ -26,7 +26,7 @@ std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
     const auto now = std::chrono::steady_clock::now();
     if (!stopping_) CheckStalls(requested_mono);
     if (stopping_ && now >= kill_at_) {
-      for (auto& [p, i] : live_) ::kill(p, SIGKILL);
+      for (auto& [p, i] : live_) Signal(p, SIGKILL);
     }
     if (now >= next_report) {
       hooks_.progress();
@@ -43,7 +43,7 @@ bool WorkerSupervisor::CollectExits() {
   if (!polled.ok()) {
     // The fork-server went away; its workers die with it (PR_SET_PDEATHSIG).
     StopAll("lost the fork-server: " + polled.message());
-    for (auto& [p, i] : live_) ::kill(p, SIGKILL);
+    for (auto& [p, i] : live_) Signal(p, SIGKILL);
     return false;
   }
   for (const auto& x : ended) {
@@ -72,7 +72,7 @@ void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) 
     if (w->phase.load() == static_cast<uint32_t>(WorkerPhase::kFinished)) continue;
     const uint64_t beat = std::max(w->heartbeat_ns.load(), requested_mono[i]);
     if (t > beat + stall_ns) {
-      ::kill(p, SIGKILL);  // a stopped or wedged process does not act on SIGTERM
+      Signal(p, SIGKILL);  // a stopped or wedged process does not act on SIGTERM
       StopAll("worker " + std::to_string(i) + " stalled (no heartbeat for " +
               std::to_string(spec_.stall_timeout_ms()) + " ms)");
       return;
@@ -80,11 +80,19 @@ void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) 
   }
 }
 
+void WorkerSupervisor::Signal(pid_t pid, int sig) {
+  if (hooks_.signal) {
+    hooks_.signal(pid, sig);
+  } else {
+    ::kill(pid, sig);
+  }
+}
+
 void WorkerSupervisor::StopAll(const std::string& why) {
   if (stopping_) return;
   failure_ = why;
   stopping_ = true;
-  for (auto& [p, i] : live_) ::kill(p, SIGTERM);
+  for (auto& [p, i] : live_) Signal(p, SIGTERM);
   kill_at_ = std::chrono::steady_clock::now() + std::chrono::seconds(3);
 }
 

@@ -22,7 +22,8 @@ class WorkerSupervisor {
  public:
   struct Hooks {
     std::function<void(const ipc::v1::WorkerExited&)> exited;
-    std::function<void()> progress;  // every sample interval
+    std::function<void()> progress;          // every sample interval
+    std::function<void(pid_t, int)> signal;  // how to signal a worker (unset: kill(2))
   };
   WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
                    WorkerLauncher& launcher, Hooks hooks);
@@ -37,6 +38,7 @@ class WorkerSupervisor {
   bool CollectExits();  // false when the launcher lost track of the workers
   void CheckStalls(const std::vector<uint64_t>& requested_mono);
   void StopAll(const std::string& why);
+  void Signal(pid_t pid, int sig);
 
   const v1::ExperimentSpec& spec_;
   const Scoreboard& board_;

@@ -25,8 +25,8 @@
 #include "shared/packet.h"
 #include "shared/process.h"
 #include "shared/spec.h"
-#include "worker/leader.h"
 #include "shoal/ipc/v1/ipc.pb.h"
+#include "worker/leader.h"
 #include "worker/training.h"
 
 namespace shoal {
@@ -74,152 +74,174 @@ void ReplyError(int fd, const std::string& message) {
   Reply(fd, r);
 }
 
-}  // namespace
+// The fork-server's state and its event loop, one job per method.
+class Zygote {
+ public:
+  explicit Zygote(const ZygoteArgs& a) : a_(a), self_(getpid()) {}
+  int Run();
 
-int RunZygote(const ZygoteArgs& a) {
-  DieWithParent(a.parent);
-  auto kinds = WarmKinds();
+ private:
+  void ChildSetup();  // in a new child: drop every fd of the zygote's
+  void Prefork();
+  pid_t StartWorker(const std::string& msg, const ForkRequest& req, int lifetime);
+  void ReapChildren();
+  void Serve(int client);
+  void DropClient(int client);
 
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &chld, nullptr);
-  const int sfd = ::signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
-  auto listen_fd = ListenPacket(a.socket);
-  if (sfd < 0 || !listen_fd.ok()) {
+  const ZygoteArgs& a_;
+  const pid_t self_;
+  std::map<std::string, std::unique_ptr<WorkerKind>> kinds_;
+  sigset_t chld_{};
+  int sfd_ = -1, listen_fd_ = -1;
+  std::map<pid_t, int> owner_;  // worker pid -> the leader connection that asked for it
+  std::vector<int> clients_;
+  std::deque<Idle> pool_;
+};
+
+void Zygote::ChildSetup() {
+  sigprocmask(SIG_UNBLOCK, &chld_, nullptr);
+  ::close(sfd_);
+  ::close(listen_fd_);
+  for (int c : clients_) ::close(c);
+  for (const Idle& i : pool_) ::close(i.fd);
+}
+
+// A fork costs ~5 ms here (the page tables of a process with LibTorch loaded), so the zygote forks
+// ahead of demand: a request is handed to a waiting child in microseconds.
+void Zygote::Prefork() {
+  int sp[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ChildSetup();
+    ::close(sp[0]);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != self_) _exit(70);
+    std::string msg;
+    std::vector<int> passed;
+    if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 1) _exit(0);  // retired
+    ::close(sp[1]);
+    ForkRequest req;
+    if (!DecodePacket(msg, &req).ok()) _exit(72);
+    BecomeWorker(req, passed[0], self_, kinds_);
+  }
+  ::close(sp[1]);
+  if (pid < 0) {
+    ::close(sp[0]);
+    return;
+  }
+  pool_.push_back({pid, sp[0]});
+}
+
+// Hands the request to a waiting child, or forks one now; returns the worker's pid.
+pid_t Zygote::StartWorker(const std::string& msg, const ForkRequest& req, int lifetime) {
+  while (!pool_.empty()) {
+    Idle idle = pool_.front();
+    pool_.pop_front();
+    const bool sent = SendPacket(idle.fd, msg, {lifetime}).ok();
+    ::close(idle.fd);
+    if (sent) return idle.pid;  // (a dead idle child fails the send: try the next)
+  }
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ChildSetup();
+    BecomeWorker(req, lifetime, self_, kinds_);
+  }
+  return pid;
+}
+
+// Reaps ended children: an idle one is forgotten, a worker's exit goes to its leader.
+void Zygote::ReapChildren() {
+  signalfd_siginfo info;
+  while (::read(sfd_, &info, sizeof info) == sizeof info) {
+  }
+  int st;
+  pid_t pid;
+  while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
+    auto idle =
+        std::find_if(pool_.begin(), pool_.end(), [&](const Idle& i) { return i.pid == pid; });
+    if (idle != pool_.end()) {
+      ::close(idle->fd);
+      pool_.erase(idle);
+    }
+    auto it = owner_.find(pid);
+    if (it == owner_.end()) continue;
+    ForkServerReply r;
+    r.mutable_exited()->set_pid(pid);
+    r.mutable_exited()->set_wait_status(st);
+    Reply(it->second, r);
+    owner_.erase(it);
+  }
+}
+
+void Zygote::DropClient(int c) {
+  ::close(c);
+  clients_.erase(std::find(clients_.begin(), clients_.end(), c));
+  for (auto it = owner_.begin(); it != owner_.end();)
+    it = it->second == c ? owner_.erase(it) : std::next(it);
+}
+
+// One request from a leader.
+void Zygote::Serve(int c) {
+  std::string msg;
+  std::vector<int> passed;
+  if (!RecvPacket(c, &msg, &passed).ok()) {  // the leader is gone; its workers follow it
+    for (int f : passed) ::close(f);
+    DropClient(c);
+    return;
+  }
+  ForkRequest req;
+  if (!DecodePacket(msg, &req).ok() || passed.size() != 1) {
+    ReplyError(c, "malformed request");
+    for (int f : passed) ::close(f);
+    return;
+  }
+  const pid_t pid = StartWorker(msg, req, passed[0]);
+  ::close(passed[0]);
+  if (pid < 0) return ReplyError(c, std::string("fork: ") + std::strerror(errno));
+  owner_[pid] = c;
+  ForkServerReply r;
+  r.mutable_forked()->set_index(req.index());
+  r.mutable_forked()->set_pid(pid);
+  Reply(c, r);
+}
+
+int Zygote::Run() {
+  DieWithParent(a_.parent);
+  kinds_ = WarmKinds();
+  sigemptyset(&chld_);
+  sigaddset(&chld_, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld_, nullptr);
+  sfd_ = ::signalfd(-1, &chld_, SFD_NONBLOCK | SFD_CLOEXEC);
+  auto listen_fd = ListenPacket(a_.socket);
+  if (sfd_ < 0 || !listen_fd.ok()) {
     std::fprintf(stderr, "zygote: %s\n", listen_fd.status().message().c_str());
     return 1;
   }
-  const pid_t self = getpid();
-  std::map<pid_t, int> owner;  // worker pid -> the leader connection that asked for it
-  std::vector<int> clients;
-  std::deque<Idle> pool;
-
-  // In a new child: drop every fd of the zygote's.
-  auto child_setup = [&] {
-    sigprocmask(SIG_UNBLOCK, &chld, nullptr);
-    ::close(sfd);
-    ::close(*listen_fd);
-    for (int c : clients) ::close(c);
-    for (const Idle& i : pool) ::close(i.fd);
-  };
-  // A fork costs ~5 ms here (the page tables of a process with LibTorch loaded), so the zygote
-  // forks ahead of demand: a request is handed to a waiting child in microseconds.
-  auto prefork = [&] {
-    int sp[2];
-    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return;
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      child_setup();
-      ::close(sp[0]);
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != self) _exit(70);
-      std::string msg;
-      std::vector<int> passed;
-      if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 1) _exit(0);  // retired
-      ::close(sp[1]);
-      ForkRequest req;
-      if (!DecodePacket(msg, &req).ok()) _exit(72);
-      BecomeWorker(req, passed[0], self, kinds);
-    }
-    ::close(sp[1]);
-    if (pid < 0) {
-      ::close(sp[0]);
-      return;
-    }
-    pool.push_back({pid, sp[0]});
-  };
-  // Hands the request to a waiting child, or forks one now; returns the worker's pid.
-  auto start_worker = [&](const std::string& msg, const ForkRequest& req, int lifetime) -> pid_t {
-    while (!pool.empty()) {
-      Idle idle = pool.front();
-      pool.pop_front();
-      const bool sent = SendPacket(idle.fd, msg, {lifetime}).ok();
-      ::close(idle.fd);
-      if (sent) return idle.pid;  // (a dead idle child fails the send: try the next)
-    }
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      child_setup();
-      BecomeWorker(req, lifetime, self, kinds);
-    }
-    return pid;
-  };
-
+  listen_fd_ = *listen_fd;
   for (;;) {
-    std::vector<pollfd> fds = {{*listen_fd, POLLIN, 0}, {sfd, POLLIN, 0}};
-    for (int c : clients) fds.push_back({c, POLLIN, 0});
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {sfd_, POLLIN, 0}};
+    for (int c : clients_) fds.push_back({c, POLLIN, 0});
     // Refill the pool only when nothing else is waiting.
-    const int timeout = pool.size() < a.pool ? 0 : -1;
-    const int ready = ::poll(fds.data(), fds.size(), timeout);
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      return 1;
-    }
+    const int ready = ::poll(fds.data(), fds.size(), pool_.size() < a_.pool ? 0 : -1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) return 1;
     if (ready == 0) {
-      prefork();
+      Prefork();
       continue;
     }
     if (fds[0].revents & POLLIN) {
-      int c = ::accept4(*listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c >= 0) clients.push_back(c);
+      int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c >= 0) clients_.push_back(c);
     }
-    if (fds[1].revents & POLLIN) {
-      signalfd_siginfo info;
-      while (::read(sfd, &info, sizeof info) == sizeof info) {
-      }
-      int st;
-      pid_t pid;
-      while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
-        for (auto it = pool.begin(); it != pool.end(); ++it) {
-          if (it->pid == pid) {  // an idle child died: forget it
-            ::close(it->fd);
-            pool.erase(it);
-            break;
-          }
-        }
-        auto it = owner.find(pid);
-        if (it == owner.end()) continue;
-        ForkServerReply r;
-        r.mutable_exited()->set_pid(pid);
-        r.mutable_exited()->set_wait_status(st);
-        Reply(it->second, r);
-        owner.erase(it);
-      }
-    }
-    for (size_t k = 2; k < fds.size(); ++k) {
-      if (fds[k].revents == 0) continue;
-      const int c = fds[k].fd;
-      std::string msg;
-      std::vector<int> passed;
-      Status st = RecvPacket(c, &msg, &passed);
-      if (!st.ok()) {  // the leader is gone; its workers follow through their lifetime pipe
-        ::close(c);
-        clients.erase(std::find(clients.begin(), clients.end(), c));
-        for (auto it = owner.begin(); it != owner.end();)
-          it = it->second == c ? owner.erase(it) : std::next(it);
-        for (int f : passed) ::close(f);
-        continue;
-      }
-      ForkRequest req;
-      if (!DecodePacket(msg, &req).ok() || passed.size() != 1) {
-        ReplyError(c, "malformed request");
-        for (int f : passed) ::close(f);
-        continue;
-      }
-      const pid_t pid = start_worker(msg, req, passed[0]);
-      ::close(passed[0]);
-      if (pid < 0) {
-        ReplyError(c, std::string("fork: ") + std::strerror(errno));
-        continue;
-      }
-      owner[pid] = c;
-      ForkServerReply r;
-      r.mutable_forked()->set_index(req.index());
-      r.mutable_forked()->set_pid(pid);
-      Reply(c, r);
-    }
+    if (fds[1].revents & POLLIN) ReapChildren();
+    for (size_t k = 2; k < fds.size(); ++k)
+      if (fds[k].revents != 0) Serve(fds[k].fd);
   }
 }
+
+}  // namespace
+
+int RunZygote(const ZygoteArgs& a) { return Zygote(a).Run(); }
 
 }  // namespace shoal

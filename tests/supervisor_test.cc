@@ -1,0 +1,134 @@
+// The leader's watch over its workers on a fake launcher and a real scoreboard: exits, stalls,
+// stop-all, a lost fork-server. No process is started and no signal reaches a process.
+#include "worker/supervisor.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "shared/process.h"
+#include "shared/shm.h"
+
+namespace shoal {
+namespace {
+
+// Pids no process can have (above the kernel's pid_max), so nothing real is ever touched.
+constexpr pid_t kPid0 = 0x7ffffff0, kPid1 = 0x7ffffff1;
+
+// Reports an exit for every pid it was told ended, and for every pid signalled (as killed).
+class FakeLauncher : public WorkerLauncher {
+ public:
+  bool lost = false;
+  void End(pid_t pid, int status) {
+    std::lock_guard<std::mutex> l(mu_);
+    pending_.push_back({pid, status});
+  }
+  StatusOr<pid_t> Start(uint32_t) override { return Internal("not used"); }
+  Status Poll(std::vector<Exit>* exits) override {
+    if (lost) return Unavailable("fork-server closed the connection");
+    std::lock_guard<std::mutex> l(mu_);
+    exits->insert(exits->end(), pending_.begin(), pending_.end());
+    pending_.clear();
+    return Status::Ok();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<Exit> pending_;
+};
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    name_ = "shoal.supervisor-test-" + std::to_string(getpid()) + ".scoreboard";
+    auto b = Scoreboard::Create(name_, 2);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    board_ = std::make_unique<Scoreboard>(std::move(b).value());
+    spec_.set_sample_interval_ms(50);
+  }
+  void TearDown() override { ShmSegment::Remove(name_); }
+
+  std::string Run(std::string failure = "") {
+    WorkerSupervisor::Hooks hooks;
+    hooks.exited = [](const ipc::v1::WorkerExited&) {};
+    hooks.progress = [this] { ++progress_; };
+    hooks.signal = [this](pid_t p, int sig) {
+      signals_.push_back({p, sig});
+      if (sig == SIGKILL || kill_on_term_) launcher_.End(p, sig);
+    };
+    WorkerSupervisor sup(spec_, *board_, launcher_, hooks);
+    const uint64_t now = MonotonicNs();
+    std::string out = sup.Run({{kPid0, 0}, {kPid1, 1}}, {now, now}, failure);
+    exits_ = sup.exits();
+    return out;
+  }
+
+  std::string name_;
+  std::unique_ptr<Scoreboard> board_;
+  v1::ExperimentSpec spec_;
+  FakeLauncher launcher_;
+  bool kill_on_term_ = true;
+  int progress_ = 0;
+  std::vector<std::pair<pid_t, int>> signals_;
+  std::vector<ipc::v1::WorkerExited> exits_;
+};
+
+TEST_F(SupervisorTest, CleanExitsAreNoFailure) {
+  launcher_.End(kPid0, 0);
+  launcher_.End(kPid1, 0);
+  EXPECT_EQ(Run(), "");
+  EXPECT_TRUE(signals_.empty());
+  ASSERT_EQ(exits_.size(), 2u);
+  EXPECT_EQ(exits_[1].index(), 1u);
+}
+
+TEST_F(SupervisorTest, AFailedWorkerStopsTheOthers) {
+  launcher_.End(kPid1, 3 << 8);  // worker 1 exited with code 3
+  EXPECT_EQ(Run(), "worker 1 exited with code 3");
+  ASSERT_EQ(signals_.size(), 1u);
+  EXPECT_EQ(signals_[0], (std::pair<pid_t, int>{kPid0, SIGTERM}));
+}
+
+TEST_F(SupervisorTest, AStallIsDetectedOnTheMonotonicClock) {
+  spec_.set_stall_timeout_ms(200);
+  kill_on_term_ = false;  // only SIGKILL ends the fake workers
+  board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Run(), "worker 0 stalled (no heartbeat for 200 ms)");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
+  EXPECT_EQ(signals_.front(),
+            (std::pair<pid_t, int>{kPid0, SIGKILL}));  // a stopped process ignores TERM
+}
+
+TEST_F(SupervisorTest, ZeroStallTimeoutMeansNoStallDetection) {
+  spec_.set_stall_timeout_ms(0);
+  std::thread later([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    launcher_.End(kPid0, 0);
+    launcher_.End(kPid1, 0);
+  });
+  EXPECT_EQ(Run(), "");
+  later.join();
+  EXPECT_TRUE(signals_.empty());
+  EXPECT_GE(progress_, 2);  // progress every 50 ms meanwhile
+}
+
+TEST_F(SupervisorTest, ALostForkServerFailsAndKillsEveryone) {
+  launcher_.lost = true;
+  EXPECT_EQ(Run(), "lost the fork-server: fork-server closed the connection");
+  std::set<std::pair<pid_t, int>> got(signals_.begin(), signals_.end());
+  EXPECT_TRUE(got.count({kPid0, SIGKILL}) && got.count({kPid1, SIGKILL}));
+}
+
+TEST_F(SupervisorTest, AnEarlyFailureStopsWhatStarted) {
+  EXPECT_EQ(Run("starting worker 2: fork: out of memory"),
+            "starting worker 2: fork: out of memory");
+  EXPECT_EQ(signals_.size(), 2u);
+}
+
+}  // namespace
+}  // namespace shoal
