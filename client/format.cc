@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <map>
 
 #include "shared/spec_fields.h"
 #include "shared/sweep.h"
@@ -237,7 +238,8 @@ std::string FormatNode(const v1::NodeInfoResponse& r) {
   for (const auto& g : r.gpus())
     o += F("GPU %u: %s, %s\n", g.index(), g.name().c_str(), Gib(g.memory_total_bytes()).c_str());
   o += "versions:";
-  for (const auto& [k, v] : r.versions()) o += " " + k + " " + v + ";";
+  const std::map<std::string, std::string> versions(r.versions().begin(), r.versions().end());
+  for (const auto& [k, v] : versions) o += " " + k + " " + v + ";";  // sorted: a proto map is not
   o += F("\nstate dir %s, max workers %u, fork-server pid %d (%u restarts)\n",
          r.state_dir().c_str(), r.max_workers(), r.fork_server_pid(), r.fork_server_restarts());
   return o;

@@ -22,3 +22,8 @@ echo
 # A small real sweep over the study's grid: worker counts x start methods x sharing.
 "$BIN/shoal" sweep --workers "$WORKERS" --start fork,spawn,forkserver --share yes,no --device cpu \
   --batches "$BATCHES" --batch-size 64 --eval-samples 0 --dataset "$DATASET" --wait
+echo
+# Seed 003's question on the same runtime: three optimisers, two epochs each (cut to 512 samples
+# on a small machine), loss and test accuracy against steps, time and epochs.
+"$BIN/shoal" sweep --optimizer sgd,adam,adadelta --epochs 2 --epoch-samples 512 --batch-size 64 \
+  --eval-samples 500 --dataset "$DATASET" --wait

@@ -193,6 +193,14 @@ Table GridTable(const std::vector<PointView>& points, const Layout& l, const Met
   return t;
 }
 
+// Every point was told not to evaluate (--eval-samples 0): the accuracy table would be all "-".
+bool NoneEvaluated(const std::vector<PointView>& points) {
+  return std::all_of(points.begin(), points.end(), [](const PointView& v) {
+    return v.experiment != nullptr && v.experiment->spec().has_eval_samples() &&
+           v.experiment->spec().eval_samples() == 0;
+  });
+}
+
 bool AnyGpu(const std::vector<PointView>& points) {
   return std::any_of(points.begin(), points.end(),
                      [](const PointView& v) { return v.point->device() == "cuda"; });
@@ -410,6 +418,7 @@ std::vector<Table> BuildTables(const ReportInput& in) {
   for (const auto& m : Metrics()) {
     if (m.gpu && !gpu) continue;
     if (std::string(m.key) == "epoch_train_s" && !epochs) continue;
+    if (std::string(m.key) == "test_accuracy" && NoneEvaluated(points)) continue;
     tables.push_back(GridTable(points, l, m));
   }
   std::vector<std::string> fields;

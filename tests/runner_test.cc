@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include "server/experiment_runner.h"
+#include "spdlog/spdlog.h"
 #include "tests/fakes.h"
 
 namespace shoal {
@@ -22,7 +23,7 @@ int Killed(int sig) { return sig; }
 
 class RunnerTest : public ::testing::Test {
  protected:
-  RunnerTest() : reaper_(&waiter_) {}
+  RunnerTest() : reaper_(&waiter_) { spdlog::set_level(spdlog::level::warn); }
 
   std::unique_ptr<ExperimentRunner> Make(v1::ExperimentSpec spec = {}) {
     if (!spec.has_workers()) spec.set_workers(2);

@@ -48,11 +48,7 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
     ASSERT_EQ(t["rows"].size(), 6u) << t["key"];
     EXPECT_EQ(t["columns"], json::array({"1", "2"}));
     EXPECT_EQ(t["row_fields"], json::array({"start", "share"}));
-    if (t["key"] == "test_accuracy") {  // --eval-samples 0: nothing evaluated, so no figure
-      for (const auto& row : t["rows"])
-        for (const auto& c : row["cells"]) EXPECT_EQ(c["text"], "-");
-      continue;
-    }
+    EXPECT_NE(t["key"], "test_accuracy");  // --eval-samples 0: measured nowhere, so no table
     for (const auto& row : t["rows"]) {
       for (const auto& c : row["cells"]) {
         ASSERT_TRUE(c["value"].is_number()) << t["key"] << " " << row.dump();
