@@ -57,19 +57,28 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
   return o;
 }
 
+// The names passed to the experiment's processes (values: get --json).
+std::string EnvironmentLine(const v1::Experiment& e) {
+  if (e.environment().empty()) return "";
+  const std::map<std::string, std::string> env(e.environment().begin(), e.environment().end());
+  std::string names;
+  for (const auto& [k, v] : env) names += (names.empty() ? "" : ", ") + k;
+  return "  environment " + names + " (nothing else passed)\n";
+}
+
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
   std::string o =
-      F("  memory      peak PSS sum %s, RSS sum %s, USS sum %s, VmHWM sum %s; shared %s (weights "
-        "%s, data %s)\n",
-        Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.peak_rss_sum_bytes()).c_str(),
-        Gib(r.peak_uss_sum_bytes()).c_str(), Gib(r.peak_rss_hwm_sum_bytes()).c_str(),
-        Mib(r.shared_bytes()).c_str(), Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
+      F("  memory      peak PSS sum %s (sum of peak PSS %s), RSS sum %s, USS sum %s, VmHWM sum %s; "
+        "shared %s (weights %s, data %s)\n",
+        Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.sum_of_peak_pss_bytes()).c_str(),
+        Gib(r.peak_rss_sum_bytes()).c_str(), Gib(r.peak_uss_sum_bytes()).c_str(),
+        Gib(r.peak_rss_hwm_sum_bytes()).c_str(), Mib(r.shared_bytes()).c_str(),
+        Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
   o +=
-      F("  time        ready %.0f ms (request -> all workers training %.0f ms), wall %.1f s, "
-        "training %.1f s, queued %.0f ms\n",
-        r.ready_ms(), r.start_ms(), r.wall_ms() / 1000, r.train_ms() / 1000, r.queued_ms());
+      F("  time        ready_ms %.0f, start_ms %.0f, wall_ms %.0f, train_ms %.0f, queued_ms %.0f\n",
+        r.ready_ms(), r.start_ms(), r.wall_ms(), r.train_ms(), r.queued_ms());
   o += F("  throughput  %.1f samples/s (%lu samples, %lu steps)\n", r.samples_per_sec(),
          UL(r.samples()), UL(r.steps()));
   const std::string acc = r.has_test_accuracy() ? F("%.3f on %u images (%.1f s)", r.test_accuracy(),
@@ -137,7 +146,7 @@ std::string FormatExperiment(const v1::Experiment& e) {
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
   if (e.state() == v1::QUEUED) return o;
-  return o + ResultLines(e) + EpochLines(e.result()) + ProcessLines(e);
+  return o + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) + ProcessLines(e);
 }
 
 std::string FormatSampleLine(const v1::Sample& s) {
@@ -187,7 +196,7 @@ std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
 std::string FormatList(const std::vector<v1::Experiment>& es) {
   std::string o =
       F("%-12s %-11s %-8s %-9s %7s %-10s %-5s %8s %12s %10s %9s\n", "id", "state", "kind",
-        "optimiser", "workers", "start", "share", "wall s", "peak PSS", "samples/s", "ready ms");
+        "optimiser", "workers", "start", "share", "wall s", "peak PSS", "samples/s", "start_ms");
   for (const auto& e : es) {
     const auto& r = e.result();
     const bool ran = e.started_unix_ms() != 0;
@@ -197,7 +206,7 @@ std::string FormatList(const std::vector<v1::Experiment>& es) {
            e.spec().share() ? "yes" : "no", ran ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
            ran ? Gib(r.peak_pss_sum_bytes()).c_str() : "-",
            r.samples_per_sec() > 0 ? F("%.1f", r.samples_per_sec()).c_str() : "-",
-           r.ready_ms() > 0 ? F("%.0f", r.ready_ms()).c_str() : "-");
+           r.start_ms() > 0 ? F("%.0f", r.start_ms()).c_str() : "-");
   }
   return o;
 }

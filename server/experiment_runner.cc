@@ -62,11 +62,16 @@ bool ExperimentRunner::Launch() {
     Finish();
     return false;
   }
+  const std::vector<std::string> environment = CleanEnvironment();
+  for (const auto& kv : environment) {
+    const size_t eq = kv.find('=');
+    (*e_.mutable_environment())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
   auto pid = env_.proc->Spawn(
       {env_.worker_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
        SpecToJson(e_.spec()), "--status-fd", "3", "--parent", std::to_string(env_.daemon_pid),
        "--worker-bin", env_.worker_bin, "--zygote-socket", env_.zygote_socket},
-      {{{fds[1], 3}}, /*new_process_group=*/true});
+      {{{fds[1], 3}}, /*new_process_group=*/true, &environment});
   ::close(fds[1]);
   if (!pid.ok()) {
     ::close(fds[0]);
@@ -132,7 +137,11 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
     AddEvent("worker " + std::to_string(x.index()) + " " + DescribeWaitStatus(x.wait_status()));
   } else if (ev.has_progress()) {
     facts_.progress = ev.progress();
+    bool moved = false;  // a worker started training or finished: sample it now, not later
     for (const auto& w : ev.progress().workers()) {
+      uint32_t& phase = phases_[w.index()];
+      moved = moved || phase != uint32_t(w.phase());
+      phase = uint32_t(w.phase());
       for (auto& [pid, p] : facts_.procs)  // the live record shows each worker as it goes
         if (p.role() == "worker" && p.index() == int(w.index()))
           ApplyWorkerReport(w, facts_.start_real_ns, &p);
@@ -141,6 +150,10 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
       const double ms = NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns()));
       AddEvent("worker " + std::to_string(w.index()) + " training " + std::to_string(int(ms)) +
                " ms after its request");
+    }
+    if (moved) {
+      sampler_->MarkAllDue();
+      next_tick_ = std::min(next_tick_, env_.clock->MonotonicNs());
     }
   } else if (ev.has_result()) {
     facts_.result = ev.result();
@@ -286,13 +299,14 @@ void ExperimentRunner::Finish() {
   for (const auto& [pid, p] : facts_.procs) env_.reaper->Forget(pid);
   facts_.wall_ns = env_.clock->MonotonicNs() - start_mono_;
   if (sampler_) {
-    facts_.sampler = {sampler_->peak_pss_sum(),
-                      sampler_->peak_rss_sum(),
-                      sampler_->peak_uss_sum(),
-                      sampler_->cpu_ns(),
-                      sampler_->smaps_reads(),
-                      sampler_->statm_reads(),
-                      {}};
+    SamplerFigures& f = facts_.sampler;
+    f.peak_pss_sum = sampler_->peak_pss_sum();
+    f.peak_rss_sum = sampler_->peak_rss_sum();
+    f.peak_uss_sum = sampler_->peak_uss_sum();
+    f.sum_of_peak_pss = sampler_->sum_of_peak_pss();
+    f.cpu_ns = sampler_->cpu_ns();
+    f.smaps_reads = sampler_->smaps_reads();
+    f.statm_reads = sampler_->statm_reads();
     for (const auto& [pid, p] : facts_.procs) facts_.sampler.peak_pss[pid] = sampler_->PeakPss(pid);
   }
   FillResult(facts_, e_.mutable_result());

@@ -35,7 +35,7 @@ struct RunnerEnv {
   ProcReader* procfs = nullptr;
   ProcessSampler::CpuClock sampler_cpu;  // CPU time of the sampling thread
   SamplerOptions sampler;
-  uint64_t grace_ns = 3'000'000'000ull;  // SIGTERM -> SIGKILL
+  uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
   uint64_t drain_ns = 10'000'000'000ull;  // SIGKILL -> give up on the group (D state)
   std::string worker_bin, zygote_socket;
   pid_t daemon_pid = 0;
@@ -97,6 +97,7 @@ class ExperimentRunner {
   uint64_t prev_steps_ = 0, prev_steps_ns_ = 0;
   double steps_per_sec_ = 0;
   std::map<uint32_t, bool> announced_ready_;
+  std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress
 };
 
 // Launches and drives the runner to its end: reads the leader's pipe, polls the reaper, asks

@@ -12,10 +12,11 @@ void ForkServerSupervisor::EnsureRunning() {
   const uint64_t now = clock_->MonotonicNs();
   if (started_ns_ != 0 && now - started_ns_ < 1'000'000'000ull) return;  // back off
   started_ns_ = now;
-  auto pid = proc_->Spawn({opts_.worker_bin, "--role", "zygote", "--socket", opts_.socket,
-                           "--parent", std::to_string(opts_.parent), "--pool",
-                           std::to_string(opts_.pool)},
-                          {{}, /*new_process_group=*/true});
+  const std::vector<std::string> environment = CleanEnvironment();
+  auto pid =
+      proc_->Spawn({opts_.worker_bin, "--role", "zygote", "--socket", opts_.socket, "--parent",
+                    std::to_string(opts_.parent), "--pool", std::to_string(opts_.pool)},
+                   {{}, /*new_process_group=*/true, &environment});
   if (!pid.ok()) {
     spdlog::error("cannot start the fork-server: {}", pid.status().message());
     return;

@@ -16,7 +16,7 @@
 namespace shoal {
 
 struct SamplerFigures {
-  uint64_t peak_pss_sum = 0, peak_rss_sum = 0, peak_uss_sum = 0;
+  uint64_t peak_pss_sum = 0, peak_rss_sum = 0, peak_uss_sum = 0, sum_of_peak_pss = 0;
   uint64_t cpu_ns = 0, smaps_reads = 0, statm_reads = 0;
   std::map<pid_t, uint64_t> peak_pss;  // per process
 };

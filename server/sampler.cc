@@ -16,7 +16,14 @@ ProcessSampler::ProcessSampler(ProcReader* reader, SamplerOptions opts, CpuClock
       ticks_per_sec_(static_cast<double>(sysconf(_SC_CLK_TCK))),
       tokens_ns_(static_cast<double>(opts.burst_ns)) {}
 
+void ProcessSampler::MarkAllDue() {
+  for (auto& [pid, p] : procs_) p.due = true;
+}
+
 void ProcessSampler::Track(pid_t pid, const std::string& role, int index) {
+  // A new process (a forked worker above all) shares pages the others held alone, without their
+  // RSS moving: every earlier walk is out of date and is redone as the budget allows.
+  MarkAllDue();
   Proc& p = procs_[pid];
   p.role = role;
   p.index = index;
@@ -68,7 +75,12 @@ void ProcessSampler::ReadCheap(pid_t pid, Proc& p, uint64_t now_ns) {
     p.gone = true;
     return;
   }
+  if (m->resident_bytes == 0) {  // exiting: its memory is already torn down
+    p.gone = true;
+    return;
+  }
   p.rss_now = m->resident_bytes;
+  p.shared_now = m->shared_bytes;
   const uint64_t ticks = s->utime_ticks + s->stime_ticks;
   if (p.cpu_at_ns != 0 && now_ns > p.cpu_at_ns) {
     const double secs = double(now_ns - p.cpu_at_ns) / 1e9;
@@ -87,6 +99,8 @@ std::vector<std::pair<double, pid_t>> ProcessSampler::WalkCandidates(uint64_t no
     double prio;
     if (!p.walked) {
       prio = 1e9;
+    } else if (p.due) {
+      prio = 1e6;  // its sharing changed: its estimate can be off by whole segments
     } else {
       const double move =
           std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
@@ -118,13 +132,44 @@ uint64_t ProcessSampler::Walk(const std::vector<std::pair<double, pid_t>>& want,
     if (!r.ok()) continue;
     Proc& p = procs_[pid];
     p.walked = true;
+    p.due = false;
     p.rss = r->rss;
     p.pss = r->pss;
     p.uss = r->uss();
+    p.split = r->has_split;
+    p.pss_anon = r->pss_anon;
+    p.pss_shared = r->pss_file + r->pss_shmem;
+    // The walk's own view of resident pages, split as statm splits them.
+    p.shared = std::min(p.shared_now, r->rss);
+    p.anon = r->rss - p.shared;
     p.rss_now = r->rss;
     p.walked_at_ns = now_ns;
   }
   return walk_ns;
+}
+
+std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {
+  if (!p.walked) return {p.rss_now, p.rss_now};  // nothing better known yet
+  auto add = [](uint64_t base, int64_t delta) {
+    return uint64_t(std::max<int64_t>(0, int64_t(base) + delta));
+  };
+  if (!p.split) {  // an old kernel: carry the walk forward by the RSS change
+    const int64_t delta = int64_t(p.rss_now) - int64_t(p.rss);
+    return {add(p.pss, delta), add(p.uss, delta)};
+  }
+  const uint64_t shared_now = std::min(p.shared_now, p.rss_now);
+  const int64_t anon_delta = int64_t(p.rss_now - shared_now) - int64_t(p.anon);
+  // Shared pages touched since count at the share the walk found; with none seen then, whole.
+  const double share = p.shared > 0 ? double(p.pss_shared) / double(p.shared) : 1.0;
+  const uint64_t pss = add(p.pss_anon, anon_delta) + uint64_t(share * double(shared_now));
+  return {pss, add(p.uss, anon_delta)};
+}
+
+uint64_t ProcessSampler::sum_of_peak_pss() const {
+  uint64_t sum = 0;
+  for (const auto& [pid, p] : procs_) sum += p.peak_pss;
+  for (const auto& [pid, peak] : finished_peaks_) sum += peak;
+  return sum;
 }
 
 // The tick's figures per process and summed; peaks follow.
@@ -137,12 +182,7 @@ void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
     ps->set_role(p.role);
     ps->set_index(p.index);
     ps->set_rss_bytes(p.rss_now);
-    // Carry the last walk forward by the RSS change since (growth is private memory).
-    const int64_t delta = int64_t(p.rss_now) - int64_t(p.rss);
-    const uint64_t pss =
-        p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.pss) + delta)) : p.rss_now;
-    const uint64_t uss =
-        p.walked ? uint64_t(std::max<int64_t>(0, int64_t(p.uss) + delta)) : p.rss_now;
+    const auto [pss, uss] = Estimate(p);
     ps->set_pss_bytes(pss);
     ps->set_uss_bytes(uss);
     ps->set_cpu_percent(p.cpu_percent);

@@ -4,7 +4,9 @@
 // walks the page tables (~1.5 ms for a training worker), is read under a CPU budget (default 1%
 // of one core, a token bucket filled with wall time and drained by the measured cost of each read),
 // first for processes never walked, then for those whose RSS moved most since their last walk.
-// Between walks a process's PSS/USS are carried forward by its RSS change.
+// Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
+// since count whole (they are private), while file and shared-memory pages (the shared data and
+// weight segments, the libraries) count at the share of them the walk found to be this process's.
 #pragma once
 
 #include <sys/types.h>
@@ -35,6 +37,9 @@ class ProcessSampler {
 
   void Track(pid_t pid, const std::string& role, int index);
   void Untrack(pid_t pid);
+  // Every process's sharing may have changed (a worker loaded its libraries, or started
+  // training): walk each again, first in line, as the budget allows.
+  void MarkAllDue();
   // One tick at monotonic time now_ns; fills processes and totals of `out`.
   void Tick(uint64_t now_ns, v1::Sample* out);
 
@@ -45,14 +50,21 @@ class ProcessSampler {
   uint64_t peak_rss_sum() const { return peak_rss_sum_; }
   uint64_t peak_uss_sum() const { return peak_uss_sum_; }
   uint64_t PeakPss(pid_t pid) const;
+  // The sum over processes of each one's own peak PSS (what N processes each need), beside
+  // peak_pss_sum (what the machine held at once).
+  uint64_t sum_of_peak_pss() const;
 
  private:
   struct Proc {
     std::string role;
     int index = -1;
     bool walked = false;
+    bool due = false;                    // its sharing changed since its walk: walk it again
     uint64_t rss = 0, pss = 0, uss = 0;  // at the last walk
-    uint64_t rss_now = 0;
+    uint64_t anon = 0, shared = 0;       // statm's anonymous and file+shmem resident, at the walk
+    uint64_t pss_anon = 0, pss_shared = 0;  // the walk's Pss_Anon and Pss_File + Pss_Shmem
+    bool split = false;                     // the kernel gave that split
+    uint64_t rss_now = 0, shared_now = 0;
     uint64_t walked_at_ns = 0;
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
     double cpu_percent = 0;
@@ -64,6 +76,8 @@ class ProcessSampler {
   std::vector<std::pair<double, pid_t>> WalkCandidates(uint64_t now_ns) const;
   uint64_t Walk(const std::vector<std::pair<double, pid_t>>& want, uint64_t now_ns);
   void Emit(uint64_t now_ns, v1::Sample* out);
+  // PSS and USS now, from the last walk and this tick's statm.
+  static std::pair<uint64_t, uint64_t> Estimate(const Proc& p);
 
   ProcReader* reader_;
   SamplerOptions opts_;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "shared/procfs.h"
@@ -41,11 +42,40 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
+  std::vector<char*> envp;
+  if (opts.env != nullptr) {
+    for (const auto& e : *opts.env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+  }
+  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(),
+                       opts.env != nullptr ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) return Internal("cannot start " + argv[0] + ": " + std::strerror(rc));
   return pid;
+}
+
+const std::vector<std::string>& PassedEnvironmentNames() {
+  static const std::vector<std::string> names = {"PATH",
+                                                 "HOME",
+                                                 "USER",
+                                                 "LANG",
+                                                 "LC_ALL",
+                                                 "TZ",
+                                                 "TMPDIR",
+                                                 "LD_LIBRARY_PATH",
+                                                 "CUDA_VISIBLE_DEVICES",
+                                                 "NVIDIA_VISIBLE_DEVICES",
+                                                 "SHOAL_NVML_LIBRARY",
+                                                 "SHOAL_ALLOC_STATS"};
+  return names;
+}
+
+std::vector<std::string> CleanEnvironment() {
+  std::vector<std::string> out;
+  for (const auto& name : PassedEnvironmentNames())
+    if (const char* v = std::getenv(name.c_str())) out.push_back(name + "=" + v);
+  return out;
 }
 
 std::string SelfExeDir() {

@@ -14,9 +14,17 @@
 namespace shoal {
 
 struct SpawnOptions {
-  std::vector<std::pair<int, int>> dup_fds;  // {fd here, fd number in the child}
-  bool new_process_group = false;            // the child leads a new process group
+  std::vector<std::pair<int, int>> dup_fds;       // {fd here, fd number in the child}
+  bool new_process_group = false;                 // the child leads a new process group
+  const std::vector<std::string>* env = nullptr;  // "NAME=value"s; nullptr: inherit ours
 };
+
+// The variables shoald passes to the processes of an experiment: what they need to run and to
+// find their libraries and devices. Everything else (OMP_*, MKL_*, MALLOC_*, LD_PRELOAD, ...) of
+// whoever started shoald would change what is measured, unrecorded, and is dropped.
+const std::vector<std::string>& PassedEnvironmentNames();
+// This process's values of those names, as "NAME=value" (only the ones set).
+std::vector<std::string> CleanEnvironment();
 
 // posix_spawn of argv[0] with argv; signals reset to default and unblocked in the child.
 StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOptions& opts);

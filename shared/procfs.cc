@@ -34,8 +34,11 @@ StatusOr<SmapsRollup> ParseSmapsRollup(std::string_view text) {
                 {"Shared_Dirty:", &r.shared_dirty},
                 {"Private_Clean:", &r.private_clean},
                 {"Private_Dirty:", &r.private_dirty},
-                {"Swap:", &r.swap}};
-  int found = 0;
+                {"Swap:", &r.swap},
+                {"Pss_Anon:", &r.pss_anon},
+                {"Pss_File:", &r.pss_file},
+                {"Pss_Shmem:", &r.pss_shmem}};
+  int found = 0, split = 0;
   size_t line = 0;
   while (line < text.size()) {
     size_t end = text.find('\n', line);
@@ -46,12 +49,13 @@ StatusOr<SmapsRollup> ParseSmapsRollup(std::string_view text) {
         if (!ParseKbAfter(l, f.key.size(), f.dst)) {
           return DataLoss("smaps_rollup: bad value in line '" + std::string(l) + "'");
         }
-        ++found;
+        ++(f.key.substr(0, 4) == "Pss_" ? split : found);
       }
     }
     line = end + 1;
   }
   if (found < 6) return DataLoss("smaps_rollup: missing Rss/Pss/Shared/Private fields");
+  r.has_split = split == 3;
   return r;
 }
 

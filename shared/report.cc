@@ -53,7 +53,7 @@ std::vector<Metric> Metrics() {
          if (r.train_ms() <= 0) return std::nullopt;
          return r.samples_per_sec();
        }},
-      {"ready_ms", "Time to ready (ms, first request -> every worker training)", "%.0f", false,
+      {"start_ms", "start_ms: first worker requested -> every worker training (ms)", "%.0f", false,
        [](const v1::Result& r) -> std::optional<double> {
          if (r.start_ms() <= 0) return std::nullopt;  // not every worker was seen to start
          return r.start_ms();

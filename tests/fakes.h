@@ -83,6 +83,10 @@ class FakeProc : public ProcReader {
  public:
   struct P {
     uint64_t rss_kb = 100000, pss_kb = 60000, uss_kb = 50000, ticks = 0;
+    // statm's shared (file + shmem) resident, and the kernel's Pss split when `split`.
+    uint64_t shared_kb = 40;
+    bool split = false;
+    uint64_t pss_anon_kb = 0, pss_file_kb = 0, pss_shmem_kb = 0;
   };
   std::map<pid_t, P> procs;
   std::map<pid_t, int> walks;
@@ -96,8 +100,8 @@ class FakeProc : public ProcReader {
     const std::string f = file;
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     if (f == "statm")
-      return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) +
-             " 10 1 0 1 0\n";
+      return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " " +
+             std::to_string(p.shared_kb * 1024 / page) + " 1 0 1 0\n";
     if (f == "stat")
       return std::to_string(pid) + " (w) R 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) +
              " 0 0 0";
@@ -105,7 +109,11 @@ class FakeProc : public ProcReader {
     ++walks[pid];
     return "Rss: " + std::to_string(p.rss_kb) + " kB\nPss: " + std::to_string(p.pss_kb) +
            " kB\nShared_Clean: 0 kB\nShared_Dirty: 0 kB\nPrivate_Clean: 0 kB\nPrivate_Dirty: " +
-           std::to_string(p.uss_kb) + " kB\nSwap: 0 kB\n";
+           std::to_string(p.uss_kb) + " kB\nSwap: 0 kB\n" +
+           (p.split ? "Pss_Anon: " + std::to_string(p.pss_anon_kb) +
+                          " kB\nPss_File: " + std::to_string(p.pss_file_kb) +
+                          " kB\nPss_Shmem: " + std::to_string(p.pss_shmem_kb) + " kB\n"
+                    : std::string());
   }
 };
 

@@ -40,11 +40,14 @@ v1::Experiment Finished() {
   e.set_state(v1::SUCCEEDED);
   *e.mutable_spec() = Resolved({{"optimizer", "adam"}, {"epochs", "2"}, {"workers", "2"}});
   e.set_started_unix_ms(1700000000000);
+  (*e.mutable_environment())["PATH"] = "/usr/bin:/bin";
+  (*e.mutable_environment())["HOME"] = "/root";
   auto* r = e.mutable_result();
   r->set_peak_pss_sum_bytes(kGiB + kGiB / 2);
   r->set_peak_rss_sum_bytes(2 * kGiB);
   r->set_peak_uss_sum_bytes(kGiB);
   r->set_peak_rss_hwm_sum_bytes(2 * kGiB + kGiB / 2);
+  r->set_sum_of_peak_pss_bytes(kGiB * 7 / 4);
   r->set_shared_bytes(100 * kMiB);
   r->set_weights_bytes(2 * kMiB);
   r->set_data_bytes(50 * kMiB);
@@ -126,10 +129,10 @@ TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
       "x 2 epochs, 2 threads\n"
       "  optimiser   adam lr 0.001 weight_decay 0 eps 1e-08 beta1 0.9 beta2 0.999 amsgrad no\n"
       "  dataset     synthetic\n"
-      "  memory      peak PSS sum 1.50 GiB, RSS sum 2.00 GiB, USS sum 1.00 GiB, VmHWM sum 2.50 "
-      "GiB; shared 100M (weights 2M, data 50M)\n"
-      "  time        ready 250 ms (request -> all workers training 200 ms), wall 12.3 s, training "
-      "10.0 s, queued 5 ms\n"
+      "  environment HOME, PATH (nothing else passed)\n"
+      "  memory      peak PSS sum 1.50 GiB (sum of peak PSS 1.75 GiB), RSS sum 2.00 GiB, USS sum "
+      "1.00 GiB, VmHWM sum 2.50 GiB; shared 100M (weights 2M, data 50M)\n"
+      "  time        ready_ms 250, start_ms 200, wall_ms 12345, train_ms 10000, queued_ms 5\n"
       "  throughput  1234.6 samples/s (12000 samples, 188 steps)\n"
       "  loss        first 2.3000, last 0.1234; test accuracy 0.900 on 1000 images (1.5 s)\n"
       "  step split  data 100 ms, forward 2000 ms, backward 3000 ms, optimiser 500 ms (all "
@@ -181,9 +184,9 @@ TEST(FormatTest, ALongErrorIsPrintedWhole) {
 TEST(FormatTest, ListPrintsDashesForWhatHasNotHappened) {
   const std::string want =
       "id" + Sp(11) + "state" + Sp(7) + "kind" + Sp(5) + "optimiser workers start" + Sp(6) +
-      "share" + Sp(3) + "wall s" + Sp(5) + "peak PSS" + Sp(2) + "samples/s" + Sp(2) + "ready ms\n" +
+      "share" + Sp(3) + "wall s" + Sp(5) + "peak PSS" + Sp(2) + "samples/s" + Sp(2) + "start_ms\n" +
       "e123" + Sp(9) + "succeeded" + Sp(3) + "hogwild" + Sp(2) + "adam" + Sp(12) + "2 fork" +
-      Sp(7) + "yes" + Sp(7) + "12.3" + Sp(5) + "1.50 GiB" + Sp(5) + "1234.6" + Sp(7) + "250\n" +
+      Sp(7) + "yes" + Sp(7) + "12.3" + Sp(5) + "1.50 GiB" + Sp(5) + "1234.6" + Sp(7) + "200\n" +
       "e9" + Sp(11) + "queued" + Sp(6) + "hogwild" + Sp(2) + "sgd" + Sp(13) + "1 fork" + Sp(7) +
       "yes" + Sp(10) + "-" + Sp(12) + "-" + Sp(10) + "-" + Sp(9) + "-\n";
   EXPECT_EQ(FormatList({Finished(), Queued()}), want);

@@ -289,7 +289,7 @@ TEST(ReportTest, WorkersAreTheColumnsWhenTheyVary) {
   const auto tables = BuildTables(ThreeAxes());
   EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "gpu_memory_gib",
                                                     "gpu_util_percent", "samples_per_sec",
-                                                    "ready_ms", "final_loss", "test_accuracy"}));
+                                                    "start_ms", "final_loss", "test_accuracy"}));
   for (const auto& t : tables) {
     SCOPED_TRACE(t.key);
     EXPECT_EQ(t.column_field, "workers");
@@ -306,7 +306,7 @@ TEST(ReportTest, WorkersAreTheColumnsWhenTheyVary) {
 TEST(ReportTest, TheLastVaryingAxisIsTheColumnsOtherwise) {
   const auto tables = BuildTables(TwoAxes());
   EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "samples_per_sec",
-                                                    "ready_ms", "epoch_train_s", "final_loss",
+                                                    "start_ms", "epoch_train_s", "final_loss",
                                                     "test_accuracy", "loss_by_step", "loss_by_time",
                                                     "accuracy_by_epoch", "time_by_epoch"}));
   const Table& host = tables[0];
@@ -423,7 +423,7 @@ TEST(ReportTest, AnUnmeasuredReadyTimeIsADashNotZero) {
   b.Run(b.Point({{"seed", "1"}}), v1::SUCCEEDED)->set_start_ms(12);
   b.Run(b.Point({{"seed", "2"}}), v1::SUCCEEDED);  // start_ms never set
   const auto tables = BuildTables(b.Build());
-  ASSERT_EQ(tables[2].key, "ready_ms");
+  ASSERT_EQ(tables[2].key, "start_ms");
   EXPECT_EQ(tables[2].rows[0].cells[0].text, "12");
   EXPECT_EQ(tables[2].rows[0].cells[1].text, "-");
   EXPECT_FALSE(tables[2].rows[0].cells[1].has_value);
@@ -442,7 +442,7 @@ TEST(ReportTest, EpochTrainTimeIsEpochTwo) {
   const auto tables = BuildTables(b.Build());
   // seed is not an optimiser field: no curve or epoch tables, but the epoch-2 table.
   EXPECT_EQ(Keys(tables),
-            (std::vector<std::string>{"host_memory_gib", "samples_per_sec", "ready_ms",
+            (std::vector<std::string>{"host_memory_gib", "samples_per_sec", "start_ms",
                                       "epoch_train_s", "final_loss", "test_accuracy"}));
   EXPECT_EQ(tables[3].rows[0].cells[0].text, "2.00");
   EXPECT_DOUBLE_EQ(tables[3].rows[0].cells[0].value, 2.0);
@@ -461,7 +461,7 @@ TEST(ReportTest, AnOptimiserOptionAxisAddsLossTablesWithoutEpochs) {
   Curve(r, 9, 250, 1.5);
   const auto tables = BuildTables(b.Build());
   EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "samples_per_sec",
-                                                    "ready_ms", "final_loss", "test_accuracy",
+                                                    "start_ms", "final_loss", "test_accuracy",
                                                     "loss_by_step", "loss_by_time"}));
   const Table& steps = tables[5];
   EXPECT_EQ(steps.columns, (std::vector<std::string>{"2", "4", "6", "8", "10", "12"}));
@@ -493,7 +493,7 @@ TEST(ReportTest, NoCurvesNoLossTables) {
   b.Run(b.Point({{"optimizer", "sgd"}}), v1::SUCCEEDED);
   b.Run(b.Point({{"optimizer", "adam"}}), v1::SUCCEEDED);
   EXPECT_EQ(Keys(BuildTables(b.Build())),
-            (std::vector<std::string>{"host_memory_gib", "samples_per_sec", "ready_ms",
+            (std::vector<std::string>{"host_memory_gib", "samples_per_sec", "start_ms",
                                       "final_loss", "test_accuracy"}));
 }
 
@@ -650,6 +650,7 @@ const std::vector<std::string> kFigureColumns = {"backward_ms",
                                                  "start_ms",
                                                  "statm_reads",
                                                  "steps",
+                                                 "sum_of_peak_pss_bytes",
                                                  "test_accuracy",
                                                  "train_ms",
                                                  "wall_ms",
@@ -700,9 +701,10 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "200",       "60000",
                                           "1",         "",
                                           "no"};
-  const std::vector<std::string> figures0 = {
-      "0", "0", "0", "0", "",    "0", "0", "",   "0.5", "0",  "1073741824", "0",    "0", "0", "0",
-      "0", "0", "0", "0", "100", "0", "0", "10", "0",   "10", "0.5",        "1000", "0", "0"};
+  const std::vector<std::string> figures0 = {"0",   "0", "0",          "0",    "",  "0", "0",  "",
+                                             "0.5", "0", "1073741824", "0",    "0", "0", "0",  "0",
+                                             "0",   "0", "0",          "100",  "0", "0", "10", "0",
+                                             "10",  "0", "0.5",        "1000", "0", "0"};
   std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());
@@ -921,8 +923,8 @@ TEST(ReportTest, CompareIsTheRatioOfCellsMatchedByLabelsAndHeadings) {
       table("GPU memory: peak (GiB)", "", "", true) +
       table("GPU utilisation: mean during training (%)", "", "", true) +
       table("Throughput (samples/s, all workers)", "1.50 | 1.00", "0.50 | -", false) +
-      table("Time to ready (ms, first request -> every worker training)", "1.50 | 1.50", "2.00 | -",
-            false) +
+      table("start_ms: first worker requested -> every worker training (ms)", "1.50 | 1.50",
+            "2.00 | -", false) +
       table("Training loss (mean of the last batches of every worker)", "0.50 | 0.50", "1.00 | -",
             false) +
       table("Test accuracy (worker 0, after training)", "1.50 | -", "0.50 | -", false);

@@ -93,3 +93,80 @@ TEST(SamplerTest, ExitedProcessesDropOutButKeepTheirPeak) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+using testing::FakeProc;
+
+// A worker that maps more of a segment four processes share gains a quarter of each new page's
+// PSS, not the whole page; new anonymous memory counts whole.
+TEST(SamplerTest, SharedPagesTouchedBetweenWalksCountAtTheirShare) {
+  FakeProc proc;
+  FakeProc::P w;
+  w.rss_kb = 400000;
+  w.shared_kb = 100000;  // 100 MB of the shared segment resident, shared by four
+  w.split = true;
+  w.pss_anon_kb = 300000;
+  w.pss_shmem_kb = 25000;
+  w.pss_kb = 325000;
+  w.uss_kb = 300000;
+  proc.procs[10] = w;
+  SamplerOptions opts;
+  opts.budget_fraction = 1e-9;  // no budget: after the first walk, no more
+  opts.burst_ns = 1;
+  ProcessSampler s(&proc, opts, [&] { return proc.cpu_ns; });
+  s.Track(10, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  EXPECT_EQ(out.total_pss_bytes(), 325000ull * 1024);
+  // It reads 40 MB more of the segment and allocates 20 MB of its own.
+  proc.procs[10].rss_kb += 60000;
+  proc.procs[10].shared_kb += 40000;
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  EXPECT_EQ(proc.walks[10], 1);
+  EXPECT_EQ(out.total_pss_bytes(), (325000ull + 20000 + 10000) * 1024);
+  EXPECT_EQ(out.total_uss_bytes(), (300000ull + 20000) * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), (325000ull + 20000 + 10000) * 1024);
+  EXPECT_EQ(s.sum_of_peak_pss(), s.peak_pss_sum());  // one process: the two peaks agree
+}
+
+TEST(SamplerTest, AnExitingProcessIsSkippedNotCountedAsZero) {
+  FakeProc proc;
+  proc.procs[10] = {};
+  proc.procs[11] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(10, "worker", 0);
+  s.Track(11, "worker", 1);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  proc.procs[11].rss_kb = 0;  // its mm is torn down: statm reads 0
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  ASSERT_EQ(out.processes_size(), 1);
+  EXPECT_EQ(out.processes(0).pid(), 10);
+}
+
+TEST(SamplerTest, SumOfPeaksAddsEachProcessAtItsOwnPeak) {
+  FakeProc proc;
+  proc.procs[10] = {};
+  proc.procs[11] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(10, "worker", 0);
+  s.Track(11, "worker", 1);
+  v1::Sample out;
+  proc.procs[10].pss_kb = 90000;  // 10 peaks first, 11 later: never both at once
+  s.Tick(1000 * kMs, &out);
+  proc.procs[10].pss_kb = 30000;
+  proc.procs[10].rss_kb = 50000;
+  proc.procs[11].pss_kb = 80000;
+  proc.procs[11].rss_kb = 150000;
+  out.Clear();
+  s.Tick(7000 * kMs, &out);  // both moved: walked again
+  EXPECT_EQ(s.peak_pss_sum(), (90000ull + 60000) * 1024);
+  EXPECT_EQ(s.sum_of_peak_pss(), (90000ull + 80000) * 1024);
+}
+
+}  // namespace
+}  // namespace shoal

@@ -28,7 +28,7 @@ std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
     if (stopping_ && now >= kill_at_) {
       for (auto& [p, i] : live_) Signal(p, SIGKILL);
     }
-    if (now >= next_report) {
+    if (now >= next_report || PhaseChanged()) {  // phase changes are sampled at once
       hooks_.progress();
       next_report = now + interval;
     }
@@ -78,6 +78,17 @@ void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) 
       return;
     }
   }
+}
+
+bool WorkerSupervisor::PhaseChanged() {
+  bool changed = false;
+  phases_.resize(size_t(board_.header()->workers));
+  for (uint32_t i = 0; i < phases_.size(); ++i) {
+    const uint32_t p = board_.slot(i)->phase.load(std::memory_order_relaxed);
+    changed = changed || p != phases_[i];
+    phases_[i] = p;
+  }
+  return changed;
 }
 
 void WorkerSupervisor::Signal(pid_t pid, int sig) {

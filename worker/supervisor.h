@@ -39,6 +39,7 @@ class WorkerSupervisor {
   void CheckStalls(const std::vector<uint64_t>& requested_mono);
   void StopAll(const std::string& why);
   void Signal(pid_t pid, int sig);
+  bool PhaseChanged();  // a worker started training or finished since the last look
 
   const v1::ExperimentSpec& spec_;
   const Scoreboard& board_;
@@ -48,6 +49,7 @@ class WorkerSupervisor {
   std::vector<ipc::v1::WorkerExited> exits_;
   std::string failure_;
   bool stopping_ = false;
+  std::vector<uint32_t> phases_;
   std::chrono::steady_clock::time_point kill_at_{};
 };
 
