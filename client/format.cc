@@ -130,7 +130,7 @@ std::string ProcessLines(const v1::Experiment& e) {
 }
 
 char RoleLetter(const std::string& role) {
-  return role == "leader" ? 'L' : role == "zygote" ? 'Z' : 'w';
+  return role == "leader" ? 'L' : role == "zygote" ? 'Z' : role == "pool" ? 'P' : 'w';
 }
 
 }  // namespace

@@ -83,8 +83,8 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec) {
   v1::Experiment e =
       NewExperimentRecord(NewId("x"), spec, static_cast<int64_t>(RealtimeNs() / 1000000));
   RETURN_IF_ERROR(queue_.Enqueue({e}));
-  spdlog::info("queued {}: {} {} workers, start {}, share {}", e.id(), spec.kind(),
-               spec.workers(), spec.start(), spec.share() ? "yes" : "no");
+  spdlog::info("queued {}: {} {} workers, start {}, share {}", e.id(), spec.kind(), spec.workers(),
+               spec.start(), spec.share() ? "yes" : "no");
   return e.id();
 }
 
@@ -118,12 +118,27 @@ void Coordinator::AddEvent(const std::string& id, double t_ms, const std::string
 void Coordinator::SchedulerLoop() {
   for (;;) {
     reaper_.Poll();
-    fork_server_.EnsureRunning();
     std::optional<v1::Experiment> e = queue_.Next(std::chrono::milliseconds(250));
     if (queue_.stopping()) break;
-    if (e) RunOne(std::move(*e));
+    if (!e) {
+      fork_server_.EnsureRunning();  // idle: warm for the next forkserver run
+      continue;
+    }
+    PrepareForkServer(e->spec());
+    RunOne(std::move(*e));
   }
   fork_server_.Stop();
+}
+
+// The fork-server's processes map the same libraries as every experiment's: while one that does
+// not use it runs, it is not kept (its pages would lower that experiment's PSS). A forkserver run
+// waits for it warm, so its start-up times measure the fork-server and not its boot.
+void Coordinator::PrepareForkServer(const v1::ExperimentSpec& spec) {
+  if (spec.start() != "forkserver") {
+    fork_server_.Stop();
+  } else if (!fork_server_.WaitReady(60'000'000'000ull)) {
+    spdlog::error("the fork-server did not come up within 60 s");
+  }
 }
 
 RunnerEnv Coordinator::EnvFor() {
@@ -165,7 +180,6 @@ void Coordinator::RunOne(v1::Experiment e) {
     ev.set_state(e.state());
     Publish(id, ev);
   } else {
-    if (e.spec().start() == "forkserver") fork_server_.EnsureRunning();
     ExperimentRunner runner(std::move(e), EnvFor(), HooksFor(id));
     RunToEnd(runner, reaper_, [this, id] { return int(queue_.StopRequest(id)); });
   }

@@ -69,6 +69,7 @@ class Coordinator : public ExperimentService {
  private:
   void SchedulerLoop();
   void RunOne(v1::Experiment e);
+  void PrepareForkServer(const v1::ExperimentSpec& spec);
   Status Admit(const v1::ExperimentSpec& spec);
   RunnerHooks HooksFor(const std::string& id);
   RunnerEnv EnvFor();

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <set>
+#include <sstream>
 
 #include "shared/shm.h"
 #include "shared/spec.h"
@@ -258,7 +260,29 @@ void ExperimentRunner::StartDraining(uint64_t now) {
   phase_ = Phase::kDraining;
 }
 
+// In a forkserver run the fork-server's idle children share its pages with the workers: they are
+// sampled too, as "pool" (a child that becomes a worker is a worker from then on).
+void ExperimentRunner::TrackForkServerPool() {
+  if (e_.spec().start() != "forkserver" || !env_.fork_server_pid) return;
+  const pid_t z = env_.fork_server_pid();
+  if (z <= 0) return;
+  const std::string file = "task/" + std::to_string(z) + "/children";
+  auto text = env_.procfs->Read(z, file.c_str());
+  if (!text.ok()) return;
+  std::set<pid_t> now;
+  std::istringstream in(*text);
+  for (pid_t pid; in >> pid;) now.insert(pid);
+  for (pid_t pid : now)
+    if (!facts_.procs.count(pid) && pool_.insert(pid).second) sampler_->Track(pid, "pool", -1);
+  for (auto it = pool_.begin(); it != pool_.end();) {
+    const bool left = !now.count(*it) || facts_.procs.count(*it);  // gone, or now a worker
+    if (left && !facts_.procs.count(*it)) sampler_->Untrack(*it);
+    it = left ? pool_.erase(it) : std::next(it);
+  }
+}
+
 void ExperimentRunner::Tick(uint64_t now) {
+  TrackForkServerPool();
   v1::Sample s;
   sampler_->Tick(now, &s);
   s.set_t_ms(TMs());

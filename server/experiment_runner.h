@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "server/child_reaper.h"
@@ -77,6 +78,7 @@ class ExperimentRunner {
   void OnWorkerExit(pid_t pid, int status);
   void OnLeaderExit(int status);
   void Tick(uint64_t now);
+  void TrackForkServerPool();
   void StartDraining(uint64_t now);
   void Finish();
   void AddEvent(const std::string& text);
@@ -98,6 +100,7 @@ class ExperimentRunner {
   double steps_per_sec_ = 0;
   std::map<uint32_t, bool> announced_ready_;
   std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress
+  std::set<pid_t> pool_;                 // the fork-server's idle children being sampled
 };
 
 // Launches and drives the runner to its end: reads the leader's pipe, polls the reaper, asks

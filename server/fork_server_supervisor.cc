@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "shared/packet.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {
@@ -35,6 +36,24 @@ void ForkServerSupervisor::OnExit(pid_t p, int status) {
 }
 
 std::string ForkServerSupervisor::TakeLastExit() { return std::exchange(last_exit_, ""); }
+
+bool ForkServerSupervisor::WaitReady(uint64_t timeout_ns) {
+  if (opts_.socket.empty()) return false;
+  const uint64_t until = clock_->MonotonicNs() + timeout_ns;
+  while (clock_->MonotonicNs() < until) {
+    EnsureRunning();
+    if (pid_ > 0) {
+      auto fd = ConnectPacket(opts_.socket);  // it listens only once warm
+      if (fd.ok()) {
+        ::close(*fd);
+        return true;
+      }
+    }
+    reaper_->Poll();
+    ::usleep(20000);
+  }
+  return false;
+}
 
 void ForkServerSupervisor::Stop() {
   const pid_t p = pid_.exchange(-1);

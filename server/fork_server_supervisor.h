@@ -26,6 +26,9 @@ class ForkServerSupervisor {
       : opts_(std::move(opts)), proc_(proc), clock_(clock), reaper_(reaper) {}
 
   void EnsureRunning();
+  // Starts it if needed and waits (reaping) until it accepts requests, i.e. has loaded and warmed
+  // LibTorch; false after `timeout_ns`.
+  bool WaitReady(uint64_t timeout_ns);
   void Stop();
   pid_t pid() const { return pid_.load(); }  // -1 while it is (re)starting
   int restarts() const { return restarts_.load(); }

@@ -190,11 +190,13 @@ TEST_F(E2E, WatchStreamsAndARestartedDaemonStillListsTheRun) {
 TEST_F(E2E, CancelStopsEveryProcessAndRemovesSegments) {
   const std::string id = MustJson(daemon_->Cli({"submit", "--workers", "2", "--batches", "100000",
                                                 "--dataset", "synthetic", "--json"}))["id"];
-  // Wait until both workers train.
+  // Wait until both workers have taken steps.
   json e;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 600; ++i) {
     e = MustJson(daemon_->Cli({"get", id, "--json"}));
-    if (e["state"] == "RUNNING" && e["processes"].size() == 3u) break;
+    int stepped = 0;
+    for (const auto& p : e["processes"]) stepped += p["steps"].get<int>() >= 2;
+    if (e["state"] == "RUNNING" && stepped == 2) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_EQ(e["processes"].size(), 3u) << e.dump(2);
@@ -207,6 +209,17 @@ TEST_F(E2E, CancelStopsEveryProcessAndRemovesSegments) {
   }
   EXPECT_EQ(e["state"], "CANCELLED");
   ExpectNothingLeft(e);
+  // What it did, over the time it trained (not over microseconds), and how its workers really
+  // ended: killed, or unknown when nobody saw it, never a clean "code 0".
+  const double sps = e["result"]["samples_per_sec"].get<double>();
+  EXPECT_GT(sps, 1.0);
+  EXPECT_LT(sps, 5000.0);
+  EXPECT_GE(e["result"]["steps"].get<int>(), 4);
+  for (const auto& p : e["processes"]) {
+    if (p["role"] != "worker") continue;
+    EXPECT_FALSE(p["exit_known"].get<bool>() && p["signal"] == 0 && p["exit_code"] == 0)
+        << p.dump();
+  }
   // Idempotent.
   json again = MustJson(daemon_->Cli({"cancel", id, "--json"}));
   EXPECT_EQ(again["state"], "CANCELLED");

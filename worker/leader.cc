@@ -104,6 +104,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
                    lifetime[0], lifetime[1],     a.status_fd};
   auto launcher = MakeLauncher(lc, [&](uint32_t i) {
     WorkerEnv w{spec, a.experiment_id, i, lifetime[0], board->header(), board->slot(i)};
+    HeartbeatThread beat(w.slot);
     return kind.RunWorker(w, /*forked_from_leader=*/true);
   });
   if (!launcher.ok()) return out.Error(launcher.status().message()), 1;
@@ -170,7 +171,8 @@ int RunLeader(const LeaderArgs& a) {
   ::fcntl(a.status_fd, F_SETFD, FD_CLOEXEC);  // spawned workers must not hold it
   StatusPipe out(a.status_fd);
   std::unique_ptr<WorkerKind> kind = MakeWorkerKind(a.spec.kind());
-  if (kind == nullptr) return out.Error("kind: '" + a.spec.kind() + "' is not in this shoal-worker"), 1;
+  if (kind == nullptr)
+    return out.Error("kind: '" + a.spec.kind() + "' is not in this shoal-worker"), 1;
   InstallTerminateHandler(a.experiment_id, *kind);
   DieWithParent(a.parent, SIGTERM);
   try {
@@ -195,8 +197,9 @@ int RunAttachedWorker(const AttachedWorkerArgs& a) {
     return 1;
   }
   try {
-    WorkerEnv env{a.spec, a.experiment_id, a.index, a.lifetime_fd, board->header(),
-                  board->slot(a.index)};
+    WorkerEnv env{a.spec,        a.experiment_id, a.index,
+                  a.lifetime_fd, board->header(), board->slot(a.index)};
+    HeartbeatThread beat(env.slot);
     return kind->RunWorker(env, /*forked_from_leader=*/false);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "worker %u: %s\n", a.index, e.what());

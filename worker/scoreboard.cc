@@ -1,7 +1,10 @@
 #include "worker/scoreboard.h"
 
+#include <chrono>
 #include <cmath>
 #include <functional>
+
+#include "shared/process.h"
 
 namespace shoal {
 namespace {
@@ -12,8 +15,8 @@ void SetIfFinite(uint32_t bits, const std::function<void(float)>& set) {
 }
 
 void ReadEpochs(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
-  const uint32_t n = std::min<uint32_t>(w.epochs_done.load(std::memory_order_acquire),
-                                        kMaxEpochRecords);
+  const uint32_t n =
+      std::min<uint32_t>(w.epochs_done.load(std::memory_order_acquire), kMaxEpochRecords);
   for (uint32_t e = 0; e < n; ++e) {
     const EpochRecord& x = w.epochs[e];
     auto* out = r->add_epochs();
@@ -69,6 +72,19 @@ StatusOr<Scoreboard> Scoreboard::Open(const std::string& name, uint32_t index) {
                     std::to_string(index) + ")");
   }
   return b;
+}
+
+HeartbeatThread::HeartbeatThread(WorkerSlot* slot)
+    : slot_(slot), thread_([this] {
+        while (!stop_.load()) {
+          slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      }) {}
+
+HeartbeatThread::~HeartbeatThread() {
+  stop_ = true;
+  thread_.join();
 }
 
 ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) {

@@ -2,6 +2,9 @@
 // worker, read into typed reports for shoald.
 #pragma once
 
+#include <atomic>
+#include <thread>
+
 #include "shared/layout.h"
 #include "shared/shm.h"
 #include "shoal/ipc/v1/ipc.pb.h"
@@ -20,6 +23,21 @@ class Scoreboard {
 
  private:
   ShmSegment seg_;
+};
+
+// Beats the slot's heartbeat every 100 ms while it exists: the leader judges stalls by it. A
+// thread, so a step of any length is no stall, while a stopped or dead process stops beating.
+class HeartbeatThread {
+ public:
+  explicit HeartbeatThread(WorkerSlot* slot);
+  ~HeartbeatThread();
+  HeartbeatThread(const HeartbeatThread&) = delete;
+  HeartbeatThread& operator=(const HeartbeatThread&) = delete;
+
+ private:
+  WorkerSlot* slot_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 // A slot as a report. `final` adds the per-epoch records and the loss curve.

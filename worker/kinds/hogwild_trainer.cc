@@ -155,14 +155,11 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   torch::Tensor x, y;
   MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y);
   const auto t1 = Clock::now();
-  Beat();  // at every phase: a long step (the first one pages everything in) is no stall
   auto loss = torch::nll_loss(model_.forward(x), y);
   const auto t2 = Clock::now();
-  Beat();
   opt_->zero_grad();
   loss.backward();
   const auto t3 = Clock::now();
-  Beat();
   opt_->step();
   const auto t4 = Clock::now();
   const float l = loss.item<float>();
@@ -182,8 +179,6 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
   return true;
 }
-
-void HogwildTrainer::Beat() { slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed); }
 
 // Last, first-k and tail-k losses, and one curve point per curve_every_ steps.
 void HogwildTrainer::RecordLoss(float l) {

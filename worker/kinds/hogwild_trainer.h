@@ -33,7 +33,6 @@ class HogwildTrainer {
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
   bool Step(const int64_t* idx, int64_t n, EpochTotals* totals);
   void RecordLoss(float loss);
-  void Beat();  // the heartbeat the leader judges stalls by
   void PublishEpoch(uint32_t epoch, const EpochTotals& t);
   bool WaitForPeers();
   void EvaluateInto(std::atomic<uint32_t>* bits);
