@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -240,6 +243,44 @@ TEST_F(E2E, CliWithoutDaemonSaysSoInOneLine) {
       testing::RunCommand({testing::BinDir() + "/shoal", "--socket", dir_ / "none.sock", "list"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot reach shoald"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Whoever starts shoald may have OMP_*, MALLOC_* or LD_PRELOAD set: none of it reaches the
+// experiment's processes, and what did is recorded with the experiment.
+TEST(CleanEnvironmentE2E, WorkersGetOnlyThePassedVariables) {
+  testing::TempDir dir;
+  ::setenv("OMP_NUM_THREADS", "7", 1);
+  ::setenv("MALLOC_ARENA_MAX", "1", 1);
+  testing::Daemon daemon(dir / "state", dir / "s.sock");
+  const bool started = daemon.Start();
+  ::unsetenv("OMP_NUM_THREADS");
+  ::unsetenv("MALLOC_ARENA_MAX");
+  ASSERT_TRUE(started);
+  const std::string id = testing::ParseJson(
+      daemon.Cli({"submit", "--batches", "100000", "--dataset", "synthetic", "--json"}))["id"];
+  nlohmann::json e;
+  pid_t leader = -1;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        e = testing::ParseJson(daemon.Cli({"get", id, "--json"}));
+        for (const auto& p : e["processes"])
+          if (p["role"] == "leader") leader = p["pid"].get<int>();
+        return leader > 0 && e["environment"].contains("PATH");
+      },
+      30));
+  std::ifstream in("/proc/" + std::to_string(leader) + "/environ");
+  std::string environ((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(environ.find("PATH="), std::string::npos);
+  EXPECT_EQ(environ.find("OMP_NUM_THREADS"), std::string::npos);
+  EXPECT_EQ(environ.find("MALLOC_ARENA_MAX"), std::string::npos);
+  EXPECT_FALSE(e["environment"].contains("OMP_NUM_THREADS"));
+  daemon.Cli({"cancel", id});
 }
 
 }  // namespace
