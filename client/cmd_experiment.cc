@@ -98,9 +98,8 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
                        : app.add_subcommand("get", "one experiment (or sweep), with its result");
     cmd->add_option("id", s->id, "experiment or sweep id")->required();
     cmd->add_flag("--json", s->json, "print one JSON object");
-    out->push_back({cmd, [s, cancel](ShoalClient& c) {
-                      return GetOrCancel(c, s->id, cancel, s->json);
-                    }});
+    out->push_back(
+        {cmd, [s, cancel](ShoalClient& c) { return GetOrCancel(c, s->id, cancel, s->json); }});
   }
 }
 

@@ -165,7 +165,8 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   s->flags.Add(sweep, /*lists=*/true);
   sweep->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the report");
   sweep->add_flag("--json", s->json, "print one JSON object");
-  out->push_back({sweep, [s](ShoalClient& c) { return SubmitSweep(c, s->flags, s->wait, s->json); }});
+  out->push_back(
+      {sweep, [s](ShoalClient& c) { return SubmitSweep(c, s->flags, s->wait, s->json); }});
 
   auto* sweeps = app.add_subcommand("sweeps", "all sweeps");
   sweeps->add_flag("--json", s->json, "print one JSON object");
@@ -185,8 +186,9 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   report->add_option("--format", s->report.format, "md | csv | json | svg | png")
       ->capture_default_str()
       ->check(CLI::IsMember({"md", "csv", "json", "svg", "png"}));
-  report->add_option("--plot", s->report.plot,
-                     "what svg/png draw: memory | loss (default: loss when the optimiser varies)")
+  report
+      ->add_option("--plot", s->report.plot,
+                   "what svg/png draw: memory | loss (default: loss when the optimiser varies)")
       ->check(CLI::IsMember({"memory", "loss"}));
   report->add_option("--output,-o", s->report.output,
                      "write to this file instead of stdout (required for png)");

@@ -25,8 +25,8 @@ Status ShoalClient::Convert(const grpc::Status& st) const {
     case grpc::StatusCode::OK:
       return Status::Ok();
     case grpc::StatusCode::UNAVAILABLE:
-      return Unavailable("cannot reach shoald at " + socket_ + " (is it running?): " +
-                         st.error_message());
+      return Unavailable("cannot reach shoald at " + socket_ +
+                         " (is it running?): " + st.error_message());
     case grpc::StatusCode::INVALID_ARGUMENT:
       return InvalidArgument(st.error_message());
     case grpc::StatusCode::NOT_FOUND:

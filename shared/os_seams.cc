@@ -31,8 +31,6 @@ bool RealChildWaiter::ReapOne(pid_t* pid, int* status) {
 
 int RealSegmentJanitor::Remove(const std::string& prefix) { return RemoveSegments(prefix); }
 
-size_t RealSegmentJanitor::Count(const std::string& prefix) {
-  return ListSegments(prefix).size();
-}
+size_t RealSegmentJanitor::Count(const std::string& prefix) { return ListSegments(prefix).size(); }
 
 }  // namespace shoal

@@ -33,9 +33,9 @@ struct Row {
 struct Table {
   std::string key;  // host_memory_gib, samples_per_sec, epoch_train_s, loss_by_step, ...
   std::string title;
-  std::string column_field;                // what the columns are ("workers", "step", "epoch")
-  std::vector<std::string> columns;        // column headings
-  std::vector<std::string> row_fields;     // what the row labels are
+  std::string column_field;             // what the columns are ("workers", "step", "epoch")
+  std::vector<std::string> columns;     // column headings
+  std::vector<std::string> row_fields;  // what the row labels are
   std::vector<Row> rows;
   std::vector<std::string> footnotes;
   std::string empty_note;  // set when the table has no rows, saying why

@@ -22,7 +22,8 @@ using Defaults = std::vector<std::pair<std::string, std::string>>;
 const std::map<std::string, Defaults>& OptimizerTable() {
   static const std::map<std::string, Defaults> table = {
       {"sgd", {{"lr", "0.01"}, {"momentum", "0.5"}, {"dampening", "0"}, {"weight_decay", "0"}}},
-      {"nesterov", {{"lr", "0.01"}, {"momentum", "0.5"}, {"dampening", "0"}, {"weight_decay", "0"}}},
+      {"nesterov",
+       {{"lr", "0.01"}, {"momentum", "0.5"}, {"dampening", "0"}, {"weight_decay", "0"}}},
       {"adagrad",
        {{"lr", "0.01"},
         {"lr_decay", "0"},
@@ -78,8 +79,8 @@ Status RealInRange(const std::string& field, double v, double lo, double hi, boo
   const bool ok = std::isfinite(v) && (open_lo ? v > lo : v >= lo) && (open_hi ? v < hi : v <= hi);
   if (ok) return Status::Ok();
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s: %g is outside the allowed range %s%g, %g%s", field.c_str(),
-                v, open_lo ? "(" : "[", lo, hi, open_hi ? ")" : "]");
+  std::snprintf(buf, sizeof buf, "%s: %g is outside the allowed range %s%g, %g%s", field.c_str(), v,
+                open_lo ? "(" : "[", lo, hi, open_hi ? ")" : "]");
   return InvalidArgument(buf);
 }
 
@@ -101,8 +102,8 @@ Status ValidateOptimizer(const v1::OptimizerSpec& o) {
   *probe.mutable_optimizer() = o;
   for (const auto& f : SpecFields()) {
     if (f.path.rfind("optimizer.", 0) != 0 || f.name == "optimizer") continue;
-    const bool applies = std::any_of(mine.begin(), mine.end(),
-                                     [&](const auto& d) { return d.first == f.name; });
+    const bool applies =
+        std::any_of(mine.begin(), mine.end(), [&](const auto& d) { return d.first == f.name; });
     if (HasSpecField(probe, f) && !applies) {
       return InvalidArgument(f.name + ": does not apply to optimizer " + o.name() + " (" + f.help +
                              ")");
@@ -110,13 +111,14 @@ Status ValidateOptimizer(const v1::OptimizerSpec& o) {
   }
   RETURN_IF_ERROR(RealInRange("lr", o.lr(), 0, 10, true, false));
   if (o.has_momentum()) RETURN_IF_ERROR(RealInRange("momentum", o.momentum(), 0, 1, false, true));
-  if (o.has_dampening()) RETURN_IF_ERROR(RealInRange("dampening", o.dampening(), 0, 1, false, false));
+  if (o.has_dampening())
+    RETURN_IF_ERROR(RealInRange("dampening", o.dampening(), 0, 1, false, false));
   RETURN_IF_ERROR(RealInRange("weight_decay", o.weight_decay(), 0, 1, false, false));
   if (o.has_eps()) RETURN_IF_ERROR(RealInRange("eps", o.eps(), 0, 1, true, false));
   if (o.has_lr_decay()) RETURN_IF_ERROR(RealInRange("lr_decay", o.lr_decay(), 0, 1, false, false));
   if (o.has_initial_accumulator_value())
-    RETURN_IF_ERROR(RealInRange("initial_accumulator_value", o.initial_accumulator_value(), 0,
-                                1000, false, false));
+    RETURN_IF_ERROR(RealInRange("initial_accumulator_value", o.initial_accumulator_value(), 0, 1000,
+                                false, false));
   if (o.has_rho()) RETURN_IF_ERROR(RealInRange("rho", o.rho(), 0, 1, false, true));
   if (o.has_beta1()) RETURN_IF_ERROR(RealInRange("beta1", o.beta1(), 0, 1, false, true));
   if (o.has_beta2()) RETURN_IF_ERROR(RealInRange("beta2", o.beta2(), 0, 1, false, true));
@@ -245,8 +247,8 @@ StatusOr<v1::ExperimentSpec> SpecFromJson(const std::string& json) {
 }
 
 uint64_t BatchesPerEpoch(const v1::ExperimentSpec& s, uint64_t n_train) {
-  const uint64_t per_epoch = s.has_epoch_samples() ? std::min<uint64_t>(s.epoch_samples(), n_train)
-                                                   : n_train;
+  const uint64_t per_epoch =
+      s.has_epoch_samples() ? std::min<uint64_t>(s.epoch_samples(), n_train) : n_train;
   const uint64_t w = std::max<uint32_t>(1, s.workers());
   const uint64_t shard = per_epoch / w;  // the remainder of per_epoch / w is not used
   const uint64_t b = std::max<uint32_t>(1, s.batch_size());

@@ -12,11 +12,20 @@ std::string XmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -82,11 +91,11 @@ void Axes(std::ostringstream& o, const LineChart& c, const Frame& f) {
     for (double x = 0; x <= f.xmax + 1e-9; x += step) ticks.push_back({x, Num(x)});
   }
   for (const auto& [x, label] : ticks) {
-    o << "<text x=\"" << f.X(x) << "\" y=\"" << f.top + f.ph() + 18
-      << "\" text-anchor=\"middle\">" << XmlEscape(label) << "</text>\n";
+    o << "<text x=\"" << f.X(x) << "\" y=\"" << f.top + f.ph() + 18 << "\" text-anchor=\"middle\">"
+      << XmlEscape(label) << "</text>\n";
   }
-  o << "<text x=\"" << f.left + f.pw() / 2 << "\" y=\"" << f.H - 18
-    << "\" text-anchor=\"middle\">" << XmlEscape(c.x_label) << "</text>\n"
+  o << "<text x=\"" << f.left + f.pw() / 2 << "\" y=\"" << f.H - 18 << "\" text-anchor=\"middle\">"
+    << XmlEscape(c.x_label) << "</text>\n"
     << "<text x=\"18\" y=\"" << f.top + f.ph() / 2
     << "\" text-anchor=\"middle\" transform=\"rotate(-90 18 " << f.top + f.ph() / 2 << ")\">"
     << XmlEscape(c.y_label) << "</text>\n";

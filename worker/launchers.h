@@ -42,7 +42,7 @@ struct LaunchContext {
 };
 
 // `forked_body(index)` runs in a forked child and returns its exit code (fork only).
-StatusOr<std::unique_ptr<WorkerLauncher>> MakeLauncher(
-    const LaunchContext& c, std::function<int(uint32_t)> forked_body);
+StatusOr<std::unique_ptr<WorkerLauncher>> MakeLauncher(const LaunchContext& c,
+                                                       std::function<int(uint32_t)> forked_body);
 
 }  // namespace shoal

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "shared/layout.h"
+#include "shared/shm.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
-#include "shared/shm.h"
 #include "worker/models/models.h"
 
 namespace shoal {

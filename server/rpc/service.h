@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "server/experiment_service.h"
-#include "shared/sweep.h"
 #include "server/telemetry_hub.h"
+#include "shared/sweep.h"
 #include "shoal/v1/shoal.grpc.pb.h"
 
 namespace shoal {

@@ -13,7 +13,8 @@ const std::vector<KindRules>& AllKinds() {
 
 const KindRules* FindKind(const std::string& name) {
   const auto& all = AllKinds();
-  auto it = std::find_if(all.begin(), all.end(), [&](const KindRules& k) { return k.name == name; });
+  auto it =
+      std::find_if(all.begin(), all.end(), [&](const KindRules& k) { return k.name == name; });
   return it == all.end() ? nullptr : &*it;
 }
 

@@ -36,8 +36,8 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   torch::manual_seed(spec.seed());
   ASSIGN_OR_RETURN(model_, MakeModel(spec.model()));
   ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
-  ASSIGN_OR_RETURN(weights_,
-                   ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
+  ASSIGN_OR_RETURN(
+      weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
   std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
   CopyParamsToSegment(*model_, plan_, weights_.data());
   initial_checksum_ = SegmentChecksum(plan_, weights_.data());
