@@ -13,6 +13,8 @@
 
 namespace shoal {
 
+constexpr int kSampleHistoryExperiments = 200;
+
 std::string NewId(const char* prefix) {
   static std::mt19937_64 rng{std::random_device{}() ^ RealtimeNs()};
   static std::mutex mu;
@@ -163,6 +165,7 @@ RunnerHooks Coordinator::HooksFor(const std::string& id) {
   h.update = [this](const v1::Experiment& x) { queue_.Update(x); };
   h.live = [this](const v1::Experiment& x) { queue_.SetLive(x); };
   h.sample = [this, id](const v1::Sample& s) { (void)store_->AddSample(id, s); };
+  h.thin_samples = [this, id] { (void)store_->ThinSamples(id); };
   h.publish = [this, id](const v1::WatchEvent& ev) { Publish(id, ev); };
   h.event = [this, id](double t, const std::string& text) { AddEvent(id, t, text); };
   return h;
@@ -180,6 +183,9 @@ void Coordinator::RunOne(v1::Experiment e) {
     ev.set_state(e.state());
     Publish(id, ev);
   } else {
+    // Samples are kept for the newest experiments only: the store does not grow without bound.
+    if (Status st = store_->PruneSamples(kSampleHistoryExperiments); !st.ok())
+      spdlog::warn("pruning samples: {}", st.message());
     ExperimentRunner runner(std::move(e), EnvFor(), HooksFor(id));
     RunToEnd(runner, reaper_, [this, id] { return int(queue_.StopRequest(id)); });
   }

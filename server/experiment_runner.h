@@ -43,10 +43,13 @@ struct RunnerEnv {
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
 };
 
+constexpr uint64_t kMaxKeptSamples = 512;  // per experiment, in the store
+
 struct RunnerHooks {
   std::function<void(const v1::Experiment&)> update;  // the record changed (store + live copy)
   std::function<void(const v1::Experiment&)> live;    // the live copy only (every tick)
   std::function<void(const v1::Sample&)> sample;      // a tick's figures, to keep
+  std::function<void()> thin_samples;  // halve what was kept (every other sample goes)
   std::function<void(const v1::WatchEvent&)> publish;
   std::function<void(double t_ms, const std::string& text)> event;
 };
@@ -79,6 +82,7 @@ class ExperimentRunner {
   void OnLeaderExit(int status);
   void Tick(uint64_t now);
   void TrackForkServerPool();
+  void KeepSample(const v1::Sample& s);
   void StartDraining(uint64_t now);
   void Finish();
   void AddEvent(const std::string& text);
@@ -99,8 +103,9 @@ class ExperimentRunner {
   uint64_t prev_steps_ = 0, prev_steps_ns_ = 0;
   double steps_per_sec_ = 0;
   std::map<uint32_t, bool> announced_ready_;
-  std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress
-  std::set<pid_t> pool_;                 // the fork-server's idle children being sampled
+  std::map<uint32_t, uint32_t> phases_;             // each worker's phase at the last progress
+  std::set<pid_t> pool_;                            // the fork-server's idle children being sampled
+  uint64_t ticks_ = 0, kept_ = 0, keep_every_ = 1;  // samples kept: every keep_every_-th tick
 };
 
 // Launches and drives the runner to its end: reads the leader's pipe, polls the reaper, asks

@@ -135,6 +135,31 @@ Status Store::AddSample(const std::string& id, const v1::Sample& s) {
   return Append(db_, "INSERT INTO samples VALUES (?,?,?)", id, s.t_ms(), s);
 }
 
+// Runs `sql` with `id` bound to its one parameter.
+Status Store::ExecWithId(const char* sql, const std::string& id) {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, sql, -1, &st.s, nullptr) != SQLITE_OK) return Error("prepare");
+  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return Error("exec for " + id);
+  return Status::Ok();
+}
+
+Status Store::ThinSamples(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return ExecWithId(
+      "DELETE FROM samples WHERE rowid IN (SELECT rowid FROM (SELECT rowid, ROW_NUMBER() OVER "
+      "(ORDER BY rowid) AS n FROM samples WHERE id=?1) WHERE n % 2 = 0)",
+      id);
+}
+
+Status Store::PruneSamples(int keep_experiments) {
+  std::lock_guard<std::mutex> l(mu_);
+  return ExecWithId(
+      "DELETE FROM samples WHERE id NOT IN (SELECT id FROM experiments ORDER BY submitted DESC, "
+      "rowid DESC LIMIT CAST(?1 AS INTEGER))",
+      std::to_string(keep_experiments));
+}
+
 StatusOr<std::vector<v1::Sample>> Store::Samples(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
   return ReadAll<v1::Sample>(db_, "SELECT body FROM samples WHERE id=? ORDER BY rowid", &id);

@@ -26,6 +26,10 @@ class Store {
   StatusOr<std::vector<v1::Event>> Events(const std::string& id);
   Status AddSample(const std::string& id, const v1::Sample& s);
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
+  // Deletes every other stored sample of `id` (the 2nd, 4th, ...): its series at half the rate.
+  Status ThinSamples(const std::string& id);
+  // Keeps the samples of the newest `keep_experiments` experiments only.
+  Status PruneSamples(int keep_experiments);
 
   Status PutSweep(const v1::Sweep& s);
   StatusOr<v1::Sweep> GetSweep(const std::string& id);
@@ -34,6 +38,7 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  Status ExecWithId(const char* sql, const std::string& id);
   Status Error(const std::string& what);
 
   std::mutex mu_;

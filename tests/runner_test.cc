@@ -308,3 +308,48 @@ TEST_F(RunnerTest, StepsTotalIsAbsentWhenTheDaemonCannotKnowIt) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// A long run keeps at most kMaxKeptSamples samples, evenly spaced over its whole length.
+TEST_F(RunnerTest, KeptSamplesAreCappedAndEvenlySpaced) {
+  auto r = Make();
+  std::vector<double> kept;
+  int thinned = 0;
+  // Rebuild with hooks that keep samples the way the store does.
+  v1::Experiment e = r->experiment();
+  RunnerEnv env;
+  env.proc = &proc_;
+  env.clock = &clock_;
+  env.segments = &segments_;
+  env.reaper = &reaper_;
+  env.procfs = &procfs_;
+  env.sampler_cpu = [] { return uint64_t(0); };
+  RunnerHooks hooks;
+  hooks.update = [](const v1::Experiment&) {};
+  hooks.live = [](const v1::Experiment&) {};
+  hooks.publish = [](const v1::WatchEvent&) {};
+  hooks.event = [](double, const std::string&) {};
+  hooks.sample = [&](const v1::Sample& s) { kept.push_back(s.t_ms()); };
+  hooks.thin_samples = [&] {
+    ++thinned;
+    std::vector<double> half;
+    for (size_t i = 0; i < kept.size(); i += 2) half.push_back(kept[i]);
+    kept = half;
+  };
+  ExperimentRunner runner(e, env, hooks);
+  ASSERT_TRUE(runner.Launch());
+  for (int i = 0; i < 1100; ++i) {
+    runner.Advance();
+    clock_.Advance(200 * kMs);
+  }
+  EXPECT_EQ(thinned, 2);
+  EXPECT_LE(kept.size(), size_t(kMaxKeptSamples));
+  ASSERT_GT(kept.size(), 200u);
+  for (size_t i = 1; i < kept.size(); ++i) EXPECT_NEAR(kept[i] - kept[i - 1], 800, 1e-6) << i;
+  EXPECT_NEAR(kept.front(), 0, 1e-6);  // the start of the run is still there
+}
+
+}  // namespace
+}  // namespace shoal

@@ -50,3 +50,38 @@ TEST(StoreTest, UnwritablePathIsAnError) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+TEST(StoreTest, SamplesAreThinnedEvenlyAndPrunedToTheNewestExperiments) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  for (int i = 0; i < 3; ++i) {
+    v1::Experiment e;
+    e.set_id("e" + std::to_string(i));
+    e.set_submitted_unix_ms(1000 + i);
+    ASSERT_TRUE((*s)->Put(e).ok());
+    for (int t = 0; t < 6; ++t) {
+      v1::Sample smp;
+      smp.set_t_ms(t);
+      ASSERT_TRUE((*s)->AddSample(e.id(), smp).ok());
+    }
+  }
+  ASSERT_TRUE((*s)->ThinSamples("e2").ok());
+  std::vector<double> t;
+  auto e2 = (*s)->Samples("e2");
+  ASSERT_TRUE(e2.ok());
+  for (const auto& smp : *e2) t.push_back(smp.t_ms());
+  EXPECT_EQ(t, (std::vector<double>{0, 2, 4}));  // every other one, from the first
+  EXPECT_EQ((*s)->Samples("e1")->size(), 6u);    // others untouched
+  ASSERT_TRUE((*s)->PruneSamples(2).ok());
+  EXPECT_TRUE((*s)->Samples("e0")->empty());  // the oldest experiment's samples are gone
+  EXPECT_EQ((*s)->Samples("e1")->size(), 6u);
+  EXPECT_EQ((*s)->Samples("e2")->size(), 3u);
+  EXPECT_TRUE((*s)->Get("e0").ok());  // its record stays
+}
+
+}  // namespace
+}  // namespace shoal
