@@ -82,8 +82,7 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec) {
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(Admit(spec));
-  v1::Experiment e =
-      NewExperimentRecord(NewId("x"), spec, static_cast<int64_t>(RealtimeNs() / 1000000));
+  v1::Experiment e = NewExperimentRecord(NewId("x"), spec, RealtimeMs());
   RETURN_IF_ERROR(queue_.Enqueue({e}));
   spdlog::info("queued {}: {} {} workers, start {}, share {}", e.id(), spec.kind(), spec.workers(),
                spec.start(), spec.share() ? "yes" : "no");
@@ -177,7 +176,7 @@ void Coordinator::RunOne(v1::Experiment e) {
   if (Status admitted = Admit(e.spec()); !admitted.ok()) {
     e.set_state(v1::FAILED);
     e.set_error(admitted.message());
-    e.set_finished_unix_ms(static_cast<int64_t>(RealtimeNs() / 1000000));
+    e.set_finished_unix_ms(RealtimeMs());
     queue_.Update(e);
     v1::WatchEvent ev;
     ev.set_state(e.state());

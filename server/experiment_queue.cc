@@ -84,7 +84,7 @@ StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
   live_.erase(it);
   l.unlock();
   e.set_state(v1::CANCELLED);
-  e.set_finished_unix_ms(static_cast<int64_t>(RealtimeNs() / 1000000));
+  e.set_finished_unix_ms(RealtimeMs());
   RETURN_IF_ERROR(store_->Put(e));
   Notify(e);
   return e;

@@ -14,8 +14,6 @@
 namespace shoal {
 namespace {
 
-int64_t NowUnixMs() { return static_cast<int64_t>(RealtimeNs() / 1000000); }
-
 // Fixes the records of experiments; returns those still queued.
 StatusOr<std::vector<v1::Experiment>> RecoverExperiments(Store* store,
                                                          std::vector<v1::Experiment>& all,
@@ -26,7 +24,7 @@ StatusOr<std::vector<v1::Experiment>> RecoverExperiments(Store* store,
     if (e.state() == v1::RUNNING) {
       e.set_state(v1::INTERRUPTED);
       e.set_error("shoald stopped while this experiment ran");
-      e.set_finished_unix_ms(NowUnixMs());
+      e.set_finished_unix_ms(RealtimeMs());
       for (auto& p : *e.mutable_processes()) p.set_alive(false);
       RETURN_IF_ERROR(store->Put(e));
       spdlog::warn("experiment {} was running when shoald stopped: marked interrupted", e.id());
@@ -34,7 +32,7 @@ StatusOr<std::vector<v1::Experiment>> RecoverExperiments(Store* store,
     if (e.state() == v1::QUEUED && cancelled.count(e.sweep_id())) {
       // Its sweep was cancelled but the daemon died before this point was.
       e.set_state(v1::CANCELLED);
-      e.set_finished_unix_ms(NowUnixMs());
+      e.set_finished_unix_ms(RealtimeMs());
       RETURN_IF_ERROR(store->Put(e));
     }
     if (e.state() == v1::QUEUED) queued.push_back(e);
@@ -70,7 +68,7 @@ Status RecoverSweep(Store* store, v1::Sweep& sw,
   }
   const bool was_terminal = IsTerminal(sw.state());
   sw.set_state(SweepState(sw, cancelled));
-  if (IsTerminal(sw.state()) && !was_terminal) sw.set_finished_unix_ms(NowUnixMs());
+  if (IsTerminal(sw.state()) && !was_terminal) sw.set_finished_unix_ms(RealtimeMs());
   if (!IsTerminal(sw.state())) sw.set_finished_unix_ms(0);
   return store->PutSweep(sw);
 }

@@ -8,8 +8,6 @@
 namespace shoal {
 namespace {
 
-int64_t NowUnixMs() { return static_cast<int64_t>(RealtimeNs() / 1000000); }
-
 std::string Describe(const v1::SweepPoint& p) {
   std::string out;
   for (const auto& v : p.values()) out += (out.empty() ? "" : ", ") + v.field() + " " + v.value();
@@ -45,7 +43,7 @@ StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const Spec
   v1::Sweep sw;
   sw.set_id(new_id_("s"));
   *sw.mutable_spec() = spec;
-  sw.set_submitted_unix_ms(NowUnixMs());
+  sw.set_submitted_unix_ms(RealtimeMs());
   std::vector<v1::Experiment> exps;
   for (auto& g : grid) {
     v1::SweepPoint* p = sw.add_points();
@@ -60,7 +58,7 @@ StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const Spec
     exps.push_back(std::move(e));
   }
   sw.set_state(SweepState(sw, false));
-  if (IsTerminal(sw.state())) sw.set_finished_unix_ms(NowUnixMs());  // nothing can run here
+  if (IsTerminal(sw.state())) sw.set_finished_unix_ms(RealtimeMs());  // nothing can run here
   {
     // Under the lock: a point that starts at once cannot store its sweep before this first copy.
     std::lock_guard<std::mutex> l(mu_);
@@ -86,7 +84,7 @@ void SweepTracker::OnExperiment(const v1::Experiment& e) {
   const v1::ExperimentState before = sw.state();
   sw.set_state(SweepState(sw, !sw.error().empty()));
   if (IsTerminal(sw.state()) && !IsTerminal(before)) {
-    sw.set_finished_unix_ms(NowUnixMs());
+    sw.set_finished_unix_ms(RealtimeMs());
     spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
   }
   // Written under the lock so that an older copy can never land after a newer one.

@@ -100,6 +100,8 @@ static uint64_t ClockNs(clockid_t c) {
 }
 uint64_t RealtimeNs() { return ClockNs(CLOCK_REALTIME); }
 uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
+int64_t RealtimeMs() { return static_cast<int64_t>(RealtimeNs() / 1000000); }
+
 uint64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
 
 std::string DescribeWaitStatus(int status) {

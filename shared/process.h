@@ -37,6 +37,8 @@ std::string SelfExeDir();
 void DieWithParent(pid_t expected_parent, int sig = 9);
 
 uint64_t RealtimeNs();
+// Milliseconds since the epoch, as records store times (submitted_unix_ms, ...).
+int64_t RealtimeMs();
 uint64_t MonotonicNs();
 uint64_t ThreadCpuNs();
 

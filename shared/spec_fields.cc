@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 namespace shoal {
 namespace {
@@ -60,25 +61,18 @@ std::vector<SpecField> MakeFields() {
   };
 }
 
-// The message holding the path's last component, and that component's descriptor.
-std::pair<const Message*, const FieldDescriptor*> Resolve(const Message& root,
-                                                          const std::string& path) {
-  const Message* m = &root;
+// The message holding the path's last component, and that component's descriptor; M is
+// const Message (reading) or Message (writing: missing sub-messages are created).
+template <typename M>
+std::pair<M*, const FieldDescriptor*> Resolve(M* m, const std::string& path) {
   std::string rest = path;
   for (size_t dot; (dot = rest.find('.')) != std::string::npos;) {
     const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(rest.substr(0, dot));
-    m = &m->GetReflection()->GetMessage(*m, f);
-    rest = rest.substr(dot + 1);
-  }
-  return {m, m->GetDescriptor()->FindFieldByName(rest)};
-}
-
-std::pair<Message*, const FieldDescriptor*> ResolveMutable(Message* root, const std::string& path) {
-  Message* m = root;
-  std::string rest = path;
-  for (size_t dot; (dot = rest.find('.')) != std::string::npos;) {
-    const FieldDescriptor* f = m->GetDescriptor()->FindFieldByName(rest.substr(0, dot));
-    m = m->GetReflection()->MutableMessage(m, f);
+    if constexpr (std::is_const_v<M>) {
+      m = &m->GetReflection()->GetMessage(*m, f);
+    } else {
+      m = m->GetReflection()->MutableMessage(m, f);
+    }
     rest = rest.substr(dot + 1);
   }
   return {m, m->GetDescriptor()->FindFieldByName(rest)};
@@ -160,7 +154,7 @@ const SpecField* FindSpecField(const std::string& name) {
 }
 
 Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text) {
-  auto [m, fd] = ResolveMutable(spec, f.path);
+  auto [m, fd] = Resolve<Message>(spec, f.path);
   const auto* r = m->GetReflection();
   uint64_t u = 0;
   double d = 0;
@@ -192,12 +186,12 @@ Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::str
 }
 
 bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f) {
-  auto [m, fd] = Resolve(spec, f.path);
+  auto [m, fd] = Resolve<const Message>(&spec, f.path);
   return m->GetReflection()->HasField(*m, fd);
 }
 
 std::string SpecFieldText(const v1::ExperimentSpec& spec, const SpecField& f) {
-  auto [m, fd] = Resolve(spec, f.path);
+  auto [m, fd] = Resolve<const Message>(&spec, f.path);
   const auto* r = m->GetReflection();
   if (!r->HasField(*m, fd)) return "";
   switch (fd->cpp_type()) {

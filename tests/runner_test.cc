@@ -25,16 +25,8 @@ class RunnerTest : public ::testing::Test {
  protected:
   RunnerTest() : reaper_(&waiter_) { spdlog::set_level(spdlog::level::warn); }
 
-  std::unique_ptr<ExperimentRunner> Make(v1::ExperimentSpec spec = {}) {
-    if (!spec.has_workers()) spec.set_workers(2);
-    if (!spec.has_batches() && !spec.has_epochs()) spec.set_batches(10);
-    spec.set_batch_size(64);
-    spec.set_sample_interval_ms(200);
-    spec.set_start("fork");
-    v1::Experiment e;
-    e.set_id("xrunner");
-    *e.mutable_spec() = spec;
-    e.set_state(v1::QUEUED);
+  // The fake OS, for every runner of the test.
+  RunnerEnv Env() {
     RunnerEnv env;
     env.proc = &proc_;
     env.clock = &clock_;
@@ -45,12 +37,31 @@ class RunnerTest : public ::testing::Test {
     env.grace_ns = 3000 * kMs;
     env.drain_ns = 10000 * kMs;
     env.worker_bin = "/bin/shoal-worker";
+    return env;
+  }
+  // Hooks that record what the runner reports.
+  RunnerHooks Hooks() {
     RunnerHooks hooks;
     hooks.update = [this](const v1::Experiment& x) { updates_.push_back(x); };
     hooks.live = [](const v1::Experiment&) {};
     hooks.publish = [this](const v1::WatchEvent& ev) { published_.push_back(ev); };
     hooks.event = [this](double, const std::string& text) { events_.push_back(text); };
-    return std::make_unique<ExperimentRunner>(e, env, hooks);
+    return hooks;
+  }
+  static v1::Experiment Queued(v1::ExperimentSpec spec) {
+    if (!spec.has_workers()) spec.set_workers(2);
+    if (!spec.has_batches() && !spec.has_epochs()) spec.set_batches(10);
+    spec.set_batch_size(64);
+    spec.set_sample_interval_ms(200);
+    spec.set_start("fork");
+    v1::Experiment e;
+    e.set_id("xrunner");
+    *e.mutable_spec() = spec;
+    e.set_state(v1::QUEUED);
+    return e;
+  }
+  std::unique_ptr<ExperimentRunner> Make(v1::ExperimentSpec spec = {}) {
+    return std::make_unique<ExperimentRunner>(Queued(spec), Env(), Hooks());
   }
 
   void Feed(ExperimentRunner& r, const LeaderEvent& ev) {
@@ -314,23 +325,9 @@ namespace {
 
 // A long run keeps at most kMaxKeptSamples samples, evenly spaced over its whole length.
 TEST_F(RunnerTest, KeptSamplesAreCappedAndEvenlySpaced) {
-  auto r = Make();
   std::vector<double> kept;
   int thinned = 0;
-  // Rebuild with hooks that keep samples the way the store does.
-  v1::Experiment e = r->experiment();
-  RunnerEnv env;
-  env.proc = &proc_;
-  env.clock = &clock_;
-  env.segments = &segments_;
-  env.reaper = &reaper_;
-  env.procfs = &procfs_;
-  env.sampler_cpu = [] { return uint64_t(0); };
-  RunnerHooks hooks;
-  hooks.update = [](const v1::Experiment&) {};
-  hooks.live = [](const v1::Experiment&) {};
-  hooks.publish = [](const v1::WatchEvent&) {};
-  hooks.event = [](double, const std::string&) {};
+  RunnerHooks hooks = Hooks();  // plus samples kept the way the store keeps them
   hooks.sample = [&](const v1::Sample& s) { kept.push_back(s.t_ms()); };
   hooks.thin_samples = [&] {
     ++thinned;
@@ -338,7 +335,7 @@ TEST_F(RunnerTest, KeptSamplesAreCappedAndEvenlySpaced) {
     for (size_t i = 0; i < kept.size(); i += 2) half.push_back(kept[i]);
     kept = half;
   };
-  ExperimentRunner runner(e, env, hooks);
+  ExperimentRunner runner(Queued({}), Env(), hooks);
   ASSERT_TRUE(runner.Launch());
   for (int i = 0; i < 1100; ++i) {
     runner.Advance();
