@@ -1,11 +1,15 @@
 #!/usr/bin/python3
 """Runs the same Hogwild experiment with Shoal and with torch.multiprocessing, side by side.
 
-For each start method and worker count it prints both peak PSS sums, both samples/s, both times
-to ready and the ratios (Shoal / PyTorch), medians over --repeats runs. Needs a built tree
-(deploy/build.sh) and Debian's python3-torch.
+PyTorch runs twice per point: as users run it (glibc's defaults, PyTorch's own thread count) and
+at its best tuning (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised, the same threads per
+process as Shoal: one when there are at least as many workers as cores, torch preloaded in the
+forkserver). For each start method and worker count it prints peak PSS sums, samples/s and times
+to ready of all three and the ratios Shoal / PyTorch, medians over --repeats runs. Needs a built
+tree (deploy/build.sh) and Debian's python3-torch.
 
-  bench/hogwild_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn] [--batches 20] [--repeats 3]
+  bench/hogwild_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn,forkserver] [--batches 20]
+                              [--repeats 3]
 """
 import argparse
 import os
@@ -14,11 +18,45 @@ import sys
 
 from shoal_bench import ROOT, daemon, reference
 
+TUNINGS = ("users", "best")
+
+
+def run_point(shoal_cli, args, start, share, w, threads):
+    """Medians of --repeats runs of Shoal and of PyTorch at each tuning, interleaved."""
+    runs = {"shoal": [], "users": [], "best": []}
+    for _ in range(args.repeats):
+        e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
+                      "--batches", str(args.batches), "--batch-size", str(args.batch_size),
+                      "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
+                      "--allocator", args.allocator, "--wait", "--json")
+        assert e["state"] == "SUCCEEDED", e
+        runs["shoal"].append(e["result"])
+        for tuning in TUNINGS:
+            r = reference("--workers", w, "--start", start, "--share", share, "--batches", args.batches,
+                          "--batch-size", args.batch_size, "--threads", threads if tuning == "best" else 0,
+                          "--tuning", tuning, "--dataset", args.dataset)
+            assert r["ok"], r
+            runs[tuning].append(r)
+    return {who: {k: statistics.median(x[k] for x in xs)
+                  for k in ("peak_pss_sum_bytes", "samples_per_sec", "ready_ms")}
+            for who, xs in runs.items()}
+
+
+def print_table(rows, key, title, fmt):
+    print(f"{title}\n")
+    print("| start | share | workers | Shoal | PyTorch as users run it | PyTorch best | "
+          "Shoal / users | Shoal / best |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (start, share, w, m) in rows:
+        s, u, b = (m[who][key] for who in ("shoal", "users", "best"))
+        print(f"| {start} | {share} | {w} | {fmt(s)} | {fmt(u)} | {fmt(b)} | {s / u:.2f} | {s / b:.2f} |")
+    print()
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", default="1,2,4")
-    ap.add_argument("--start", default="fork,spawn")
+    ap.add_argument("--start", default="fork,spawn,forkserver")
     ap.add_argument("--share", default="yes")
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=64)
@@ -34,36 +72,15 @@ def main():
         for start in args.start.split(","):
             for share in args.share.split(","):
                 for w in [int(x) for x in args.workers.split(",")]:
-                    threads = max(1, cores // w)
-                    shoal, ref = [], []
-                    for _ in range(args.repeats):
-                        e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
-                                      "--batches", str(args.batches), "--batch-size", str(args.batch_size),
-                                      "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
-                                      "--allocator", args.allocator, "--wait", "--json")
-                        assert e["state"] == "SUCCEEDED", e
-                        shoal.append(e["result"])
-                        r = reference("--workers", w, "--start", start, "--share", share, "--batches", args.batches,
-                                      "--batch-size", args.batch_size, "--threads", threads, "--dataset", args.dataset)
-                        assert r["ok"], r
-                        ref.append(r)
-                    med = lambda xs, k: statistics.median(x[k] for x in xs)
-                    rows.append((start, share, w, threads,
-                                 med(shoal, "peak_pss_sum_bytes") / 2**30, med(ref, "peak_pss_sum_bytes") / 2**30,
-                                 med(shoal, "samples_per_sec"), med(ref, "samples_per_sec"),
-                                 med(shoal, "ready_ms"), med(ref, "ready_ms"),
-                                 med(shoal, "peak_rss_hwm_sum_bytes") / 2**30))
+                    rows.append((start, share, w, run_point(shoal_cli, args, start, share, w,
+                                                            max(1, cores // w))))
                     print(f"done: {start} share={share} workers={w}", file=sys.stderr)
 
     print(f"Hogwild, mnist_convnet, batch {args.batch_size} x {args.batches} per worker, {cores} cores, "
-          f"Shoal allocator '{args.allocator}', medians of {args.repeats}; ratio = Shoal / PyTorch")
-    print()
-    print("| start | share | workers | threads | PSS GiB Shoal | PSS GiB PyTorch | ratio | samples/s Shoal "
-          "| samples/s PyTorch | ratio | ready ms Shoal | ready ms PyTorch | ratio | Shoal VmHWM sum GiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for (start, share, w, t, sp, rp, ss, rs, sr, rr, hwm) in rows:
-        print(f"| {start} | {share} | {w} | {t} | {sp:.2f} | {rp:.2f} | {sp / rp:.2f} | {ss:.1f} | {rs:.1f} | "
-              f"{ss / rs:.2f} | {sr:.0f} | {rr:.0f} | {sr / rr:.2f} | {hwm:.2f} |")
+          f"Shoal allocator '{args.allocator}', medians of {args.repeats}\n")
+    print_table(rows, "peak_pss_sum_bytes", "Peak PSS sum, GiB", lambda v: f"{v / 2**30:.2f}")
+    print_table(rows, "samples_per_sec", "Samples/s (all workers)", lambda v: f"{v:.1f}")
+    print_table(rows, "ready_ms", "Ready ms (start -> every worker training)", lambda v: f"{v:.0f}")
 
 
 if __name__ == "__main__":
