@@ -9,6 +9,7 @@
 #include "client/format.h"
 #include "client/spec_flags.h"
 #include "shared/pbjson.h"
+#include "shared/timeline.h"
 
 namespace shoal::cli {
 
@@ -56,11 +57,36 @@ int Submit(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
   return 1;
 }
 
+// `get ID --samples`: the kept samples as a table, CSV, JSON or an SVG of memory against time.
+int PrintSamples(ShoalClient& c, const std::string& id, const std::string& format,
+                 const std::string& output) {
+  const std::vector<v1::Sample> samples = OrDie(c.Samples(id));
+  if (format == "json") {
+    v1::SamplesResponse r;
+    for (const auto& s : samples) *r.add_samples() = s;
+    Emit(ToJson(r).dump() + "\n", output);
+  } else if (format == "svg") {
+    Emit(RenderTimelineSvg("Experiment " + id + ": PSS of each process", samples), output);
+  } else {
+    Emit(FormatTimeline(samples, format), output);
+  }
+  return 0;
+}
+
 int GetOrCancel(ShoalClient& c, const std::string& id, bool cancel, bool json) {
   if (!id.empty() && id[0] == 's') return ShowSweep(c, id, cancel, json);
   const v1::Experiment e = OrDie(cancel ? c.Cancel(id) : c.Get(id));
   json ? PrintJson(e) : (void)std::fputs(FormatExperiment(e).c_str(), stdout);
   return 0;
+}
+
+template <typename State>
+void AddSampleOptions(CLI::App* get, const std::shared_ptr<State>& s) {
+  get->add_flag("--samples", s->samples,
+                "the experiment's memory over time (the kept samples) instead of its record");
+  get->add_option("--format", s->format, "with --samples: md | csv | json | svg")
+      ->check(CLI::IsMember({"md", "csv", "json", "svg"}));
+  get->add_option("-o,--output", s->output, "with --samples: write to this file, not stdout");
 }
 
 }  // namespace
@@ -69,7 +95,9 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   struct State {
     SpecFlags flags;
     bool wait = false, json = false;
-    std::string id;
+    std::string id, format = "md", output;
+    bool samples = false;
+    uint32_t page_size = 0;
   };
   auto s = std::make_shared<State>();
   auto* submit = app.add_subcommand("submit", "submit an experiment");
@@ -85,8 +113,10 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
 
   auto* list = app.add_subcommand("list", "all experiments");
   list->add_flag("--json", s->json, "print one JSON object");
+  list->add_option("--page-size", s->page_size, "records per call (the CLI follows every page)")
+      ->check(CLI::Range(1, 1000));
   out->push_back({list, [s](ShoalClient& c) {
-                    auto all = OrDie(c.List());
+                    auto all = OrDie(c.List(s->page_size));
                     if (!s->json) return std::fputs(FormatList(all).c_str(), stdout), 0;
                     v1::ListResponse r;
                     for (auto& e : all) *r.add_experiments() = e;
@@ -98,8 +128,11 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
                        : app.add_subcommand("get", "one experiment (or sweep), with its result");
     cmd->add_option("id", s->id, "experiment or sweep id")->required();
     cmd->add_flag("--json", s->json, "print one JSON object");
-    out->push_back(
-        {cmd, [s, cancel](ShoalClient& c) { return GetOrCancel(c, s->id, cancel, s->json); }});
+    if (!cancel) AddSampleOptions(cmd, s);
+    out->push_back({cmd, [s, cancel](ShoalClient& c) {
+                      if (s->samples) return PrintSamples(c, s->id, s->format, s->output);
+                      return GetOrCancel(c, s->id, cancel, s->json);
+                    }});
   }
 }
 

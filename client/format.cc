@@ -1,6 +1,7 @@
 #include "client/format.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -252,6 +253,20 @@ std::string FormatNode(const v1::NodeInfoResponse& r) {
   o += F("\nstate dir %s, max workers %u, fork-server pid %d (%u restarts)\n",
          r.state_dir().c_str(), r.max_workers(), r.fork_server_pid(), r.fork_server_restarts());
   return o;
+}
+
+StatusOr<uint64_t> ParseDurationMs(const std::string& text) {
+  static const std::vector<std::pair<std::string, uint64_t>> units = {
+      {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const std::string unit = text.substr(digits);
+  for (const auto& [name, ms] : units) {
+    if (unit != name || digits == 0 || digits > 12) continue;
+    return std::stoull(text.substr(0, digits)) * ms;
+  }
+  return InvalidArgument("duration: '" + text.substr(0, 40) +
+                         "' is not a number with a unit (ms, s, m, h, d), e.g. 30d");
 }
 
 }  // namespace shoal::cli

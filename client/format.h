@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal::cli {
@@ -19,5 +20,7 @@ std::string FormatList(const std::vector<v1::Experiment>& es);
 std::string FormatSweepPoints(const v1::Sweep& sw);
 std::string FormatSweeps(const std::vector<v1::Sweep>& sweeps);
 std::string FormatNode(const v1::NodeInfoResponse& n);
+// "30d", "12h", "90m", "45s", "500ms" in milliseconds; the unit is required.
+StatusOr<uint64_t> ParseDurationMs(const std::string& text);
 
 }  // namespace shoal::cli

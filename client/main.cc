@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddNodeCommands(app, &commands);
   shoal::cli::AddExperimentCommands(app, &commands);
   shoal::cli::AddSweepCommands(app, &commands);
+  shoal::cli::AddRecordCommands(app, &commands);
   CLI11_PARSE(app, argc, argv);
   shoal::cli::ShoalClient client(socket);
   for (const auto& c : commands)

@@ -62,10 +62,26 @@ StatusOr<v1::Experiment> ShoalClient::Get(const std::string& id) {
   return r;
 }
 
-StatusOr<std::vector<v1::Experiment>> ShoalClient::List() {
-  v1::ListResponse r;
-  RETURN_IF_ERROR(Convert(stub_->List(Ctx().get(), {}, &r)));
-  return std::vector<v1::Experiment>(r.experiments().begin(), r.experiments().end());
+// Calls a listing method page after page until the daemon says there is no next page.
+template <typename Resp, typename Item, typename Call, typename Items>
+StatusOr<std::vector<Item>> ShoalClient::AllPages(uint32_t page_size, Call call, Items items) {
+  std::vector<Item> all;
+  v1::ListRequest req;
+  if (page_size > 0) req.set_page_size(page_size);
+  do {
+    Resp r;
+    RETURN_IF_ERROR(Convert(call(Ctx().get(), req, &r)));
+    all.insert(all.end(), items(r).begin(), items(r).end());
+    req.set_page_token(r.next_page_token());
+  } while (!req.page_token().empty());
+  return all;
+}
+
+StatusOr<std::vector<v1::Experiment>> ShoalClient::List(uint32_t page_size) {
+  return AllPages<v1::ListResponse, v1::Experiment>(
+      page_size,
+      [this](auto* ctx, const auto& req, auto* r) { return stub_->List(ctx, req, r); },
+      [](const v1::ListResponse& r) -> const auto& { return r.experiments(); });
 }
 
 StatusOr<v1::Experiment> ShoalClient::Cancel(const std::string& id) {
@@ -93,9 +109,23 @@ StatusOr<v1::SweepReport> ShoalClient::GetSweep(const std::string& id) {
 }
 
 StatusOr<std::vector<v1::Sweep>> ShoalClient::ListSweeps() {
-  v1::ListSweepsResponse r;
-  RETURN_IF_ERROR(Convert(stub_->ListSweeps(Ctx().get(), {}, &r)));
-  return std::vector<v1::Sweep>(r.sweeps().begin(), r.sweeps().end());
+  return AllPages<v1::ListSweepsResponse, v1::Sweep>(
+      0, [this](auto* ctx, const auto& req, auto* r) { return stub_->ListSweeps(ctx, req, r); },
+      [](const v1::ListSweepsResponse& r) -> const auto& { return r.sweeps(); });
+}
+
+StatusOr<v1::DeleteResponse> ShoalClient::Delete(const std::string& id) {
+  v1::DeleteRequest req;
+  req.set_id(id);
+  v1::DeleteResponse r;
+  RETURN_IF_ERROR(Convert(stub_->Delete(Ctx().get(), req, &r)));
+  return r;
+}
+
+StatusOr<v1::DeleteResponse> ShoalClient::Prune(const v1::PruneRequest& req) {
+  v1::DeleteResponse r;
+  RETURN_IF_ERROR(Convert(stub_->Prune(Ctx().get(), req, &r)));
+  return r;
 }
 
 StatusOr<v1::Sweep> ShoalClient::CancelSweep(const std::string& id) {
@@ -104,6 +134,14 @@ StatusOr<v1::Sweep> ShoalClient::CancelSweep(const std::string& id) {
   v1::Sweep r;
   RETURN_IF_ERROR(Convert(stub_->CancelSweep(Ctx().get(), req, &r)));
   return r;
+}
+
+StatusOr<std::vector<v1::Sample>> ShoalClient::Samples(const std::string& id) {
+  v1::GetRequest req;
+  req.set_id(id);
+  v1::SamplesResponse r;
+  RETURN_IF_ERROR(Convert(stub_->GetSamples(Ctx().get(), req, &r)));
+  return std::vector<v1::Sample>(r.samples().begin(), r.samples().end());
 }
 
 Status ShoalClient::Watch(const std::string& id,

@@ -18,17 +18,23 @@ class ShoalClient {
   StatusOr<v1::NodeInfoResponse> NodeInfo();
   StatusOr<std::string> Submit(const v1::ExperimentSpec& spec);
   StatusOr<v1::Experiment> Get(const std::string& id);
-  StatusOr<std::vector<v1::Experiment>> List();
+  // Every page, `page_size` records a call (0: the daemon's default).
+  StatusOr<std::vector<v1::Experiment>> List(uint32_t page_size = 0);
   StatusOr<v1::Experiment> Cancel(const std::string& id);
   StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec);
   StatusOr<v1::SweepReport> GetSweep(const std::string& id);
   StatusOr<std::vector<v1::Sweep>> ListSweeps();
   StatusOr<v1::Sweep> CancelSweep(const std::string& id);
+  StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
+  StatusOr<v1::DeleteResponse> Delete(const std::string& id);
+  StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req);
   // Calls `on_event` for every event until the experiment ends.
   Status Watch(const std::string& id, const std::function<void(const v1::WatchEvent&)>& on_event);
 
  private:
   Status Convert(const grpc::Status& st) const;
+  template <typename Resp, typename Item, typename Call, typename Items>
+  StatusOr<std::vector<Item>> AllPages(uint32_t page_size, Call call, Items items);
 
   std::string socket_;
   std::unique_ptr<v1::Shoal::StubInterface> stub_;

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <mutex>
 #include <random>
 
+#include "server/paging.h"
 #include "server/recovery.h"
 #include "shared/admission.h"
 #include "shared/kind_rules.h"
@@ -91,6 +93,92 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec) {
 
 StatusOr<v1::Experiment> Coordinator::Cancel(const std::string& id) { return queue_.Cancel(id); }
 
+StatusOr<Page<v1::Experiment>> Coordinator::List(const PageRequest& page) {
+  ASSIGN_OR_RETURN(std::vector<v1::Experiment> all, queue_.List());
+  return TakePage(std::move(all), page);
+}
+
+StatusOr<Page<v1::Sweep>> Coordinator::ListSweeps(const PageRequest& page) {
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> all, sweeps_.List());
+  return TakePage(std::move(all), page);
+}
+
+StatusOr<v1::DeleteResponse> Coordinator::Delete(const std::string& id) {
+  v1::DeleteResponse resp;
+  if (!id.empty() && id[0] == 's') {
+    ASSIGN_OR_RETURN(uint32_t experiments, sweeps_.Delete(id));
+    resp.set_experiments(experiments);
+    resp.set_sweeps(1);
+    return resp;
+  }
+  ASSIGN_OR_RETURN(v1::Experiment e, queue_.Get(id));
+  if (!IsTerminal(e.state()) || queue_.IsLive(id)) {
+    return FailedPrecondition("experiment " + id + " is " + v1::ExperimentState_Name(e.state()) +
+                              ": cancel it first");
+  }
+  if (!e.sweep_id().empty()) {
+    return FailedPrecondition("experiment " + id + " is point " + std::to_string(e.sweep_index()) +
+                              " of sweep " + e.sweep_id() + ": delete the sweep");
+  }
+  RETURN_IF_ERROR(store_->DeleteExperiment(id));
+  resp.set_experiments(1);
+  return resp;
+}
+
+namespace {
+
+// Which of the ended records (newest first) go: beyond the newest `keep`, or ended before `cut`.
+template <typename T>
+std::vector<std::string> PruneVictims(std::vector<T> all, const v1::PruneRequest& req,
+                                      int64_t cut_ms) {
+  std::sort(all.begin(), all.end(),
+            [](const T& a, const T& b) { return a.submitted_unix_ms() > b.submitted_unix_ms(); });
+  std::vector<std::string> out;
+  uint32_t kept = 0;
+  for (const auto& r : all) {
+    if (!IsTerminal(r.state())) continue;
+    const bool too_many = req.has_keep() && kept >= req.keep();
+    const bool too_old = req.has_older_than_ms() && r.finished_unix_ms() < cut_ms;
+    if (too_many || too_old) {
+      out.push_back(r.id());
+    } else {
+      ++kept;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<v1::DeleteResponse> Coordinator::Prune(const v1::PruneRequest& req) {
+  if (!req.has_older_than_ms() && !req.has_keep())
+    return InvalidArgument("prune: give older_than_ms and/or keep");
+  const int64_t cut = RealtimeMs() - int64_t(std::min<uint64_t>(req.older_than_ms(), 1ull << 52));
+  ASSIGN_OR_RETURN(std::vector<v1::Experiment> experiments, queue_.List());
+  experiments.erase(std::remove_if(experiments.begin(), experiments.end(),
+                                   [](const v1::Experiment& e) { return !e.sweep_id().empty(); }),
+                    experiments.end());
+  ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, sweeps_.List());
+  v1::DeleteResponse total;
+  for (const auto& id : PruneVictims(std::move(sweeps), req, cut)) {
+    auto r = Delete(id);
+    if (!r.ok() && r.status().code() != Code::kFailedPrecondition) return r.status();
+    if (r.ok()) total.set_experiments(total.experiments() + r->experiments());
+    if (r.ok()) total.set_sweeps(total.sweeps() + 1);
+  }
+  for (const auto& id : PruneVictims(std::move(experiments), req, cut)) {
+    auto r = Delete(id);
+    if (!r.ok() && r.status().code() != Code::kFailedPrecondition) return r.status();
+    if (r.ok()) total.set_experiments(total.experiments() + 1);
+  }
+  return total;
+}
+
+StatusOr<std::vector<v1::Sample>> Coordinator::Samples(const std::string& id) {
+  RETURN_IF_ERROR(queue_.Get(id).status());  // an unknown id is NOT_FOUND, not an empty list
+  return store_->Samples(id);
+}
+
 StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec) {
   if (spec.base().has_dataset())
     RETURN_IF_ERROR(CheckDataset(spec.base().dataset(), opts_.limits.data_roots));
@@ -135,6 +223,7 @@ void Coordinator::SchedulerLoop() {
 // not use it runs, it is not kept (its pages would lower that experiment's PSS). A forkserver run
 // waits for it warm, so its start-up times measure the fork-server and not its boot.
 void Coordinator::PrepareForkServer(const v1::ExperimentSpec& spec) {
+  (void)fork_server_.TakeLastExit();  // an exit while idle is not this run's story
   if (spec.start() != "forkserver") {
     fork_server_.Stop();
   } else if (!fork_server_.WaitReady(60'000'000'000ull)) {
@@ -156,6 +245,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.zygote_socket = opts_.zygote_socket;
   env.daemon_pid = ::getpid();
   env.fork_server_pid = [this] { return fork_server_.pid(); };
+  env.fork_server_exit = [this] { return fork_server_.TakeLastExit(); };
   return env;
 }
 

@@ -57,12 +57,15 @@ class Coordinator : public ExperimentService {
 
   StatusOr<std::string> Submit(v1::ExperimentSpec spec) override;
   StatusOr<v1::Experiment> Get(const std::string& id) override { return queue_.Get(id); }
-  StatusOr<std::vector<v1::Experiment>> List() override { return queue_.List(); }
+  StatusOr<Page<v1::Experiment>> List(const PageRequest& page) override;
   StatusOr<v1::Experiment> Cancel(const std::string& id) override;
   StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec) override;
   StatusOr<v1::SweepReport> GetSweep(const std::string& id) override { return sweeps_.Get(id); }
-  StatusOr<std::vector<v1::Sweep>> ListSweeps() override { return sweeps_.List(); }
+  StatusOr<Page<v1::Sweep>> ListSweeps(const PageRequest& page) override;
   StatusOr<v1::Sweep> CancelSweep(const std::string& id) override { return sweeps_.Cancel(id); }
+  StatusOr<std::vector<v1::Sample>> Samples(const std::string& id) override;
+  StatusOr<v1::DeleteResponse> Delete(const std::string& id) override;
+  StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req) override;
   pid_t fork_server_pid() const override { return fork_server_.pid(); }
   int fork_server_restarts() const override { return fork_server_.restarts(); }
 

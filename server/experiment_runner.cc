@@ -264,6 +264,9 @@ void ExperimentRunner::StartDraining(uint64_t now) {
 // sampled too, as "pool" (a child that becomes a worker is a worker from then on).
 void ExperimentRunner::TrackForkServerPool() {
   if (e_.spec().start() != "forkserver" || !env_.fork_server_pid) return;
+  if (env_.fork_server_exit)
+    if (const std::string how = env_.fork_server_exit(); !how.empty())
+      hooks_.event(TMs(), "the fork-server " + how + "; the daemon restarts it");
   const pid_t z = env_.fork_server_pid();
   if (z <= 0) return;
   const std::string file = "task/" + std::to_string(z) + "/children";

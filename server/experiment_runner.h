@@ -41,6 +41,9 @@ struct RunnerEnv {
   std::string worker_bin, zygote_socket;
   pid_t daemon_pid = 0;
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
+  // How the fork-server last ended ("killed by signal 9"), once; empty when it has not. A
+  // forkserver run reports it as an event: its workers' parent died under it.
+  std::function<std::string()> fork_server_exit;
 };
 
 constexpr uint64_t kMaxKeptSamples = 512;  // per experiment, in the store

@@ -12,17 +12,36 @@
 
 namespace shoal {
 
+// One page of a listing, oldest first: `size` records after the one `token` names (empty: from
+// the start).
+struct PageRequest {
+  uint32_t size = 100;
+  std::string token;
+};
+template <typename T>
+struct Page {
+  std::vector<T> items;
+  std::string next;  // the token of the next page; empty on the last
+};
+
 class ExperimentService {
  public:
   virtual ~ExperimentService() = default;
   virtual StatusOr<std::string> Submit(v1::ExperimentSpec spec) = 0;
   virtual StatusOr<v1::Experiment> Get(const std::string& id) = 0;
-  virtual StatusOr<std::vector<v1::Experiment>> List() = 0;
+  virtual StatusOr<Page<v1::Experiment>> List(const PageRequest& page) = 0;
   virtual StatusOr<v1::Experiment> Cancel(const std::string& id) = 0;
   virtual StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec) = 0;
   virtual StatusOr<v1::SweepReport> GetSweep(const std::string& id) = 0;
-  virtual StatusOr<std::vector<v1::Sweep>> ListSweeps() = 0;
+  virtual StatusOr<Page<v1::Sweep>> ListSweeps(const PageRequest& page) = 0;
   virtual StatusOr<v1::Sweep> CancelSweep(const std::string& id) = 0;
+  // The kept samples of one experiment, oldest first (NOT_FOUND for an unknown id).
+  virtual StatusOr<std::vector<v1::Sample>> Samples(const std::string& id) = 0;
+  // Deletes an ended experiment that is not a sweep's point, or an ended sweep with its points
+  // (FAILED_PRECONDITION otherwise, saying what to do).
+  virtual StatusOr<v1::DeleteResponse> Delete(const std::string& id) = 0;
+  // Deletes ended records by age and/or count (see PruneRequest).
+  virtual StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req) = 0;
   virtual pid_t fork_server_pid() const = 0;
   virtual int fork_server_restarts() const = 0;
 };

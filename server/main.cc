@@ -46,6 +46,7 @@ bool SocketInUse(const std::string& path) {
 struct DaemonArgs {
   std::string socket_path = DefaultSocket(), state_dir = DefaultStateDir(), worker_bin,
               log_level = "info";
+  int max_watchers = 1024;
   shoal::CoordinatorOptions opts;
 };
 
@@ -75,6 +76,10 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--data-root", opts.limits.data_roots,
                  "a directory datasets must lie under (repeatable; default /usr/share/datasets and "
                  "STATE_DIR/data)");
+  app.add_option("--max-watchers", d.max_watchers,
+                 "most concurrent watch streams (more are refused: RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--log-level", d.log_level, "trace|debug|info|warn|error")->capture_default_str();
 }
 
@@ -134,10 +139,11 @@ sigset_t BlockSignals() {
   return sigs;
 }
 
-std::unique_ptr<grpc::Server> Listen(const std::string& socket_path, grpc::Service* service) {
+std::unique_ptr<grpc::Server> Listen(const std::string& socket_path,
+                                     grpc::CallbackGenericService* service) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
-  builder.RegisterService(service);
+  builder.RegisterCallbackGenericService(service);
   const mode_t old_umask = ::umask(0077);  // the socket is born 0600
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ::umask(old_umask);
@@ -166,12 +172,15 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
     return 1;
   }
   coord.Start();
-  shoal::ShoalService service(&coord, &hub, [&] {
-    auto info = shoal::CollectNodeInfo(d.state_dir, d.opts.limits.max_workers, torch_version);
-    info.set_fork_server_pid(coord.fork_server_pid());
-    info.set_fork_server_restarts(static_cast<uint32_t>(coord.fork_server_restarts()));
-    return info;
-  });
+  shoal::ShoalService service(
+      &coord, &hub,
+      [&] {
+        auto info = shoal::CollectNodeInfo(d.state_dir, d.opts.limits.max_workers, torch_version);
+        info.set_fork_server_pid(coord.fork_server_pid());
+        info.set_fork_server_restarts(static_cast<uint32_t>(coord.fork_server_restarts()));
+        return info;
+      },
+      d.max_watchers);
   std::unique_ptr<grpc::Server> server = Listen(d.socket_path, &service);
   if (!server) {
     spdlog::critical("cannot listen on unix:{}", d.socket_path);

@@ -15,7 +15,7 @@ Status Append(sqlite3* db, const char* sql, const std::string& id, double t, con
   if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
     return Internal(sqlite3_errmsg(db));
   std::string body = m.SerializeAsString();
-  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
   sqlite3_bind_double(st.s, 2, t);
   sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_DONE)
@@ -29,7 +29,7 @@ StatusOr<std::vector<Msg>> ReadAll(sqlite3* db, const char* sql, const std::stri
   Stmt st;
   if (sqlite3_prepare_v2(db, sql, -1, &st.s, nullptr) != SQLITE_OK)
     return Internal(sqlite3_errmsg(db));
-  if (id != nullptr) sqlite3_bind_text(st.s, 1, id->c_str(), -1, SQLITE_TRANSIENT);
+  if (id != nullptr) sqlite3_bind_text(st.s, 1, id->data(), int(id->size()), SQLITE_TRANSIENT);
   std::vector<Msg> out;
   while (sqlite3_step(st.s) == SQLITE_ROW) {
     Msg m;
@@ -90,12 +90,26 @@ Status Store::Put(const v1::Experiment& e) {
     return Error("prepare put");
   }
   std::string body = e.SerializeAsString();
-  sqlite3_bind_text(st.s, 1, e.id().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 1, e.id().data(), int(e.id().size()), SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 2, e.submitted_unix_ms());
   sqlite3_bind_int(st.s, 3, e.state());
   sqlite3_bind_blob(st.s, 4, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_DONE) return Error("put " + e.id());
   return Status::Ok();
+}
+
+Status Store::DeleteExperiment(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const char* sql : {"DELETE FROM samples WHERE id=?", "DELETE FROM events WHERE id=?",
+                          "DELETE FROM experiments WHERE id=?"}) {
+    RETURN_IF_ERROR(ExecWithId(sql, id));
+  }
+  return Status::Ok();
+}
+
+Status Store::DeleteSweep(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return ExecWithId("DELETE FROM sweeps WHERE id=?", id);
 }
 
 StatusOr<v1::Experiment> Store::Get(const std::string& id) {
@@ -105,7 +119,7 @@ StatusOr<v1::Experiment> Store::Get(const std::string& id) {
       SQLITE_OK) {
     return Error("prepare get");
   }
-  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_ROW) return NotFound("no experiment with id '" + id + "'");
   v1::Experiment e;
   if (!e.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) {
@@ -139,7 +153,7 @@ Status Store::AddSample(const std::string& id, const v1::Sample& s) {
 Status Store::ExecWithId(const char* sql, const std::string& id) {
   Stmt st;
   if (sqlite3_prepare_v2(db_, sql, -1, &st.s, nullptr) != SQLITE_OK) return Error("prepare");
-  sqlite3_bind_text(st.s, 1, id.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_DONE) return Error("exec for " + id);
   return Status::Ok();
 }
@@ -173,7 +187,7 @@ Status Store::PutSweep(const v1::Sweep& sw) {
     return Error("prepare put sweep");
   }
   std::string body = sw.SerializeAsString();
-  sqlite3_bind_text(st.s, 1, sw.id().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st.s, 1, sw.id().data(), int(sw.id().size()), SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 2, sw.submitted_unix_ms());
   sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
   if (sqlite3_step(st.s) != SQLITE_DONE) return Error("put sweep " + sw.id());

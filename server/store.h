@@ -32,6 +32,9 @@ class Store {
   Status PruneSamples(int keep_experiments);
 
   Status PutSweep(const v1::Sweep& s);
+  // Deletes a record with everything kept of it (an experiment's events and samples too).
+  Status DeleteExperiment(const std::string& id);
+  Status DeleteSweep(const std::string& id);
   StatusOr<v1::Sweep> GetSweep(const std::string& id);
   StatusOr<std::vector<v1::Sweep>> ListSweeps();
 

@@ -137,6 +137,30 @@ StatusOr<v1::Sweep> SweepTracker::Cancel(const std::string& id) {
   return sweeps_[id];
 }
 
+StatusOr<uint32_t> SweepTracker::Delete(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = sweeps_.find(id);
+  if (it == sweeps_.end()) return NotFound("no sweep with id '" + id + "'");
+  if (!IsTerminal(it->second.state())) {
+    return FailedPrecondition("sweep " + id + " is " +
+                              v1::ExperimentState_Name(it->second.state()) + ": cancel it first");
+  }
+  for (const auto& p : it->second.points()) {
+    if (queue_->IsLive(p.experiment_id()))
+      return FailedPrecondition("sweep " + id + ": its experiment " + p.experiment_id() +
+                                " is still stopping; try again when it has ended");
+  }
+  uint32_t deleted = 0;
+  for (const auto& p : it->second.points()) {
+    if (p.experiment_id().empty()) continue;
+    RETURN_IF_ERROR(store_->DeleteExperiment(p.experiment_id()));
+    ++deleted;
+  }
+  RETURN_IF_ERROR(store_->DeleteSweep(id));
+  sweeps_.erase(it);
+  return deleted;
+}
+
 void SweepTracker::Restore(const std::vector<v1::Sweep>& sweeps) {
   std::lock_guard<std::mutex> l(mu_);
   for (const auto& sw : sweeps) sweeps_[sw.id()] = sw;

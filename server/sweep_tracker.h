@@ -29,6 +29,8 @@ class SweepTracker {
   StatusOr<v1::SweepReport> Get(const std::string& id);
   StatusOr<std::vector<v1::Sweep>> List();
   StatusOr<v1::Sweep> Cancel(const std::string& id);
+  // Deletes an ended sweep and its points' experiments; returns how many experiments went.
+  StatusOr<uint32_t> Delete(const std::string& id);
 
   // Sweeps as the store had them (recovery has brought them up to date).
   void Restore(const std::vector<v1::Sweep>& sweeps);

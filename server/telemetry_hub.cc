@@ -11,6 +11,24 @@ bool Subscription::Next(v1::WatchEvent* out, std::chrono::milliseconds timeout) 
   return true;
 }
 
+bool Subscription::TryNext(v1::WatchEvent* out) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (queue_.empty()) return false;
+  *out = std::move(queue_.front());
+  queue_.pop_front();
+  return true;
+}
+
+void Subscription::SetNotify(std::function<void()> fn) {
+  std::lock_guard<std::mutex> l(notify_mu_);
+  notify_ = std::move(fn);
+}
+
+void Subscription::Notify() {
+  std::lock_guard<std::mutex> l(notify_mu_);
+  if (notify_) notify_();
+}
+
 bool Subscription::Finished() {
   std::lock_guard<std::mutex> l(mu_);
   return closed_ && queue_.empty();
@@ -32,6 +50,7 @@ void Subscription::Push(const v1::WatchEvent& ev) {
     queue_.push_back(ev);
   }
   cv_.notify_one();
+  Notify();
 }
 
 void Subscription::Close() {
@@ -40,6 +59,7 @@ void Subscription::Close() {
     closed_ = true;
   }
   cv_.notify_all();
+  Notify();
 }
 
 std::shared_ptr<Subscription> TelemetryHub::Subscribe(const std::string& id, size_t capacity) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,11 @@ class Subscription {
   explicit Subscription(size_t capacity) : capacity_(capacity) {}
   // Waits up to `timeout` for the next event; false on timeout or when closed and drained.
   bool Next(v1::WatchEvent* out, std::chrono::milliseconds timeout);
+  // The next event if there is one, without waiting.
+  bool TryNext(v1::WatchEvent* out);
+  // Called after every Push and at Close (a callback-driven watcher pumps from it). Once
+  // SetNotify(nullptr) has returned, no call of the old function is running or will run.
+  void SetNotify(std::function<void()> fn);
   bool Finished();  // closed and drained
   uint64_t dropped();
 
@@ -27,8 +33,12 @@ class Subscription {
   void Close();
 
  private:
+  void Notify();
+
   std::mutex mu_;
   std::condition_variable cv_;
+  std::mutex notify_mu_;  // held while notify_ runs; never taken under mu_
+  std::function<void()> notify_;
   std::deque<v1::WatchEvent> queue_;
   size_t capacity_;
   uint64_t dropped_ = 0;

@@ -1,7 +1,6 @@
 #include "shared/admission.h"
 
 #include <sys/statvfs.h>
-#include <zlib.h>
 
 #include <cstdio>
 
@@ -14,21 +13,10 @@ namespace {
 
 // Element count of an IDX file's first dimension and the product of the rest.
 StatusOr<std::pair<uint64_t, uint64_t>> IdxShape(const std::string& path) {
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) return NotFound(path + ": cannot open");
-  uint8_t head[4 + 4 * 4];
-  const int n = gzread(f, head, sizeof head);
-  gzclose(f);
-  if (n < 8) return DataLoss(path + ": truncated IDX header");
-  const uint32_t ndim = head[3];
-  if (ndim == 0 || ndim > 4 || n < int(4 + 4 * ndim)) return DataLoss(path + ": bad IDX header");
-  auto dim = [&](uint32_t i) {
-    const uint8_t* p = head + 4 + 4 * i;
-    return (uint64_t(p[0]) << 24) | (uint64_t(p[1]) << 16) | (uint64_t(p[2]) << 8) | p[3];
-  };
+  ASSIGN_OR_RETURN(IdxArray head, ReadIdxFile(path, "", /*body=*/false));
   uint64_t rest = 1;
-  for (uint32_t i = 1; i < ndim; ++i) rest *= dim(i);
-  return std::make_pair(dim(0), rest);
+  for (size_t i = 1; i < head.dims.size(); ++i) rest *= head.dims[i];
+  return std::make_pair(head.count(), rest);
 }
 
 std::string Gib(uint64_t b) {

@@ -19,9 +19,14 @@ struct IdxArray {
 // Parses an IDX image held in memory; `what` names it in errors.
 StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string& what);
 
-// Reads a file, gunzipping it when it starts with the gzip magic.
-StatusOr<std::vector<uint8_t>> ReadMaybeGzipped(const std::string& path);
-StatusOr<IdxArray> ReadIdxFile(const std::string& path);
+// Reads an IDX file, gunzipping it when it starts with the gzip magic. Its header is checked
+// against the file's size before any body is read (raw: exactly; gzip: the trailer's length and
+// the most deflate can expand), and decompression stops at what the header promises. With
+// `under` set (a real directory path), the file's real path must lie below it: a symlink out of
+// a data set is refused, and the file is opened with O_NOFOLLOW on its resolved path. With
+// `body` false only the header is read (dims set, data empty).
+StatusOr<IdxArray> ReadIdxFile(const std::string& path, const std::string& under = "",
+                               bool body = true);
 
 // The four files of an MNIST-format directory. Test files are optional (empty when absent).
 struct MnistFiles {
@@ -33,7 +38,10 @@ struct MnistSet {
   uint32_t rows = 0, cols = 0;
   IdxArray train_images, train_labels, test_images, test_labels;  // test_* may be empty
 };
-// Loads and cross-checks a directory (image/label counts agree, images are 3-d, labels 1-d).
+// Loads and cross-checks a directory: every file inside it (symlinks out refused), image/label
+// counts agree, images 3-d and 28x28, labels 1-d and 0..9, at least one training image.
 StatusOr<MnistSet> LoadMnistDir(const std::string& dir);
+// The same checks without reading the image bodies (labels are read): what submit can afford.
+Status CheckMnistDir(const std::string& dir);
 
 }  // namespace shoal

@@ -230,7 +230,9 @@ Status CheckDataset(const std::string& dataset, const std::vector<std::string>& 
       return InvalidArgument("dataset: '" + dataset + "' is outside the data roots (" + list + ")");
     }
   }
-  return FindMnistFiles(dataset).status();
+  // A bad data set is the caller's bad argument, whatever the reader calls it.
+  Status st = CheckMnistDir(dataset);
+  return st.ok() ? st : InvalidArgument("dataset: " + st.message());
 }
 
 std::string SpecToJson(const v1::ExperimentSpec& spec) {

@@ -154,7 +154,10 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
   EXPECT_TRUE(l["experiments"].empty());
   CommandResult g = daemon_->Cli({"get", "nope"});
   EXPECT_NE(g.exit_code, 0);
-  EXPECT_NE(g.err.find("no experiment with id 'nope'"), std::string::npos) << g.err;
+  EXPECT_NE(g.err.find("id: 'nope' is not an id"), std::string::npos) << g.err;
+  g = daemon_->Cli({"get", "x0123456789"});
+  EXPECT_NE(g.exit_code, 0);
+  EXPECT_NE(g.err.find("no experiment with id 'x0123456789'"), std::string::npos) << g.err;
 }
 
 TEST_F(E2E, WatchStreamsAndARestartedDaemonStillListsTheRun) {
@@ -226,6 +229,50 @@ TEST_F(E2E, CancelStopsEveryProcessAndRemovesSegments) {
   // Idempotent.
   json again = MustJson(daemon_->Cli({"cancel", id, "--json"}));
   EXPECT_EQ(again["state"], "CANCELLED");
+}
+
+// rm refuses what is running and deletes what ended (a sweep with its points); prune keeps the
+// newest; the CLI follows listing pages.
+TEST_F(E2E, RmAndPruneDeleteEndedRecordsOnly) {
+  const std::string running = MustJson(
+      daemon_->Cli({"submit", "--batches", "100000", "--dataset", "synthetic", "--json"}))["id"];
+  auto rm = daemon_->Cli({"rm", running});
+  EXPECT_NE(rm.exit_code, 0);
+  EXPECT_NE(rm.err.find("cancel it first"), std::string::npos) << rm.err;
+  MustJson(daemon_->Cli({"cancel", running, "--json"}));
+  std::vector<std::string> ended;
+  for (int i = 0; i < 3; ++i) {
+    json e = MustJson(daemon_->Cli({"submit", "--batches", "1", "--dataset", "synthetic",
+                                    "--eval-samples", "0", "--wait", "--json"}));
+    ended.push_back(e["id"]);
+  }
+  const json sweep =
+      MustJson(daemon_->Cli({"sweep", "--batch-size", "16,32", "--batches", "1", "--dataset",
+                             "synthetic", "--eval-samples", "0", "--wait", "--json"}));
+  const std::string sweep_id = sweep["sweep"]["id"];
+  json all = MustJson(daemon_->Cli({"list", "--json", "--page-size", "1"}));
+  EXPECT_EQ(all["experiments"].size(), 6u);  // followed six pages
+  // A point goes with its sweep only.
+  const std::string point = sweep["sweep"]["points"][0]["experiment_id"];
+  auto rm_point = daemon_->Cli({"rm", point});
+  EXPECT_NE(rm_point.err.find("delete the sweep"), std::string::npos) << rm_point.err;
+  auto rm_sweep = daemon_->Cli({"rm", sweep_id, running});
+  EXPECT_EQ(rm_sweep.exit_code, 0) << rm_sweep.err;
+  EXPECT_NE(rm_sweep.out.find("(2 experiments)"), std::string::npos) << rm_sweep.out;
+  EXPECT_NE(daemon_->Cli({"get", point}).exit_code, 0);
+  EXPECT_NE(daemon_->Cli({"get", running}).exit_code, 0);
+  EXPECT_EQ(MustJson(daemon_->Cli({"sweeps", "--json"}))["sweeps"].size(), 0u);
+  // Prune all but the newest.
+  EXPECT_NE(daemon_->Cli({"prune"}).exit_code, 0);
+  EXPECT_NE(daemon_->Cli({"prune", "--older-than", "30 days"}).exit_code, 0);
+  auto pruned = daemon_->Cli({"prune", "--keep", "1"});
+  EXPECT_EQ(pruned.exit_code, 0) << pruned.err;
+  all = MustJson(daemon_->Cli({"list", "--json"}));
+  ASSERT_EQ(all["experiments"].size(), 1u);
+  EXPECT_EQ(all["experiments"][0]["id"], ended.back());
+  EXPECT_EQ(daemon_->Cli({"prune", "--older-than", "0s"}).exit_code, 0);
+  EXPECT_EQ(MustJson(daemon_->Cli({"list", "--json"})).value("experiments", json::array()).size(),
+            0u);
 }
 
 TEST_F(E2E, NodeReportsNoGpuCleanly) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -91,9 +92,32 @@ class FiguresE2E : public ::testing::TestWithParam<std::tuple<int, const char*>>
     daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
     ASSERT_TRUE(daemon_->Start());
   }
+  void ExpectSamplesReadBack(const std::string& id, int workers, double peak);
   TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
 };
+
+// `get --samples` gives the run's kept samples back: every worker in them, no total above the
+// peak the result reports, and the SVG draws each process.
+void FiguresE2E::ExpectSamplesReadBack(const std::string& id, int workers, double peak) {
+  const json kept = Parse(daemon_->Cli({"get", id, "--samples", "--format", "json"}));
+  ASSERT_TRUE(kept["samples"].is_array()) << kept.dump();
+  ASSERT_GE(kept["samples"].size(), 2u);
+  std::set<std::string> seen;
+  double last_t = -1;
+  for (const auto& s : kept["samples"]) {
+    EXPECT_LE(s["total_pss_bytes"].get<double>(), peak);
+    EXPECT_GT(s["t_ms"].get<double>(), last_t);
+    last_t = s["t_ms"].get<double>();
+    for (const auto& p : s["processes"])
+      if (p["role"] == "worker") seen.insert(std::to_string(p["index"].get<int>()));
+  }
+  EXPECT_EQ(seen.size(), size_t(workers));
+  const auto svg = daemon_->Cli({"get", id, "--samples", "--format", "svg"});
+  ASSERT_EQ(svg.exit_code, 0) << svg.err;
+  for (int w = 0; w < workers; ++w)
+    EXPECT_NE(svg.out.find("<title>worker " + std::to_string(w) + "</title>"), std::string::npos);
+}
 
 TEST_P(FiguresE2E, PeakPssSumAgreesWithAnIndependentReader) {
   const auto [workers, start] = GetParam();
@@ -130,6 +154,7 @@ TEST_P(FiguresE2E, PeakPssSumAgreesWithAnIndependentReader) {
       << " MiB over " << reader.reads() << " reads";
   // The sum of each process's own peak is at least the peak of the sum.
   EXPECT_GE(e["result"]["sum_of_peak_pss_bytes"].get<double>(), shoal * 0.999);
+  ExpectSamplesReadBack(id, workers, shoal);
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, FiguresE2E,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/testutil.h"
@@ -130,6 +131,92 @@ TEST(IdxTest, RealFashionMnistLoads) {
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->train_images.count(), 60000u);
   EXPECT_EQ(s->test_images.count(), 10000u);
+}
+
+// A set made by the test: train images (n, side x side) and labels, raw or gzipped.
+void MakeSet(const TempDir& d, uint32_t n, uint32_t labels_n, uint32_t side = 28,
+             uint8_t label_fill = 0) {
+  WriteGz(d / "train-images-idx3-ubyte.gz", Idx({n, side, side}, 0));
+  WriteGz(d / "train-labels-idx1-ubyte.gz", Idx({labels_n}, label_fill));
+}
+
+std::string CheckMessage(const std::string& dir) {
+  Status st = CheckMnistDir(dir);
+  return st.ok() ? "ok" : st.message();
+}
+
+TEST(IdxTest, SubmitTimeCheckRefusesEveryBrokenSetNamingTheFile) {
+  {
+    TempDir d;
+    MakeSet(d, 0, 0);
+    EXPECT_NE(CheckMessage(d.path()).find("no images"), std::string::npos);
+  }
+  {
+    TempDir d;
+    MakeSet(d, 10, 9);
+    EXPECT_NE(CheckMessage(d.path()).find("10 images but"), std::string::npos);
+  }
+  {
+    TempDir d;
+    MakeSet(d, 10, 10, 32);
+    EXPECT_NE(CheckMessage(d.path()).find("32x32"), std::string::npos);
+  }
+  {
+    TempDir d;
+    MakeSet(d, 20, 20);
+    auto labels = Idx({20}, 0);
+    labels.back() = 11;
+    WriteGz(d / "train-labels-idx1-ubyte.gz", labels);
+    EXPECT_NE(CheckMessage(d.path()).find("label 11 outside 0..9"), std::string::npos);
+  }
+  {
+    TempDir d;
+    MakeSet(d, 10, 10);
+    auto gz = ReadAll(d / "train-images-idx3-ubyte.gz");
+    gz.resize(gz.size() - 9);  // a cut stream: the trailer is gone
+    WriteRaw(d / "train-images-idx3-ubyte.gz", gz);
+    const std::string m = CheckMessage(d.path());
+    EXPECT_NE(m.find("train-images-idx3-ubyte.gz"), std::string::npos) << m;
+    EXPECT_NE(m.find("gzip trailer"), std::string::npos) << m;
+  }
+  {
+    TempDir d;
+    MakeSet(d, 10, 10);
+    auto raw = Idx({10, 28, 28}, 0);
+    raw.resize(raw.size() - 1);
+    std::filesystem::remove(d / "train-images-idx3-ubyte.gz");
+    WriteRaw(d / "train-images-idx3-ubyte", raw);
+    EXPECT_NE(CheckMessage(d.path()).find("truncated: the header promises"), std::string::npos);
+  }
+}
+
+// A small gzip whose header promises far more than deflate could hold is refused before any
+// body is read (no gigabytes decompressed to find out).
+TEST(IdxTest, AHeaderPromisingMoreThanTheFileCanHoldIsRefusedUnread) {
+  TempDir d;
+  auto head = Idx({1, 28, 28}, 0);
+  head[5] = 0x10;  // 1 M images: 822 MB, from a file of a few dozen bytes
+  WriteGz(d / "big.gz", head);
+  auto r = ReadIdxFile(d / "big.gz", "", /*body=*/false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("more than this"), std::string::npos) << r.status().message();
+}
+
+TEST(IdxTest, ASymlinkOutOfTheDataSetIsRefusedAtCheckAndAtLoad) {
+  TempDir d, outside;
+  MakeSet(d, 10, 10);
+  WriteGz(outside / "labels.gz", Idx({10}, 0));
+  std::filesystem::remove(d / "train-labels-idx1-ubyte.gz");
+  std::filesystem::create_symlink(outside / "labels.gz", d / "train-labels-idx1-ubyte.gz");
+  EXPECT_NE(CheckMessage(d.path()).find("outside its data set directory"), std::string::npos);
+  auto s = LoadMnistDir(d.path());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("outside its data set directory"), std::string::npos);
+  // A symlink that stays inside is fine.
+  std::filesystem::remove(d / "train-labels-idx1-ubyte.gz");
+  WriteGz(d / "labels-real.gz", Idx({10}, 0));
+  std::filesystem::create_symlink(d / "labels-real.gz", d / "train-labels-idx1-ubyte.gz");
+  EXPECT_EQ(CheckMessage(d.path()), "ok");
 }
 
 }  // namespace

@@ -12,12 +12,14 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "shared/spec.h"
 #include "shared/spec_fields.h"
 #include "shared/sweep.h"
+#include "shared/timeline.h"
 
 namespace shoal {
 namespace {
@@ -943,6 +945,67 @@ TEST(ReportTest, CompareSkipsTablesTheOtherSweepLacks) {
   // Rows are labelled by start and device in a, by nothing in b: no cell matches.
   EXPECT_NE(md.find("| fork | cpu | - | - |\n"), std::string::npos) << md;
   EXPECT_EQ(Count(md, "\n## "), 5u) << md;
+}
+
+}  // namespace
+}  // namespace shoal
+
+// --- One experiment's memory over time. ---
+
+namespace shoal {
+namespace {
+
+v1::Sample TimelineSample(double t_ms, std::vector<std::tuple<std::string, int, uint64_t>> procs) {
+  v1::Sample s;
+  s.set_t_ms(t_ms);
+  uint64_t total = 0;
+  for (const auto& [role, index, pss_mib] : procs) {
+    auto* p = s.add_processes();
+    p->set_role(role);
+    p->set_index(index);
+    p->set_pss_bytes(pss_mib << 20);
+    p->set_rss_bytes(2 * (pss_mib << 20));
+    total += pss_mib << 20;
+  }
+  s.set_total_pss_bytes(total);
+  s.set_total_rss_bytes(2 * total);
+  s.set_total_uss_bytes(total / 2);
+  return s;
+}
+
+std::vector<v1::Sample> Timeline() {
+  return {TimelineSample(0, {{"leader", -1, 100}}),
+          TimelineSample(
+              500, {{"leader", -1, 110}, {"worker", 0, 200}, {"pool", -1, 3}, {"pool", -1, 5}}),
+          TimelineSample(1000, {{"leader", -1, 120}, {"worker", 1, 250}, {"worker", 0, 210}})};
+}
+
+TEST(TimelineTest, TableHasOneColumnPerProcessAndSumsThePool) {
+  EXPECT_EQ(FormatTimeline(Timeline(), "csv"),
+            "t_s,total_pss_mib,total_rss_mib,total_uss_mib,leader pss_mib,worker 0 pss_mib,"
+            "pool pss_mib,worker 1 pss_mib\n"
+            "0.0,100.0,200.0,50.0,100.0,,,\n"
+            "0.5,318.0,636.0,159.0,110.0,200.0,8.0,\n"
+            "1.0,580.0,1160.0,290.0,120.0,210.0,,250.0\n");
+  const std::string md = FormatTimeline(Timeline(), "md");
+  EXPECT_EQ(md.substr(0, md.find('\n')),
+            "| t_s | total_pss_mib | total_rss_mib | total_uss_mib | leader pss_mib | "
+            "worker 0 pss_mib | pool pss_mib | worker 1 pss_mib |");
+  EXPECT_EQ(Count(md, "\n"), 5u);  // head, rule, three samples
+}
+
+TEST(TimelineTest, SvgDrawsTheTotalAndEveryProcess) {
+  const std::string svg = RenderTimelineSvg("Experiment x", Timeline());
+  ExpectSvgShape(svg);
+  EXPECT_EQ(Count(svg, "<polyline"), 5u);  // total, leader, worker 0, pool, worker 1
+  for (const std::string label : {"total", "leader", "worker 0", "pool", "worker 1"})
+    EXPECT_EQ(Count(svg, "<title>" + label + "</title>"), 1u) << label;
+  EXPECT_EQ(Count(svg, ">PSS (MiB)</text>"), 1u);
+}
+
+TEST(TimelineTest, NoSamplesIsAnEmptyTableNotAnError) {
+  EXPECT_EQ(FormatTimeline({}, "csv"), "t_s,total_pss_mib,total_rss_mib,total_uss_mib\n");
+  ExpectSvgShape(RenderTimelineSvg("Experiment x", {}));
 }
 
 }  // namespace

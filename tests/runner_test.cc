@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+
 #include "server/experiment_runner.h"
 #include "spdlog/spdlog.h"
 #include "tests/fakes.h"
@@ -299,6 +301,26 @@ TEST_F(RunnerTest, TicksPublishProgressEverySampleInterval) {
     EXPECT_DOUBLE_EQ(p.sample().loss(), 1.5);
   }
   EXPECT_EQ(samples, 5);  // 1 s at 200 ms
+}
+
+TEST_F(RunnerTest, AForkServerThatDiesUnderAForkserverRunIsAnEvent) {
+  v1::Experiment e = Queued({});
+  e.mutable_spec()->set_start("forkserver");
+  std::vector<std::string> exits = {"", "killed by signal 9", ""};
+  size_t asked = 0;
+  RunnerEnv env = Env();
+  env.fork_server_pid = [] { return pid_t(-1); };
+  env.fork_server_exit = [&] { return asked < exits.size() ? exits[asked++] : std::string(); };
+  ExperimentRunner r(e, env, Hooks());
+  ASSERT_TRUE(r.Launch());
+  for (int i = 0; i < 5; ++i) {
+    r.Advance();
+    clock_.Advance(250 * kMs);
+  }
+  EXPECT_GE(asked, 3u);
+  EXPECT_EQ(std::count(events_.begin(), events_.end(),
+                       "the fork-server killed by signal 9; the daemon restarts it"),
+            1);
 }
 
 TEST_F(RunnerTest, StepsTotalIsAbsentWhenTheDaemonCannotKnowIt) {

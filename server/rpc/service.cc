@@ -1,124 +1,200 @@
 #include "server/rpc/service.h"
 
+#include <mutex>
+
+#include "shared/sweep.h"
+#include "shared/wire_check.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {
+namespace {
+
+constexpr size_t kMaxErrorBytes = 1024;  // a message is never an echo of a huge request
+const std::string kPrefix = "/shoal.v1.Shoal/";
+
+std::string ToBytes(const grpc::ByteBuffer& buf) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buf.Dump(&slices).ok()) return out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+grpc::ByteBuffer FromBytes(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+grpc::Status Invalid(const std::string& message) {
+  return {grpc::StatusCode::INVALID_ARGUMENT, message};
+}
+
+// Ends at once with `status`.
+class FailedCall : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit FailedCall(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// One request message, one response message.
+class UnaryCall : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit UnaryCall(const ShoalService::Unary* fn) : fn_(fn) { StartRead(&in_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) return Finish(Invalid("no request message"));
+    std::string resp;
+    grpc::Status st = (*fn_)(ToBytes(in_), &resp);
+    if (!st.ok()) return Finish(st);
+    out_ = FromBytes(resp);
+    StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  const ShoalService::Unary* fn_;
+  grpc::ByteBuffer in_, out_;
+};
+
+// Watch: the experiment's state first, then whatever the hub publishes for it, until it ends or
+// the client goes. Writes are driven by the subscription's notifications: no thread waits.
+class WatchCall : public grpc::ServerGenericBidiReactor {
+ public:
+  WatchCall(ExperimentService* coord, TelemetryHub* hub, std::atomic<int>* count)
+      : coord_(coord), hub_(hub), count_(count) {
+    StartRead(&in_);
+  }
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override {
+    if (sub_) sub_->SetNotify(nullptr);  // no notification runs after this returns
+    count_->fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  void Pump();
+  void FinishOnce(const grpc::Status& st) {  // mu_ held
+    if (finished_) return;
+    finished_ = true;
+    Finish(st);
+  }
+
+  ExperimentService* coord_;
+  TelemetryHub* hub_;
+  std::atomic<int>* count_;
+  grpc::ByteBuffer in_, out_;
+  std::shared_ptr<Subscription> sub_;
+  std::mutex mu_;
+  v1::WatchEvent first_;
+  bool first_sent_ = false, ended_ = false, writing_ = false, finished_ = false, cancelled_ = false;
+};
+
+void WatchCall::OnReadDone(bool ok) {
+  v1::WatchRequest req;
+  grpc::Status st = ok ? ParseRequest(ToBytes(in_), &req) : Invalid("no request message");
+  if (st.ok()) st = ToGrpc(CheckId(req.id(), "x"));
+  if (!st.ok()) return Finish(st);
+  // Subscribe before reading the state: an experiment that ends in between still closes us.
+  sub_ = hub_->Subscribe(req.id());
+  auto e = coord_->Get(req.id());
+  if (!e.ok() || IsTerminal(e->state())) hub_->Close(req.id());  // nothing will close it later
+  if (!e.ok()) return Finish(ToGrpc(e.status()));
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    first_.set_experiment_id(e->id());
+    first_.set_state(e->state());
+    ended_ = IsTerminal(e->state());
+  }
+  sub_->SetNotify([this] { Pump(); });
+  Pump();
+}
+
+void WatchCall::Pump() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (writing_ || finished_) return;
+  v1::WatchEvent ev;
+  if (!first_sent_) {
+    ev = first_;
+    first_sent_ = true;
+  } else if (ended_ || cancelled_ || sub_->Finished()) {
+    return FinishOnce(cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK);
+  } else if (sub_->TryNext(&ev)) {
+    ev.set_dropped(sub_->dropped());
+  } else {
+    return;  // the next notification brings more
+  }
+  out_ = FromBytes(ev.SerializeAsString());
+  writing_ = true;
+  StartWrite(&out_);
+}
+
+void WatchCall::OnWriteDone(bool ok) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    writing_ = false;
+    if (!ok) return FinishOnce(grpc::Status::OK);  // the client is gone
+  }
+  Pump();
+}
+
+void WatchCall::OnCancel() {
+  std::lock_guard<std::mutex> l(mu_);
+  cancelled_ = true;
+  if (!writing_) FinishOnce(grpc::Status::CANCELLED);  // else OnWriteDone finishes
+}
+
+}  // namespace
 
 grpc::Status ToGrpc(const Status& s) {
+  std::string m = s.message();
+  if (m.size() > kMaxErrorBytes) m = m.substr(0, kMaxErrorBytes) + "...";
   switch (s.code()) {
     case Code::kOk:
       return grpc::Status::OK;
     case Code::kInvalidArgument:
-      return {grpc::StatusCode::INVALID_ARGUMENT, s.message()};
+      return {grpc::StatusCode::INVALID_ARGUMENT, m};
     case Code::kNotFound:
-      return {grpc::StatusCode::NOT_FOUND, s.message()};
+      return {grpc::StatusCode::NOT_FOUND, m};
     case Code::kFailedPrecondition:
-      return {grpc::StatusCode::FAILED_PRECONDITION, s.message()};
+      return {grpc::StatusCode::FAILED_PRECONDITION, m};
     case Code::kResourceExhausted:
-      return {grpc::StatusCode::RESOURCE_EXHAUSTED, s.message()};
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED, m};
     case Code::kUnavailable:
-      return {grpc::StatusCode::UNAVAILABLE, s.message()};
+      return {grpc::StatusCode::UNAVAILABLE, m};
     case Code::kDataLoss:
-      return {grpc::StatusCode::DATA_LOSS, s.message()};
+      return {grpc::StatusCode::DATA_LOSS, m};
     case Code::kInternal:
       break;
   }
-  spdlog::error("internal error: {}", s.message());
-  return {grpc::StatusCode::INTERNAL, s.message()};
+  spdlog::error("internal error: {}", m);
+  return {grpc::StatusCode::INTERNAL, m};
 }
 
-grpc::Status ShoalService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
-                                  v1::SubmitResponse* resp) {
-  auto id = coord_->Submit(req->spec());
-  if (!id.ok()) return ToGrpc(id.status());
-  resp->set_id(*id);
-  return grpc::Status::OK;
+ShoalService::ShoalService(ExperimentService* coord, TelemetryHub* hub, NodeInfoFn node_info,
+                           int max_watchers)
+    : coord_(coord), hub_(hub), node_info_(std::move(node_info)), max_watchers_(max_watchers) {
+  AddUnaryMethods();
 }
 
-grpc::Status ShoalService::Get(grpc::ServerContext*, const v1::GetRequest* req,
-                               v1::Experiment* resp) {
-  auto e = coord_->Get(req->id());
-  if (!e.ok()) return ToGrpc(e.status());
-  *resp = std::move(e).value();
-  return grpc::Status::OK;
+grpc::ServerGenericBidiReactor* ShoalService::CreateReactor(
+    grpc::GenericCallbackServerContext* ctx) {
+  const std::string& method = ctx->method();
+  if (method == kPrefix + "Watch") return NewWatch();
+  auto it = unary_.find(method);
+  if (it == unary_.end())
+    return new FailedCall({grpc::StatusCode::UNIMPLEMENTED, "no method " + QuoteShort(method)});
+  return new UnaryCall(&it->second);
 }
 
-grpc::Status ShoalService::List(grpc::ServerContext*, const v1::ListRequest*,
-                                v1::ListResponse* resp) {
-  auto all = coord_->List();
-  if (!all.ok()) return ToGrpc(all.status());
-  for (auto& e : *all) *resp->add_experiments() = std::move(e);
-  return grpc::Status::OK;
-}
-
-grpc::Status ShoalService::Cancel(grpc::ServerContext*, const v1::CancelRequest* req,
-                                  v1::Experiment* resp) {
-  auto e = coord_->Cancel(req->id());
-  if (!e.ok()) return ToGrpc(e.status());
-  *resp = std::move(e).value();
-  return grpc::Status::OK;
-}
-
-grpc::Status ShoalService::Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
-                                 grpc::ServerWriter<v1::WatchEvent>* writer) {
-  // Subscribe before reading the state: an experiment that ends in between still closes us.
-  auto sub = hub_->Subscribe(req->id());
-  auto e = coord_->Get(req->id());
-  if (!e.ok() || IsTerminal(e->state())) hub_->Close(req->id());  // nothing will close it later
-  if (!e.ok()) return ToGrpc(e.status());
-  v1::WatchEvent first;
-  first.set_experiment_id(e->id());
-  first.set_state(e->state());
-  if (!writer->Write(first)) return grpc::Status::OK;
-  if (IsTerminal(e->state())) return grpc::Status::OK;
-  while (!ctx->IsCancelled()) {
-    v1::WatchEvent ev;
-    if (sub->Next(&ev, std::chrono::milliseconds(250))) {
-      ev.set_dropped(sub->dropped());
-      if (!writer->Write(ev)) break;
-    } else if (sub->Finished()) {
-      break;
-    }
+grpc::ServerGenericBidiReactor* ShoalService::NewWatch() {
+  if (watchers_.fetch_add(1) >= max_watchers_) {
+    watchers_.fetch_sub(1);
+    return new FailedCall(
+        {grpc::StatusCode::RESOURCE_EXHAUSTED,
+         "too many watchers (" + std::to_string(max_watchers_) + ", shoald --max-watchers)"});
   }
-  return grpc::Status::OK;
-}
-
-grpc::Status ShoalService::NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequest*,
-                                    v1::NodeInfoResponse* resp) {
-  *resp = node_info_();
-  return grpc::Status::OK;
-}
-
-grpc::Status ShoalService::SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest* req,
-                                       v1::SubmitResponse* resp) {
-  auto id = coord_->SubmitSweep(req->spec());
-  if (!id.ok()) return ToGrpc(id.status());
-  resp->set_id(*id);
-  return grpc::Status::OK;
-}
-
-grpc::Status ShoalService::GetSweep(grpc::ServerContext*, const v1::GetRequest* req,
-                                    v1::SweepReport* resp) {
-  auto r = coord_->GetSweep(req->id());
-  if (!r.ok()) return ToGrpc(r.status());
-  *resp = std::move(r).value();
-  return grpc::Status::OK;
-}
-
-grpc::Status ShoalService::ListSweeps(grpc::ServerContext*, const v1::ListRequest*,
-                                      v1::ListSweepsResponse* resp) {
-  auto all = coord_->ListSweeps();
-  if (!all.ok()) return ToGrpc(all.status());
-  for (auto& s : *all) *resp->add_sweeps() = std::move(s);
-  return grpc::Status::OK;
-}
-
-grpc::Status ShoalService::CancelSweep(grpc::ServerContext*, const v1::CancelRequest* req,
-                                       v1::Sweep* resp) {
-  auto s = coord_->CancelSweep(req->id());
-  if (!s.ok()) return ToGrpc(s.status());
-  *resp = std::move(s).value();
-  return grpc::Status::OK;
+  return new WatchCall(coord_, hub_, &watchers_);
 }
 
 }  // namespace shoal

@@ -1,44 +1,47 @@
-// The gRPC face of the coordinator: unpacks requests, calls the domain, converts Status once.
+// The gRPC face of the coordinator, on gRPC's callback API: no thread is held per call or per
+// watcher. Requests arrive as bytes and are parsed here, so a request that is not a valid message
+// of its method is INVALID_ARGUMENT (the typed API would answer INTERNAL); unknown fields are
+// dropped and ids and strings checked (shared/wire_check.h) before the domain sees them; domain
+// Status is converted to gRPC once, in ToGrpc.
 #pragma once
 
+#include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <functional>
+#include <map>
+#include <string>
 
 #include "server/experiment_service.h"
+#include "server/rpc/wire.h"
 #include "server/telemetry_hub.h"
-#include "shared/sweep.h"
-#include "shoal/v1/shoal.grpc.pb.h"
+#include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
 
-grpc::Status ToGrpc(const Status& s);
-
-class ShoalService final : public v1::Shoal::Service {
+class ShoalService final : public grpc::CallbackGenericService {
  public:
   using NodeInfoFn = std::function<v1::NodeInfoResponse()>;
-  ShoalService(ExperimentService* coord, TelemetryHub* hub, NodeInfoFn node_info)
-      : coord_(coord), hub_(hub), node_info_(std::move(node_info)) {}
+  using Unary = UnaryFn;
 
-  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitResponse*) override;
-  grpc::Status Get(grpc::ServerContext*, const v1::GetRequest*, v1::Experiment*) override;
-  grpc::Status List(grpc::ServerContext*, const v1::ListRequest*, v1::ListResponse*) override;
-  grpc::Status Cancel(grpc::ServerContext*, const v1::CancelRequest*, v1::Experiment*) override;
-  grpc::Status Watch(grpc::ServerContext*, const v1::WatchRequest*,
-                     grpc::ServerWriter<v1::WatchEvent>*) override;
-  grpc::Status SubmitSweep(grpc::ServerContext*, const v1::SubmitSweepRequest*,
-                           v1::SubmitResponse*) override;
-  grpc::Status GetSweep(grpc::ServerContext*, const v1::GetRequest*, v1::SweepReport*) override;
-  grpc::Status ListSweeps(grpc::ServerContext*, const v1::ListRequest*,
-                          v1::ListSweepsResponse*) override;
-  grpc::Status CancelSweep(grpc::ServerContext*, const v1::CancelRequest*, v1::Sweep*) override;
-  grpc::Status NodeInfo(grpc::ServerContext*, const v1::NodeInfoRequest*,
-                        v1::NodeInfoResponse*) override;
+  ShoalService(ExperimentService* coord, TelemetryHub* hub, NodeInfoFn node_info,
+               int max_watchers = 1024);
+
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
+
+  int watchers() const { return watchers_.load(); }
 
  private:
+  void AddUnaryMethods();
+  grpc::ServerGenericBidiReactor* NewWatch();
+
   ExperimentService* coord_;
   TelemetryHub* hub_;
   NodeInfoFn node_info_;
+  const int max_watchers_;
+  std::atomic<int> watchers_{0};
+  std::map<std::string, Unary> unary_;  // by full method name, "/shoal.v1.Shoal/Get"
 };
 
 }  // namespace shoal

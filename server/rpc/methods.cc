@@ -1,0 +1,101 @@
+// The unary methods of shoal.v1.Shoal: each checks what the domain cannot (ids, strings, page
+// arguments), then calls it.
+#include "server/rpc/service.h"
+#include "shared/wire_check.h"
+
+namespace shoal {
+namespace {
+
+StatusOr<PageRequest> PageOf(const v1::ListRequest& req) {
+  constexpr uint32_t kDefault = 100, kMax = 1000;
+  PageRequest page{kDefault, req.page_token()};
+  if (req.has_page_size()) {
+    if (req.page_size() == 0 || req.page_size() > kMax) {
+      return InvalidArgument("page_size: " + std::to_string(req.page_size()) +
+                             " is outside the allowed range 1.." + std::to_string(kMax));
+    }
+    page.size = req.page_size();
+  }
+  RETURN_IF_ERROR(CheckText("page_token", page.token, kMaxWordBytes));
+  return page;
+}
+
+}  // namespace
+
+void ShoalService::AddUnaryMethods() {
+  using namespace v1;
+  auto add = [this](const std::string& name, Unary fn) {
+    unary_["/shoal.v1.Shoal/" + name] = std::move(fn);
+  };
+  add("Submit", Typed<SubmitRequest, SubmitResponse>(
+                    [this](const SubmitRequest& r) -> StatusOr<SubmitResponse> {
+                      RETURN_IF_ERROR(CheckSpecStrings(r.spec()));
+                      ASSIGN_OR_RETURN(std::string id, coord_->Submit(r.spec()));
+                      SubmitResponse resp;
+                      resp.set_id(id);
+                      return resp;
+                    }));
+  add("SubmitSweep", Typed<SubmitSweepRequest, SubmitResponse>(
+                         [this](const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
+                           RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
+                           ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(r.spec()));
+                           SubmitResponse resp;
+                           resp.set_id(id);
+                           return resp;
+                         }));
+  add("Get", Typed<GetRequest, Experiment>([this](const GetRequest& r) -> StatusOr<Experiment> {
+        RETURN_IF_ERROR(CheckId(r.id(), "x"));
+        return coord_->Get(r.id());
+      }));
+  add("Cancel",
+      Typed<CancelRequest, Experiment>([this](const CancelRequest& r) -> StatusOr<Experiment> {
+        RETURN_IF_ERROR(CheckId(r.id(), "x"));
+        return coord_->Cancel(r.id());
+      }));
+  add("GetSamples",
+      Typed<GetRequest, SamplesResponse>([this](const GetRequest& r) -> StatusOr<SamplesResponse> {
+        RETURN_IF_ERROR(CheckId(r.id(), "x"));
+        ASSIGN_OR_RETURN(auto all, coord_->Samples(r.id()));
+        SamplesResponse resp;
+        for (auto& s : all) *resp.add_samples() = std::move(s);
+        return resp;
+      }));
+  add("GetSweep",
+      Typed<GetRequest, SweepReport>([this](const GetRequest& r) -> StatusOr<SweepReport> {
+        RETURN_IF_ERROR(CheckId(r.id(), "s"));
+        return coord_->GetSweep(r.id());
+      }));
+  add("CancelSweep", Typed<CancelRequest, Sweep>([this](const CancelRequest& r) -> StatusOr<Sweep> {
+        RETURN_IF_ERROR(CheckId(r.id(), "s"));
+        return coord_->CancelSweep(r.id());
+      }));
+  add("List",
+      Typed<ListRequest, ListResponse>([this](const ListRequest& r) -> StatusOr<ListResponse> {
+        ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
+        ASSIGN_OR_RETURN(Page<Experiment> got, coord_->List(page));
+        ListResponse resp;
+        for (auto& e : got.items) *resp.add_experiments() = std::move(e);
+        resp.set_next_page_token(got.next);
+        return resp;
+      }));
+  add("ListSweeps", Typed<ListRequest, ListSweepsResponse>(
+                        [this](const ListRequest& r) -> StatusOr<ListSweepsResponse> {
+                          ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
+                          ASSIGN_OR_RETURN(Page<Sweep> got, coord_->ListSweeps(page));
+                          ListSweepsResponse resp;
+                          for (auto& s : got.items) *resp.add_sweeps() = std::move(s);
+                          resp.set_next_page_token(got.next);
+                          return resp;
+                        }));
+  add("Delete", Typed<DeleteRequest, DeleteResponse>([this](const DeleteRequest& r) {
+        return CheckId(r.id(), "xs").ok() ? coord_->Delete(r.id())
+                                          : StatusOr<DeleteResponse>(CheckId(r.id(), "xs"));
+      }));
+  add("Prune", Typed<PruneRequest, DeleteResponse>(
+                   [this](const PruneRequest& r) { return coord_->Prune(r); }));
+  add("NodeInfo",
+      Typed<NodeInfoRequest, NodeInfoResponse>(
+          [this](const NodeInfoRequest&) -> StatusOr<NodeInfoResponse> { return node_info_(); }));
+}
+
+}  // namespace shoal

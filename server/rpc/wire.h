@@ -1,0 +1,43 @@
+// Requests as bytes to typed messages and back, for the callback service's methods.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <string>
+
+#include "shared/status.h"
+
+namespace shoal {
+
+grpc::Status ToGrpc(const Status& s);
+
+// A unary method: the request's bytes in, the response's bytes out.
+using UnaryFn = std::function<grpc::Status(const std::string& request, std::string* response)>;
+
+// The request, without the fields this daemon does not know (they would be stored with it). Bytes
+// that are not a valid message of the method are INVALID_ARGUMENT.
+template <typename Req>
+grpc::Status ParseRequest(const std::string& bytes, Req* req) {
+  if (!req->ParseFromString(bytes)) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "the request is not a valid " + req->GetTypeName() + " message"};
+  }
+  req->DiscardUnknownFields();
+  return grpc::Status::OK;
+}
+
+// A unary method from a typed function of the domain.
+template <typename Req, typename Resp>
+UnaryFn Typed(std::function<StatusOr<Resp>(const Req&)> fn) {
+  return [fn = std::move(fn)](const std::string& in, std::string* out) {
+    Req req;
+    if (grpc::Status st = ParseRequest(in, &req); !st.ok()) return st;
+    StatusOr<Resp> resp = fn(req);
+    if (!resp.ok()) return ToGrpc(resp.status());
+    *out = resp->SerializeAsString();
+    return grpc::Status::OK;
+  };
+}
+
+}  // namespace shoal

@@ -1,0 +1,106 @@
+// What arrives over the wire: ids, strings, lists (shared/wire_check.h), and listing pages
+// (server/paging.h).
+#include "shared/wire_check.h"
+
+#include <gtest/gtest.h>
+
+#include "server/paging.h"
+
+namespace shoal {
+namespace {
+
+TEST(WireCheckTest, IdsAreTheDaemonsOwnFormat) {
+  EXPECT_TRUE(CheckId("x0123456789", "x").ok());
+  EXPECT_TRUE(CheckId("sabcdef0123", "xs").ok());
+  EXPECT_FALSE(CheckId("sabcdef0123", "x").ok());
+  EXPECT_FALSE(CheckId("x012345678", "x").ok());                     // short
+  EXPECT_FALSE(CheckId("x0123456789a", "x").ok());                   // long
+  EXPECT_FALSE(CheckId("x012345678G", "x").ok());                    // not hex
+  EXPECT_FALSE(CheckId(std::string("x012345678\0", 11), "x").ok());  // a NUL is not a digit
+  const Status st = CheckId(std::string(8000, 'y'), "x");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_LT(st.message().size(), 120u) << st.message();  // a short prefix, not the input
+  EXPECT_NE(st.message().find("(8000 bytes)"), std::string::npos) << st.message();
+}
+
+TEST(WireCheckTest, QuoteShortEscapesAndCuts) {
+  EXPECT_EQ(QuoteShort("abc"), "'abc'");
+  EXPECT_EQ(QuoteShort(std::string("a\0b\n'", 5)), "'a\\x00b\\x0a\\x27'");
+  EXPECT_EQ(QuoteShort(std::string(50, 'z')), "'" + std::string(40, 'z') + "'... (50 bytes)");
+}
+
+TEST(WireCheckTest, EverySpecStringIsBoundedAndPrintable) {
+  v1::ExperimentSpec spec;
+  spec.set_kind("hogwild");
+  spec.set_dataset("/usr/share/datasets/fashion-mnist");
+  spec.mutable_optimizer()->set_name("adam");
+  EXPECT_TRUE(CheckSpecStrings(spec).ok());
+  for (auto set : std::vector<std::function<void(v1::ExperimentSpec*)>>{
+           [](v1::ExperimentSpec* s) { s->set_kind(std::string(65, 'k')); },
+           [](v1::ExperimentSpec* s) { s->set_model(std::string(1 << 16, 'm')); },
+           [](v1::ExperimentSpec* s) { s->set_start("fork\x01"); },
+           [](v1::ExperimentSpec* s) { s->set_name(std::string(129, 'n')); },
+           [](v1::ExperimentSpec* s) { s->set_dataset(std::string(5000, '/')); },
+           [](v1::ExperimentSpec* s) { s->mutable_optimizer()->set_name(std::string(100, 'o')); },
+       }) {
+    v1::ExperimentSpec bad = spec;
+    set(&bad);
+    const Status st = CheckSpecStrings(bad);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument);
+    EXPECT_LT(st.message().size(), 160u) << st.message();
+  }
+  v1::ExperimentSpec named = spec;
+  named.set_name("ok name, with spaces — and UTF-8");
+  EXPECT_TRUE(CheckSpecStrings(named).ok());
+}
+
+TEST(WireCheckTest, SweepsHaveBoundedNamesAxesAndValues) {
+  v1::SweepSpec sw;
+  sw.set_name("batch sizes");
+  auto* a = sw.add_axes();
+  a->set_field("batch_size");
+  a->add_values("16");
+  EXPECT_TRUE(CheckSweepStrings(sw).ok());
+  v1::SweepSpec long_name = sw;
+  long_name.set_name(std::string(4 << 20, 'n'));
+  EXPECT_NE(CheckSweepStrings(long_name).message().find("name: 4194304 bytes"), std::string::npos);
+  v1::SweepSpec many = sw;
+  for (int i = 0; i < 300; ++i) many.mutable_axes(0)->add_values("1");
+  EXPECT_NE(CheckSweepStrings(many).message().find("at most 256"), std::string::npos);
+  v1::SweepSpec ctl = sw;
+  ctl.mutable_axes(0)->set_values(0, "1\n6");
+  EXPECT_FALSE(CheckSweepStrings(ctl).ok());
+}
+
+struct Rec {
+  int64_t ms;
+  std::string name;
+  int64_t submitted_unix_ms() const { return ms; }
+  const std::string& id() const { return name; }
+};
+
+TEST(PagingTest, PagesFollowTokensAndSurviveDeletesAndInserts) {
+  std::vector<Rec> all = {{5, "xb"}, {1, "xa"}, {5, "xa"}, {9, "xz"}, {3, "xq"}};
+  auto p1 = TakePage(all, {2, ""});
+  ASSERT_TRUE(p1.ok());
+  ASSERT_EQ(p1->items.size(), 2u);
+  EXPECT_EQ(p1->items[0].name, "xa");
+  EXPECT_EQ(p1->items[1].name, "xq");
+  EXPECT_EQ(p1->next, "3.xq");
+  all.erase(all.begin() + 4);  // the last record of the page goes
+  all.push_back({2, "xc"});    // one lands before the token: already passed
+  auto p2 = TakePage(all, {2, p1->next});
+  ASSERT_TRUE(p2.ok());
+  ASSERT_EQ(p2->items.size(), 2u);
+  EXPECT_EQ(p2->items[0].name, "xa");  // (5, xa)
+  EXPECT_EQ(p2->items[1].name, "xb");
+  auto p3 = TakePage(all, {2, p2->next});
+  ASSERT_TRUE(p3.ok());
+  ASSERT_EQ(p3->items.size(), 1u);
+  EXPECT_EQ(p3->next, "");
+  EXPECT_FALSE(TakePage(all, {2, "garbage"}).ok());
+  EXPECT_FALSE(TakePage(all, {2, "-4.x"}).ok());
+}
+
+}  // namespace
+}  // namespace shoal
