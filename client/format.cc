@@ -49,6 +49,13 @@ std::string Length(const v1::ExperimentSpec& s) {
 }
 
 std::string SpecLines(const v1::ExperimentSpec& s) {
+  if (s.kind() == "multi_model") {
+    return F("  spec        multi_model: %u models, %u iterations, batch %u, %u workers (one per "
+             "variant, in turn), start %s, device %s, %u threads, seed %lu\n",
+             s.models(), s.iterations(), s.batch_size(), s.workers(), s.start().c_str(),
+             s.device().c_str(), s.threads(), UL(s.seed())) +
+           "  optimiser   " + Optimizer(s) + "\n";
+  }
   std::string o =
       F("  spec        %s %s, %u workers, start %s, share %s, device %s, %s, %u threads\n",
         s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
@@ -142,12 +149,36 @@ std::string StateName(v1::ExperimentState s) {
   return n;
 }
 
+// multi_model: the original's block per variant (its "MB" were KiB; these are what they say).
+std::string VariantBlocks(const v1::Result& r) {
+  std::string o;
+  for (const auto& v : r.variants()) {
+    o += F("  ==============================\n  >> [%s] %u models, %lu iterations\n",
+           v.variant().c_str(), v.models(), UL(v.iterations()));
+    o += F("  >> model define: %.3fs\n       param_cnt: %lu\n", v.define_ms() / 1000,
+           UL(v.parameters()));
+    o +=
+        F("  >> data: %.3fs\n  >> zero grad: %.3fs\n  >> forward: %.3fs\n  >> backward: %.3fs\n"
+          "  >> optim: %.3fs\n",
+          v.data_ms() / 1000, v.zero_grad_ms() / 1000, v.forward_ms() / 1000,
+          v.backward_ms() / 1000, v.optimizer_ms() / 1000);
+    auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
+    o +=
+        F("  >> memory: max allocated %.2f MiB (LibTorch CPU allocator), peak RSS %.1f MiB, peak "
+          "PSS %.1f MiB\n",
+          mib(v.peak_allocated_bytes()), mib(v.peak_rss_bytes()), mib(v.peak_pss_bytes()));
+    o += F("  >> %s done in %.3fs\n", v.variant().c_str(), v.total_ms() / 1000);
+  }
+  return o;
+}
+
 std::string FormatExperiment(const v1::Experiment& e) {
   std::string o = F("experiment %s  %s%s%s\n", e.id().c_str(), StateName(e.state()).c_str(),
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
   if (e.state() == v1::QUEUED) return o;
-  return o + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) + ProcessLines(e);
+  return o + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +
+         VariantBlocks(e.result()) + ProcessLines(e);
 }
 
 std::string FormatSampleLine(const v1::Sample& s) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "shared/kind_rules.h"
 #include "shared/layout.h"
 #include "shared/process.h"
 
@@ -91,6 +92,32 @@ void FillLosses(const Reports& ws, v1::Result* r) {
   }
 }
 
+// multi_model: each finished worker's variant, its phase times and memory.
+void FillVariants(const RunFacts& f, const Reports& ws, v1::Result* r) {
+  const std::vector<std::string> names = MultiModelVariants(f.spec.models());
+  for (const auto& w : ws) {
+    if (w.phase() != ipc::v1::FINISHED || w.index() >= names.size()) continue;
+    v1::VariantResult* v = r->add_variants();
+    v->set_variant(names[w.index()]);
+    v->set_models(f.spec.models());
+    v->set_iterations(w.steps());
+    v->set_parameters(w.parameters());
+    v->set_define_ms(NsToMs(w.define_ns()));
+    v->set_data_ms(NsToMs(w.data_ns()));
+    v->set_zero_grad_ms(NsToMs(w.zero_grad_ns()));
+    v->set_forward_ms(NsToMs(w.forward_ns()));
+    v->set_backward_ms(NsToMs(w.backward_ns()));
+    v->set_optimizer_ms(NsToMs(w.optimizer_ns()));
+    if (w.last_step_ns() > w.first_step_ns())
+      v->set_total_ms(NsToMs(w.last_step_ns() - w.first_step_ns()));
+    v->set_peak_allocated_bytes(w.alloc_peak_bytes());
+    v->set_peak_rss_bytes(w.vmhwm_bytes());
+    if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
+      v->set_peak_pss_bytes(it->second);
+    if (w.has_last_loss()) v->set_final_loss(w.last_loss());
+  }
+}
+
 v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t index) {
   for (auto& [pid, p] : procs)
     if (p.role() == "worker" && p.index() == int(index)) return &p;
@@ -161,6 +188,7 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     FillTraining(*ws, f.spec.workers(), f.start_real_ns, r);
     FillLosses(*ws, r);
     FillEpochs(*ws, r);
+    if (f.spec.kind() == "multi_model") FillVariants(f, *ws, r);
     for (const auto& w : *ws) hwm += w.vmhwm_bytes();
   }
   r->set_peak_rss_hwm_sum_bytes(hwm);

@@ -22,7 +22,15 @@ struct KindRules {
   Status (*validate)(const v1::ExperimentSpec&, const SpecLimits&) = nullptr;
   // What the experiment will put in /dev/shm and memory, for admission.
   StatusOr<ExperimentEstimate> (*estimate)(const v1::ExperimentSpec&) = nullptr;
+  // The kind's own defaults, applied before the common ones; nullptr: none.
+  void (*defaults)(v1::ExperimentSpec*) = nullptr;
+  // Fields of the table this kind does not read: refused when given, never defaulted.
+  std::vector<std::string> foreign_fields;
 };
+
+// multi_model's variants for n models, in worker order: linear, conv1d (n = 1); mlinear, mconv1d,
+// gconv1d (n > 1).
+std::vector<std::string> MultiModelVariants(uint32_t models);
 
 // Every registered kind, in registration order.
 const std::vector<KindRules>& AllKinds();

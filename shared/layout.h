@@ -14,7 +14,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 2;
+constexpr uint32_t kLayoutVersion = 3;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 32;
 constexpr size_t kMaxRank = 4;
@@ -95,6 +95,7 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> requested_ns;   // CLOCK_REALTIME, when the leader asked for this worker
   std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;
   std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation
+  std::atomic<uint64_t> zero_grad_ns, define_ns, parameters, alloc_peak_bytes;  // multi_model
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
   std::atomic<uint32_t> last_loss_bits;   // float

@@ -196,8 +196,8 @@ Table GridTable(const std::vector<PointView>& points, const Layout& l, const Met
 // Every point was told not to evaluate (--eval-samples 0): the accuracy table would be all "-".
 bool NoneEvaluated(const std::vector<PointView>& points) {
   return std::all_of(points.begin(), points.end(), [](const PointView& v) {
-    return v.experiment != nullptr && v.experiment->spec().has_eval_samples() &&
-           v.experiment->spec().eval_samples() == 0;
+    // Absent: a kind that does not evaluate (multi_model).
+    return v.experiment != nullptr && v.experiment->spec().eval_samples() == 0;
   });
 }
 
@@ -410,6 +410,115 @@ std::string JsonScalar(const nlohmann::json& v) {
 
 }  // namespace
 
+// multi_model: a figure of one variant of a point (nullopt: none).
+using VariantGetter =
+    std::function<std::optional<double>(const v1::VariantResult&, const v1::Result&)>;
+
+// Rows: the varying axes other than the column, then the variant (and the phase, when given).
+Table VariantTable(const std::vector<PointView>& points, const Layout& l, const char* key,
+                   const char* title, const std::vector<std::string>& phases,
+                   const std::function<VariantGetter(const std::string& phase)>& getter,
+                   const char* format) {
+  Table t;
+  t.key = key;
+  t.title = title;
+  t.column_field = l.column_field;
+  t.columns = l.columns;
+  t.row_fields = l.row_fields;
+  t.row_fields.push_back("variant");
+  if (phases.size() > 1) t.row_fields.push_back("phase");
+  for (const auto& v : points) {
+    if (v.experiment == nullptr || v.experiment->state() != v1::SUCCEEDED) continue;
+    const size_t col =
+        l.column_field.empty()
+            ? 0
+            : size_t(std::find(l.columns.begin(), l.columns.end(), v.values.at(l.column_field)) -
+                     l.columns.begin());
+    for (const auto& vr : v.experiment->result().variants()) {
+      for (const auto& phase : phases) {
+        auto labels = Labels(v, l.row_fields);
+        labels.push_back(vr.variant());
+        if (phases.size() > 1) labels.push_back(phase);
+        auto row = std::find_if(t.rows.begin(), t.rows.end(),
+                                [&](const Row& r) { return r.labels == labels; });
+        if (row == t.rows.end())
+          row =
+              t.rows.insert(t.rows.end(), {labels, std::vector<Cell>(l.columns.size(), Missing())});
+        const auto value = getter(phase)(vr, v.experiment->result());
+        if (value) row->cells[col] = Value(*value, format);
+      }
+    }
+  }
+  return t;
+}
+
+// The variant that trains n separate Linears at this point: what the others are compared with.
+const v1::VariantResult* Separate(const v1::Result& r) {
+  for (const auto& v : r.variants())
+    if (v.variant() == "linear" || v.variant() == "mlinear") return &v;
+  return nullptr;
+}
+
+std::vector<Table> VariantTables(const std::vector<PointView>& points, const Layout& l) {
+  auto per_it = [](double ms, const v1::VariantResult& v) -> std::optional<double> {
+    if (v.iterations() == 0) return std::nullopt;
+    return ms / double(v.iterations());
+  };
+  std::vector<Table> out;
+  out.push_back(VariantTable(
+      points, l, "variant_ms_per_iteration",
+      "multi_model: time per iteration (ms), definition included", {""},
+      [&](const std::string&) -> VariantGetter {
+        return [&](const auto& v, const auto&) { return per_it(v.total_ms(), v); };
+      },
+      "%.3f"));
+  out.push_back(VariantTable(
+      points, l, "variant_vs_separate", "multi_model: time against n separate Linears (the same n)",
+      {""},
+      [](const std::string&) -> VariantGetter {
+        return [](const auto& v, const auto& r) -> std::optional<double> {
+          const v1::VariantResult* base = Separate(r);
+          if (base == nullptr || base->total_ms() <= 0) return std::nullopt;
+          return v.total_ms() / base->total_ms();
+        };
+      },
+      "%.2f"));
+  Table mem = VariantTable(
+      points, l, "variant_peak_allocated_mib",
+      "multi_model: peak allocated by LibTorch's CPU allocator (MiB)", {""},
+      [](const std::string&) -> VariantGetter {
+        return [](const auto& v, const auto&) -> std::optional<double> {
+          return double(v.peak_allocated_bytes()) / double(1 << 20);
+        };
+      },
+      "%.2f");
+  mem.footnotes.push_back(
+      "MiB. The original printed max_memory_allocated() // 2**10, i.e. KiB, labelled MB.");
+  out.push_back(std::move(mem));
+  const std::vector<std::string> phases = {"data", "zero_grad", "forward", "backward", "optim"};
+  out.push_back(VariantTable(
+      points, l, "variant_phase_ms_per_iteration", "multi_model: each phase per iteration (ms)",
+      phases,
+      [&](const std::string& phase) -> VariantGetter {
+        return [&, phase](const auto& v, const auto&) {
+          const double ms = phase == "data"        ? v.data_ms()
+                            : phase == "zero_grad" ? v.zero_grad_ms()
+                            : phase == "forward"   ? v.forward_ms()
+                            : phase == "backward"  ? v.backward_ms()
+                                                   : v.optimizer_ms();
+          return per_it(ms, v);
+        };
+      },
+      "%.4f"));
+  return out;
+}
+
+bool AnyVariants(const std::vector<PointView>& points) {
+  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
+    return v.experiment != nullptr && !v.experiment->result().variants().empty();
+  });
+}
+
 std::vector<Table> BuildTables(const ReportInput& in) {
   const auto points = Points(in);
   const Layout l = MakeLayout(in.sweep);
@@ -427,6 +536,8 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     for (auto& t : CurveTables(points, fields)) tables.push_back(std::move(t));
     for (auto& t : EpochTables(points, fields)) tables.push_back(std::move(t));
   }
+  if (AnyVariants(points))
+    for (auto& t : VariantTables(points, l)) tables.push_back(std::move(t));
   return tables;
 }
 

@@ -143,6 +143,8 @@ Status ValidateLength(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   return Status::Ok();
 }
 
+void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits);
+
 }  // namespace
 
 const Defaults& OptimizerDefaults(const std::string& name) {
@@ -159,6 +161,20 @@ const std::vector<std::string>& OptimizerNamesAllowed() {
 
 void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_kind()) s->set_kind("hogwild");
+  const KindRules* kind = FindKind(s->kind());
+  const v1::ExperimentSpec given = *s;
+  if (kind != nullptr && kind->defaults != nullptr) kind->defaults(s);
+  ApplyCommonDefaults(s, limits);
+  // A field the kind does not read is not filled in (and is refused if given: ValidateSpec).
+  for (const auto& name : kind != nullptr ? kind->foreign_fields : std::vector<std::string>{}) {
+    const SpecField* f = FindSpecField(name);
+    if (!HasSpecField(given, *f)) ClearSpecField(s, *f);
+  }
+}
+
+namespace {
+
+void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_model()) s->set_model("mnist_convnet");
   if (!s->has_dataset()) s->set_dataset("synthetic");
   if (!s->has_workers()) s->set_workers(1);
@@ -178,9 +194,15 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_force()) s->set_force(false);
 }
 
+}  // namespace
+
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   const KindRules* kind = FindKind(s.kind());
   if (kind == nullptr) return OneOf("kind", s.kind(), KindNames());
+  for (const auto& name : kind->foreign_fields) {
+    if (HasSpecField(s, *FindSpecField(name)))
+      return InvalidArgument(name + ": not a field of kind " + s.kind());
+  }
   RETURN_IF_ERROR(OneOf("model", s.model(), kind->models));
   RETURN_IF_ERROR(InRange("workers", s.workers(), 1, limits.max_workers));
   RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn", "forkserver"}));
@@ -202,13 +224,13 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
                             limits.max_stall_timeout_ms));
   }
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
-  if (s.dataset().empty())
+  if (s.has_dataset() && s.dataset().empty())
     return InvalidArgument("dataset: empty (want a directory or 'synthetic')");
   return kind->validate ? kind->validate(s, limits) : Status::Ok();
 }
 
 Status CheckDataset(const std::string& dataset, const std::vector<std::string>& data_roots) {
-  if (dataset == "synthetic") return Status::Ok();
+  if (dataset == "synthetic" || dataset.empty()) return Status::Ok();  // empty: a kind without data
   if (!data_roots.empty()) {
     char buf[PATH_MAX];
     if (::realpath(dataset.c_str(), buf) == nullptr) {
@@ -258,6 +280,7 @@ uint64_t BatchesPerEpoch(const v1::ExperimentSpec& s, uint64_t n_train) {
 }
 
 uint64_t StepsPerWorker(const v1::ExperimentSpec& s, uint64_t n_train) {
+  if (s.has_iterations()) return s.iterations();
   if (s.has_epochs()) return uint64_t(s.epochs()) * BatchesPerEpoch(s, n_train);
   return s.batches();
 }

@@ -18,8 +18,9 @@ using google::protobuf::Message;
 
 std::vector<SpecField> MakeFields() {
   return {
-      {"kind", "kind", "experiment kind: hogwild", "hogwild"},
-      {"model", "model", "network: mnist_convnet", "mnist_convnet"},
+      {"kind", "kind", "experiment kind: hogwild | multi_model", "hogwild"},
+      {"model", "model", "network: mnist_convnet (hogwild), linear_256_512 (multi_model)",
+       "per kind"},
       {"dataset", "dataset", "directory of MNIST IDX files (gzipped or not), or 'synthetic'",
        "synthetic"},
       {"start", "start", "how workers start: fork | spawn | forkserver", "fork"},
@@ -55,7 +56,10 @@ std::vector<SpecField> MakeFields() {
       {"sample_interval_ms", "sample_interval_ms", "telemetry interval", "200"},
       {"stall_timeout_ms", "stall_timeout_ms",
        "fail when a worker has no heartbeat this long (0: off)", "60000"},
-      {"workers", "workers", "worker processes", "1"},
+      {"models", "models", "multi_model: independent models trained at once (n)", "1"},
+      {"iterations", "iterations", "multi_model: training iterations of each variant", "1000"},
+      {"workers", "workers", "worker processes (multi_model: one per variant)",
+       "1 (multi_model: 2 for n = 1, else 3)"},
       {"name", "name", "a label", "none", false},
       {"force", "force", "start even if the admission check says it will not fit", "no", false},
   };
@@ -188,6 +192,11 @@ Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::str
 bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f) {
   auto [m, fd] = Resolve<const Message>(&spec, f.path);
   return m->GetReflection()->HasField(*m, fd);
+}
+
+void ClearSpecField(v1::ExperimentSpec* spec, const SpecField& f) {
+  auto [m, fd] = Resolve<Message>(spec, f.path);
+  m->GetReflection()->ClearField(m, fd);
 }
 
 std::string SpecFieldText(const v1::ExperimentSpec& spec, const SpecField& f) {

@@ -29,6 +29,8 @@ const SpecField* FindSpecField(const std::string& name);
 Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text);
 // True when the field is present (given by the user or filled by ApplyDefaults).
 bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f);
+// Removes the field (absent again).
+void ClearSpecField(v1::ExperimentSpec* spec, const SpecField& f);
 // The field's value as text ("" when absent): integers in decimal, doubles shortest
 // round-trip (%.17g trimmed), bools yes/no.
 std::string SpecFieldText(const v1::ExperimentSpec& spec, const SpecField& f);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "shared/shm.h"
 #include "tests/testutil.h"
 
 namespace shoal {
@@ -70,6 +72,60 @@ TEST_F(KindsE2E, OptimiserSweepComparesLossAndAccuracy) {
   for (size_t at = 0; (at = svg.out.find("<polyline", at)) != std::string::npos; ++at) ++lines;
   EXPECT_EQ(lines, 5u);  // one loss curve per optimiser
   EXPECT_NE(svg.out.find("optimizer adadelta"), std::string::npos);
+}
+
+// multi_model on real processes: every variant of every point reported, in its own worker, the
+// report's tables filled where a variant exists, nothing left behind.
+TEST_F(KindsE2E, MultiModelSweepReportsEveryVariant) {
+  CommandResult r =
+      daemon_->Cli({"sweep", "--kind", "multi_model", "--models", "1,3", "--iterations", "20",
+                    "--start", "fork,forkserver", "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Parse(r);
+  ASSERT_EQ(j["experiments"].size(), 4u);
+  for (const auto& e : j["experiments"]) {
+    ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+    const uint32_t n = e["spec"]["models"];
+    const auto& vs = e["result"]["variants"];
+    ASSERT_EQ(vs.size(), n == 1 ? 2u : 3u) << e.dump();
+    std::set<int> pids;
+    for (const auto& p : e["processes"]) {
+      if (p["role"] == "worker") pids.insert(p["pid"].get<int>());
+      EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>()));
+    }
+    EXPECT_EQ(pids.size(), vs.size());  // a process per variant
+    for (const auto& v : vs) {
+      EXPECT_EQ(v["parameters"].get<uint64_t>(), 131584u * n) << v.dump();
+      EXPECT_EQ(v["iterations"].get<uint64_t>(), 20u);
+      EXPECT_GT(v["total_ms"].get<double>(), v["forward_ms"].get<double>());
+      EXPECT_GT(v["peak_allocated_bytes"].get<double>(), 131584.0 * n * 4);  // the weights at least
+      EXPECT_GT(v["peak_pss_bytes"].get<double>(), 0);
+      EXPECT_GT(v["peak_rss_bytes"].get<double>(), v["peak_allocated_bytes"].get<double>());
+    }
+    EXPECT_TRUE(ListSegments(SegmentPrefix(e["id"].get<std::string>())).empty());
+  }
+  for (const char* key : {"variant_ms_per_iteration", "variant_vs_separate",
+                          "variant_peak_allocated_mib", "variant_phase_ms_per_iteration"}) {
+    bool found = false;
+    for (const auto& t : j["tables"]) {
+      if (t["key"] != key) continue;
+      found = true;
+      EXPECT_EQ(t["rows"].size(), std::string(key) == "variant_phase_ms_per_iteration" ? 50u : 10u);
+      for (const auto& row : t["rows"]) {
+        int numbers = 0;
+        for (const auto& c : row["cells"]) numbers += c["value"].is_number();
+        EXPECT_EQ(numbers, 1) << key << ": " << row.dump();  // n = 1 or n = 3, not both
+        if (std::string(key) == "variant_vs_separate" &&
+            (row["labels"][1] == "linear" || row["labels"][1] == "mlinear"))
+          for (const auto& c : row["cells"]) {
+            if (c["value"].is_number()) {
+              EXPECT_DOUBLE_EQ(c["value"].get<double>(), 1.0);
+            }
+          }
+      }
+    }
+    EXPECT_TRUE(found) << key;
+  }
 }
 
 TEST_F(KindsE2E, BatchSizeSweepPrintsEpochTwoTrainingTime) {

@@ -622,6 +622,8 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "eval_samples",
                                                "sample_interval_ms",
                                                "stall_timeout_ms",
+                                               "models",
+                                               "iterations",
                                                "workers",
                                                "name",
                                                "force"};
@@ -701,6 +703,7 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "4",         "1",
                                           "cache",     "1000",
                                           "200",       "60000",
+                                          "",          "",  // models, iterations: not hogwild's
                                           "1",         "",
                                           "no"};
   const std::vector<std::string> figures0 = {"0",   "0", "0",          "0",    "",  "0", "0",  "",

@@ -171,6 +171,48 @@ TEST(SpecTest, EpochsReplaceTheDefaultBatches) {
             std::string::npos);
 }
 
+// multi_model's own defaults (the original's batch, seed and momentum; a worker per variant), no
+// defaults for the fields it does not read, and those fields refused when given.
+TEST(SpecTest, MultiModelDefaultsAndForeignFields) {
+  SpecLimits l;
+  l.cores = 2;
+  v1::ExperimentSpec s;
+  s.set_kind("multi_model");
+  s.set_models(8);
+  ApplyDefaults(&s, l);
+  EXPECT_EQ(s.workers(), 3u);
+  EXPECT_EQ(s.batch_size(), 32u);
+  EXPECT_EQ(s.seed(), 114514u);
+  EXPECT_EQ(s.iterations(), 1000u);
+  EXPECT_DOUBLE_EQ(s.optimizer().momentum(), 0.9);
+  EXPECT_FALSE(s.has_dataset());
+  EXPECT_FALSE(s.has_batches());
+  EXPECT_FALSE(s.has_eval_samples());
+  EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
+  EXPECT_EQ(StepsPerWorker(s, 0), 1000u);
+  v1::ExperimentSpec one;
+  one.set_kind("multi_model");
+  ApplyDefaults(&one, l);
+  EXPECT_EQ(one.workers(), 2u);  // linear and conv1d
+  v1::ExperimentSpec ds = one;
+  ds.set_dataset("/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(ValidateSpec(ds, l).message(), "dataset: not a field of kind multi_model");
+  v1::ExperimentSpec w;
+  w.set_kind("multi_model");
+  w.set_workers(3);
+  ApplyDefaults(&w, l);
+  EXPECT_NE(ValidateSpec(w, l).message().find("one worker per variant (2 for models 1)"),
+            std::string::npos);
+  v1::ExperimentSpec hog;
+  hog.set_iterations(5);
+  ApplyDefaults(&hog, l);
+  EXPECT_EQ(ValidateSpec(hog, l).message(), "iterations: not a field of kind hogwild");
+  v1::ExperimentSpec big = one;
+  big.set_models(300);
+  big.set_workers(3);
+  EXPECT_NE(ValidateSpec(big, l).message().find("models: 300 is outside"), std::string::npos);
+}
+
 // The README's option table quotes the field table: a default changed in one place shows here.
 TEST(SpecTest, TheReadmeQuotesEveryFieldAndItsDefault) {
   std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/README.md");

@@ -1,10 +1,16 @@
 #include "worker/scoreboard.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <functional>
 
 #include "shared/process.h"
+#include "worker/training.h"
 
 namespace shoal {
 namespace {
@@ -87,6 +93,25 @@ HeartbeatThread::~HeartbeatThread() {
   thread_.join();
 }
 
+void Arrive(std::atomic<uint32_t>* counter) {
+  static_assert(sizeof(*counter) == sizeof(uint32_t));
+  counter->fetch_add(1);
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(counter), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+            0);
+}
+
+bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* slot,
+                  int lifetime_fd) {
+  slot->heartbeat_ns.store(MonotonicNs());
+  for (uint32_t seen; (seen = counter->load()) < target;) {
+    if (LeaderGone(lifetime_fd)) return false;
+    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
+    timespec wait{0, 50'000'000};
+    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(counter), FUTEX_WAIT, seen, &wait, nullptr, 0);
+  }
+  return true;
+}
+
 ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) {
   ipc::v1::WorkerReport r;
   r.set_index(index);
@@ -106,6 +131,10 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   r.set_backward_ns(w.backward_ns.load());
   r.set_optimizer_ns(w.optimizer_ns.load());
   r.set_eval_ns(w.eval_ns.load());
+  r.set_zero_grad_ns(w.zero_grad_ns.load());
+  r.set_define_ns(w.define_ns.load());
+  r.set_parameters(w.parameters.load());
+  r.set_alloc_peak_bytes(w.alloc_peak_bytes.load());
   r.set_vmhwm_bytes(w.vmhwm_bytes.load());
   if (r.phase() == ipc::v1::FINISHED) r.set_weights_checksum(w.weights_checksum.load());
   SetIfFinite(w.accuracy_bits.load(), [&](float v) { r.set_test_accuracy(v); });

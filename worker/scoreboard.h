@@ -40,6 +40,13 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
+// Adds one to a board counter and wakes whoever waits on it.
+void Arrive(std::atomic<uint32_t>* counter);
+// Waits (a futex, beating the slot's heartbeat) until the counter reaches `target`; false when the
+// leader is gone meanwhile.
+bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* slot,
+                  int lifetime_fd);
+
 // A slot as a report. `final` adds the per-epoch records and the loss curve.
 ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final);
 

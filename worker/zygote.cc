@@ -22,6 +22,7 @@
 #include <map>
 
 #include "shared/ipc_codec.h"
+#include "shared/kind_rules.h"
 #include "shared/packet.h"
 #include "shared/process.h"
 #include "shared/spec.h"
@@ -39,7 +40,7 @@ using ipc::v1::ForkServerReply;
 std::map<std::string, std::unique_ptr<WorkerKind>> WarmKinds() {
   at::set_num_threads(1);
   std::map<std::string, std::unique_ptr<WorkerKind>> kinds;
-  for (const char* name : {"hogwild"}) {
+  for (const std::string& name : KindNames()) {  // every kind the daemon knows
     auto k = MakeWorkerKind(name);
     if (k == nullptr) continue;
     k->Warm();

@@ -6,5 +6,6 @@
 namespace shoal {
 
 KindRules HogwildRules();
+KindRules MultiModelRules();
 
 }  // namespace shoal

@@ -7,6 +7,7 @@ namespace shoal {
 const std::vector<KindRules>& AllKinds() {
   static const std::vector<KindRules> kinds = {
       HogwildRules(),
+      MultiModelRules(),
   };
   return kinds;
 }

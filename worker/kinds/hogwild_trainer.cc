@@ -13,6 +13,7 @@
 #include "shared/process.h"
 #include "shared/spec.h"
 #include "worker/optimizers/from_spec.h"
+#include "worker/scoreboard.h"
 #include "worker/step_cache_allocator.h"
 
 namespace shoal {
@@ -82,20 +83,8 @@ int HogwildTrainer::Run() {
 // already training, and the training window is the same for all. A futex on the shared counter:
 // the last one in wakes everyone at once.
 bool HogwildTrainer::WaitAtGate() {
-  BoardHeader* board = env_.board;
-  slot_->heartbeat_ns.store(MonotonicNs());
-  auto* gate = reinterpret_cast<uint32_t*>(&board->at_gate);
-  static_assert(sizeof(board->at_gate) == sizeof(uint32_t));
-  if (board->at_gate.fetch_add(1) + 1 >= board->workers) {
-    ::syscall(SYS_futex, gate, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
-  }
-  for (uint32_t seen; (seen = board->at_gate.load()) < board->workers;) {
-    if (LeaderGone(env_.lifetime_fd)) return false;
-    slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
-    timespec wait{0, 50'000'000};
-    ::syscall(SYS_futex, gate, FUTEX_WAIT, seen, &wait, nullptr, 0);
-  }
-  return true;
+  Arrive(&env_.board->at_gate);
+  return WaitForCount(&env_.board->at_gate, env_.board->workers, slot_, env_.lifetime_fd);
 }
 
 // Without epochs each worker draws its own random order of the whole set, again when it runs out.

@@ -1,10 +1,12 @@
 #include "worker/kind.h"
 #include "worker/kinds/hogwild.h"
+#include "worker/kinds/multi_model.h"
 
 namespace shoal {
 
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name) {
   if (name == "hogwild") return std::make_unique<HogwildKind>();
+  if (name == "multi_model") return std::make_unique<MultiModelKind>();
   return nullptr;
 }
 
