@@ -1,5 +1,7 @@
 #include "server/telemetry_hub.h"
 
+#include <algorithm>
+
 namespace shoal {
 
 bool Subscription::Next(v1::WatchEvent* out, std::chrono::milliseconds timeout) {
@@ -65,7 +67,10 @@ void Subscription::Close() {
 std::shared_ptr<Subscription> TelemetryHub::Subscribe(const std::string& id, size_t capacity) {
   auto s = std::make_shared<Subscription>(capacity);
   std::lock_guard<std::mutex> l(mu_);
-  subs_[id].push_back(s);
+  auto& v = subs_[id];
+  // Watchers that went away are dropped here too, not only when the experiment publishes.
+  v.erase(std::remove_if(v.begin(), v.end(), [](const auto& w) { return w.expired(); }), v.end());
+  v.push_back(s);
   return s;
 }
 

@@ -349,5 +349,31 @@ TEST(WatchersE2E, StreamsCostNoThreadAndTheCapHolds) {
   }
 }
 
+// Watches cancelled at once, before or while the daemon reads the request, for unknown, bad and
+// ended ids: the call finishes once (a second Finish would abort the daemon) and it keeps serving.
+TEST(WatchersE2E, WatchesCancelledAtOnceLeaveTheDaemonServing) {
+  TempDir dir;
+  Daemon daemon(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(daemon.Start());
+  auto channel = grpc::CreateChannel("unix:" + dir / "s.sock", grpc::InsecureChannelCredentials());
+  auto stub = v1::Shoal::NewStub(channel);
+  for (int i = 0; i < 300; ++i) {
+    grpc::ClientContext ctx;
+    v1::WatchRequest req;
+    req.set_id(i % 3 == 0 ? "x0123456789" : i % 3 == 1 ? "bad" : "x00000000ff");
+    auto reader = stub->Watch(&ctx, req);
+    if (i % 2 == 0) std::this_thread::sleep_for(std::chrono::microseconds(i * 7 % 500));
+    ctx.TryCancel();
+    v1::WatchEvent ev;
+    while (reader->Read(&ev)) {
+    }
+    (void)reader->Finish();
+  }
+  grpc::ClientContext ctx;
+  v1::NodeInfoResponse info;
+  EXPECT_TRUE(stub->NodeInfo(&ctx, {}, &info).ok());
+  EXPECT_TRUE(testing::ProcessAlive(daemon.pid()));
+}
+
 }  // namespace
 }  // namespace shoal

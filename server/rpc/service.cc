@@ -94,12 +94,21 @@ void WatchCall::OnReadDone(bool ok) {
   v1::WatchRequest req;
   grpc::Status st = ok ? ParseRequest(ToBytes(in_), &req) : Invalid("no request message");
   if (st.ok()) st = ToGrpc(CheckId(req.id(), "x"));
-  if (!st.ok()) return Finish(st);
-  // Subscribe before reading the state: an experiment that ends in between still closes us.
+  // An unknown id is answered before subscribing: no hub entry is left for it.
+  if (st.ok()) st = ToGrpc(coord_->Get(req.id()).status());
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> l(mu_);  // OnCancel may finish concurrently: finish once
+    return FinishOnce(st);
+  }
+  // Subscribe, then read the state: an experiment that ends in between still closes us.
   sub_ = hub_->Subscribe(req.id());
   auto e = coord_->Get(req.id());
-  if (!e.ok() || IsTerminal(e->state())) hub_->Close(req.id());  // nothing will close it later
-  if (!e.ok()) return Finish(ToGrpc(e.status()));
+  if (!e.ok()) {
+    sub_->Close();  // deleted meanwhile; other watchers are not this call's to end
+    std::lock_guard<std::mutex> l(mu_);
+    return FinishOnce(ToGrpc(e.status()));
+  }
+  if (IsTerminal(e->state())) hub_->Close(req.id());  // it has ended: nothing will close it later
   {
     std::lock_guard<std::mutex> l(mu_);
     first_.set_experiment_id(e->id());
@@ -118,7 +127,7 @@ void WatchCall::Pump() {
     ev = first_;
     first_sent_ = true;
   } else if (ended_ || cancelled_ || sub_->Finished()) {
-    return FinishOnce(cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK);
+    return FinishOnce(cancelled_ ? grpc::Status::CANCELLED : grpc::Status::OK);  // ended
   } else if (sub_->TryNext(&ev)) {
     ev.set_dropped(sub_->dropped());
   } else {
