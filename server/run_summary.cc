@@ -118,6 +118,22 @@ void FillVariants(const RunFacts& f, const Reports& ws, v1::Result* r) {
   }
 }
 
+// With epochs, worker 0 evaluates between them while the others train on, so the window from the
+// first step to the last includes its evaluations. When every sample is in a finished epoch, the
+// training time is the epochs' own (each the slowest worker's, evaluation excluded) instead.
+void ExcludeEvaluations(v1::Result* r) {
+  if (r->epochs().empty()) return;
+  double ms = 0;
+  uint64_t samples = 0;
+  for (const auto& e : r->epochs()) {
+    ms += e.wall_ms();
+    samples += e.samples();
+  }
+  if (samples != r->samples() || ms <= 0) return;  // a cut run: keep the window
+  r->set_train_ms(ms);
+  r->set_samples_per_sec(double(samples) / (ms / 1e3));
+}
+
 v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t index) {
   for (auto& [pid, p] : procs)
     if (p.role() == "worker" && p.index() == int(index)) return &p;
@@ -188,6 +204,7 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     FillTraining(*ws, f.spec.workers(), f.start_real_ns, r);
     FillLosses(*ws, r);
     FillEpochs(*ws, r);
+    ExcludeEvaluations(r);
     if (f.spec.kind() == "multi_model") FillVariants(f, *ws, r);
     for (const auto& w : *ws) hwm += w.vmhwm_bytes();
   }

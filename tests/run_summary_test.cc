@@ -88,6 +88,30 @@ TEST(RunSummaryTest, EpochsTakeTheSlowestWorkersTimesAndEveryWorkersLoss) {
   EXPECT_FLOAT_EQ(r.epochs(1).test_accuracy(), 1.0f);
 }
 
+// With epochs the training time leaves out worker 0's evaluations between them: the epochs' own
+// walls, not the first-to-last window (100 s -> 105 s here, 2 s of it evaluating).
+TEST(RunSummaryTest, EpochTrainingTimeExcludesEvaluations) {
+  RunFacts f = Finished(true);
+  for (auto& w : *f.result->mutable_workers()) {
+    for (uint32_t e = 1; e <= 2; ++e) {
+      auto* x = w.add_epochs();
+      x->set_epoch(e);
+      x->set_wall_ns(w.index() == 0 ? kS : 3 * kS / 2);
+      x->set_samples(320);
+      x->set_steps(5);
+    }
+  }
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_DOUBLE_EQ(r.train_ms(), 3000);  // two epochs of 1.5 s, the slowest worker's
+  EXPECT_DOUBLE_EQ(r.samples_per_sec(), 1280 / 3.0);
+  // A run cut inside an epoch keeps the window: its last samples are in no epoch.
+  f.result->mutable_workers(0)->set_samples(700);
+  v1::Result cut;
+  FillResult(f, &cut);
+  EXPECT_DOUBLE_EQ(cut.train_ms(), 5000);
+}
+
 TEST(RunSummaryTest, EndStates) {
   EXPECT_EQ(FinalState(Finished(true)).first, v1::SUCCEEDED);
   RunFacts bad = Finished(false);
