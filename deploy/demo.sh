@@ -27,3 +27,7 @@ echo
 # on a small machine), loss and test accuracy against steps, time and epochs.
 "$BIN/shoal" sweep --optimizer sgd,adam,adadelta --epochs 2 --epoch-samples 512 --batch-size 64 \
   --eval-samples 500 --dataset "$DATASET" --wait
+echo
+# Seed 001 on the same runtime: n Linears against n Conv1d and one grouped Conv1d, each variant in
+# its own worker (iterations cut for a small machine; the report gives per-iteration figures).
+"$BIN/shoal" sweep --kind multi_model --models 1,8 --iterations 100 --wait
