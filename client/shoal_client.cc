@@ -79,8 +79,7 @@ StatusOr<std::vector<Item>> ShoalClient::AllPages(uint32_t page_size, Call call,
 
 StatusOr<std::vector<v1::Experiment>> ShoalClient::List(uint32_t page_size) {
   return AllPages<v1::ListResponse, v1::Experiment>(
-      page_size,
-      [this](auto* ctx, const auto& req, auto* r) { return stub_->List(ctx, req, r); },
+      page_size, [this](auto* ctx, const auto& req, auto* r) { return stub_->List(ctx, req, r); },
       [](const v1::ListResponse& r) -> const auto& { return r.experiments(); });
 }
 

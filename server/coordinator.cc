@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <random>
 
@@ -159,17 +160,15 @@ StatusOr<v1::DeleteResponse> Coordinator::Prune(const v1::PruneRequest& req) {
                                    [](const v1::Experiment& e) { return !e.sweep_id().empty(); }),
                     experiments.end());
   ASSIGN_OR_RETURN(std::vector<v1::Sweep> sweeps, sweeps_.List());
+  std::vector<std::string> victims = PruneVictims(std::move(sweeps), req, cut);
+  for (auto& id : PruneVictims(std::move(experiments), req, cut)) victims.push_back(std::move(id));
   v1::DeleteResponse total;
-  for (const auto& id : PruneVictims(std::move(sweeps), req, cut)) {
-    auto r = Delete(id);
+  for (const auto& id : victims) {
+    auto r = Delete(id);  // one that started stopping meanwhile is skipped, not an error
     if (!r.ok() && r.status().code() != Code::kFailedPrecondition) return r.status();
-    if (r.ok()) total.set_experiments(total.experiments() + r->experiments());
-    if (r.ok()) total.set_sweeps(total.sweeps() + 1);
-  }
-  for (const auto& id : PruneVictims(std::move(experiments), req, cut)) {
-    auto r = Delete(id);
-    if (!r.ok() && r.status().code() != Code::kFailedPrecondition) return r.status();
-    if (r.ok()) total.set_experiments(total.experiments() + 1);
+    if (!r.ok()) continue;
+    total.set_experiments(total.experiments() + r->experiments());
+    total.set_sweeps(total.sweeps() + r->sweeps());
   }
   return total;
 }
@@ -180,10 +179,17 @@ StatusOr<std::vector<v1::Sample>> Coordinator::Samples(const std::string& id) {
 }
 
 StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec) {
-  if (spec.base().has_dataset())
-    RETURN_IF_ERROR(CheckDataset(spec.base().dataset(), opts_.limits.data_roots));
-  return sweeps_.Submit(spec, opts_.limits, [this](const v1::ExperimentSpec& s) -> Status {
-    RETURN_IF_ERROR(CheckDataset(s.dataset(), opts_.limits.data_roots));
+  // Each data set is read once, however many points use it.
+  std::map<std::string, Status> checked;
+  auto check = [&](const std::string& dataset) {
+    auto it = checked.find(dataset);
+    if (it == checked.end())
+      it = checked.emplace(dataset, CheckDataset(dataset, opts_.limits.data_roots)).first;
+    return it->second;
+  };
+  if (spec.base().has_dataset()) RETURN_IF_ERROR(check(spec.base().dataset()));
+  return sweeps_.Submit(spec, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
+    RETURN_IF_ERROR(check(s.dataset()));
     Status st = Admit(s);
     return st.ok() ? st : ResourceExhausted(st.message());
   });

@@ -167,6 +167,13 @@ std::vector<std::string> Labels(const PointView& v, const std::vector<std::strin
   return out;
 }
 
+// The column a point's cell goes in: its value of the column axis (0 when nothing varies).
+size_t ColumnOf(const PointView& v, const Layout& l) {
+  if (l.column_field.empty()) return 0;
+  return size_t(std::find(l.columns.begin(), l.columns.end(), v.values.at(l.column_field)) -
+                l.columns.begin());
+}
+
 Table GridTable(const std::vector<PointView>& points, const Layout& l, const Metric& m) {
   Table t;
   t.key = m.key;
@@ -182,12 +189,7 @@ Table GridTable(const std::vector<PointView>& points, const Layout& l, const Met
                             [&](const Row& r) { return r.labels == labels; });
     if (row == t.rows.end())
       row = t.rows.insert(t.rows.end(), {labels, std::vector<Cell>(l.columns.size())});
-    size_t col = 0;
-    if (!l.column_field.empty()) {
-      col = size_t(std::find(l.columns.begin(), l.columns.end(), v.values.at(l.column_field)) -
-                   l.columns.begin());
-    }
-    row->cells[col] = PointCell(v, t, m.gpu, m.get, m.format);
+    row->cells[ColumnOf(v, l)] = PointCell(v, t, m.gpu, m.get, m.format);
   }
   if (t.rows.empty() && m.gpu) t.empty_note = "no GPU points in this sweep";
   return t;
@@ -408,17 +410,14 @@ std::string JsonScalar(const nlohmann::json& v) {
   return v.dump();
 }
 
-}  // namespace
-
-// multi_model: a figure of one variant of a point (nullopt: none).
-using VariantGetter =
-    std::function<std::optional<double>(const v1::VariantResult&, const v1::Result&)>;
+// multi_model: a figure of one variant of a point, for one phase (nullopt: none).
+using VariantGetter = std::function<std::optional<double>(
+    const v1::VariantResult&, const v1::Result&, const std::string& phase)>;
 
 // Rows: the varying axes other than the column, then the variant (and the phase, when given).
 Table VariantTable(const std::vector<PointView>& points, const Layout& l, const char* key,
                    const char* title, const std::vector<std::string>& phases,
-                   const std::function<VariantGetter(const std::string& phase)>& getter,
-                   const char* format) {
+                   const VariantGetter& get, const char* format) {
   Table t;
   t.key = key;
   t.title = title;
@@ -429,11 +428,6 @@ Table VariantTable(const std::vector<PointView>& points, const Layout& l, const 
   if (phases.size() > 1) t.row_fields.push_back("phase");
   for (const auto& v : points) {
     if (v.experiment == nullptr || v.experiment->state() != v1::SUCCEEDED) continue;
-    const size_t col =
-        l.column_field.empty()
-            ? 0
-            : size_t(std::find(l.columns.begin(), l.columns.end(), v.values.at(l.column_field)) -
-                     l.columns.begin());
     for (const auto& vr : v.experiment->result().variants()) {
       for (const auto& phase : phases) {
         auto labels = Labels(v, l.row_fields);
@@ -444,8 +438,8 @@ Table VariantTable(const std::vector<PointView>& points, const Layout& l, const 
         if (row == t.rows.end())
           row =
               t.rows.insert(t.rows.end(), {labels, std::vector<Cell>(l.columns.size(), Missing())});
-        const auto value = getter(phase)(vr, v.experiment->result());
-        if (value) row->cells[col] = Value(*value, format);
+        if (const auto value = get(vr, v.experiment->result(), phase))
+          row->cells[ColumnOf(v, l)] = Value(*value, format);
       }
     }
   }
@@ -459,55 +453,50 @@ const v1::VariantResult* Separate(const v1::Result& r) {
   return nullptr;
 }
 
+double PhaseMs(const v1::VariantResult& v, const std::string& phase) {
+  if (phase == "data") return v.data_ms();
+  if (phase == "zero_grad") return v.zero_grad_ms();
+  if (phase == "forward") return v.forward_ms();
+  if (phase == "backward") return v.backward_ms();
+  return v.optimizer_ms();
+}
+
+std::optional<double> PerIteration(double ms, const v1::VariantResult& v) {
+  if (v.iterations() == 0) return std::nullopt;
+  return ms / double(v.iterations());
+}
+
 std::vector<Table> VariantTables(const std::vector<PointView>& points, const Layout& l) {
-  auto per_it = [](double ms, const v1::VariantResult& v) -> std::optional<double> {
-    if (v.iterations() == 0) return std::nullopt;
-    return ms / double(v.iterations());
-  };
   std::vector<Table> out;
   out.push_back(VariantTable(
       points, l, "variant_ms_per_iteration",
       "multi_model: time per iteration (ms), definition included", {""},
-      [&](const std::string&) -> VariantGetter {
-        return [&](const auto& v, const auto&) { return per_it(v.total_ms(), v); };
-      },
+      [](const auto& v, const auto&, const auto&) { return PerIteration(v.total_ms(), v); },
       "%.3f"));
   out.push_back(VariantTable(
       points, l, "variant_vs_separate", "multi_model: time against n separate Linears (the same n)",
       {""},
-      [](const std::string&) -> VariantGetter {
-        return [](const auto& v, const auto& r) -> std::optional<double> {
-          const v1::VariantResult* base = Separate(r);
-          if (base == nullptr || base->total_ms() <= 0) return std::nullopt;
-          return v.total_ms() / base->total_ms();
-        };
+      [](const auto& v, const auto& r, const auto&) -> std::optional<double> {
+        const v1::VariantResult* base = Separate(r);
+        if (base == nullptr || base->total_ms() <= 0) return std::nullopt;
+        return v.total_ms() / base->total_ms();
       },
       "%.2f"));
   Table mem = VariantTable(
       points, l, "variant_peak_allocated_mib",
       "multi_model: peak allocated by LibTorch's CPU allocator (MiB)", {""},
-      [](const std::string&) -> VariantGetter {
-        return [](const auto& v, const auto&) -> std::optional<double> {
-          return double(v.peak_allocated_bytes()) / double(1 << 20);
-        };
+      [](const auto& v, const auto&, const auto&) -> std::optional<double> {
+        return double(v.peak_allocated_bytes()) / double(1 << 20);
       },
       "%.2f");
   mem.footnotes.push_back(
       "MiB. The original printed max_memory_allocated() // 2**10, i.e. KiB, labelled MB.");
   out.push_back(std::move(mem));
-  const std::vector<std::string> phases = {"data", "zero_grad", "forward", "backward", "optim"};
   out.push_back(VariantTable(
       points, l, "variant_phase_ms_per_iteration", "multi_model: each phase per iteration (ms)",
-      phases,
-      [&](const std::string& phase) -> VariantGetter {
-        return [&, phase](const auto& v, const auto&) {
-          const double ms = phase == "data"        ? v.data_ms()
-                            : phase == "zero_grad" ? v.zero_grad_ms()
-                            : phase == "forward"   ? v.forward_ms()
-                            : phase == "backward"  ? v.backward_ms()
-                                                   : v.optimizer_ms();
-          return per_it(ms, v);
-        };
+      {"data", "zero_grad", "forward", "backward", "optim"},
+      [](const auto& v, const auto&, const auto& phase) {
+        return PerIteration(PhaseMs(v, phase), v);
       },
       "%.4f"));
   return out;
@@ -518,6 +507,8 @@ bool AnyVariants(const std::vector<PointView>& points) {
     return v.experiment != nullptr && !v.experiment->result().variants().empty();
   });
 }
+
+}  // namespace
 
 std::vector<Table> BuildTables(const ReportInput& in) {
   const auto points = Points(in);

@@ -109,6 +109,15 @@ class HostileE2E : public ::testing::Test {
     return d;
   }
 
+  // The kinds of hostile request, each sent many times and checked.
+  void SendGarbage();
+  void SendBadStrings();
+  void SendBadIds();
+  void SendUnknownFields();
+  void SendBadGrids();
+  void SendBadPages();
+  void SendBadDataSets();
+
   TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -124,13 +133,8 @@ v1::SubmitRequest SubmitWith(const std::function<void(v1::ExperimentSpec*)>& set
   return r;
 }
 
-TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
-  // Warm the daemon's allocator and gRPC before the baseline.
-  ASSERT_EQ(Raw("NodeInfo", "").error_code(), Code::OK);
-  ASSERT_EQ(Raw("List", "").error_code(), Code::OK);
-  const uint64_t rss_before = RssKb(daemon_->pid());
-
-  // Bytes that are not a message of the method.
+// Bytes that are not a message of the method.
+void HostileE2E::SendGarbage() {
   std::mt19937 rng(7);
   for (const auto& m : kMethods) {
     for (int i = 0; i < 60; ++i) {
@@ -140,7 +144,10 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
       Check(m, junk, Code::INVALID_ARGUMENT, "garbage bytes");
     }
   }
-  // Oversized strings and control characters in every string field of a spec.
+}
+
+// Oversized strings and control characters in every string field of a spec.
+void HostileE2E::SendBadStrings() {
   const std::vector<std::function<void(v1::ExperimentSpec*, const std::string&)>> fields = {
       [](auto* s, auto& v) { s->set_kind(v); },
       [](auto* s, auto& v) { s->set_model(v); },
@@ -158,7 +165,10 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
       Expect("Submit", SubmitWith([&](auto* s) { set(s, std::string("fork") + c); }),
              Code::INVALID_ARGUMENT, "a control character");
   }
-  // Bad ids, for every method that takes one.
+}
+
+// Bad ids, for every method that takes one.
+void HostileE2E::SendBadIds() {
   const std::vector<std::string> ids = {"",
                                         "x",
                                         std::string("x0123456789\0", 12),
@@ -184,7 +194,10 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
     EXPECT_EQ(reader->Finish().error_code(), Code::INVALID_ARGUMENT);
     ++sent_;
   }
-  // Unknown fields are dropped, not echoed: a well-formed unknown id is NOT_FOUND.
+}
+
+// Unknown fields are dropped, not echoed: a well-formed unknown id is NOT_FOUND.
+void HostileE2E::SendUnknownFields() {
   for (int i = 0; i < 100; ++i) {
     v1::GetRequest g;
     g.set_id("x00000000" + std::to_string(10 + i % 90));
@@ -198,7 +211,10 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
     bytes += blob;
     Check("Get", bytes, Code::NOT_FOUND, "unknown fields");
   }
-  // Huge and malformed grids.
+}
+
+// Huge and malformed grids.
+void HostileE2E::SendBadGrids() {
   for (int i = 0; i < 40; ++i) {
     v1::SubmitSweepRequest r;
     r.mutable_spec()->mutable_base()->set_dataset("synthetic");
@@ -216,7 +232,10 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
     for (int v = 0; v < 300; ++v) a->add_values("1");
     Expect("SubmitSweep", r, Code::INVALID_ARGUMENT, "an axis of 300 values");
   }
-  // Page arguments.
+}
+
+// Page arguments.
+void HostileE2E::SendBadPages() {
   for (uint32_t size : {0u, 1001u, 1u << 31}) {
     v1::ListRequest r;
     r.set_page_size(size);
@@ -229,7 +248,10 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
     r.set_page_token(tok);
     Expect("List", r, Code::INVALID_ARGUMENT, "a bad page token");
   }
-  // Broken data sets, and one that escapes the data root through a per-file symlink.
+}
+
+// Broken data sets, and one that escapes the data root through a per-file symlink.
+void HostileE2E::SendBadDataSets() {
   std::map<std::string, std::string> sets = {{"no images", MakeSet("empty", 0, 0, 28, 0)},
                                              {"count mismatch", MakeSet("mismatch", 10, 9, 28, 0)},
                                              {"labels above 9", MakeSet("labels", 10, 10, 28, 12)},
@@ -250,6 +272,21 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
   for (const auto& [what, path] : sets)
     Expect("Submit", SubmitWith([&](auto* s) { s->set_dataset(path); }), Code::INVALID_ARGUMENT,
            what);
+}
+
+TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
+  // Warm the daemon's allocator and gRPC before the baseline.
+  ASSERT_EQ(Raw("NodeInfo", "").error_code(), Code::OK);
+  ASSERT_EQ(Raw("List", "").error_code(), Code::OK);
+  const uint64_t rss_before = RssKb(daemon_->pid());
+
+  SendGarbage();
+  SendBadStrings();
+  SendBadIds();
+  SendUnknownFields();
+  SendBadGrids();
+  SendBadPages();
+  SendBadDataSets();
   // A request over gRPC's 4 MB limit.
   Expect("Submit", SubmitWith([](auto* s) { s->set_name(std::string(5 << 20, 'n')); }),
          Code::RESOURCE_EXHAUSTED, "a 5 MB request");

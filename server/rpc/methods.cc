@@ -87,10 +87,11 @@ void ShoalService::AddUnaryMethods() {
                           resp.set_next_page_token(got.next);
                           return resp;
                         }));
-  add("Delete", Typed<DeleteRequest, DeleteResponse>([this](const DeleteRequest& r) {
-        return CheckId(r.id(), "xs").ok() ? coord_->Delete(r.id())
-                                          : StatusOr<DeleteResponse>(CheckId(r.id(), "xs"));
-      }));
+  add("Delete", Typed<DeleteRequest, DeleteResponse>(
+                    [this](const DeleteRequest& r) -> StatusOr<DeleteResponse> {
+                      RETURN_IF_ERROR(CheckId(r.id(), "xs"));
+                      return coord_->Delete(r.id());
+                    }));
   add("Prune", Typed<PruneRequest, DeleteResponse>(
                    [this](const PruneRequest& r) { return coord_->Prune(r); }));
   add("NodeInfo",

@@ -30,8 +30,6 @@ class ShoalService final : public grpc::CallbackGenericService {
 
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
-  int watchers() const { return watchers_.load(); }
-
  private:
   void AddUnaryMethods();
   grpc::ServerGenericBidiReactor* NewWatch();
