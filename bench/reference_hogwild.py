@@ -17,52 +17,19 @@ import os
 T0 = float(os.environ.get("SHOAL_REFERENCE_T0", time.time()))
 
 import argparse
-import gzip
 import json
 import sys
-import threading
 
-# Thresholds no step reaches (the first conv's output is 147 MB at batch 64): glibc 2.36 takes them
-# as given, so big tensors come from the heap and freed memory stays there for the next step
-# instead of going back to the kernel and faulting in again.
-TUNED_ENV = {"MALLOC_MMAP_THRESHOLD_": str(1 << 30), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
-if "--tuning" in sys.argv and sys.argv[sys.argv.index("--tuning") + 1:][:1] == ["best"]:
-    if any(os.environ.get(k) != v for k, v in TUNED_ENV.items()):
-        os.execve(sys.executable, [sys.executable] + sys.argv,
-                  {**os.environ, **TUNED_ENV, "SHOAL_REFERENCE_T0": repr(T0)})
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tuning import reexec_if_best  # noqa: E402
 
-import torch
-import torch.multiprocessing as mp
-import torch.nn as nn
-import torch.nn.functional as F
+reexec_if_best(T0)
 
+import torch  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 1000, kernel_size=5)
-        self.conv2 = nn.Conv2d(1000, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d()
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
-        x = F.relu(self.fc1(x))
-        x = F.dropout(x, training=self.training)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
-
-
-def load_idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        raw = f.read()
-    ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
-    return torch.frombuffer(bytearray(raw[4 + 4 * ndim:]), dtype=torch.uint8).reshape(dims)
+from torch_reference import Net, PssSampler, load_split  # noqa: E402
 
 
 def train(rank, model, images, labels, args, ready, done):
@@ -95,37 +62,6 @@ def train(rank, model, images, labels, args, ready, done):
     done[rank] = time.time()
 
 
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
-
-
-def descendants(pid):
-    """Every process below pid: forkserver workers are the server's children, not ours."""
-    out, todo = [], [pid]
-    while todo:
-        kids = children(todo.pop())
-        out += kids
-        todo += kids
-    return out
-
-
-def rollup(pid):
-    out = {}
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                k, _, rest = line.partition(":")
-                if k in ("Rss", "Pss"):
-                    out[k] = int(rest.split()[0]) * 1024
-    except OSError:
-        return None
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
@@ -143,10 +79,7 @@ def main():
     mp.set_start_method(args.start)
     if args.tuning == "best" and args.start == "forkserver":
         mp.set_forkserver_preload(["torch", "torch.nn", "torch.nn.functional"])
-    d = args.dataset
-    pick = lambda stem: next(os.path.join(d, f) for f in sorted(os.listdir(d)) if f.startswith(stem))
-    images = load_idx(pick("train-images"))
-    labels = load_idx(pick("train-labels"))
+    images, labels = load_split(args.dataset)
     torch.manual_seed(args.seed)
     model = Net()
     if args.share == "yes":
@@ -154,34 +87,16 @@ def main():
     ready = mp.Array("d", args.workers, lock=False)
     done = mp.Array("d", args.workers, lock=False)
 
-    peak = {"pss": 0, "rss": 0}
-    stop = threading.Event()
-
-    def sample():
-        me = os.getpid()
-        while not stop.is_set():
-            pss = rss = 0
-            for pid in [me] + descendants(me):
-                r = rollup(pid)
-                if r:
-                    pss += r.get("Pss", 0)
-                    rss += r.get("Rss", 0)
-            peak["pss"] = max(peak["pss"], pss)
-            peak["rss"] = max(peak["rss"], rss)
-            stop.wait(args.sample_ms / 1000)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     payload = model if args.share == "yes" else {k: v.clone() for k, v in model.state_dict().items()}
     procs = [mp.Process(target=train, args=(r, payload, images, labels, args, ready, done))
              for r in range(args.workers)]
-    t_request = time.time()
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    stop.set()
-    sampler.join()
+    with PssSampler(args.sample_ms) as sampler:
+        t_request = time.time()
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+    peak = sampler.peak
     ok = all(p.exitcode == 0 for p in procs)
     first, last = min(ready), max(done)
     samples = args.workers * args.batches * args.batch_size

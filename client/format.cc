@@ -56,6 +56,13 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
              s.device().c_str(), s.threads(), UL(s.seed())) +
            "  optimiser   " + Optimizer(s) + "\n";
   }
+  if (s.kind() == "data_loading") {
+    return F("  spec        data_loading %s: %u loaders (+ the trainer), prefetch %u, start %s, "
+             "device %s, %s, trainer threads %u, seed %lu\n",
+             s.model().c_str(), s.loaders(), s.prefetch(), s.start().c_str(), s.device().c_str(),
+             Length(s).c_str(), s.threads(), UL(s.seed())) +
+           "  optimiser   " + Optimizer(s) + "\n  dataset     " + s.dataset() + "\n";
+  }
   std::string o =
       F("  spec        %s %s, %u workers, start %s, share %s, device %s, %s, %u threads\n",
         s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
@@ -105,16 +112,25 @@ std::string ResultLines(const v1::Experiment& e) {
   return o;
 }
 
+// data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.
 std::string EpochLines(const v1::Result& r) {
   if (r.epochs().empty()) return "";
-  std::string o = F("  epochs      %-5s %9s %9s %9s %9s %9s\n", "epoch", "wall s", "data s",
-                    "train s", "loss", "accuracy");
+  const bool load = r.epochs(0).has_load_cpu_ms();
+  std::string o = F("  epochs      %-5s %9s %9s %9s %9s %9s%s\n", "epoch", "wall s", "data s",
+                    "train s", "loss", "accuracy", load ? "  load CPU s" : "");
   for (const auto& x : r.epochs()) {
     const std::string acc = x.has_test_accuracy() ? F("%.3f", x.test_accuracy()) : "-";
-    o += F("              %-5u %9.2f %9.2f %9.2f %9.4f %9s\n", x.epoch(), x.wall_ms() / 1000,
-           x.data_ms() / 1000, x.train_ms() / 1000, x.mean_loss(), acc.c_str());
+    const std::string cpu = x.has_load_cpu_ms() ? F(" %11.2f", x.load_cpu_ms() / 1000) : "";
+    o += F("              %-5u %9.2f %9.2f %9.2f %9.4f %9s%s\n", x.epoch(), x.wall_ms() / 1000,
+           x.data_ms() / 1000, x.train_ms() / 1000, x.mean_loss(), acc.c_str(), cpu.c_str());
   }
   return o;
+}
+
+// data_loading's workers are its trainer (0) and its loaders (1..L).
+std::string RoleName(const v1::Experiment& e, const v1::ProcessInfo& p) {
+  if (e.spec().kind() != "data_loading" || p.role() != "worker") return p.role();
+  return p.index() == 0 ? "trainer" : "loader";
 }
 
 std::string ExitText(const v1::ProcessInfo& p) {
@@ -125,11 +141,11 @@ std::string ExitText(const v1::ProcessInfo& p) {
 }
 
 std::string ProcessLines(const v1::Experiment& e) {
-  std::string o = F("  processes   %-7s %-6s %-5s %-8s %-9s %-9s %-8s %s\n", "pid", "role", "index",
+  std::string o = F("  processes   %-7s %-7s %-5s %-8s %-9s %-9s %-8s %s\n", "pid", "role", "index",
                     "start", "peak RSS", "peak PSS", "steps", "exit");
   for (const auto& p : e.processes()) {
-    o += F("              %-7d %-6s %-5s %-8s %-9s %-9s %-8lu %s\n", p.pid(), p.role().c_str(),
-           p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
+    o += F("              %-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s\n", p.pid(),
+           RoleName(e, p).c_str(), p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
            p.role() == "leader" ? "-" : F("%.0f ms", p.start_ms()).c_str(),
            Mib(p.peak_rss_bytes()).c_str(), Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()),
            ExitText(p).c_str());

@@ -31,3 +31,8 @@ echo
 # Seed 001 on the same runtime: n Linears against n Conv1d and one grouped Conv1d, each variant in
 # its own worker (iterations cut for a small machine; the report gives per-iteration figures).
 "$BIN/shoal" sweep --kind multi_model --models 1,8 --iterations 100 --wait
+echo
+# Seed 003's data loading: the trainer fed by 0 or 2 loader processes through a ring of batches in
+# shared memory, each sample cropped, flipped and normalised (epochs cut to 512 samples).
+"$BIN/shoal" sweep --kind data_loading --loaders 0,2 --epochs 2 --epoch-samples 512 \
+  --batch-size 64 --eval-samples 500 --dataset "$DATASET" --wait

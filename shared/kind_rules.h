@@ -23,7 +23,7 @@ struct KindRules {
   // What the experiment will put in /dev/shm and memory, for admission.
   StatusOr<ExperimentEstimate> (*estimate)(const v1::ExperimentSpec&) = nullptr;
   // The kind's own defaults, applied before the common ones; nullptr: none.
-  void (*defaults)(v1::ExperimentSpec*) = nullptr;
+  void (*defaults)(v1::ExperimentSpec*, const SpecLimits&) = nullptr;
   // Fields of the table this kind does not read: refused when given, never defaulted.
   std::vector<std::string> foreign_fields;
 };
@@ -31,6 +31,11 @@ struct KindRules {
 // multi_model's variants for n models, in worker order: linear, conv1d (n = 1); mlinear, mconv1d,
 // gconv1d (n > 1).
 std::vector<std::string> MultiModelVariants(uint32_t models);
+
+// data_loading's ring: max(1, loaders) x prefetch slots, each a whole batch; 0 bytes with no
+// loaders (the trainer makes its batches itself).
+uint32_t DataLoadingRingSlots(const v1::ExperimentSpec& spec);
+uint64_t DataLoadingRingBytes(const v1::ExperimentSpec& spec);
 
 // Every registered kind, in registration order.
 const std::vector<KindRules>& AllKinds();

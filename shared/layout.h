@@ -14,7 +14,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 3;
+constexpr uint32_t kLayoutVersion = 4;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 32;
 constexpr size_t kMaxRank = 4;
@@ -72,6 +72,7 @@ constexpr size_t kCurvePoints = 128;     // loss curve points per worker
 struct EpochRecord {
   std::atomic<uint64_t> wall_ns;  // the epoch's steps, evaluation excluded
   std::atomic<uint64_t> data_ns;
+  std::atomic<uint64_t> load_cpu_ns;  // data_loading: CPU time making this epoch's batches
   std::atomic<uint64_t> steps;
   std::atomic<uint64_t> samples;
   std::atomic<uint64_t> loss_sum_bits;  // double

@@ -255,7 +255,7 @@ namespace {
 Table PointTable(const std::vector<PointView>& points, const std::vector<std::string>& fields,
                  const char* key, const char* title, const char* column_field,
                  std::vector<std::string> columns,
-                 const std::function<Cell(const v1::Result&, size_t column)>& cell) {
+                 const std::function<Cell(const v1::Experiment&, size_t column)>& cell) {
   Table t;
   t.key = key;
   t.title = title;
@@ -267,7 +267,7 @@ Table PointTable(const std::vector<PointView>& points, const std::vector<std::st
     const Cell state = PointCell(
         v, t, false, [](const v1::Result&) { return 0.0; }, "%.0f");
     for (size_t k = 0; k < t.columns.size(); ++k)
-      r.cells[k] = state.has_value ? cell(v.experiment->result(), k) : state;
+      r.cells[k] = state.has_value ? cell(*v.experiment, k) : state;
     t.rows.push_back(std::move(r));
   }
   return t;
@@ -330,15 +330,16 @@ std::vector<Table> CurveTables(const std::vector<PointView>& points,
   };
   return {PointTable(points, fields, "loss_by_step", "Training loss of worker 0 against its steps",
                      "step", step_cols,
-                     [&](const v1::Result& r, size_t k) {
+                     [&](const v1::Experiment& e, size_t k) {
                        return at(
-                           r, [](const v1::CurvePoint& p) { return p.step(); }, double(steps[k]));
+                           e.result(), [](const v1::CurvePoint& p) { return p.step(); },
+                           double(steps[k]));
                      }),
           PointTable(points, fields, "loss_by_time",
                      "Training loss of worker 0 against its training time (evaluation excluded)",
-                     "time", time_cols, [&](const v1::Result& r, size_t k) {
+                     "time", time_cols, [&](const v1::Experiment& e, size_t k) {
                        return at(
-                           r, [](const v1::CurvePoint& p) { return p.t_ms(); }, times[k]);
+                           e.result(), [](const v1::CurvePoint& p) { return p.t_ms(); }, times[k]);
                      })};
 }
 
@@ -351,11 +352,13 @@ std::vector<Table> EpochTables(const std::vector<PointView>& points,
   if (epochs == 0) return {};
   std::vector<std::string> cols;
   for (int e = 1; e <= epochs; ++e) cols.push_back("epoch " + std::to_string(e));
-  auto acc = [](const v1::Result& r, size_t k) {
+  auto acc = [](const v1::Experiment& e, size_t k) {
+    const v1::Result& r = e.result();
     if (int(k) >= r.epochs_size() || !r.epochs(int(k)).has_test_accuracy()) return Missing();
     return Value(r.epochs(int(k)).test_accuracy(), "%.3f");
   };
-  auto time = [](const v1::Result& r, size_t k) {
+  auto time = [](const v1::Experiment& e, size_t k) {
+    const v1::Result& r = e.result();
     if (int(k) >= r.epochs_size()) return Missing();
     double t = 0;
     for (size_t e = 0; e <= k; ++e) t += r.epochs(int(e)).wall_ms();
@@ -367,6 +370,72 @@ std::vector<Table> EpochTables(const std::vector<PointView>& points,
                      "Training time (s, slowest worker) to the end of each epoch, data loading "
                      "included, evaluation excluded",
                      "epoch", cols, time)};
+}
+
+// data_loading: a per-epoch figure averaged over the epochs after the first (which warms up),
+// or the only epoch; nullopt when an epoch lacks it.
+std::optional<double> MeanEpoch(
+    const v1::Result& r, const std::function<std::optional<double>(const v1::EpochResult&)>& get) {
+  if (r.epochs().empty()) return std::nullopt;
+  double sum = 0;
+  int n = 0;
+  for (int i = r.epochs_size() > 1 ? 1 : 0; i < r.epochs_size(); ++i) {
+    const auto v = get(r.epochs(i));
+    if (!v) return std::nullopt;
+    sum += *v;
+    ++n;
+  }
+  return sum / n;
+}
+
+Cell EpochSeconds(const v1::Experiment& e, size_t column) {
+  const auto v = MeanEpoch(e.result(), [column](const v1::EpochResult& x) -> std::optional<double> {
+    if (column == 0) return x.data_ms();
+    if (column == 1) return x.train_ms();
+    if (column == 2) return x.wall_ms();
+    if (!x.has_load_cpu_ms()) return std::nullopt;
+    return x.load_cpu_ms();
+  });
+  return v ? Value(*v / 1000, "%.2f") : Missing();
+}
+
+// The trainer's peak PSS, the loaders' summed (every loader sampled, else unknown), and the peak
+// of the sum over all processes.
+Cell LoadingMemory(const v1::Experiment& e, size_t column) {
+  const double mib = double(1 << 20);
+  if (column == 2) return Value(double(e.result().peak_pss_sum_bytes()) / mib, "%.0f");
+  uint64_t trainer = 0, loaders = 0;
+  uint32_t seen = 0;
+  for (const auto& p : e.processes()) {
+    if (p.role() != "worker" || p.peak_pss_bytes() == 0) continue;
+    if (p.index() == 0) trainer = p.peak_pss_bytes();
+    if (p.index() > 0) {
+      loaders += p.peak_pss_bytes();
+      ++seen;
+    }
+  }
+  if (column == 0) return trainer > 0 ? Value(double(trainer) / mib, "%.0f") : Missing();
+  if (e.spec().loaders() == 0 || seen != e.spec().loaders()) return Missing();
+  return Value(double(loaders) / mib, "%.0f");
+}
+
+std::vector<Table> DataLoadingTables(const std::vector<PointView>& points,
+                                     const std::vector<std::string>& fields) {
+  return {PointTable(points, fields, "data_loading_epoch_s",
+                     "data_loading (seed 003), per epoch (s): the trainer's wait for data, its "
+                     "compute (forward, backward, update), the whole epoch, and the CPU time spent "
+                     "making the batches; mean over the epochs after the first",
+                     "figure", {"data wait", "compute", "epoch", "load CPU"}, EpochSeconds),
+          PointTable(points, fields, "data_loading_memory_mib",
+                     "data_loading: peak PSS (MiB) of the trainer, of the loaders summed, and of "
+                     "all processes together (the peak of their sum, leader included)",
+                     "process", {"trainer", "loaders", "all"}, LoadingMemory)};
+}
+
+bool AnyDataLoading(const std::vector<PointView>& points) {
+  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
+    return v.experiment != nullptr && v.experiment->spec().kind() == "data_loading";
+  });
 }
 
 void MarkdownTable(std::ostringstream& o, const Table& t) {
@@ -529,6 +598,8 @@ std::vector<Table> BuildTables(const ReportInput& in) {
   }
   if (AnyVariants(points))
     for (auto& t : VariantTables(points, l)) tables.push_back(std::move(t));
+  if (AnyDataLoading(points))
+    for (auto& t : DataLoadingTables(points, fields)) tables.push_back(std::move(t));
   return tables;
 }
 

@@ -163,7 +163,7 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_kind()) s->set_kind("hogwild");
   const KindRules* kind = FindKind(s->kind());
   const v1::ExperimentSpec given = *s;
-  if (kind != nullptr && kind->defaults != nullptr) kind->defaults(s);
+  if (kind != nullptr && kind->defaults != nullptr) kind->defaults(s, limits);
   ApplyCommonDefaults(s, limits);
   // A field the kind does not read is not filled in (and is refused if given: ValidateSpec).
   for (const auto& name : kind != nullptr ? kind->foreign_fields : std::vector<std::string>{}) {

@@ -18,7 +18,7 @@ using google::protobuf::Message;
 
 std::vector<SpecField> MakeFields() {
   return {
-      {"kind", "kind", "experiment kind: hogwild | multi_model", "hogwild"},
+      {"kind", "kind", "experiment kind: hogwild | multi_model | data_loading", "hogwild"},
       {"model", "model", "network: mnist_convnet (hogwild), linear_256_512 (multi_model)",
        "per kind"},
       {"dataset", "dataset", "directory of MNIST IDX files (gzipped or not), or 'synthetic'",
@@ -45,9 +45,11 @@ std::vector<SpecField> MakeFields() {
       {"centered", "optimizer.centered", "rmsprop: yes | no", "no"},
       {"batch_size", "batch_size", "samples per batch", "64"},
       {"batches", "batches", "batches per worker (exclusive with epochs)", "20 (without epochs)"},
-      {"epochs", "epochs", "passes over the training set, split over the workers", "none"},
+      {"epochs", "epochs", "passes over the training set, split over the workers",
+       "none (data_loading: 1)"},
       {"epoch_samples", "epoch_samples", "training samples an epoch covers", "the whole set"},
-      {"threads", "threads", "intra-op threads per worker", "floor(cores / workers), at least 1"},
+      {"threads", "threads", "intra-op threads per worker (data_loading: the trainer's)",
+       "floor(cores / workers), at least 1 (data_loading: cores)"},
       {"seed", "seed", "random seed", "1"},
       {"allocator", "allocator",
        "cache (exact-size reuse of step buffers) | retain (glibc heap, never trimmed) | system",
@@ -58,8 +60,13 @@ std::vector<SpecField> MakeFields() {
        "fail when a worker has no heartbeat this long (0: off)", "60000"},
       {"models", "models", "multi_model: independent models trained at once (n)", "1"},
       {"iterations", "iterations", "multi_model: training iterations of each variant", "1000"},
-      {"workers", "workers", "worker processes (multi_model: one per variant)",
-       "1 (multi_model: 2 for n = 1, else 3)"},
+      {"loaders", "loaders", "data_loading: loader processes feeding the trainer (0: it loads)",
+       "0"},
+      {"prefetch", "prefetch", "data_loading: batches in flight per loader", "2"},
+      {"pin_memory", "pin_memory", "data_loading: page-locked batches (device cuda only)", "no"},
+      {"workers", "workers",
+       "worker processes (multi_model: one per variant; data_loading: loaders + 1)",
+       "1 (multi_model: 2 for n = 1, else 3; data_loading: loaders + 1)"},
       {"name", "name", "a label", "none", false},
       {"force", "force", "start even if the admission check says it will not fit", "no", false},
   };

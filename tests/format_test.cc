@@ -143,12 +143,12 @@ TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
       Sp(4) + "wall s" + Sp(4) + "data s" + Sp(3) + "train s" + Sp(6) + "loss" + Sp(2) +
       "accuracy\n" + Sp(14) + "1" + Sp(10) + "6.00" + Sp(6) + "1.00" + Sp(6) + "5.00" + Sp(4) +
       "0.5000" + Sp(5) + "0.850\n" + Sp(14) + "2" + Sp(10) + "5.00" + Sp(6) + "0.80" + Sp(6) +
-      "4.20" + Sp(4) + "0.2000" + Sp(9) + "-\n" + "  processes   pid" + Sp(5) + "role" + Sp(3) +
+      "4.20" + Sp(4) + "0.2000" + Sp(9) + "-\n" + "  processes   pid" + Sp(5) + "role" + Sp(4) +
       "index start" + Sp(4) + "peak RSS" + Sp(2) + "peak PSS" + Sp(2) + "steps" + Sp(4) + "exit\n" +
-      Sp(14) + "100" + Sp(5) + "leader -" + Sp(5) + "-" + Sp(8) + "300M" + Sp(6) + "200M" + Sp(6) +
-      "0" + Sp(8) + "code 0\n" + Sp(14) + "101" + Sp(5) + "worker 0" + Sp(5) + "150 ms" + Sp(3) +
+      Sp(14) + "100" + Sp(5) + "leader  -" + Sp(5) + "-" + Sp(8) + "300M" + Sp(6) + "200M" + Sp(6) +
+      "0" + Sp(8) + "code 0\n" + Sp(14) + "101" + Sp(5) + "worker  0" + Sp(5) + "150 ms" + Sp(3) +
       "500M" + Sp(6) + "400M" + Sp(6) + "94" + Sp(7) + "unknown\n" + Sp(14) + "102" + Sp(5) +
-      "worker 1" + Sp(5) + "160 ms" + Sp(3) + "510M" + Sp(6) + "410M" + Sp(6) + "94" + Sp(7) +
+      "worker  1" + Sp(5) + "160 ms" + Sp(3) + "510M" + Sp(6) + "410M" + Sp(6) + "94" + Sp(7) +
       "signal 9\n";
   EXPECT_EQ(FormatExperiment(Finished()), want);
 }

@@ -37,6 +37,24 @@ class KindsE2E : public ::testing::Test {
     ADD_FAILURE() << "no table " << key;
     return json();
   }
+  // Like FilledTable, but row `row`'s cell `column` must be "-" (a figure that cannot exist).
+  json FilledTableExcept(const json& report, const std::string& key, size_t row, size_t column) {
+    for (const auto& t : report["tables"]) {
+      if (t["key"] != key) continue;
+      for (size_t i = 0; i < t["rows"].size(); ++i)
+        for (size_t k = 0; k < t["rows"][i]["cells"].size(); ++k) {
+          const json& c = t["rows"][i]["cells"][k];
+          if (i == row && k == column) {
+            EXPECT_EQ(c["text"], "-") << key;
+          } else {
+            EXPECT_TRUE(c["value"].is_number()) << key << ": " << t["rows"][i].dump();
+          }
+        }
+      return t;
+    }
+    ADD_FAILURE() << "no table " << key;
+    return json();
+  }
   TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
 };
@@ -126,6 +144,49 @@ TEST_F(KindsE2E, MultiModelSweepReportsEveryVariant) {
     }
     EXPECT_TRUE(found) << key;
   }
+}
+
+// data_loading on real processes and Fashion-MNIST: loaders started by spawn attach to the data
+// and the ring by name, the trainer trains on their batches, every epoch and process is measured.
+TEST_F(KindsE2E, DataLoadingSweepMeasuresLoadersAndTrainer) {
+  CommandResult r =
+      daemon_->Cli({"sweep", "--kind", "data_loading", "--loaders", "0,2", "--start", "spawn",
+                    "--epochs", "2", "--epoch-samples", "160", "--batch-size", "32",
+                    "--eval-samples", "200", "--dataset", kFashion, "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Parse(r);
+  ASSERT_EQ(j["experiments"].size(), 2u);
+  for (const auto& e : j["experiments"]) {
+    ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+    const uint32_t loaders = e["spec"]["loaders"];
+    EXPECT_EQ(e["spec"]["workers"], loaders + 1);
+    const auto& res = e["result"];
+    EXPECT_EQ(res["samples"], 320u);  // 2 epochs of 160, every batch trained once
+    EXPECT_EQ(res["steps"], 10u);
+    ASSERT_EQ(res["epochs"].size(), 2u);
+    for (const auto& x : res["epochs"]) {
+      EXPECT_GT(x["load_cpu_ms"].get<double>(), 0) << x.dump();
+      EXPECT_GT(x["train_ms"].get<double>(), 0);
+      EXPECT_EQ(x["samples"], 160u);
+    }
+    EXPECT_GT(res["test_accuracy"].get<double>(), 0.1);  // better than chance on 10 classes
+    int workers = 0;
+    for (const auto& p : e["processes"]) {
+      EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>()));
+      if (p["role"] != "worker") continue;
+      ++workers;
+      EXPECT_GT(p["peak_pss_bytes"].get<double>(), 0) << p.dump();
+      EXPECT_EQ(p["exit_code"], 0);
+    }
+    EXPECT_EQ(workers, int(loaders) + 1);
+    EXPECT_TRUE(ListSegments(SegmentPrefix(e["id"].get<std::string>())).empty());
+  }
+  FilledTable(j, "data_loading_epoch_s");
+  const json mem = FilledTableExcept(j, "data_loading_memory_mib", 0, 1);  // no loaders: "-"
+  ASSERT_EQ(mem["rows"].size(), 2u);
+  CommandResult get = daemon_->Cli({"get", j["experiments"][1]["id"]});
+  EXPECT_NE(get.out.find("load CPU s"), std::string::npos) << get.out;
+  EXPECT_NE(get.out.find(" loader "), std::string::npos) << get.out;
 }
 
 TEST_F(KindsE2E, BatchSizeSweepPrintsEpochTwoTrainingTime) {

@@ -122,6 +122,22 @@ TEST_P(WorkerKilled, FailsWithTheReasonAndStopsEverything) {
 INSTANTIATE_TEST_SUITE_P(StartMethods, WorkerKilled,
                          ::testing::Values("fork", "spawn", "forkserver"));
 
+// A data_loading loader that dies fails the run at once: the trainer waiting on its batch is
+// stopped, nothing is left in /dev/shm (the ring included).
+TEST_F(Lifecycle, DeadLoaderFailsTheRunCleanly) {
+  const std::string id = Submit({"--kind", "data_loading", "--loaders", "2", "--start", "fork",
+                                 "--epochs", "100", "--dataset", "synthetic"});
+  json e = WaitTraining(id, 3);
+  ASSERT_EQ(e["state"], "RUNNING") << e.dump();
+  const auto pids = Pids(e);
+  ASSERT_EQ(::kill(WorkerPid(e, 2), SIGKILL), 0);
+  e = WaitEnded(id);
+  EXPECT_EQ(e["state"], "FAILED");
+  EXPECT_NE(e["error"].get<std::string>().find("worker 2 killed by signal 9"), std::string::npos)
+      << e["error"];
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
+}
+
 TEST_F(Lifecycle, StalledWorkerFails) {
   const std::string id = Submit({"--workers", "2", "--batches", "100000", "--dataset", "synthetic",
                                  "--stall-timeout-ms", "1500"});

@@ -452,6 +452,53 @@ TEST(ReportTest, EpochTrainTimeIsEpochTwo) {
   EXPECT_FALSE(tables[3].rows[0].cells[1].has_value);
 }
 
+void Worker(v1::Experiment* e, int index, uint64_t peak_pss) {
+  v1::ProcessInfo* p = e->add_processes();
+  p->set_role("worker");
+  p->set_index(index);
+  p->set_peak_pss_bytes(peak_pss);
+}
+
+// Seed 003's table: per epoch (after the first) the trainer's wait and compute, the epoch, the
+// loaders' CPU; and each kind of process's peak PSS. No loaders: the loaders' cell is "-".
+TEST(ReportTest, DataLoadingTablesAverageEpochsAfterTheFirst) {
+  v1::ExperimentSpec base;
+  base.set_kind("data_loading");
+  base.set_epochs(3);
+  SweepBuilder b("s8", "", base);
+  b.Axis("loaders", {"0", "2"}).State(v1::SUCCEEDED);
+  for (int k = 0; k < 2; ++k) {
+    v1::Result* r = b.Run(b.Point({{"loaders", k == 0 ? "0" : "2"}}), v1::SUCCEEDED);
+    r->set_peak_pss_sum_bytes(900ull << 20);
+    Epoch(r, 9000, 8000, 1000, std::nullopt);  // warm-up, left out
+    Epoch(r, 3000, 1000 * (k + 1), 2000 - 1000 * k, std::nullopt);
+    Epoch(r, 5000, 1000 * (k + 1), 4000 - 1000 * k, std::nullopt);
+    for (auto& e : *r->mutable_epochs()) e.set_load_cpu_ms(1500);
+  }
+  ReportInput in = b.Build();
+  Worker(&in.experiments["e0"], 0, 300ull << 20);
+  Worker(&in.experiments["e1"], 0, 200ull << 20);
+  Worker(&in.experiments["e1"], 1, 100ull << 20);
+  Worker(&in.experiments["e1"], 2, 150ull << 20);
+  const auto tables = BuildTables(in);
+  const Table& t = tables[tables.size() - 2];
+  ASSERT_EQ(t.key, "data_loading_epoch_s");
+  EXPECT_EQ(t.columns, (std::vector<std::string>{"data wait", "compute", "epoch", "load CPU"}));
+  ASSERT_EQ(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[1].labels, std::vector<std::string>{"2"});
+  EXPECT_DOUBLE_EQ(t.rows[0].cells[0].value, 1.0);
+  EXPECT_DOUBLE_EQ(t.rows[1].cells[0].value, 2.0);
+  EXPECT_DOUBLE_EQ(t.rows[1].cells[1].value, 2.0);
+  EXPECT_DOUBLE_EQ(t.rows[1].cells[2].value, 4.0);
+  EXPECT_DOUBLE_EQ(t.rows[1].cells[3].value, 1.5);
+  const Table& m = tables.back();
+  ASSERT_EQ(m.key, "data_loading_memory_mib");
+  EXPECT_EQ(m.rows[0].cells[0].text, "300");
+  EXPECT_EQ(m.rows[0].cells[1].text, "-");
+  EXPECT_EQ(m.rows[1].cells[1].text, "250");
+  EXPECT_EQ(m.rows[1].cells[2].text, "900");
+}
+
 TEST(ReportTest, AnOptimiserOptionAxisAddsLossTablesWithoutEpochs) {
   SweepBuilder b("s8", "");
   b.Axis("lr", {"0.1", "0.01"}).State(v1::SUCCEEDED);
@@ -624,6 +671,9 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "stall_timeout_ms",
                                                "models",
                                                "iterations",
+                                               "loaders",
+                                               "prefetch",
+                                               "pin_memory",
                                                "workers",
                                                "name",
                                                "force"};
@@ -704,8 +754,9 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "cache",     "1000",
                                           "200",       "60000",
                                           "",          "",  // models, iterations: not hogwild's
-                                          "1",         "",
-                                          "no"};
+                                          "",          "",  // loaders, prefetch, pin_memory: nor
+                                          "",          "1",
+                                          "",          "no"};
   const std::vector<std::string> figures0 = {"0",   "0", "0",          "0",    "",  "0", "0",  "",
                                              "0.5", "0", "1073741824", "0",    "0", "0", "0",  "0",
                                              "0",   "0", "0",          "100",  "0", "0", "10", "0",

@@ -88,6 +88,41 @@ TEST(RunSummaryTest, EpochsTakeTheSlowestWorkersTimesAndEveryWorkersLoss) {
   EXPECT_FLOAT_EQ(r.epochs(1).test_accuracy(), 1.0f);
 }
 
+// data_loading: the trainer's times; the loaders' CPU summed with the trainer's own; an epoch
+// only loaders worked on (the run was cut before the trainer reached it) is no epoch.
+TEST(RunSummaryTest, LoadCpuIsSummedAndLoaderOnlyEpochsDropped) {
+  google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport> ws;
+  auto* trainer = ws.Add();
+  trainer->set_index(0);
+  auto* x = trainer->add_epochs();
+  x->set_epoch(1);
+  x->set_wall_ns(4 * kS);
+  x->set_data_ns(kS);
+  x->set_steps(5);
+  x->set_samples(160);
+  for (uint32_t i = 1; i <= 2; ++i) {
+    auto* loader = ws.Add();
+    loader->set_index(i);
+    for (uint32_t e = 1; e <= 2; ++e) {
+      auto* y = loader->add_epochs();
+      y->set_epoch(e);
+      y->set_load_cpu_ns(i * kS);
+    }
+  }
+  v1::Result r;
+  FillEpochs(ws, &r);
+  ASSERT_EQ(r.epochs_size(), 1);
+  EXPECT_DOUBLE_EQ(r.epochs(0).wall_ms(), 4000);
+  EXPECT_DOUBLE_EQ(r.epochs(0).train_ms(), 3000);
+  EXPECT_DOUBLE_EQ(r.epochs(0).load_cpu_ms(), 3000);
+  // hogwild measures no load CPU: absent, not 0.
+  trainer->mutable_epochs(0)->set_load_cpu_ns(0);
+  ws.DeleteSubrange(1, 2);
+  v1::Result h;
+  FillEpochs(ws, &h);
+  EXPECT_FALSE(h.epochs(0).has_load_cpu_ms());
+}
+
 // With epochs the training time leaves out worker 0's evaluations between them: the epochs' own
 // walls, not the first-to-last window (100 s -> 105 s here, 2 s of it evaluating).
 TEST(RunSummaryTest, EpochTrainingTimeExcludesEvaluations) {

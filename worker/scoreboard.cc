@@ -29,6 +29,7 @@ void ReadEpochs(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
     out->set_epoch(e + 1);
     out->set_wall_ns(x.wall_ns.load());
     out->set_data_ns(x.data_ns.load());
+    out->set_load_cpu_ns(x.load_cpu_ns.load());
     out->set_steps(x.steps.load());
     out->set_samples(x.samples.load());
     out->set_loss_sum(BitsToDouble(x.loss_sum_bits.load()));

@@ -7,5 +7,6 @@ namespace shoal {
 
 KindRules HogwildRules();
 KindRules MultiModelRules();
+KindRules DataLoadingRules();
 
 }  // namespace shoal

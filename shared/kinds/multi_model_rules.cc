@@ -10,7 +10,7 @@ namespace {
 
 constexpr uint64_t kParamsPerModel = 256 * 512 + 512;  // 131,584
 
-void Defaults(v1::ExperimentSpec* s) {
+void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
   if (!s->has_model()) s->set_model("linear_256_512");
   if (!s->has_models()) s->set_models(1);
   if (!s->has_iterations()) s->set_iterations(1000);
@@ -65,7 +65,8 @@ KindRules MultiModelRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"dataset", "share", "batches", "epochs", "epoch_samples", "eval_samples"};
+  k.foreign_fields = {"dataset",      "share",   "batches",  "epochs",    "epoch_samples",
+                      "eval_samples", "loaders", "prefetch", "pin_memory"};
   return k;
 }
 

@@ -8,6 +8,7 @@ const std::vector<KindRules>& AllKinds() {
   static const std::vector<KindRules> kinds = {
       HogwildRules(),
       MultiModelRules(),
+      DataLoadingRules(),
   };
   return kinds;
 }

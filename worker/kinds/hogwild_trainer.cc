@@ -38,14 +38,15 @@ void PrintAllocatorStats(uint32_t index) {
 }  // namespace
 
 HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, DataView data)
-    : env_(env), spec_(env.spec), model_(model), data_(data), slot_(env.slot) {
-  n_train_ = static_cast<int64_t>(data_.header->n_train);
-  pixels_ = int64_t(data_.header->rows) * data_.header->cols;
-  batch_ = std::min<int64_t>(spec_.batch_size(), n_train_);
-  total_steps_ = StepsPerWorker(spec_, uint64_t(n_train_));
-  loss_k_ = std::clamp<uint64_t>(total_steps_ / 4, 1, 10);  // batches behind first/tail loss
-  curve_every_ = std::max<uint64_t>(1, (total_steps_ + kCurvePoints - 1) / kCurvePoints);
-}
+    : env_(env),
+      spec_(env.spec),
+      model_(model),
+      data_(data),
+      slot_(env.slot),
+      n_train_(int64_t(data.header->n_train)),
+      pixels_(int64_t(data.header->rows) * data.header->cols),
+      batch_(std::min<int64_t>(env.spec.batch_size(), n_train_)),
+      recorder_(env.slot, StepsPerWorker(env.spec, uint64_t(n_train_))) {}
 
 int HogwildTrainer::Run() {
   slot_->pid.store(getpid());
@@ -63,7 +64,7 @@ int HogwildTrainer::Run() {
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   if (!(spec_.has_epochs() ? RunEpochs() : RunBatches())) return kLeaderGoneExit;
-  slot_->tail_loss_bits.store(FloatToBits(float(tail_sum_ / double(loss_k_))));
+  recorder_.Finish();
   if (!WaitForPeers()) return kLeaderGoneExit;
   slot_->weights_checksum.store(ParamsChecksum(model_));
   if (env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0) {
@@ -121,7 +122,7 @@ bool HogwildTrainer::RunEpochs() {
     const auto t0 = Clock::now();
     if (!RunShard(EpochShard(e), &t)) return false;
     t.wall_ns = Ns(t0, Clock::now());
-    PublishEpoch(e, t);
+    recorder_.Epoch(e, t);
     // The last epoch is evaluated after every worker has finished (Run), the others now.
     const bool evaluate = env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0;
     if (evaluate && e < spec_.epochs() && e <= kMaxEpochRecords)
@@ -143,64 +144,12 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   const auto t0 = Clock::now();
   torch::Tensor x, y;
   MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y);
-  const auto t1 = Clock::now();
-  auto loss = torch::nll_loss(model_.forward(x), y);
-  const auto t2 = Clock::now();
-  opt_->zero_grad();
-  loss.backward();
-  const auto t3 = Clock::now();
-  opt_->step();
-  const auto t4 = Clock::now();
-  const float l = loss.item<float>();
-  train_ns_ += Ns(t0, t4);
-  totals->data_ns += Ns(t0, t1);
-  totals->steps += 1;
-  totals->samples += uint64_t(n);
-  totals->loss_sum += l;
-  slot_->data_ns.fetch_add(Ns(t0, t1), std::memory_order_relaxed);
-  slot_->forward_ns.fetch_add(Ns(t1, t2), std::memory_order_relaxed);
-  slot_->backward_ns.fetch_add(Ns(t2, t3), std::memory_order_relaxed);
-  slot_->optimizer_ns.fetch_add(Ns(t3, t4), std::memory_order_relaxed);
-  RecordLoss(l);
-  slot_->samples.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-  slot_->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
-  slot_->steps.fetch_add(1, std::memory_order_release);
-  slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
+  const uint64_t data_ns = Ns(t0, Clock::now());
+  float loss = 0;
+  StepTimes t = TrainStep(model_, *opt_, x, y, &loss);
+  t.data_ns = data_ns;
+  recorder_.Step(t, loss, uint64_t(n), totals);
   return true;
-}
-
-// Last, first-k and tail-k losses, and one curve point per curve_every_ steps.
-void HogwildTrainer::RecordLoss(float l) {
-  slot_->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
-  if (step_ < loss_k_) first_sum_ += l;
-  if (step_ + 1 == loss_k_) slot_->first_loss_bits.store(FloatToBits(float(first_sum_ / loss_k_)));
-  if (step_ + loss_k_ >= total_steps_) tail_sum_ += l;
-  ++step_;
-  curve_sum_ += l;
-  ++curve_n_;
-  if (curve_n_ == curve_every_ || step_ == total_steps_) {
-    const uint32_t k = slot_->curve_points.load();
-    if (k < kCurvePoints) {
-      slot_->curve[k].step.store(step_);
-      slot_->curve[k].t_ns.store(train_ns_);
-      slot_->curve[k].loss_bits.store(FloatToBits(float(curve_sum_ / double(curve_n_))));
-      slot_->curve_points.store(k + 1, std::memory_order_release);
-    }
-    curve_sum_ = 0;
-    curve_n_ = 0;
-  }
-}
-
-void HogwildTrainer::PublishEpoch(uint32_t epoch, const EpochTotals& t) {
-  if (epoch <= kMaxEpochRecords) {
-    EpochRecord& r = slot_->epochs[epoch - 1];
-    r.wall_ns.store(t.wall_ns);
-    r.data_ns.store(t.data_ns);
-    r.steps.store(t.steps);
-    r.samples.store(t.samples);
-    r.loss_sum_bits.store(DoubleToBits(t.loss_sum));
-  }
-  slot_->epochs_done.store(epoch, std::memory_order_release);
 }
 
 // Fingerprints are taken when every worker has finished: with sharing on, the others are still

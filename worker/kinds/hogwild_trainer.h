@@ -11,6 +11,7 @@
 
 #include "worker/kind.h"
 #include "worker/models/models.h"
+#include "worker/step_recorder.h"
 #include "worker/training.h"
 
 namespace shoal {
@@ -22,18 +23,11 @@ class HogwildTrainer {
   int Run();
 
  private:
-  struct EpochTotals {
-    uint64_t wall_ns = 0, data_ns = 0, steps = 0, samples = 0;
-    double loss_sum = 0;
-  };
-
   bool WaitAtGate();  // false when the leader is gone
   bool RunBatches();
   bool RunEpochs();
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
   bool Step(const int64_t* idx, int64_t n, EpochTotals* totals);
-  void RecordLoss(float loss);
-  void PublishEpoch(uint32_t epoch, const EpochTotals& t);
   bool WaitForPeers();
   void EvaluateInto(std::atomic<uint32_t>* bits);
   std::vector<int64_t> EpochShard(uint32_t epoch) const;
@@ -45,11 +39,7 @@ class HogwildTrainer {
   WorkerSlot* slot_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t n_train_ = 0, pixels_ = 0, batch_ = 0;
-  uint64_t total_steps_ = 0, step_ = 0, loss_k_ = 1;
-  double first_sum_ = 0, tail_sum_ = 0;
-  uint64_t curve_every_ = 1, curve_n_ = 0;
-  double curve_sum_ = 0;
-  uint64_t train_ns_ = 0;  // training time so far, evaluation excluded
+  StepRecorder recorder_;
 };
 
 }  // namespace shoal

@@ -1,4 +1,5 @@
 #include "worker/kind.h"
+#include "worker/kinds/data_loading.h"
 #include "worker/kinds/hogwild.h"
 #include "worker/kinds/multi_model.h"
 
@@ -7,6 +8,7 @@ namespace shoal {
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name) {
   if (name == "hogwild") return std::make_unique<HogwildKind>();
   if (name == "multi_model") return std::make_unique<MultiModelKind>();
+  if (name == "data_loading") return std::make_unique<DataLoadingKind>();
   return nullptr;
 }
 

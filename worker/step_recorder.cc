@@ -1,0 +1,90 @@
+#include "worker/step_recorder.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "shared/process.h"
+
+namespace shoal {
+
+StepRecorder::StepRecorder(WorkerSlot* slot, uint64_t total_steps)
+    : slot_(slot),
+      total_steps_(total_steps),
+      loss_k_(std::clamp<uint64_t>(total_steps / 4, 1, 10)),  // batches behind first/tail loss
+      curve_every_(std::max<uint64_t>(1, (total_steps + kCurvePoints - 1) / kCurvePoints)) {}
+
+void StepRecorder::Step(const StepTimes& t, float loss, uint64_t samples, EpochTotals* totals) {
+  train_ns_ += t.total();
+  totals->data_ns += t.data_ns;
+  totals->steps += 1;
+  totals->samples += samples;
+  totals->loss_sum += loss;
+  slot_->data_ns.fetch_add(t.data_ns, std::memory_order_relaxed);
+  slot_->forward_ns.fetch_add(t.forward_ns, std::memory_order_relaxed);
+  slot_->backward_ns.fetch_add(t.backward_ns, std::memory_order_relaxed);
+  slot_->optimizer_ns.fetch_add(t.optimizer_ns, std::memory_order_relaxed);
+  RecordLoss(loss);
+  slot_->samples.fetch_add(samples, std::memory_order_relaxed);
+  slot_->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
+  slot_->steps.fetch_add(1, std::memory_order_release);
+  slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
+}
+
+// Last, first-k and tail-k losses, and one curve point per curve_every_ steps.
+void StepRecorder::RecordLoss(float l) {
+  slot_->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
+  if (step_ < loss_k_) first_sum_ += l;
+  if (step_ + 1 == loss_k_) slot_->first_loss_bits.store(FloatToBits(float(first_sum_ / loss_k_)));
+  if (step_ + loss_k_ >= total_steps_) tail_sum_ += l;
+  ++step_;
+  curve_sum_ += l;
+  ++curve_n_;
+  if (curve_n_ == curve_every_ || step_ == total_steps_) {
+    const uint32_t k = slot_->curve_points.load();
+    if (k < kCurvePoints) {
+      slot_->curve[k].step.store(step_);
+      slot_->curve[k].t_ns.store(train_ns_);
+      slot_->curve[k].loss_bits.store(FloatToBits(float(curve_sum_ / double(curve_n_))));
+      slot_->curve_points.store(k + 1, std::memory_order_release);
+    }
+    curve_sum_ = 0;
+    curve_n_ = 0;
+  }
+}
+
+void StepRecorder::Epoch(uint32_t epoch, const EpochTotals& t) {
+  if (epoch <= kMaxEpochRecords) {
+    EpochRecord& r = slot_->epochs[epoch - 1];
+    r.wall_ns.store(t.wall_ns);
+    r.data_ns.store(t.data_ns);
+    r.load_cpu_ns.store(t.load_cpu_ns);
+    r.steps.store(t.steps);
+    r.samples.store(t.samples);
+    r.loss_sum_bits.store(DoubleToBits(t.loss_sum));
+  }
+  slot_->epochs_done.store(epoch, std::memory_order_release);
+}
+
+void StepRecorder::Finish() {
+  slot_->tail_loss_bits.store(FloatToBits(float(tail_sum_ / double(loss_k_))));
+}
+
+StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
+                    const torch::Tensor& y, float* loss) {
+  const auto t0 = SteadyClock::now();
+  auto l = torch::nll_loss(model.forward(x), y);
+  const auto t1 = SteadyClock::now();
+  opt.zero_grad();
+  l.backward();
+  const auto t2 = SteadyClock::now();
+  opt.step();
+  const auto t3 = SteadyClock::now();
+  *loss = l.item<float>();
+  StepTimes t;
+  t.forward_ns = ElapsedNs(t0, t1);
+  t.backward_ns = ElapsedNs(t1, t2);
+  t.optimizer_ns = ElapsedNs(t2, t3);
+  return t;
+}
+
+}  // namespace shoal

@@ -1,0 +1,60 @@
+// How a training worker publishes its steps on its scoreboard slot: phase times, samples, the
+// first/last/tail losses, a loss curve of at most kCurvePoints points, per-epoch records. Shared
+// by every kind that trains one model per worker (hogwild, data_loading's trainer).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+
+#include "shared/layout.h"
+#include "worker/models/models.h"
+
+namespace shoal {
+
+using SteadyClock = std::chrono::steady_clock;
+
+inline uint64_t ElapsedNs(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+// What one step cost, by phase (ns).
+struct StepTimes {
+  uint64_t data_ns = 0, forward_ns = 0, backward_ns = 0, optimizer_ns = 0;
+  uint64_t total() const { return data_ns + forward_ns + backward_ns + optimizer_ns; }
+};
+
+// One worker's running totals over one epoch.
+struct EpochTotals {
+  uint64_t wall_ns = 0, data_ns = 0, load_cpu_ns = 0, steps = 0, samples = 0;
+  double loss_sum = 0;
+};
+
+class StepRecorder {
+ public:
+  // `total_steps`: the steps this worker will take (places the tail loss and the curve points).
+  StepRecorder(WorkerSlot* slot, uint64_t total_steps);
+
+  // One step of `samples` samples is done: adds it to the slot and to `totals`.
+  void Step(const StepTimes& t, float loss, uint64_t samples, EpochTotals* totals);
+  // Epoch `epoch` (1-based) is done.
+  void Epoch(uint32_t epoch, const EpochTotals& t);
+  // Training is done: publishes the tail loss.
+  void Finish();
+
+ private:
+  void RecordLoss(float loss);
+
+  WorkerSlot* slot_;
+  uint64_t total_steps_, loss_k_, curve_every_;
+  uint64_t step_ = 0, curve_n_ = 0;
+  double first_sum_ = 0, tail_sum_ = 0, curve_sum_ = 0;
+  uint64_t train_ns_ = 0;  // training time so far, evaluation excluded
+};
+
+// forward, nll loss, zero_grad and backward, optimiser step; each timed (data_ns left 0).
+StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
+                    const torch::Tensor& y, float* loss);
+
+}  // namespace shoal
