@@ -84,13 +84,17 @@ std::string EnvironmentLine(const v1::Experiment& e) {
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
+  // The segments this kind made (data_loading has no weights segment; its ring is in the total).
+  std::string parts;
+  if (r.weights_bytes() > 0) parts += "weights " + Mib(r.weights_bytes());
+  if (r.data_bytes() > 0) parts += (parts.empty() ? "data " : ", data ") + Mib(r.data_bytes());
   std::string o =
       F("  memory      peak PSS sum %s (sum of peak PSS %s), RSS sum %s, USS sum %s, VmHWM sum %s; "
-        "shared %s (weights %s, data %s)\n",
+        "shared %s%s\n",
         Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.sum_of_peak_pss_bytes()).c_str(),
         Gib(r.peak_rss_sum_bytes()).c_str(), Gib(r.peak_uss_sum_bytes()).c_str(),
         Gib(r.peak_rss_hwm_sum_bytes()).c_str(), Mib(r.shared_bytes()).c_str(),
-        Mib(r.weights_bytes()).c_str(), Mib(r.data_bytes()).c_str());
+        parts.empty() ? "" : (" (" + parts + ")").c_str());
   o +=
       F("  time        ready_ms %.0f, start_ms %.0f, wall_ms %.0f, train_ms %.0f, queued_ms %.0f\n",
         r.ready_ms(), r.start_ms(), r.wall_ms(), r.train_ms(), r.queued_ms());
@@ -243,15 +247,16 @@ std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
 
 std::string FormatList(const std::vector<v1::Experiment>& es) {
   std::string o =
-      F("%-12s %-11s %-8s %-9s %7s %-10s %-5s %8s %12s %10s %9s\n", "id", "state", "kind",
+      F("%-12s %-11s %-12s %-9s %7s %-10s %-5s %8s %12s %10s %9s\n", "id", "state", "kind",
         "optimiser", "workers", "start", "share", "wall s", "peak PSS", "samples/s", "start_ms");
   for (const auto& e : es) {
     const auto& r = e.result();
     const bool ran = e.started_unix_ms() != 0;
-    o += F("%-12s %-11s %-8s %-9s %7u %-10s %-5s %8s %12s %10s %9s\n", e.id().c_str(),
+    const char* share = !e.spec().has_share() ? "-" : e.spec().share() ? "yes" : "no";
+    o += F("%-12s %-11s %-12s %-9s %7u %-10s %-5s %8s %12s %10s %9s\n", e.id().c_str(),
            StateName(e.state()).c_str(), e.spec().kind().c_str(),
-           e.spec().optimizer().name().c_str(), e.spec().workers(), e.spec().start().c_str(),
-           e.spec().share() ? "yes" : "no", ran ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
+           e.spec().optimizer().name().c_str(), e.spec().workers(), e.spec().start().c_str(), share,
+           ran ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
            ran ? Gib(r.peak_pss_sum_bytes()).c_str() : "-",
            r.samples_per_sec() > 0 ? F("%.1f", r.samples_per_sec()).c_str() : "-",
            r.start_ms() > 0 ? F("%.0f", r.start_ms()).c_str() : "-");

@@ -183,11 +183,11 @@ TEST(FormatTest, ALongErrorIsPrintedWhole) {
 
 TEST(FormatTest, ListPrintsDashesForWhatHasNotHappened) {
   const std::string want =
-      "id" + Sp(11) + "state" + Sp(7) + "kind" + Sp(5) + "optimiser workers start" + Sp(6) +
+      "id" + Sp(11) + "state" + Sp(7) + "kind" + Sp(9) + "optimiser workers start" + Sp(6) +
       "share" + Sp(3) + "wall s" + Sp(5) + "peak PSS" + Sp(2) + "samples/s" + Sp(2) + "start_ms\n" +
-      "e123" + Sp(9) + "succeeded" + Sp(3) + "hogwild" + Sp(2) + "adam" + Sp(12) + "2 fork" +
+      "e123" + Sp(9) + "succeeded" + Sp(3) + "hogwild" + Sp(6) + "adam" + Sp(12) + "2 fork" +
       Sp(7) + "yes" + Sp(7) + "12.3" + Sp(5) + "1.50 GiB" + Sp(5) + "1234.6" + Sp(7) + "200\n" +
-      "e9" + Sp(11) + "queued" + Sp(6) + "hogwild" + Sp(2) + "sgd" + Sp(13) + "1 fork" + Sp(7) +
+      "e9" + Sp(11) + "queued" + Sp(6) + "hogwild" + Sp(6) + "sgd" + Sp(13) + "1 fork" + Sp(7) +
       "yes" + Sp(10) + "-" + Sp(12) + "-" + Sp(10) + "-" + Sp(9) + "-\n";
   EXPECT_EQ(FormatList({Finished(), Queued()}), want);
 }
