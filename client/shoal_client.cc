@@ -35,6 +35,10 @@ Status ShoalClient::Convert(const grpc::Status& st) const {
       return FailedPrecondition(st.error_message());
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
       return ResourceExhausted(st.error_message());
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return PermissionDenied(st.error_message());
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return Unauthenticated(st.error_message());
     default:
       return Internal(st.error_message());
   }

@@ -80,12 +80,13 @@ Status Coordinator::Admit(const v1::ExperimentSpec& spec) {
   return shoal::Admit(need, have);
 }
 
-StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec) {
+StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::string& submitter) {
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(Admit(spec));
   v1::Experiment e = NewExperimentRecord(NewId("x"), spec, RealtimeMs());
+  e.set_submitter(submitter);
   RETURN_IF_ERROR(queue_.Enqueue({e}));
   spdlog::info("queued {}: {} {} workers, start {}, share {}", e.id(), spec.kind(), spec.workers(),
                spec.start(), spec.share() ? "yes" : "no");
@@ -178,7 +179,8 @@ StatusOr<std::vector<v1::Sample>> Coordinator::Samples(const std::string& id) {
   return store_->Samples(id);
 }
 
-StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec) {
+StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
+                                               const std::string& submitter) {
   // Each data set is read once, however many points use it.
   std::map<std::string, Status> checked;
   auto check = [&](const std::string& dataset) {
@@ -188,7 +190,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec) {
     return it->second;
   };
   if (spec.base().has_dataset()) RETURN_IF_ERROR(check(spec.base().dataset()));
-  return sweeps_.Submit(spec, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
+  return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
     RETURN_IF_ERROR(check(s.dataset()));
     Status st = Admit(s);
     return st.ok() ? st : ResourceExhausted(st.message());

@@ -55,11 +55,12 @@ class Coordinator : public ExperimentService {
   // Stops the running experiment (it ends `interrupted`) and the scheduler.
   void Shutdown();
 
-  StatusOr<std::string> Submit(v1::ExperimentSpec spec) override;
+  StatusOr<std::string> Submit(v1::ExperimentSpec spec, const std::string& submitter) override;
   StatusOr<v1::Experiment> Get(const std::string& id) override { return queue_.Get(id); }
   StatusOr<Page<v1::Experiment>> List(const PageRequest& page) override;
   StatusOr<v1::Experiment> Cancel(const std::string& id) override;
-  StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec) override;
+  StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec,
+                                    const std::string& submitter) override;
   StatusOr<v1::SweepReport> GetSweep(const std::string& id) override { return sweeps_.Get(id); }
   StatusOr<Page<v1::Sweep>> ListSweeps(const PageRequest& page) override;
   StatusOr<v1::Sweep> CancelSweep(const std::string& id) override { return sweeps_.Cancel(id); }

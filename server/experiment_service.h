@@ -27,11 +27,13 @@ struct Page {
 class ExperimentService {
  public:
   virtual ~ExperimentService() = default;
-  virtual StatusOr<std::string> Submit(v1::ExperimentSpec spec) = 0;
+  // `submitter`: who asked (recorded on the experiment; see server/rpc/access.h).
+  virtual StatusOr<std::string> Submit(v1::ExperimentSpec spec, const std::string& submitter) = 0;
   virtual StatusOr<v1::Experiment> Get(const std::string& id) = 0;
   virtual StatusOr<Page<v1::Experiment>> List(const PageRequest& page) = 0;
   virtual StatusOr<v1::Experiment> Cancel(const std::string& id) = 0;
-  virtual StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec) = 0;
+  virtual StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec,
+                                            const std::string& submitter) = 0;
   virtual StatusOr<v1::SweepReport> GetSweep(const std::string& id) = 0;
   virtual StatusOr<Page<v1::Sweep>> ListSweeps(const PageRequest& page) = 0;
   virtual StatusOr<v1::Sweep> CancelSweep(const std::string& id) = 0;

@@ -1,5 +1,6 @@
 // shoald: the Shoal coordinator daemon. Runs in the foreground; logs to stderr.
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
@@ -16,20 +17,12 @@
 #include "server/coordinator.h"
 #include "server/node_info.h"
 #include "server/rpc/service.h"
+#include "server/rpc/unix_listener.h"
+#include "shared/endpoint.h"
 #include "shared/process.h"
 #include "spdlog/spdlog.h"
 
 namespace {
-
-std::string DefaultSocket() {
-  if (const char* s = std::getenv("SHOAL_SOCKET")) return s;
-  return "/tmp/shoal-" + std::to_string(getuid()) + ".sock";
-}
-
-std::string DefaultStateDir() {
-  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.local/state/shoal";
-  return "/var/lib/shoal";
-}
 
 // True when something already accepts connections on the socket path.
 bool SocketInUse(const std::string& path) {
@@ -44,8 +37,9 @@ bool SocketInUse(const std::string& path) {
 }
 
 struct DaemonArgs {
-  std::string socket_path = DefaultSocket(), state_dir = DefaultStateDir(), worker_bin,
-              log_level = "info";
+  std::string socket_path = shoal::DefaultSocketPath(), state_dir = shoal::DefaultStateDir(),
+              worker_bin, log_level = "info", socket_group;
+  shoal::AccessPolicy access;
   int max_watchers = 1024;
   shoal::CoordinatorOptions opts;
 };
@@ -53,8 +47,11 @@ struct DaemonArgs {
 void AddOptions(CLI::App& app, DaemonArgs& d) {
   auto& opts = d.opts;
   app.add_option("--socket", d.socket_path,
-                 "unix socket to listen on (mode 0600); env SHOAL_SOCKET")
+                 "unix socket to listen on (mode 0600); env SHOAL_SOCKET, else "
+                 "$XDG_RUNTIME_DIR/shoal.sock, else the default state dir's shoal.sock")
       ->capture_default_str();
+  app.add_option("--socket-group", d.socket_group,
+                 "a group whose members may use the daemon too (the socket becomes 0660)");
   app.add_option("--state-dir", d.state_dir, "directory for the SQLite store")
       ->capture_default_str();
   app.add_option("--worker-bin", d.worker_bin, "shoal-worker executable (default: next to shoald)");
@@ -100,6 +97,15 @@ bool Resolve(DaemonArgs& d) {
   if (opts.limits.data_roots.empty())
     opts.limits.data_roots = {"/usr/share/datasets", d.state_dir + "/data"};
   opts.zygote_socket = d.state_dir + "/zygote.sock";
+  d.access.daemon_uid = ::geteuid();
+  if (!d.socket_group.empty()) {
+    group* g = ::getgrnam(d.socket_group.c_str());
+    if (g == nullptr) {
+      spdlog::critical("--socket-group: no group named {}", d.socket_group);
+      return false;
+    }
+    d.access.group = g->gr_gid;
+  }
   return true;
 }
 
@@ -112,6 +118,8 @@ bool ClaimStateDir(const DaemonArgs& d) {
     return false;
   }
   ::chmod(d.state_dir.c_str(), 0700);
+  const std::string socket_dir = std::filesystem::path(d.socket_path).parent_path();
+  std::filesystem::create_directories(socket_dir.empty() ? "." : socket_dir, ec);
   int lock_fd = ::open((d.state_dir + "/shoald.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {  // held until we exit
     spdlog::critical("another shoald uses state dir {}", d.state_dir);
@@ -139,16 +147,12 @@ sigset_t BlockSignals() {
   return sigs;
 }
 
-std::unique_ptr<grpc::Server> Listen(const std::string& socket_path,
-                                     grpc::CallbackGenericService* service) {
+// A gRPC server with no port of its own: the unix listener hands it each connection it accepts,
+// with the peer's credentials recorded.
+std::unique_ptr<grpc::Server> StartServer(grpc::CallbackGenericService* service) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterCallbackGenericService(service);
-  const mode_t old_umask = ::umask(0077);  // the socket is born 0600
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ::umask(old_umask);
-  if (server) ::chmod(socket_path.c_str(), 0600);
-  return server;
+  return builder.BuildAndStart();
 }
 
 // Runs the daemon until a signal; returns the exit code.
@@ -172,6 +176,12 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
     return 1;
   }
   coord.Start();
+  shoal::PeerTable peers;
+  auto identify = [&](grpc::GenericCallbackServerContext* ctx) -> shoal::StatusOr<shoal::Caller> {
+    const std::optional<shoal::UnixPeer> peer = peers.Find(ctx->peer());
+    if (!peer) return shoal::Unauthenticated("unknown peer " + ctx->peer());
+    return shoal::AdmitUnixPeer(d.access, *peer);
+  };
   shoal::ShoalService service(
       &coord, &hub,
       [&] {
@@ -180,21 +190,24 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
         info.set_fork_server_restarts(static_cast<uint32_t>(coord.fork_server_restarts()));
         return info;
       },
-      d.max_watchers);
-  std::unique_ptr<grpc::Server> server = Listen(d.socket_path, &service);
+      identify, d.max_watchers);
+  auto listener = shoal::UnixListener::Open(d.socket_path, d.access.group);
+  std::unique_ptr<grpc::Server> server = listener.ok() ? StartServer(&service) : nullptr;
   if (!server) {
-    spdlog::critical("cannot listen on unix:{}", d.socket_path);
+    spdlog::critical("cannot listen on unix:{}: {}", d.socket_path,
+                     listener.ok() ? "the gRPC server did not start" : listener.status().message());
     coord.Shutdown();
     return 1;
   }
+  (*listener)->Serve(server.get(), &peers);
   spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", d.socket_path,
                d.state_dir, d.worker_bin, torch_version);
   int sig = 0;
   sigwait(&sigs, &sig);
   spdlog::info("signal {}: shutting down", sig);
+  listener->reset();  // no new connections
   coord.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  ::unlink(d.socket_path.c_str());
   return 0;
 }
 

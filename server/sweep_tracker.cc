@@ -29,8 +29,8 @@ v1::Experiment NewExperimentRecord(const std::string& id, const v1::ExperimentSp
 SweepTracker::SweepTracker(Store* store, ExperimentQueue* queue, NewId new_id)
     : store_(store), queue_(queue), new_id_(std::move(new_id)) {}
 
-StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const SpecLimits& limits,
-                                           const Admit& admit) {
+StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const std::string& submitter,
+                                           const SpecLimits& limits, const Admit& admit) {
   ASSIGN_OR_RETURN(std::vector<GridPoint> grid, ExpandGrid(spec, limits));
   for (const auto& g : grid) {
     if (!g.point.note().empty()) continue;
@@ -44,6 +44,7 @@ StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const Spec
   sw.set_id(new_id_("s"));
   *sw.mutable_spec() = spec;
   sw.set_submitted_unix_ms(RealtimeMs());
+  sw.set_submitter(submitter);
   std::vector<v1::Experiment> exps;
   for (auto& g : grid) {
     v1::SweepPoint* p = sw.add_points();
@@ -52,6 +53,7 @@ StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const Spec
     v1::Experiment e = NewExperimentRecord(new_id_("x"), g.spec, sw.submitted_unix_ms());
     e.set_sweep_id(sw.id());
     e.set_sweep_index(p->index());
+    e.set_submitter(submitter);
     p->set_experiment_id(e.id());
     p->set_state(v1::QUEUED);
     p->set_attempts(1);

@@ -24,8 +24,8 @@ class SweepTracker {
   SweepTracker(Store* store, ExperimentQueue* queue, NewId new_id);
 
   // Expands the grid, admits every runnable point (unless forced), stores and queues it.
-  StatusOr<std::string> Submit(const v1::SweepSpec& spec, const SpecLimits& limits,
-                               const Admit& admit);
+  StatusOr<std::string> Submit(const v1::SweepSpec& spec, const std::string& submitter,
+                               const SpecLimits& limits, const Admit& admit);
   StatusOr<v1::SweepReport> Get(const std::string& id);
   StatusOr<std::vector<v1::Sweep>> List();
   StatusOr<v1::Sweep> Cancel(const std::string& id);

@@ -17,6 +17,8 @@ enum class Code {
   kInternal,
   kUnavailable,
   kDataLoss,
+  kPermissionDenied,  // a known caller that may not do this
+  kUnauthenticated,   // a caller that did not prove who it is
 };
 
 class Status {
@@ -44,6 +46,8 @@ inline Status ResourceExhausted(std::string m) { return {Code::kResourceExhauste
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
 inline Status DataLoss(std::string m) { return {Code::kDataLoss, std::move(m)}; }
+inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
+inline Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
 
 // Either a value or a non-OK Status.
 template <typename T>

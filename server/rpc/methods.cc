@@ -22,81 +22,110 @@ StatusOr<PageRequest> PageOf(const v1::ListRequest& req) {
 
 }  // namespace
 
+StatusOr<std::string> ShoalService::SubmitterOf(const std::string& id) {
+  if (!id.empty() && id[0] == 's') {
+    ASSIGN_OR_RETURN(v1::SweepReport sw, coord_->GetSweep(id));
+    return sw.sweep().submitter();
+  }
+  ASSIGN_OR_RETURN(v1::Experiment e, coord_->Get(id));
+  return e.submitter();
+}
+
 void ShoalService::AddUnaryMethods() {
   using namespace v1;
   auto add = [this](const std::string& name, Unary fn) {
     unary_["/shoal.v1.Shoal/" + name] = std::move(fn);
   };
-  add("Submit", Typed<SubmitRequest, SubmitResponse>(
-                    [this](const SubmitRequest& r) -> StatusOr<SubmitResponse> {
-                      RETURN_IF_ERROR(CheckSpecStrings(r.spec()));
-                      ASSIGN_OR_RETURN(std::string id, coord_->Submit(r.spec()));
-                      SubmitResponse resp;
-                      resp.set_id(id);
-                      return resp;
+  add("Submit",
+      Typed<SubmitRequest, SubmitResponse>(
+          [this](const Caller& caller, const SubmitRequest& r) -> StatusOr<SubmitResponse> {
+            RETURN_IF_ERROR(CheckSpecStrings(r.spec()));
+            ASSIGN_OR_RETURN(std::string id, coord_->Submit(r.spec(), caller.name));
+            SubmitResponse resp;
+            resp.set_id(id);
+            return resp;
+          }));
+  add("SubmitSweep",
+      Typed<SubmitSweepRequest, SubmitResponse>(
+          [this](const Caller& caller, const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
+            RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
+            ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(r.spec(), caller.name));
+            SubmitResponse resp;
+            resp.set_id(id);
+            return resp;
+          }));
+  add("Get", Typed<GetRequest, Experiment>(
+                 [this](const Caller&, const GetRequest& r) -> StatusOr<Experiment> {
+                   RETURN_IF_ERROR(CheckId(r.id(), "x"));
+                   return coord_->Get(r.id());
+                 }));
+  add("Cancel", Typed<CancelRequest, Experiment>(
+                    [this](const Caller& caller, const CancelRequest& r) -> StatusOr<Experiment> {
+                      RETURN_IF_ERROR(CheckId(r.id(), "x"));
+                      ASSIGN_OR_RETURN(Experiment e, coord_->Get(r.id()));
+                      RETURN_IF_ERROR(MayModify(caller, e.submitter(), "experiment " + r.id()));
+                      return coord_->Cancel(r.id());
                     }));
-  add("SubmitSweep", Typed<SubmitSweepRequest, SubmitResponse>(
-                         [this](const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
-                           RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
-                           ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(r.spec()));
-                           SubmitResponse resp;
-                           resp.set_id(id);
-                           return resp;
-                         }));
-  add("Get", Typed<GetRequest, Experiment>([this](const GetRequest& r) -> StatusOr<Experiment> {
-        RETURN_IF_ERROR(CheckId(r.id(), "x"));
-        return coord_->Get(r.id());
-      }));
-  add("Cancel",
-      Typed<CancelRequest, Experiment>([this](const CancelRequest& r) -> StatusOr<Experiment> {
-        RETURN_IF_ERROR(CheckId(r.id(), "x"));
-        return coord_->Cancel(r.id());
-      }));
-  add("GetSamples",
-      Typed<GetRequest, SamplesResponse>([this](const GetRequest& r) -> StatusOr<SamplesResponse> {
-        RETURN_IF_ERROR(CheckId(r.id(), "x"));
-        ASSIGN_OR_RETURN(auto all, coord_->Samples(r.id()));
-        SamplesResponse resp;
-        for (auto& s : all) *resp.add_samples() = std::move(s);
-        return resp;
-      }));
-  add("GetSweep",
-      Typed<GetRequest, SweepReport>([this](const GetRequest& r) -> StatusOr<SweepReport> {
-        RETURN_IF_ERROR(CheckId(r.id(), "s"));
-        return coord_->GetSweep(r.id());
-      }));
-  add("CancelSweep", Typed<CancelRequest, Sweep>([this](const CancelRequest& r) -> StatusOr<Sweep> {
-        RETURN_IF_ERROR(CheckId(r.id(), "s"));
-        return coord_->CancelSweep(r.id());
-      }));
-  add("List",
-      Typed<ListRequest, ListResponse>([this](const ListRequest& r) -> StatusOr<ListResponse> {
-        ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
-        ASSIGN_OR_RETURN(Page<Experiment> got, coord_->List(page));
-        ListResponse resp;
-        for (auto& e : got.items) *resp.add_experiments() = std::move(e);
-        resp.set_next_page_token(got.next);
-        return resp;
-      }));
-  add("ListSweeps", Typed<ListRequest, ListSweepsResponse>(
-                        [this](const ListRequest& r) -> StatusOr<ListSweepsResponse> {
-                          ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
-                          ASSIGN_OR_RETURN(Page<Sweep> got, coord_->ListSweeps(page));
-                          ListSweepsResponse resp;
-                          for (auto& s : got.items) *resp.add_sweeps() = std::move(s);
-                          resp.set_next_page_token(got.next);
+  add("GetSamples", Typed<GetRequest, SamplesResponse>(
+                        [this](const Caller&, const GetRequest& r) -> StatusOr<SamplesResponse> {
+                          RETURN_IF_ERROR(CheckId(r.id(), "x"));
+                          ASSIGN_OR_RETURN(auto all, coord_->Samples(r.id()));
+                          SamplesResponse resp;
+                          for (auto& s : all) *resp.add_samples() = std::move(s);
                           return resp;
                         }));
-  add("Delete", Typed<DeleteRequest, DeleteResponse>(
-                    [this](const DeleteRequest& r) -> StatusOr<DeleteResponse> {
-                      RETURN_IF_ERROR(CheckId(r.id(), "xs"));
-                      return coord_->Delete(r.id());
-                    }));
-  add("Prune", Typed<PruneRequest, DeleteResponse>(
-                   [this](const PruneRequest& r) { return coord_->Prune(r); }));
-  add("NodeInfo",
-      Typed<NodeInfoRequest, NodeInfoResponse>(
-          [this](const NodeInfoRequest&) -> StatusOr<NodeInfoResponse> { return node_info_(); }));
+  add("GetSweep", Typed<GetRequest, SweepReport>(
+                      [this](const Caller&, const GetRequest& r) -> StatusOr<SweepReport> {
+                        RETURN_IF_ERROR(CheckId(r.id(), "s"));
+                        return coord_->GetSweep(r.id());
+                      }));
+  add("CancelSweep", Typed<CancelRequest, Sweep>([this](const Caller& caller,
+                                                        const CancelRequest& r) -> StatusOr<Sweep> {
+        RETURN_IF_ERROR(CheckId(r.id(), "s"));
+        ASSIGN_OR_RETURN(SweepReport sw, coord_->GetSweep(r.id()));
+        RETURN_IF_ERROR(MayModify(caller, sw.sweep().submitter(), "sweep " + r.id()));
+        return coord_->CancelSweep(r.id());
+      }));
+  add("List", Typed<ListRequest, ListResponse>(
+                  [this](const Caller&, const ListRequest& r) -> StatusOr<ListResponse> {
+                    ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
+                    ASSIGN_OR_RETURN(Page<Experiment> got, coord_->List(page));
+                    ListResponse resp;
+                    for (auto& e : got.items) *resp.add_experiments() = std::move(e);
+                    resp.set_next_page_token(got.next);
+                    return resp;
+                  }));
+  add("ListSweeps",
+      Typed<ListRequest, ListSweepsResponse>(
+          [this](const Caller&, const ListRequest& r) -> StatusOr<ListSweepsResponse> {
+            ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
+            ASSIGN_OR_RETURN(Page<Sweep> got, coord_->ListSweeps(page));
+            ListSweepsResponse resp;
+            for (auto& s : got.items) *resp.add_sweeps() = std::move(s);
+            resp.set_next_page_token(got.next);
+            return resp;
+          }));
+  add("Delete",
+      Typed<DeleteRequest, DeleteResponse>(
+          [this](const Caller& caller, const DeleteRequest& r) -> StatusOr<DeleteResponse> {
+            RETURN_IF_ERROR(CheckId(r.id(), "xs"));
+            ASSIGN_OR_RETURN(std::string submitter, SubmitterOf(r.id()));
+            RETURN_IF_ERROR(MayModify(caller, submitter, r.id()));
+            return coord_->Delete(r.id());
+          }));
+  add("Prune",
+      Typed<PruneRequest, DeleteResponse>(
+          [this](const Caller& caller, const PruneRequest& r) -> StatusOr<DeleteResponse> {
+            // Prune deletes whoever's records are old enough: admins only.
+            if (!caller.admin)
+              return PermissionDenied("prune: only an admin (root, the daemon's user) may prune; " +
+                                      caller.name + " may rm its own records");
+            return coord_->Prune(r);
+          }));
+  add("NodeInfo", Typed<NodeInfoRequest, NodeInfoResponse>(
+                      [this](const Caller&, const NodeInfoRequest&) -> StatusOr<NodeInfoResponse> {
+                        return node_info_();
+                      }));
 }
 
 }  // namespace shoal

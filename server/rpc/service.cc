@@ -39,11 +39,13 @@ class FailedCall : public grpc::ServerGenericBidiReactor {
 // One request message, one response message.
 class UnaryCall : public grpc::ServerGenericBidiReactor {
  public:
-  explicit UnaryCall(const ShoalService::Unary* fn) : fn_(fn) { StartRead(&in_); }
+  UnaryCall(const ShoalService::Unary* fn, Caller caller) : fn_(fn), caller_(std::move(caller)) {
+    StartRead(&in_);
+  }
   void OnReadDone(bool ok) override {
     if (!ok) return Finish(Invalid("no request message"));
     std::string resp;
-    grpc::Status st = (*fn_)(ToBytes(in_), &resp);
+    grpc::Status st = (*fn_)(caller_, ToBytes(in_), &resp);
     if (!st.ok()) return Finish(st);
     out_ = FromBytes(resp);
     StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
@@ -52,6 +54,7 @@ class UnaryCall : public grpc::ServerGenericBidiReactor {
 
  private:
   const ShoalService::Unary* fn_;
+  const Caller caller_;
   grpc::ByteBuffer in_, out_;
 };
 
@@ -173,6 +176,10 @@ grpc::Status ToGrpc(const Status& s) {
       return {grpc::StatusCode::UNAVAILABLE, m};
     case Code::kDataLoss:
       return {grpc::StatusCode::DATA_LOSS, m};
+    case Code::kPermissionDenied:
+      return {grpc::StatusCode::PERMISSION_DENIED, m};
+    case Code::kUnauthenticated:
+      return {grpc::StatusCode::UNAUTHENTICATED, m};
     case Code::kInternal:
       break;
   }
@@ -181,19 +188,29 @@ grpc::Status ToGrpc(const Status& s) {
 }
 
 ShoalService::ShoalService(ExperimentService* coord, TelemetryHub* hub, NodeInfoFn node_info,
-                           int max_watchers)
-    : coord_(coord), hub_(hub), node_info_(std::move(node_info)), max_watchers_(max_watchers) {
+                           IdentifyFn identify, int max_watchers)
+    : coord_(coord),
+      hub_(hub),
+      node_info_(std::move(node_info)),
+      identify_(std::move(identify)),
+      max_watchers_(max_watchers) {
   AddUnaryMethods();
 }
 
 grpc::ServerGenericBidiReactor* ShoalService::CreateReactor(
     grpc::GenericCallbackServerContext* ctx) {
   const std::string& method = ctx->method();
+  StatusOr<Caller> caller = identify_(ctx);
+  if (!caller.ok()) {
+    spdlog::warn("refused {} from {}: {}", QuoteShort(method), QuoteShort(ctx->peer()),
+                 caller.status().message());
+    return new FailedCall(ToGrpc(caller.status()));
+  }
   if (method == kPrefix + "Watch") return NewWatch();
   auto it = unary_.find(method);
   if (it == unary_.end())
     return new FailedCall({grpc::StatusCode::UNIMPLEMENTED, "no method " + QuoteShort(method)});
-  return new UnaryCall(&it->second);
+  return new UnaryCall(&it->second, std::move(caller).value());
 }
 
 grpc::ServerGenericBidiReactor* ShoalService::NewWatch() {

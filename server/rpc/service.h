@@ -24,19 +24,23 @@ class ShoalService final : public grpc::CallbackGenericService {
  public:
   using NodeInfoFn = std::function<v1::NodeInfoResponse()>;
   using Unary = UnaryFn;
+  // Who is calling: the caller, or PERMISSION_DENIED / UNAUTHENTICATED (the call ends with it).
+  using IdentifyFn = std::function<StatusOr<Caller>(grpc::GenericCallbackServerContext*)>;
 
   ShoalService(ExperimentService* coord, TelemetryHub* hub, NodeInfoFn node_info,
-               int max_watchers = 1024);
+               IdentifyFn identify, int max_watchers = 1024);
 
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override;
 
  private:
   void AddUnaryMethods();
+  StatusOr<std::string> SubmitterOf(const std::string& id);  // of an experiment or a sweep
   grpc::ServerGenericBidiReactor* NewWatch();
 
   ExperimentService* coord_;
   TelemetryHub* hub_;
   NodeInfoFn node_info_;
+  IdentifyFn identify_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};
   std::map<std::string, Unary> unary_;  // by full method name, "/shoal.v1.Shoal/Get"

@@ -6,14 +6,16 @@
 #include <functional>
 #include <string>
 
+#include "server/rpc/access.h"
 #include "shared/status.h"
 
 namespace shoal {
 
 grpc::Status ToGrpc(const Status& s);
 
-// A unary method: the request's bytes in, the response's bytes out.
-using UnaryFn = std::function<grpc::Status(const std::string& request, std::string* response)>;
+// A unary method: who calls, the request's bytes in, the response's bytes out.
+using UnaryFn = std::function<grpc::Status(const Caller& caller, const std::string& request,
+                                           std::string* response)>;
 
 // The request, without the fields this daemon does not know (they would be stored with it). Bytes
 // that are not a valid message of the method are INVALID_ARGUMENT.
@@ -29,11 +31,11 @@ grpc::Status ParseRequest(const std::string& bytes, Req* req) {
 
 // A unary method from a typed function of the domain.
 template <typename Req, typename Resp>
-UnaryFn Typed(std::function<StatusOr<Resp>(const Req&)> fn) {
-  return [fn = std::move(fn)](const std::string& in, std::string* out) {
+UnaryFn Typed(std::function<StatusOr<Resp>(const Caller&, const Req&)> fn) {
+  return [fn = std::move(fn)](const Caller& caller, const std::string& in, std::string* out) {
     Req req;
     if (grpc::Status st = ParseRequest(in, &req); !st.ok()) return st;
-    StatusOr<Resp> resp = fn(req);
+    StatusOr<Resp> resp = fn(caller, req);
     if (!resp.ok()) return ToGrpc(resp.status());
     *out = resp->SerializeAsString();
     return grpc::Status::OK;

@@ -1,0 +1,70 @@
+#include "shared/endpoint.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace shoal {
+namespace {
+
+bool OwnDirectory(const char* dir) {
+  struct stat st {};
+  return dir != nullptr && dir[0] == '/' && ::stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+         st.st_uid == ::getuid() && (st.st_mode & 0077) == 0;
+}
+
+std::string ParentOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string Owner(uid_t uid) { return "uid " + std::to_string(uid); }
+
+}  // namespace
+
+std::string DefaultStateDir() {
+  if (const char* h = std::getenv("HOME")) return std::string(h) + "/.local/state/shoal";
+  return "/var/lib/shoal";
+}
+
+std::string DefaultSocketPath() {
+  if (const char* s = std::getenv("SHOAL_SOCKET")) return s;
+  const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (OwnDirectory(runtime)) return std::string(runtime) + "/shoal.sock";
+  return DefaultStateDir() + "/shoal.sock";
+}
+
+Status JudgeSocket(const std::string& path, const PathInfo& socket, const PathInfo& dir, uid_t me,
+                   std::optional<uid_t> trusted) {
+  auto ok_owner = [&](uid_t u) { return u == me || u == 0 || (trusted && u == *trusted); };
+  const std::string how =
+      " (someone else's socket could be an impostor; if that user runs the shoald you mean, pass "
+      "--socket-owner " +
+      std::to_string(socket.uid) + ")";
+  if (!S_ISSOCK(socket.mode)) return PermissionDenied(path + " is not a socket");
+  if (!ok_owner(socket.uid))
+    return PermissionDenied("refusing " + path + ": it belongs to " + Owner(socket.uid) + how);
+  if (!ok_owner(dir.uid)) {
+    return PermissionDenied("refusing " + path + ": its directory belongs to " + Owner(dir.uid) +
+                            ", who could replace the socket");
+  }
+  if ((dir.mode & 0022) != 0 && (dir.mode & S_ISVTX) == 0) {
+    return PermissionDenied("refusing " + path +
+                            ": others can write its directory and replace the socket");
+  }
+  return Status::Ok();
+}
+
+Status CheckSocketTrust(const std::string& path, uid_t me, std::optional<uid_t> trusted) {
+  struct stat s {
+  }, d{};
+  if (::lstat(path.c_str(), &s) != 0)
+    return Unavailable("no socket at " + path + " (is shoald running?)");
+  const std::string dir = ParentOf(path);
+  if (::stat(dir.c_str(), &d) != 0) return Unavailable("cannot read the directory of " + path);
+  return JudgeSocket(path, {s.st_uid, s.st_mode}, {d.st_uid, d.st_mode}, me, trusted);
+}
+
+}  // namespace shoal

@@ -1,0 +1,111 @@
+// Access end to end, with real users: an impostor's socket is refused before a byte is sent,
+// a user the daemon does not serve is PERMISSION_DENIED, and with --socket-group its members may
+// submit but change only their own records. The other user is nobody (uid 65534), by setpriv.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+using testing::CommandResult;
+using testing::Daemon;
+using testing::RunCommand;
+using testing::TempDir;
+
+const std::vector<std::string> kAsNobody = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534"};
+
+// The CLI run as nobody (in group nogroup when `in_group`).
+CommandResult CliAsNobody(const std::string& socket, std::vector<std::string> args,
+                          bool in_group = false) {
+  std::vector<std::string> argv = kAsNobody;
+  argv.push_back(in_group ? "--groups=65534" : "--clear-groups");
+  argv.insert(argv.end(), {testing::BinDir() + "/shoal", "--socket", socket});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+
+// The reported scenario: another user listens on the path first (in a sticky /tmp-like
+// directory). The CLI refuses to talk to it, and the impostor is never connected to.
+TEST(AccessE2E, AnImpostorsSocketIsRefusedBeforeAnythingIsSent) {
+  TempDir dir;
+  ASSERT_EQ(::chmod(dir.path().c_str(), 01777), 0);
+  const std::string path = dir / "shoal.sock";
+  CommandResult impostor;
+  std::thread listen([&] {
+    std::vector<std::string> argv = kAsNobody;
+    argv.insert(argv.end(),
+                {"--clear-groups", "/usr/bin/python3", "-c",
+                 "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.bind(sys.argv[1])\n"
+                 "s.listen()\ns.settimeout(4)\ntry:\n  s.accept()\n  print('CONNECTED')\n"
+                 "except socket.timeout:\n  print('NONE')\n",
+                 path});
+    impostor = RunCommand(argv);
+  });
+  ASSERT_TRUE(testing::WaitFor([&] { return ::access(path.c_str(), F_OK) == 0; }, 5));
+  const CommandResult r = RunCommand(
+      {testing::BinDir() + "/shoal", "--socket", path, "submit", "--name", "secret-project"});
+  listen.join();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("refusing " + path + ": it belongs to uid 65534"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(impostor.out, "NONE\n") << impostor.err;
+}
+
+class AccessDaemonE2E : public ::testing::Test {
+ protected:
+  // A daemon whose socket nobody can reach: the directory is traversable, the socket opened up.
+  void StartDaemon(std::vector<std::string> extra) {
+    daemon_ = std::make_unique<Daemon>(dir_ / "state", socket_);
+    ASSERT_TRUE(daemon_->Start(extra));
+    ASSERT_EQ(::chmod(dir_.path().c_str(), 0711), 0);
+  }
+  std::string Submit(const std::string& as, std::vector<std::string> args) {
+    args.insert(args.begin(), "submit");
+    args.insert(args.end(), {"--dataset", "synthetic", "--eval-samples", "0", "--json"});
+    const CommandResult r = as == "root" ? daemon_->Cli(args) : CliAsNobody(socket_, args, true);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return testing::ParseJson(r).value("id", "");
+  }
+  TempDir dir_;
+  std::string socket_ = dir_ / "s.sock";
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(AccessDaemonE2E, AUserTheDaemonDoesNotServeIsPermissionDenied) {
+  StartDaemon({});
+  ASSERT_EQ(::chmod(socket_.c_str(), 0666), 0);  // opened up by hand: the peer check still holds
+  const CommandResult r = CliAsNobody(socket_, {"node"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("uid 65534 may not use this shoald (it serves uid 0, root)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(daemon_->Cli({"node"}).exit_code, 0);
+}
+
+TEST_F(AccessDaemonE2E, GroupMembersSubmitButChangeOnlyTheirOwn) {
+  StartDaemon({"--socket-group", "nogroup"});
+  struct stat st {};
+  ASSERT_EQ(::stat(socket_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, 65534u);
+  const std::string mine = Submit("root", {"--batches", "100000"});
+  const std::string theirs = Submit("nobody", {"--batches", "100000"});
+  const CommandResult denied = CliAsNobody(socket_, {"cancel", mine}, true);
+  EXPECT_EQ(denied.exit_code, 1);
+  EXPECT_NE(denied.err.find("experiment " + mine + " was submitted by uid 0"), std::string::npos)
+      << denied.err;
+  EXPECT_EQ(CliAsNobody(socket_, {"cancel", theirs}, true).exit_code, 0);
+  EXPECT_EQ(CliAsNobody(socket_, {"prune", "--keep", "0"}, true).exit_code, 1);  // admins only
+  EXPECT_EQ(daemon_->Cli({"cancel", mine}).exit_code, 0);                        // root may
+  const auto got = testing::ParseJson(daemon_->Cli({"get", theirs, "--json"}));
+  EXPECT_EQ(got["submitter"], "uid 65534");
+  EXPECT_EQ(got["state"], "CANCELLED");
+}
+
+}  // namespace
+}  // namespace shoal

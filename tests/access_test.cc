@@ -1,0 +1,84 @@
+// Who may talk to shoald and to whom the CLI talks: the socket-trust rule, the peer policy, who
+// may change a record, and the peer table's reading of gRPC's peer names.
+#include "server/rpc/access.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "shared/endpoint.h"
+
+namespace shoal {
+namespace {
+
+constexpr uid_t kMe = 1000, kOther = 1001;
+const PathInfo kMySocket{kMe, S_IFSOCK | 0600}, kMyDir{kMe, S_IFDIR | 0700};
+
+TEST(SocketTrustTest, OwnSocketInOwnDirectoryIsTrusted) {
+  EXPECT_TRUE(JudgeSocket("/run/user/1000/shoal.sock", kMySocket, kMyDir, kMe, {}).ok());
+  EXPECT_TRUE(
+      JudgeSocket("/run/shoal.sock", {0, S_IFSOCK | 0660}, {0, S_IFDIR | 0755}, kMe, {}).ok());
+}
+
+TEST(SocketTrustTest, AnImpostorsSocketInTmpIsRefusedNamingItsOwner) {
+  const Status st =
+      JudgeSocket("/tmp/shoal-0.sock", {kOther, S_IFSOCK | 0777}, {0, S_IFDIR | 01777}, kMe, {});
+  EXPECT_EQ(st.code(), Code::kPermissionDenied);
+  EXPECT_NE(st.message().find("it belongs to uid 1001"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--socket-owner 1001"), std::string::npos) << st.message();
+  // ...unless the user says that uid runs the daemon they mean.
+  EXPECT_TRUE(
+      JudgeSocket("/tmp/s.sock", {kOther, S_IFSOCK | 0660}, {0, S_IFDIR | 01777}, kMe, kOther)
+          .ok());
+}
+
+TEST(SocketTrustTest, ADirectoryOthersCanWriteOrOwnIsRefused) {
+  const Status open =
+      JudgeSocket("/x/s.sock", kMySocket, {kMe, S_IFDIR | 0777}, kMe, {});  // not sticky
+  EXPECT_NE(open.message().find("others can write its directory"), std::string::npos);
+  const Status theirs = JudgeSocket("/x/s.sock", kMySocket, {kOther, S_IFDIR | 0700}, kMe, {});
+  EXPECT_NE(theirs.message().find("its directory belongs to uid 1001"), std::string::npos);
+  const Status file = JudgeSocket("/x/s.sock", {kMe, S_IFREG | 0600}, kMyDir, kMe, {});
+  EXPECT_NE(file.message().find("is not a socket"), std::string::npos);
+}
+
+TEST(AccessPolicyTest, DaemonUserRootAndTheGroupAreAdmitted) {
+  AccessPolicy p{kMe, {}};
+  EXPECT_TRUE(AdmitUnixPeer(p, {kMe, kMe, {}})->admin);
+  EXPECT_TRUE(AdmitUnixPeer(p, {0, 0, {}})->admin);
+  const auto refused = AdmitUnixPeer(p, {kOther, kOther, {}});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kPermissionDenied);
+  EXPECT_EQ(refused.status().message(),
+            "uid 1001 may not use this shoald (it serves uid 1000, root)");
+  p.group = 50;
+  const auto member = AdmitUnixPeer(p, {kOther, kOther, {7, 50}});
+  ASSERT_TRUE(member.ok());
+  EXPECT_FALSE(member->admin);
+  EXPECT_EQ(member->name, "uid 1001");
+  EXPECT_TRUE(AdmitUnixPeer(p, {kOther, 50, {}}).ok());  // primary group
+  EXPECT_FALSE(AdmitUnixPeer(p, {kOther, kOther, {7}}).ok());
+}
+
+TEST(AccessPolicyTest, OnlyTheSubmitterOrAnAdminMayChangeARecord) {
+  const Caller alice{"uid 1001", false}, bob{"uid 1002", false}, root{"uid 0", true};
+  EXPECT_TRUE(MayModify(alice, "uid 1001", "experiment x1").ok());
+  EXPECT_TRUE(MayModify(root, "uid 1001", "experiment x1").ok());
+  const Status st = MayModify(bob, "uid 1001", "experiment x1");
+  EXPECT_EQ(st.code(), Code::kPermissionDenied);
+  EXPECT_NE(st.message().find("experiment x1 was submitted by uid 1001"), std::string::npos);
+  EXPECT_FALSE(MayModify(alice, "", "experiment x0").ok());  // recorded before submitters were
+}
+
+TEST(PeerTableTest, FindsTheConnectionByGrpcsPeerName) {
+  PeerTable t;
+  t.Set(7, {kOther, kOther, {}});
+  ASSERT_TRUE(t.Find("fd:7").has_value());
+  EXPECT_EQ(t.Find("fd:7")->uid, kOther);
+  t.Set(7, {kMe, kMe, {}});  // the fd reused by the next connection
+  EXPECT_EQ(t.Find("fd:7")->uid, kMe);
+  for (const char* bad : {"fd:8", "fd:", "fd:7x", "unix:/tmp/s", "ipv4:127.0.0.1:1"})
+    EXPECT_FALSE(t.Find(bad).has_value()) << bad;
+}
+
+}  // namespace
+}  // namespace shoal
