@@ -10,6 +10,7 @@
 #include "client/spec_flags.h"
 #include "shared/pbjson.h"
 #include "shared/timeline.h"
+#include "shared/wire_check.h"
 
 namespace shoal::cli {
 
@@ -33,7 +34,8 @@ v1::ExperimentState Watch(ShoalClient& c, const std::string& id, bool json, bool
                  stdout);
       std::fflush(stdout);
     } else if (ev.has_event() && !tty) {
-      std::printf("t=%.1fs event: %s\n", ev.event().t_ms() / 1000, ev.event().text().c_str());
+      std::printf("t=%.1fs event: %s\n", ev.event().t_ms() / 1000,
+                  PrintableText(ev.event().text()).c_str());
     } else if (ev.has_state() && !tty) {
       std::printf("state: %s\n", StateName(ev.state()).c_str());
     }
@@ -53,7 +55,7 @@ int Submit(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
   json ? PrintJson(e) : (void)std::fputs(FormatExperiment(e).c_str(), stdout);
   if (e.state() == v1::SUCCEEDED) return 0;
   std::fprintf(stderr, "shoal: experiment %s %s%s%s\n", id.c_str(), StateName(e.state()).c_str(),
-               e.error().empty() ? "" : ": ", e.error().c_str());
+               e.error().empty() ? "" : ": ", PrintableText(e.error()).c_str());
   return 1;
 }
 

@@ -5,11 +5,12 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "shared/pbjson.h"
+#include "shared/wire_check.h"
 
 namespace shoal::cli {
 
 void Die(const std::string& message) {
-  std::fprintf(stderr, "shoal: %s\n", message.c_str());
+  std::fprintf(stderr, "shoal: %s\n", PrintableText(message).c_str());
   std::exit(1);
 }
 

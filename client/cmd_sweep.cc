@@ -15,12 +15,16 @@
 #include "shared/process.h"
 #include "shared/report.h"
 #include "shared/sweep.h"
+#include "shared/wire_check.h"
 
 namespace shoal::cli {
 namespace {
 
-ReportInput FetchReport(ShoalClient& c, const std::string& id) {
-  const v1::SweepReport r = OrDie(c.GetSweep(id));
+// The sweep and its experiments; `printable`: every string safe for a terminal (what is not
+// JSON: JSON escapes control characters itself, and keeps the data as it was).
+ReportInput FetchReport(ShoalClient& c, const std::string& id, bool printable = true) {
+  v1::SweepReport r = OrDie(c.GetSweep(id));
+  if (printable) MakePrintable(&r);
   ReportInput in;
   in.sweep = r.sweep();
   for (const auto& e : r.experiments()) in.experiments[e.id()] = e;
@@ -85,7 +89,7 @@ int SubmitSweep(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
   }
   if (!json) std::fprintf(stderr, "submitted sweep %s\n", id.c_str());
   const v1::ExperimentState st = WaitSweep(c, id, json);
-  const ReportInput in = FetchReport(c, id);
+  const ReportInput in = FetchReport(c, id, !json);
   json ? (void)(std::cout << RenderJson(in).dump() << "\n")
        : (void)std::fputs(RenderMarkdown(in).c_str(), stdout);
   if (st == v1::SUCCEEDED) return 0;
@@ -127,7 +131,7 @@ int Report(ShoalClient& c, const ReportArgs& a) {
     return 0;
   }
   if (a.ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
-  const ReportInput in = FetchReport(c, a.ids[0]);
+  const ReportInput in = FetchReport(c, a.ids[0], a.format != "json");
   // An optimiser sweep is drawn as loss curves unless asked otherwise.
   std::string plot = a.plot;
   if (plot.empty()) {
@@ -147,7 +151,7 @@ int Report(ShoalClient& c, const ReportArgs& a) {
 
 int ShowSweep(ShoalClient& c, const std::string& id, bool cancel, bool json) {
   if (cancel) OrDie(c.CancelSweep(id).status());
-  const ReportInput in = FetchReport(c, id);
+  const ReportInput in = FetchReport(c, id, !json);
   json ? (void)(std::cout << RenderJson(in).dump() << "\n")
        : (void)std::fputs(FormatSweepPoints(in.sweep).c_str(), stdout);
   return 0;

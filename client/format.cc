@@ -9,6 +9,7 @@
 
 #include "shared/spec_fields.h"
 #include "shared/sweep.h"
+#include "shared/wire_check.h"
 
 namespace shoal::cli {
 namespace {
@@ -28,6 +29,15 @@ std::string F(const char* fmt, ...) {
 
 std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30)); }
 std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20)); }
+
+// What the server sent, with every string safe for a terminal (names, errors and events may hold
+// anything another user or a bad server put there).
+template <typename M>
+M Printable(const M& m) {
+  M out = m;
+  MakePrintable(&out);
+  return out;
+}
 using UL = unsigned long;
 
 // "sgd lr 0.01 momentum 0.5 dampening 0 weight_decay 0"
@@ -192,7 +202,8 @@ std::string VariantBlocks(const v1::Result& r) {
   return o;
 }
 
-std::string FormatExperiment(const v1::Experiment& e) {
+std::string FormatExperiment(const v1::Experiment& raw) {
+  const v1::Experiment e = Printable(raw);
   std::string o = F("experiment %s  %s%s%s\n", e.id().c_str(), StateName(e.state()).c_str(),
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
@@ -201,7 +212,8 @@ std::string FormatExperiment(const v1::Experiment& e) {
          VariantBlocks(e.result()) + ProcessLines(e);
 }
 
-std::string FormatSampleLine(const v1::Sample& s) {
+std::string FormatSampleLine(const v1::Sample& raw) {
+  const v1::Sample s = Printable(raw);
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
   const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
   std::string o =
@@ -217,7 +229,8 @@ std::string FormatSampleLine(const v1::Sample& s) {
   return o + "\n";
 }
 
-std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
+std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
+  const v1::Sample s = Printable(raw);
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
   const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
   std::string o =
@@ -245,7 +258,9 @@ std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped) {
   return o + F("shared segments %s\n", Mib(s.shared_bytes()).c_str());
 }
 
-std::string FormatList(const std::vector<v1::Experiment>& es) {
+std::string FormatList(const std::vector<v1::Experiment>& raw) {
+  std::vector<v1::Experiment> es;
+  for (const auto& e : raw) es.push_back(Printable(e));
   std::string o =
       F("%-12s %-11s %-12s %-9s %7s %-10s %-5s %8s %12s %10s %9s\n", "id", "state", "kind",
         "optimiser", "workers", "start", "share", "wall s", "peak PSS", "samples/s", "start_ms");
@@ -264,7 +279,8 @@ std::string FormatList(const std::vector<v1::Experiment>& es) {
   return o;
 }
 
-std::string FormatSweepPoints(const v1::Sweep& sw) {
+std::string FormatSweepPoints(const v1::Sweep& raw) {
+  const v1::Sweep sw = Printable(raw);
   std::string o = F("sweep %s  %s%s%s\n", sw.id().c_str(), StateName(sw.state()).c_str(),
                     sw.error().empty() ? "" : ": ", sw.error().c_str());
   o += F("  %-5s %-40s %-12s %-11s %s\n", "point", "values", "experiment", "state", "note");
@@ -279,7 +295,9 @@ std::string FormatSweepPoints(const v1::Sweep& sw) {
   return o;
 }
 
-std::string FormatSweeps(const std::vector<v1::Sweep>& sweeps) {
+std::string FormatSweeps(const std::vector<v1::Sweep>& raw) {
+  std::vector<v1::Sweep> sweeps;
+  for (const auto& sw : raw) sweeps.push_back(Printable(sw));
   std::string o = F("%-12s %-11s %7s %7s  %s\n", "id", "state", "done", "points", "name");
   for (const auto& sw : sweeps) {
     int done = 0;
@@ -291,7 +309,8 @@ std::string FormatSweeps(const std::vector<v1::Sweep>& sweeps) {
   return o;
 }
 
-std::string FormatNode(const v1::NodeInfoResponse& r) {
+std::string FormatNode(const v1::NodeInfoResponse& raw) {
+  const v1::NodeInfoResponse r = Printable(raw);
   std::string o = F("host %s: %u cores, memory %s (available %s), /dev/shm free %s of %s\n",
                     r.hostname().c_str(), r.cores(), Gib(r.memory_total_bytes()).c_str(),
                     Gib(r.memory_available_bytes()).c_str(), Gib(r.shm_free_bytes()).c_str(),

@@ -3,6 +3,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace shoal {
@@ -12,6 +13,27 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
 bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+// The length of the UTF-8 sequence at s[i] and its code point; 0 when it is not valid UTF-8
+// (overlong forms, surrogates and truncated sequences included).
+size_t Utf8At(std::string_view s, size_t i, uint32_t* cp) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  uint32_t v = n == 1 ? c : c & (0x7f >> n);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xc0) != 0x80) return 0;
+    v = (v << 6) | (b(k) & 0x3f);
+  }
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (v < kMin[n] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
+  *cp = v;
+  return n;
+}
+
+// C0, DEL and C1: what a terminal may take as the start of an escape sequence.
+bool IsControl(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
 
 // By the field's path in the spec ("name", "optimizer.name", "base.dataset").
 size_t MaxBytesOf(const std::string& path) {
@@ -83,11 +105,59 @@ Status CheckText(const std::string& field, std::string_view value, size_t max) {
     return InvalidArgument(field + ": " + std::to_string(value.size()) + " bytes, at most " +
                            std::to_string(max) + " (" + QuoteShort(value) + ")");
   }
-  for (unsigned char c : value) {
-    if (c < 0x20 || c == 0x7f)
+  for (size_t i = 0; i < value.size();) {
+    uint32_t cp = 0;
+    const size_t n = Utf8At(value, i, &cp);
+    if (n == 0) return InvalidArgument(field + ": not valid UTF-8: " + QuoteShort(value));
+    if (IsControl(cp))
       return InvalidArgument(field + ": control character in " + QuoteShort(value));
+    i += n;
   }
   return Status::Ok();
+}
+
+std::string PrintableText(std::string_view value) {
+  std::string out;
+  for (size_t i = 0; i < value.size();) {
+    uint32_t cp = 0;
+    const size_t n = Utf8At(value, i, &cp);
+    if (n > 0 && !IsControl(cp)) {
+      out.append(value.substr(i, n));
+      i += n;
+      continue;
+    }
+    // An escaped byte per byte of what could not be shown (a C1 character is two).
+    for (size_t k = 0; k < std::max<size_t>(n, 1); ++k) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(value[i + k]));
+      out += buf;
+    }
+    i += std::max<size_t>(n, 1);
+  }
+  return out;
+}
+
+void MakePrintable(Message* m) {
+  const auto* refl = m->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  refl->ListFields(*m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    if (f->type() == FieldDescriptor::TYPE_STRING) {
+      if (!f->is_repeated()) {
+        refl->SetString(m, f, PrintableText(refl->GetString(*m, f)));
+        continue;
+      }
+      for (int i = 0; i < refl->FieldSize(*m, f); ++i)
+        refl->SetRepeatedString(m, f, i, PrintableText(refl->GetRepeatedString(*m, f, i)));
+    } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
+      if (!f->is_repeated()) {
+        MakePrintable(refl->MutableMessage(m, f));
+        continue;
+      }
+      for (int i = 0; i < refl->FieldSize(*m, f); ++i)
+        MakePrintable(refl->MutableRepeatedMessage(m, f, i));
+    }
+  }
 }
 
 Status CheckSpecStrings(const v1::ExperimentSpec& spec) { return CheckStringsOf(spec, ""); }

@@ -18,6 +18,11 @@ constexpr int kMaxAxisValues = 256;     // values of one sweep axis (the grid ha
 
 // 'value' with control and non-ASCII bytes as \xNN, cut after 40 characters with the full size.
 std::string QuoteShort(std::string_view value);
+// `value` safe to print on a terminal: valid UTF-8 without control characters (C0, DEL, C1) as
+// it is, every other byte as \xNN. For whatever came from a server or another user.
+std::string PrintableText(std::string_view value);
+// PrintableText on every string of the message and of the messages in it (map keys included).
+void MakePrintable(google::protobuf::Message* m);
 
 // An experiment id ("x" + 10 hex digits) or a sweep id ("s" + 10 hex digits); `prefixes` says
 // which are accepted here ("x", "s" or "xs").

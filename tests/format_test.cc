@@ -172,6 +172,15 @@ TEST(FormatTest, FailedExperimentShowsItsError) {
   EXPECT_NE(out.find("\n  processes   pid"), std::string::npos);
 }
 
+TEST(FormatTest, WhatTheServerSentCannotDriveTheTerminal) {
+  v1::Experiment e = Finished();
+  e.set_state(v1::FAILED);
+  e.set_error("\x1b[2J\x1b]0;owned\x07gone");
+  const std::string out = FormatExperiment(e);
+  EXPECT_EQ(out.find('\x1b'), std::string::npos);
+  EXPECT_NE(out.find("failed: \\x1b[2J\\x1b]0;owned\\x07gone\n"), std::string::npos) << out;
+}
+
 TEST(FormatTest, ALongErrorIsPrintedWhole) {
   v1::Experiment e = Queued();
   e.set_state(v1::FAILED);

@@ -54,6 +54,36 @@ TEST(WireCheckTest, EverySpecStringIsBoundedAndPrintable) {
   EXPECT_TRUE(CheckSpecStrings(named).ok());
 }
 
+// A name is UTF-8 without control characters: C1 (U+009B is a terminal's CSI) and broken or
+// overlong sequences are refused like C0; ordinary UTF-8 is kept.
+TEST(WireCheckTest, NamesAreUtf8WithoutControlCharacters) {
+  EXPECT_TRUE(CheckText("name", "résumé — 実験 🐟", kMaxNameBytes).ok());
+  for (const char* bad : {"a\xc2\x9b"
+                          "2J",
+                          "\xff", "\xc0\xaf", "\xe2\x82", "\xed\xa0\x80"}) {
+    const Status st = CheckText("name", bad, kMaxNameBytes);
+    EXPECT_FALSE(st.ok()) << QuoteShort(bad);
+    EXPECT_EQ(st.message().rfind("name: ", 0), 0u) << st.message();
+  }
+}
+
+TEST(WireCheckTest, PrintableTextEscapesWhatATerminalWouldObey) {
+  EXPECT_EQ(PrintableText("ok é 実"), "ok é 実");
+  EXPECT_EQ(PrintableText("\x1b[2Jx"), "\\x1b[2Jx");
+  EXPECT_EQ(PrintableText("a\xc2\x9b"
+                          "b"),
+            "a\\xc2\\x9bb");
+  EXPECT_EQ(PrintableText("\xff\n"), "\\xff\\x0a");
+  v1::Experiment e;
+  e.set_error("bad \x1b]0;pwned\x07");
+  e.mutable_spec()->set_name("n\x1b");
+  (*e.mutable_environment())["K\x1b"] = "v\x07";
+  MakePrintable(&e);
+  EXPECT_EQ(e.error(), "bad \\x1b]0;pwned\\x07");
+  EXPECT_EQ(e.spec().name(), "n\\x1b");
+  EXPECT_EQ(e.environment().at("K\\x1b"), "v\\x07");
+}
+
 TEST(WireCheckTest, SweepsHaveBoundedNamesAxesAndValues) {
   v1::SweepSpec sw;
   sw.set_name("batch sizes");
