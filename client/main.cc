@@ -7,7 +7,33 @@
 #include <optional>
 
 #include "client/commands.h"
+#include "client/shoal_client.h"
 #include "shared/endpoint.h"
+#include "shared/procfs.h"
+
+namespace {
+
+// Before a byte goes out: a socket someone else made could be an impostor that takes the spec and
+// answers with a fake id; a TCP target needs its token.
+shoal::Status Prepare(shoal::cli::Endpoint* e, const std::string& token_file,
+                      std::optional<uid_t> owner) {
+  if (e->target.empty()) return shoal::CheckSocketTrust(e->socket, ::getuid(), owner);
+  if (token_file.empty()) return shoal::InvalidArgument("--target needs --token-file");
+  ASSIGN_OR_RETURN(std::string token, shoal::ReadSmallFile(token_file));
+  e->token = token.substr(0, token.find_first_of("\r\n"));
+  if (e->token.empty())
+    return shoal::InvalidArgument("--token-file " + token_file + ": no token in it");
+  // The options named PEM files; the channel wants their text.
+  for (std::string* pem : {&e->tls_ca, &e->tls_cert, &e->tls_key}) {
+    if (pem->empty()) continue;
+    ASSIGN_OR_RETURN(*pem, shoal::ReadSmallFile(*pem));
+  }
+  if (e->tls_cert.empty() != e->tls_key.empty())
+    return shoal::InvalidArgument("--tls-cert and --tls-key go together");
+  return shoal::Status::Ok();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"shoal: submit, watch and inspect Shoal experiments"};
@@ -21,19 +47,26 @@ int main(int argc, char** argv) {
   app.add_option(
       "--socket-owner", owner,
       "a uid besides yours and root's trusted to own the socket (a shared daemon's user)");
+  shoal::cli::Endpoint endpoint;
+  std::string token_file;
+  app.add_option("--target", endpoint.target, "shoald over TCP, HOST:PORT (instead of the socket)");
+  app.add_option("--tls-ca", endpoint.tls_ca, "PEM CA that signed the daemon's certificate");
+  app.add_option("--tls-cert", endpoint.tls_cert, "PEM client certificate (mTLS)");
+  app.add_option("--tls-key", endpoint.tls_key, "PEM client key (mTLS)");
+  app.add_option("--token-file", token_file, "a file holding the bearer token for --target");
+  app.add_flag("--insecure", endpoint.insecure, "plaintext TCP (a loopback daemon started so)");
   std::vector<shoal::cli::Command> commands;
   shoal::cli::AddNodeCommands(app, &commands);
   shoal::cli::AddExperimentCommands(app, &commands);
   shoal::cli::AddSweepCommands(app, &commands);
   shoal::cli::AddRecordCommands(app, &commands);
   CLI11_PARSE(app, argc, argv);
-  // Before a byte goes out: a socket someone else made could be an impostor that takes the spec
-  // and answers with a fake id.
-  if (shoal::Status st = shoal::CheckSocketTrust(socket, ::getuid(), owner); !st.ok()) {
+  endpoint.socket = socket;
+  if (shoal::Status st = Prepare(&endpoint, token_file, owner); !st.ok()) {
     std::fprintf(stderr, "shoal: %s\n", st.message().c_str());
     return 1;
   }
-  shoal::cli::ShoalClient client(socket);
+  shoal::cli::ShoalClient client(endpoint);
   for (const auto& c : commands)
     if (c.app->parsed()) return c.run(client);
   return 2;

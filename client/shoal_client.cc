@@ -7,25 +7,37 @@
 namespace shoal::cli {
 namespace {
 
-std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) {
-  auto c = std::make_unique<grpc::ClientContext>();
-  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
-  return c;
+std::shared_ptr<grpc::Channel> Connect(const Endpoint& e) {
+  if (e.target.empty())
+    return grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials());
+  if (e.insecure) return grpc::CreateChannel(e.target, grpc::InsecureChannelCredentials());
+  grpc::SslCredentialsOptions o;
+  o.pem_root_certs = e.tls_ca;  // empty: the system's roots
+  o.pem_cert_chain = e.tls_cert;
+  o.pem_private_key = e.tls_key;
+  return grpc::CreateChannel(e.target, grpc::SslCredentials(o));
 }
 
 }  // namespace
 
-ShoalClient::ShoalClient(const std::string& socket)
-    : socket_(socket),
-      stub_(v1::Shoal::NewStub(
-          grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials()))) {}
+ShoalClient::ShoalClient(const Endpoint& e)
+    : where_(e.target.empty() ? e.socket : e.target),
+      token_(e.token),
+      stub_(v1::Shoal::NewStub(Connect(e))) {}
+
+std::unique_ptr<grpc::ClientContext> ShoalClient::Ctx(int seconds) const {
+  auto c = std::make_unique<grpc::ClientContext>();
+  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  if (!token_.empty()) c->AddMetadata("authorization", "Bearer " + token_);
+  return c;
+}
 
 Status ShoalClient::Convert(const grpc::Status& st) const {
   switch (st.error_code()) {
     case grpc::StatusCode::OK:
       return Status::Ok();
     case grpc::StatusCode::UNAVAILABLE:
-      return Unavailable("cannot reach shoald at " + socket_ +
+      return Unavailable("cannot reach shoald at " + where_ +
                          " (is it running?): " + st.error_message());
     case grpc::StatusCode::INVALID_ARGUMENT:
       return InvalidArgument(st.error_message());
@@ -149,7 +161,8 @@ StatusOr<std::vector<v1::Sample>> ShoalClient::Samples(const std::string& id) {
 
 Status ShoalClient::Watch(const std::string& id,
                           const std::function<void(const v1::WatchEvent&)>& on_event) {
-  grpc::ClientContext ctx;
+  grpc::ClientContext ctx;  // no deadline: a watch lasts as long as the experiment
+  if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
   v1::WatchRequest req;
   req.set_id(id);
   auto reader = stub_->Watch(&ctx, req);

@@ -11,9 +11,19 @@
 
 namespace shoal::cli {
 
+// Where and how to reach shoald: its unix socket, or a TCP target with TLS (or plaintext on
+// loopback) and a bearer token sent with every call.
+struct Endpoint {
+  std::string socket;
+  std::string target;                     // host:port; empty: the socket
+  std::string tls_ca, tls_cert, tls_key;  // PEM texts: the server's CA; a client pair (mTLS)
+  std::string token;
+  bool insecure = false;  // plaintext TCP (loopback)
+};
+
 class ShoalClient {
  public:
-  explicit ShoalClient(const std::string& socket);
+  explicit ShoalClient(const Endpoint& endpoint);
 
   StatusOr<v1::NodeInfoResponse> NodeInfo();
   StatusOr<std::string> Submit(const v1::ExperimentSpec& spec);
@@ -36,7 +46,10 @@ class ShoalClient {
   template <typename Resp, typename Item, typename Call, typename Items>
   StatusOr<std::vector<Item>> AllPages(uint32_t page_size, Call call, Items items);
 
-  std::string socket_;
+  std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) const;
+
+  std::string where_;  // for messages: the socket or the target
+  std::string token_;
   std::unique_ptr<v1::Shoal::StubInterface> stub_;
 };
 

@@ -16,10 +16,12 @@
 
 #include "server/coordinator.h"
 #include "server/node_info.h"
+#include "server/rpc/access.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
 #include "shared/endpoint.h"
 #include "shared/process.h"
+#include "shared/procfs.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -40,6 +42,10 @@ struct DaemonArgs {
   std::string socket_path = shoal::DefaultSocketPath(), state_dir = shoal::DefaultStateDir(),
               worker_bin, log_level = "info", socket_group;
   shoal::AccessPolicy access;
+  // TCP (opt-in): TLS and bearer tokens, or plaintext on loopback with --insecure.
+  std::string listen, tls_cert, tls_key, tls_client_ca, token_file;
+  bool insecure = false;
+  std::optional<shoal::TokenTable> tokens;
   int max_watchers = 1024;
   shoal::CoordinatorOptions opts;
 };
@@ -52,6 +58,14 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str();
   app.add_option("--socket-group", d.socket_group,
                  "a group whose members may use the daemon too (the socket becomes 0660)");
+  app.add_option("--listen", d.listen, "also serve TCP on HOST:PORT (needs TLS and --token-file)");
+  app.add_option("--tls-cert", d.tls_cert, "PEM certificate chain for --listen");
+  app.add_option("--tls-key", d.tls_key, "PEM private key for --listen");
+  app.add_option("--tls-client-ca", d.tls_client_ca,
+                 "PEM CA: TCP clients must present a certificate it signed (mTLS)");
+  app.add_option("--token-file", d.token_file,
+                 "bearer tokens for TCP clients: NAME TOKEN [admin] per line, mode 0600");
+  app.add_flag("--insecure", d.insecure, "allow --listen without TLS, on a loopback address only");
   app.add_option("--state-dir", d.state_dir, "directory for the SQLite store")
       ->capture_default_str();
   app.add_option("--worker-bin", d.worker_bin, "shoal-worker executable (default: next to shoald)");
@@ -84,6 +98,8 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
 
 namespace {
 
+bool CheckTcp(DaemonArgs& d);
+
 // Resolves paths and defaults after parsing; false (logged) when the worker cannot run.
 bool Resolve(DaemonArgs& d) {
   auto& opts = d.opts;
@@ -98,6 +114,7 @@ bool Resolve(DaemonArgs& d) {
     opts.limits.data_roots = {"/usr/share/datasets", d.state_dir + "/data"};
   opts.zygote_socket = d.state_dir + "/zygote.sock";
   d.access.daemon_uid = ::geteuid();
+  if (!CheckTcp(d)) return false;
   if (!d.socket_group.empty()) {
     group* g = ::getgrnam(d.socket_group.c_str());
     if (g == nullptr) {
@@ -107,6 +124,52 @@ bool Resolve(DaemonArgs& d) {
     d.access.group = g->gr_gid;
   }
   return true;
+}
+
+bool IsLoopback(const std::string& host_port) {
+  const std::string host = host_port.substr(0, host_port.rfind(':'));
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "[::1]";
+}
+
+// --listen's rules: tokens always; TLS unless the address is loopback and --insecure is given.
+bool CheckTcp(DaemonArgs& d) {
+  if (d.listen.empty()) {
+    if (d.insecure || !d.token_file.empty() || !d.tls_cert.empty())
+      spdlog::warn("--insecure, --token-file and --tls-* do nothing without --listen");
+    return true;
+  }
+  if (d.token_file.empty()) return spdlog::critical("--listen needs --token-file"), false;
+  auto tokens = shoal::TokenTable::Load(d.token_file);
+  if (!tokens.ok()) return spdlog::critical("{}", tokens.status().message()), false;
+  d.tokens = std::move(tokens).value();
+  const bool tls = !d.tls_cert.empty() || !d.tls_key.empty();
+  if (tls && (d.tls_cert.empty() || d.tls_key.empty()))
+    return spdlog::critical("--tls-cert and --tls-key go together"), false;
+  // From here on the --tls-* options hold the PEM texts, not their paths.
+  for (std::string* pem : {&d.tls_cert, &d.tls_key, &d.tls_client_ca}) {
+    if (pem->empty()) continue;
+    auto text = shoal::ReadSmallFile(*pem);
+    if (!text.ok()) return spdlog::critical("{}", text.status().message()), false;
+    *pem = std::move(text).value();
+  }
+  if (!tls && !(d.insecure && IsLoopback(d.listen))) {
+    spdlog::critical(
+        "--listen {} without TLS: give --tls-cert and --tls-key (plaintext is allowed "
+        "only on a loopback address with --insecure)",
+        d.listen);
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<grpc::ServerCredentials> TcpCredentials(const DaemonArgs& d) {
+  if (d.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions o(
+      d.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  o.pem_key_cert_pairs.push_back({d.tls_key, d.tls_cert});
+  o.pem_root_certs = d.tls_client_ca;
+  return grpc::SslServerCredentials(o);
 }
 
 // The state directory (0700), its lock (one daemon per directory) and a free socket path.
@@ -149,10 +212,22 @@ sigset_t BlockSignals() {
 
 // A gRPC server with no port of its own: the unix listener hands it each connection it accepts,
 // with the peer's credentials recorded.
-std::unique_ptr<grpc::Server> StartServer(grpc::CallbackGenericService* service) {
+// With --listen it also listens on TCP itself.
+std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
+                                          grpc::CallbackGenericService* service) {
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(service);
-  return builder.BuildAndStart();
+  int port = 0;
+  if (!d.listen.empty()) builder.AddListeningPort(d.listen, TcpCredentials(d), &port);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server && !d.listen.empty() && port == 0) {
+    spdlog::critical("cannot listen on {}", d.listen);
+    return nullptr;
+  }
+  if (server && !d.listen.empty())
+    spdlog::info("listening on {} ({}, {} tokens)", d.listen,
+                 d.tls_cert.empty() ? "plaintext, loopback" : "TLS", d.tokens->size());
+  return server;
 }
 
 // Runs the daemon until a signal; returns the exit code.
@@ -178,9 +253,12 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   coord.Start();
   shoal::PeerTable peers;
   auto identify = [&](grpc::GenericCallbackServerContext* ctx) -> shoal::StatusOr<shoal::Caller> {
-    const std::optional<shoal::UnixPeer> peer = peers.Find(ctx->peer());
-    if (!peer) return shoal::Unauthenticated("unknown peer " + ctx->peer());
-    return shoal::AdmitUnixPeer(d.access, *peer);
+    std::optional<std::string> auth;
+    const auto& md = ctx->client_metadata();
+    if (auto it = md.find("authorization"); it != md.end())
+      auth = std::string(it->second.data(), it->second.size());
+    return shoal::IdentifyCaller(ctx->peer(), auth, peers, d.access,
+                                 d.tokens ? &*d.tokens : nullptr);
   };
   shoal::ShoalService service(
       &coord, &hub,
@@ -192,7 +270,7 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
       },
       identify, d.max_watchers);
   auto listener = shoal::UnixListener::Open(d.socket_path, d.access.group);
-  std::unique_ptr<grpc::Server> server = listener.ok() ? StartServer(&service) : nullptr;
+  std::unique_ptr<grpc::Server> server = listener.ok() ? StartServer(d, &service) : nullptr;
   if (!server) {
     spdlog::critical("cannot listen on unix:{}: {}", d.socket_path,
                      listener.ok() ? "the gRPC server did not start" : listener.status().message());

@@ -82,3 +82,45 @@ TEST(PeerTableTest, FindsTheConnectionByGrpcsPeerName) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+TEST(TokenTableTest, NamesTokensAndAdminsAndRefusesShortOnes) {
+  const auto t = TokenTable::Parse(
+      "# who\nalice 0123456789abcdef0123\n\nops fedcba9876543210fedc admin  # on call\n", "f");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->size(), 2u);
+  EXPECT_EQ(t->Find("0123456789abcdef0123")->name, "token alice");
+  EXPECT_FALSE(t->Find("0123456789abcdef0123")->admin);
+  EXPECT_TRUE(t->Find("fedcba9876543210fedc")->admin);
+  EXPECT_FALSE(t->Find("0123456789abcdef012").has_value());  // a prefix is not the token
+  EXPECT_FALSE(t->Find("").has_value());
+  EXPECT_EQ(TokenTable::Parse("bob short\n", "f").status().message(),
+            "f line 1: want NAME TOKEN [admin], a token of 16 characters or more");
+  EXPECT_FALSE(TokenTable::Parse("bob 0123456789abcdef0123 root\n", "f").ok());
+  EXPECT_FALSE(TokenTable::Parse("# nothing\n", "f").ok());
+}
+
+TEST(IdentifyTest, UnixPeersByCredentialsTcpPeersByBearerToken) {
+  PeerTable peers;
+  peers.Set(5, {1000, 1000, {}});
+  const AccessPolicy policy{1000, {}};
+  const auto tokens = TokenTable::Parse("alice 0123456789abcdef0123\n", "f").value();
+  EXPECT_EQ(IdentifyCaller("fd:5", {}, peers, policy, &tokens)->name, "uid 1000");
+  const std::string tcp = "ipv4:127.0.0.1:5555";
+  EXPECT_EQ(IdentifyCaller(tcp, "Bearer 0123456789abcdef0123", peers, policy, &tokens)->name,
+            "token alice");
+  for (const std::optional<std::string>& auth :
+       {std::optional<std::string>{}, std::optional<std::string>{"0123456789abcdef0123"},
+        std::optional<std::string>{"Bearer nope"}}) {
+    const auto who = IdentifyCaller(tcp, auth, peers, policy, &tokens);
+    ASSERT_FALSE(who.ok());
+    EXPECT_EQ(who.status().code(), Code::kUnauthenticated);
+    EXPECT_EQ(who.status().message().find("0123456789abcdef0123"), std::string::npos);
+  }
+  EXPECT_FALSE(IdentifyCaller(tcp, "Bearer 0123456789abcdef0123", peers, policy, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace shoal

@@ -1,7 +1,12 @@
 #include "server/rpc/access.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
+
+#include "shared/procfs.h"
 
 namespace shoal {
 
@@ -42,6 +47,67 @@ std::optional<UnixPeer> PeerTable::Find(const std::string& grpc_peer) const {
   auto it = peers_.find(int(fd));
   if (it == peers_.end()) return std::nullopt;
   return it->second;
+}
+
+namespace {
+
+bool SameInConstantTime(const std::string& stored, const std::string& given) {
+  size_t diff = stored.size() ^ given.size();
+  for (size_t i = 0; i < stored.size(); ++i)
+    diff |= uint8_t(stored[i]) ^ uint8_t(i < given.size() ? given[i] : 0);
+  return diff == 0;
+}
+
+}  // namespace
+
+StatusOr<TokenTable> TokenTable::Parse(const std::string& text, const std::string& source) {
+  TokenTable t;
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::string name, token, flag, extra;
+    if (!(words >> name)) continue;
+    const std::string where = source + " line " + std::to_string(n);
+    if (!(words >> token) || token.size() < 16)
+      return InvalidArgument(where + ": want NAME TOKEN [admin], a token of 16 characters or more");
+    words >> flag >> extra;
+    if ((!flag.empty() && flag != "admin") || !extra.empty())
+      return InvalidArgument(where + ": after the token only 'admin' may follow");
+    t.entries_.push_back({token, {"token " + name, flag == "admin"}});
+  }
+  if (t.entries_.empty()) return InvalidArgument(source + ": no tokens");
+  return t;
+}
+
+StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return InvalidArgument("token file " + path + ": not found");
+  if ((st.st_mode & 077) != 0)
+    return InvalidArgument("token file " + path + ": readable by others (chmod 600 it)");
+  ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path));
+  return Parse(text, "token file " + path);
+}
+
+std::optional<Caller> TokenTable::Find(const std::string& token) const {
+  std::optional<Caller> found;
+  for (const auto& e : entries_)  // every entry, so the time says nothing of which matched
+    if (SameInConstantTime(e.token, token) && !found) found = e.caller;
+  return found;
+}
+
+StatusOr<Caller> IdentifyCaller(const std::string& grpc_peer,
+                                const std::optional<std::string>& authorization,
+                                const PeerTable& peers, const AccessPolicy& policy,
+                                const TokenTable* tokens) {
+  if (const std::optional<UnixPeer> peer = peers.Find(grpc_peer))
+    return AdmitUnixPeer(policy, *peer);
+  if (tokens == nullptr) return Unauthenticated("unknown peer " + grpc_peer);
+  const std::string kBearer = "Bearer ";
+  if (!authorization || authorization->rfind(kBearer, 0) != 0)
+    return Unauthenticated("a request over TCP needs a bearer token (shoal --token-file FILE)");
+  if (auto caller = tokens->Find(authorization->substr(kBearer.size()))) return *caller;
+  return Unauthenticated("the bearer token is not one this shoald knows");
 }
 
 }  // namespace shoal

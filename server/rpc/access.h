@@ -42,6 +42,24 @@ StatusOr<Caller> AdmitUnixPeer(const AccessPolicy& policy, const UnixPeer& peer)
 // submitters were recorded have none: only admins may touch them).
 Status MayModify(const Caller& caller, const std::string& submitter, const std::string& what);
 
+// Bearer tokens for TCP clients, from --token-file: one "NAME TOKEN [admin]" per line (# starts
+// a comment). The file must be readable by its owner only, as ssh demands of its keys.
+class TokenTable {
+ public:
+  static StatusOr<TokenTable> Load(const std::string& path);
+  static StatusOr<TokenTable> Parse(const std::string& text, const std::string& source);
+  // The caller whose token this is; compared in constant time.
+  std::optional<Caller> Find(const std::string& token) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  struct Entry {
+    std::string token;
+    Caller caller;
+  };
+  std::vector<Entry> entries_;
+};
+
 // The peer of each accepted connection, by the name gRPC gives it ("fd:N"); an fd number is
 // reused only after its connection closed, when the next accept overwrites it.
 class PeerTable {
@@ -53,5 +71,13 @@ class PeerTable {
   mutable std::mutex mu_;
   std::map<int, UnixPeer> peers_;
 };
+
+// Who makes a request: on the unix socket the peer's credentials (PeerTable, by gRPC's "fd:N"
+// name), judged by the policy; over TCP the bearer token of its "authorization" metadata.
+// UNAUTHENTICATED without a known token; the token is never part of a message.
+StatusOr<Caller> IdentifyCaller(const std::string& grpc_peer,
+                                const std::optional<std::string>& authorization,
+                                const PeerTable& peers, const AccessPolicy& policy,
+                                const TokenTable* tokens);
 
 }  // namespace shoal
