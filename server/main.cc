@@ -215,6 +215,9 @@ sigset_t BlockSignals() {
 // With --listen it also listens on TCP itself.
 std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
                                           grpc::CallbackGenericService* service) {
+  // The standard grpc.health.v1.Health service, so stock probes can ask; it sits beside the
+  // generic service (which takes only the methods no registered service has).
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(service);
   int port = 0;
@@ -224,6 +227,7 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
     spdlog::critical("cannot listen on {}", d.listen);
     return nullptr;
   }
+  if (server) server->GetHealthCheckService()->SetServingStatus("shoal.v1.Shoal", true);
   if (server && !d.listen.empty())
     spdlog::info("listening on {} ({}, {} tokens)", d.listen,
                  d.tls_cert.empty() ? "plaintext, loopback" : "TLS", d.tokens->size());
@@ -283,7 +287,8 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   int sig = 0;
   sigwait(&sigs, &sig);
   spdlog::info("signal {}: shutting down", sig);
-  listener->reset();  // no new connections
+  server->GetHealthCheckService()->Shutdown();  // probes see NOT_SERVING while we stop
+  listener->reset();                            // no new connections
   coord.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;

@@ -49,8 +49,10 @@ class HostileE2E : public ::testing::Test {
     generic_ = std::make_unique<grpc::GenericStub>(channel_);
   }
 
-  // One call of `method` with `bytes` as its request, whatever they are.
-  grpc::Status Raw(const std::string& method, const std::string& bytes) {
+  // One call of `method` (of shoal.v1.Shoal, or a full "/pkg.Service/Method") with `bytes` as its
+  // request, whatever they are; the response's bytes in `out`.
+  grpc::Status Raw(const std::string& method, const std::string& bytes,
+                   std::string* out = nullptr) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     grpc::Slice slice(bytes);
@@ -59,15 +61,19 @@ class HostileE2E : public ::testing::Test {
     std::condition_variable cv;
     bool done = false;
     grpc::Status status;
-    generic_->UnaryCall(&ctx, "/shoal.v1.Shoal/" + method, grpc::StubOptions(), &req, &resp,
-                        [&](grpc::Status st) {
-                          std::lock_guard<std::mutex> l(mu);
-                          status = std::move(st);
-                          done = true;
-                          cv.notify_one();
-                        });
+    const std::string path = method[0] == '/' ? method : "/shoal.v1.Shoal/" + method;
+    generic_->UnaryCall(&ctx, path, grpc::StubOptions(), &req, &resp, [&](grpc::Status st) {
+      std::lock_guard<std::mutex> l(mu);
+      status = std::move(st);
+      done = true;
+      cv.notify_one();
+    });
     std::unique_lock<std::mutex> l(mu);
     cv.wait(l, [&] { return done; });
+    std::vector<grpc::Slice> slices;
+    if (out != nullptr && status.ok() && resp.Dump(&slices).ok())
+      for (const auto& sl : slices)
+        out->append(reinterpret_cast<const char*>(sl.begin()), sl.size());
     return status;
   }
 
@@ -307,6 +313,23 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
 }
 
 // Unknown fields never reach the store: a submit carrying 1 MB of them stores a small record.
+// The standard grpc.health.v1 service, for stock probes: the whole server ("") and shoal.v1.Shoal
+// are SERVING (HealthCheckResponse{status: SERVING} is the two bytes 08 01); an unknown service is
+// NOT_FOUND.
+TEST_F(HostileE2E, TheStandardHealthServiceSaysServing) {
+  for (const std::string service : {"", "shoal.v1.Shoal"}) {
+    std::string req, resp;
+    if (!service.empty()) req = std::string("\x0a") + char(service.size()) + service;
+    const grpc::Status st = Raw("/grpc.health.v1.Health/Check", req, &resp);
+    ASSERT_TRUE(st.ok()) << service << ": " << st.error_message();
+    EXPECT_EQ(resp, std::string("\x08\x01", 2)) << service;
+  }
+  EXPECT_EQ(Raw("/grpc.health.v1.Health/Check", std::string("\x0a\x03"
+                                                            "abc"))
+                .error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(HostileE2E, UnknownFieldsAreNotStored) {
   v1::SubmitRequest r = SubmitWith([](auto* s) {
     s->set_batches(1);
