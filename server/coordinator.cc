@@ -199,7 +199,29 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
 
 void Coordinator::Publish(const std::string& id, v1::WatchEvent ev) {
   ev.set_experiment_id(id);
+  if (ev.has_sample() || (ev.has_state() && IsTerminal(ev.state()))) {
+    std::lock_guard<std::mutex> l(latest_mu_);
+    if (ev.has_sample()) {
+      latest_ = MetricsSnapshot::Running{id, "", ev.sample()};  // the kind: Metrics()
+    } else if (latest_ && latest_->id == id) {
+      latest_.reset();  // ended: it has no current memory
+    }
+  }
   hub_->Publish(id, ev);
+}
+
+StatusOr<MetricsSnapshot> Coordinator::Metrics() {
+  MetricsSnapshot m;
+  ASSIGN_OR_RETURN(std::vector<v1::Experiment> all, queue_.List());
+  {
+    std::lock_guard<std::mutex> l(latest_mu_);
+    m.running = latest_;
+  }
+  for (const auto& e : all) {
+    ++m.experiments[e.state()];
+    if (m.running && e.id() == m.running->id) m.running->kind = e.spec().kind();
+  }
+  return m;
 }
 
 void Coordinator::AddEvent(const std::string& id, double t_ms, const std::string& text) {

@@ -6,6 +6,8 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "server/experiment_runner.h"
 #include "server/experiment_service.h"
 #include "server/fork_server_supervisor.h"
+#include "server/metrics.h"
 #include "server/sampler.h"
 #include "server/store.h"
 #include "server/sweep_tracker.h"
@@ -70,6 +73,9 @@ class Coordinator : public ExperimentService {
   pid_t fork_server_pid() const override { return fork_server_.pid(); }
   int fork_server_restarts() const override { return fork_server_.restarts(); }
 
+  // What /metrics shows: every record's state, and the running experiment's latest sample.
+  StatusOr<MetricsSnapshot> Metrics();
+
  private:
   void SchedulerLoop();
   void RunOne(v1::Experiment e);
@@ -83,6 +89,8 @@ class Coordinator : public ExperimentService {
   CoordinatorOptions opts_;
   Store* store_;
   TelemetryHub* hub_;
+  std::mutex latest_mu_;
+  std::optional<MetricsSnapshot::Running> latest_;  // the running experiment's last sample
   CoordinatorSeams os_;
   ChildReaper reaper_;
   ForkServerSupervisor fork_server_;

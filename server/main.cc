@@ -15,6 +15,8 @@
 #include <filesystem>
 
 #include "server/coordinator.h"
+#include "server/metrics.h"
+#include "server/metrics_http.h"
 #include "server/node_info.h"
 #include "server/rpc/access.h"
 #include "server/rpc/service.h"
@@ -46,6 +48,7 @@ struct DaemonArgs {
   std::string listen, tls_cert, tls_key, tls_client_ca, token_file;
   bool insecure = false;
   std::optional<shoal::TokenTable> tokens;
+  std::string metrics_listen;
   int max_watchers = 1024;
   shoal::CoordinatorOptions opts;
 };
@@ -65,6 +68,8 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
                  "PEM CA: TCP clients must present a certificate it signed (mTLS)");
   app.add_option("--token-file", d.token_file,
                  "bearer tokens for TCP clients: NAME TOKEN [admin] per line, mode 0600");
+  app.add_option("--metrics-listen", d.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (unauthenticated)");
   app.add_flag("--insecure", d.insecure, "allow --listen without TLS, on a loopback address only");
   app.add_option("--state-dir", d.state_dir, "directory for the SQLite store")
       ->capture_default_str();
@@ -282,6 +287,20 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
     return 1;
   }
   (*listener)->Serve(server.get(), &peers);
+  std::unique_ptr<shoal::MetricsServer> metrics;
+  if (!d.metrics_listen.empty()) {
+    auto started = shoal::MetricsServer::Start(d.metrics_listen, [&coord] {
+      auto m = coord.Metrics();
+      return m.ok() ? shoal::RenderMetrics(*m) : "# " + m.status().message() + "\n";
+    });
+    if (!started.ok()) {
+      spdlog::critical("{}", started.status().message());
+      coord.Shutdown();
+      return 1;
+    }
+    metrics = std::move(started).value();
+    spdlog::info("metrics on http://{}/metrics", d.metrics_listen);
+  }
   spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", d.socket_path,
                d.state_dir, d.worker_bin, torch_version);
   int sig = 0;

@@ -1,8 +1,6 @@
 // shoald over TCP: TLS (a certificate made here with openssl) and bearer tokens; plaintext only on
 // loopback with --insecure; a daemon that would listen unprotected refuses to start.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include <fstream>
@@ -19,19 +17,6 @@ using testing::RunCommand;
 using testing::TempDir;
 
 constexpr const char* kAliceToken = "alice-0123456789abcdef";
-
-// A port nothing listens on now (the kernel's choice, released at once).
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 void Write(const std::string& path, const std::string& text, mode_t mode) {
   std::ofstream(path) << text;
@@ -62,7 +47,7 @@ class TcpE2E : public ::testing::Test {
     return RunCommand(argv);
   }
   TempDir dir_;
-  const int port_ = FreePort();
+  const int port_ = testing::FreeLoopbackPort();
   std::unique_ptr<Daemon> daemon_;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -191,6 +192,19 @@ bool WaitFor(Pred pred, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return pred();
+}
+
+// A loopback TCP port nothing listens on now (the kernel's choice, released at once).
+inline int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 }  // namespace shoal::testing

@@ -1,0 +1,27 @@
+// The Prometheus text exposition (format 0.0.4) of what shoald knows: experiments by state, the
+// queue, and the running experiment's latest sample (per-process memory with experiment, kind,
+// role and worker labels, throughput, the sampler's own cost). Pure: tested on made-up snapshots
+// and, end to end, with prometheus_client's parser. Names follow Prometheus conventions (base
+// units, _bytes, _total); the README maps them to dcgm-exporter's for GPU nodes.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct MetricsSnapshot {
+  std::map<v1::ExperimentState, uint64_t> experiments;  // by state, every record
+  struct Running {
+    std::string id, kind;
+    v1::Sample sample;  // its latest
+  };
+  std::optional<Running> running;
+};
+
+std::string RenderMetrics(const MetricsSnapshot& s);
+
+}  // namespace shoal

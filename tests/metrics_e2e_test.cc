@@ -1,0 +1,72 @@
+// /metrics end to end: a running two-worker experiment, scraped and parsed by prometheus_client's
+// own parser (tests/parse_metrics.py): states, the queue, and every process's memory labelled.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::RunCommand;
+
+json Scrape(const std::string& url) {
+  const CommandResult r = RunCommand(
+      {"/usr/bin/python3", std::string(SHOAL_SOURCE_DIR) + "/tests/parse_metrics.py", url});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json::object();
+}
+
+double Value(const json& m, const std::string& name, const std::string& label,
+             const std::string& value) {
+  for (const auto& s : m.value(name, json::array()))
+    if (s[0].value(label, "") == value) return s[1].get<double>();
+  return -1;
+}
+
+TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
+  testing::TempDir dir;
+  testing::Daemon d(dir / "state", dir / "s.sock");
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  ASSERT_TRUE(d.Start({"--metrics-listen", "127.0.0.1:" + port}));
+  const std::string url = "http://127.0.0.1:" + port + "/metrics";
+  const json idle = Scrape(url);
+  EXPECT_EQ(Value(idle, "shoal_experiments", "state", "running"), 0);
+  EXPECT_FALSE(idle.contains("shoal_process_pss_bytes"));  // nothing runs: no memory to show
+  const CommandResult sub = d.Cli({"submit", "--workers", "2", "--batches", "100000", "--dataset",
+                                   "synthetic", "--eval-samples", "0", "--json"});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const std::string id = testing::ParseJson(sub)["id"];
+  json m;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        m = Scrape(url);
+        return m.value("shoal_process_pss_bytes", json::array()).size() >= 3;
+      },
+      60));
+  EXPECT_EQ(Value(m, "shoal_experiments", "state", "running"), 1);
+  EXPECT_EQ(m["shoal_queue_length"][0][1], 0);
+  for (const std::string w : {"0", "1"}) {
+    EXPECT_GT(Value(m, "shoal_process_pss_bytes", "worker", w), 1e6) << m.dump();
+    EXPECT_GT(Value(m, "shoal_process_rss_bytes", "worker", w),
+              Value(m, "shoal_process_uss_bytes", "worker", w));
+  }
+  for (const auto& s : m["shoal_process_pss_bytes"]) {
+    EXPECT_EQ(s[0]["experiment"], id);
+    EXPECT_EQ(s[0]["kind"], "hogwild");
+  }
+  EXPECT_GT(Value(m, "shoal_experiment_pss_bytes", "experiment", id), 2e6);
+  const CommandResult other = RunCommand({"/usr/bin/python3", "-c",
+                                          "import urllib.request,sys\ntry:\n  urllib.request."
+                                          "urlopen(sys.argv[1])\nexcept Exception as e:\n  "
+                                          "print(getattr(e, 'code', e))",
+                                          "http://127.0.0.1:" + port + "/other"});
+  EXPECT_EQ(other.out, "404\n");
+  EXPECT_EQ(d.Cli({"cancel", id}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace shoal

@@ -1,0 +1,45 @@
+// The exposition text, on made-up snapshots: every state counted (zero when none), the running
+// experiment's processes labelled, label values escaped, no process figures when nothing runs.
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace shoal {
+namespace {
+
+TEST(MetricsTest, StatesQueueAndTheRunningExperimentsProcesses) {
+  MetricsSnapshot s;
+  s.experiments[v1::QUEUED] = 2;
+  s.experiments[v1::SUCCEEDED] = 5;
+  const std::string idle = RenderMetrics(s);
+  EXPECT_NE(idle.find("# TYPE shoal_experiments gauge\n"), std::string::npos);
+  EXPECT_NE(idle.find("shoal_experiments{state=\"queued\"} 2\n"), std::string::npos);
+  EXPECT_NE(idle.find("shoal_experiments{state=\"failed\"} 0\n"), std::string::npos);
+  EXPECT_NE(idle.find("shoal_queue_length 2\n"), std::string::npos);
+  EXPECT_EQ(idle.find("shoal_process_"), std::string::npos);
+  MetricsSnapshot::Running r;
+  r.id = "x0123456789";
+  r.kind = "we\"ird\\kind";
+  auto* p = r.sample.add_processes();
+  p->set_role("worker");
+  p->set_index(1);
+  p->set_pss_bytes(123456789);
+  auto* l = r.sample.add_processes();
+  l->set_role("leader");
+  l->set_index(-1);
+  r.sample.set_samples_per_sec(250.5);
+  s.running = r;
+  const std::string out = RenderMetrics(s);
+  EXPECT_NE(
+      out.find("shoal_process_pss_bytes{experiment=\"x0123456789\",kind=\"we\\\"ird\\\\kind\","
+               "role=\"worker\",worker=\"1\"} 123456789\n"),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find("role=\"leader\",worker=\"\"}"), std::string::npos);
+  EXPECT_NE(out.find("shoal_experiment_samples_per_second{experiment=\"x0123456789\""),
+            std::string::npos);
+  EXPECT_NE(out.find("} 250.5\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoal
