@@ -55,6 +55,10 @@ struct DaemonArgs {
 
 void AddOptions(CLI::App& app, DaemonArgs& d) {
   auto& opts = d.opts;
+  // A TOML (or INI) file of the same options, `key = value` with the flag's name ("max-workers =
+  // 8"); a flag on the command line overrides the file.
+  app.set_config("--config", "", "read options from this file (flags given here override it)");
+  app.allow_config_extras(false);  // a misspelt key is an error, not silently ignored
   app.add_option("--socket", d.socket_path,
                  "unix socket to listen on (mode 0600); env SHOAL_SOCKET, else "
                  "$XDG_RUNTIME_DIR/shoal.sock, else the default state dir's shoal.sock")

@@ -2,6 +2,7 @@
 // own parser (tests/parse_metrics.py): states, the queue, and every process's memory labelled.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/testutil.h"
@@ -66,6 +67,32 @@ TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
                                           "http://127.0.0.1:" + port + "/other"});
   EXPECT_EQ(other.out, "404\n");
   EXPECT_EQ(d.Cli({"cancel", id}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// deploy/shoald.toml's form: keys are the flags' names; a flag given on the command line wins.
+TEST(ConfigE2E, TheFileSetsOptionsAndFlagsOverrideIt) {
+  testing::TempDir dir;
+  const std::string conf = dir / "shoald.toml";
+  std::ofstream(conf) << "# test\nmax-workers = 3\nlog-level = \"warn\"\n";
+  for (const auto& [extra, want] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{}, 3}, {{"--max-workers", "5"}, 5}}) {
+    testing::Daemon d(dir / "state", dir / "s.sock");
+    std::vector<std::string> args = {"--config", conf};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(d.Start(args));
+    const json node = testing::ParseJson(d.Cli({"node", "--json"}));
+    EXPECT_EQ(node["max_workers"], want);
+    d.Stop();
+  }
+  std::ofstream(conf) << "max-wrokers = 3\n";  // a typo is refused, not ignored
+  testing::Daemon bad(dir / "state", dir / "s.sock");
+  EXPECT_FALSE(bad.Start({"--config", conf}));
 }
 
 }  // namespace
