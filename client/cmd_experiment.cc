@@ -1,6 +1,7 @@
 // submit, watch, list, get, cancel.
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -91,6 +92,25 @@ void AddSampleOptions(CLI::App* get, const std::shared_ptr<State>& s) {
   get->add_option("-o,--output", s->output, "with --samples: write to this file, not stdout");
 }
 
+// Only what was typed becomes a filter; a state is one of the names `list` prints.
+v1::ListRequest ListFilter(const std::string& state, const std::string& kind,
+                           const std::string& submitter, bool mine) {
+  v1::ListRequest r;
+  if (!state.empty()) {
+    std::string upper = state;
+    for (auto& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    v1::ExperimentState st;
+    if (!v1::ExperimentState_Parse(upper, &st) || st == v1::STATE_UNSPECIFIED)
+      Die("--state: '" + state +
+          "' is not one of queued, running, succeeded, failed, cancelled, interrupted");
+    r.set_state(st);
+  }
+  if (!kind.empty()) r.set_kind(kind);
+  if (!submitter.empty()) r.set_submitter(submitter);
+  if (mine) r.set_mine(true);
+  return r;
+}
+
 }  // namespace
 
 void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
@@ -100,6 +120,8 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
     std::string id, format = "md", output;
     bool samples = false;
     uint32_t page_size = 0;
+    std::string state, kind, submitter;  // list's filters
+    bool mine = false;
   };
   auto s = std::make_shared<State>();
   auto* submit = app.add_subcommand("submit", "submit an experiment");
@@ -117,8 +139,13 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   list->add_flag("--json", s->json, "print one JSON object");
   list->add_option("--page-size", s->page_size, "records per call (the CLI follows every page)")
       ->check(CLI::Range(1, 1000));
+  list->add_option("--state", s->state, "only experiments in this state (queued, running, ...)");
+  list->add_option("--kind", s->kind, "only experiments of this kind");
+  list->add_option("--submitter", s->submitter, "only those this caller submitted ('uid 1000')");
+  list->add_flag("--mine", s->mine, "only those you submitted");
   out->push_back({list, [s](ShoalClient& c) {
-                    auto all = OrDie(c.List(s->page_size));
+                    auto all = OrDie(
+                        c.List(s->page_size, ListFilter(s->state, s->kind, s->submitter, s->mine)));
                     if (!s->json) return std::fputs(FormatList(all).c_str(), stdout), 0;
                     v1::ListResponse r;
                     for (auto& e : all) *r.add_experiments() = e;

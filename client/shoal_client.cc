@@ -80,9 +80,9 @@ StatusOr<v1::Experiment> ShoalClient::Get(const std::string& id) {
 
 // Calls a listing method page after page until the daemon says there is no next page.
 template <typename Resp, typename Item, typename Call, typename Items>
-StatusOr<std::vector<Item>> ShoalClient::AllPages(uint32_t page_size, Call call, Items items) {
+StatusOr<std::vector<Item>> ShoalClient::AllPages(v1::ListRequest req, uint32_t page_size,
+                                                  Call call, Items items) {
   std::vector<Item> all;
-  v1::ListRequest req;
   if (page_size > 0) req.set_page_size(page_size);
   do {
     Resp r;
@@ -93,9 +93,11 @@ StatusOr<std::vector<Item>> ShoalClient::AllPages(uint32_t page_size, Call call,
   return all;
 }
 
-StatusOr<std::vector<v1::Experiment>> ShoalClient::List(uint32_t page_size) {
+StatusOr<std::vector<v1::Experiment>> ShoalClient::List(uint32_t page_size,
+                                                        const v1::ListRequest& filter) {
   return AllPages<v1::ListResponse, v1::Experiment>(
-      page_size, [this](auto* ctx, const auto& req, auto* r) { return stub_->List(ctx, req, r); },
+      filter, page_size,
+      [this](auto* ctx, const auto& req, auto* r) { return stub_->List(ctx, req, r); },
       [](const v1::ListResponse& r) -> const auto& { return r.experiments(); });
 }
 
@@ -125,7 +127,7 @@ StatusOr<v1::SweepReport> ShoalClient::GetSweep(const std::string& id) {
 
 StatusOr<std::vector<v1::Sweep>> ShoalClient::ListSweeps() {
   return AllPages<v1::ListSweepsResponse, v1::Sweep>(
-      0, [this](auto* ctx, const auto& req, auto* r) { return stub_->ListSweeps(ctx, req, r); },
+      {}, 0, [this](auto* ctx, const auto& req, auto* r) { return stub_->ListSweeps(ctx, req, r); },
       [](const v1::ListSweepsResponse& r) -> const auto& { return r.sweeps(); });
 }
 

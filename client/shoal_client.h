@@ -29,7 +29,9 @@ class ShoalClient {
   StatusOr<std::string> Submit(const v1::ExperimentSpec& spec);
   StatusOr<v1::Experiment> Get(const std::string& id);
   // Every page, `page_size` records a call (0: the daemon's default).
-  StatusOr<std::vector<v1::Experiment>> List(uint32_t page_size = 0);
+  // `filter`: a ListRequest holding only filter fields (state, kind, submitter, mine).
+  StatusOr<std::vector<v1::Experiment>> List(uint32_t page_size = 0,
+                                             const v1::ListRequest& filter = {});
   StatusOr<v1::Experiment> Cancel(const std::string& id);
   StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec);
   StatusOr<v1::SweepReport> GetSweep(const std::string& id);
@@ -44,7 +46,8 @@ class ShoalClient {
  private:
   Status Convert(const grpc::Status& st) const;
   template <typename Resp, typename Item, typename Call, typename Items>
-  StatusOr<std::vector<Item>> AllPages(uint32_t page_size, Call call, Items items);
+  StatusOr<std::vector<Item>> AllPages(v1::ListRequest req, uint32_t page_size, Call call,
+                                       Items items);
 
   std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) const;
 

@@ -95,9 +95,13 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
 
 StatusOr<v1::Experiment> Coordinator::Cancel(const std::string& id) { return queue_.Cancel(id); }
 
-StatusOr<Page<v1::Experiment>> Coordinator::List(const PageRequest& page) {
+StatusOr<Page<v1::Experiment>> Coordinator::List(const PageRequest& page,
+                                                 const ExperimentFilter& filter) {
   ASSIGN_OR_RETURN(std::vector<v1::Experiment> all, queue_.List());
-  return TakePage(std::move(all), page);
+  std::vector<v1::Experiment> kept;
+  for (auto& e : all)
+    if (filter.Matches(e)) kept.push_back(std::move(e));
+  return TakePage(std::move(kept), page);
 }
 
 StatusOr<Page<v1::Sweep>> Coordinator::ListSweeps(const PageRequest& page) {

@@ -60,7 +60,8 @@ class Coordinator : public ExperimentService {
 
   StatusOr<std::string> Submit(v1::ExperimentSpec spec, const std::string& submitter) override;
   StatusOr<v1::Experiment> Get(const std::string& id) override { return queue_.Get(id); }
-  StatusOr<Page<v1::Experiment>> List(const PageRequest& page) override;
+  StatusOr<Page<v1::Experiment>> List(const PageRequest& page,
+                                      const ExperimentFilter& filter) override;
   StatusOr<v1::Experiment> Cancel(const std::string& id) override;
   StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec,
                                     const std::string& submitter) override;

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,16 @@ struct PageRequest {
   uint32_t size = 100;
   std::string token;
 };
+// Which experiments a listing holds: every field given must match (none: all).
+struct ExperimentFilter {
+  std::optional<v1::ExperimentState> state;
+  std::optional<std::string> kind, submitter;
+  bool Matches(const v1::Experiment& e) const {
+    return (!state || e.state() == *state) && (!kind || e.spec().kind() == *kind) &&
+           (!submitter || e.submitter() == *submitter);
+  }
+};
+
 template <typename T>
 struct Page {
   std::vector<T> items;
@@ -30,7 +41,8 @@ class ExperimentService {
   // `submitter`: who asked (recorded on the experiment; see server/rpc/access.h).
   virtual StatusOr<std::string> Submit(v1::ExperimentSpec spec, const std::string& submitter) = 0;
   virtual StatusOr<v1::Experiment> Get(const std::string& id) = 0;
-  virtual StatusOr<Page<v1::Experiment>> List(const PageRequest& page) = 0;
+  virtual StatusOr<Page<v1::Experiment>> List(const PageRequest& page,
+                                              const ExperimentFilter& filter) = 0;
   virtual StatusOr<v1::Experiment> Cancel(const std::string& id) = 0;
   virtual StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec,
                                             const std::string& submitter) = 0;

@@ -105,6 +105,23 @@ TEST_F(AccessDaemonE2E, GroupMembersSubmitButChangeOnlyTheirOwn) {
   const auto got = testing::ParseJson(daemon_->Cli({"get", theirs, "--json"}));
   EXPECT_EQ(got["submitter"], "uid 65534");
   EXPECT_EQ(got["state"], "CANCELLED");
+  // Listings by submitter, state and kind.
+  auto ids = [](const CommandResult& r) {
+    std::vector<std::string> out;
+    for (const auto& e : testing::ParseJson(r).value("experiments", nlohmann::json::array()))
+      out.push_back(e["id"]);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(ids(CliAsNobody(socket_, {"list", "--mine", "--json"}, true)), V{theirs});
+  EXPECT_EQ(ids(daemon_->Cli({"list", "--mine", "--json"})), V{mine});
+  EXPECT_EQ(ids(daemon_->Cli({"list", "--submitter", "uid 65534", "--json"})), V{theirs});
+  EXPECT_EQ(ids(daemon_->Cli({"list", "--state", "cancelled", "--kind", "hogwild", "--json"})),
+            (V{mine, theirs}));
+  EXPECT_TRUE(ids(daemon_->Cli({"list", "--kind", "multi_model", "--json"})).empty());
+  const CommandResult bad = daemon_->Cli({"list", "--state", "sleeping"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--state: 'sleeping' is not one of"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -20,6 +20,33 @@ StatusOr<PageRequest> PageOf(const v1::ListRequest& req) {
   return page;
 }
 
+StatusOr<ExperimentFilter> FilterOf(const Caller& caller, const v1::ListRequest& req) {
+  ExperimentFilter f;
+  if (req.has_state()) {
+    if (!v1::ExperimentState_IsValid(req.state()) || req.state() == v1::STATE_UNSPECIFIED)
+      return InvalidArgument("state: " + std::to_string(int(req.state())) + " is not a state");
+    f.state = req.state();
+  }
+  if (req.has_kind()) {
+    RETURN_IF_ERROR(CheckText("kind", req.kind(), kMaxWordBytes));
+    f.kind = req.kind();
+  }
+  if (req.has_submitter()) {
+    RETURN_IF_ERROR(CheckText("submitter", req.submitter(), kMaxNameBytes));
+    f.submitter = req.submitter();
+  }
+  if (req.mine()) {
+    if (f.submitter && *f.submitter != caller.name)
+      return InvalidArgument("mine, submitter: give one of them");
+    f.submitter = caller.name;
+  }
+  return f;
+}
+
+bool HasFilter(const v1::ListRequest& req) {
+  return req.has_state() || req.has_kind() || req.has_submitter() || req.has_mine();
+}
+
 }  // namespace
 
 StatusOr<std::string> ShoalService::SubmitterOf(const std::string& id) {
@@ -87,9 +114,10 @@ void ShoalService::AddUnaryMethods() {
         return coord_->CancelSweep(r.id());
       }));
   add("List", Typed<ListRequest, ListResponse>(
-                  [this](const Caller&, const ListRequest& r) -> StatusOr<ListResponse> {
+                  [this](const Caller& caller, const ListRequest& r) -> StatusOr<ListResponse> {
                     ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
-                    ASSIGN_OR_RETURN(Page<Experiment> got, coord_->List(page));
+                    ASSIGN_OR_RETURN(ExperimentFilter filter, FilterOf(caller, r));
+                    ASSIGN_OR_RETURN(Page<Experiment> got, coord_->List(page, filter));
                     ListResponse resp;
                     for (auto& e : got.items) *resp.add_experiments() = std::move(e);
                     resp.set_next_page_token(got.next);
@@ -98,6 +126,9 @@ void ShoalService::AddUnaryMethods() {
   add("ListSweeps",
       Typed<ListRequest, ListSweepsResponse>(
           [this](const Caller&, const ListRequest& r) -> StatusOr<ListSweepsResponse> {
+            if (HasFilter(r))
+              return InvalidArgument(
+                  "state, kind, submitter, mine: filter experiments (List) only");
             ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
             ASSIGN_OR_RETURN(Page<Sweep> got, coord_->ListSweeps(page));
             ListSweepsResponse resp;
