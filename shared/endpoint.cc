@@ -61,7 +61,7 @@ Status CheckSocketTrust(const std::string& path, uid_t me, std::optional<uid_t> 
   struct stat s {
   }, d{};
   if (::lstat(path.c_str(), &s) != 0)
-    return Unavailable("no socket at " + path + " (is shoald running?)");
+    return Unavailable("cannot reach shoald at " + path + ": no socket there (is it running?)");
   const std::string dir = ParentOf(path);
   if (::stat(dir.c_str(), &d) != 0) return Unavailable("cannot read the directory of " + path);
   return JudgeSocket(path, {s.st_uid, s.st_mode}, {d.st_uid, d.st_mode}, me, trusted);

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 namespace shoal {
 namespace {
 
@@ -39,6 +42,33 @@ TEST(MetricsTest, StatesQueueAndTheRunningExperimentsProcesses) {
   EXPECT_NE(out.find("shoal_experiment_samples_per_second{experiment=\"x0123456789\""),
             std::string::npos);
   EXPECT_NE(out.find("} 250.5\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// deploy/grafana/shoal-dashboard.json queries only metrics shoald exports (a renamed metric
+// would leave a panel silently empty).
+TEST(MetricsTest, TheGrafanaDashboardQueriesOnlyExportedMetrics) {
+  std::ifstream f(std::string(SHOAL_SOURCE_DIR) + "/deploy/grafana/shoal-dashboard.json");
+  ASSERT_TRUE(f.good());
+  const nlohmann::json dash = nlohmann::json::parse(f);
+  MetricsSnapshot s;
+  s.running = MetricsSnapshot::Running{"x0123456789", "hogwild", {}};
+  s.running->sample.add_processes()->set_role("worker");
+  const std::string text = RenderMetrics(s);
+  int queries = 0;
+  for (const auto& p : dash["panels"]) {
+    for (const auto& t : p["targets"]) {
+      const std::string expr = t["expr"];
+      EXPECT_NE(text.find("# TYPE " + expr + " gauge"), std::string::npos) << expr;
+      ++queries;
+    }
+  }
+  EXPECT_GE(queries, 8);
 }
 
 }  // namespace
