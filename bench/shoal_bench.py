@@ -19,7 +19,8 @@ def run_json(cmd):
 
 @contextlib.contextmanager
 def daemon(bin_dir, settle_s=0.0):
-    """A shoald on a temporary socket and state dir; yields a function that runs the CLI on it."""
+    """A shoald on a temporary socket and state dir; yields a function that runs the CLI on it
+    (with .socket, the socket's path, and .pid, the daemon's)."""
     tmp = tempfile.mkdtemp(prefix="shoal-bench.")
     sock = os.path.join(tmp, "s.sock")
     proc = subprocess.Popen([os.path.join(bin_dir, "shoald"), "--socket", sock, "--state-dir",
@@ -30,7 +31,9 @@ def daemon(bin_dir, settle_s=0.0):
                 break
             time.sleep(0.1)
         time.sleep(settle_s)
-        yield lambda *args: run_json([os.path.join(bin_dir, "shoal"), "--socket", sock, *args])
+        cli = lambda *args: run_json([os.path.join(bin_dir, "shoal"), "--socket", sock, *args])
+        cli.socket, cli.pid = sock, proc.pid
+        yield cli
     finally:
         proc.terminate()
         proc.wait()
