@@ -112,6 +112,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--dataset", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--sample-ms", type=int, default=200)
+    ap.add_argument("--persistent-workers", action="store_true",
+                    help="keep the loader processes across epochs (DataLoader's default: off)")
     args = ap.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -120,8 +122,8 @@ def main():
     data = Augmented(images, labels, args.tuning == "users", cpu)
     gen = torch.Generator().manual_seed(args.seed)
     sampler = RandomSampler(data, num_samples=args.epoch_samples or len(data), generator=gen)
-    extra = {"multiprocessing_context": args.start, "prefetch_factor": args.prefetch} \
-        if args.loaders > 0 else {}
+    extra = {"multiprocessing_context": args.start, "prefetch_factor": args.prefetch,
+             "persistent_workers": args.persistent_workers} if args.loaders > 0 else {}
     loader = DataLoader(data, batch_size=args.batch_size, sampler=sampler,
                         num_workers=args.loaders, collate_fn=TimedCollate(cpu), **extra)
     torch.manual_seed(args.seed)
