@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
+#include <tuple>
 #include <vector>
 
 namespace shoal {
@@ -18,14 +20,46 @@ std::vector<uint8_t> Image() {
 
 float Norm(uint8_t v, const AugmentOptions& o) { return (float(v) / 255.0f - o.mean) / o.std; }
 
+// The image augmented once, with the generator of (seed, batch).
+std::vector<float> Augmented(const std::vector<uint8_t>& img, const AugmentOptions& o,
+                             uint64_t seed = 1, uint64_t batch = 0) {
+  std::vector<float> out(784);
+  auto rng = AugmentRng(seed, batch);
+  AugmentImage(img.data(), o, rng, out.data());
+  return out;
+}
+
+// Whether `out` is the image (mirrored first when `mirror`) shifted by (dy, dx), zeros where it
+// left the frame.
+bool IsShift(const std::vector<float>& out, const std::vector<uint8_t>& img,
+             const AugmentOptions& o, bool mirror, int dy, int dx) {
+  for (int r = 0; r < 28; ++r) {
+    for (int c = 0; c < 28; ++c) {
+      const int sr = r + dy, sc = (mirror ? 27 - c : c) + dx;
+      const bool in = sr >= 0 && sr < 28 && sc >= 0 && sc < 28;
+      if (out[r * 28 + c] != (in ? Norm(img[sr * 28 + sc], o) : Norm(0, o))) return false;
+    }
+  }
+  return true;
+}
+
+// The (mirror, dy, dx) that `out` is, if any.
+std::optional<std::tuple<bool, int, int>> ShiftOf(const std::vector<float>& out,
+                                                  const std::vector<uint8_t>& img,
+                                                  const AugmentOptions& o) {
+  for (bool mirror : {false, true})
+    for (int dy = -4; dy <= 4; ++dy)
+      for (int dx = -4; dx <= 4; ++dx)
+        if (IsShift(out, img, o, mirror, dy, dx)) return std::tuple{mirror, dy, dx};
+  return std::nullopt;
+}
+
 TEST(AugmentTest, NoPadNoFlipIsNormaliseOnly) {
   AugmentOptions o;
   o.pad = 0;
   o.flip_p = 0;
-  auto img = Image();
-  std::vector<float> out(784);
-  auto rng = AugmentRng(1, 0);
-  AugmentImage(img.data(), o, rng, out.data());
+  const auto img = Image();
+  const auto out = Augmented(img, o);
   for (size_t i = 0; i < out.size(); ++i) ASSERT_FLOAT_EQ(out[i], Norm(img[i], o)) << i;
 }
 
@@ -33,10 +67,8 @@ TEST(AugmentTest, AlwaysFlipMirrorsEachRow) {
   AugmentOptions o;
   o.pad = 0;
   o.flip_p = 1;
-  auto img = Image();
-  std::vector<float> out(784);
-  auto rng = AugmentRng(1, 0);
-  AugmentImage(img.data(), o, rng, out.data());
+  const auto img = Image();
+  const auto out = Augmented(img, o);
   for (int r = 0; r < 28; ++r)
     for (int c = 0; c < 28; ++c) ASSERT_FLOAT_EQ(out[r * 28 + c], Norm(img[r * 28 + 27 - c], o));
 }
@@ -45,32 +77,16 @@ TEST(AugmentTest, AlwaysFlipMirrorsEachRow) {
 // over many draws every shift occurs and about half are flipped.
 TEST(AugmentTest, CropsAreShiftsWithinThePaddingAndFlipsHalf) {
   AugmentOptions o;
-  auto img = Image();
-  std::vector<float> out(784);
+  const auto img = Image();
   std::set<std::pair<int, int>> shifts;
   int flipped = 0;
   const int n = 2000;
   for (int k = 0; k < n; ++k) {
-    auto rng = AugmentRng(7, uint64_t(k));
-    AugmentImage(img.data(), o, rng, out.data());
-    bool found = false;
-    for (int mirror = 0; mirror < 2 && !found; ++mirror)
-      for (int dy = -4; dy <= 4 && !found; ++dy)
-        for (int dx = -4; dx <= 4 && !found; ++dx) {
-          bool all = true;
-          for (int r = 0; r < 28 && all; ++r)
-            for (int c = 0; c < 28 && all; ++c) {
-              const int sr = r + dy, sc = (mirror ? 27 - c : c) + dx;
-              const bool in = sr >= 0 && sr < 28 && sc >= 0 && sc < 28;
-              all = out[r * 28 + c] == (in ? Norm(img[sr * 28 + sc], o) : Norm(0, o));
-            }
-          if (all) {
-            found = true;
-            shifts.insert({dy, dx});
-            flipped += mirror;
-          }
-        }
-    ASSERT_TRUE(found) << "draw " << k << " is no shift of the image";
+    const auto shift = ShiftOf(Augmented(img, o, 7, uint64_t(k)), img, o);
+    ASSERT_TRUE(shift.has_value()) << "draw " << k << " is no shift of the image";
+    const auto [mirror, dy, dx] = *shift;
+    shifts.insert({dy, dx});
+    flipped += mirror;
   }
   EXPECT_EQ(shifts.size(), 81u);
   EXPECT_NEAR(double(flipped) / n, 0.5, 0.05);

@@ -113,6 +113,11 @@ bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* s
   return true;
 }
 
+bool PassStartGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd) {
+  Arrive(&board->at_gate);
+  return WaitForCount(&board->at_gate, board->workers, slot, lifetime_fd);
+}
+
 ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) {
   ipc::v1::WorkerReport r;
   r.set_index(index);

@@ -47,6 +47,11 @@ void Arrive(std::atomic<uint32_t>* counter);
 bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* slot,
                   int lifetime_fd);
 
+// The start gate: arrives, then waits until every worker of the experiment has; false when the
+// leader is gone meanwhile. Nobody trains until everyone is set up, so workers still starting are
+// not starved by ones already training, and the training window is the same for all.
+bool PassStartGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd);
+
 // A slot as a report. `final` adds the per-epoch records and the loss curve.
 ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final);
 

@@ -10,6 +10,7 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "shared/idx.h"
@@ -194,6 +195,20 @@ bool LeaderGone(int lifetime_fd) {
   if (lifetime_fd < 0) return false;
   pollfd p{lifetime_fd, POLLIN, 0};
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
+void WarmConvNetOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    torch::manual_seed(0);
+    ModelPtr scratch = MakeModel("mnist_convnet").value();
+    torch::optim::SGD opt(scratch->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+    auto x = torch::randn({2, 1, 28, 28});
+    auto y = torch::tensor({1, 2}, torch::kLong);
+    opt.zero_grad();
+    torch::nll_loss(scratch->forward(x), y).backward();
+    opt.step();
+  });
 }
 
 }  // namespace shoal

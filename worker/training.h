@@ -52,6 +52,11 @@ void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx,
 // Test-set accuracy of the model on the first `limit` test images.
 double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch);
 
+// Builds an mnist_convnet and takes one tiny step on it, once per process (later calls return at
+// once): pages in the kernels and allocator paths its training uses. The fork-server calls it
+// from every kind that trains this network.
+void WarmConvNetOnce();
+
 // Applies the allocator policy named in the spec ("retain" keeps freed step buffers mapped).
 void ApplyAllocatorPolicy(const std::string& policy);
 

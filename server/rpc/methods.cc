@@ -49,21 +49,28 @@ bool HasFilter(const v1::ListRequest& req) {
 
 }  // namespace
 
-StatusOr<std::string> ShoalService::SubmitterOf(const std::string& id) {
+Status ShoalService::MayChange(const Caller& caller, const std::string& id) {
   if (!id.empty() && id[0] == 's') {
     ASSIGN_OR_RETURN(v1::SweepReport sw, coord_->GetSweep(id));
-    return sw.sweep().submitter();
+    return MayModify(caller, sw.sweep().submitter(), "sweep " + id);
   }
   ASSIGN_OR_RETURN(v1::Experiment e, coord_->Get(id));
-  return e.submitter();
+  return MayModify(caller, e.submitter(), "experiment " + id);
+}
+
+void ShoalService::Add(const std::string& name, Unary fn) {
+  unary_["/shoal.v1.Shoal/" + name] = std::move(fn);
 }
 
 void ShoalService::AddUnaryMethods() {
+  AddExperimentMethods();
+  AddSweepMethods();
+  AddRecordMethods();
+}
+
+void ShoalService::AddExperimentMethods() {
   using namespace v1;
-  auto add = [this](const std::string& name, Unary fn) {
-    unary_["/shoal.v1.Shoal/" + name] = std::move(fn);
-  };
-  add("Submit",
+  Add("Submit",
       Typed<SubmitRequest, SubmitResponse>(
           [this](const Caller& caller, const SubmitRequest& r) -> StatusOr<SubmitResponse> {
             RETURN_IF_ERROR(CheckSpecStrings(r.spec()));
@@ -72,28 +79,18 @@ void ShoalService::AddUnaryMethods() {
             resp.set_id(id);
             return resp;
           }));
-  add("SubmitSweep",
-      Typed<SubmitSweepRequest, SubmitResponse>(
-          [this](const Caller& caller, const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
-            RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
-            ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(r.spec(), caller.name));
-            SubmitResponse resp;
-            resp.set_id(id);
-            return resp;
-          }));
-  add("Get", Typed<GetRequest, Experiment>(
+  Add("Get", Typed<GetRequest, Experiment>(
                  [this](const Caller&, const GetRequest& r) -> StatusOr<Experiment> {
                    RETURN_IF_ERROR(CheckId(r.id(), "x"));
                    return coord_->Get(r.id());
                  }));
-  add("Cancel", Typed<CancelRequest, Experiment>(
+  Add("Cancel", Typed<CancelRequest, Experiment>(
                     [this](const Caller& caller, const CancelRequest& r) -> StatusOr<Experiment> {
                       RETURN_IF_ERROR(CheckId(r.id(), "x"));
-                      ASSIGN_OR_RETURN(Experiment e, coord_->Get(r.id()));
-                      RETURN_IF_ERROR(MayModify(caller, e.submitter(), "experiment " + r.id()));
+                      RETURN_IF_ERROR(MayChange(caller, r.id()));
                       return coord_->Cancel(r.id());
                     }));
-  add("GetSamples", Typed<GetRequest, SamplesResponse>(
+  Add("GetSamples", Typed<GetRequest, SamplesResponse>(
                         [this](const Caller&, const GetRequest& r) -> StatusOr<SamplesResponse> {
                           RETURN_IF_ERROR(CheckId(r.id(), "x"));
                           ASSIGN_OR_RETURN(auto all, coord_->Samples(r.id()));
@@ -101,19 +98,7 @@ void ShoalService::AddUnaryMethods() {
                           for (auto& s : all) *resp.add_samples() = std::move(s);
                           return resp;
                         }));
-  add("GetSweep", Typed<GetRequest, SweepReport>(
-                      [this](const Caller&, const GetRequest& r) -> StatusOr<SweepReport> {
-                        RETURN_IF_ERROR(CheckId(r.id(), "s"));
-                        return coord_->GetSweep(r.id());
-                      }));
-  add("CancelSweep", Typed<CancelRequest, Sweep>([this](const Caller& caller,
-                                                        const CancelRequest& r) -> StatusOr<Sweep> {
-        RETURN_IF_ERROR(CheckId(r.id(), "s"));
-        ASSIGN_OR_RETURN(SweepReport sw, coord_->GetSweep(r.id()));
-        RETURN_IF_ERROR(MayModify(caller, sw.sweep().submitter(), "sweep " + r.id()));
-        return coord_->CancelSweep(r.id());
-      }));
-  add("List", Typed<ListRequest, ListResponse>(
+  Add("List", Typed<ListRequest, ListResponse>(
                   [this](const Caller& caller, const ListRequest& r) -> StatusOr<ListResponse> {
                     ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
                     ASSIGN_OR_RETURN(ExperimentFilter filter, FilterOf(caller, r));
@@ -123,7 +108,31 @@ void ShoalService::AddUnaryMethods() {
                     resp.set_next_page_token(got.next);
                     return resp;
                   }));
-  add("ListSweeps",
+}
+
+void ShoalService::AddSweepMethods() {
+  using namespace v1;
+  Add("SubmitSweep",
+      Typed<SubmitSweepRequest, SubmitResponse>(
+          [this](const Caller& caller, const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
+            RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
+            ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(r.spec(), caller.name));
+            SubmitResponse resp;
+            resp.set_id(id);
+            return resp;
+          }));
+  Add("GetSweep", Typed<GetRequest, SweepReport>(
+                      [this](const Caller&, const GetRequest& r) -> StatusOr<SweepReport> {
+                        RETURN_IF_ERROR(CheckId(r.id(), "s"));
+                        return coord_->GetSweep(r.id());
+                      }));
+  Add("CancelSweep", Typed<CancelRequest, Sweep>(
+                         [this](const Caller& caller, const CancelRequest& r) -> StatusOr<Sweep> {
+                           RETURN_IF_ERROR(CheckId(r.id(), "s"));
+                           RETURN_IF_ERROR(MayChange(caller, r.id()));
+                           return coord_->CancelSweep(r.id());
+                         }));
+  Add("ListSweeps",
       Typed<ListRequest, ListSweepsResponse>(
           [this](const Caller&, const ListRequest& r) -> StatusOr<ListSweepsResponse> {
             if (HasFilter(r))
@@ -136,15 +145,19 @@ void ShoalService::AddUnaryMethods() {
             resp.set_next_page_token(got.next);
             return resp;
           }));
-  add("Delete",
+}
+
+// Deleting records and what the node has.
+void ShoalService::AddRecordMethods() {
+  using namespace v1;
+  Add("Delete",
       Typed<DeleteRequest, DeleteResponse>(
           [this](const Caller& caller, const DeleteRequest& r) -> StatusOr<DeleteResponse> {
             RETURN_IF_ERROR(CheckId(r.id(), "xs"));
-            ASSIGN_OR_RETURN(std::string submitter, SubmitterOf(r.id()));
-            RETURN_IF_ERROR(MayModify(caller, submitter, r.id()));
+            RETURN_IF_ERROR(MayChange(caller, r.id()));
             return coord_->Delete(r.id());
           }));
-  add("Prune",
+  Add("Prune",
       Typed<PruneRequest, DeleteResponse>(
           [this](const Caller& caller, const PruneRequest& r) -> StatusOr<DeleteResponse> {
             // Prune deletes whoever's records are old enough: admins only.
@@ -153,7 +166,7 @@ void ShoalService::AddUnaryMethods() {
                                       caller.name + " may rm its own records");
             return coord_->Prune(r);
           }));
-  add("NodeInfo", Typed<NodeInfoRequest, NodeInfoResponse>(
+  Add("NodeInfo", Typed<NodeInfoRequest, NodeInfoResponse>(
                       [this](const Caller&, const NodeInfoRequest&) -> StatusOr<NodeInfoResponse> {
                         return node_info_();
                       }));

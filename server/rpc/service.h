@@ -34,7 +34,13 @@ class ShoalService final : public grpc::CallbackGenericService {
 
  private:
   void AddUnaryMethods();
-  StatusOr<std::string> SubmitterOf(const std::string& id);  // of an experiment or a sweep
+  void AddExperimentMethods();
+  void AddSweepMethods();
+  void AddRecordMethods();
+  void Add(const std::string& name, Unary fn);
+  // OK when the caller may cancel or delete the experiment or sweep `id` (its submitter, or an
+  // admin); PERMISSION_DENIED naming who submitted it otherwise.
+  Status MayChange(const Caller& caller, const std::string& id);
   grpc::ServerGenericBidiReactor* NewWatch();
 
   ExperimentService* coord_;

@@ -20,14 +20,23 @@ EpochPlan DataLoadingPlan(const v1::ExperimentSpec& spec, uint64_t n_train) {
   return p;
 }
 
-namespace {
-
-AugmentOptions AugmentFor(const DataHeader& h) {
-  AugmentOptions o;
-  o.rows = h.rows;
-  o.cols = h.cols;
-  return o;
+BatchMaker::BatchMaker(const v1::ExperimentSpec& spec, const DataView& data)
+    : data_(data), seed_(spec.seed()), plan_(DataLoadingPlan(spec, data.header->n_train)) {
+  augment_.rows = data.header->rows;
+  augment_.cols = data.header->cols;
 }
+
+BatchSlice BatchMaker::Make(uint64_t b, uint8_t* out) {
+  const BatchSlice s = plan_.Slice(b);
+  if (s.epoch != order_epoch_) {
+    order_ = EpochOrder(seed_, s.epoch, data_.header->n_train);
+    order_epoch_ = s.epoch;
+  }
+  MakeLoaderBatch(data_.train_images(), data_.train_labels(), order_, s, b, seed_, augment_, out);
+  return s;
+}
+
+namespace {
 
 // Adds one batch's CPU time to its epoch's record; the loader's epochs_done follows the latest
 // epoch it has worked on.
@@ -43,28 +52,17 @@ int RunLoader(WorkerEnv& env, const DataView& data, BatchRing ring) {
   WorkerSlot* slot = env.slot;
   slot->pid.store(getpid());
   at::set_num_threads(1);  // as DataLoader's workers do
-  Arrive(&env.board->at_gate);
-  if (!WaitForCount(&env.board->at_gate, env.board->workers, slot, env.lifetime_fd))
-    return kLeaderGoneExit;
+  if (!PassStartGate(env.board, slot, env.lifetime_fd)) return kLeaderGoneExit;
   slot->first_step_ns.store(RealtimeNs());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-  const EpochPlan plan = DataLoadingPlan(env.spec, data.header->n_train);
-  const AugmentOptions o = AugmentFor(*data.header);
+  BatchMaker maker(env.spec, data);
   const BatchRing::KeepWaiting keep = [&] { return !LeaderGone(env.lifetime_fd); };
-  std::vector<uint32_t> order;
-  uint32_t order_epoch = 0;
-  for (uint64_t b = ring.Claim(); b < plan.TotalBatches(); b = ring.Claim()) {
-    const BatchSlice s = plan.Slice(b);
+  for (uint64_t b = ring.Claim(); b < maker.plan().TotalBatches(); b = ring.Claim()) {
     StatusOr<uint8_t*> out = ring.BeginWrite(b, keep);
     if (!out.ok()) return LeaderGone(env.lifetime_fd) ? kLeaderGoneExit : 0;  // else: closed
     const uint64_t c0 = ThreadCpuNs();
-    if (s.epoch != order_epoch) {
-      order = EpochOrder(env.spec.seed(), s.epoch, data.header->n_train);
-      order_epoch = s.epoch;
-    }
-    MakeLoaderBatch(data.train_images(), data.train_labels(), order, s, b, env.spec.seed(), o,
-                    *out);
-    ring.EndWrite(b, uint32_t(LoaderBatchBytes(s.n, o.rows * o.cols)));
+    const BatchSlice s = maker.Make(b, *out);
+    ring.EndWrite(b, uint32_t(LoaderBatchBytes(s.n, maker.pixels())));
     RecordLoad(slot, s.epoch, ThreadCpuNs() - c0);
   }
   slot->vmhwm_bytes.store(SelfVmHwm());
@@ -75,12 +73,7 @@ int RunLoader(WorkerEnv& env, const DataView& data, BatchRing ring) {
 
 void DataLoadingKind::Warm() {
   at::set_num_threads(1);
-  torch::manual_seed(0);
-  ModelPtr scratch = MakeModel("mnist_convnet").value();
-  torch::optim::SGD opt(scratch->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
-  float loss = 0;
-  TrainStep(*scratch, opt, torch::randn({2, 1, 28, 28}), torch::tensor({1, 2}, torch::kLong),
-            &loss);
+  WarmConvNetOnce();
 }
 
 Status DataLoadingKind::Prepare(LeaderEnv& env) {

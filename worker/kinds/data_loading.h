@@ -23,6 +23,26 @@ namespace shoal {
 // The epochs the spec asks for over a training set of n_train samples.
 EpochPlan DataLoadingPlan(const v1::ExperimentSpec& spec, uint64_t n_train);
 
+// Makes batch b's bytes in place: its epoch's order drawn once per epoch, its samples augmented.
+// What a loader does for the ring, and the trainer does itself with no loaders.
+class BatchMaker {
+ public:
+  BatchMaker(const v1::ExperimentSpec& spec, const DataView& data);
+  const EpochPlan& plan() const { return plan_; }
+  const AugmentOptions& augment() const { return augment_; }
+  uint32_t pixels() const { return augment_.rows * augment_.cols; }
+  // Writes batch b into `out` (LoaderBatchBytes(plan().batch, pixels()) long); its slice.
+  BatchSlice Make(uint64_t b, uint8_t* out);
+
+ private:
+  const DataView data_;
+  const uint64_t seed_;
+  const EpochPlan plan_;
+  AugmentOptions augment_;
+  std::vector<uint32_t> order_;
+  uint32_t order_epoch_ = 0;  // whose order order_ holds (0: none yet)
+};
+
 // A loader process: claims batch numbers from the ring until the run has them all, makes each
 // into its slot, and records the CPU time it took per epoch. Returns the exit code.
 int RunLoader(WorkerEnv& env, const DataView& data, BatchRing ring);
@@ -47,13 +67,10 @@ class DataLoadingTrainer {
   DataView data_;
   BatchRing* ring_;
   WorkerSlot* slot_;
-  EpochPlan plan_;
-  AugmentOptions augment_;
+  BatchMaker maker_;  // no loaders: this process makes its batches, into own_
   StepRecorder recorder_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
-  std::vector<uint8_t> own_;  // no loaders: the batch this process makes
-  std::vector<uint32_t> order_;
-  uint32_t order_epoch_ = 0;
+  std::vector<uint8_t> own_;
 };
 
 class DataLoadingKind : public WorkerKind {

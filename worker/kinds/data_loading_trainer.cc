@@ -17,11 +17,9 @@ DataLoadingTrainer::DataLoadingTrainer(WorkerEnv& env, Model& model, DataView da
       data_(data),
       ring_(ring),
       slot_(env.slot),
-      plan_(DataLoadingPlan(env.spec, data.header->n_train)),
-      recorder_(env.slot, plan_.TotalBatches()) {
-  augment_.rows = data.header->rows;
-  augment_.cols = data.header->cols;
-  if (ring_ == nullptr) own_.resize(LoaderBatchBytes(plan_.batch, augment_.rows * augment_.cols));
+      maker_(env.spec, data),
+      recorder_(env.slot, maker_.plan().TotalBatches()) {
+  if (ring_ == nullptr) own_.resize(LoaderBatchBytes(maker_.plan().batch, maker_.pixels()));
 }
 
 int DataLoadingTrainer::Run() {
@@ -35,12 +33,10 @@ int DataLoadingTrainer::Run() {
     return 1;
   }
   opt_ = std::move(opt).value();
-  Arrive(&env_.board->at_gate);
-  if (!WaitForCount(&env_.board->at_gate, env_.board->workers, slot_, env_.lifetime_fd))
-    return kLeaderGoneExit;
+  if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-  for (uint32_t e = 1; e <= plan_.epochs; ++e) {
+  for (uint32_t e = 1; e <= maker_.plan().epochs; ++e) {
     EpochTotals t;
     const auto t0 = SteadyClock::now();
     const bool trained = RunEpoch(e, &t);
@@ -61,8 +57,8 @@ int DataLoadingTrainer::Run() {
 }
 
 bool DataLoadingTrainer::RunEpoch(uint32_t epoch, EpochTotals* totals) {
-  const uint64_t first = uint64_t(epoch - 1) * plan_.BatchesPerEpoch();
-  for (uint64_t b = first; b < first + plan_.BatchesPerEpoch(); ++b)
+  const uint64_t first = uint64_t(epoch - 1) * maker_.plan().BatchesPerEpoch();
+  for (uint64_t b = first; b < first + maker_.plan().BatchesPerEpoch(); ++b)
     if (!Step(b, totals)) return false;
   return true;
 }
@@ -74,13 +70,7 @@ const uint8_t* DataLoadingTrainer::Fetch(uint64_t b, EpochTotals* totals) {
   }
   if (LeaderGone(env_.lifetime_fd)) return nullptr;
   const uint64_t c0 = ThreadCpuNs();
-  const BatchSlice s = plan_.Slice(b);
-  if (s.epoch != order_epoch_) {
-    order_ = EpochOrder(spec_.seed(), s.epoch, data_.header->n_train);
-    order_epoch_ = s.epoch;
-  }
-  MakeLoaderBatch(data_.train_images(), data_.train_labels(), order_, s, b, spec_.seed(), augment_,
-                  own_.data());
+  maker_.Make(b, own_.data());
   totals->load_cpu_ns += ThreadCpuNs() - c0;
   return own_.data();
 }
@@ -91,7 +81,7 @@ bool DataLoadingTrainer::Step(uint64_t b, EpochTotals* totals) {
   const uint8_t* bytes = Fetch(b, totals);
   if (bytes == nullptr) return false;
   const auto* h = reinterpret_cast<const LoaderBatchHeader*>(bytes);
-  const int64_t n = h->n, rows = augment_.rows, cols = augment_.cols;
+  const int64_t n = h->n, rows = maker_.augment().rows, cols = maker_.augment().cols;
   auto x = torch::from_blob(const_cast<float*>(BatchImages(bytes)), {n, 1, rows, cols});
   auto y = torch::from_blob(const_cast<int64_t*>(BatchLabels(bytes, uint32_t(rows * cols))), {n},
                             torch::kLong);
@@ -109,12 +99,12 @@ bool DataLoadingTrainer::Step(uint64_t b, EpochTotals* totals) {
 void DataLoadingTrainer::Evaluate() {
   if (spec_.eval_samples() == 0 || data_.header->n_test == 0) return;
   const auto e0 = SteadyClock::now();
-  const double acc =
-      shoal::Evaluate(model_, data_, spec_.eval_samples(), std::max<int64_t>(plan_.batch, 64));
+  const double acc = shoal::Evaluate(model_, data_, spec_.eval_samples(),
+                                     std::max<int64_t>(maker_.plan().batch, 64));
   slot_->eval_ns.store(ElapsedNs(e0, SteadyClock::now()));
   slot_->accuracy_bits.store(FloatToBits(float(acc)));
-  if (plan_.epochs <= kMaxEpochRecords)
-    slot_->epochs[plan_.epochs - 1].accuracy_bits.store(FloatToBits(float(acc)));
+  if (maker_.plan().epochs <= kMaxEpochRecords)
+    slot_->epochs[maker_.plan().epochs - 1].accuracy_bits.store(FloatToBits(float(acc)));
 }
 
 }  // namespace shoal

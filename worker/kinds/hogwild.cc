@@ -12,14 +12,7 @@ void HogwildKind::Warm() {
   at::set_num_threads(1);
   torch::manual_seed(0);
   prototype_ = MakeModel("mnist_convnet").value();
-  // One tiny step on a throwaway copy pages in the kernels and allocator paths training uses.
-  ModelPtr scratch = MakeModel("mnist_convnet").value();
-  torch::optim::SGD opt(scratch->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
-  auto x = torch::randn({2, 1, 28, 28});
-  auto y = torch::tensor({1, 2}, torch::kLong);
-  opt.zero_grad();
-  torch::nll_loss(scratch->forward(x), y).backward();
-  opt.step();
+  WarmConvNetOnce();  // one tiny step on a throwaway copy
 }
 
 Status HogwildKind::Prepare(LeaderEnv& env) {

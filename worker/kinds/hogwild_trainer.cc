@@ -1,12 +1,9 @@
 #include "worker/kinds/hogwild_trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <thread>
 
@@ -19,11 +16,7 @@
 namespace shoal {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-uint64_t Ns(Clock::time_point a, Clock::time_point b) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
-}
+using Clock = SteadyClock;
 
 void PrintAllocatorStats(uint32_t index) {
   auto st = StepCacheAllocator::Stats();
@@ -60,7 +53,7 @@ int HogwildTrainer::Run() {
     return 1;
   }
   opt_ = std::move(opt).value();
-  if (!WaitAtGate()) return kLeaderGoneExit;
+  if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   if (!(spec_.has_epochs() ? RunEpochs() : RunBatches())) return kLeaderGoneExit;
@@ -78,14 +71,6 @@ int HogwildTrainer::Run() {
     PrintAllocatorStats(env_.index);
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
   return 0;
-}
-
-// Nobody trains until everyone is set up: workers still starting are not starved of CPU by ones
-// already training, and the training window is the same for all. A futex on the shared counter:
-// the last one in wakes everyone at once.
-bool HogwildTrainer::WaitAtGate() {
-  Arrive(&env_.board->at_gate);
-  return WaitForCount(&env_.board->at_gate, env_.board->workers, slot_, env_.lifetime_fd);
 }
 
 // Without epochs each worker draws its own random order of the whole set, again when it runs out.
@@ -121,7 +106,7 @@ bool HogwildTrainer::RunEpochs() {
     EpochTotals t;
     const auto t0 = Clock::now();
     if (!RunShard(EpochShard(e), &t)) return false;
-    t.wall_ns = Ns(t0, Clock::now());
+    t.wall_ns = ElapsedNs(t0, Clock::now());
     recorder_.Epoch(e, t);
     // The last epoch is evaluated after every worker has finished (Run), the others now.
     const bool evaluate = env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0;
@@ -144,7 +129,7 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   const auto t0 = Clock::now();
   torch::Tensor x, y;
   MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y);
-  const uint64_t data_ns = Ns(t0, Clock::now());
+  const uint64_t data_ns = ElapsedNs(t0, Clock::now());
   float loss = 0;
   StepTimes t = TrainStep(model_, *opt_, x, y, &loss);
   t.data_ns = data_ns;
@@ -167,7 +152,7 @@ bool HogwildTrainer::WaitForPeers() {
 void HogwildTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {
   const auto e0 = Clock::now();
   const double acc = Evaluate(model_, data_, spec_.eval_samples(), std::max<int64_t>(batch_, 64));
-  slot_->eval_ns.fetch_add(Ns(e0, Clock::now()));
+  slot_->eval_ns.fetch_add(ElapsedNs(e0, Clock::now()));
   bits->store(FloatToBits(static_cast<float>(acc)));
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
 }

@@ -23,7 +23,6 @@ class HogwildTrainer {
   int Run();
 
  private:
-  bool WaitAtGate();  // false when the leader is gone
   bool RunBatches();
   bool RunEpochs();
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);

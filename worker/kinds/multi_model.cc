@@ -10,17 +10,14 @@
 #include "worker/counting_allocator.h"
 #include "worker/optimizers/from_spec.h"
 #include "worker/scoreboard.h"
+#include "worker/step_recorder.h"
 #include "worker/training.h"
 
 namespace shoal {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = SteadyClock;
 constexpr int64_t kIn = 256, kOut = 512;
-
-uint64_t Ns(Clock::time_point a, Clock::time_point b) {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
-}
 
 // n modules of one kind, each applied to its own slice x[i]; the outputs stacked.
 template <typename M>
@@ -99,11 +96,11 @@ bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const Work
     const auto t4 = Clock::now();
     opt.step();
     const auto t5 = Clock::now();
-    slot->data_ns.fetch_add(Ns(t0, t1), std::memory_order_relaxed);
-    slot->zero_grad_ns.fetch_add(Ns(t1, t2), std::memory_order_relaxed);
-    slot->forward_ns.fetch_add(Ns(t2, t3), std::memory_order_relaxed);
-    slot->backward_ns.fetch_add(Ns(t3, t4), std::memory_order_relaxed);
-    slot->optimizer_ns.fetch_add(Ns(t4, t5), std::memory_order_relaxed);
+    slot->data_ns.fetch_add(ElapsedNs(t0, t1), std::memory_order_relaxed);
+    slot->zero_grad_ns.fetch_add(ElapsedNs(t1, t2), std::memory_order_relaxed);
+    slot->forward_ns.fetch_add(ElapsedNs(t2, t3), std::memory_order_relaxed);
+    slot->backward_ns.fetch_add(ElapsedNs(t3, t4), std::memory_order_relaxed);
+    slot->optimizer_ns.fetch_add(ElapsedNs(t4, t5), std::memory_order_relaxed);
     const float l = loss.item<float>();
     if (it == 0) slot->first_loss_bits.store(FloatToBits(l));
     slot->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
@@ -124,9 +121,7 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   CountingAllocator* counter = CountingAllocator::Install();
   slot->pid.store(getpid());
   at::set_num_threads(int(spec.threads()));
-  Arrive(&env.board->at_gate);
-  if (!WaitForCount(&env.board->at_gate, env.board->workers, slot, env.lifetime_fd))
-    return kLeaderGoneExit;
+  if (!PassStartGate(env.board, slot, env.lifetime_fd)) return kLeaderGoneExit;
   // One variant at a time: worker i starts when the i before it have finished.
   if (!WaitForCount(&env.board->finished, env.index, slot, env.lifetime_fd)) return kLeaderGoneExit;
   const std::string name = MultiModelVariants(spec.models()).at(env.index);
@@ -141,7 +136,7 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
     std::fprintf(stderr, "worker %u: %s\n", env.index, opt.status().message().c_str());
     return 1;
   }
-  slot->define_ns.store(Ns(t0, Clock::now()));
+  slot->define_ns.store(ElapsedNs(t0, Clock::now()));
   uint64_t params = 0;
   for (const auto& p : v.module->parameters()) params += uint64_t(p.numel());
   slot->parameters.store(params);
