@@ -91,6 +91,18 @@ std::string EnvironmentLine(const v1::Experiment& e) {
   return "  environment " + names + " (nothing else passed)\n";
 }
 
+// GPU memory and utilisation (NVML), or why there are none.
+std::string GpuLine(const v1::Result& r) {
+  if (!r.has_peak_gpu_memory_bytes())
+    return r.gpu_status().empty() ? "" : "  GPU         -: " + r.gpu_status() + "\n";
+  const std::string util = r.has_gpu_util_mean_percent()
+                               ? F("utilisation mean %.0f%%, peak %.0f%% while training",
+                                   r.gpu_util_mean_percent(), r.gpu_util_peak_percent())
+                               : std::string("utilisation unknown (no reading while training)");
+  return F("  GPU         peak memory %s (its processes, summed); %s; %lu NVML readings\n",
+           Gib(r.peak_gpu_memory_bytes()).c_str(), util.c_str(), UL(r.gpu_reads()));
+}
+
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
@@ -123,7 +135,7 @@ std::string ResultLines(const v1::Experiment& e) {
       F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
         "reads)\n",
         r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
-  return o;
+  return o + GpuLine(r);
 }
 
 // data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.
@@ -155,14 +167,22 @@ std::string ExitText(const v1::ProcessInfo& p) {
 }
 
 std::string ProcessLines(const v1::Experiment& e) {
-  std::string o = F("  processes   %-7s %-7s %-5s %-8s %-9s %-9s %-8s %s\n", "pid", "role", "index",
-                    "start", "peak RSS", "peak PSS", "steps", "exit");
+  // The GPU column only where NVML saw some process of this experiment.
+  const bool gpu = std::any_of(e.processes().begin(), e.processes().end(),
+                               [](const auto& p) { return p.has_peak_gpu_memory_bytes(); });
+  std::string o =
+      F("  processes   %-7s %-7s %-5s %-8s %-9s %-9s %-8s %s%s\n", "pid", "role", "index", "start",
+        "peak RSS", "peak PSS", "steps", gpu ? "peak GPU  " : "", "exit");
   for (const auto& p : e.processes()) {
-    o += F("              %-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s\n", p.pid(),
+    const std::string g =
+        !gpu ? ""
+             : F("%-9s ",
+                 p.has_peak_gpu_memory_bytes() ? Mib(p.peak_gpu_memory_bytes()).c_str() : "-");
+    o += F("              %-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s%s\n", p.pid(),
            RoleName(e, p).c_str(), p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
            p.role() == "leader" ? "-" : F("%.0f ms", p.start_ms()).c_str(),
            Mib(p.peak_rss_bytes()).c_str(), Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()),
-           ExitText(p).c_str());
+           g.c_str(), ExitText(p).c_str());
   }
   return o;
 }
@@ -212,6 +232,13 @@ std::string FormatExperiment(const v1::Experiment& raw) {
          VariantBlocks(e.result()) + ProcessLines(e);
 }
 
+// "gpu0 1.5 GiB/80.0 GiB 37%": one device's memory used (by anyone) and utilisation.
+std::string DeviceText(const v1::GpuDeviceSample& g) {
+  return F("gpu%u %s/%s %s", g.index(), Gib(g.memory_used_bytes()).c_str(),
+           Gib(g.memory_total_bytes()).c_str(),
+           g.has_util_percent() ? F("%u%%", g.util_percent()).c_str() : "util ?");
+}
+
 std::string FormatSampleLine(const v1::Sample& raw) {
   const v1::Sample s = Printable(raw);
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
@@ -225,7 +252,10 @@ std::string FormatSampleLine(const v1::Sample& raw) {
     o += F(" | %c%s %s/%s/%s %.0f%%", RoleLetter(p.role()),
            p.index() < 0 ? "" : std::to_string(p.index()).c_str(), Mib(p.rss_bytes()).c_str(),
            Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(), p.cpu_percent());
+    if (p.has_gpu_memory_bytes()) o += " gpu " + Mib(p.gpu_memory_bytes());
   }
+  if (s.has_gpu_memory_bytes()) o += " | GPU " + Mib(s.gpu_memory_bytes());
+  for (const auto& g : s.gpus()) o += " | " + DeviceText(g);
   return o + "\n";
 }
 
@@ -239,7 +269,9 @@ std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
         s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(), s.samples_per_sec(),
         loss.c_str(), s.sampler_cpu_percent(),
         dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
-  o += F("%-8s %-7s %10s %10s %10s %7s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%");
+  const bool gpu = s.has_gpu_memory_bytes();
+  o += F("%-8s %-7s %10s %10s %10s %7s%s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%",
+         gpu ? F(" %10s %5s", "GPU mem", "SM%").c_str() : "");
   // Leader, fork-server, then workers by index.
   std::vector<const v1::ProcessSample*> procs;
   for (const auto& p : s.processes()) procs.push_back(&p);
@@ -249,13 +281,20 @@ std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
   std::sort(procs.begin(), procs.end(), [&](auto* a, auto* b) { return rank(a) < rank(b); });
   for (const auto* p : procs) {
     std::string name = p->role() == "worker" ? "worker " + std::to_string(p->index()) : p->role();
-    o +=
-        F("%-8s %-7d %10s %10s %10s %6.0f%%\n", name.c_str(), p->pid(), Mib(p->rss_bytes()).c_str(),
-          Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(), p->cpu_percent());
+    const std::string g =
+        !gpu ? ""
+             : F(" %10s %5s", Mib(p->gpu_memory_bytes()).c_str(),
+                 p->has_gpu_util_percent() ? F("%.0f", p->gpu_util_percent()).c_str() : "-");
+    o += F("%-8s %-7d %10s %10s %10s %6.0f%%%s\n", name.c_str(), p->pid(),
+           Mib(p->rss_bytes()).c_str(), Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(),
+           p->cpu_percent(), g.c_str());
   }
-  o += F("%-8s %-7s %10s %10s %10s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),
-         Mib(s.total_pss_bytes()).c_str(), Mib(s.total_uss_bytes()).c_str());
-  return o + F("shared segments %s\n", Mib(s.shared_bytes()).c_str());
+  o += F("%-8s %-7s %10s %10s %10s%s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),
+         Mib(s.total_pss_bytes()).c_str(), Mib(s.total_uss_bytes()).c_str(),
+         gpu ? F(" %18s", Mib(s.gpu_memory_bytes()).c_str()).c_str() : "");
+  o += F("shared segments %s\n", Mib(s.shared_bytes()).c_str());
+  for (const auto& d : s.gpus()) o += DeviceText(d) + "\n";
+  return o;
 }
 
 std::string FormatList(const std::vector<v1::Experiment>& raw) {
@@ -316,8 +355,14 @@ std::string FormatNode(const v1::NodeInfoResponse& raw) {
                     Gib(r.memory_available_bytes()).c_str(), Gib(r.shm_free_bytes()).c_str(),
                     Gib(r.shm_total_bytes()).c_str());
   if (r.gpus().empty()) o += "GPUs: none (" + r.gpu_status() + ")\n";
-  for (const auto& g : r.gpus())
-    o += F("GPU %u: %s, %s\n", g.index(), g.name().c_str(), Gib(g.memory_total_bytes()).c_str());
+  for (const auto& g : r.gpus()) {
+    o += F("GPU %u: %s, %s (%s used), compute capability %s, %s%s\n", g.index(), g.name().c_str(),
+           Gib(g.memory_total_bytes()).c_str(), Gib(g.memory_used_bytes()).c_str(),
+           g.compute_capability().empty() ? "?" : g.compute_capability().c_str(),
+           g.has_util_percent() ? F("%u%% busy", g.util_percent()).c_str() : "utilisation ?",
+           g.uuid().empty() ? "" : (", " + g.uuid()).c_str());
+  }
+  o += "device cuda: " + r.cuda_status() + "\n";
   o += "versions:";
   const std::map<std::string, std::string> versions(r.versions().begin(), r.versions().end());
   for (const auto& [k, v] : versions) o += " " + k + " " + v + ";";  // sorted: a proto map is not

@@ -44,6 +44,7 @@ struct CoordinatorSeams {
   SegmentJanitor* segments = nullptr;
   Clock* clock = nullptr;
   ProcReader* procfs = nullptr;
+  GpuMonitor* gpu = nullptr;  // NVML; null: no GPU telemetry
 };
 
 class Coordinator : public ExperimentService {

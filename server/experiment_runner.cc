@@ -58,6 +58,7 @@ bool ExperimentRunner::Launch() {
   hooks_.update(e_);
   PublishState();
   sampler_ = std::make_unique<ProcessSampler>(env_.procfs, env_.sampler, env_.sampler_cpu);
+  gpu_ = std::make_unique<GpuSampler>(env_.gpu, env_.sampler_cpu, env_.sampler.budget_fraction);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     facts_.runtime_error = std::string("pipe: ") + std::strerror(errno);
@@ -288,6 +289,7 @@ void ExperimentRunner::Tick(uint64_t now) {
   TrackForkServerPool();
   v1::Sample s;
   sampler_->Tick(now, &s);
+  gpu_->Tick(now, AnyTraining(), &s);
   s.set_t_ms(TMs());
   uint64_t shared = 0;
   for (const auto& [what, bytes] : facts_.segments) shared += bytes;
@@ -306,7 +308,7 @@ void ExperimentRunner::Tick(uint64_t now) {
   s.set_steps_per_sec(steps_per_sec_);
   s.set_samples_per_sec(steps_per_sec_ * spec.batch_size());
   s.set_loss(live.loss ? *live.loss : std::nan(""));
-  s.set_sampler_cpu_percent(100.0 * double(sampler_->cpu_ns()) /
+  s.set_sampler_cpu_percent(100.0 * double(sampler_->cpu_ns() + gpu_->cpu_ns()) /
                             std::max<double>(1, double(now - start_mono_)));
   KeepSample(s);
   v1::WatchEvent ev;
@@ -345,13 +347,14 @@ void ExperimentRunner::Finish() {
     f.peak_rss_sum = sampler_->peak_rss_sum();
     f.peak_uss_sum = sampler_->peak_uss_sum();
     f.sum_of_peak_pss = sampler_->sum_of_peak_pss();
-    f.cpu_ns = sampler_->cpu_ns();
+    f.cpu_ns = sampler_->cpu_ns() + gpu_->cpu_ns();
     f.smaps_reads = sampler_->smaps_reads();
     f.statm_reads = sampler_->statm_reads();
     for (const auto& [pid, p] : facts_.procs) facts_.sampler.peak_pss[pid] = sampler_->PeakPss(pid);
   }
   FillResult(facts_, e_.mutable_result());
   FillProcesses(facts_, &e_);
+  if (gpu_) FillGpu();
   auto [state, error] = FinalState(facts_);
   e_.set_state(state);
   e_.set_error(error);
@@ -365,6 +368,17 @@ void ExperimentRunner::Finish() {
   spdlog::info("{} {} in {:.1f} s; peak PSS sum {:.1f} MiB; sampler {:.2f}% of a core", e_.id(),
                v1::ExperimentState_Name(state), r.wall_ms() / 1000,
                double(r.peak_pss_sum_bytes()) / (1 << 20), r.sampler_cpu_percent());
+}
+
+bool ExperimentRunner::AnyTraining() const {
+  return std::any_of(phases_.begin(), phases_.end(),
+                     [](const auto& kv) { return kv.second == uint32_t(ipc::v1::TRAINING); });
+}
+
+void ExperimentRunner::FillGpu() {
+  gpu_->Fill(e_.mutable_result());
+  for (auto& p : *e_.mutable_processes())
+    if (auto peak = gpu_->PeakOf(p.pid())) p.set_peak_gpu_memory_bytes(*peak);
 }
 
 void RunToEnd(ExperimentRunner& r, ChildReaper& reaper, const std::function<int()>& stop) {

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "server/child_reaper.h"
+#include "server/gpu_sampler.h"
 #include "server/run_summary.h"
 #include "server/sampler.h"
 #include "shared/ipc_codec.h"
@@ -34,6 +35,7 @@ struct RunnerEnv {
   SegmentJanitor* segments = nullptr;
   ChildReaper* reaper = nullptr;
   ProcReader* procfs = nullptr;
+  GpuMonitor* gpu = nullptr;             // NVML; null: no GPU telemetry
   ProcessSampler::CpuClock sampler_cpu;  // CPU time of the sampling thread
   SamplerOptions sampler;
   uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
@@ -85,6 +87,8 @@ class ExperimentRunner {
   void OnLeaderExit(int status);
   void Tick(uint64_t now);
   void TrackForkServerPool();
+  bool AnyTraining() const;
+  void FillGpu();
   void KeepSample(const v1::Sample& s);
   void StartDraining(uint64_t now);
   void Finish();
@@ -98,6 +102,7 @@ class ExperimentRunner {
   Phase phase_ = Phase::kIdle;
   RunFacts facts_;
   std::unique_ptr<ProcessSampler> sampler_;
+  std::unique_ptr<GpuSampler> gpu_;
   FrameReader frames_;
   int fd_ = -1;
   bool eof_ = false;

@@ -245,7 +245,12 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
 
 // Runs the daemon until a signal; returns the exit code.
 int Serve(const DaemonArgs& d, const sigset_t& sigs) {
-  const std::string torch_version = shoal::QueryWorkerVersion(d.worker_bin);
+  const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
+  const std::unique_ptr<shoal::GpuMonitor> gpu = shoal::OpenNvml();
+  shoal::CoordinatorOptions opts = d.opts;
+  opts.limits.cuda_missing = shoal::CudaMissing(gpu->Probe(), worker);
+  if (!opts.limits.cuda_missing.empty())
+    spdlog::info("device cuda unavailable: {}", opts.limits.cuda_missing);
   auto store = shoal::Store::Open(d.state_dir + "/shoal.db");
   if (!store.ok()) {
     spdlog::critical("{}", store.status().message());
@@ -257,8 +262,8 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   shoal::RealChildWaiter waiter;
   shoal::RealSegmentJanitor segments;
   shoal::RealClock clock;
-  shoal::Coordinator coord(d.opts, store->get(), &hub,
-                           {&proc, &waiter, &segments, &clock, &procfs});
+  shoal::Coordinator coord(opts, store->get(), &hub,
+                           {&proc, &waiter, &segments, &clock, &procfs, gpu.get()});
   if (auto st = coord.Recover(); !st.ok()) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;
@@ -276,7 +281,7 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   shoal::ShoalService service(
       &coord, &hub,
       [&] {
-        auto info = shoal::CollectNodeInfo(d.state_dir, d.opts.limits.max_workers, torch_version);
+        auto info = shoal::CollectNodeInfo(d.state_dir, opts.limits.max_workers, worker, gpu.get());
         info.set_fork_server_pid(coord.fork_server_pid());
         info.set_fork_server_restarts(static_cast<uint32_t>(coord.fork_server_restarts()));
         return info;
@@ -306,7 +311,7 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
     spdlog::info("metrics on http://{}/metrics", d.metrics_listen);
   }
   spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", d.socket_path,
-               d.state_dir, d.worker_bin, torch_version);
+               d.state_dir, d.worker_bin, worker.torch_version);
   int sig = 0;
   sigwait(&sigs, &sig);
   spdlog::info("signal {}: shutting down", sig);

@@ -8,15 +8,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdlib>
+#include <sstream>
+
 #include "shared/gpu.h"
 #include "shared/process.h"
 #include "shared/procfs.h"
 
 namespace shoal {
 
-std::string QueryWorkerVersion(const std::string& worker_bin) {
+WorkerInfo ParseWorkerVersion(const std::string& text) {
+  WorkerInfo w;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("libtorch ", 0) == 0) w.torch_version = line.substr(9);
+    if (line.rfind("cuda none: ", 0) == 0) w.cuda_why = line.substr(11);
+    if (line.rfind("cuda ", 0) == 0 && std::isdigit(static_cast<unsigned char>(line[5])))
+      w.cuda_devices = std::atoi(line.c_str() + 5);
+  }
+  if (w.cuda_devices < 0 && w.cuda_why.empty())
+    w.cuda_why = "shoal-worker did not say whether its LibTorch has CUDA";
+  return w;
+}
+
+WorkerInfo QueryWorker(const std::string& worker_bin) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return "unknown";
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ParseWorkerVersion("");
   auto pid = SpawnProcess({worker_bin, "--version"}, {{{fds[1], 1}}, false});
   ::close(fds[1]);
   std::string out;
@@ -28,13 +46,18 @@ std::string QueryWorkerVersion(const std::string& worker_bin) {
     ::waitpid(*pid, &st, 0);
   }
   ::close(fds[0]);
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  if (out.rfind("libtorch ", 0) == 0) out = out.substr(9);
-  return out.empty() ? "unknown (cannot run " + worker_bin + ")" : out;
+  WorkerInfo w = ParseWorkerVersion(out);
+  if (out.empty()) w.torch_version = "unknown (cannot run " + worker_bin + ")";
+  return w;
+}
+
+std::string CudaMissing(const GpuProbe& gpus, const WorkerInfo& worker) {
+  if (worker.cuda_devices > 0) return "";  // without NVML it runs; its GPU figures say why not
+  return (gpus.available ? "no CUDA: " : gpus.status + "; ") + worker.cuda_why;
 }
 
 v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_workers,
-                                     const std::string& torch_version) {
+                                     const WorkerInfo& worker, GpuMonitor* gpu) {
   v1::NodeInfoResponse r;
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
@@ -49,24 +72,31 @@ v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_
     r.set_shm_free_bytes(uint64_t(vfs.f_bavail) * vfs.f_frsize);
     r.set_shm_total_bytes(uint64_t(vfs.f_blocks) * vfs.f_frsize);
   }
-  GpuProbe gpus = ProbeGpus();
+  const GpuProbe gpus =
+      gpu != nullptr ? gpu->Probe() : GpuProbe{false, "no GPU telemetry", {}, "", ""};
   for (const auto& d : gpus.devices) {
     auto* g = r.add_gpus();
     g->set_index(d.index);
     g->set_name(d.name);
+    g->set_uuid(d.uuid);
+    g->set_compute_capability(d.compute_capability);
     g->set_memory_total_bytes(d.memory_total);
     g->set_memory_used_bytes(d.memory_used);
+    if (d.util_percent) g->set_util_percent(*d.util_percent);
   }
-  std::string cuda_why;
-  const int cuda = CudaDeviceCount(&cuda_why);
-  if (!gpus.available) r.set_gpu_status(gpus.status + (cuda < 0 ? "; " + cuda_why : ""));
+  if (!gpus.available) r.set_gpu_status(gpus.status);
+  const std::string missing = CudaMissing(gpus, worker);
+  r.set_cuda_status(missing.empty() ? "ready: " + std::to_string(worker.cuda_devices) +
+                                          " device(s) for LibTorch " + worker.torch_version
+                                    : missing);
   auto& v = *r.mutable_versions();
   v["shoal"] = SHOAL_VERSION;
-  v["libtorch"] = torch_version;
+  v["libtorch"] = worker.torch_version;
   v["grpc"] = grpc::Version();
   v["protobuf"] = google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION);
   v["sqlite"] = sqlite3_libversion();
-  v["cuda_runtime_devices"] = cuda < 0 ? "none" : std::to_string(cuda);
+  if (!gpus.driver_version.empty()) v["nvidia_driver"] = gpus.driver_version;
+  if (!gpus.cuda_driver_version.empty()) v["cuda_driver"] = gpus.cuda_driver_version;
   r.set_state_dir(state_dir);
   r.set_max_workers(max_workers);
   return r;

@@ -1,16 +1,30 @@
-// What `shoal node` shows: cores, memory, /dev/shm, GPUs and versions.
+// What `shoal node` shows: cores, memory, /dev/shm, GPUs, whether cuda experiments can run, and
+// versions.
 #pragma once
 
 #include <string>
 
+#include "shared/gpu.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
 
-// Asks `shoal-worker --version` once (LibTorch's version lives in the worker).
-std::string QueryWorkerVersion(const std::string& worker_bin);
+// What shoal-worker says of itself (`shoal-worker --version`, asked once: LibTorch lives there).
+struct WorkerInfo {
+  std::string torch_version = "unknown";
+  int cuda_devices = -1;  // -1: it cannot train on CUDA, cuda_why says why
+  std::string cuda_why;
+};
+WorkerInfo QueryWorker(const std::string& worker_bin);
+// Parses the worker's two lines ("libtorch V", "cuda N" | "cuda none: why").
+WorkerInfo ParseWorkerVersion(const std::string& text);
+
+// "" when device cuda can run here (the worker's LibTorch sees a device); else what is missing,
+// NVML's view and the worker's both. NVML missing alone does not stop a run: its GPU figures
+// are then absent and say why.
+std::string CudaMissing(const GpuProbe& gpus, const WorkerInfo& worker);
 
 v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_workers,
-                                     const std::string& torch_version);
+                                     const WorkerInfo& worker, GpuMonitor* gpu);
 
 }  // namespace shoal

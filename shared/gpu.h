@@ -1,29 +1,64 @@
 // GPUs as NVML sees them. NVML is loaded with dlopen at run time, so the same binary runs on
-// machines with and without a driver; without one, GPU figures are absent, never zero.
+// machines with and without a driver; without one, GPU figures are absent and say why, never 0.
+//
+// GpuMonitor is the seam in front of NVML: shoald reads devices and processes through it, and
+// the tests put either a fake behind it (unit tests) or a fake libnvidia-ml.so.1 under the real
+// one (tests/fake_nvml.cc, end to end).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "shared/status.h"
 
 namespace shoal {
 
 struct GpuDevice {
   uint32_t index = 0;
-  std::string name;
+  std::string name, uuid;
+  std::string compute_capability;  // "9.0"; empty when NVML does not say
   uint64_t memory_total = 0, memory_used = 0;
-  uint32_t util_percent = 0;
+  std::optional<uint32_t> util_percent;  // busy time over NVML's last sample period
+};
+
+// A process holding memory on a device (NVML's running compute processes). Host pids: in a
+// container with its own pid namespace they are not the container's pids.
+struct GpuProcess {
+  pid_t pid = 0;
+  uint32_t device = 0;
+  std::optional<uint64_t> used_bytes;  // NVML may not know (some containers, MIG)
+  std::optional<uint32_t> sm_percent;  // its share of the SMs, where NVML samples it
+};
+
+struct GpuReading {
+  std::vector<GpuDevice> devices;
+  std::vector<GpuProcess> processes;
 };
 
 struct GpuProbe {
   bool available = false;
   std::string status;  // why not, when not available
   std::vector<GpuDevice> devices;
+  std::string driver_version, cuda_driver_version;  // empty when unknown
 };
 
-GpuProbe ProbeGpus();
+class GpuMonitor {
+ public:
+  virtual ~GpuMonitor() = default;
+  // Devices and versions, or why there are none.
+  virtual GpuProbe Probe() = 0;
+  // Every device's memory and utilisation now, and the processes on them. FailedPrecondition
+  // (saying why) without NVML or devices.
+  virtual StatusOr<GpuReading> Read() = 0;
+};
 
-// Devices the CUDA runtime sees, when built with SHOAL_WITH_CUDA; -1 with a reason otherwise.
-int CudaDeviceCount(std::string* why);
+// NVML from $SHOAL_NVML_LIBRARY, else libnvidia-ml.so.1. Never fails: without NVML its Probe
+// says why and Read refuses. Thread-safe.
+std::unique_ptr<GpuMonitor> OpenNvml();
 
 }  // namespace shoal

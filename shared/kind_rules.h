@@ -26,6 +26,8 @@ struct KindRules {
   void (*defaults)(v1::ExperimentSpec*, const SpecLimits&) = nullptr;
   // Fields of the table this kind does not read: refused when given, never defaulted.
   std::vector<std::string> foreign_fields;
+  // The devices its worker half can train on.
+  std::vector<std::string> devices = {"cpu"};
 };
 
 // multi_model's variants for n models, in worker order: linear, conv1d (n = 1); mlinear, mconv1d,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/cuda_weights.h"
 #include "shared/status.h"
 
 namespace shoal {
@@ -14,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 4;
+constexpr uint32_t kLayoutVersion = 5;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 32;
 constexpr size_t kMaxRank = 4;
@@ -35,6 +36,7 @@ struct WeightsHeader {
   uint32_t count;
   uint64_t total_bytes;
   TensorEntry entries[kMaxTensors];
+  CudaWeightsExport cuda;  // device cuda with shared weights: the leader's device buffer
 };
 
 struct TensorShape {
@@ -107,6 +109,10 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint32_t> curve_points;
   EpochRecord epochs[kMaxEpochRecords];
   CurveRecord curve[kCurvePoints];
+  // Why the worker failed, in its own words (a CUDA out-of-memory, a bad segment), for the
+  // experiment's error: written before it exits non-zero, error_len last.
+  char error[256];
+  std::atomic<uint32_t> error_len;
 };
 
 struct BoardHeader {

@@ -67,6 +67,7 @@ const std::vector<std::string>& PassedEnvironmentNames() {
                                                  "CUDA_VISIBLE_DEVICES",
                                                  "NVIDIA_VISIBLE_DEVICES",
                                                  "SHOAL_NVML_LIBRARY",
+                                                 "SHOAL_CUDA_LIBRARY",
                                                  "SHOAL_ALLOC_STATS"};
   return names;
 }

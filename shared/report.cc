@@ -34,7 +34,7 @@ struct Metric {
   const char* title;
   const char* format;
   bool gpu;
-  Getter get;  // nullptr: not measured by this build
+  Getter get;
 };
 
 std::optional<double> EpochTrainS(const v1::Result& r) {
@@ -46,8 +46,18 @@ std::vector<Metric> Metrics() {
   return {
       {"host_memory_gib", "Host memory: peak sum of PSS over all processes (GiB)", "%.2f", false,
        [](const v1::Result& r) { return double(r.peak_pss_sum_bytes()) / double(1ull << 30); }},
-      {"gpu_memory_gib", "GPU memory: peak (GiB)", "%.2f", true, nullptr},
-      {"gpu_util_percent", "GPU utilisation: mean during training (%)", "%.0f", true, nullptr},
+      {"gpu_memory_gib", "GPU memory: peak sum over the experiment's processes (GiB, NVML)", "%.2f",
+       true,
+       [](const v1::Result& r) -> std::optional<double> {
+         if (!r.has_peak_gpu_memory_bytes()) return std::nullopt;
+         return double(r.peak_gpu_memory_bytes()) / double(1ull << 30);
+       }},
+      {"gpu_util_percent", "GPU utilisation: mean while training, its devices (%, NVML)", "%.0f",
+       true,
+       [](const v1::Result& r) -> std::optional<double> {
+         if (!r.has_gpu_util_mean_percent()) return std::nullopt;
+         return r.gpu_util_mean_percent();
+       }},
       {"samples_per_sec", "Throughput (samples/s, all workers)", "%.1f", false,
        [](const v1::Result& r) -> std::optional<double> {
          if (r.train_ms() <= 0) return std::nullopt;
@@ -145,14 +155,11 @@ Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const 
     c.text = Lower(v1::ExperimentState_Name(v.experiment->state()));
     return c;
   }
-  if (get == nullptr) {  // a GPU figure of an experiment that ran: not measured by this build
-    c.text = "n/a";
-    if (gpu) c.footnote = Footnote(t, "not measured: this build has no GPU telemetry");
-    return c;
-  }
   auto value = get(v.experiment->result());
   if (!value) {
     c.text = "-";
+    const std::string& why = v.experiment->result().gpu_status();
+    if (gpu && !why.empty()) c.footnote = Footnote(t, why);
     return c;
   }
   c.has_value = true;
@@ -174,6 +181,11 @@ size_t ColumnOf(const PointView& v, const Layout& l) {
                 l.columns.begin());
 }
 
+bool OnGpu(const PointView& v) {
+  return v.point->device() == "cuda" ||
+         (v.experiment != nullptr && v.experiment->result().has_peak_gpu_memory_bytes());
+}
+
 Table GridTable(const std::vector<PointView>& points, const Layout& l, const Metric& m) {
   Table t;
   t.key = m.key;
@@ -182,8 +194,9 @@ Table GridTable(const std::vector<PointView>& points, const Layout& l, const Met
   t.columns = l.columns;
   t.row_fields = l.row_fields;
   for (const auto& v : points) {
-    // CPU points have no GPU figures: the GPU tables list GPU points only, as the study's do.
-    if (m.gpu && v.point->device() != "cuda") continue;
+    // CPU points have no GPU figures: the GPU tables list GPU points only, as the study's do
+    // (and any other point whose processes NVML saw on a GPU).
+    if (m.gpu && !OnGpu(v)) continue;
     const auto labels = Labels(v, l.row_fields);
     auto row = std::find_if(t.rows.begin(), t.rows.end(),
                             [&](const Row& r) { return r.labels == labels; });
@@ -204,8 +217,7 @@ bool NoneEvaluated(const std::vector<PointView>& points) {
 }
 
 bool AnyGpu(const std::vector<PointView>& points) {
-  return std::any_of(points.begin(), points.end(),
-                     [](const PointView& v) { return v.point->device() == "cuda"; });
+  return std::any_of(points.begin(), points.end(), OnGpu);
 }
 
 bool AnyEpochs(const std::vector<PointView>& points) {

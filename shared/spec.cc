@@ -206,11 +206,11 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   RETURN_IF_ERROR(OneOf("model", s.model(), kind->models));
   RETURN_IF_ERROR(InRange("workers", s.workers(), 1, limits.max_workers));
   RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn", "forkserver"}));
-  if (s.device() == "cuda") {
-    return InvalidArgument(
-        "device: 'cuda' is not available in this build of shoald (CPU only); allowed: cpu");
-  }
-  RETURN_IF_ERROR(OneOf("device", s.device(), {"cpu"}));
+  RETURN_IF_ERROR(OneOf("device", s.device(), {"cpu", "cuda"}));
+  if (std::find(kind->devices.begin(), kind->devices.end(), s.device()) == kind->devices.end())
+    return InvalidArgument("device: kind " + s.kind() +
+                           " does not train on cuda yet; allowed: cpu");
+  if (ForkCudaShare(s)) return InvalidArgument(std::string("device: ") + kForkCudaShareWhy);
   RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
   RETURN_IF_ERROR(ValidateLength(s, limits));
   RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));
@@ -226,7 +226,20 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
   if (s.has_dataset() && s.dataset().empty())
     return InvalidArgument("dataset: empty (want a directory or 'synthetic')");
-  return kind->validate ? kind->validate(s, limits) : Status::Ok();
+  if (kind->validate) RETURN_IF_ERROR(kind->validate(s, limits));
+  // Last: everything else about a cuda spec is checked before saying the node cannot run it.
+  if (s.device() == "cuda" && !limits.cuda_missing.empty())
+    return FailedPrecondition("device cuda: " + limits.cuda_missing);
+  return Status::Ok();
+}
+
+const char* const kForkCudaShareWhy =
+    "cuda with start fork and shared weights is impossible: the weights' CUDA buffer must exist "
+    "before the workers are forked, and a forked child cannot use the CUDA context of its parent "
+    "(use start spawn or forkserver, or share no)";
+
+bool ForkCudaShare(const v1::ExperimentSpec& s) {
+  return s.device() == "cuda" && s.start() == "fork" && s.share();
 }
 
 Status CheckDataset(const std::string& dataset, const std::vector<std::string>& data_roots) {

@@ -26,7 +26,15 @@ struct SpecLimits {
   uint32_t min_stall_timeout_ms = 500;
   uint32_t max_stall_timeout_ms = 3600000;
   std::vector<std::string> data_roots;  // datasets must lie below one of these (empty: anywhere)
+  // Why device cuda cannot run on this node ("" when it can): a cuda spec is then refused with
+  // FAILED_PRECONDITION, and a cuda sweep point carries it as its note.
+  std::string cuda_missing = "no GPU: this daemon has not probed for one";
 };
+
+// A forked child cannot use a CUDA context its parent created: with shared weights the parent
+// must create one before forking, so this combination is refused (INVALID_ARGUMENT).
+bool ForkCudaShare(const v1::ExperimentSpec& s);
+extern const char* const kForkCudaShareWhy;
 
 constexpr uint32_t kDefaultBatches = 20;
 

@@ -25,7 +25,7 @@ std::vector<SpecField> MakeFields() {
        "synthetic"},
       {"start", "start", "how workers start: fork | spawn | forkserver", "fork"},
       {"share", "share", "weights in one shared segment: yes | no", "yes"},
-      {"device", "device", "cpu | cuda", "cpu"},
+      {"device", "device", "cpu | cuda (hogwild; not start fork with share yes)", "cpu"},
       {"optimizer", "optimizer.name",
        "sgd | nesterov | adagrad | adadelta | adam | adamw | rmsprop", "sgd"},
       {"lr", "optimizer.lr", "learning rate", "per optimizer (sgd 0.01)"},

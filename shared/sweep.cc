@@ -59,13 +59,13 @@ Status CheckAxis(const v1::Axis& a, const v1::ExperimentSpec& base) {
 }
 
 // Why a point cannot run on this daemon, or "" when it can.
-std::string CannotRunNote(const v1::ExperimentSpec& s) {
+std::string CannotRunNote(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (s.device() != "cuda") return "";
-  if (s.start() == "fork" && s.share()) {
+  if (ForkCudaShare(s)) {
     return "impossible: fork + cuda + shared weights (a forked child cannot use the CUDA "
            "context of its parent)";
   }
-  return "no GPU: this shoald runs CPU experiments only";
+  return limits.cuda_missing;
 }
 
 StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::Axis>& axes,
@@ -86,11 +86,14 @@ StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::
   g.point.set_start(g.spec.start());
   g.point.set_share(g.spec.share());
   g.point.set_device(g.spec.device());
-  g.point.set_note(CannotRunNote(g.spec));
-  // A point that cannot run here must still be a valid spec elsewhere.
+  g.point.set_note(CannotRunNote(g.spec, limits));
+  // A point that cannot run here must still be a valid spec elsewhere (on a GPU node; and the
+  // impossible ones, on the CPU).
   v1::ExperimentSpec check = g.spec;
-  if (!g.point.note().empty()) check.set_device("cpu");
-  Status st = ValidateSpec(check, limits);
+  SpecLimits elsewhere = limits;
+  elsewhere.cuda_missing.clear();
+  if (ForkCudaShare(check)) check.set_device("cpu");
+  Status st = ValidateSpec(check, elsewhere);
   if (!st.ok())
     return InvalidArgument("sweep point " + std::to_string(index) + ": " + st.message());
   return g;

@@ -140,7 +140,9 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
        "stall_timeout_ms: 10 is outside the allowed range 500..3600000"},
       {{"--dataset", "/nonexistent"}, "dataset: '/nonexistent' is not a directory"},
       {{"--batch-size", "100000"}, "batch_size: 100000 is outside the allowed range"},
-      {{"--device", "cuda"}, "device: 'cuda'"},
+      {{"--device", "cuda", "--start", "spawn"}, "device cuda: "},
+      {{"--device", "cuda"}, "device: cuda with start fork and shared weights is impossible"},
+      {{"--device", "cuda", "--kind", "multi_model"}, "device: kind multi_model does not train"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"submit"};

@@ -402,13 +402,15 @@ TEST(GridTest, CudaPointsGetNotesAndStayValidElsewhere) {
   AddAxis(&s, "device", {"cpu", "cuda"});
   AddAxis(&s, "share", {"yes", "no"});
   AddAxis(&s, "start", {"fork", "spawn"});
-  auto g = ExpandGrid(s, SpecLimits{});
+  SpecLimits limits;
+  limits.cuda_missing = "no GPU: libnvidia-ml.so.1 (NVML) not found";
+  auto g = ExpandGrid(s, limits);
   ASSERT_TRUE(g.ok()) << g.status().message();
   ASSERT_EQ(g->size(), 8u);
   const std::string impossible =
       "impossible: fork + cuda + shared weights (a forked child cannot use the CUDA context of "
       "its parent)";
-  const std::string no_gpu = "no GPU: this shoald runs CPU experiments only";
+  const std::string no_gpu = limits.cuda_missing;
   // start, share, device: device turns fastest.
   const std::vector<std::pair<Values, std::string>> want = {
       {{{"start", "fork"}, {"share", "yes"}, {"device", "cpu"}}, ""},
@@ -429,10 +431,21 @@ TEST(GridTest, CudaPointsGetNotesAndStayValidElsewhere) {
     EXPECT_EQ(gp.spec.device(), want[i].first[2].second);  // the spec says what was asked
     EXPECT_TRUE(gp.point.experiment_id().empty());
   }
-  // A cuda point is noted, not validated as cuda: this build refuses cuda outright.
-  v1::ExperimentSpec cuda = (*g)[1].spec;
-  EXPECT_EQ(ValidateSpec(cuda, SpecLimits{}).message(),
-            "device: 'cuda' is not available in this build of shoald (CPU only); allowed: cpu");
+  // Submitted alone, a cuda point is refused by what this node lacks (FAILED_PRECONDITION), the
+  // impossible one by its combination (INVALID_ARGUMENT); on a node with a GPU the rest run.
+  const Status lacking = ValidateSpec((*g)[3].spec, limits);
+  EXPECT_EQ(lacking.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(lacking.message(), "device cuda: " + limits.cuda_missing);
+  const Status impossible_alone = ValidateSpec((*g)[1].spec, limits);
+  EXPECT_EQ(impossible_alone.code(), Code::kInvalidArgument);
+  EXPECT_EQ(impossible_alone.message(), std::string("device: ") + kForkCudaShareWhy);
+  SpecLimits gpu_node = limits;
+  gpu_node.cuda_missing.clear();
+  EXPECT_TRUE(ValidateSpec((*g)[3].spec, gpu_node).ok());
+  auto on_gpu = ExpandGrid(s, gpu_node);
+  ASSERT_TRUE(on_gpu.ok());
+  EXPECT_EQ((*on_gpu)[3].point.note(), "");
+  EXPECT_EQ((*on_gpu)[1].point.note(), impossible);
 
   // A point that cannot run must still be a valid spec elsewhere: a bad value there refuses.
   v1::SweepSpec bad;

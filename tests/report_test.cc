@@ -546,21 +546,42 @@ TEST(ReportTest, NoCurvesNoLossTables) {
                                       "final_loss", "test_accuracy"}));
 }
 
-TEST(ReportTest, AGpuPointThatRanIsNotMeasuredByThisBuild) {
+TEST(ReportTest, AGpuPointWithoutNvmlSaysWhyItsCellsAreEmpty) {
   SweepBuilder b("s10", "");
   b.Axis("device", {"cpu", "cuda"}).State(v1::SUCCEEDED);
   b.Run(b.Point({{"device", "cpu"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
-  b.Run(b.Point({{"device", "cuda"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(2 * kGiB);
+  auto* cuda = b.Run(b.Point({{"device", "cuda"}}), v1::SUCCEEDED);
+  cuda->set_peak_pss_sum_bytes(2 * kGiB);
+  cuda->set_gpu_status("no GPU: libnvidia-ml.so.1 (NVML) not found");
   const auto tables = BuildTables(b.Build());
   ASSERT_EQ(tables[1].key, "gpu_memory_gib");
   EXPECT_EQ(tables[1].column_field, "device");
   ASSERT_EQ(tables[1].rows.size(), 1u);
   EXPECT_EQ(tables[1].rows[0].cells[0].text, "");  // the cpu column of a GPU table: nothing
-  EXPECT_EQ(tables[1].rows[0].cells[1].text, "n/a");
+  EXPECT_EQ(tables[1].rows[0].cells[1].text, "-");
   EXPECT_EQ(tables[1].rows[0].cells[1].footnote, 1);
   EXPECT_EQ(tables[1].footnotes,
-            (std::vector<std::string>{"not measured: this build has no GPU telemetry"}));
+            (std::vector<std::string>{"no GPU: libnvidia-ml.so.1 (NVML) not found"}));
   EXPECT_EQ(tables[0].rows[0].cells[1].text, "2.00");
+}
+
+TEST(ReportTest, GpuTablesCarryNvmlFiguresOfEveryPointSeenOnAGpu) {
+  SweepBuilder b("s11", "");
+  b.Axis("workers", {"1", "2"}).State(v1::SUCCEEDED);
+  auto* one = b.Run(b.Point({{"workers", "1"}}), v1::SUCCEEDED);
+  one->set_peak_gpu_memory_bytes(3 * kGiB / 2);
+  one->set_gpu_util_mean_percent(41);
+  one->set_gpu_util_peak_percent(60);
+  auto* two = b.Run(b.Point({{"workers", "2"}}), v1::SUCCEEDED);
+  two->set_peak_gpu_memory_bytes(3 * kGiB);  // seen on a GPU, utilisation never read
+  const auto tables = BuildTables(b.Build());
+  ASSERT_EQ(tables[1].key, "gpu_memory_gib");
+  ASSERT_EQ(tables[1].rows.size(), 1u);
+  EXPECT_EQ(tables[1].rows[0].cells[0].text, "1.50");
+  EXPECT_EQ(tables[1].rows[0].cells[1].text, "3.00");
+  ASSERT_EQ(tables[2].key, "gpu_util_percent");
+  EXPECT_EQ(tables[2].rows[0].cells[0].text, "41");
+  EXPECT_EQ(tables[2].rows[0].cells[1].text, "-");
 }
 
 TEST(ReportTest, LegacyPointsWithoutValuesAreLaidOutByTheirColumns) {
@@ -686,9 +707,14 @@ const std::vector<std::string> kFigureColumns = {"backward_ms",
                                                  "final_shared_checksum",
                                                  "first_loss",
                                                  "forward_ms",
+                                                 "gpu_reads",
+                                                 "gpu_status",
+                                                 "gpu_util_mean_percent",
+                                                 "gpu_util_peak_percent",
                                                  "initial_weights_checksum",
                                                  "last_loss",
                                                  "optimizer_ms",
+                                                 "peak_gpu_memory_bytes",
                                                  "peak_pss_sum_bytes",
                                                  "peak_rss_hwm_sum_bytes",
                                                  "peak_rss_sum_bytes",
@@ -757,10 +783,11 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "",          "",  // loaders, prefetch, pin_memory: nor
                                           "",          "1",
                                           "",          "no"};
-  const std::vector<std::string> figures0 = {"0",   "0", "0",          "0",    "",  "0", "0",  "",
-                                             "0.5", "0", "1073741824", "0",    "0", "0", "0",  "0",
-                                             "0",   "0", "0",          "100",  "0", "0", "10", "0",
-                                             "10",  "0", "0.5",        "1000", "0", "0"};
+  // GPU figures: none read (0), no status, the optional ones absent.
+  const std::vector<std::string> figures0 = {
+      "0",   "0", "0", "0",          "",  "0",  "0", "0",   "",     "",  "",  "",
+      "0.5", "0", "",  "1073741824", "0", "0",  "0", "0",   "0",    "0", "0", "0",
+      "100", "0", "0", "10",         "0", "10", "0", "0.5", "1000", "0", "0"};
   std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());
@@ -976,8 +1003,8 @@ TEST(ReportTest, CompareIsTheRatioOfCellsMatchedByLabelsAndHeadings) {
       "# Sweep s3b / sweep s3 (ratio of each cell)\n" +
       table("Host memory: peak sum of PSS over all processes (GiB)", "2.00 | 2.00", "2.00 | -",
             false) +
-      table("GPU memory: peak (GiB)", "", "", true) +
-      table("GPU utilisation: mean during training (%)", "", "", true) +
+      table("GPU memory: peak sum over the experiment's processes (GiB, NVML)", "", "", true) +
+      table("GPU utilisation: mean while training, its devices (%, NVML)", "", "", true) +
       table("Throughput (samples/s, all workers)", "1.50 | 1.00", "0.50 | -", false) +
       table("start_ms: first worker requested -> every worker training (ms)", "1.50 | 1.50",
             "2.00 | -", false) +

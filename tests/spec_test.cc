@@ -66,7 +66,7 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
       {"start", [](auto* s) { s->set_start("vfork"); },
        "start: 'vfork' is not one of: fork, spawn"},
       {"device", [](auto* s) { s->set_device("tpu"); }, "device: 'tpu'"},
-      {"device", [](auto* s) { s->set_device("cuda"); }, "device: 'cuda' is not available"},
+      {"device", [](auto* s) { s->set_device("cuda"); }, "device: cuda with start fork and shared weights is impossible"},
       {"batch_size", [](auto* s) { s->set_batch_size(5000); },
        "batch_size: 5000 is outside the allowed range 1..4096"},
       {"lr", [](auto* s) { s->mutable_optimizer()->set_lr(-1); },

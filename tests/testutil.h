@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -113,14 +114,26 @@ class Daemon {
       : state_(state_dir), socket_(socket) {}
   ~Daemon() { Stop(SIGKILL); }
 
-  bool Start(const std::vector<std::string>& extra = {}) {
+  // `env`: NAME=VALUE entries added to (or replacing) this process's environment for shoald.
+  bool Start(const std::vector<std::string>& extra = {}, const std::vector<std::string>& env = {}) {
     std::vector<std::string> argv = {
         BinDir() + "/shoald", "--socket", socket_, "--state-dir", state_, "--log-level", "warn"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    if (posix_spawn(&pid_, argv[0].c_str(), nullptr, nullptr, args.data(), environ) != 0)
+    std::vector<std::string> entries = env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const std::string name = kv.substr(0, kv.find('=') + 1);
+      if (std::none_of(env.begin(), env.end(),
+                       [&](const auto& x) { return x.rfind(name, 0) == 0; }))
+        entries.push_back(kv);
+    }
+    std::vector<char*> envp;
+    for (auto& kv : entries) envp.push_back(const_cast<char*>(kv.c_str()));
+    envp.push_back(nullptr);
+    if (posix_spawn(&pid_, argv[0].c_str(), nullptr, nullptr, args.data(), envp.data()) != 0)
       return false;
     for (int i = 0; i < 200; ++i) {  // up to 10 s until it accepts connections
       if (Connectable()) return true;

@@ -105,7 +105,11 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   auto launcher = MakeLauncher(lc, [&](uint32_t i) {
     WorkerEnv w{spec, a.experiment_id, i, lifetime[0], board->header(), board->slot(i)};
     HeartbeatThread beat(w.slot);
-    return kind.RunWorker(w, /*forked_from_leader=*/true);
+    try {
+      return kind.RunWorker(w, /*forked_from_leader=*/true);
+    } catch (const std::exception& e) {  // a CUDA out-of-memory, say: the experiment's error
+      return WorkerFails(w.slot, i, e.what());
+    }
   });
   if (!launcher.ok()) return out.Error(launcher.status().message()), 1;
   Started started = StartWorkers(**launcher, *board, spec.workers(), out);
@@ -202,8 +206,7 @@ int RunAttachedWorker(const AttachedWorkerArgs& a) {
     HeartbeatThread beat(env.slot);
     return kind->RunWorker(env, /*forked_from_leader=*/false);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "worker %u: %s\n", a.index, e.what());
-    return 1;
+    return WorkerFails(board->slot(a.index), a.index, e.what());
   }
 }
 

@@ -1,5 +1,7 @@
 // shoal-worker: started by shoald as an experiment's leader, or by a leader as a spawned worker.
 // Not meant to be run by hand, but --version works for anyone.
+#include <ATen/Context.h>
+#include <torch/cuda.h>
 #include <torch/version.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +10,26 @@
 #include "shared/process.h"
 #include "shared/spec.h"
 #include "worker/leader.h"
+
+namespace {
+
+// Two lines shoald reads at start: LibTorch's version, and whether it can train on CUDA here
+// ("cuda N" devices, or "cuda none: why").
+void PrintVersion() {
+  std::printf("libtorch %s\n", TORCH_VERSION);
+  if (!at::hasCUDA()) {
+    std::printf("cuda none: LibTorch %s in shoal-worker was built without CUDA\n", TORCH_VERSION);
+    return;
+  }
+  const size_t n = torch::cuda::device_count();
+  if (n == 0)
+    std::printf(
+        "cuda none: LibTorch has CUDA but sees no device (driver, CUDA_VISIBLE_DEVICES?)\n");
+  else
+    std::printf("cuda %zu\n", n);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"shoal-worker: the training process of a Shoal experiment"};
@@ -31,7 +53,7 @@ int main(int argc, char** argv) {
   app.add_option("--pool", pool, "zygote: idle children kept forked ahead of demand");
   CLI11_PARSE(app, argc, argv);
   if (version) {
-    std::printf("libtorch %s\n", TORCH_VERSION);
+    PrintVersion();
     return 0;
   }
   if (role == "zygote") {

@@ -4,9 +4,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <functional>
 
 #include "shared/process.h"
@@ -111,6 +114,20 @@ bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* s
     ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(counter), FUTEX_WAIT, seen, &wait, nullptr, 0);
   }
   return true;
+}
+
+int WorkerFails(WorkerSlot* slot, uint32_t index, const std::string& message) {
+  std::fprintf(stderr, "worker %u: %s\n", index, message.c_str());
+  if (slot == nullptr) return 1;
+  const size_t n = std::min(message.size(), sizeof slot->error);
+  std::memcpy(slot->error, message.data(), n);
+  slot->error_len.store(uint32_t(n), std::memory_order_release);
+  return 1;
+}
+
+std::string SlotError(const WorkerSlot& slot) {
+  const uint32_t n = slot.error_len.load(std::memory_order_acquire);
+  return std::string(slot.error, std::min<size_t>(n, sizeof slot.error));
 }
 
 bool PassStartGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd) {

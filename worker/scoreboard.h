@@ -52,6 +52,12 @@ bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* s
 // not starved by ones already training, and the training window is the same for all.
 bool PassStartGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd);
 
+// A worker that fails says why on stderr and in its slot (the experiment's error quotes it);
+// returns the exit code 1.
+int WorkerFails(WorkerSlot* slot, uint32_t index, const std::string& message);
+// What a failed worker wrote in its slot; "" when nothing.
+std::string SlotError(const WorkerSlot& slot);
+
 // A slot as a report. `final` adds the per-epoch records and the loss curve.
 ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final);
 

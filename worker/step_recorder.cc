@@ -70,15 +70,20 @@ void StepRecorder::Finish() {
 }
 
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
-                    const torch::Tensor& y, float* loss) {
-  const auto t0 = SteadyClock::now();
+                    const torch::Tensor& y, float* loss, const std::function<void()>& sync) {
+  // On a GPU each phase's time is its work done, not queued: sync before every reading.
+  auto now = [&] {
+    if (sync) sync();
+    return SteadyClock::now();
+  };
+  const auto t0 = now();
   auto l = torch::nll_loss(model.forward(x), y);
-  const auto t1 = SteadyClock::now();
+  const auto t1 = now();
   opt.zero_grad();
   l.backward();
-  const auto t2 = SteadyClock::now();
+  const auto t2 = now();
   opt.step();
-  const auto t3 = SteadyClock::now();
+  const auto t3 = now();
   *loss = l.item<float>();
   StepTimes t;
   t.forward_ns = ElapsedNs(t0, t1);

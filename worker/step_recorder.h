@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include "shared/layout.h"
 #include "worker/models/models.h"
@@ -54,7 +55,8 @@ class StepRecorder {
 };
 
 // forward, nll loss, zero_grad and backward, optimiser step; each timed (data_ns left 0).
+// `sync`, when given, runs before each time is read (a GPU's queued work finishing).
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
-                    const torch::Tensor& y, float* loss);
+                    const torch::Tensor& y, float* loss, const std::function<void()>& sync = {});
 
 }  // namespace shoal

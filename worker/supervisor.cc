@@ -57,7 +57,9 @@ bool WorkerSupervisor::CollectExits() {
     exits_.push_back(e);
     hooks_.exited(e);
     if (!(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0)) {
-      StopAll("worker " + std::to_string(e.index()) + " " + DescribeWaitStatus(x.status));
+      const std::string why = SlotError(*board_.slot(e.index()));
+      StopAll("worker " + std::to_string(e.index()) + " " + DescribeWaitStatus(x.status) +
+              (why.empty() ? "" : ": " + why));
     }
   }
   return true;

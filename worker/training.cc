@@ -57,7 +57,11 @@ void CopyParamsFromSegment(torch::nn::Module& model, const WeightsHeader& h, con
   }
 }
 
-Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base) {
+namespace {
+
+// Points every parameter at its slice of the buffer at `base`, in memory `options` names.
+Status BindParams(torch::nn::Module& model, const WeightsHeader& h, char* base,
+                  const torch::TensorOptions& options) {
   auto named = model.named_parameters();
   if (named.size() != h.count) {
     return DataLoss("weight segment holds " + std::to_string(h.count) + " tensors, the model has " +
@@ -72,15 +76,27 @@ Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, voi
       return DataLoss("weight segment tensor " + std::string(e.name) +
                       " does not match parameter " + p.key());
     }
-    p.value().set_data(torch::from_blob(static_cast<char*>(base) + e.offset, shape, torch::kFloat));
+    p.value().set_data(torch::from_blob(base + e.offset, shape, options));
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base) {
+  return BindParams(model, h, static_cast<char*>(base), torch::TensorOptions(torch::kFloat));
+}
+
+Status BindParamsToDevice(torch::nn::Module& model, const WeightsHeader& h, DevicePtr base,
+                          const torch::Device& device) {
+  return BindParams(model, h, reinterpret_cast<char*>(base),
+                    torch::TensorOptions(torch::kFloat).device(device));
 }
 
 uint64_t ParamsChecksum(torch::nn::Module& model) {
   uint64_t h = 1469598103934665603ull;
   for (const auto& p : model.parameters()) {
-    auto c = p.detach().contiguous();
+    auto c = p.detach().to(torch::kCPU).contiguous();  // a device's weights, copied back
     h = Fnv1a(c.data_ptr<float>(), c.numel() * sizeof(float), h);
   }
   return h;
@@ -157,7 +173,32 @@ void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx,
   *y = yb;
 }
 
-double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch) {
+void MakeDeviceBatch(const DeviceData& d, const int64_t* idx, int64_t n, torch::Tensor* x,
+                     torch::Tensor* y) {
+  const torch::Device dev = d.images.device();
+  auto rows = torch::from_blob(const_cast<int64_t*>(idx), {n}, torch::kLong).to(dev);
+  const int64_t pixels = d.images.size(1);
+  const int64_t side = static_cast<int64_t>(std::lround(std::sqrt(double(pixels))));
+  *x = d.images.index_select(0, rows)
+           .to(torch::kFloat)
+           .div_(255.0)
+           .sub_(kMean)
+           .div_(kStd)
+           .view({n, 1, side, side});
+  *y = d.labels.index_select(0, rows);
+}
+
+DeviceData UploadTrainSet(const DataView& data, const torch::Device& device) {
+  const auto n = int64_t(data.header->n_train);
+  const int64_t pixels = int64_t(data.header->rows) * data.header->cols;
+  auto* images = const_cast<uint8_t*>(data.train_images());
+  auto* labels = const_cast<uint8_t*>(data.train_labels());
+  return {torch::from_blob(images, {n, pixels}, torch::kUInt8).to(device),
+          torch::from_blob(labels, {n}, torch::kUInt8).to(device).to(torch::kLong)};
+}
+
+double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch,
+                const torch::Device& device) {
   torch::NoGradGuard ng;
   model.eval();
   const int64_t n = static_cast<int64_t>(std::min<uint64_t>(limit, data.header->n_test));
@@ -169,7 +210,7 @@ double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batc
     const int64_t b = std::min(batch, n - s);
     torch::Tensor x, y;
     MakeBatch(data.test_images(), data.test_labels(), idx.data() + s, b, pixels, &x, &y);
-    auto pred = model.forward(x).argmax(1);
+    auto pred = model.forward(x.to(device)).argmax(1).to(torch::kCPU);
     correct += pred.eq(y).sum().item<int64_t>();
   }
   model.train();

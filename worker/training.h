@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "shared/cuda_driver.h"
 #include "shared/layout.h"
 #include "shared/shm.h"
 #include "shared/status.h"
@@ -24,6 +25,10 @@ void CopyParamsFromSegment(torch::nn::Module& model, const WeightsHeader& h, con
 // Points every parameter at its slice of the segment: from then on the model trains in place
 // on shared memory (Hogwild). The segment must outlive the model's use of it.
 Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base);
+// The same on a GPU: every parameter a CUDA tensor over its slice of the device buffer at
+// `base`, laid out like the segment (the leader's buffer, opened through CUDA IPC).
+Status BindParamsToDevice(torch::nn::Module& model, const WeightsHeader& h, DevicePtr base,
+                          const torch::Device& device);
 // FNV-1a over the parameters' bytes in order.
 uint64_t ParamsChecksum(torch::nn::Module& model);
 uint64_t SegmentChecksum(const WeightsHeader& h, const void* base);
@@ -49,8 +54,20 @@ void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataH
 void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx, int64_t n,
                int64_t pixels, torch::Tensor* x, torch::Tensor* y);
 
-// Test-set accuracy of the model on the first `limit` test images.
-double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch);
+// The training set on a device: uint8 images [n, pixels] and int64 labels, uploaded once per
+// worker (each worker's own copy: one copy shared through IPC would save device memory, but each
+// PyTorch process of the study holds its own, and that is what is measured).
+struct DeviceData {
+  torch::Tensor images, labels;
+};
+DeviceData UploadTrainSet(const DataView& data, const torch::Device& device);
+// MakeBatch's batch, made on the device the data lives on.
+void MakeDeviceBatch(const DeviceData& d, const int64_t* idx, int64_t n, torch::Tensor* x,
+                     torch::Tensor* y);
+
+// Test-set accuracy of the model on the first `limit` test images (batches moved to `device`).
+double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch,
+                const torch::Device& device = torch::kCPU);
 
 // Builds an mnist_convnet and takes one tiny step on it, once per process (later calls return at
 // once): pages in the kernels and allocator paths its training uses. The fork-server calls it

@@ -6,6 +6,7 @@ namespace shoal {
 KindRules HogwildRules() {
   KindRules k;
   k.name = "hogwild";
+  k.devices = {"cpu", "cuda"};
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet"};
   k.estimate = EstimateExperiment;

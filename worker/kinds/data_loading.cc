@@ -105,8 +105,7 @@ int DataLoadingKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   at::set_num_threads(1);  // until the trainer sets the spec's count
   if (!forked_from_leader) {
     if (Status st = Attach(env); !st.ok()) {
-      std::fprintf(stderr, "worker %u: %s\n", env.index, st.message().c_str());
-      return 1;
+      return WorkerFails(env.slot, env.index, st.message());
     }
   }
   const DataView data{static_cast<const DataHeader*>(data_.data()),
@@ -115,8 +114,7 @@ int DataLoadingKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   if (env.spec.loaders() > 0) {
     auto attached = BatchRing::Attach(ring_.data(), ring_.size());
     if (!attached.ok()) {
-      std::fprintf(stderr, "worker %u: %s\n", env.index, attached.status().message().c_str());
-      return 1;
+      return WorkerFails(env.slot, env.index, attached.status().message());
     }
     ring = *attached;
   }

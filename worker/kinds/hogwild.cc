@@ -1,9 +1,12 @@
 #include "worker/kinds/hogwild.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include "shared/spec.h"
 #include "worker/kinds/hogwild_trainer.h"
+#include "worker/scoreboard.h"
 #include "worker/training.h"
 
 namespace shoal {
@@ -34,18 +37,44 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
   CopyParamsToSegment(*model_, plan_, weights_.data());
   initial_checksum_ = SegmentChecksum(plan_, weights_.data());
+  env.segment_created("weights", weights_.size());
+  if (spec.device() == "cuda") return spec.share() ? ExportToDevice() : Status::Ok();
   // With sharing off the segment is only where attached workers copy their initial weights from;
   // forked workers inherit the leader's private copy.
   if (spec.share()) RETURN_IF_ERROR(BindParamsToSegment(*model_, plan_, weights_.data()));
-  env.segment_created("weights", weights_.size());
   return Status::Ok();
+}
+
+// Only here does the leader touch CUDA: shared weights need a buffer that outlives every worker.
+// Without sharing it never does, so `fork` can start cuda workers (their parent has no context).
+Status HogwildKind::ExportToDevice() {
+  leader_cuda_ = LoadCudaDriver();
+  RETURN_IF_ERROR(leader_cuda_->Init(0));
+  auto* header = static_cast<WeightsHeader*>(weights_.data());
+  ASSIGN_OR_RETURN(owner_, DeviceWeightsOwner::Create(leader_cuda_.get(), 0, weights_.data(),
+                                                      plan_.total_bytes, getpid(), &header->cuda));
+  return Status::Ok();
+}
+
+Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, const WeightsHeader& wh) {
+  ASSIGN_OR_RETURN(device_, TrainDevice::ForSpec(spec));
+  if (!device_->is_cuda()) return Status::Ok();
+  if (!spec.share()) {  // its own copy, already in the model's (CPU) parameters
+    model_->to(device_->device());
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(view_,
+                   DeviceWeightsView::Open(device_->driver(), wh.cuda, wh.total_bytes, getpid()));
+  return BindParamsToDevice(*model_, wh, view_->base(), device_->device());
 }
 
 Status HogwildKind::Attach(WorkerEnv& env) {
   const auto& spec = env.spec;
   ASSIGN_OR_RETURN(data_, ShmSegment::Open(SegmentName(env.experiment_id, "data"), false));
+  // Workers write the segment only when it holds the shared weights (on the CPU).
+  const bool shared_on_cpu = spec.share() && spec.device() != "cuda";
   ASSIGN_OR_RETURN(weights_,
-                   ShmSegment::Open(SegmentName(env.experiment_id, "weights"), spec.share()));
+                   ShmSegment::Open(SegmentName(env.experiment_id, "weights"), shared_on_cpu));
   const auto* dh = static_cast<const DataHeader*>(data_.data());
   const auto* wh = static_cast<const WeightsHeader*>(weights_.data());
   RETURN_IF_ERROR(ValidateData(*dh, data_.size()));
@@ -55,31 +84,37 @@ Status HogwildKind::Attach(WorkerEnv& env) {
   } else {
     ASSIGN_OR_RETURN(model_, MakeModel(spec.model()));
   }
-  if (spec.share()) return BindParamsToSegment(*model_, *wh, weights_.data());
+  if (shared_on_cpu) return BindParamsToSegment(*model_, *wh, weights_.data());
+  if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, *wh);
   // A private copy: take the initial weights and let go of the segment, so this worker cannot
   // quietly train the shared copy (torch.multiprocessing's spawn pitfall).
   CopyParamsFromSegment(*model_, *wh, weights_.data());
   weights_.Unmap();
-  return Status::Ok();
+  return PlaceOnDevice(spec, *wh);
 }
 
 int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   ApplyAllocatorPolicy(env.spec.allocator());
   at::set_num_threads(1);  // until the trainer sets the spec's count
-  if (!forked_from_leader) {
-    Status st = Attach(env);
-    if (!st.ok()) {
-      std::fprintf(stderr, "worker %u: %s\n", env.index, st.message().c_str());
-      return 1;
-    }
-  }
+  // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
+  Status st = forked_from_leader ? PlaceOnDevice(env.spec, plan_) : Attach(env);
+  if (!st.ok()) return WorkerFails(env.slot, env.index, st.message());
   const auto* dh = static_cast<const DataHeader*>(data_.data());
-  HogwildTrainer trainer(env, *model_, DataView{dh, static_cast<const uint8_t*>(data_.data())});
+  HogwildTrainer trainer(env, *model_, DataView{dh, static_cast<const uint8_t*>(data_.data())},
+                         *device_);
   return trainer.Run();
 }
 
 void HogwildKind::Finish(ipc::v1::LeaderResult* result) {
   result->set_initial_checksum(initial_checksum_);
+  if (owner_ != nullptr) {  // the workers trained the device buffer: fingerprint what it holds
+    Status st = owner_->Download(weights_.data());
+    if (!st.ok() && result->ok()) {
+      result->set_ok(false);
+      result->set_error("shared CUDA weights: " + st.message());
+    }
+    owner_.reset();  // every worker has ended: free the buffer, no export outlives the run
+  }
   result->set_final_checksum(SegmentChecksum(plan_, weights_.data()));
 }
 

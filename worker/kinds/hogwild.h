@@ -1,10 +1,15 @@
 // hogwild (seed 000): N workers train one network on weights in one shared segment (or each on
-// its own copy), reading batches from the data set in shared memory.
+// its own copy), reading batches from the data set in shared memory. On device cuda with shared
+// weights the leader owns one device buffer that every worker maps through CUDA IPC.
 #pragma once
 
+#include <memory>
+
+#include "shared/cuda_weights.h"
 #include "shared/shm.h"
 #include "worker/kind.h"
 #include "worker/models/models.h"
+#include "worker/train_device.h"
 
 namespace shoal {
 
@@ -19,12 +24,21 @@ class HogwildKind : public WorkerKind {
  private:
   // Attaches to the leader's segments; binds (shared) or copies (private) the weights.
   Status Attach(WorkerEnv& env);
+  // The leader, cuda and shared: the device buffer, exported in the segment's header.
+  Status ExportToDevice();
+  // A worker on cuda: the model onto the device, its weights the leader's buffer (shared) or
+  // its own copy. `wh` is the segment's header.
+  Status PlaceOnDevice(const v1::ExperimentSpec& spec, const WeightsHeader& wh);
 
   ShmSegment data_, weights_;
   WeightsHeader plan_{};
   ModelPtr model_;      // the leader's (fork) or this worker's
   ModelPtr prototype_;  // built once in the fork-server: workers rebind it instead of building
   uint64_t initial_checksum_ = 0;
+  std::shared_ptr<TrainDevice> device_ = TrainDevice::Cpu();  // a worker's
+  std::unique_ptr<CudaDriver> leader_cuda_;                   // the leader's, cuda and shared
+  std::unique_ptr<DeviceWeightsOwner> owner_;                 // the leader's device buffer
+  std::unique_ptr<DeviceWeightsView> view_;                   // a worker's mapping of it
 };
 
 }  // namespace shoal

@@ -30,11 +30,13 @@ void PrintAllocatorStats(uint32_t index) {
 
 }  // namespace
 
-HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, DataView data)
+HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, DataView data,
+                               const TrainDevice& device)
     : env_(env),
       spec_(env.spec),
       model_(model),
       data_(data),
+      device_(device),
       slot_(env.slot),
       n_train_(int64_t(data.header->n_train)),
       pixels_(int64_t(data.header->rows) * data.header->cols),
@@ -49,10 +51,10 @@ int HogwildTrainer::Run() {
   model_.train();
   auto opt = MakeOptimizer(ConfigFromSpec(spec_.optimizer()), model_.parameters());
   if (!opt.ok()) {
-    std::fprintf(stderr, "worker %u: %s\n", env_.index, opt.status().message().c_str());
-    return 1;
+    return WorkerFails(slot_, env_.index, opt.status().message());
   }
   opt_ = std::move(opt).value();
+  if (device_.is_cuda()) on_device_ = UploadTrainSet(data_, device_.device());
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
@@ -128,10 +130,16 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   if (LeaderGone(env_.lifetime_fd)) return false;
   const auto t0 = Clock::now();
   torch::Tensor x, y;
-  MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y);
+  if (device_.is_cuda()) {
+    MakeDeviceBatch(on_device_, idx, n, &x, &y);
+    device_.Sync();
+  } else {
+    MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y);
+  }
   const uint64_t data_ns = ElapsedNs(t0, Clock::now());
   float loss = 0;
-  StepTimes t = TrainStep(model_, *opt_, x, y, &loss);
+  StepTimes t = TrainStep(model_, *opt_, x, y, &loss,
+                          device_.is_cuda() ? [this] { device_.Sync(); } : std::function<void()>());
   t.data_ns = data_ns;
   recorder_.Step(t, loss, uint64_t(n), totals);
   return true;
@@ -151,7 +159,8 @@ bool HogwildTrainer::WaitForPeers() {
 
 void HogwildTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {
   const auto e0 = Clock::now();
-  const double acc = Evaluate(model_, data_, spec_.eval_samples(), std::max<int64_t>(batch_, 64));
+  const double acc = Evaluate(model_, data_, spec_.eval_samples(), std::max<int64_t>(batch_, 64),
+                              device_.device());
   slot_->eval_ns.fetch_add(ElapsedNs(e0, Clock::now()));
   bits->store(FloatToBits(static_cast<float>(acc)));
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);

@@ -12,13 +12,14 @@
 #include "worker/kind.h"
 #include "worker/models/models.h"
 #include "worker/step_recorder.h"
+#include "worker/train_device.h"
 #include "worker/training.h"
 
 namespace shoal {
 
 class HogwildTrainer {
  public:
-  HogwildTrainer(WorkerEnv& env, Model& model, DataView data);
+  HogwildTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device);
   // Returns the worker's exit code.
   int Run();
 
@@ -35,6 +36,8 @@ class HogwildTrainer {
   const v1::ExperimentSpec& spec_;
   Model& model_;
   DataView data_;
+  const TrainDevice& device_;
+  DeviceData on_device_;  // cuda: the training set, uploaded once
   WorkerSlot* slot_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t n_train_ = 0, pixels_ = 0, batch_ = 0;

@@ -133,8 +133,7 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   MultiModelVariant v = MakeMultiModelVariant(name, spec.models(), spec.batch_size());
   auto opt = MakeOptimizer(ConfigFromSpec(spec.optimizer()), v.module->parameters());
   if (!opt.ok()) {
-    std::fprintf(stderr, "worker %u: %s\n", env.index, opt.status().message().c_str());
-    return 1;
+    return WorkerFails(env.slot, env.index, opt.status().message());
   }
   slot->define_ns.store(ElapsedNs(t0, Clock::now()));
   uint64_t params = 0;

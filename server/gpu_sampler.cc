@@ -1,0 +1,100 @@
+#include "server/gpu_sampler.h"
+
+#include <algorithm>
+
+namespace shoal {
+
+GpuSampler::GpuSampler(GpuMonitor* monitor, CpuClock cpu_clock, double budget_fraction)
+    : monitor_(monitor), cpu_clock_(std::move(cpu_clock)), budget_fraction_(budget_fraction) {
+  if (monitor_ == nullptr) why_ = "no GPU telemetry in this daemon";
+}
+
+void GpuSampler::Tick(uint64_t now_ns, bool training, v1::Sample* s) {
+  if (monitor_ == nullptr || now_ns < next_read_ns_) return;
+  const uint64_t before = cpu_clock_();
+  auto reading = monitor_->Read();
+  const uint64_t cost = cpu_clock_() - before;
+  cpu_ns_ += cost;
+  // The next reading waits until this one's cost is within the budget again.
+  next_read_ns_ = now_ns + uint64_t(double(cost) / budget_fraction_);
+  if (!reading.ok()) {
+    why_ = reading.status().message();
+    return;
+  }
+  ++reads_;
+  Match(*reading, training, s);
+}
+
+void GpuSampler::Match(const GpuReading& r, bool training, v1::Sample* s) {
+  for (const auto& d : r.devices) {
+    auto* g = s->add_gpus();
+    g->set_index(d.index);
+    g->set_memory_used_bytes(d.memory_used);
+    g->set_memory_total_bytes(d.memory_total);
+    if (d.util_percent) g->set_util_percent(*d.util_percent);
+  }
+  uint64_t sum = 0;
+  size_t matched = 0;
+  for (auto& p : *s->mutable_processes()) {
+    uint64_t bytes = 0;
+    bool on_gpu = false;
+    for (const auto& q : r.processes) {
+      if (q.pid != p.pid()) continue;
+      on_gpu = true;
+      devices_.insert(q.device);
+      bytes += q.used_bytes.value_or(0);
+      if (q.sm_percent) p.set_gpu_util_percent(p.gpu_util_percent() + *q.sm_percent);
+    }
+    p.set_gpu_memory_bytes(bytes);  // NVML was read: a process it does not list holds none
+    sum += bytes;
+    if (!on_gpu) continue;
+    ++matched;
+    peak_[p.pid()] = std::max(peak_[p.pid()], bytes);
+  }
+  foreign_ = r.processes.size() - std::min(r.processes.size(), matched);
+  s->set_gpu_memory_bytes(sum);
+  seen_any_ = seen_any_ || matched > 0;
+  if (seen_any_) peak_sum_ = std::max(peak_sum_.value_or(0), sum);
+  if (!training) return;
+  for (const auto& d : r.devices) {
+    if (!d.util_percent) continue;
+    Util& u = util_[d.index];
+    u.sum += *d.util_percent;
+    u.peak = std::max(u.peak, double(*d.util_percent));
+    ++u.n;
+  }
+}
+
+void GpuSampler::Fill(v1::Result* r) const {
+  r->set_gpu_reads(reads_);
+  if (!seen_any_) {
+    if (reads_ == 0)
+      r->set_gpu_status(why_.empty() ? "no NVML reading was taken" : why_);
+    else
+      r->set_gpu_status("no process of this experiment appeared on a GPU in " +
+                        std::to_string(reads_) + " NVML readings (" + std::to_string(foreign_) +
+                        " other processes were listed; different pid namespace?)");
+    return;
+  }
+  r->set_peak_gpu_memory_bytes(*peak_sum_);
+  double sum = 0, peak = 0;
+  uint64_t n = 0;
+  for (uint32_t d : devices_) {
+    auto it = util_.find(d);
+    if (it == util_.end()) continue;
+    sum += it->second.sum;
+    n += it->second.n;
+    peak = std::max(peak, it->second.peak);
+  }
+  if (n == 0) return;  // no reading while a worker trained: utilisation unknown
+  r->set_gpu_util_mean_percent(sum / double(n));
+  r->set_gpu_util_peak_percent(peak);
+}
+
+std::optional<uint64_t> GpuSampler::PeakOf(pid_t pid) const {
+  auto it = peak_.find(pid);
+  if (it == peak_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace shoal

@@ -1,0 +1,119 @@
+// The GPU telemetry path end to end without a GPU: shoald loads a fake libnvidia-ml.so.1
+// (tests/fake_nvml) through SHOAL_NVML_LIBRARY, which lists every shoal-worker process as using
+// (pid % 61 + 1) MiB on device pid % 2 and a foreign process (pid 1) using 3 GiB. Checked: `node`,
+// the refusal of device cuda by a LibTorch without CUDA, the sampled figures matched to the
+// experiment's own pids, the stored result and samples, and the report's GPU tables.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+json Parse(const CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return testing::ParseJson(r);
+}
+
+std::vector<std::string> FakeEnv(const std::string& extra = "") {
+  std::vector<std::string> env = {std::string("SHOAL_NVML_LIBRARY=") + SHOAL_FAKE_NVML,
+                                  "SHOAL_FAKE_NVML_COMM=shoal-worker", "SHOAL_FAKE_NVML_DEVICES=2",
+                                  "SHOAL_FAKE_NVML_UTIL=37", "SHOAL_FAKE_NVML_FOREIGN_PID=1"};
+  if (!extra.empty()) env.push_back(extra);
+  return env;
+}
+
+const json& Table(const json& report, const std::string& key) {
+  for (const auto& t : report["tables"])
+    if (t["key"] == key) return t;
+  static const json none;
+  return none;
+}
+
+TEST(GpuE2E, NodeShowsNvmlsDevicesAndWhyCudaCannotRun) {
+  testing::TempDir dir;
+  testing::Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start({}, FakeEnv()));
+  const json n = Parse(d.Cli({"node", "--json"}));
+  ASSERT_EQ(n["gpus"].size(), 2u) << n.dump(2);
+  EXPECT_EQ(n["gpus"][1]["name"], "Shoal Fake GPU 1");
+  EXPECT_EQ(n["gpus"][0]["compute_capability"], "9.0");
+  EXPECT_EQ(n["gpus"][0]["memory_total_bytes"], 80ull << 30);
+  EXPECT_EQ(n["gpus"][0]["util_percent"], 37);
+  EXPECT_EQ(n["versions"]["nvidia_driver"], "999.99-fake");
+  EXPECT_EQ(n["versions"]["cuda_driver"], "13.0");
+  // NVML sees GPUs, but this LibTorch cannot use them: cuda is refused, saying so.
+  EXPECT_EQ(n["cuda_status"].get<std::string>().rfind("no CUDA: LibTorch", 0), 0u) << n.dump(2);
+  const CommandResult cuda = d.Cli({"submit", "--device", "cuda", "--start", "spawn"});
+  EXPECT_NE(cuda.exit_code, 0);
+  EXPECT_NE(cuda.err.find("device cuda: no CUDA: LibTorch"), std::string::npos) << cuda.err;
+  EXPECT_EQ(d.Cli({"list", "--json"}).out.find("\"id\""), std::string::npos);  // nothing ran
+
+  testing::Daemon broken(dir / "state2", dir / "s2.sock");  // a driver that is not loaded
+  ASSERT_TRUE(broken.Start({}, FakeEnv("SHOAL_FAKE_NVML_INIT_ERROR=9")));
+  const json b = Parse(broken.Cli({"node", "--json"}));
+  EXPECT_TRUE(b["gpus"].empty());
+  EXPECT_EQ(b["gpu_status"],
+            "no GPU: nvmlInit failed with NVML error 9 (is the NVIDIA driver loaded?)");
+}
+
+TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
+  testing::TempDir dir;
+  testing::Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start({}, FakeEnv()));
+  const json j = Parse(d.Cli({"sweep", "--workers", "2", "--device", "cpu,cuda", "--start", "spawn",
+                              "--batches", "10", "--dataset", "synthetic", "--eval-samples", "0",
+                              "--sample-interval-ms", "50", "--wait", "--json"}));
+  ASSERT_EQ(j["experiments"].size(), 1u) << j.dump(2);  // the cuda point cannot run here
+  const json& e = j["experiments"][0];
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+  const json& r = e["result"];
+  // Every process of the experiment, matched by pid: exactly what the fake gives its pid.
+  uint64_t sum = 0, biggest = 0;
+  for (const auto& p : e["processes"]) {
+    const uint64_t want = (p["pid"].get<uint64_t>() % 61 + 1) * kMiB;
+    EXPECT_EQ(p["peak_gpu_memory_bytes"].get<uint64_t>(), want) << p.dump();
+    sum += want;
+    biggest = std::max(biggest, want);
+  }
+  ASSERT_EQ(e["processes"].size(), 3u);  // leader and two workers
+  const uint64_t peak = r["peak_gpu_memory_bytes"].get<uint64_t>();
+  EXPECT_GE(peak, biggest);
+  EXPECT_LE(peak, sum);  // pid 1's 3 GiB is someone else's
+  EXPECT_DOUBLE_EQ(r["gpu_util_mean_percent"].get<double>(), 37);
+  EXPECT_DOUBLE_EQ(r["gpu_util_peak_percent"].get<double>(), 37);
+  EXPECT_GT(r["gpu_reads"].get<uint64_t>(), 0u);
+
+  // The kept samples carry both devices and the per-process figures.
+  const json s = Parse(d.Cli({"get", e["id"], "--samples", "--format", "json"}));
+  bool seen = false;
+  for (const auto& x : s["samples"]) {
+    if (x["gpus"].empty()) continue;  // a tick without a reading
+    EXPECT_EQ(x["gpus"].size(), 2u);
+    EXPECT_GE(x["gpus"][0]["memory_used_bytes"].get<uint64_t>(), 512 * kMiB);
+    seen = seen || x.contains("gpu_memory_bytes");
+  }
+  EXPECT_TRUE(seen) << s.dump();
+
+  // The report's GPU tables: the cpu point's NVML figures; the cuda point says why it did not run.
+  const json& mem = Table(j, "gpu_memory_gib");
+  ASSERT_EQ(mem["rows"].size(), 1u) << j["tables"].dump(2);
+  EXPECT_NEAR(mem["rows"][0]["cells"][0]["value"].get<double>(), double(peak) / (1ull << 30), 0.01);
+  EXPECT_EQ(mem["rows"][0]["cells"][1]["text"], "n/a");
+  EXPECT_EQ(mem["footnotes"][0].get<std::string>().rfind("no CUDA: LibTorch", 0), 0u);
+  EXPECT_EQ(Table(j, "gpu_util_percent")["rows"][0]["cells"][0]["text"], "37");
+  const CommandResult md = d.Cli({"report", j["sweep"]["id"]});
+  EXPECT_NE(md.out.find("## GPU memory"), std::string::npos) << md.out;
+  const CommandResult get = d.Cli({"get", e["id"]});
+  EXPECT_NE(get.out.find("GPU         peak memory"), std::string::npos) << get.out;
+}
+
+}  // namespace
+}  // namespace shoal

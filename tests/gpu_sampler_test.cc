@@ -1,0 +1,168 @@
+// The GPU side of the sampler against a scripted monitor: pid matching, the experiment's sum and
+// peaks, utilisation over training ticks of its own devices only, the budget, and why figures
+// are absent. Also what shoald makes of the worker's `--version` and of a node without CUDA.
+#include "server/gpu_sampler.h"
+
+#include <gtest/gtest.h>
+
+#include "server/node_info.h"
+
+namespace shoal {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+class ScriptedGpu : public GpuMonitor {
+ public:
+  GpuProbe Probe() override { return {}; }
+  StatusOr<GpuReading> Read() override {
+    ++reads;
+    if (!why.empty()) return FailedPrecondition(why);
+    return reading;
+  }
+  GpuReading reading;
+  std::string why;
+  int reads = 0;
+};
+
+GpuDevice Device(uint32_t index, uint32_t util) {
+  GpuDevice d;
+  d.index = index;
+  d.memory_total = 80ull << 30;
+  d.memory_used = 4ull << 30;
+  d.util_percent = util;
+  return d;
+}
+
+v1::Sample WithProcesses(std::initializer_list<pid_t> pids) {
+  v1::Sample s;
+  for (pid_t p : pids) s.add_processes()->set_pid(p);
+  return s;
+}
+
+struct Fixture {
+  ScriptedGpu gpu;
+  uint64_t cpu = 0;
+  GpuSampler sampler{&gpu, [this] { return cpu; }};
+};
+
+TEST(GpuSamplerTest, MatchesTheExperimentsPidsAndIgnoresOthers) {
+  Fixture f;
+  f.gpu.reading.devices = {Device(0, 50), Device(1, 90)};
+  f.gpu.reading.processes = {{100, 0, 300 * kMiB, 40},  // a worker
+                             {101, 0, 200 * kMiB, {}},
+                             {101, 1, 50 * kMiB, 7},      // the same worker on a second device
+                             {999, 0, 3072 * kMiB, 60}};  // someone else's
+  v1::Sample s = WithProcesses({100, 101, 102});
+  f.sampler.Tick(1'000'000'000, true, &s);
+  ASSERT_EQ(s.gpus_size(), 2);
+  EXPECT_EQ(s.gpus(1).util_percent(), 90u);
+  EXPECT_EQ(s.processes(0).gpu_memory_bytes(), 300 * kMiB);
+  EXPECT_EQ(s.processes(0).gpu_util_percent(), 40);
+  EXPECT_EQ(s.processes(1).gpu_memory_bytes(), 250 * kMiB);
+  EXPECT_EQ(s.processes(2).gpu_memory_bytes(), 0u);  // read, and not listed: none
+  EXPECT_FALSE(s.processes(2).has_gpu_util_percent());
+  EXPECT_EQ(s.gpu_memory_bytes(), 550 * kMiB);
+
+  f.gpu.reading.processes.pop_back();
+  f.gpu.reading.processes[0].used_bytes = 100 * kMiB;  // worker 100 shrinks, later
+  v1::Sample later = WithProcesses({100, 101});
+  f.sampler.Tick(2'000'000'000, false, &later);
+  v1::Result r;
+  f.sampler.Fill(&r);
+  EXPECT_EQ(r.peak_gpu_memory_bytes(), 550 * kMiB);  // the peak of the sum, not a sum of peaks
+  EXPECT_EQ(*f.sampler.PeakOf(100), 300 * kMiB);
+  EXPECT_FALSE(f.sampler.PeakOf(102).has_value());
+  // Utilisation: the training tick only, over both of its devices: (50 + 90) / 2.
+  EXPECT_DOUBLE_EQ(r.gpu_util_mean_percent(), 70);
+  EXPECT_DOUBLE_EQ(r.gpu_util_peak_percent(), 90);
+  EXPECT_EQ(r.gpu_reads(), 2u);
+  EXPECT_TRUE(r.gpu_status().empty());
+}
+
+TEST(GpuSamplerTest, UtilisationCountsOnlyTheDevicesItsProcessesUsed) {
+  Fixture f;
+  f.gpu.reading.devices = {Device(0, 20), Device(1, 100)};
+  f.gpu.reading.processes = {{100, 0, kMiB, {}}, {999, 1, kMiB, {}}};
+  v1::Sample s = WithProcesses({100});
+  f.sampler.Tick(1, true, &s);
+  v1::Result r;
+  f.sampler.Fill(&r);
+  EXPECT_DOUBLE_EQ(r.gpu_util_mean_percent(), 20);  // device 1 is someone else's
+}
+
+TEST(GpuSamplerTest, AbsentWithAReasonWhenNothingWasSeen) {
+  {
+    Fixture f;
+    f.gpu.why = "no GPU: libnvidia-ml.so.1 (NVML) not found";
+    v1::Sample s = WithProcesses({100});
+    f.sampler.Tick(1, true, &s);
+    EXPECT_EQ(s.gpus_size(), 0);
+    EXPECT_FALSE(s.has_gpu_memory_bytes());
+    EXPECT_FALSE(s.processes(0).has_gpu_memory_bytes());
+    v1::Result r;
+    f.sampler.Fill(&r);
+    EXPECT_FALSE(r.has_peak_gpu_memory_bytes());
+    EXPECT_FALSE(r.has_gpu_util_mean_percent());
+    EXPECT_EQ(r.gpu_status(), f.gpu.why);
+  }
+  {
+    Fixture f;  // NVML works, but the experiment never used a GPU (a CPU run on a GPU node)
+    f.gpu.reading.devices = {Device(0, 99)};
+    f.gpu.reading.processes = {{999, 0, kMiB, {}}};
+    v1::Sample s = WithProcesses({100});
+    f.sampler.Tick(1, true, &s);
+    v1::Result r;
+    f.sampler.Fill(&r);
+    EXPECT_FALSE(r.has_peak_gpu_memory_bytes());
+    EXPECT_FALSE(r.has_gpu_util_mean_percent());
+    EXPECT_EQ(r.gpu_status(),
+              "no process of this experiment appeared on a GPU in 1 NVML readings (1 other "
+              "processes were listed; different pid namespace?)");
+  }
+  GpuSampler none(nullptr, [] { return uint64_t(0); });
+  v1::Result r;
+  none.Fill(&r);
+  EXPECT_EQ(r.gpu_status(), "no GPU telemetry in this daemon");
+}
+
+TEST(GpuSamplerTest, ReadingsWaitUntilTheirCostFitsTheBudget) {
+  ScriptedGpu gpu;
+  gpu.reading.devices = {Device(0, 10)};
+  uint64_t cpu = 0;
+  // Each reading costs 2 ms of CPU: at 1% of a core, one every 200 ms at most.
+  GpuSampler sampler(
+      &gpu, [&] { return cpu += 2'000'000; }, 0.01);
+  for (uint64_t t = 0; t < 1'000'000'000; t += 50'000'000) {
+    v1::Sample s;
+    sampler.Tick(t, true, &s);
+  }
+  EXPECT_EQ(gpu.reads, 5);  // at 0, 200, 400, 600, 800 ms
+  EXPECT_EQ(sampler.cpu_ns(), 5 * 2'000'000u);
+}
+
+TEST(NodeInfoTest, WorkerVersionSaysWhetherItsLibTorchHasCuda) {
+  WorkerInfo cpu = ParseWorkerVersion(
+      "libtorch 1.13.1\ncuda none: LibTorch 1.13.1 in shoal-worker was built without CUDA\n");
+  EXPECT_EQ(cpu.torch_version, "1.13.1");
+  EXPECT_EQ(cpu.cuda_devices, -1);
+  EXPECT_EQ(cpu.cuda_why, "LibTorch 1.13.1 in shoal-worker was built without CUDA");
+  WorkerInfo gpu = ParseWorkerVersion("libtorch 2.5.1\ncuda 8\n");
+  EXPECT_EQ(gpu.cuda_devices, 8);
+  EXPECT_EQ(ParseWorkerVersion("libtorch 1.13.1\n").cuda_why,
+            "shoal-worker did not say whether its LibTorch has CUDA");
+
+  GpuProbe no_nvml;
+  no_nvml.status = "no GPU: libnvidia-ml.so.1 (NVML) not found";
+  EXPECT_EQ(CudaMissing(no_nvml, cpu), no_nvml.status + "; " + cpu.cuda_why);
+  GpuProbe h100;
+  h100.available = true;
+  EXPECT_EQ(CudaMissing(h100, cpu), "no CUDA: " + cpu.cuda_why);
+  EXPECT_EQ(CudaMissing(h100, gpu), "");
+  // LibTorch sees devices but NVML is not there (a container without it): experiments run, and
+  // their GPU figures are absent with NVML's reason.
+  EXPECT_EQ(CudaMissing(no_nvml, gpu), "");
+}
+
+}  // namespace
+}  // namespace shoal

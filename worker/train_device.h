@@ -1,0 +1,35 @@
+// Where a worker trains: the CPU, or CUDA device 0. On CUDA the worker also holds the driver
+// Shoal calls beside LibTorch: to open the leader's IPC weight buffer and to synchronise the
+// device where a time is taken (LibTorch's calls return once the work is queued, not done).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "shared/cuda_driver.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+class TrainDevice {
+ public:
+  static std::shared_ptr<TrainDevice> Cpu();
+  // The spec's device. cuda: LibTorch must see a device; it is initialised on this thread.
+  static StatusOr<std::shared_ptr<TrainDevice>> ForSpec(const v1::ExperimentSpec& spec);
+
+  const torch::Device& device() const { return device_; }
+  bool is_cuda() const { return device_.is_cuda(); }
+  CudaDriver* driver() const { return driver_.get(); }  // null on the CPU
+  // Waits for the device's queued work; nothing on the CPU.
+  void Sync() const;
+
+ private:
+  TrainDevice(torch::Device d, std::unique_ptr<CudaDriver> driver)
+      : device_(d), driver_(std::move(driver)) {}
+  torch::Device device_;
+  std::unique_ptr<CudaDriver> driver_;
+};
+
+}  // namespace shoal
