@@ -93,6 +93,16 @@ TEST_F(SupervisorTest, AFailedWorkerStopsTheOthers) {
   EXPECT_EQ(signals_[0], (std::pair<pid_t, int>{kPid0, SIGTERM}));
 }
 
+TEST_F(SupervisorTest, AFailedWorkersOwnWordsReachTheError) {
+  const std::string oom = "CUDA out of memory. Tried to allocate 2.00 GiB";
+  EXPECT_EQ(WorkerFails(board_->slot(1), 1, oom), 1);
+  launcher_.End(kPid1, 1 << 8);
+  EXPECT_EQ(Run(), "worker 1 exited with code 1: " + oom);
+  // A message longer than the slot is cut, not overrun.
+  EXPECT_EQ(WorkerFails(board_->slot(0), 0, std::string(1000, 'x')), 1);
+  EXPECT_EQ(SlotError(*board_->slot(0)), std::string(256, 'x'));
+}
+
 TEST_F(SupervisorTest, AStallIsDetectedOnTheMonotonicClock) {
   spec_.set_stall_timeout_ms(200);
   kill_on_term_ = false;  // only SIGKILL ends the fake workers

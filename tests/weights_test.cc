@@ -135,5 +135,34 @@ TEST_F(WeightsTest, SyntheticDataIsLearnable) {
   EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2}));
 }
 
+// The device path's logic, run on the CPU (no GPU here): the device batch is MakeBatch's batch,
+// and binding to a "device" buffer aliases it exactly as binding to the segment does.
+TEST_F(WeightsTest, DeviceBatchesAndBindingMatchTheHostPath) {
+  DataHeader h = PlanData(50, 10, 28, 28);
+  std::vector<uint8_t> buf(h.total_bytes);
+  FillSynthetic(50, 10, 3, h, buf.data());
+  const DataView view{&h, buf.data()};
+  const DeviceData on = UploadTrainSet(view, torch::kCPU);
+  EXPECT_EQ(on.images.sizes().vec(), (std::vector<int64_t>{50, 784}));
+  EXPECT_EQ(on.labels.scalar_type(), torch::kLong);
+  const int64_t idx[3] = {7, 0, 42};
+  torch::Tensor x, y, dx, dy;
+  MakeBatch(view.train_images(), view.train_labels(), idx, 3, 784, &x, &y);
+  MakeDeviceBatch(on, idx, 3, &dx, &dy);
+  EXPECT_TRUE(torch::equal(x, dx));
+  EXPECT_TRUE(torch::equal(y, dy));
+
+  MnistConvNet model;
+  Segment s = MakeSegment(model, id_);
+  MnistConvNet bound;
+  auto base = reinterpret_cast<DevicePtr>(s.seg.data());
+  ASSERT_TRUE(BindParamsToDevice(bound, s.plan, base, torch::kCPU).ok());
+  EXPECT_EQ(ParamsChecksum(bound), SegmentChecksum(s.plan, s.seg.data()));
+  bound.parameters()[7].data().fill_(0.25f);  // an update lands in the buffer
+  EXPECT_EQ(
+      reinterpret_cast<float*>(static_cast<char*>(s.seg.data()) + s.plan.entries[7].offset)[0],
+      0.25f);
+}
+
 }  // namespace
 }  // namespace shoal
