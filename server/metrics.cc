@@ -25,6 +25,12 @@ void Family(std::string* o, const char* name, const char* type, const char* help
   *o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
+std::string ProcessLabels(const MetricsSnapshot::Running& r, const v1::ProcessSample& p) {
+  const std::string worker = p.index() >= 0 ? std::to_string(p.index()) : "";
+  return "{experiment=\"" + Label(r.id) + "\",kind=\"" + Label(r.kind) + "\",role=\"" +
+         Label(p.role()) + "\",worker=\"" + worker + "\"}";
+}
+
 void ProcessFamilies(std::string* o, const MetricsSnapshot::Running& r) {
   struct Field {
     const char* name;
@@ -41,13 +47,31 @@ void ProcessFamilies(std::string* o, const MetricsSnapshot::Running& r) {
   };
   for (const auto& f : fields) {
     Family(o, f.name, "gauge", f.help);
-    for (const auto& p : r.sample.processes()) {
-      const std::string worker = p.index() >= 0 ? std::to_string(p.index()) : "";
-      *o += std::string(f.name) + "{experiment=\"" + Label(r.id) + "\",kind=\"" + Label(r.kind) +
-            "\",role=\"" + Label(p.role()) + "\",worker=\"" + worker + "\"} " +
-            Num(double((p.*f.get)())) + "\n";
-    }
+    for (const auto& p : r.sample.processes())
+      *o += f.name + ProcessLabels(r, p) + " " + Num(double((p.*f.get)())) + "\n";
   }
+}
+
+// NVML's figures, only from a sample that has a reading: an absent figure is not a 0.
+void GpuFamilies(std::string* o, const MetricsSnapshot::Running& r) {
+  const v1::Sample& s = r.sample;
+  if (!s.has_gpu_memory_bytes()) return;
+  Family(o, "shoal_process_gpu_memory_bytes", "gauge",
+         "GPU memory NVML lists for a process of the running experiment, all devices");
+  for (const auto& p : s.processes()) {
+    if (p.has_gpu_memory_bytes())
+      *o += "shoal_process_gpu_memory_bytes" + ProcessLabels(r, p) + " " +
+            Num(double(p.gpu_memory_bytes())) + "\n";
+  }
+  Family(o, "shoal_gpu_memory_used_bytes", "gauge", "Memory used on a GPU, by every process on it");
+  for (const auto& g : s.gpus())
+    *o += "shoal_gpu_memory_used_bytes{gpu=\"" + std::to_string(g.index()) + "\"} " +
+          Num(double(g.memory_used_bytes())) + "\n";
+  Family(o, "shoal_gpu_utilization_percent", "gauge", "GPU busy time over NVML's sample period");
+  for (const auto& g : s.gpus())
+    if (g.has_util_percent())
+      *o += "shoal_gpu_utilization_percent{gpu=\"" + std::to_string(g.index()) + "\"} " +
+            Num(double(g.util_percent())) + "\n";
 }
 
 void RunningFamilies(std::string* o, const MetricsSnapshot::Running& r) {
@@ -64,6 +88,7 @@ void RunningFamilies(std::string* o, const MetricsSnapshot::Running& r) {
          "CPU the telemetry sampler itself uses, percent of one core");
   *o += "shoal_sampler_cpu_percent" + labels + " " + Num(s.sampler_cpu_percent()) + "\n";
   ProcessFamilies(o, r);
+  GpuFamilies(o, r);
 }
 
 }  // namespace

@@ -42,6 +42,25 @@ TEST(MetricsTest, StatesQueueAndTheRunningExperimentsProcesses) {
   EXPECT_NE(out.find("shoal_experiment_samples_per_second{experiment=\"x0123456789\""),
             std::string::npos);
   EXPECT_NE(out.find("} 250.5\n"), std::string::npos);
+  EXPECT_EQ(out.find("gpu"), std::string::npos);  // no NVML reading: no GPU series, not zeros
+
+  p->set_gpu_memory_bytes(3u << 20);
+  r.sample.set_gpu_memory_bytes(3u << 20);
+  auto* g = r.sample.add_gpus();
+  g->set_index(0);
+  g->set_memory_used_bytes(5u << 20);
+  g->set_util_percent(42);
+  s.running = r;
+  const std::string gpu = RenderMetrics(s);
+  EXPECT_NE(gpu.find("shoal_process_gpu_memory_bytes{experiment=\"x0123456789\",kind=\"we\\\"ird"
+                     "\\\\kind\",role=\"worker\",worker=\"1\"} 3145728\n"),
+            std::string::npos)
+      << gpu;
+  // The leader was not in that reading: no GPU series for it (not a 0).
+  EXPECT_EQ(gpu.find("shoal_process_gpu_memory_bytes{"),
+            gpu.rfind("shoal_process_gpu_memory_bytes{"));
+  EXPECT_NE(gpu.find("shoal_gpu_memory_used_bytes{gpu=\"0\"} 5242880\n"), std::string::npos);
+  EXPECT_NE(gpu.find("shoal_gpu_utilization_percent{gpu=\"0\"} 42\n"), std::string::npos);
 }
 
 }  // namespace
@@ -58,7 +77,11 @@ TEST(MetricsTest, TheGrafanaDashboardQueriesOnlyExportedMetrics) {
   const nlohmann::json dash = nlohmann::json::parse(f);
   MetricsSnapshot s;
   s.running = MetricsSnapshot::Running{"x0123456789", "hogwild", {}};
-  s.running->sample.add_processes()->set_role("worker");
+  auto* worker = s.running->sample.add_processes();
+  worker->set_role("worker");
+  worker->set_gpu_memory_bytes(1);  // with an NVML reading, so that the GPU families are there
+  s.running->sample.set_gpu_memory_bytes(1);
+  s.running->sample.add_gpus()->set_util_percent(1);
   const std::string text = RenderMetrics(s);
   int queries = 0;
   for (const auto& p : dash["panels"]) {
@@ -68,7 +91,7 @@ TEST(MetricsTest, TheGrafanaDashboardQueriesOnlyExportedMetrics) {
       ++queries;
     }
   }
-  EXPECT_GE(queries, 8);
+  EXPECT_GE(queries, 11);
 }
 
 }  // namespace
