@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""The GPU checks, run on a GPU node by deploy/gpu-node.sh (nothing here can run without one):
+
+    deploy/gpu-node.sh /usr/bin/env python3 bench/gpu_check.py
+
+Every start method and sharing mode trains on CUDA and must succeed; shared weights must end as
+one copy (every worker's fingerprint is the leader's buffer's), private ones as several; fork with
+shared weights is refused; Shoal's peak GPU memory is checked against nvidia-smi read beside it;
+nothing is left on the GPU or in /dev/shm. Exits non-zero on the first failure."""
+import json
+import os
+import shlex
+import subprocess
+import sys
+import threading
+import time
+
+SHOAL = shlex.split(os.environ["SHOAL"])
+
+
+def shoal(*args, check=True):
+    r = subprocess.run(SHOAL + list(args), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        sys.exit(f"FAIL: shoal {' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+def submit(*args):
+    return json.loads(shoal("submit", "--device", "cuda", "--dataset", "synthetic", *args,
+                            "--wait", "--json").stdout)
+
+
+def expect(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        sys.exit(1)
+
+
+def smi_apps():
+    """{pid: MiB} of compute processes, as nvidia-smi reads them (independently of Shoal)."""
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                          "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout
+    apps = {}
+    for line in out.splitlines():
+        pid, mib = [x.strip() for x in line.split(",")]
+        apps[int(pid)] = int(mib)
+    return apps
+
+
+def check_modes():
+    for start, share in [("spawn", "yes"), ("spawn", "no"), ("forkserver", "yes"), ("fork", "no")]:
+        e = submit("--workers", "2", "--start", start, "--share", share, "--batches", "100",
+                   "--eval-samples", "500")
+        r = e["result"]
+        tag = f"{start} share {share}"
+        expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
+        expect(r.get("peak_gpu_memory_bytes", 0) > 0, f"{tag}: GPU memory measured")
+        expect("gpu_util_mean_percent" in r, f"{tag}: GPU utilisation measured")
+        expect(r.get("test_accuracy", 0) > 0.5, f"{tag}: learnt (accuracy {r.get('test_accuracy')})")
+        sums = {p["weights_checksum"] for p in e["processes"] if p["role"] == "worker"}
+        if share == "yes":
+            expect(sums == {r["final_shared_checksum"]}, f"{tag}: one shared copy")
+        else:
+            expect(len(sums) == 2, f"{tag}: two private copies")
+
+
+def check_against_nvidia_smi():
+    seen = {"peak": 0}
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            seen["peak"] = max(seen["peak"], sum(smi_apps().values()))
+            time.sleep(0.1)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    e = submit("--workers", "4", "--start", "spawn", "--share", "no", "--batches", "600",
+               "--eval-samples", "0", "--sample-interval-ms", "100")
+    done.set()
+    t.join()
+    shoal_mib = e["result"]["peak_gpu_memory_bytes"] / 2**20
+    ratio = shoal_mib / max(1, seen["peak"])
+    expect(0.95 <= ratio <= 1.05,
+           f"peak GPU memory: Shoal {shoal_mib:.0f} MiB, nvidia-smi {seen['peak']} MiB ({ratio:.3f})")
+
+
+def main():
+    node = json.loads(shoal("node", "--json").stdout)
+    expect(node["cuda_status"].startswith("ready"), f"node: {node['cuda_status']}")
+    r = shoal("submit", "--device", "cuda", "--start", "fork", "--share", "yes", check=False)
+    expect(r.returncode != 0 and "impossible" in r.stderr, "fork + cuda + shared weights refused")
+    check_modes()
+    check_against_nvidia_smi()
+    expect(not smi_apps(), "nothing left on the GPU")
+    expect(not [f for f in os.listdir("/dev/shm") if f.startswith("shoal.")], "nothing in /dev/shm")
+
+
+if __name__ == "__main__":
+    main()
