@@ -2,9 +2,11 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "client/commands.h"
 #include "client/format.h"
@@ -76,6 +78,31 @@ int PrintSamples(ShoalClient& c, const std::string& id, const std::string& forma
   return 0;
 }
 
+// A log's bytes for a terminal: each line escaped (no control sequence reaches it), the line
+// breaks kept.
+std::string TerminalSafe(const std::string& data) {
+  std::string out;
+  size_t from = 0;
+  for (size_t nl; (nl = data.find('\n', from)) != std::string::npos; from = nl + 1)
+    out += PrintableText(std::string_view(data).substr(from, nl - from)) + "\n";
+  return out + PrintableText(std::string_view(data).substr(from));
+}
+
+// `logs ID [--follow]`: the run's captured stdout and stderr, raw off a terminal; what there is
+// now, or with --follow everything until the run has ended.
+int PrintLogs(ShoalClient& c, const std::string& id, bool follow) {
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  for (uint64_t offset = 0;;) {
+    const v1::LogsResponse r = OrDie(c.Logs(id, offset));
+    const std::string out = tty ? TerminalSafe(r.data()) : r.data();
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    offset = r.next_offset();
+    if (r.complete() || (r.data().empty() && !follow)) return 0;
+    if (r.data().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
 int GetOrCancel(ShoalClient& c, const std::string& id, bool cancel, bool json) {
   if (!id.empty() && id[0] == 's') return ShowSweep(c, id, cancel, json);
   const v1::Experiment e = OrDie(cancel ? c.Cancel(id) : c.Get(id));
@@ -118,7 +145,7 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
     SpecFlags flags;
     bool wait = false, json = false;
     std::string id, format = "md", output;
-    bool samples = false;
+    bool samples = false, follow = false;
     uint32_t page_size = 0;
     std::string state, kind, submitter;  // list's filters
     bool mine = false;
@@ -134,6 +161,11 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   watch->add_option("id", s->id, "experiment id")->required();
   watch->add_flag("--json", s->json, "one JSON object per line");
   out->push_back({watch, [s](ShoalClient& c) { return Watch(c, s->id, s->json, false), 0; }});
+
+  auto* logs = app.add_subcommand("logs", "what an experiment's processes wrote to stdout/stderr");
+  logs->add_option("id", s->id, "experiment id")->required();
+  logs->add_flag("--follow", s->follow, "keep printing until the experiment has ended");
+  out->push_back({logs, [s](ShoalClient& c) { return PrintLogs(c, s->id, s->follow); }});
 
   auto* list = app.add_subcommand("list", "all experiments");
   list->add_flag("--json", s->json, "print one JSON object");

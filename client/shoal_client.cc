@@ -161,6 +161,16 @@ StatusOr<std::vector<v1::Sample>> ShoalClient::Samples(const std::string& id) {
   return std::vector<v1::Sample>(r.samples().begin(), r.samples().end());
 }
 
+StatusOr<v1::LogsResponse> ShoalClient::Logs(const std::string& id, uint64_t offset) {
+  v1::LogsRequest req;
+  req.set_id(id);
+  req.set_offset(offset);
+  req.set_max_bytes(1u << 20);
+  v1::LogsResponse r;
+  RETURN_IF_ERROR(Convert(stub_->GetLogs(Ctx().get(), req, &r)));
+  return r;
+}
+
 Status ShoalClient::Watch(const std::string& id,
                           const std::function<void(const v1::WatchEvent&)>& on_event) {
   grpc::ClientContext ctx;  // no deadline: a watch lasts as long as the experiment

@@ -38,6 +38,7 @@ class ShoalClient {
   StatusOr<std::vector<v1::Sweep>> ListSweeps();
   StatusOr<v1::Sweep> CancelSweep(const std::string& id);
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
+  StatusOr<v1::LogsResponse> Logs(const std::string& id, uint64_t offset);
   StatusOr<v1::DeleteResponse> Delete(const std::string& id);
   StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req);
   // Calls `on_event` for every event until the experiment ends.

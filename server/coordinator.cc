@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
 
+#include "server/log_capture.h"
 #include "server/paging.h"
 #include "server/recovery.h"
 #include "shared/admission.h"
@@ -110,6 +112,34 @@ StatusOr<Page<v1::Sweep>> Coordinator::ListSweeps(const PageRequest& page) {
 }
 
 StatusOr<v1::DeleteResponse> Coordinator::Delete(const std::string& id) {
+  auto r = DeleteRecord(id);
+  RemoveOrphanLogs();
+  return r;
+}
+
+// A log whose experiment is no longer on record goes too (rm, prune, a sweep's points).
+void Coordinator::RemoveOrphanLogs() {
+  if (opts_.logs_dir.empty()) return;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(opts_.logs_dir, ec)) {
+    if (f.path().extension() != ".log") continue;
+    auto e = queue_.Get(f.path().stem().string());
+    if (!e.ok() && e.status().code() == Code::kNotFound) std::filesystem::remove(f.path(), ec);
+  }
+}
+
+StatusOr<v1::LogsResponse> Coordinator::Logs(const v1::LogsRequest& req) {
+  const uint32_t max = req.has_max_bytes() ? req.max_bytes() : 65536;
+  if (max < 1 || max > (1u << 20))
+    return InvalidArgument("max_bytes: " + std::to_string(max) +
+                           " is outside the allowed range 1..1048576");
+  ASSIGN_OR_RETURN(v1::Experiment e, queue_.Get(req.id()));
+  const bool ended = IsTerminal(e.state()) && !queue_.IsLive(req.id());
+  if (opts_.logs_dir.empty()) return ReadLog("", req.offset(), max, ended);
+  return ReadLog(LogPath(opts_.logs_dir, req.id()), req.offset(), max, ended);
+}
+
+StatusOr<v1::DeleteResponse> Coordinator::DeleteRecord(const std::string& id) {
   v1::DeleteResponse resp;
   if (!id.empty() && id[0] == 's') {
     ASSIGN_OR_RETURN(uint32_t experiments, sweeps_.Delete(id));
@@ -169,12 +199,13 @@ StatusOr<v1::DeleteResponse> Coordinator::Prune(const v1::PruneRequest& req) {
   for (auto& id : PruneVictims(std::move(experiments), req, cut)) victims.push_back(std::move(id));
   v1::DeleteResponse total;
   for (const auto& id : victims) {
-    auto r = Delete(id);  // one that started stopping meanwhile is skipped, not an error
+    auto r = DeleteRecord(id);  // one that started stopping meanwhile is skipped, not an error
     if (!r.ok() && r.status().code() != Code::kFailedPrecondition) return r.status();
     if (!r.ok()) continue;
     total.set_experiments(total.experiments() + r->experiments());
     total.set_sweeps(total.sweeps() + r->sweeps());
   }
+  RemoveOrphanLogs();
   return total;
 }
 
@@ -278,6 +309,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.grace_ns = uint64_t(opts_.grace_ms) * 1000000ull;
   env.worker_bin = opts_.worker_bin;
   env.zygote_socket = opts_.zygote_socket;
+  env.logs_dir = opts_.logs_dir;
   env.daemon_pid = ::getpid();
   env.fork_server_pid = [this] { return fork_server_.pid(); };
   env.fork_server_exit = [this] { return fork_server_.TakeLastExit(); };

@@ -34,6 +34,7 @@ struct CoordinatorOptions {
   SamplerOptions sampler;
   int grace_ms = 3000;        // SIGTERM -> SIGKILL
   std::string zygote_socket;  // where the fork-server listens
+  std::string logs_dir;       // each run's captured output (empty: not captured)
   uint32_t fork_server_pool = 16;
 };
 
@@ -70,6 +71,7 @@ class Coordinator : public ExperimentService {
   StatusOr<Page<v1::Sweep>> ListSweeps(const PageRequest& page) override;
   StatusOr<v1::Sweep> CancelSweep(const std::string& id) override { return sweeps_.Cancel(id); }
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id) override;
+  StatusOr<v1::LogsResponse> Logs(const v1::LogsRequest& req) override;
   StatusOr<v1::DeleteResponse> Delete(const std::string& id) override;
   StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req) override;
   pid_t fork_server_pid() const override { return fork_server_.pid(); }
@@ -79,6 +81,8 @@ class Coordinator : public ExperimentService {
   StatusOr<MetricsSnapshot> Metrics();
 
  private:
+  StatusOr<v1::DeleteResponse> DeleteRecord(const std::string& id);
+  void RemoveOrphanLogs();
   void SchedulerLoop();
   void RunOne(v1::Experiment e);
   void PrepareForkServer(const v1::ExperimentSpec& spec);

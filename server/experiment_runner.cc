@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -70,12 +71,15 @@ bool ExperimentRunner::Launch() {
     const size_t eq = kv.find('=');
     (*e_.mutable_environment())[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  std::vector<std::pair<int, int>> fd_map = {{fds[1], 3}};
+  OpenLog(&fd_map);
   auto pid = env_.proc->Spawn(
       {env_.worker_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
        SpecToJson(e_.spec()), "--status-fd", "3", "--parent", std::to_string(env_.daemon_pid),
        "--worker-bin", env_.worker_bin, "--zygote-socket", env_.zygote_socket},
-      {{{fds[1], 3}}, /*new_process_group=*/true, &environment});
+      {fd_map, /*new_process_group=*/true, &environment});
   ::close(fds[1]);
+  if (log_) log_->CloseWriteEnd();
   if (!pid.ok()) {
     ::close(fds[0]);
     facts_.runtime_error = pid.status().message();
@@ -95,6 +99,20 @@ bool ExperimentRunner::Launch() {
   phase_ = Phase::kRunning;
   next_tick_ = start_mono_;
   return true;
+}
+
+// The run's stdout and stderr into its log (a failure to open one is an event, not a failure).
+void ExperimentRunner::OpenLog(std::vector<std::pair<int, int>>* fd_map) {
+  if (env_.logs_dir.empty()) return;
+  ::mkdir(env_.logs_dir.c_str(), 0700);
+  auto log = LogCapture::Open(LogPath(env_.logs_dir, e_.id()));
+  if (!log.ok()) {
+    AddEvent("output not captured: " + log.status().message());
+    return;
+  }
+  log_ = std::move(log).value();
+  fd_map->push_back({log_->write_fd(), 1});
+  fd_map->push_back({log_->write_fd(), 2});
 }
 
 void ExperimentRunner::OnBytes(const char* data, size_t n) {
@@ -335,6 +353,7 @@ void ExperimentRunner::KeepSample(const v1::Sample& s) {
 
 void ExperimentRunner::Finish() {
   OnEof();
+  if (log_) log_->Finish();  // every writer is gone: the rest, and what the cap dropped
   const std::string prefix = SegmentPrefix(e_.id());
   if (int removed = env_.segments->Remove(prefix); removed > 0)
     AddEvent("removed " + std::to_string(removed) + " segment(s) the leader left");
@@ -384,9 +403,12 @@ void ExperimentRunner::FillGpu() {
 void RunToEnd(ExperimentRunner& r, ChildReaper& reaper, const std::function<int()>& stop) {
   if (!r.Launch()) return;
   for (;;) {
-    if (r.leader_fd() >= 0) {
-      pollfd pfd{r.leader_fd(), POLLIN, 0};
-      if (::poll(&pfd, 1, 20) > 0) {
+    pollfd pfd[2] = {{r.leader_fd(), POLLIN, 0}, {r.log_fd(), POLLIN, 0}};
+    if (pfd[0].fd < 0 && pfd[1].fd < 0) {
+      ::usleep(2000);
+    } else if (::poll(pfd, 2, 20) > 0) {  // a negative fd is ignored by poll
+      if (pfd[1].revents != 0) r.OnLogReadable();
+      if (pfd[0].revents != 0) {
         char chunk[65536];
         const ssize_t n = ::read(r.leader_fd(), chunk, sizeof chunk);
         if (n > 0) {
@@ -395,8 +417,6 @@ void RunToEnd(ExperimentRunner& r, ChildReaper& reaper, const std::function<int(
           r.OnEof();
         }
       }
-    } else {
-      ::usleep(2000);
     }
     reaper.Poll();
     if (int s = stop(); s != 0) r.RequestStop(s == 2);

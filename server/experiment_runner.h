@@ -20,6 +20,7 @@
 
 #include "server/child_reaper.h"
 #include "server/gpu_sampler.h"
+#include "server/log_capture.h"
 #include "server/run_summary.h"
 #include "server/sampler.h"
 #include "shared/ipc_codec.h"
@@ -41,6 +42,7 @@ struct RunnerEnv {
   uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
   uint64_t drain_ns = 10'000'000'000ull;  // SIGKILL -> give up on the group (D state)
   std::string worker_bin, zygote_socket;
+  std::string logs_dir;  // where each run's output is kept (LogCapture); empty: not captured
   pid_t daemon_pid = 0;
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
   // How the fork-server last ended ("killed by signal 9"), once; empty when it has not. A
@@ -69,6 +71,11 @@ class ExperimentRunner {
   // Marks it running and spawns the leader; false when it could not (it has then ended).
   bool Launch();
   int leader_fd() const { return fd_; }
+  // The captured output's pipe (-1 when not captured) and what to do when it is readable.
+  int log_fd() const { return log_ ? log_->read_fd() : -1; }
+  void OnLogReadable() {
+    if (log_) log_->Drain();
+  }
   void OnBytes(const char* data, size_t n);
   void OnEof();
   // Cancel (shutdown false) or shoald stopping (true). Idempotent.
@@ -87,6 +94,7 @@ class ExperimentRunner {
   void OnLeaderExit(int status);
   void Tick(uint64_t now);
   void TrackForkServerPool();
+  void OpenLog(std::vector<std::pair<int, int>>* fd_map);
   bool AnyTraining() const;
   void FillGpu();
   void KeepSample(const v1::Sample& s);
@@ -103,6 +111,7 @@ class ExperimentRunner {
   RunFacts facts_;
   std::unique_ptr<ProcessSampler> sampler_;
   std::unique_ptr<GpuSampler> gpu_;
+  std::unique_ptr<LogCapture> log_;
   FrameReader frames_;
   int fd_ = -1;
   bool eof_ = false;

@@ -51,6 +51,8 @@ class ExperimentService {
   virtual StatusOr<v1::Sweep> CancelSweep(const std::string& id) = 0;
   // The kept samples of one experiment, oldest first (NOT_FOUND for an unknown id).
   virtual StatusOr<std::vector<v1::Sample>> Samples(const std::string& id) = 0;
+  // A slice of an experiment's captured output (NOT_FOUND for an unknown id).
+  virtual StatusOr<v1::LogsResponse> Logs(const v1::LogsRequest& req) = 0;
   // Deletes an ended experiment that is not a sweep's point, or an ended sweep with its points
   // (FAILED_PRECONDITION otherwise, saying what to do).
   virtual StatusOr<v1::DeleteResponse> Delete(const std::string& id) = 0;

@@ -122,6 +122,7 @@ bool Resolve(DaemonArgs& d) {
   if (opts.limits.data_roots.empty())
     opts.limits.data_roots = {"/usr/share/datasets", d.state_dir + "/data"};
   opts.zygote_socket = d.state_dir + "/zygote.sock";
+  opts.logs_dir = d.state_dir + "/logs";
   d.access.daemon_uid = ::geteuid();
   if (!CheckTcp(d)) return false;
   if (!d.socket_group.empty()) {

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -319,6 +320,33 @@ TEST_F(Lifecycle, Chaos) {
   EXPECT_EQ(lost, 0);
   EXPECT_EQ(wrong, 0);
   EXPECT_EQ(faults, rounds);
+}
+
+// Every process's stdout and stderr is captured per run, whoever started it: forked and spawned
+// workers inherit the leader's, the fork-server hands its workers the leader's with the request.
+// (SHOAL_ALLOC_STATS makes each worker print a line at its end.) The log goes with its record.
+TEST(Logs, EveryWorkerOfEveryStartMethodIsCapturedAndGoesWithItsRecord) {
+  TempDir dir;
+  Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start({}, {"SHOAL_ALLOC_STATS=1"}));
+  std::map<std::string, std::string> ids;
+  for (const std::string start : {"fork", "spawn", "forkserver"}) {
+    const json e = Parse(d.Cli({"submit", "--workers", "2", "--start", start, "--batches", "2",
+                                "--eval-samples", "0", "--wait", "--json"}));
+    ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump();
+    ids[start] = e["id"];
+    const CommandResult logs = d.Cli({"logs", e["id"]});
+    EXPECT_EQ(logs.exit_code, 0) << logs.err;
+    for (const std::string w : {"worker 0 allocator: hits", "worker 1 allocator: hits"})
+      EXPECT_NE(logs.out.find(w), std::string::npos) << start << ":\n" << logs.out;
+  }
+  const std::string log = dir / "state/logs/" + ids["fork"] + ".log";
+  EXPECT_TRUE(std::ifstream(log).good());
+  ASSERT_EQ(d.Cli({"rm", ids["fork"]}).exit_code, 0);
+  EXPECT_FALSE(std::ifstream(log).good());
+  const CommandResult gone = d.Cli({"logs", ids["fork"]});
+  EXPECT_NE(gone.exit_code, 0);
+  EXPECT_NE(gone.err.find("no experiment with id"), std::string::npos) << gone.err;
 }
 
 }  // namespace

@@ -137,7 +137,8 @@ Status ForkServerLauncher::Request(uint32_t index) {
   *req.mutable_spec() = c_.spec;
   req.set_pgid(::getpgrp());
   req.set_leader_pid(getpid());
-  return SendPacket(fd_, EncodePacket(req), {c_.lifetime_read_fd});
+  // With its output: the leader's stderr (shoald's capture), which the worker takes as 1 and 2.
+  return SendPacket(fd_, EncodePacket(req), {c_.lifetime_read_fd, STDERR_FILENO});
 }
 
 Status ForkServerLauncher::Receive(ipc::v1::ForkServerReply* reply) {

@@ -5,8 +5,8 @@
 // loading LibTorch costs ~0.4 s.
 //
 // Protocol (SOCK_SEQPACKET, one message a packet, proto/shoal/ipc/v1/ipc.proto):
-//   leader -> zygote  ForkRequest, with the read end of the leader's lifetime pipe attached
-//                     (SCM_RIGHTS)
+//   leader -> zygote  ForkRequest, with the read end of the leader's lifetime pipe and the
+//                     leader's stderr attached (SCM_RIGHTS): the worker's stdout and stderr
 //   zygote -> leader  ForkServerReply: forked {index, pid} | error {message}, and
 //                     exited {pid, wait_status} when a worker ends
 #include <poll.h>
@@ -56,9 +56,12 @@ struct Idle {
 };
 
 // In the forked child: become a worker of the leader's experiment.
-[[noreturn]] void BecomeWorker(const ForkRequest& req, int lifetime_fd, pid_t zygote,
+[[noreturn]] void BecomeWorker(const ForkRequest& req, int lifetime_fd, int output_fd, pid_t zygote,
                                std::map<std::string, std::unique_ptr<WorkerKind>>& kinds) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  ::dup2(output_fd, STDOUT_FILENO);  // the experiment's captured output, not the zygote's
+  ::dup2(output_fd, STDERR_FILENO);
+  ::close(output_fd);
   if (::getppid() != zygote) _exit(70);
   if (::setpgid(0, req.pgid()) != 0) _exit(71);  // the experiment's group, for cancel
   auto it = kinds.find(req.spec().kind());
@@ -84,7 +87,7 @@ class Zygote {
  private:
   void ChildSetup();  // in a new child: drop every fd of the zygote's
   void Prefork();
-  pid_t StartWorker(const std::string& msg, const ForkRequest& req, int lifetime);
+  pid_t StartWorker(const std::string& msg, const ForkRequest& req, int lifetime, int output);
   void ReapChildren();
   void Serve(int client);
   void DropClient(int client);
@@ -120,11 +123,11 @@ void Zygote::Prefork() {
     if (::getppid() != self_) _exit(70);
     std::string msg;
     std::vector<int> passed;
-    if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 1) _exit(0);  // retired
+    if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 2) _exit(0);  // retired
     ::close(sp[1]);
     ForkRequest req;
     if (!DecodePacket(msg, &req).ok()) _exit(72);
-    BecomeWorker(req, passed[0], self_, kinds_);
+    BecomeWorker(req, passed[0], passed[1], self_, kinds_);
   }
   ::close(sp[1]);
   if (pid < 0) {
@@ -135,18 +138,19 @@ void Zygote::Prefork() {
 }
 
 // Hands the request to a waiting child, or forks one now; returns the worker's pid.
-pid_t Zygote::StartWorker(const std::string& msg, const ForkRequest& req, int lifetime) {
+pid_t Zygote::StartWorker(const std::string& msg, const ForkRequest& req, int lifetime,
+                          int output) {
   while (!pool_.empty()) {
     Idle idle = pool_.front();
     pool_.pop_front();
-    const bool sent = SendPacket(idle.fd, msg, {lifetime}).ok();
+    const bool sent = SendPacket(idle.fd, msg, {lifetime, output}).ok();
     ::close(idle.fd);
     if (sent) return idle.pid;  // (a dead idle child fails the send: try the next)
   }
   const pid_t pid = ::fork();
   if (pid == 0) {
     ChildSetup();
-    BecomeWorker(req, lifetime, self_, kinds_);
+    BecomeWorker(req, lifetime, output, self_, kinds_);
   }
   return pid;
 }
@@ -192,13 +196,13 @@ void Zygote::Serve(int c) {
     return;
   }
   ForkRequest req;
-  if (!DecodePacket(msg, &req).ok() || passed.size() != 1) {
+  if (!DecodePacket(msg, &req).ok() || passed.size() != 2) {
     ReplyError(c, "malformed request");
     for (int f : passed) ::close(f);
     return;
   }
-  const pid_t pid = StartWorker(msg, req, passed[0]);
-  ::close(passed[0]);
+  const pid_t pid = StartWorker(msg, req, passed[0], passed[1]);
+  for (int f : passed) ::close(f);
   if (pid < 0) return ReplyError(c, std::string("fork: ") + std::strerror(errno));
   owner_[pid] = c;
   ForkServerReply r;

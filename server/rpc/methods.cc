@@ -98,6 +98,11 @@ void ShoalService::AddExperimentMethods() {
                           for (auto& s : all) *resp.add_samples() = std::move(s);
                           return resp;
                         }));
+  Add("GetLogs", Typed<LogsRequest, LogsResponse>(
+                     [this](const Caller&, const LogsRequest& r) -> StatusOr<LogsResponse> {
+                       RETURN_IF_ERROR(CheckId(r.id(), "x"));
+                       return coord_->Logs(r);
+                     }));
   Add("List", Typed<ListRequest, ListResponse>(
                   [this](const Caller& caller, const ListRequest& r) -> StatusOr<ListResponse> {
                     ASSIGN_OR_RETURN(PageRequest page, PageOf(r));
