@@ -135,8 +135,9 @@ StatusOr<v1::LogsResponse> Coordinator::Logs(const v1::LogsRequest& req) {
                            " is outside the allowed range 1..1048576");
   ASSIGN_OR_RETURN(v1::Experiment e, queue_.Get(req.id()));
   const bool ended = IsTerminal(e.state()) && !queue_.IsLive(req.id());
-  if (opts_.logs_dir.empty()) return ReadLog("", req.offset(), max, ended);
-  return ReadLog(LogPath(opts_.logs_dir, req.id()), req.offset(), max, ended);
+  // Without capture there is no file: the log reads as empty.
+  const std::string path = opts_.logs_dir.empty() ? "" : LogPath(opts_.logs_dir, req.id());
+  return ReadLog(path, req.offset(), max, ended);
 }
 
 StatusOr<v1::DeleteResponse> Coordinator::DeleteRecord(const std::string& id) {

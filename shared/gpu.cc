@@ -107,38 +107,42 @@ class NvmlMonitor final : public GpuMonitor {
       return;
     }
     initialised_ = true;
+    Enumerate();
   }
 
-  std::vector<GpuDevice> ReadDevices() {
-    std::vector<GpuDevice> out;
+  // The devices and what does not change while the driver is loaded (name, UUID, compute
+  // capability), once: each tick then asks only for memory and utilisation.
+  void Enumerate() {
     unsigned n = 0;
-    if (api_.count(&n) != kSuccess) return out;
+    if (api_.count(&n) != kSuccess) return;
     handles_.resize(n);
     for (unsigned i = 0; i < n; ++i) {
       if (api_.handle(i, &handles_[i]) != kSuccess) continue;
-      out.push_back(ReadDevice(i));
+      GpuDevice d;
+      d.index = i;
+      char buf[96] = {0};
+      if (api_.name(handles_[i], buf, sizeof buf) == kSuccess) d.name = buf;
+      char id[96] = {0};
+      if (api_.uuid && api_.uuid(handles_[i], id, sizeof id) == kSuccess) d.uuid = id;
+      int major = 0, minor = 0;
+      if (api_.capability && api_.capability(handles_[i], &major, &minor) == kSuccess)
+        d.compute_capability = std::to_string(major) + "." + std::to_string(minor);
+      devices_.push_back(d);
     }
-    return out;
   }
 
-  GpuDevice ReadDevice(unsigned i) {
-    GpuDevice d;
-    d.index = i;
-    char buf[96] = {0};
-    if (api_.name(handles_[i], buf, sizeof buf) == kSuccess) d.name = buf;
-    char id[96] = {0};
-    if (api_.uuid && api_.uuid(handles_[i], id, sizeof id) == kSuccess) d.uuid = id;
-    int major = 0, minor = 0;
-    if (api_.capability && api_.capability(handles_[i], &major, &minor) == kSuccess)
-      d.compute_capability = std::to_string(major) + "." + std::to_string(minor);
-    Memory m{};
-    if (api_.memory(handles_[i], &m) == kSuccess) {
-      d.memory_total = m.total;
-      d.memory_used = m.used;
+  std::vector<GpuDevice> ReadDevices() {
+    std::vector<GpuDevice> out = devices_;
+    for (GpuDevice& d : out) {
+      Memory m{};
+      if (api_.memory(handles_[d.index], &m) == kSuccess) {
+        d.memory_total = m.total;
+        d.memory_used = m.used;
+      }
+      Utilization u{};
+      if (api_.utilization(handles_[d.index], &u) == kSuccess) d.util_percent = u.gpu;
     }
-    Utilization u{};
-    if (api_.utilization(handles_[i], &u) == kSuccess) d.util_percent = u.gpu;
-    return d;
+    return out;
   }
 
   void ReadProcesses(unsigned device, std::vector<GpuProcess>* out) {
@@ -190,8 +194,9 @@ class NvmlMonitor final : public GpuMonitor {
   void* lib_ = nullptr;
   Api api_{};
   bool initialised_ = false;
-  std::string why_;  // empty when NVML is usable
-  std::vector<Dev> handles_;
+  std::string why_;                                   // empty when NVML is usable
+  std::vector<Dev> handles_;                          // by device index
+  std::vector<GpuDevice> devices_;                    // their fixed facts, from Enumerate
   std::map<unsigned, unsigned long long> last_seen_;  // per device, NVML's µs timestamps
 };
 

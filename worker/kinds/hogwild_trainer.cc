@@ -54,7 +54,10 @@ int HogwildTrainer::Run() {
     return WorkerFails(slot_, env_.index, opt.status().message());
   }
   opt_ = std::move(opt).value();
-  if (device_.is_cuda()) on_device_ = UploadTrainSet(data_, device_.device());
+  if (device_.is_cuda()) {
+    on_device_ = UploadTrainSet(data_, device_.device());
+    sync_ = [this] { device_.Sync(); };
+  }
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
@@ -138,8 +141,7 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   }
   const uint64_t data_ns = ElapsedNs(t0, Clock::now());
   float loss = 0;
-  StepTimes t = TrainStep(model_, *opt_, x, y, &loss,
-                          device_.is_cuda() ? [this] { device_.Sync(); } : std::function<void()>());
+  StepTimes t = TrainStep(model_, *opt_, x, y, &loss, sync_);
   t.data_ns = data_ns;
   recorder_.Step(t, loss, uint64_t(n), totals);
   return true;

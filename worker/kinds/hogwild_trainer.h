@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -37,7 +38,8 @@ class HogwildTrainer {
   Model& model_;
   DataView data_;
   const TrainDevice& device_;
-  DeviceData on_device_;  // cuda: the training set, uploaded once
+  DeviceData on_device_;        // cuda: the training set, uploaded once
+  std::function<void()> sync_;  // cuda: waits for the device before a time is read
   WorkerSlot* slot_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t n_train_ = 0, pixels_ = 0, batch_ = 0;
