@@ -103,6 +103,23 @@ std::string GpuLine(const v1::Result& r) {
            Gib(r.peak_gpu_memory_bytes()).c_str(), util.c_str(), UL(r.gpu_reads()));
 }
 
+// data_parallel: how the batch split, and one step's compute against its communication.
+std::string DataParallelLines(const v1::Result& r) {
+  if (!r.has_data_parallel()) return "";
+  const auto& d = r.data_parallel();
+  const std::string bw =
+      d.has_bus_bandwidth_gbps() ? F("%.3f GB/s", d.bus_bandwidth_gbps()) : std::string("-");
+  return F("  replicas    %u (scaling %s: batch %u per worker, %u per step), %lu parameters in %u "
+           "buckets, %s all-reduced per step; replicas identical: %s\n",
+           d.world_size(), d.scaling().c_str(), d.batch_per_worker(), d.batch_total(),
+           UL(d.parameters()), d.buckets(), Mib(d.allreduce_bytes_per_step()).c_str(),
+           d.replicas_identical() ? "yes" : "no") +
+         F("  per step    %.1f ms: data %.1f, compute %.1f, comm %.1f (blocked), update %.1f; "
+           "all-reduce busy %.1f ms, bus bandwidth %s\n",
+           d.step_ms(), d.data_ms(), d.compute_ms(), d.comm_ms(), d.optimizer_ms(),
+           d.allreduce_busy_ms(), bw.c_str());
+}
+
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
@@ -135,7 +152,7 @@ std::string ResultLines(const v1::Experiment& e) {
       F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
         "reads)\n",
         r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
-  return o + GpuLine(r);
+  return o + DataParallelLines(r) + GpuLine(r);
 }
 
 // data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.

@@ -3,7 +3,7 @@
 set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
-  libtorch-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
+  libtorch-dev libgloo-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libboost-dev libspdlog-dev libgtest-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist python3-torch python3-torchvision python3-prometheus-client python3-grpcio python3-protobuf clang libclang-rt-14-dev openssl
 )

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <set>
 
+#include "shared/data_parallel.h"
 #include "shared/kind_rules.h"
 #include "shared/layout.h"
 #include "shared/process.h"
@@ -118,6 +120,48 @@ void FillVariants(const RunFacts& f, const Reports& ws, v1::Result* r) {
   }
 }
 
+// data_parallel: per-step means over every step of every replica, and whether the replicas ended
+// with the same weights.
+void FillDataParallel(const RunFacts& f, const Reports& ws, v1::Result* r) {
+  v1::DataParallelResult* d = r->mutable_data_parallel();
+  d->set_scaling(f.spec.scaling());
+  d->set_world_size(f.spec.workers());
+  d->set_batch_per_worker(WorkerBatch(f.spec));
+  d->set_batch_total(TotalBatch(f.spec));
+  uint64_t steps = 0, data = 0, fwd = 0, bwd = 0, comm = 0, busy = 0, opt = 0, bytes = 0;
+  std::set<uint64_t> sums;
+  uint32_t finished = 0;
+  for (const auto& w : ws) {
+    steps += w.steps();
+    data += w.data_ns();
+    fwd += w.forward_ns();
+    bwd += w.backward_ns();
+    comm += w.comm_ns();
+    busy += w.allreduce_busy_ns();
+    opt += w.optimizer_ns();
+    bytes += w.allreduce_bytes();
+    d->set_buckets(std::max(d->buckets(), w.buckets()));
+    d->set_parameters(std::max(d->parameters(), w.parameters()));
+    if (w.phase() != ipc::v1::FINISHED) continue;
+    ++finished;
+    sums.insert(w.weights_checksum());
+  }
+  if (steps == 0) return;
+  auto per_step = [&](uint64_t ns) { return NsToMs(ns) / double(steps); };
+  d->set_steps_per_worker(steps / std::max<uint32_t>(1, f.spec.workers()));
+  d->set_allreduce_bytes_per_step(bytes / steps);
+  d->set_data_ms(per_step(data));
+  d->set_compute_ms(per_step(fwd + bwd));
+  d->set_comm_ms(per_step(comm));
+  d->set_allreduce_busy_ms(per_step(busy));
+  d->set_optimizer_ms(per_step(opt));
+  d->set_step_ms(per_step(data + fwd + bwd + comm + opt));
+  if (auto bw =
+          BusBandwidthGbps(bytes / steps, f.spec.workers(), double(busy) / double(steps) / 1e9))
+    d->set_bus_bandwidth_gbps(*bw);
+  d->set_replicas_identical(finished == f.spec.workers() && sums.size() == 1);
+}
+
 // With epochs, worker 0 evaluates between them while the others train on, so the window from the
 // first step to the last includes its evaluations. When every sample is in a finished epoch, the
 // training time is the epochs' own (each the slowest worker's, evaluation excluded) instead.
@@ -201,7 +245,8 @@ void FillResult(const RunFacts& f, v1::Result* r) {
   uint64_t hwm = f.result ? f.result->leader_vmhwm_bytes() : 0;
   if (f.result) {
     r->set_initial_weights_checksum(Hex64(f.result->initial_checksum()));
-    r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
+    if (f.result->final_checksum() != 0)  // data_parallel: no weights are shared
+      r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
   }
   if (const Reports* ws = WorkerReports(f)) {
     FillTraining(*ws, f.spec.workers(), f.start_real_ns, r);
@@ -209,6 +254,7 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     FillEpochs(*ws, r);
     ExcludeEvaluations(r);
     if (f.spec.kind() == "multi_model") FillVariants(f, *ws, r);
+    if (f.spec.kind() == "data_parallel") FillDataParallel(f, *ws, r);
     for (const auto& w : *ws) hwm += w.vmhwm_bytes();
   }
   r->set_peak_rss_hwm_sum_bytes(hwm);

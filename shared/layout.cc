@@ -54,16 +54,18 @@ Status ValidateWeights(const WeightsHeader& h, size_t segment_bytes) {
   return Status::Ok();
 }
 
-DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t cols) {
+DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t cols,
+                    uint32_t channels) {
   DataHeader h;
   std::memset(&h, 0, sizeof h);
   h.magic = kDataMagic;
   h.version = kLayoutVersion;
   h.rows = rows;
   h.cols = cols;
+  h.channels = channels;
   h.n_train = n_train;
   h.n_test = n_test;
-  const uint64_t px = uint64_t(rows) * cols;
+  const uint64_t px = ImageBytes(h);
   uint64_t off = AlignUp(sizeof(DataHeader));
   h.train_images = off;
   off = AlignUp(off + n_train * px);
@@ -81,7 +83,7 @@ Status ValidateData(const DataHeader& h, size_t segment_bytes) {
   if (segment_bytes < sizeof(DataHeader) || h.magic != kDataMagic || h.version != kLayoutVersion) {
     return DataLoss("data segment: bad header");
   }
-  DataHeader want = PlanData(h.n_train, h.n_test, h.rows, h.cols);
+  DataHeader want = PlanData(h.n_train, h.n_test, h.rows, h.cols, h.channels);
   if (std::memcmp(&want, &h, sizeof h) != 0 || h.total_bytes > segment_bytes) {
     return DataLoss("data segment: layout does not match its header");
   }

@@ -15,9 +15,9 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 5;
+constexpr uint32_t kLayoutVersion = 6;
 constexpr size_t kAlign = 64;
-constexpr size_t kMaxTensors = 32;
+constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;
 
 // ---- weights: header, then one flat float32 buffer; each tensor 64-byte aligned.
@@ -51,18 +51,30 @@ Status ValidateWeights(const WeightsHeader& h, size_t segment_bytes);
 
 inline uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-// ---- data set: uint8 pixels and labels, normalised per batch by the workers.
+// ---- data set: uint8 pixels (channels x rows x cols per image) and labels, normalised per batch
+// by the workers.
 struct DataHeader {
   uint64_t magic;
   uint32_t version;
   uint32_t rows, cols;
-  uint32_t pad;
+  uint32_t channels;  // 1 (MNIST), 3 (CIFAR-shaped)
   uint64_t n_train, n_test;
   uint64_t train_images, train_labels, test_images, test_labels;  // offsets
   uint64_t total_bytes;
 };
-DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t cols);
+DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t cols,
+                    uint32_t channels = 1);
+inline uint64_t ImageBytes(const DataHeader& h) { return uint64_t(h.channels) * h.rows * h.cols; }
 Status ValidateData(const DataHeader& h, size_t segment_bytes);
+
+// ---- rendezvous (data_parallel): worker 0 hosts the c10d TCPStore on a port the kernel picks and
+// publishes it here; the other workers wait for it, then meet in the store.
+constexpr uint64_t kRendezvousMagic = 0x53484f414c525631ull;  // "SHOALRV1"
+struct RendezvousHeader {
+  uint64_t magic;
+  uint32_t version;
+  std::atomic<uint32_t> port;  // 0 until worker 0's store listens
+};
 
 // ---- scoreboard: one cache-line-separated slot per worker, lock-free (a crash holds no lock).
 // Each slot is written by its worker only; the leader reads it.
@@ -101,6 +113,9 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> zero_grad_ns, define_ns, parameters, alloc_peak_bytes;  // multi_model
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
+  // data_parallel: blocked in all-reduce waits; time an all-reduce was in flight; bytes.
+  std::atomic<uint64_t> comm_ns, allreduce_busy_ns, allreduce_bytes;
+  std::atomic<uint32_t> buckets;
   std::atomic<uint32_t> last_loss_bits;   // float
   std::atomic<uint32_t> first_loss_bits;  // mean of the first few batches
   std::atomic<uint32_t> tail_loss_bits;   // mean of the last few batches

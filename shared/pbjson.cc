@@ -56,9 +56,11 @@ nlohmann::json ToJson(const Message& m) {
       out[f->name()] = arr;
     } else if (f->has_presence() && !r->HasField(m, f)) {
       if (f->real_containing_oneof() != nullptr) continue;  // only the member that is set
-      // An absent optional scalar is null, never 0; an absent message prints its defaults.
-      out[f->name()] =
-          f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE ? Scalar(m, r, f, 0) : nlohmann::json();
+      // An absent optional scalar is null, never 0; so is a message declared optional (a kind's
+      // figures, absent for other kinds); any other absent message prints its defaults.
+      const bool defaults =
+          f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE && !f->has_optional_keyword();
+      out[f->name()] = defaults ? Scalar(m, r, f, 0) : nlohmann::json();
     } else {
       out[f->name()] = Scalar(m, r, f, 0);
     }

@@ -583,6 +583,110 @@ std::vector<Table> VariantTables(const std::vector<PointView>& points, const Lay
   return out;
 }
 
+// data_parallel: the succeeded 1-worker point of the sweep that `e` is measured against — every
+// varying field but the worker count equal (`same_worker_batch`: also the batch each worker
+// takes, whatever the scaling, as the seed's subtractive estimate needs); nullptr when none ran.
+const v1::Experiment* OneWorkerBaseline(const std::vector<PointView>& points,
+                                        const v1::Experiment& e, bool same_worker_batch) {
+  if (e.spec().workers() == 1) return &e;  // its own baseline, not a rerun's noise
+  auto self = std::find_if(points.begin(), points.end(),
+                           [&](const PointView& v) { return v.experiment == &e; });
+  if (self == points.end()) return nullptr;
+  const std::set<std::string> free = same_worker_batch
+                                         ? std::set<std::string>{"workers", "batch_size", "scaling"}
+                                         : std::set<std::string>{"workers"};
+  for (const auto& q : points) {
+    const v1::Experiment* x = q.experiment;
+    if (x == nullptr || x->state() != v1::SUCCEEDED || x->spec().workers() != 1) continue;
+    if (!x->result().has_data_parallel()) continue;
+    bool same = true;
+    for (const auto& [field, value] : self->values) {
+      if (free.count(field) == 0 && (q.values.count(field) == 0 || q.values.at(field) != value))
+        same = false;
+    }
+    if (same_worker_batch && x->result().data_parallel().batch_per_worker() !=
+                                 e.result().data_parallel().batch_per_worker())
+      same = false;
+    if (same) return x;
+  }
+  return nullptr;
+}
+
+Cell DataParallelStep(const std::vector<PointView>& points, const v1::Experiment& e, size_t col) {
+  if (!e.result().has_data_parallel()) return Missing();
+  const v1::DataParallelResult& d = e.result().data_parallel();
+  if (col == 0) return Value(d.step_ms(), "%.1f");
+  if (col == 1) return Value(d.compute_ms(), "%.1f");
+  if (col == 2) return Value(d.comm_ms(), "%.1f");
+  if (col == 3) {  // the seed's way: this step minus a lone worker's step on the same batch
+    const v1::Experiment* base = OneWorkerBaseline(points, e, true);
+    if (base == nullptr) return Missing();
+    return Value(d.step_ms() - base->result().data_parallel().step_ms(), "%.1f");
+  }
+  if (col == 4) return Value(d.allreduce_busy_ms(), "%.1f");
+  return Value(d.optimizer_ms(), "%.1f");
+}
+
+Cell DataParallelScale(const std::vector<PointView>& points, const v1::Experiment& e, size_t col) {
+  if (!e.result().has_data_parallel()) return Missing();
+  const v1::DataParallelResult& d = e.result().data_parallel();
+  switch (col) {
+    case 0:
+      return Value(d.batch_per_worker(), "%.0f");
+    case 1:
+      return Value(d.batch_total(), "%.0f");
+    case 2:
+      return e.result().train_ms() > 0 ? Value(e.result().samples_per_sec(), "%.1f") : Missing();
+    case 3: {
+      const v1::Experiment* base = OneWorkerBaseline(points, e, false);
+      if (base == nullptr || base->result().samples_per_sec() <= 0 || e.result().train_ms() <= 0)
+        return Missing();
+      return Value(e.result().samples_per_sec() / base->result().samples_per_sec(), "%.2f");
+    }
+    case 4:
+      return Value(double(d.allreduce_bytes_per_step()) / double(1 << 20), "%.2f");
+    case 5:
+      return d.has_bus_bandwidth_gbps() ? Value(d.bus_bandwidth_gbps(), "%.3f") : Missing();
+    default: {
+      Cell c;
+      c.text = d.replicas_identical() ? "yes" : "no";
+      return c;
+    }
+  }
+}
+
+std::vector<Table> DataParallelTables(const std::vector<PointView>& points,
+                                      const std::vector<std::string>& fields) {
+  using namespace std::placeholders;
+  return {
+      PointTable(points, fields, "data_parallel_step_ms",
+                 "data_parallel (seed 002), one step (ms, mean over every step of every replica): "
+                 "the whole step; compute (forward + backward); communication measured (blocked "
+                 "waiting for the gradient all-reduces after backward); communication the seed's "
+                 "way (this step minus a 1-worker step on the same per-worker batch, from this "
+                 "sweep); all-reduce busy (an all-reduce in flight, overlapping backward); update",
+                 "figure",
+                 {"step", "compute", "comm", "comm (subtractive)", "all-reduce busy", "update"},
+                 std::bind(DataParallelStep, std::cref(points), _1, _2)),
+      PointTable(points, fields, "data_parallel_scaling",
+                 "data_parallel: batch per worker and per step, throughput (samples/s, all "
+                 "replicas), speed-up over the 1-worker point of the same sweep with every other "
+                 "field equal, gradient MiB all-reduced per step, ring bus bandwidth (GB/s: "
+                 "2(k-1)/k x bytes / all-reduce busy time), and whether the replicas ended with "
+                 "identical weights",
+                 "figure",
+                 {"batch/worker", "batch/step", "samples/s", "speed-up", "MiB/step", "bus GB/s",
+                  "replicas identical"},
+                 std::bind(DataParallelScale, std::cref(points), _1, _2)),
+  };
+}
+
+bool AnyDataParallel(const std::vector<PointView>& points) {
+  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
+    return v.experiment != nullptr && v.experiment->result().has_data_parallel();
+  });
+}
+
 bool AnyVariants(const std::vector<PointView>& points) {
   return std::any_of(points.begin(), points.end(), [](const PointView& v) {
     return v.experiment != nullptr && !v.experiment->result().variants().empty();
@@ -612,6 +716,8 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     for (auto& t : VariantTables(points, l)) tables.push_back(std::move(t));
   if (AnyDataLoading(points))
     for (auto& t : DataLoadingTables(points, fields)) tables.push_back(std::move(t));
+  if (AnyDataParallel(points))
+    for (auto& t : DataParallelTables(points, fields)) tables.push_back(std::move(t));
   return tables;
 }
 
@@ -633,13 +739,22 @@ std::string RenderMarkdown(const ReportInput& in) {
 std::string RenderCsv(const ReportInput& in) {
   // Every spec field and every scalar figure of Result, by reflection, so a new one shows up
   // without touching this.
-  const nlohmann::json result_fields = ToJson(v1::Result());
+  // A kind's figures (a message such as data_parallel) are columns "data_parallel.step_ms".
   std::vector<std::string> figures;
-  for (auto it = result_fields.begin(); it != result_fields.end(); ++it) {
+  const auto* d = v1::Result::descriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const auto* f = d->field(i);
     // Result.threads repeats the spec's threads column: one column per name.
-    if (it->is_array() || it->is_object() || FindSpecField(it.key()) != nullptr) continue;
-    figures.push_back(it.key());
+    if (f->is_repeated() || FindSpecField(f->name()) != nullptr) continue;
+    if (f->message_type() == nullptr) {
+      figures.push_back(f->name());
+      continue;
+    }
+    for (int k = 0; k < f->message_type()->field_count(); ++k)
+      if (!f->message_type()->field(k)->is_repeated())
+        figures.push_back(f->name() + "." + f->message_type()->field(k)->name());
   }
+  std::sort(figures.begin(), figures.end());
   std::ostringstream o;
   o << "sweep_id,index,note,experiment_id,state,error";
   for (const auto& f : SpecFields()) o << "," << f.name;
@@ -656,7 +771,13 @@ std::string RenderCsv(const ReportInput& in) {
       o << "," << CsvField(value);
     }
     const nlohmann::json r = ex ? ToJson(ex->result()) : nlohmann::json::object();
-    for (const auto& k : figures) o << "," << (ex ? CsvField(JsonScalar(r[k])) : "");
+    for (const auto& k : figures) {
+      const size_t dot = k.find('.');
+      const nlohmann::json& part = dot == std::string::npos ? r[k] : r[k.substr(0, dot)];
+      const nlohmann::json value =
+          dot == std::string::npos ? part : (part.is_object() ? part[k.substr(dot + 1)] : nullptr);
+      o << "," << (ex ? CsvField(JsonScalar(value)) : "");
+    }
     o << "\n";
   }
   return o.str();

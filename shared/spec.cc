@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "shared/data_parallel.h"
 #include "shared/idx.h"
 #include "shared/kind_rules.h"
 #include "shared/spec_fields.h"
@@ -288,7 +289,7 @@ uint64_t BatchesPerEpoch(const v1::ExperimentSpec& s, uint64_t n_train) {
       s.has_epoch_samples() ? std::min<uint64_t>(s.epoch_samples(), n_train) : n_train;
   const uint64_t w = std::max<uint32_t>(1, s.workers());
   const uint64_t shard = per_epoch / w;  // the remainder of per_epoch / w is not used
-  const uint64_t b = std::max<uint32_t>(1, s.batch_size());
+  const uint64_t b = std::max<uint32_t>(1, WorkerBatch(s));
   return (shard + b - 1) / b;
 }
 

@@ -18,8 +18,11 @@ using google::protobuf::Message;
 
 std::vector<SpecField> MakeFields() {
   return {
-      {"kind", "kind", "experiment kind: hogwild | multi_model | data_loading", "hogwild"},
-      {"model", "model", "network: mnist_convnet (hogwild), linear_256_512 (multi_model)",
+      {"kind", "kind", "experiment kind: hogwild | multi_model | data_loading | data_parallel",
+       "hogwild"},
+      {"model", "model",
+       "network: mnist_convnet (hogwild, data_loading, data_parallel), resnet18_cifar "
+       "(data_parallel), linear_256_512 (multi_model)",
        "per kind"},
       {"dataset", "dataset", "directory of MNIST IDX files (gzipped or not), or 'synthetic'",
        "synthetic"},
@@ -43,7 +46,9 @@ std::vector<SpecField> MakeFields() {
       {"amsgrad", "optimizer.amsgrad", "adam, adamw: yes | no", "no"},
       {"alpha", "optimizer.alpha", "rmsprop smoothing constant", "0.99"},
       {"centered", "optimizer.centered", "rmsprop: yes | no", "no"},
-      {"batch_size", "batch_size", "samples per batch", "64"},
+      {"batch_size", "batch_size",
+       "samples per batch (data_parallel: per worker with scaling weak, per step with strong)",
+       "64 (data_parallel: 32)"},
       {"batches", "batches", "batches per worker (exclusive with epochs)", "20 (without epochs)"},
       {"epochs", "epochs", "passes over the training set, split over the workers",
        "none (data_loading: 1)"},
@@ -64,6 +69,8 @@ std::vector<SpecField> MakeFields() {
        "0"},
       {"prefetch", "prefetch", "data_loading: batches in flight per loader", "2"},
       {"pin_memory", "pin_memory", "data_loading: page-locked batches (device cuda only)", "no"},
+      {"scaling", "scaling",
+       "data_parallel: weak (batch_size per worker) | strong (batch_size per step, split)", "weak"},
       {"workers", "workers",
        "worker processes (multi_model: one per variant; data_loading: loaders + 1)",
        "1 (multi_model: 2 for n = 1, else 3; data_loading: loaders + 1)"},

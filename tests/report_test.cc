@@ -695,6 +695,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "loaders",
                                                "prefetch",
                                                "pin_memory",
+                                               "scaling",
                                                "workers",
                                                "name",
                                                "force"};
@@ -703,6 +704,22 @@ const std::vector<std::string> kSpecColumns = {"kind",
 const std::vector<std::string> kFigureColumns = {"backward_ms",
                                                  "data_bytes",
                                                  "data_ms",
+                                                 "data_parallel.allreduce_busy_ms",
+                                                 "data_parallel.allreduce_bytes_per_step",
+                                                 "data_parallel.batch_per_worker",
+                                                 "data_parallel.batch_total",
+                                                 "data_parallel.buckets",
+                                                 "data_parallel.bus_bandwidth_gbps",
+                                                 "data_parallel.comm_ms",
+                                                 "data_parallel.compute_ms",
+                                                 "data_parallel.data_ms",
+                                                 "data_parallel.optimizer_ms",
+                                                 "data_parallel.parameters",
+                                                 "data_parallel.replicas_identical",
+                                                 "data_parallel.scaling",
+                                                 "data_parallel.step_ms",
+                                                 "data_parallel.steps_per_worker",
+                                                 "data_parallel.world_size",
                                                  "eval_ms",
                                                  "final_shared_checksum",
                                                  "first_loss",
@@ -750,9 +767,16 @@ TEST(ReportTest, CsvHeaderHasEverySpecFieldAndEveryScalarFigure) {
     EXPECT_NE(std::find(header.begin(), header.end(), f.name), header.end()) << f.name;
   const auto* d = v1::Result::descriptor();
   for (int i = 0; i < d->field_count(); ++i) {
-    if (d->field(i)->is_repeated()) continue;
-    EXPECT_NE(std::find(header.begin(), header.end(), d->field(i)->name()), header.end())
-        << d->field(i)->name();
+    const auto* f = d->field(i);
+    if (f->is_repeated()) continue;
+    if (f->message_type() == nullptr) {
+      EXPECT_NE(std::find(header.begin(), header.end(), f->name()), header.end()) << f->name();
+      continue;
+    }
+    for (int k = 0; k < f->message_type()->field_count(); ++k) {  // a kind's figures, flattened
+      const std::string column = f->name() + "." + f->message_type()->field(k)->name();
+      EXPECT_NE(std::find(header.begin(), header.end(), column), header.end()) << column;
+    }
   }
 }
 
@@ -781,13 +805,16 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "200",       "60000",
                                           "",          "",  // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor
-                                          "",          "1",
-                                          "",          "no"};
+                                          "",          "",  // scaling: data_parallel's
+                                          "1",         "",
+                                          "no"};
   // GPU figures: none read (0), no status, the optional ones absent.
   const std::vector<std::string> figures0 = {
-      "0",   "0", "0", "0",          "",  "0",  "0", "0",   "",     "",  "",  "",
-      "0.5", "0", "",  "1073741824", "0", "0",  "0", "0",   "0",    "0", "0", "0",
-      "100", "0", "0", "10",         "0", "10", "0", "0.5", "1000", "0", "0"};
+      "0", "0", "0",
+      // data_parallel's figures: absent for hogwild
+      "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "0", "", "0", "0", "0", "",
+      "", "", "", "0.5", "0", "", "1073741824", "0", "0", "0", "0", "0", "0", "0", "0", "100", "0",
+      "0", "10", "0", "10", "0", "0.5", "1000", "0", "0"};
   std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());

@@ -158,6 +158,10 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   r.set_define_ns(w.define_ns.load());
   r.set_parameters(w.parameters.load());
   r.set_alloc_peak_bytes(w.alloc_peak_bytes.load());
+  r.set_comm_ns(w.comm_ns.load());
+  r.set_allreduce_busy_ns(w.allreduce_busy_ns.load());
+  r.set_allreduce_bytes(w.allreduce_bytes.load());
+  r.set_buckets(w.buckets.load());
   r.set_vmhwm_bytes(w.vmhwm_bytes.load());
   if (r.phase() == ipc::v1::FINISHED) r.set_weights_checksum(w.weights_checksum.load());
   SetIfFinite(w.accuracy_bits.load(), [&](float v) { r.set_test_accuracy(v); });

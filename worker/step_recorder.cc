@@ -23,6 +23,7 @@ void StepRecorder::Step(const StepTimes& t, float loss, uint64_t samples, EpochT
   slot_->forward_ns.fetch_add(t.forward_ns, std::memory_order_relaxed);
   slot_->backward_ns.fetch_add(t.backward_ns, std::memory_order_relaxed);
   slot_->optimizer_ns.fetch_add(t.optimizer_ns, std::memory_order_relaxed);
+  if (t.comm_ns != 0) slot_->comm_ns.fetch_add(t.comm_ns, std::memory_order_relaxed);
   RecordLoss(loss);
   slot_->samples.fetch_add(samples, std::memory_order_relaxed);
   slot_->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
@@ -70,7 +71,8 @@ void StepRecorder::Finish() {
 }
 
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
-                    const torch::Tensor& y, float* loss, const std::function<void()>& sync) {
+                    const torch::Tensor& y, float* loss, const std::function<void()>& sync,
+                    const std::function<uint64_t()>& after_backward) {
   // On a GPU each phase's time is its work done, not queued: sync before every reading.
   auto now = [&] {
     if (sync) sync();
@@ -81,13 +83,14 @@ StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Ten
   const auto t1 = now();
   opt.zero_grad();
   l.backward();
+  StepTimes t;
+  if (after_backward) t.comm_ns = after_backward();
   const auto t2 = now();
   opt.step();
   const auto t3 = now();
   *loss = l.item<float>();
-  StepTimes t;
   t.forward_ns = ElapsedNs(t0, t1);
-  t.backward_ns = ElapsedNs(t1, t2);
+  t.backward_ns = ElapsedNs(t1, t2) - std::min(t.comm_ns, ElapsedNs(t1, t2));
   t.optimizer_ns = ElapsedNs(t2, t3);
   return t;
 }

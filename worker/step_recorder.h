@@ -23,7 +23,8 @@ inline uint64_t ElapsedNs(SteadyClock::time_point a, SteadyClock::time_point b) 
 // What one step cost, by phase (ns).
 struct StepTimes {
   uint64_t data_ns = 0, forward_ns = 0, backward_ns = 0, optimizer_ns = 0;
-  uint64_t total() const { return data_ns + forward_ns + backward_ns + optimizer_ns; }
+  uint64_t comm_ns = 0;  // data_parallel: blocked waiting for averaged gradients
+  uint64_t total() const { return data_ns + forward_ns + backward_ns + comm_ns + optimizer_ns; }
 };
 
 // One worker's running totals over one epoch.
@@ -56,7 +57,10 @@ class StepRecorder {
 
 // forward, nll loss, zero_grad and backward, optimiser step; each timed (data_ns left 0).
 // `sync`, when given, runs before each time is read (a GPU's queued work finishing).
+// `after_backward`, when given, runs between backward and the update and returns the time it was
+// blocked (data_parallel: waiting for the averaged gradients), which is the step's comm_ns.
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
-                    const torch::Tensor& y, float* loss, const std::function<void()>& sync = {});
+                    const torch::Tensor& y, float* loss, const std::function<void()>& sync = {},
+                    const std::function<uint64_t()>& after_backward = {});
 
 }  // namespace shoal

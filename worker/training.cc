@@ -113,7 +113,10 @@ uint64_t SegmentChecksum(const WeightsHeader& h, const void* base) {
 
 StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::string& name) {
   if (spec.dataset() == "synthetic") {
-    DataHeader h = PlanData(kSyntheticTrain, kSyntheticTest, 28, 28);
+    // CIFAR-shaped for the CIFAR network (Debian packages no CIFAR), MNIST-shaped otherwise.
+    const bool cifar = spec.model() == "resnet18_cifar";
+    DataHeader h = cifar ? PlanData(kSyntheticTrain, kSyntheticTest, 32, 32, 3)
+                         : PlanData(kSyntheticTrain, kSyntheticTest, 28, 28);
     ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
     std::memcpy(seg.data(), &h, sizeof h);
     FillSynthetic(kSyntheticTrain, kSyntheticTest, spec.seed(), h,
@@ -141,17 +144,21 @@ void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataH
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return static_cast<uint32_t>(state >> 33);
   };
-  const uint32_t rows = h.rows, cols = h.cols;
+  const uint32_t rows = h.rows, cols = h.cols, plane = rows * cols;
+  const uint64_t image_bytes = ImageBytes(h);
   auto fill = [&](uint64_t n, uint8_t* images, uint8_t* labels) {
     for (uint64_t k = 0; k < n; ++k) {
       const uint32_t label = next() % 10;
       labels[k] = static_cast<uint8_t>(label);
-      uint8_t* img = images + k * rows * cols;
-      for (uint32_t p = 0; p < rows * cols; ++p) img[p] = static_cast<uint8_t>(next() % 64);
-      // A bright 7x7 blob whose place encodes the class, jittered by a pixel or two.
+      uint8_t* img = images + k * image_bytes;
+      for (uint64_t p = 0; p < image_bytes; ++p) img[p] = static_cast<uint8_t>(next() % 64);
+      // A bright 7x7 blob whose place encodes the class, jittered by a pixel or two; in every
+      // channel.
       const uint32_t r0 = 2 + (label / 4) * 8 + next() % 3, c0 = 2 + (label % 4) * 6 + next() % 3;
-      for (uint32_t r = r0; r < std::min(rows, r0 + 7); ++r)
-        for (uint32_t c = c0; c < std::min(cols, c0 + 7); ++c) img[r * cols + c] = 220;
+      for (uint32_t ch = 0; ch < h.channels; ++ch)
+        for (uint32_t r = r0; r < std::min(rows, r0 + 7); ++r)
+          for (uint32_t c = c0; c < std::min(cols, c0 + 7); ++c)
+            img[ch * plane + r * cols + c] = 220;
     }
   };
   fill(n_train, base + h.train_images, base + h.train_labels);
@@ -159,7 +166,7 @@ void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataH
 }
 
 void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx, int64_t n,
-               int64_t pixels, torch::Tensor* x, torch::Tensor* y) {
+               int64_t pixels, torch::Tensor* x, torch::Tensor* y, int64_t channels) {
   auto xb = torch::empty({n, pixels}, torch::kUInt8);
   auto yb = torch::empty({n}, torch::kLong);
   uint8_t* xp = xb.data_ptr<uint8_t>();
@@ -168,8 +175,8 @@ void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx,
     std::memcpy(xp + i * pixels, images + idx[i] * pixels, pixels);
     yp[i] = labels[idx[i]];
   }
-  const int64_t side = static_cast<int64_t>(std::lround(std::sqrt(double(pixels))));
-  *x = xb.to(torch::kFloat).div_(255.0).sub_(kMean).div_(kStd).view({n, 1, side, side});
+  const int64_t side = static_cast<int64_t>(std::lround(std::sqrt(double(pixels / channels))));
+  *x = xb.to(torch::kFloat).div_(255.0).sub_(kMean).div_(kStd).view({n, channels, side, side});
   *y = yb;
 }
 
@@ -177,24 +184,25 @@ void MakeDeviceBatch(const DeviceData& d, const int64_t* idx, int64_t n, torch::
                      torch::Tensor* y) {
   const torch::Device dev = d.images.device();
   auto rows = torch::from_blob(const_cast<int64_t*>(idx), {n}, torch::kLong).to(dev);
-  const int64_t pixels = d.images.size(1);
+  const int64_t pixels = d.images.size(1) / d.channels;
   const int64_t side = static_cast<int64_t>(std::lround(std::sqrt(double(pixels))));
   *x = d.images.index_select(0, rows)
            .to(torch::kFloat)
            .div_(255.0)
            .sub_(kMean)
            .div_(kStd)
-           .view({n, 1, side, side});
+           .view({n, d.channels, side, side});
   *y = d.labels.index_select(0, rows);
 }
 
 DeviceData UploadTrainSet(const DataView& data, const torch::Device& device) {
   const auto n = int64_t(data.header->n_train);
-  const int64_t pixels = int64_t(data.header->rows) * data.header->cols;
+  const auto pixels = int64_t(ImageBytes(*data.header));
   auto* images = const_cast<uint8_t*>(data.train_images());
   auto* labels = const_cast<uint8_t*>(data.train_labels());
   return {torch::from_blob(images, {n, pixels}, torch::kUInt8).to(device),
-          torch::from_blob(labels, {n}, torch::kUInt8).to(device).to(torch::kLong)};
+          torch::from_blob(labels, {n}, torch::kUInt8).to(device).to(torch::kLong),
+          int64_t(data.header->channels)};
 }
 
 double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch,
@@ -202,14 +210,15 @@ double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batc
   torch::NoGradGuard ng;
   model.eval();
   const int64_t n = static_cast<int64_t>(std::min<uint64_t>(limit, data.header->n_test));
-  const int64_t pixels = int64_t(data.header->rows) * data.header->cols;
+  const auto pixels = int64_t(ImageBytes(*data.header));
   std::vector<int64_t> idx(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) idx[i] = i;
   int64_t correct = 0;
   for (int64_t s = 0; s < n; s += batch) {
     const int64_t b = std::min(batch, n - s);
     torch::Tensor x, y;
-    MakeBatch(data.test_images(), data.test_labels(), idx.data() + s, b, pixels, &x, &y);
+    MakeBatch(data.test_images(), data.test_labels(), idx.data() + s, b, pixels, &x, &y,
+              data.header->channels);
     auto pred = model.forward(x.to(device)).argmax(1).to(torch::kCPU);
     correct += pred.eq(y).sum().item<int64_t>();
   }

@@ -50,15 +50,17 @@ StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::
 void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h,
                    uint8_t* base);
 
-// Builds a normalised float batch [B,1,rows,cols] and int64 labels from the given rows.
+// Builds a normalised float batch [B,channels,side,side] and int64 labels from the given rows;
+// `pixels`: bytes per image, every channel.
 void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx, int64_t n,
-               int64_t pixels, torch::Tensor* x, torch::Tensor* y);
+               int64_t pixels, torch::Tensor* x, torch::Tensor* y, int64_t channels = 1);
 
 // The training set on a device: uint8 images [n, pixels] and int64 labels, uploaded once per
 // worker (each worker's own copy: one copy shared through IPC would save device memory, but each
 // PyTorch process of the study holds its own, and that is what is measured).
 struct DeviceData {
   torch::Tensor images, labels;
+  int64_t channels = 1;
 };
 DeviceData UploadTrainSet(const DataView& data, const torch::Device& device);
 // MakeBatch's batch, made on the device the data lives on.

@@ -81,7 +81,7 @@ KindRules DataLoadingRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"share", "batches", "models", "iterations"};
+  k.foreign_fields = {"share", "batches", "models", "iterations", "scaling"};
   return k;
 }
 

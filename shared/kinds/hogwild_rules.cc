@@ -10,7 +10,7 @@ KindRules HogwildRules() {
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet"};
   k.estimate = EstimateExperiment;
-  k.foreign_fields = {"models", "iterations", "loaders", "prefetch", "pin_memory"};
+  k.foreign_fields = {"models", "iterations", "loaders", "prefetch", "pin_memory", "scaling"};
   return k;
 }
 

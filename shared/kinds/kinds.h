@@ -8,5 +8,6 @@ namespace shoal {
 KindRules HogwildRules();
 KindRules MultiModelRules();
 KindRules DataLoadingRules();
+KindRules DataParallelRules();
 
 }  // namespace shoal

@@ -65,8 +65,8 @@ KindRules MultiModelRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"dataset",      "share",   "batches",  "epochs",    "epoch_samples",
-                      "eval_samples", "loaders", "prefetch", "pin_memory"};
+  k.foreign_fields = {"dataset",      "share",   "batches",  "epochs",     "epoch_samples",
+                      "eval_samples", "loaders", "prefetch", "pin_memory", "scaling"};
   return k;
 }
 

@@ -9,6 +9,7 @@ const std::vector<KindRules>& AllKinds() {
       HogwildRules(),
       MultiModelRules(),
       DataLoadingRules(),
+      DataParallelRules(),
   };
   return kinds;
 }

@@ -98,10 +98,12 @@ int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   at::set_num_threads(1);  // until the trainer sets the spec's count
   // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
   Status st = forked_from_leader ? PlaceOnDevice(env.spec, plan_) : Attach(env);
+  StepSync sync;
+  if (st.ok()) st = BeforeTraining(env, *model_, &sync);
   if (!st.ok()) return WorkerFails(env.slot, env.index, st.message());
   const auto* dh = static_cast<const DataHeader*>(data_.data());
   HogwildTrainer trainer(env, *model_, DataView{dh, static_cast<const uint8_t*>(data_.data())},
-                         *device_);
+                         *device_, sync.after_backward ? &sync : nullptr);
   return trainer.Run();
 }
 

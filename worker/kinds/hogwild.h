@@ -8,6 +8,7 @@
 #include "shared/cuda_weights.h"
 #include "shared/shm.h"
 #include "worker/kind.h"
+#include "worker/kinds/hogwild_trainer.h"
 #include "worker/models/models.h"
 #include "worker/train_device.h"
 
@@ -20,6 +21,13 @@ class HogwildKind : public WorkerKind {
   int RunWorker(WorkerEnv& env, bool forked_from_leader) override;
   void Finish(ipc::v1::LeaderResult* result) override;
   std::vector<std::string> SegmentWhats() const override { return {"data", "weights"}; }
+
+ protected:
+  // In the worker, the model in place and about to train: data_parallel joins its replicas here
+  // and fills `sync`; hogwild trains alone.
+  virtual Status BeforeTraining(WorkerEnv& /*env*/, Model& /*model*/, StepSync* /*sync*/) {
+    return Status::Ok();
+  }
 
  private:
   // Attaches to the leader's segments; binds (shared) or copies (private) the weights.

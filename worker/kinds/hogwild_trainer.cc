@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "shared/data_parallel.h"
 #include "shared/process.h"
 #include "shared/spec.h"
 #include "worker/optimizers/from_spec.h"
@@ -31,16 +32,17 @@ void PrintAllocatorStats(uint32_t index) {
 }  // namespace
 
 HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, DataView data,
-                               const TrainDevice& device)
+                               const TrainDevice& device, const StepSync* sync)
     : env_(env),
       spec_(env.spec),
       model_(model),
       data_(data),
       device_(device),
+      step_sync_(sync),
       slot_(env.slot),
       n_train_(int64_t(data.header->n_train)),
-      pixels_(int64_t(data.header->rows) * data.header->cols),
-      batch_(std::min<int64_t>(env.spec.batch_size(), n_train_)),
+      pixels_(int64_t(ImageBytes(*data.header))),
+      batch_(std::min<int64_t>(WorkerBatch(env.spec), n_train_)),
       recorder_(env.slot, StepsPerWorker(env.spec, uint64_t(n_train_))) {}
 
 int HogwildTrainer::Run() {
@@ -137,12 +139,18 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
     MakeDeviceBatch(on_device_, idx, n, &x, &y);
     device_.Sync();
   } else {
-    MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y);
+    MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y,
+              data_.header->channels);
   }
   const uint64_t data_ns = ElapsedNs(t0, Clock::now());
   float loss = 0;
-  StepTimes t = TrainStep(model_, *opt_, x, y, &loss, sync_);
+  uint64_t buffers_ns = 0;
+  if (step_sync_ != nullptr && step_sync_->before_forward)
+    buffers_ns = step_sync_->before_forward();
+  StepTimes t = TrainStep(model_, *opt_, x, y, &loss, sync_,
+                          step_sync_ != nullptr ? step_sync_->after_backward : nullptr);
   t.data_ns = data_ns;
+  t.comm_ns += buffers_ns;
   recorder_.Step(t, loss, uint64_t(n), totals);
   return true;
 }

@@ -18,9 +18,17 @@
 
 namespace shoal {
 
+// What data_parallel adds around each step (worker/grad_averager.h); hogwild has none. Each
+// returns the ns it was blocked communicating.
+struct StepSync {
+  std::function<uint64_t()> before_forward;  // rank 0's buffers to every replica
+  std::function<uint64_t()> after_backward;  // the averaged gradients
+};
+
 class HogwildTrainer {
  public:
-  HogwildTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device);
+  HogwildTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device,
+                 const StepSync* sync = nullptr);
   // Returns the worker's exit code.
   int Run();
 
@@ -40,6 +48,7 @@ class HogwildTrainer {
   const TrainDevice& device_;
   DeviceData on_device_;        // cuda: the training set, uploaded once
   std::function<void()> sync_;  // cuda: waits for the device before a time is read
+  const StepSync* step_sync_;
   WorkerSlot* slot_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t n_train_ = 0, pixels_ = 0, batch_ = 0;

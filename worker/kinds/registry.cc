@@ -2,6 +2,9 @@
 #include "worker/kinds/data_loading.h"
 #include "worker/kinds/hogwild.h"
 #include "worker/kinds/multi_model.h"
+#ifdef SHOAL_WITH_GLOO
+#include "worker/kinds/data_parallel.h"
+#endif
 
 namespace shoal {
 
@@ -9,6 +12,9 @@ std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name) {
   if (name == "hogwild") return std::make_unique<HogwildKind>();
   if (name == "multi_model") return std::make_unique<MultiModelKind>();
   if (name == "data_loading") return std::make_unique<DataLoadingKind>();
+#ifdef SHOAL_WITH_GLOO
+  if (name == "data_parallel") return std::make_unique<DataParallelKind>();
+#endif
   return nullptr;
 }
 

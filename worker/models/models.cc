@@ -19,13 +19,68 @@ torch::Tensor MnistConvNet::forward(torch::Tensor x) {
   return torch::log_softmax(x, /*dim=*/1);
 }
 
+namespace {
+
+torch::nn::Conv2dOptions Conv(int64_t in, int64_t out, int64_t k, int64_t stride) {
+  return torch::nn::Conv2dOptions(in, out, k).stride(stride).padding(k / 2).bias(false);
+}
+
+// conv3x3-bn-relu-conv3x3-bn, plus the input (through a 1x1 conv and bn where the shape changes).
+struct BasicBlockImpl : torch::nn::Module {
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride)
+      : conv1(register_module("conv1", torch::nn::Conv2d(Conv(in, out, 3, stride)))),
+        bn1(register_module("bn1", torch::nn::BatchNorm2d(out))),
+        conv2(register_module("conv2", torch::nn::Conv2d(Conv(out, out, 3, 1)))),
+        bn2(register_module("bn2", torch::nn::BatchNorm2d(out))) {
+    if (stride != 1 || in != out) {
+      shortcut = register_module("shortcut",
+                                 torch::nn::Sequential(torch::nn::Conv2d(Conv(in, out, 1, stride)),
+                                                       torch::nn::BatchNorm2d(out)));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    auto out = torch::relu(bn1->forward(conv1->forward(x)));
+    out = bn2->forward(conv2->forward(out));
+    return torch::relu(out + (shortcut.is_empty() ? x : shortcut->forward(x)));
+  }
+  torch::nn::Conv2d conv1;
+  torch::nn::BatchNorm2d bn1;
+  torch::nn::Conv2d conv2;
+  torch::nn::BatchNorm2d bn2;
+  torch::nn::Sequential shortcut{nullptr};
+};
+TORCH_MODULE(BasicBlock);
+
+}  // namespace
+
+ResNet18Cifar::ResNet18Cifar()
+    : conv1(register_module("conv1", torch::nn::Conv2d(Conv(3, 64, 3, 1)))),
+      bn1(register_module("bn1", torch::nn::BatchNorm2d(64))) {
+  torch::nn::Sequential stages;
+  int64_t in = 64;
+  for (int64_t out : {64, 128, 256, 512}) {
+    stages->push_back(BasicBlock(in, out, out == 64 ? 1 : 2));
+    stages->push_back(BasicBlock(out, out, 1));
+    in = out;
+  }
+  layers = register_module("layers", stages);
+  fc = register_module("fc", torch::nn::Linear(512, 10));
+}
+
+torch::Tensor ResNet18Cifar::forward(torch::Tensor x) {
+  x = torch::relu(bn1->forward(conv1->forward(x)));
+  x = torch::avg_pool2d(layers->forward(x), 4).flatten(1);
+  return torch::log_softmax(fc->forward(x), /*dim=*/1);
+}
+
 StatusOr<ModelPtr> MakeModel(const std::string& name) {
   if (name == "mnist_convnet") return ModelPtr(std::make_shared<MnistConvNet>());
+  if (name == "resnet18_cifar") return ModelPtr(std::make_shared<ResNet18Cifar>());
   return InvalidArgument("model: '" + name + "' is not a model of this shoal-worker");
 }
 
 const std::vector<std::string>& ModelNames() {
-  static const std::vector<std::string> names = {"mnist_convnet"};
+  static const std::vector<std::string> names = {"mnist_convnet", "resnet18_cifar"};
   return names;
 }
 

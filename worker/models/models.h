@@ -27,6 +27,19 @@ struct MnistConvNet : Model {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 
+// The CIFAR ResNet-18 of seed 002 (kuangliu/pytorch-cifar): a 3x3 stem without max-pooling, four
+// stages of two basic blocks (64, 128, 256, 512 channels), 4x4 average pooling, Linear(512, 10);
+// 11,173,962 parameters. Log-probabilities out, like every model here (trained with nll_loss).
+struct ResNet18Cifar : Model {
+  ResNet18Cifar();
+  torch::Tensor forward(torch::Tensor x) override;
+
+  torch::nn::Conv2d conv1{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr};
+  torch::nn::Sequential layers{nullptr};
+  torch::nn::Linear fc{nullptr};
+};
+
 // A new model with freshly initialised weights (torch's RNG decides them).
 StatusOr<ModelPtr> MakeModel(const std::string& name);
 const std::vector<std::string>& ModelNames();

@@ -1,0 +1,70 @@
+// data_parallel (seed 002): k replicas of one network, each on its own batches, their gradients
+// averaged every step by an all-reduce through LibTorch's c10d (ProcessGroupGloo on the CPU).
+#include "shared/data_parallel.h"
+#include "shared/kinds/kinds.h"
+#include "shared/layout.h"
+
+namespace shoal {
+namespace {
+
+constexpr uint64_t kResNetParams = 11173962;
+constexpr uint64_t kResNetBytesPerSample = 12ull << 20;  // activations kept for backward, measured
+
+void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
+  if (!s->has_scaling()) s->set_scaling("weak");
+  if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
+  if (!s->has_share()) s->set_share(false);         // replicas: never shared
+  // A ResNet-18 evaluation on the CPU costs as much as the run it follows: ask for it.
+  if (s->model() == "resnet18_cifar" && !s->has_eval_samples()) s->set_eval_samples(0);
+}
+
+Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
+  if (s.share()) {
+    return InvalidArgument(
+        "share: data_parallel keeps one replica per worker and averages gradients; "
+        "shared weights are kind hogwild");
+  }
+  if (s.scaling() != "weak" && s.scaling() != "strong")
+    return InvalidArgument("scaling: '" + s.scaling() + "' is not one of weak, strong");
+  if (s.scaling() == "strong" && s.batch_size() % s.workers() != 0) {
+    return InvalidArgument("batch_size: strong scaling splits the step's " +
+                           std::to_string(s.batch_size()) + " samples evenly over the workers; " +
+                           std::to_string(s.workers()) + " does not divide it");
+  }
+  if (s.model() == "resnet18_cifar" && s.dataset() != "synthetic") {
+    return InvalidArgument(
+        "dataset: resnet18_cifar trains on CIFAR-shaped images and Debian packages no CIFAR; "
+        "use dataset synthetic (a learnable 3x32x32 set made in memory)");
+  }
+  return Status::Ok();
+}
+
+StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
+  if (s.model() != "resnet18_cifar") return EstimateExperiment(s);
+  ExperimentEstimate e;
+  const DataHeader d = PlanData(6000, 1000, 32, 32, 3);
+  const uint64_t weights = kResNetParams * 4;
+  e.shm_bytes = d.total_bytes + AlignUp(sizeof(WeightsHeader)) + weights + kAlign * kMaxTensors +
+                BoardBytes(s.workers()) + sizeof(RendezvousHeader);
+  // Each replica: weights, gradients, momentum, the bucket buffers, activations.
+  const uint64_t per_worker =
+      kWorkerBaseBytes + 4 * weights + kResNetBytesPerSample * WorkerBatch(s);
+  e.memory_bytes = e.shm_bytes + kLeaderBytes + s.workers() * per_worker;
+  return e;
+}
+
+}  // namespace
+
+KindRules DataParallelRules() {
+  KindRules k;
+  k.name = "data_parallel";
+  k.summary = "k replicas, gradients averaged every step with c10d all-reduce (Gloo)";
+  k.models = {"mnist_convnet", "resnet18_cifar"};
+  k.defaults = Defaults;
+  k.validate = Validate;
+  k.estimate = Estimate;
+  k.foreign_fields = {"models", "iterations", "loaders", "prefetch", "pin_memory"};
+  return k;
+}
+
+}  // namespace shoal

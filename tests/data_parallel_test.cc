@@ -1,0 +1,138 @@
+// data_parallel's arithmetic (buckets, bandwidth, the batch under weak and strong scaling) and
+// its spec rules.
+#include "shared/data_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include "shared/spec.h"
+
+namespace shoal {
+namespace {
+
+v1::ExperimentSpec DataParallel(uint32_t workers, uint32_t batch, const char* scaling) {
+  v1::ExperimentSpec s;
+  s.set_kind("data_parallel");
+  s.set_workers(workers);
+  s.set_batch_size(batch);
+  if (scaling != nullptr) s.set_scaling(scaling);
+  SpecLimits l;
+  l.cores = 2;
+  ApplyDefaults(&s, l);
+  return s;
+}
+
+TEST(DataParallelTest, BucketsGoInReverseOrderWithASmallFirstOne) {
+  // Parameters of 400, 300, 200, 100 and 50 bytes; caps 250 first, 500 after.
+  auto b = AssignBuckets({400, 300, 200, 100, 50}, 250, 500);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].params, (std::vector<size_t>{4, 3}));  // 150 bytes; 200 more would pass 250
+  EXPECT_EQ(b[0].bytes, 150u);
+  EXPECT_EQ(b[1].params, (std::vector<size_t>{2, 1}));  // 500 bytes: exactly the cap
+  EXPECT_EQ(b[1].bytes, 500u);
+  EXPECT_EQ(b[2].params, (std::vector<size_t>{0}));
+  EXPECT_EQ(b[2].bytes, 400u);
+}
+
+TEST(DataParallelTest, AParameterLargerThanTheCapHasABucketOfItsOwn) {
+  auto b = AssignBuckets({10, 1000, 10}, 100, 100);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].params, (std::vector<size_t>{2}));
+  EXPECT_EQ(b[1].params, (std::vector<size_t>{1}));
+  EXPECT_EQ(b[1].bytes, 1000u);
+  EXPECT_EQ(b[2].params, (std::vector<size_t>{0}));
+  EXPECT_TRUE(AssignBuckets({}, 100, 100).empty());
+  // Every parameter lands in exactly one bucket.
+  size_t n = 0;
+  for (const auto& x :
+       AssignBuckets(std::vector<uint64_t>(61, 4 << 20), kFirstBucketBytes, kBucketBytes))
+    n += x.params.size();
+  EXPECT_EQ(n, 61u);
+}
+
+TEST(DataParallelTest, RingBandwidthFollowsTwoNMinusOneOverN) {
+  EXPECT_DOUBLE_EQ(RingBusBytes(1000, 2), 1000.0);  // 2(1)/2
+  EXPECT_DOUBLE_EQ(RingBusBytes(1000, 4), 1500.0);  // 2(3)/4
+  EXPECT_DOUBLE_EQ(RingBusBytes(1000, 1), 0.0);
+  auto bw = BusBandwidthGbps(2'000'000'000, 4, 1.5);  // 3e9 bus bytes in 1.5 s
+  ASSERT_TRUE(bw.has_value());
+  EXPECT_DOUBLE_EQ(*bw, 2.0);
+  EXPECT_FALSE(BusBandwidthGbps(1000, 1, 1.0).has_value());  // one rank moves nothing
+  EXPECT_FALSE(BusBandwidthGbps(1000, 2, 0.0).has_value());
+}
+
+TEST(DataParallelTest, WeakScalingGrowsTheStepStrongSplitsIt) {
+  auto weak = DataParallel(4, 32, "weak");
+  EXPECT_EQ(WorkerBatch(weak), 32u);
+  EXPECT_EQ(TotalBatch(weak), 128u);
+  auto strong = DataParallel(4, 128, "strong");
+  EXPECT_EQ(WorkerBatch(strong), 32u);
+  EXPECT_EQ(TotalBatch(strong), 128u);
+  // Epochs shard the set over the workers, each shard in per-worker batches.
+  strong.clear_batches();
+  strong.set_epochs(1);
+  EXPECT_EQ(BatchesPerEpoch(strong, 6000), 47u);  // 1500 samples per worker, 32 a batch
+  // Other kinds read batch_size as each worker's.
+  v1::ExperimentSpec hog;
+  hog.set_workers(4);
+  hog.set_batch_size(128);
+  EXPECT_EQ(WorkerBatch(hog), 128u);
+}
+
+TEST(DataParallelTest, DefaultsAndRefusalsNameTheField) {
+  SpecLimits l;
+  l.cores = 2;
+  auto s = DataParallel(2, 32, nullptr);
+  EXPECT_EQ(s.scaling(), "weak");
+  EXPECT_FALSE(s.share());
+  EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
+  v1::ExperimentSpec dflt;
+  dflt.set_kind("data_parallel");
+  ApplyDefaults(&dflt, l);
+  EXPECT_EQ(dflt.batch_size(), 32u);
+
+  auto bad = DataParallel(2, 32, "sideways");
+  EXPECT_EQ(ValidateSpec(bad, l).message(), "scaling: 'sideways' is not one of weak, strong");
+  auto uneven = DataParallel(3, 32, "strong");
+  EXPECT_NE(ValidateSpec(uneven, l).message().find("batch_size: strong scaling splits the step's "
+                                                   "32 samples evenly over the workers; 3"),
+            std::string::npos);
+  auto shared = DataParallel(2, 32, "weak");
+  shared.set_share(true);
+  EXPECT_EQ(ValidateSpec(shared, l).message().rfind("share: data_parallel keeps one replica", 0),
+            0u);
+  auto resnet = DataParallel(2, 32, "weak");
+  resnet.set_model("resnet18_cifar");
+  resnet.set_dataset("/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(ValidateSpec(resnet, l).message().rfind("dataset: resnet18_cifar trains on CIFAR", 0),
+            0u);
+  auto cuda = DataParallel(2, 32, "weak");
+  cuda.set_device("cuda");
+  EXPECT_EQ(ValidateSpec(cuda, l).message().rfind("device: kind data_parallel does not train on "
+                                                  "cuda",
+                                                  0),
+            0u);
+  // Only data_parallel reads scaling.
+  v1::ExperimentSpec hog;
+  hog.set_scaling("weak");
+  ApplyDefaults(&hog, l);
+  EXPECT_EQ(ValidateSpec(hog, l).message(), "scaling: not a field of kind hogwild");
+}
+
+TEST(DataParallelTest, ResNetDefaultsToNoEvaluationButKeepsAnExplicitOne) {
+  SpecLimits l;
+  l.cores = 2;
+  v1::ExperimentSpec s;
+  s.set_kind("data_parallel");
+  s.set_model("resnet18_cifar");
+  ApplyDefaults(&s, l);
+  EXPECT_EQ(s.eval_samples(), 0u);
+  v1::ExperimentSpec e = s;
+  e.clear_eval_samples();
+  e.set_eval_samples(100);
+  ApplyDefaults(&e, l);
+  EXPECT_EQ(e.eval_samples(), 100u);
+  EXPECT_TRUE(ValidateSpec(e, l).ok()) << ValidateSpec(e, l).message();
+}
+
+}  // namespace
+}  // namespace shoal
