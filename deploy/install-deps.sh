@@ -2,7 +2,7 @@
 # Installs the Debian packages Shoal builds, runs and benchmarks with; a no-op when all are there.
 set -euo pipefail
 PACKAGES=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config iproute2 util-linux
   libtorch-dev libgloo-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libboost-dev libspdlog-dev libgtest-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist python3-torch python3-torchvision python3-prometheus-client python3-grpcio python3-protobuf clang libclang-rt-14-dev openssl

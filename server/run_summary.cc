@@ -125,7 +125,7 @@ void FillVariants(const RunFacts& f, const Reports& ws, v1::Result* r) {
 void FillDataParallel(const RunFacts& f, const Reports& ws, v1::Result* r) {
   v1::DataParallelResult* d = r->mutable_data_parallel();
   d->set_scaling(f.spec.scaling());
-  d->set_world_size(f.spec.workers());
+  d->set_world_size(WorldSize(f.spec));
   d->set_batch_per_worker(WorkerBatch(f.spec));
   d->set_batch_total(TotalBatch(f.spec));
   uint64_t steps = 0, data = 0, fwd = 0, bwd = 0, comm = 0, busy = 0, opt = 0, bytes = 0;
@@ -157,7 +157,7 @@ void FillDataParallel(const RunFacts& f, const Reports& ws, v1::Result* r) {
   d->set_optimizer_ms(per_step(opt));
   d->set_step_ms(per_step(data + fwd + bwd + comm + opt));
   if (auto bw =
-          BusBandwidthGbps(bytes / steps, f.spec.workers(), double(busy) / double(steps) / 1e9))
+          BusBandwidthGbps(bytes / steps, WorldSize(f.spec), double(busy) / double(steps) / 1e9))
     d->set_bus_bandwidth_gbps(*bw);
   d->set_replicas_identical(finished == f.spec.workers() && sums.size() == 1);
 }

@@ -4,15 +4,36 @@
 
 namespace shoal {
 
+uint32_t WorldSize(const v1::ExperimentSpec& spec) {
+  return std::max<uint32_t>(1, spec.workers()) * std::max<uint32_t>(1, spec.nodes());
+}
+
+uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index) {
+  return spec.node_rank() * std::max<uint32_t>(1, spec.workers()) + index;
+}
+
 uint32_t WorkerBatch(const v1::ExperimentSpec& spec) {
   if (spec.kind() == "data_parallel" && spec.scaling() == "strong")
-    return spec.batch_size() / std::max<uint32_t>(1, spec.workers());
+    return spec.batch_size() / WorldSize(spec);
   return spec.batch_size();
 }
 
 uint32_t TotalBatch(const v1::ExperimentSpec& spec) {
   if (spec.kind() == "data_parallel" && spec.scaling() == "strong") return spec.batch_size();
-  return spec.batch_size() * std::max<uint32_t>(1, spec.workers());
+  return spec.batch_size() * WorldSize(spec);
+}
+
+StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master) {
+  const size_t colon = master.rfind(':');
+  const std::string why = "master: '" + master + "' is not HOST:PORT with a port 1..65535";
+  if (colon == std::string::npos || colon == 0 || colon + 1 == master.size())
+    return InvalidArgument(why);
+  const std::string port = master.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return InvalidArgument(why);
+  const unsigned long p = std::stoul(port);
+  if (p < 1 || p > 65535) return InvalidArgument(why);
+  return std::make_pair(master.substr(0, colon), uint16_t(p));
 }
 
 std::vector<GradBucket> AssignBuckets(const std::vector<uint64_t>& param_bytes, uint64_t first_cap,

@@ -8,15 +8,22 @@
 #include <string>
 #include <vector>
 
+#include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
 
-// Each worker's batch: batch_size under weak scaling, batch_size / workers under strong scaling
-// (the spec is refused when that does not divide). Every other kind: batch_size.
+// Replicas over every node: workers x nodes.
+uint32_t WorldSize(const v1::ExperimentSpec& spec);
+// The global rank of this node's worker `index`: node_rank x workers + index.
+uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index);
+// Each worker's batch: batch_size under weak scaling, batch_size / world size under strong
+// scaling (the spec is refused when that does not divide). Every other kind: batch_size.
 uint32_t WorkerBatch(const v1::ExperimentSpec& spec);
-// One step of every worker: batch_size x workers (weak), batch_size (strong).
+// One step of every replica on every node: batch_size x world size (weak), batch_size (strong).
 uint32_t TotalBatch(const v1::ExperimentSpec& spec);
+// "HOST:PORT" -> host and port (1..65535); INVALID_ARGUMENT naming `master` otherwise.
+StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master);
 
 // PyTorch DistributedDataParallel's defaults: a small first bucket so the first all-reduce starts
 // early in backward, then 25 MiB buckets.

@@ -68,7 +68,8 @@ const std::vector<std::string>& PassedEnvironmentNames() {
                                                  "NVIDIA_VISIBLE_DEVICES",
                                                  "SHOAL_NVML_LIBRARY",
                                                  "SHOAL_CUDA_LIBRARY",
-                                                 "SHOAL_ALLOC_STATS"};
+                                                 "SHOAL_ALLOC_STATS",
+                                                 "GLOO_SOCKET_IFNAME"};
   return names;
 }
 

@@ -287,7 +287,7 @@ StatusOr<v1::ExperimentSpec> SpecFromJson(const std::string& json) {
 uint64_t BatchesPerEpoch(const v1::ExperimentSpec& s, uint64_t n_train) {
   const uint64_t per_epoch =
       s.has_epoch_samples() ? std::min<uint64_t>(s.epoch_samples(), n_train) : n_train;
-  const uint64_t w = std::max<uint32_t>(1, s.workers());
+  const uint64_t w = WorldSize(s);       // data_parallel: every node's workers
   const uint64_t shard = per_epoch / w;  // the remainder of per_epoch / w is not used
   const uint64_t b = std::max<uint32_t>(1, WorkerBatch(s));
   return (shard + b - 1) / b;

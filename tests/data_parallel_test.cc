@@ -118,6 +118,38 @@ TEST(DataParallelTest, DefaultsAndRefusalsNameTheField) {
   EXPECT_EQ(ValidateSpec(hog, l).message(), "scaling: not a field of kind hogwild");
 }
 
+TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
+  SpecLimits l;
+  l.cores = 2;
+  auto s = DataParallel(2, 64, "strong");
+  s.set_nodes(2);
+  s.set_node_rank(1);
+  EXPECT_EQ(ValidateSpec(s, l).message(),
+            "master: nodes 2 need HOST:PORT where node 0's worker 0 hosts the c10d store");
+  s.set_master("node0:29500");
+  EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
+  EXPECT_EQ(WorldSize(s), 4u);
+  EXPECT_EQ(GlobalRank(s, 0), 2u);
+  EXPECT_EQ(GlobalRank(s, 1), 3u);
+  EXPECT_EQ(WorkerBatch(s), 16u);  // 64 over 4 replicas on 2 nodes
+  EXPECT_EQ(TotalBatch(s), 64u);
+  for (const char* bad : {"node0", "node0:", ":29500", "node0:0", "node0:65536", "node0:29x"}) {
+    s.set_master(bad);
+    EXPECT_EQ(ValidateSpec(s, l).message(),
+              std::string("master: '") + bad + "' is not HOST:PORT with a port 1..65535");
+  }
+  s.set_master("node0:29500");
+  s.set_node_rank(2);
+  EXPECT_EQ(ValidateSpec(s, l).message(), "node_rank: 2 is not below nodes (2)");
+  auto one = DataParallel(2, 32, "weak");
+  one.set_master("node0:29500");
+  EXPECT_EQ(ValidateSpec(one, l).message().rfind("master: only with nodes > 1", 0), 0u);
+  auto parsed = ParseMaster("[::1]:80");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->first, "[::1]");
+  EXPECT_EQ(parsed->second, 80);
+}
+
 TEST(DataParallelTest, ResNetDefaultsToNoEvaluationButKeepsAnExplicitOne) {
   SpecLimits l;
   l.cores = 2;

@@ -695,6 +695,9 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "loaders",
                                                "prefetch",
                                                "pin_memory",
+                                               "nodes",
+                                               "node_rank",
+                                               "master",
                                                "scaling",
                                                "workers",
                                                "name",
@@ -805,9 +808,10 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "200",       "60000",
                                           "",          "",  // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor
+                                          "",          "",  // nodes, node_rank, master,
                                           "",          "",  // scaling: data_parallel's
-                                          "1",         "",
-                                          "no"};
+                                          "",          "1",
+                                          "",          "no"};
   // GPU figures: none read (0), no status, the optional ones absent.
   const std::vector<std::string> figures0 = {
       "0", "0", "0",

@@ -114,10 +114,17 @@ class Daemon {
       : state_(state_dir), socket_(socket) {}
   ~Daemon() { Stop(SIGKILL); }
 
+  // Runs shoald as the last argument of `prefix` (an absolute path first), which must exec it in
+  // the same process: `ip netns exec NS ...` puts the daemon in a network namespace.
+  void WrapWith(std::vector<std::string> prefix) { prefix_ = std::move(prefix); }
+
   // `env`: NAME=VALUE entries added to (or replacing) this process's environment for shoald.
   bool Start(const std::vector<std::string>& extra = {}, const std::vector<std::string>& env = {}) {
-    std::vector<std::string> argv = {
-        BinDir() + "/shoald", "--socket", socket_, "--state-dir", state_, "--log-level", "warn"};
+    std::vector<std::string> argv = prefix_;
+    for (const char* a :
+         {"--socket", socket_.c_str(), "--state-dir", state_.c_str(), "--log-level", "warn"})
+      argv.push_back(a);
+    argv.insert(argv.begin() + long(prefix_.size()), BinDir() + "/shoald");
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -176,6 +183,7 @@ class Daemon {
 
  private:
   std::string state_, socket_;
+  std::vector<std::string> prefix_;
   pid_t pid_ = -1;
 };
 

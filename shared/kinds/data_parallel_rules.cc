@@ -10,10 +10,28 @@ namespace {
 constexpr uint64_t kResNetParams = 11173962;
 constexpr uint64_t kResNetBytesPerSample = 12ull << 20;  // activations kept for backward, measured
 
+Status ValidateNodes(const v1::ExperimentSpec& s) {
+  if (s.nodes() < 1 || s.nodes() > 64)
+    return InvalidArgument("nodes: " + std::to_string(s.nodes()) + " is outside 1..64");
+  if (s.node_rank() >= s.nodes()) {
+    return InvalidArgument("node_rank: " + std::to_string(s.node_rank()) + " is not below nodes (" +
+                           std::to_string(s.nodes()) + ")");
+  }
+  if (s.nodes() == 1 && s.has_master())
+    return InvalidArgument("master: only with nodes > 1 (one node meets on a port it picks)");
+  if (s.nodes() > 1 && !s.has_master())
+    return InvalidArgument("master: nodes " + std::to_string(s.nodes()) +
+                           " need HOST:PORT where node 0's worker 0 hosts the c10d store");
+  if (s.has_master()) RETURN_IF_ERROR(ParseMaster(s.master()).status());
+  return Status::Ok();
+}
+
 void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
   if (!s->has_scaling()) s->set_scaling("weak");
   if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
   if (!s->has_share()) s->set_share(false);         // replicas: never shared
+  if (!s->has_nodes()) s->set_nodes(1);
+  if (!s->has_node_rank()) s->set_node_rank(0);
   // A ResNet-18 evaluation on the CPU costs as much as the run it follows: ask for it.
   if (s->model() == "resnet18_cifar" && !s->has_eval_samples()) s->set_eval_samples(0);
 }
@@ -26,10 +44,11 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
   }
   if (s.scaling() != "weak" && s.scaling() != "strong")
     return InvalidArgument("scaling: '" + s.scaling() + "' is not one of weak, strong");
-  if (s.scaling() == "strong" && s.batch_size() % s.workers() != 0) {
+  RETURN_IF_ERROR(ValidateNodes(s));
+  if (s.scaling() == "strong" && s.batch_size() % WorldSize(s) != 0) {
     return InvalidArgument("batch_size: strong scaling splits the step's " +
                            std::to_string(s.batch_size()) + " samples evenly over the workers; " +
-                           std::to_string(s.workers()) + " does not divide it");
+                           std::to_string(WorldSize(s)) + " does not divide it");
   }
   if (s.model() == "resnet18_cifar" && s.dataset() != "synthetic") {
     return InvalidArgument(

@@ -10,7 +10,8 @@ KindRules HogwildRules() {
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet"};
   k.estimate = EstimateExperiment;
-  k.foreign_fields = {"models", "iterations", "loaders", "prefetch", "pin_memory", "scaling"};
+  k.foreign_fields = {"models",  "iterations", "loaders",   "prefetch", "pin_memory",
+                      "scaling", "nodes",      "node_rank", "master"};
   return k;
 }
 

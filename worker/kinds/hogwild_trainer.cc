@@ -49,7 +49,8 @@ int HogwildTrainer::Run() {
   slot_->pid.store(getpid());
   slot_->accuracy_bits.store(FloatToBits(std::nanf("")));
   at::set_num_threads(static_cast<int>(spec_.threads()));
-  torch::manual_seed(spec_.seed() * 7919 + env_.index + 1);
+  // data_parallel across nodes: the global rank, so no two replicas draw the same batches.
+  torch::manual_seed(spec_.seed() * 7919 + GlobalRank(spec_, env_.index) + 1);
   model_.train();
   auto opt = MakeOptimizer(ConfigFromSpec(spec_.optimizer()), model_.parameters());
   if (!opt.ok()) {
@@ -103,8 +104,8 @@ std::vector<int64_t> HogwildTrainer::EpochShard(uint32_t epoch) const {
   torch::Tensor perm = torch::randperm(n_train_, gen, torch::kLong);
   const int64_t per_epoch =
       spec_.has_epoch_samples() ? std::min<int64_t>(spec_.epoch_samples(), n_train_) : n_train_;
-  const int64_t shard = per_epoch / int64_t(spec_.workers());
-  const int64_t* p = perm.data_ptr<int64_t>() + shard * int64_t(env_.index);
+  const int64_t shard = per_epoch / int64_t(WorldSize(spec_));
+  const int64_t* p = perm.data_ptr<int64_t>() + shard * int64_t(GlobalRank(spec_, env_.index));
   return std::vector<int64_t>(p, p + shard);
 }
 
