@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, starts shoald on a temporary socket and state
-# directory, runs a small real sweep of Hogwild experiments on Fashion-MNIST and prints its tables.
+# directory, runs small real sweeps (Hogwild on Fashion-MNIST, then each other kind) and prints their tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh
@@ -36,3 +36,8 @@ echo
 # shared memory, each sample cropped, flipped and normalised (epochs cut to 512 samples).
 "$BIN/shoal" sweep --kind data_loading --loaders 0,2 --epochs 2 --epoch-samples 512 \
   --batch-size 64 --eval-samples 500 --dataset "$DATASET" --wait
+echo
+# Seed 002's data parallelism: 1 and 2 replicas averaging gradients through c10d/Gloo, the batch
+# per worker (weak) or per step (strong); speed-up, compute against communication, bandwidth.
+"$BIN/shoal" sweep --kind data_parallel --workers 1,2 --scaling weak,strong --batch-size 32 \
+  --batches 20 --eval-samples 0 --wait
