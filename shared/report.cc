@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "shared/data_parallel.h"
 #include "shared/pbjson.h"
 #include "shared/spec_fields.h"
 #include "shared/svg_chart.h"
@@ -588,7 +589,7 @@ std::vector<Table> VariantTables(const std::vector<PointView>& points, const Lay
 // takes, whatever the scaling, as the seed's subtractive estimate needs); nullptr when none ran.
 const v1::Experiment* OneWorkerBaseline(const std::vector<PointView>& points,
                                         const v1::Experiment& e, bool same_worker_batch) {
-  if (e.spec().workers() == 1) return &e;  // its own baseline, not a rerun's noise
+  if (WorldSize(e.spec()) == 1) return &e;  // its own baseline, not a rerun's noise
   auto self = std::find_if(points.begin(), points.end(),
                            [&](const PointView& v) { return v.experiment == &e; });
   if (self == points.end()) return nullptr;
@@ -597,7 +598,7 @@ const v1::Experiment* OneWorkerBaseline(const std::vector<PointView>& points,
                                          : std::set<std::string>{"workers"};
   for (const auto& q : points) {
     const v1::Experiment* x = q.experiment;
-    if (x == nullptr || x->state() != v1::SUCCEEDED || x->spec().workers() != 1) continue;
+    if (x == nullptr || x->state() != v1::SUCCEEDED || WorldSize(x->spec()) != 1) continue;
     if (!x->result().has_data_parallel()) continue;
     bool same = true;
     for (const auto& [field, value] : self->values) {
@@ -662,7 +663,8 @@ std::vector<Table> DataParallelTables(const std::vector<PointView>& points,
       PointTable(points, fields, "data_parallel_step_ms",
                  "data_parallel (seed 002), one step (ms, mean over every step of every replica): "
                  "the whole step; compute (forward + backward); communication measured (blocked "
-                 "waiting for the gradient all-reduces after backward); communication the seed's "
+                 "waiting for the gradient all-reduces after backward, and for BatchNorm's "
+                 "buffers before forward); communication the seed's "
                  "way (this step minus a 1-worker step on the same per-worker batch, from this "
                  "sweep); all-reduce busy (an all-reduce in flight, overlapping backward); update",
                  "figure",
@@ -672,8 +674,8 @@ std::vector<Table> DataParallelTables(const std::vector<PointView>& points,
                  "data_parallel: batch per worker and per step, throughput (samples/s, all "
                  "replicas), speed-up over the 1-worker point of the same sweep with every other "
                  "field equal, gradient MiB all-reduced per step, ring bus bandwidth (GB/s: "
-                 "2(k-1)/k x bytes / all-reduce busy time), and whether the replicas ended with "
-                 "identical weights",
+                 "2(k-1)/k x bytes / all-reduce busy time), and whether this node's replicas ended "
+                 "with identical weights",
                  "figure",
                  {"batch/worker", "batch/step", "samples/s", "speed-up", "MiB/step", "bus GB/s",
                   "replicas identical"},
@@ -770,13 +772,17 @@ std::string RenderCsv(const ReportInput& in) {
           ex ? SpecFieldText(ex->spec(), f) : (v.values.count(f.name) ? v.values.at(f.name) : "");
       o << "," << CsvField(value);
     }
-    const nlohmann::json r = ex ? ToJson(ex->result()) : nlohmann::json::object();
+    if (ex == nullptr) {  // no result: every figure empty
+      o << std::string(figures.size(), ',') << "\n";
+      continue;
+    }
+    const nlohmann::json r = ToJson(ex->result());
     for (const auto& k : figures) {
       const size_t dot = k.find('.');
       const nlohmann::json& part = dot == std::string::npos ? r[k] : r[k.substr(0, dot)];
       const nlohmann::json value =
           dot == std::string::npos ? part : (part.is_object() ? part[k.substr(dot + 1)] : nullptr);
-      o << "," << (ex ? CsvField(JsonScalar(value)) : "");
+      o << "," << CsvField(JsonScalar(value));
     }
     o << "\n";
   }

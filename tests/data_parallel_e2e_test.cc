@@ -86,9 +86,10 @@ TEST_F(DataParallelE2E, WeakAndStrongOverOneTwoThreeWorkersFillTheSeedTables) {
     EXPECT_LT(r["last_loss"].get<double>(), r["first_loss"].get<double>()) << r.dump();
     EXPECT_GT(d["compute_ms"].get<double>(), 0);
     EXPECT_GT(d["allreduce_busy_ms"].get<double>(), 0);
-    const double parts = d["data_ms"].get<double>() + d["compute_ms"].get<double>() +
-                         d["comm_ms"].get<double>() + d["optimizer_ms"].get<double>();
-    EXPECT_NEAR(d["step_ms"].get<double>(), parts, 1e-6 * parts);
+    // The per-step split, summed over the steps, is the training window the clock saw (replicas
+    // run in lockstep from one start gate).
+    const double steps_ms = d["step_ms"].get<double>() * 16, window = r["train_ms"].get<double>();
+    EXPECT_NEAR(steps_ms, window, 0.3 * window) << d.dump();
     if (k == 1) {
       EXPECT_FALSE(
           d.value("bus_bandwidth_gbps", json()).is_number());  // one replica: nothing moves

@@ -87,6 +87,42 @@ void ExpectAveraged(uint64_t first_cap, uint64_t cap, size_t want_buckets) {
   }
 }
 
+// A layer backward never reaches gets a zero gradient on every rank, and the others still average.
+struct PartlyUsed : torch::nn::Module {
+  PartlyUsed()
+      : used(register_module("used", torch::nn::Linear(4, 2))),
+        unused(register_module("unused", torch::nn::Linear(4, 2))) {}
+  torch::nn::Linear used, unused;
+};
+
+TEST(GradAveragerTest, AnUnusedParameterGetsAZeroGradientAndTheRestAverage) {
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  torch::manual_seed(3);
+  std::vector<std::shared_ptr<PartlyUsed>> nets = {std::make_shared<PartlyUsed>(),
+                                                   std::make_shared<PartlyUsed>()};
+  std::vector<torch::Tensor> used_grad(2), unused_grad(2);
+  auto rank = [&](int r) {
+    auto opts = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(20));
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, r, 2, opts);
+    GradAverager avg(pg, *nets[r], nullptr, 16, 16);  // a bucket per parameter
+    avg.BroadcastParameters();
+    nets[r]->used->forward(Input(r)).sum().backward();
+    avg.AfterBackward();
+    used_grad[r] = nets[r]->used->weight.grad().clone();
+    unused_grad[r] = nets[r]->unused->weight.grad().clone();
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  // d(sum(W x + b))/dW = the batch's x summed: rank 0's and rank 1's (twice as large), averaged.
+  const torch::Tensor want = Input(0).sum(0).expand({2, 4}) * 1.5;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(torch::allclose(used_grad[r], want)) << used_grad[r];
+    EXPECT_TRUE(torch::equal(unused_grad[r], torch::zeros({2, 4})));
+  }
+}
+
 TEST(GradAveragerTest, OneBucketAveragesEveryGradient) { ExpectAveraged(1 << 20, 1 << 20, 1); }
 
 TEST(GradAveragerTest, ManySmallBucketsGoOutInOrderAndAverageAlike) {

@@ -78,6 +78,9 @@ class TwoNodes : public ::testing::Test {
 
   // Submits node `node`'s part; returns the experiment's id on that daemon.
   std::string SubmitPart(int node, const std::string& batches) {
+    return SubmitPart(node, batches, "shoalnode0:29517");
+  }
+  std::string SubmitPart(int node, const std::string& batches, const std::string& master) {
     CommandResult r = daemons_[node]->Cli({"submit",
                                            "--kind",
                                            "data_parallel",
@@ -86,7 +89,7 @@ class TwoNodes : public ::testing::Test {
                                            "--node-rank",
                                            std::to_string(node),
                                            "--master",
-                                           "shoalnode0:29517",
+                                           master,
                                            "--workers",
                                            "1",
                                            "--batch-size",
@@ -177,8 +180,9 @@ TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheExperimentOnBoth) {
   EXPECT_EQ(e1["state"], "FAILED");
   EXPECT_NE(e1["error"].get<std::string>().find("worker 0 killed by signal 9"), std::string::npos)
       << e1["error"];
-  EXPECT_EQ(e0["state"], "FAILED");  // its peer is gone: the all-reduce says so
-  EXPECT_NE(e0["error"].get<std::string>().find("worker 0"), std::string::npos) << e0["error"];
+  EXPECT_EQ(e0["state"], "FAILED");  // its peer is gone: its own replica's all-reduce says so
+  EXPECT_NE(e0["error"].get<std::string>().find("worker 0 exited with code"), std::string::npos)
+      << e0["error"];
   EXPECT_LT(took, 30.0);
   EXPECT_TRUE(WaitFor(
       [&] {
@@ -187,6 +191,21 @@ TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheExperimentOnBoth) {
         return ListSegments(SegmentPrefix(id0)).empty() && ListSegments(SegmentPrefix(id1)).empty();
       },
       10));
+}
+
+TEST_F(TwoNodes, PartsThatDisagreeFailAtOnceNamingTheField) {
+  const std::string id0 = SubmitPart(0, "8", "shoalnode0:29518"),
+                    id1 = SubmitPart(1, "9", "shoalnode0:29518");
+  const json e1 = WaitEnded(1, id1), e0 = WaitEnded(0, id0);
+  EXPECT_EQ(e1["state"], "FAILED");
+  EXPECT_NE(e1["error"].get<std::string>().find(
+                "nodes disagree: batches is '8' on node 0 and '9' on node 1"),
+            std::string::npos)
+      << e1["error"];
+  EXPECT_EQ(e0["state"], "FAILED");
+  EXPECT_NE(e0["error"].get<std::string>().find("rank 1: nodes disagree: batches"),
+            std::string::npos)
+      << e0["error"];
 }
 
 }  // namespace

@@ -47,7 +47,12 @@ GradAverager::GradAverager(c10::intrusive_ptr<c10d::ProcessGroup> pg, torch::nn:
 void GradAverager::OnGrad(size_t param, const torch::Tensor& grad) {
   Bucket& b = buckets_[where_[param].first];
   const size_t pos = where_[param].second;
-  b.flat.narrow(0, b.offsets[pos], params_[param].numel()).copy_(grad.reshape({-1}));
+  torch::Tensor slot = b.flat.narrow(0, b.offsets[pos], params_[param].numel());
+  if (grad.defined()) {
+    slot.copy_(grad.reshape({-1}));
+  } else {  // autograd may call a hook with no gradient: it contributes zero
+    slot.zero_();
+  }
   b.arrived[pos] = 1;
   if (--b.pending == 0) b.ready = true;
   LaunchReady();

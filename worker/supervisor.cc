@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "shared/process.h"
@@ -46,6 +47,10 @@ bool WorkerSupervisor::CollectExits() {
     for (auto& [p, i] : live_) Signal(p, SIGKILL);
     return false;
   }
+  // A worker killed by a signal is the cause when its peers fail in the same poll (data_parallel's
+  // replicas throw as soon as one is gone): report it first.
+  std::stable_partition(ended.begin(), ended.end(),
+                        [](const WorkerLauncher::Exit& x) { return WIFSIGNALED(x.status); });
   for (const auto& x : ended) {
     auto it = live_.find(x.pid);
     if (it == live_.end()) continue;

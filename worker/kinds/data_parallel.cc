@@ -1,5 +1,9 @@
 #include "worker/kinds/data_parallel.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -9,6 +13,7 @@
 
 #include "shared/data_parallel.h"
 #include "shared/process.h"
+#include "shared/spec_fields.h"
 #include "worker/training.h"
 
 namespace shoal {
@@ -25,8 +30,78 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const v1::ExperimentSpec& 
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   if (ifname != nullptr && *ifname != '\0')
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
-  if (spec.nodes() > 1) return c10d::ProcessGroupGloo::createDefaultDevice();
+  if (spec.nodes() > 1) return c10d::ProcessGroupGloo::createDefaultDevice();  // CheckHostAddress
   return c10d::ProcessGroupGloo::createDeviceForHostname(kLoopback);
+}
+
+// Across nodes Gloo advertises the address this host's name resolves to: refuse loopback (Debian
+// maps the host name to 127.0.1.1), which peers would be told and could never reach.
+Status CheckHostAddress() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* res = nullptr;
+  const std::string fix =
+      "; set GLOO_SOCKET_IFNAME in shoald's environment, or make the host name resolve to the "
+      "network the nodes share";
+  if (::getaddrinfo(name, nullptr, &hints, &res) != 0 || res == nullptr)
+    return FailedPrecondition("host name '" + std::string(name) + "' does not resolve" + fix);
+  const auto* in = reinterpret_cast<const sockaddr_in*>(res->ai_addr);
+  char text[INET_ADDRSTRLEN] = {};
+  ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+  const bool loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+  ::freeaddrinfo(res);
+  if (loopback) {
+    return FailedPrecondition("host name '" + std::string(name) + "' resolves to loopback " + text +
+                              ", which peers on other nodes cannot reach" + fix);
+  }
+  return Status::Ok();
+}
+
+// What every node's part must agree on: the spec less what is each daemon's own.
+v1::ExperimentSpec Contract(v1::ExperimentSpec s) {
+  s.clear_node_rank();
+  s.clear_name();
+  s.clear_force();
+  s.clear_start();
+  s.clear_threads();
+  s.clear_allocator();
+  s.clear_dataset();  // a path on each node
+  s.clear_sample_interval_ms();
+  s.clear_stall_timeout_ms();
+  s.clear_eval_samples();
+  return s;
+}
+
+// Global rank 0 publishes its part's contract; every other rank compares its own and answers, and
+// rank 0 waits for every answer: two parts given different specs (worker counts, batches, model)
+// fail at once, naming the field, instead of corrupting the ranks or hanging.
+Status AgreeAcrossNodes(c10d::Store& store, const v1::ExperimentSpec& spec, uint32_t rank) {
+  const v1::ExperimentSpec mine = Contract(spec);
+  auto bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  if (rank == 0) {
+    store.set("spec", bytes(mine.SerializeAsString()));
+    for (uint32_t r = 1; r < WorldSize(spec); ++r) {
+      const auto v = store.get("verdict/" + std::to_string(r));
+      if (std::string(v.begin(), v.end()) != "ok")
+        return FailedPrecondition("rank " + std::to_string(r) + ": " +
+                                  std::string(v.begin(), v.end()));
+    }
+    return Status::Ok();
+  }
+  const auto v = store.get("spec");
+  v1::ExperimentSpec theirs;
+  theirs.ParseFromArray(v.data(), int(v.size()));
+  std::string why;
+  for (const auto& f : SpecFields()) {
+    const std::string a = SpecFieldText(theirs, f), b = SpecFieldText(mine, f);
+    if (a != b && why.empty())
+      why = "nodes disagree: " + f.name + " is '" + a + "' on node 0 and '" + b + "' on node " +
+            std::to_string(spec.node_rank());
+  }
+  store.set("verdict/" + std::to_string(rank), bytes(why.empty() ? "ok" : why));
+  return why.empty() ? Status::Ok() : FailedPrecondition(why);
 }
 
 std::chrono::milliseconds CollectiveTimeout(const v1::ExperimentSpec& spec) {
@@ -82,10 +157,16 @@ Status DataParallelKind::JoinStore(WorkerEnv& env, std::chrono::milliseconds tim
 Status DataParallelKind::BeforeTraining(WorkerEnv& env, Model& model, StepSync* sync) {
   const auto timeout = CollectiveTimeout(env.spec);
   try {
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (env.spec.nodes() > 1 && (ifname == nullptr || *ifname == '\0'))
+      RETURN_IF_ERROR(CheckHostAddress());
     RETURN_IF_ERROR(JoinStore(env, timeout));
-    // Each daemon names the experiment its own way: across nodes the keys hang off the master.
-    const std::string scope = env.spec.nodes() > 1 ? env.spec.master() : env.experiment_id;
+    // Each daemon names the experiment its own way: across nodes one fixed scope (the store is
+    // the run's own, gone with it).
+    const std::string scope = env.spec.nodes() > 1 ? "nodes" : env.experiment_id;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("shoal/" + scope + "/", store_);
+    if (env.spec.nodes() > 1)
+      RETURN_IF_ERROR(AgreeAcrossNodes(*prefixed, env.spec, GlobalRank(env.spec, env.index)));
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(GlooDevice(env.spec));
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(

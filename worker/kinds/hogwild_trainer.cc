@@ -116,8 +116,11 @@ bool HogwildTrainer::RunEpochs() {
     if (!RunShard(EpochShard(e), &t)) return false;
     t.wall_ns = ElapsedNs(t0, Clock::now());
     recorder_.Epoch(e, t);
-    // The last epoch is evaluated after every worker has finished (Run), the others now.
-    const bool evaluate = env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0;
+    // The last epoch is evaluated after every worker has finished (Run), the others now — but
+    // not with replicas in lockstep (data_parallel): the others would wait in their next
+    // all-reduce, and that wait would count as communication.
+    const bool evaluate = env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0 &&
+                          step_sync_ == nullptr;
     if (evaluate && e < spec_.epochs() && e <= kMaxEpochRecords)
       EvaluateInto(&slot_->epochs[e - 1].accuracy_bits);
   }
