@@ -33,7 +33,10 @@ StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master
     return InvalidArgument(why);
   const unsigned long p = std::stoul(port);
   if (p < 1 || p > 65535) return InvalidArgument(why);
-  return std::make_pair(master.substr(0, colon), uint16_t(p));
+  std::string host = master.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')  // [IPv6]:PORT
+    host = host.substr(1, host.size() - 2);
+  return std::make_pair(host, uint16_t(p));
 }
 
 std::vector<GradBucket> AssignBuckets(const std::vector<uint64_t>& param_bytes, uint64_t first_cap,

@@ -22,7 +22,8 @@ uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index);
 uint32_t WorkerBatch(const v1::ExperimentSpec& spec);
 // One step of every replica on every node: batch_size x world size (weak), batch_size (strong).
 uint32_t TotalBatch(const v1::ExperimentSpec& spec);
-// "HOST:PORT" -> host and port (1..65535); INVALID_ARGUMENT naming `master` otherwise.
+// "HOST:PORT" or "[IPv6]:PORT" -> host (brackets dropped) and port (1..65535); INVALID_ARGUMENT
+// naming `master` otherwise.
 StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master);
 
 // PyTorch DistributedDataParallel's defaults: a small first bucket so the first all-reduce starts

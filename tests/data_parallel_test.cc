@@ -146,7 +146,7 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   EXPECT_EQ(ValidateSpec(one, l).message().rfind("master: only with nodes > 1", 0), 0u);
   auto parsed = ParseMaster("[::1]:80");
   ASSERT_TRUE(parsed.ok());
-  EXPECT_EQ(parsed->first, "[::1]");
+  EXPECT_EQ(parsed->first, "::1");
   EXPECT_EQ(parsed->second, 80);
 }
 
