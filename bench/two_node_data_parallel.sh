@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # data_parallel across two "nodes" on one machine: two network namespaces joined by a veth pair
-# (optionally shaped with tc to RATE, e.g. 1gbit), a shoald in each with its own host name, one
-# part of the experiment submitted to each. Prints each part's data_parallel figures. Needs root;
-# everything it makes (namespaces, link, /etc/netns entries, daemons) is removed on exit.
+# (optionally shaped with tc to RATE, e.g. 1gbit), a shoald in each with its own host name, on TCP
+# with TLS (a certificate made here) and a token. One `shoal submit --node-daemons` to node 0's
+# daemon runs the experiment on both: it prints the coordinated record, then each node's part.
+# Needs root; everything it makes (namespaces, link, /etc/netns entries, daemons) is removed on exit.
 #
 #   bench/two_node_data_parallel.sh [RATE|none] [extra submit flags...]
 #   bench/two_node_data_parallel.sh 1gbit --model resnet18_cifar --batch-size 8 --batches 4
@@ -23,6 +24,10 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert.pem" -days 1 \
+  -subj /CN=shoalnode0 -addext subjectAltName=DNS:shoalnode0,DNS:shoalnode1 2>/dev/null
+TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+(umask 077 && echo "coordinator $TOKEN" >"$TMP/tokens" && echo "$TOKEN" >"$TMP/peer.tok")
 ip link add "${VETH[0]}" type veth peer name "${VETH[1]}"
 for i in 0 1; do
   ip netns add "${NS[$i]}"
@@ -36,23 +41,23 @@ for i in 0 1; do
   printf '127.0.0.1 localhost\n%s.1 shoalnode0\n%s.2 shoalnode1\n' "$NET" "$NET" \
     >"/etc/netns/${NS[$i]}/hosts"
   ip netns exec "${NS[$i]}" unshare --uts sh -c "hostname shoalnode$i && exec \"\$@\"" sh \
-    "$BIN/shoald" --socket "$TMP/s$i.sock" --state-dir "$TMP/state$i" --log-level warn &
+    "$BIN/shoald" --socket "$TMP/s$i.sock" --state-dir "$TMP/state$i" --log-level warn \
+    --listen "$NET.$((i + 1)):7443" --tls-cert "$TMP/cert.pem" --tls-key "$TMP/key.pem" \
+    --token-file "$TMP/tokens" --peer-token-file "$TMP/peer.tok" --peer-tls-ca "$TMP/cert.pem" &
   PIDS+=($!)
 done
 for i in 0 1; do
   for _ in $(seq 100); do [ -S "$TMP/s$i.sock" ] && break; sleep 0.1; done
 done
-ids=()
+echo "link: ${RATE}; one experiment over both nodes, submitted to node 0's shoald:"
+id=$("$BIN/shoal" --socket "$TMP/s0.sock" submit --kind data_parallel \
+  --node-daemons shoalnode0:7443,shoalnode1:7443 --eval-samples 0 "$@" --json |
+  /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+"$BIN/shoal" --socket "$TMP/s0.sock" watch "$id" | grep -E "^node [01] t=" | awk 'NR % 10 == 1' | cut -c1-150
+"$BIN/shoal" --socket "$TMP/s0.sock" get "$id"
 for i in 0 1; do
-  ids+=("$("$BIN/shoal" --socket "$TMP/s$i.sock" submit --kind data_parallel --nodes 2 \
-    --node-rank "$i" --master shoalnode0:29533 --eval-samples 0 "$@" --json |
-    /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')")
-done
-echo "link: ${RATE}; each node's part of one experiment:"
-for i in 0 1; do
-  until "$BIN/shoal" --socket "$TMP/s$i.sock" get "${ids[$i]}" --json | /usr/bin/python3 -c \
-    'import json,sys; sys.exit(json.load(sys.stdin)["state"] in ("QUEUED", "RUNNING"))'; do
-    sleep 0.5
-  done
-  "$BIN/shoal" --socket "$TMP/s$i.sock" get "${ids[$i]}" | grep -E "^experiment|replicas|per step|throughput|  error"
+  part=$("$BIN/shoal" --socket "$TMP/s0.sock" get "$id" --json | /usr/bin/python3 -c \
+    "import json,sys; print(json.load(sys.stdin)['parts'][$i]['experiment_id'])")
+  echo "node $i's part, from its own shoald:"
+  "$BIN/shoal" --socket "$TMP/s$i.sock" get "$part" | grep -E "^experiment|replicas|per step|throughput|  error"
 done

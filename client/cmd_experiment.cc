@@ -31,6 +31,9 @@ v1::ExperimentState Watch(ShoalClient& c, const std::string& id, bool json, bool
     if (quiet) return;
     if (json) {
       std::cout << ToJson(ev).dump() << std::endl;
+    } else if (ev.has_sample() && ev.has_node()) {  // relayed by a coordinator: one line each
+      std::printf("node %u %s", ev.node(), FormatSampleLine(ev.sample()).c_str());
+      std::fflush(stdout);
     } else if (ev.has_sample()) {
       std::fputs(tty ? ("\033[H\033[J" + FormatSampleTable(ev.sample(), ev.dropped())).c_str()
                      : FormatSampleLine(ev.sample()).c_str(),

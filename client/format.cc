@@ -183,20 +183,45 @@ std::string ExitText(const v1::ProcessInfo& p) {
                     : "code " + std::to_string(p.exit_code());
 }
 
+// A coordinated experiment: each node's part, where it ran and how it ended.
+std::string PartLines(const v1::Experiment& e) {
+  if (e.parts_size() == 0) return "";
+  std::string o;
+  double total = 0;
+  for (const auto& p : e.parts()) {
+    const std::string figures = p.has_samples_per_sec()
+                                    ? F(", %.1f samples/s, peak PSS sum %s", p.samples_per_sec(),
+                                        Gib(p.peak_pss_sum_bytes()).c_str())
+                                    : "";
+    total += p.samples_per_sec();
+    o += F("  %-11s node %u on %s: %s %s%s%s%s\n", o.empty() ? "parts" : "", p.node_rank(),
+           p.daemon().c_str(), p.experiment_id().empty() ? "-" : p.experiment_id().c_str(),
+           StateName(p.state()).c_str(), figures.c_str(), p.error().empty() ? "" : ": ",
+           p.error().c_str());
+  }
+  return o + F("  %-11s %.1f samples/s over all nodes; below: node 0's part's figures, and every "
+               "node's processes\n",
+               "", total);
+}
+
 std::string ProcessLines(const v1::Experiment& e) {
   // The GPU column only where NVML saw some process of this experiment.
   const bool gpu = std::any_of(e.processes().begin(), e.processes().end(),
                                [](const auto& p) { return p.has_peak_gpu_memory_bytes(); });
+  // A coordinated experiment's processes are on several nodes: say which.
+  const bool nodes = std::any_of(e.processes().begin(), e.processes().end(),
+                                 [](const auto& p) { return p.has_node(); });
   std::string o =
-      F("  processes   %-7s %-7s %-5s %-8s %-9s %-9s %-8s %s%s\n", "pid", "role", "index", "start",
-        "peak RSS", "peak PSS", "steps", gpu ? "peak GPU  " : "", "exit");
+      F("  processes   %s%-7s %-7s %-5s %-8s %-9s %-9s %-8s %s%s\n", nodes ? "node " : "", "pid",
+        "role", "index", "start", "peak RSS", "peak PSS", "steps", gpu ? "peak GPU  " : "", "exit");
   for (const auto& p : e.processes()) {
     const std::string g =
         !gpu ? ""
              : F("%-9s ",
                  p.has_peak_gpu_memory_bytes() ? Mib(p.peak_gpu_memory_bytes()).c_str() : "-");
-    o += F("              %-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s%s\n", p.pid(),
-           RoleName(e, p).c_str(), p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
+    o += F("              %s%-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s%s\n",
+           nodes ? F("%-4u ", p.node()).c_str() : "", p.pid(), RoleName(e, p).c_str(),
+           p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
            p.role() == "leader" ? "-" : F("%.0f ms", p.start_ms()).c_str(),
            Mib(p.peak_rss_bytes()).c_str(), Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()),
            g.c_str(), ExitText(p).c_str());
@@ -245,7 +270,7 @@ std::string FormatExperiment(const v1::Experiment& raw) {
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
   if (e.state() == v1::QUEUED) return o;
-  return o + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +
+  return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +
          VariantBlocks(e.result()) + ProcessLines(e);
 }
 

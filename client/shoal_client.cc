@@ -7,15 +7,29 @@
 namespace shoal::cli {
 namespace {
 
+grpc::ChannelArguments Arguments(const Endpoint& e) {
+  grpc::ChannelArguments args;
+  if (e.keepalive_ms > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, e.keepalive_ms);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, e.keepalive_ms);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a quiet watch is still pinged
+  }
+  return args;
+}
+
 std::shared_ptr<grpc::Channel> Connect(const Endpoint& e) {
-  if (e.target.empty())
-    return grpc::CreateChannel("unix:" + e.socket, grpc::InsecureChannelCredentials());
-  if (e.insecure) return grpc::CreateChannel(e.target, grpc::InsecureChannelCredentials());
+  const grpc::ChannelArguments args = Arguments(e);
+  if (e.target.empty()) {
+    return grpc::CreateCustomChannel("unix:" + e.socket, grpc::InsecureChannelCredentials(), args);
+  }
+  if (e.insecure)
+    return grpc::CreateCustomChannel(e.target, grpc::InsecureChannelCredentials(), args);
   grpc::SslCredentialsOptions o;
   o.pem_root_certs = e.tls_ca;  // empty: the system's roots
   o.pem_cert_chain = e.tls_cert;
   o.pem_private_key = e.tls_key;
-  return grpc::CreateChannel(e.target, grpc::SslCredentials(o));
+  return grpc::CreateCustomChannel(e.target, grpc::SslCredentials(o), args);
 }
 
 }  // namespace
@@ -23,11 +37,12 @@ std::shared_ptr<grpc::Channel> Connect(const Endpoint& e) {
 ShoalClient::ShoalClient(const Endpoint& e)
     : where_(e.target.empty() ? e.socket : e.target),
       token_(e.token),
+      call_timeout_s_(e.call_timeout_s),
       stub_(v1::Shoal::NewStub(Connect(e))) {}
 
-std::unique_ptr<grpc::ClientContext> ShoalClient::Ctx(int seconds) const {
+std::unique_ptr<grpc::ClientContext> ShoalClient::Ctx() const {
   auto c = std::make_unique<grpc::ClientContext>();
-  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(call_timeout_s_));
   if (!token_.empty()) c->AddMetadata("authorization", "Bearer " + token_);
   return c;
 }
@@ -175,12 +190,26 @@ Status ShoalClient::Watch(const std::string& id,
                           const std::function<void(const v1::WatchEvent&)>& on_event) {
   grpc::ClientContext ctx;  // no deadline: a watch lasts as long as the experiment
   if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+  {
+    std::lock_guard<std::mutex> l(watches_mu_);
+    if (watches_cancelled_) return Unavailable("the watch of " + id + " was cancelled");
+    watches_.insert(&ctx);
+  }
   v1::WatchRequest req;
   req.set_id(id);
   auto reader = stub_->Watch(&ctx, req);
   v1::WatchEvent ev;
   while (reader->Read(&ev)) on_event(ev);
-  return Convert(reader->Finish());
+  const grpc::Status st = reader->Finish();
+  std::lock_guard<std::mutex> l(watches_mu_);
+  watches_.erase(&ctx);
+  return Convert(st);
+}
+
+void ShoalClient::CancelWatches() {
+  std::lock_guard<std::mutex> l(watches_mu_);
+  watches_cancelled_ = true;
+  for (grpc::ClientContext* c : watches_) c->TryCancel();
 }
 
 }  // namespace shoal::cli

@@ -3,6 +3,8 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,7 +20,11 @@ struct Endpoint {
   std::string target;                     // host:port; empty: the socket
   std::string tls_ca, tls_cert, tls_key;  // PEM texts: the server's CA; a client pair (mTLS)
   std::string token;
-  bool insecure = false;  // plaintext TCP (loopback)
+  bool insecure = false;    // plaintext TCP (loopback)
+  int call_timeout_s = 30;  // every call but Watch
+  // > 0: ping the connection this often (ms) and give it up after as long without an answer, so a
+  // dead peer or a cut link ends a Watch within about twice this (shoald's peers: 2000).
+  int keepalive_ms = 0;
 };
 
 class ShoalClient {
@@ -43,6 +49,8 @@ class ShoalClient {
   StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req);
   // Calls `on_event` for every event until the experiment ends.
   Status Watch(const std::string& id, const std::function<void(const v1::WatchEvent&)>& on_event);
+  // Ends every Watch in progress (CANCELLED) and makes later ones end at once.
+  void CancelWatches();
 
  private:
   Status Convert(const grpc::Status& st) const;
@@ -50,10 +58,14 @@ class ShoalClient {
   StatusOr<std::vector<Item>> AllPages(v1::ListRequest req, uint32_t page_size, Call call,
                                        Items items);
 
-  std::unique_ptr<grpc::ClientContext> Ctx(int seconds = 30) const;
+  std::unique_ptr<grpc::ClientContext> Ctx() const;
 
   std::string where_;  // for messages: the socket or the target
   std::string token_;
+  int call_timeout_s_;
+  std::mutex watches_mu_;
+  std::set<grpc::ClientContext*> watches_;
+  bool watches_cancelled_ = false;
   std::unique_ptr<v1::Shoal::StubInterface> stub_;
 };
 

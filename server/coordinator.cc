@@ -12,6 +12,7 @@
 #include "server/paging.h"
 #include "server/recovery.h"
 #include "shared/admission.h"
+#include "shared/data_parallel.h"
 #include "shared/kind_rules.h"
 #include "shared/process.h"
 #include "spdlog/spdlog.h"
@@ -59,6 +60,11 @@ Status Coordinator::Recover() {
   ASSIGN_OR_RETURN(Recovered r, shoal::Recover(store_, os_.segments, NewId));
   queue_.Restore(r.queue);
   sweeps_.Restore(r.sweeps);
+  // A coordinated experiment cut short here may still have parts running on the nodes.
+  for (const auto& e : r.interrupted) {
+    if (e.parts_size() == 0 || !opts_.connect_peer) continue;
+    StartCoordinated([this, e] { CancelParts(e, opts_.connect_peer); });
+  }
   return Status::Ok();
 }
 
@@ -71,6 +77,9 @@ void Coordinator::Shutdown() {
   shut_down_ = true;
   queue_.Shutdown();
   if (scheduler_.joinable()) scheduler_.join();
+  std::lock_guard<std::mutex> l(coordinated_mu_);
+  for (auto& t : coordinated_) t.join();  // each ends on the shutdown: it cancels its parts
+  coordinated_.clear();
 }
 
 Status Coordinator::Admit(const v1::ExperimentSpec& spec) {
@@ -85,6 +94,7 @@ Status Coordinator::Admit(const v1::ExperimentSpec& spec) {
 StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::string& submitter) {
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
+  if (spec.has_node_daemons()) return SubmitCoordinated(spec, submitter);
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(Admit(spec));
   v1::Experiment e = NewExperimentRecord(NewId("x"), spec, RealtimeMs());
@@ -96,6 +106,51 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
 }
 
 StatusOr<v1::Experiment> Coordinator::Cancel(const std::string& id) { return queue_.Cancel(id); }
+
+// Its parts are checked and admitted by their own daemons (data sets, memory): this one only
+// keeps the record and runs the coordination on a thread of its own.
+StatusOr<std::string> Coordinator::SubmitCoordinated(const v1::ExperimentSpec& spec,
+                                                     const std::string& submitter) {
+  if (!opts_.connect_peer) {
+    return FailedPrecondition(
+        "node_daemons: this shoald was started without --peer-token-file, so it cannot reach "
+        "other nodes' daemons");
+  }
+  ASSIGN_OR_RETURN(std::vector<std::string> daemons, ParseNodeDaemons(spec.node_daemons()));
+  v1::Experiment e = NewCoordinatedRecord(NewId("x"), spec, daemons, RealtimeMs());
+  e.set_submitter(submitter);
+  RETURN_IF_ERROR(queue_.Adopt(e));
+  spdlog::info("coordinating {}: data_parallel over {} nodes", e.id(), daemons.size());
+  StartCoordinated([this, e] {
+    RunCoordinated(e, opts_.connect_peer, opts_.federation, CoordinatedHooks(e.id()));
+    hub_->Close(e.id());
+  });
+  return e.id();
+}
+
+void Coordinator::StartCoordinated(std::function<void()> fn) {
+  std::lock_guard<std::mutex> l(coordinated_mu_);
+  coordinated_.emplace_back(std::move(fn));
+}
+
+FederationHooks Coordinator::CoordinatedHooks(const std::string& id) {
+  FederationHooks h;
+  const auto t0 = std::chrono::steady_clock::now();
+  h.update = [this](const v1::Experiment& x) { queue_.Update(x); };
+  h.live = [this](const v1::Experiment& x) { queue_.SetLive(x); };
+  h.publish = [this, id](v1::WatchEvent ev) {  // not Publish: /metrics shows local runs only
+    ev.set_experiment_id(id);
+    hub_->Publish(id, ev);
+  };
+  h.event = [this, id, t0](const std::string& text) {
+    AddEvent(
+        id,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+        text);
+  };
+  h.stop = [this, id] { return int(queue_.StopRequest(id)); };
+  return h;
+}
 
 StatusOr<Page<v1::Experiment>> Coordinator::List(const PageRequest& page,
                                                  const ExperimentFilter& filter) {
@@ -226,6 +281,11 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
     return it->second;
   };
   if (spec.base().has_dataset()) RETURN_IF_ERROR(check(spec.base().dataset()));
+  if (spec.base().has_node_daemons()) {
+    return InvalidArgument(
+        "node_daemons: a sweep's points run one by one on this daemon; submit each coordinated "
+        "experiment with shoal submit");
+  }
   return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
     RETURN_IF_ERROR(check(s.dataset()));
     Status st = Admit(s);

@@ -16,6 +16,7 @@
 #include "server/experiment_queue.h"
 #include "server/experiment_runner.h"
 #include "server/experiment_service.h"
+#include "server/federation.h"
 #include "server/fork_server_supervisor.h"
 #include "server/metrics.h"
 #include "server/sampler.h"
@@ -36,6 +37,10 @@ struct CoordinatorOptions {
   std::string zygote_socket;  // where the fork-server listens
   std::string logs_dir;       // each run's captured output (empty: not captured)
   uint32_t fork_server_pool = 16;
+  // How this daemon reaches other nodes' daemons to coordinate an experiment across them (spec
+  // node_daemons); null: it coordinates none (shoald without --peer-token-file).
+  PeerConnector connect_peer;
+  FederationOptions federation;
 };
 
 // The OS as the core sees it; the defaults are the real one.
@@ -82,6 +87,10 @@ class Coordinator : public ExperimentService {
 
  private:
   StatusOr<v1::DeleteResponse> DeleteRecord(const std::string& id);
+  StatusOr<std::string> SubmitCoordinated(const v1::ExperimentSpec& spec,
+                                          const std::string& submitter);
+  FederationHooks CoordinatedHooks(const std::string& id);
+  void StartCoordinated(std::function<void()> fn);
   void RemoveOrphanLogs();
   void SchedulerLoop();
   void RunOne(v1::Experiment e);
@@ -103,6 +112,8 @@ class Coordinator : public ExperimentService {
   ExperimentQueue queue_;
   SweepTracker sweeps_;
   std::thread scheduler_;
+  std::mutex coordinated_mu_;
+  std::vector<std::thread> coordinated_;  // one per coordinated experiment, joined at Shutdown
   bool shut_down_ = false;
 };
 

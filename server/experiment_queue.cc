@@ -23,6 +23,15 @@ Status ExperimentQueue::Enqueue(const std::vector<v1::Experiment>& es) {
   return Status::Ok();
 }
 
+Status ExperimentQueue::Adopt(const v1::Experiment& e) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (stopping_) return Unavailable("shoald is shutting down");
+  RETURN_IF_ERROR(store_->Put(e));
+  live_[e.id()] = e;
+  adopted_[e.id()] = false;
+  return Status::Ok();
+}
+
 void ExperimentQueue::Restore(const std::vector<v1::Experiment>& es) {
   std::lock_guard<std::mutex> l(mu_);
   for (const auto& e : es) {
@@ -46,6 +55,7 @@ void ExperimentQueue::Update(const v1::Experiment& e) {
     std::lock_guard<std::mutex> l(mu_);
     if (IsTerminal(e.state())) {
       live_.erase(e.id());
+      adopted_.erase(e.id());
     } else {
       live_[e.id()] = e;
     }
@@ -79,6 +89,10 @@ StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
     cancel_running_ = true;
     return it->second;  // the runner moves it to cancelled once every process is gone
   }
+  if (auto a = adopted_.find(id); a != adopted_.end()) {
+    a->second = true;
+    return it->second;  // whoever runs it ends it cancelled
+  }
   v1::Experiment e = it->second;
   queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
   live_.erase(it);
@@ -92,6 +106,8 @@ StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
 
 ExperimentQueue::Stop ExperimentQueue::StopRequest(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
+  if (auto a = adopted_.find(id); a != adopted_.end())
+    return a->second ? kCancel : stopping_ ? kShutdown : kNone;
   if (running_ != id) return kNone;
   if (cancel_running_) return kCancel;
   return stopping_ ? kShutdown : kNone;

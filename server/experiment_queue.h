@@ -30,6 +30,10 @@ class ExperimentQueue {
 
   // Stores the records and queues them, in order, at once. UNAVAILABLE once stopping.
   Status Enqueue(const std::vector<v1::Experiment>& es);
+  // Stores a record that runs elsewhere (a coordinated experiment: its parts run on the nodes) and
+  // keeps it live, outside the queue: Get, List, Cancel and StopRequest know it, Next never
+  // returns it, and it does not hold up the queue. It leaves like any record: a terminal Update.
+  Status Adopt(const v1::Experiment& e);
   // Queues records already stored (recovery), in the given order.
   void Restore(const std::vector<v1::Experiment>& es);
   // Waits up to `wait` for the next queued experiment and makes it the running one.
@@ -65,6 +69,7 @@ class ExperimentQueue {
   std::map<std::string, v1::Experiment> live_;  // queued and running
   std::string running_;
   bool cancel_running_ = false;
+  std::map<std::string, bool> adopted_;  // live records run elsewhere -> cancel asked
   bool stopping_ = false;
 };
 

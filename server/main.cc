@@ -19,6 +19,7 @@
 #include "server/metrics_http.h"
 #include "server/node_info.h"
 #include "server/rpc/access.h"
+#include "server/rpc/peer_daemon.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
 #include "shared/endpoint.h"
@@ -49,9 +50,28 @@ struct DaemonArgs {
   bool insecure = false;
   std::optional<shoal::TokenTable> tokens;
   std::string metrics_listen;
+  // Coordinating experiments across nodes (spec node_daemons): how to reach the other daemons.
+  std::string peer_token_file;
+  shoal::PeerCredentials peer;
+  int peer_timeout_ms = 10000;
   int max_watchers = 1024;
   shoal::CoordinatorOptions opts;
 };
+
+void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
+  app.add_option("--peer-token-file", d.peer_token_file,
+                 "the bearer token this daemon presents to other nodes' daemons when it "
+                 "coordinates an experiment across them (node_daemons); without it, it coordinates "
+                 "none");
+  app.add_option("--peer-tls-ca", d.peer.tls_ca, "PEM CA that signed the peers' certificates");
+  app.add_option("--peer-tls-cert", d.peer.tls_cert, "PEM client certificate for peers (mTLS)");
+  app.add_option("--peer-tls-key", d.peer.tls_key, "PEM client key for peers (mTLS)");
+  app.add_flag("--peer-insecure", d.peer.insecure, "plaintext to peers (loopback daemons only)");
+  app.add_option("--peer-timeout-ms", d.peer_timeout_ms,
+                 "a peer daemon unreachable this long is lost: the experiment ends everywhere")
+      ->capture_default_str()
+      ->check(CLI::Range(500, 600000));
+}
 
 void AddOptions(CLI::App& app, DaemonArgs& d) {
   auto& opts = d.opts;
@@ -101,6 +121,7 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--log-level", d.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  AddPeerOptions(app, d);
 }
 
 }  // namespace
@@ -108,6 +129,7 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
 namespace {
 
 bool CheckTcp(DaemonArgs& d);
+bool CheckPeers(DaemonArgs& d);
 
 // Resolves paths and defaults after parsing; false (logged) when the worker cannot run.
 bool Resolve(DaemonArgs& d) {
@@ -124,7 +146,7 @@ bool Resolve(DaemonArgs& d) {
   opts.zygote_socket = d.state_dir + "/zygote.sock";
   opts.logs_dir = d.state_dir + "/logs";
   d.access.daemon_uid = ::geteuid();
-  if (!CheckTcp(d)) return false;
+  if (!CheckTcp(d) || !CheckPeers(d)) return false;
   if (!d.socket_group.empty()) {
     group* g = ::getgrnam(d.socket_group.c_str());
     if (g == nullptr) {
@@ -169,6 +191,31 @@ bool CheckTcp(DaemonArgs& d) {
         d.listen);
     return false;
   }
+  return true;
+}
+
+// --peer-*: read once here; the connector holds the texts.
+bool CheckPeers(DaemonArgs& d) {
+  if (d.peer_token_file.empty()) {
+    if (d.peer.insecure || !d.peer.tls_ca.empty() || !d.peer.tls_cert.empty())
+      spdlog::warn("--peer-insecure and --peer-tls-* do nothing without --peer-token-file");
+    return true;
+  }
+  auto token = shoal::ReadSmallFile(d.peer_token_file);
+  if (!token.ok()) return spdlog::critical("{}", token.status().message()), false;
+  d.peer.token = token->substr(0, token->find_first_of("\r\n"));
+  if (d.peer.token.empty())
+    return spdlog::critical("--peer-token-file {}: no token in it", d.peer_token_file), false;
+  if (d.peer.tls_cert.empty() != d.peer.tls_key.empty())
+    return spdlog::critical("--peer-tls-cert and --peer-tls-key go together"), false;
+  for (std::string* pem : {&d.peer.tls_ca, &d.peer.tls_cert, &d.peer.tls_key}) {
+    if (pem->empty()) continue;
+    auto text = shoal::ReadSmallFile(*pem);
+    if (!text.ok()) return spdlog::critical("{}", text.status().message()), false;
+    *pem = std::move(text).value();
+  }
+  d.opts.connect_peer = shoal::GrpcPeers(d.peer);
+  d.opts.federation.lost_after_ms = uint64_t(d.peer_timeout_ms);
   return true;
 }
 
@@ -230,6 +277,11 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(service);
+  // A coordinating daemon pings its peers every 2 s, even on a quiet watch, to notice a dead one:
+  // accept that rather than answer with GOAWAY "too many pings".
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   int port = 0;
   if (!d.listen.empty()) builder.AddListeningPort(d.listen, TcpCredentials(d), &port);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

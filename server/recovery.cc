@@ -15,11 +15,10 @@ namespace shoal {
 namespace {
 
 // Fixes the records of experiments; returns those still queued.
-StatusOr<std::vector<v1::Experiment>> RecoverExperiments(Store* store,
-                                                         std::vector<v1::Experiment>& all,
-                                                         const std::set<std::string>& cancelled,
-                                                         SegmentJanitor* segments) {
-  std::vector<v1::Experiment> queued;
+Status RecoverExperiments(Store* store, std::vector<v1::Experiment>& all,
+                          const std::set<std::string>& cancelled, SegmentJanitor* segments,
+                          Recovered* out) {
+  std::vector<v1::Experiment>& queued = out->queue;
   for (auto& e : all) {
     if (e.state() == v1::RUNNING) {
       e.set_state(v1::INTERRUPTED);
@@ -28,6 +27,7 @@ StatusOr<std::vector<v1::Experiment>> RecoverExperiments(Store* store,
       for (auto& p : *e.mutable_processes()) p.set_alive(false);
       RETURN_IF_ERROR(store->Put(e));
       spdlog::warn("experiment {} was running when shoald stopped: marked interrupted", e.id());
+      out->interrupted.push_back(e);
     }
     if (e.state() == v1::QUEUED && cancelled.count(e.sweep_id())) {
       // Its sweep was cancelled but the daemon died before this point was.
@@ -40,7 +40,7 @@ StatusOr<std::vector<v1::Experiment>> RecoverExperiments(Store* store,
     if (int n = segments->Remove(SegmentPrefix(e.id())); n > 0)
       spdlog::warn("removed {} leftover shared memory segment(s) of {}", n, e.id());
   }
-  return queued;
+  return Status::Ok();
 }
 
 // Brings a sweep's points up to date with their experiments (the daemon may have died between
@@ -83,7 +83,7 @@ StatusOr<Recovered> Recover(Store* store, SegmentJanitor* segments,
   std::set<std::string> cancelled;
   for (const auto& sw : out.sweeps)
     if (!sw.error().empty()) cancelled.insert(sw.id());
-  ASSIGN_OR_RETURN(out.queue, RecoverExperiments(store, all, cancelled, segments));
+  RETURN_IF_ERROR(RecoverExperiments(store, all, cancelled, segments, &out));
   std::map<std::string, const v1::Experiment*> by_id;
   for (const auto& e : all) by_id[e.id()] = &e;
   for (auto& sw : out.sweeps) RETURN_IF_ERROR(RecoverSweep(store, sw, by_id, new_id, &out.queue));

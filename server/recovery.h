@@ -14,8 +14,9 @@
 namespace shoal {
 
 struct Recovered {
-  std::vector<v1::Experiment> queue;  // to queue again, in order
-  std::vector<v1::Sweep> sweeps;      // brought up to date with their experiments
+  std::vector<v1::Experiment> queue;        // to queue again, in order
+  std::vector<v1::Sweep> sweeps;            // brought up to date with their experiments
+  std::vector<v1::Experiment> interrupted;  // marked interrupted now (they were running)
 };
 
 StatusOr<Recovered> Recover(Store* store, SegmentJanitor* segments,

@@ -23,9 +23,10 @@ uint32_t TotalBatch(const v1::ExperimentSpec& spec) {
   return spec.batch_size() * WorldSize(spec);
 }
 
-StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master) {
+StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& field,
+                                                         const std::string& master) {
   const size_t colon = master.rfind(':');
-  const std::string why = "master: '" + master + "' is not HOST:PORT with a port 1..65535";
+  const std::string why = field + ": '" + master + "' is not HOST:PORT with a port 1..65535";
   if (colon == std::string::npos || colon == 0 || colon + 1 == master.size())
     return InvalidArgument(why);
   const std::string port = master.substr(colon + 1);
@@ -37,6 +38,40 @@ StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')  // [IPv6]:PORT
     host = host.substr(1, host.size() - 2);
   return std::make_pair(host, uint16_t(p));
+}
+
+StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  for (;;) {
+    const size_t comma = text.find(',', from);
+    out.push_back(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    RETURN_IF_ERROR(ParseHostPort("node_daemons", out.back()).status());
+    if (std::count(out.begin(), out.end() - 1, out.back()) > 0)
+      return InvalidArgument("node_daemons: '" + out.back() + "' is named twice");
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  if (out.size() < 2 || out.size() > 64) {
+    return InvalidArgument("node_daemons: " + std::to_string(out.size()) +
+                           " daemon(s); a coordinated experiment spans 2..64 nodes");
+  }
+  return out;
+}
+
+std::string DefaultMaster(const std::string& node0_daemon) {
+  const std::string host = node0_daemon.substr(0, node0_daemon.rfind(':'));
+  return host + ":" + std::to_string(kDefaultMasterPort);  // [IPv6] keeps its brackets
+}
+
+v1::ExperimentSpec PartSpec(const v1::ExperimentSpec& spec, const std::string& group_id,
+                            uint32_t node) {
+  v1::ExperimentSpec part = spec;
+  part.clear_node_daemons();
+  part.set_node_rank(node);
+  part.set_name((spec.has_name() ? spec.name() + " " : "") + group_id + " node " +
+                std::to_string(node));
+  return part;
 }
 
 std::vector<GradBucket> AssignBuckets(const std::vector<uint64_t>& param_bytes, uint64_t first_cap,

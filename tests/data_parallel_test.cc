@@ -150,6 +150,63 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   EXPECT_EQ(parsed->second, 80);
 }
 
+// Coordinated: node_daemons gives nodes and the master; each part gets its rank, not the list.
+v1::ExperimentSpec Coordinated(const std::string& daemons) {
+  v1::ExperimentSpec s = DataParallel(1, 32, nullptr);
+  s.clear_nodes();
+  s.clear_node_rank();
+  s.set_node_daemons(daemons);
+  ApplyDefaults(&s, SpecLimits{});
+  return s;
+}
+
+TEST(DataParallelTest, NodeDaemonsGiveNodesAndMasterAndEachPartItsRank) {
+  SpecLimits l;
+  l.cores = 2;
+  auto s = Coordinated("node0:7443,node1:7443,[fd00::3]:7443");
+  ASSERT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
+  EXPECT_EQ(s.nodes(), 3u);
+  EXPECT_EQ(s.master(), "node0:29500");
+  EXPECT_FALSE(s.has_node_rank());
+  EXPECT_EQ(DefaultMaster("[fd00::3]:7443"), "[fd00::3]:29500");
+  const v1::ExperimentSpec part = PartSpec(s, "x0123456789", 2);
+  EXPECT_FALSE(part.has_node_daemons());
+  EXPECT_EQ(part.node_rank(), 2u);
+  EXPECT_EQ(part.nodes(), 3u);
+  EXPECT_EQ(part.master(), "node0:29500");
+  EXPECT_EQ(part.name(), "x0123456789 node 2");
+  EXPECT_TRUE(ValidateSpec(part, l).ok()) << ValidateSpec(part, l).message();
+  auto own_master = s;
+  own_master.set_master("node0:31000");
+  ApplyDefaults(&own_master, l);
+  EXPECT_EQ(own_master.master(), "node0:31000");  // given: kept
+}
+
+TEST(DataParallelTest, NodeDaemonsRefusalsNameTheField) {
+  SpecLimits l;
+  l.cores = 2;
+  const std::pair<const char*, const char*> cases[] = {
+      {"node0:7443", "node_daemons: 1 daemon(s); a coordinated experiment spans 2..64 nodes"},
+      {"node0:7443,node0:7443", "node_daemons: 'node0:7443' is named twice"},
+      {"node0:7443,,node1:7443", "node_daemons: '' is not HOST:PORT with a port 1..65535"},
+      {"node0:7443,node1", "node_daemons: 'node1' is not HOST:PORT with a port 1..65535"},
+  };
+  for (const auto& [daemons, why] : cases)
+    EXPECT_EQ(ValidateSpec(Coordinated(daemons), l).message(), why) << daemons;
+  auto ranked = Coordinated("a:1,b:2");
+  ranked.set_node_rank(1);
+  EXPECT_EQ(ValidateSpec(ranked, l).message().rfind("node_rank: the coordinator gives", 0), 0u);
+  auto counted = Coordinated("a:1,b:2");
+  counted.set_nodes(3);
+  EXPECT_EQ(ValidateSpec(counted, l).message(), "nodes: 3 but node_daemons names 2 daemons");
+  v1::ExperimentSpec hog;
+  hog.set_kind("hogwild");
+  hog.set_node_daemons("a:1,b:2");
+  ApplyDefaults(&hog, l);
+  EXPECT_NE(ValidateSpec(hog, l).message().find("node_daemons"), std::string::npos)
+      << ValidateSpec(hog, l).message();
+}
+
 TEST(DataParallelTest, ResNetDefaultsToNoEvaluationButKeepsAnExplicitOne) {
   SpecLimits l;
   l.cores = 2;

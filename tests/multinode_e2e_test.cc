@@ -1,15 +1,18 @@
 // data_parallel across two "nodes": two network namespaces made by the test (a veth pair, a private
-// /24, a host name each resolving to its veth address), a real shoald in each, one part of the
-// experiment submitted to each daemon. All traffic stays on the veth pair; the namespaces, the
-// link and /etc/netns entries are removed afterwards. The test fails, never skips, when it cannot
-// make them (it needs root, ip and unshare: deploy/install-deps.sh installs them).
+// /24, a host name each resolving to its veth address), a real shoald in each listening on TCP
+// with TLS (a certificate made here) and tokens. Daemon 0 coordinates (node_daemons), or each
+// daemon is given its part by hand. All traffic stays on the veth pair; the namespaces, the link
+// and /etc/netns entries are removed afterwards. The test fails, never skips, when it cannot make
+// them (it needs root, ip, unshare and openssl: deploy/install-deps.sh installs them).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "shared/shm.h"
 #include "tests/testutil.h"
@@ -25,6 +28,8 @@ using testing::WaitFor;
 
 constexpr auto Parse = testing::ParseJson;
 const char* kIp = "/bin/ip";
+const char* kPeerToken = "peer-0123456789abcdef";
+const char* kDaemons = "shoalnode0:7443,shoalnode1:7443";
 
 // Runs argv; "" when it exited 0, else what it printed.
 std::string RunOk(std::vector<std::string> argv) {
@@ -43,6 +48,7 @@ class TwoNodes : public ::testing::Test {
     ns_[1] = "shoal" + tag + "b";
     const std::string veth[2] = {"sv" + tag + "a", "sv" + tag + "b"};
     net_ = "10.213." + std::to_string(::getpid() % 250) + ".";
+    MakeCredentials();
     for (const auto& ns : ns_) ASSERT_EQ(RunOk({kIp, "netns", "add", ns}), "");
     made_ = true;
     ASSERT_EQ(RunOk({kIp, "link", "add", veth[0], "type", "veth", "peer", "name", veth[1]}), "");
@@ -62,7 +68,11 @@ class TwoNodes : public ::testing::Test {
       daemons_[i]->WrapWith({kIp, "netns", "exec", ns_[i], "/usr/bin/unshare", "--uts", "/bin/sh",
                              "-c", "hostname shoalnode" + std::to_string(i) + " && exec \"$@\"",
                              "sh"});
-      ASSERT_TRUE(daemons_[i]->Start({"--grace-ms", "1000"})) << "shoald in " << ns_[i];
+      ASSERT_TRUE(daemons_[i]->Start(
+          {"--grace-ms", "1000", "--listen", Address(i) + ":7443", "--tls-cert", dir_ / "cert.pem",
+           "--tls-key", dir_ / "key.pem", "--token-file", dir_ / "tokens", "--peer-token-file",
+           dir_ / "peer.tok", "--peer-tls-ca", dir_ / "cert.pem", "--peer-timeout-ms", "3000"}))
+          << "shoald in " << ns_[i];
     }
   }
   void TearDown() override {
@@ -76,10 +86,69 @@ class TwoNodes : public ::testing::Test {
   }
   std::string Address(int node) const { return net_ + std::to_string(node + 1); }
 
-  // Submits node `node`'s part; returns the experiment's id on that daemon.
-  std::string SubmitPart(int node, const std::string& batches) {
-    return SubmitPart(node, batches, "shoalnode0:29517");
+  // One certificate for both daemons' names; the token each daemon knows and presents to peers.
+  void MakeCredentials() {
+    const CommandResult r = testing::RunCommand(
+        {"/usr/bin/openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+         dir_ / "key.pem", "-out", dir_ / "cert.pem", "-days", "1", "-subj", "/CN=shoalnode0",
+         "-addext", "subjectAltName=DNS:shoalnode0,DNS:shoalnode1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ofstream(dir_ / "tokens") << "coordinator " << kPeerToken << "\n";
+    std::ofstream(dir_ / "peer.tok") << kPeerToken << "\n";
+    for (const char* f : {"tokens", "peer.tok"}) ::chmod((dir_ / f).c_str(), 0600);
   }
+
+  // Submits one experiment across both nodes through daemon 0; returns its id there.
+  std::string SubmitCoordinated(const std::string& batches) {
+    CommandResult r = daemons_[0]->Cli({"submit", "--kind", "data_parallel", "--node-daemons",
+                                        kDaemons, "--workers", "1", "--batch-size", "16",
+                                        "--batches", batches, "--eval-samples", "0", "--start",
+                                        "spawn", "--stall-timeout-ms", "20000", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Parse(r).value("id", "");
+  }
+  // The coordinated record's part on `node`, read from that node's own daemon.
+  json Part(const json& e, int node) { return Get(node, e["parts"][node]["experiment_id"]); }
+  // Every process of both parts, once both are training (past their second step).
+  std::vector<pid_t> TrainingPids(const std::string& id) {
+    std::vector<pid_t> pids;
+    WaitFor(
+        [&] {
+          pids.clear();
+          const json e = Get(0, id);
+          if (e["parts"].size() != 2 || e["parts"][1].value("experiment_id", "").empty())
+            return false;
+          int training = 0;
+          for (int n = 0; n < 2; ++n) {
+            const json p = Part(e, n);
+            for (const auto& proc : p["processes"]) {
+              pids.push_back(proc["pid"].get<int>());
+              if (proc["role"] == "worker" && proc.value("steps", 0) >= 2) ++training;
+            }
+          }
+          return training == 2;
+        },
+        90);
+    return pids;
+  }
+  static pid_t WorkerPid(const json& part) {
+    for (const auto& p : part["processes"])
+      if (p["role"] == "worker") return p["pid"].get<int>();
+    return -1;
+  }
+  bool AllGone(const std::vector<pid_t>& pids, const std::vector<std::string>& ids) {
+    return WaitFor(
+        [&] {
+          for (pid_t p : pids)
+            if (testing::ProcessAlive(p)) return false;
+          for (const auto& id : ids)
+            if (!ListSegments(SegmentPrefix(id)).empty()) return false;
+          return true;
+        },
+        10);
+  }
+
+  // Submits node `node`'s part; returns the experiment's id on that daemon.
   std::string SubmitPart(int node, const std::string& batches, const std::string& master) {
     CommandResult r = daemons_[node]->Cli({"submit",
                                            "--kind",
@@ -120,7 +189,7 @@ class TwoNodes : public ::testing::Test {
         90);
     return e;
   }
-  static std::string Checksum(const json& e) {
+  static std::string Checksum(const json& e) {  // its worker's weights
     for (const auto& p : e["processes"])
       if (p["role"] == "worker") return p["weights_checksum"];
     return "";
@@ -132,65 +201,78 @@ class TwoNodes : public ::testing::Test {
   std::unique_ptr<Daemon> daemons_[2];
 };
 
-TEST_F(TwoNodes, ReplicasOnTwoDaemonsTrainTheSameWeights) {
-  const std::string id0 = SubmitPart(0, "8"), id1 = SubmitPart(1, "8");
-  const json e0 = WaitEnded(0, id0), e1 = WaitEnded(1, id1);
-  ASSERT_EQ(e0["state"], "SUCCEEDED") << e0["error"];
-  ASSERT_EQ(e1["state"], "SUCCEEDED") << e1["error"];
-  EXPECT_FALSE(Checksum(e0).empty());
-  EXPECT_EQ(Checksum(e0), Checksum(e1));  // one model, averaged across the link
-  for (const json* e : {&e0, &e1}) {
-    const json& d = (*e)["result"]["data_parallel"];
+TEST_F(TwoNodes, OneDaemonCoordinatesAndBothTrainOneModel) {
+  const std::string id = SubmitCoordinated("8");
+  ASSERT_FALSE(id.empty());
+  const CommandResult watch = daemons_[0]->Cli({"watch", id});  // to the end, node by node
+  EXPECT_EQ(watch.exit_code, 0) << watch.err;
+  EXPECT_NE(watch.out.find("node 0 t="), std::string::npos) << watch.out;
+  EXPECT_NE(watch.out.find("node 1 t="), std::string::npos) << watch.out;
+  const json e = Get(0, id);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+  ASSERT_EQ(e["parts"].size(), 2u);
+  const json p0 = Part(e, 0), p1 = Part(e, 1);
+  for (const json* p : {&p0, &p1}) {
+    ASSERT_EQ((*p)["state"], "SUCCEEDED") << (*p)["error"];
+    const json& d = (*p)["result"]["data_parallel"];
     EXPECT_EQ(d["world_size"], 2u);
     EXPECT_EQ(d["batch_total"], 32u);
     EXPECT_GT(d["bus_bandwidth_gbps"].get<double>(), 0);
     EXPECT_GT(d["comm_ms"].get<double>(), 0);
-    EXPECT_LT((*e)["result"]["last_loss"].get<double>(),
-              (*e)["result"]["first_loss"].get<double>());
+    EXPECT_LT((*p)["result"]["last_loss"].get<double>(),
+              (*p)["result"]["first_loss"].get<double>());
   }
+  EXPECT_EQ(p1["spec"]["node_rank"], 1u);
+  EXPECT_EQ(p1["spec"]["master"], "shoalnode0:29500");
+  EXPECT_EQ(p1["submitter"], "token coordinator");
+  EXPECT_FALSE(Checksum(p0).empty());
+  EXPECT_EQ(Checksum(p0), Checksum(p1));  // one model, averaged across the link
+  EXPECT_EQ(e["result"]["data_parallel"], p0["result"]["data_parallel"]);  // node 0's figures
+  std::set<int> nodes;
+  for (const auto& p : e["processes"]) nodes.insert(p.value("node", -1));
+  EXPECT_EQ(nodes, (std::set<int>{0, 1}));
 }
 
-TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheExperimentOnBoth) {
-  const std::string id0 = SubmitPart(0, "100000"), id1 = SubmitPart(1, "100000");
-  pid_t victim = -1;
-  std::vector<pid_t> pids;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        pids.clear();
-        victim = -1;
-        int training = 0;  // workers past their second step, on both nodes
-        for (int n = 0; n < 2; ++n) {
-          const json e = Get(n, n == 0 ? id0 : id1);
-          if (e.value("state", "") != "RUNNING") return false;
-          for (const auto& p : e["processes"]) {
-            pids.push_back(p["pid"].get<int>());
-            if (p["role"] != "worker") continue;
-            if (p.value("steps", 0) >= 2) ++training;
-            if (n == 1) victim = p["pid"].get<int>();
-          }
-        }
-        return training == 2 && victim > 0;
-      },
-      90));
-  const auto t0 = std::chrono::steady_clock::now();
+TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheCoordinatedExperimentOnBoth) {
+  const std::string id = SubmitCoordinated("100000");
+  const std::vector<pid_t> pids = TrainingPids(id);
+  json e = Get(0, id);
+  const pid_t victim = WorkerPid(Part(e, 1));
   ASSERT_GT(victim, 0);  // never kill(-1)
+  const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  const json e1 = WaitEnded(1, id1), e0 = WaitEnded(0, id0);
+  e = WaitEnded(0, id);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(e1["state"], "FAILED");
-  EXPECT_NE(e1["error"].get<std::string>().find("worker 0 killed by signal 9"), std::string::npos)
-      << e1["error"];
-  EXPECT_EQ(e0["state"], "FAILED");  // its peer is gone: its own replica's all-reduce says so
-  EXPECT_NE(e0["error"].get<std::string>().find("worker 0 exited with code"), std::string::npos)
-      << e0["error"];
+  EXPECT_EQ(e["state"], "FAILED");
+  EXPECT_NE(e["error"].get<std::string>().find(
+                "node 1 (shoalnode1:7443): FAILED: worker 0 killed by signal 9"),
+            std::string::npos)
+      << e["error"];
   EXPECT_LT(took, 30.0);
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        for (pid_t p : pids)
-          if (testing::ProcessAlive(p)) return false;
-        return ListSegments(SegmentPrefix(id0)).empty() && ListSegments(SegmentPrefix(id1)).empty();
-      },
-      10));
+  for (int n = 0; n < 2; ++n) EXPECT_NE(Part(e, n)["state"], "RUNNING");
+  EXPECT_TRUE(AllGone(pids, {e["parts"][0]["experiment_id"], e["parts"][1]["experiment_id"]}));
+}
+
+TEST_F(TwoNodes, AKilledDaemonEndsTheCoordinatedExperimentAndTheNextOneCleansUp) {
+  const std::string id = SubmitCoordinated("100000");
+  const std::vector<pid_t> pids = TrainingPids(id);
+  const json before = Get(0, id);
+  const std::string part1 = before["parts"][1]["experiment_id"];
+  const auto t0 = std::chrono::steady_clock::now();
+  daemons_[1]->Stop(SIGKILL);
+  const json e = WaitEnded(0, id);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(e["state"], "FAILED");
+  EXPECT_EQ(e["error"].get<std::string>().rfind(
+                "node 1 (shoalnode1:7443): lost: its shoald has not answered for 3 s", 0),
+            0u)
+      << e["error"];
+  EXPECT_LT(took, 20.0);  // the 3 s timeout, then node 0's part stopping
+  EXPECT_NE(Part(e, 0)["state"], "RUNNING");
+  // Its workers went with it; the next daemon on its state directory removes their segments.
+  ASSERT_TRUE(daemons_[1]->Start({"--grace-ms", "1000"}));
+  EXPECT_EQ(Get(1, part1)["state"], "INTERRUPTED");
+  EXPECT_TRUE(AllGone(pids, {e["parts"][0]["experiment_id"], part1}));
 }
 
 TEST_F(TwoNodes, PartsThatDisagreeFailAtOnceNamingTheField) {

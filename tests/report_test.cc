@@ -698,6 +698,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "nodes",
                                                "node_rank",
                                                "master",
+                                               "node_daemons",
                                                "scaling",
                                                "workers",
                                                "name",
@@ -809,7 +810,8 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "",          "",  // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor
                                           "",          "",  // nodes, node_rank, master,
-                                          "",          "",  // scaling: data_parallel's
+                                          "",          "",  // node_daemons, scaling:
+                                          "",               // data_parallel's
                                           "",          "1",
                                           "",          "no"};
   // GPU figures: none read (0), no status, the optional ones absent.

@@ -81,8 +81,8 @@ KindRules DataLoadingRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"share",   "batches", "models",    "iterations",
-                      "scaling", "nodes",   "node_rank", "master"};
+  k.foreign_fields = {"share", "batches",   "models", "iterations",  "scaling",
+                      "nodes", "node_rank", "master", "node_daemons"};
   return k;
 }
 

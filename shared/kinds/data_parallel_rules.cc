@@ -26,12 +26,40 @@ Status ValidateNodes(const v1::ExperimentSpec& s) {
   return Status::Ok();
 }
 
+// With node_daemons this daemon coordinates: nodes and master follow from the list, and each part
+// gets its own node_rank (one given here would be overwritten, so it is refused).
+Status ValidateCoordinated(const v1::ExperimentSpec& s) {
+  if (!s.has_node_daemons()) return Status::Ok();
+  ASSIGN_OR_RETURN(std::vector<std::string> daemons, ParseNodeDaemons(s.node_daemons()));
+  if (s.nodes() != daemons.size()) {
+    return InvalidArgument("nodes: " + std::to_string(s.nodes()) + " but node_daemons names " +
+                           std::to_string(daemons.size()) + " daemons");
+  }
+  if (s.has_node_rank()) {
+    return InvalidArgument(
+        "node_rank: the coordinator gives each node its rank (its place in node_daemons); "
+        "leave node_rank out with node_daemons");
+  }
+  return Status::Ok();
+}
+
+void CoordinatedDefaults(v1::ExperimentSpec* s) {
+  auto daemons = ParseNodeDaemons(s->node_daemons());
+  if (!daemons.ok()) return;  // Validate says why
+  if (!s->has_nodes()) s->set_nodes(uint32_t(daemons->size()));
+  if (!s->has_master()) s->set_master(DefaultMaster(daemons->front()));
+}
+
 void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
   if (!s->has_scaling()) s->set_scaling("weak");
   if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
   if (!s->has_share()) s->set_share(false);         // replicas: never shared
-  if (!s->has_nodes()) s->set_nodes(1);
-  if (!s->has_node_rank()) s->set_node_rank(0);
+  if (s->has_node_daemons()) {
+    CoordinatedDefaults(s);
+  } else {
+    if (!s->has_nodes()) s->set_nodes(1);
+    if (!s->has_node_rank()) s->set_node_rank(0);
+  }
   // A ResNet-18 evaluation on the CPU costs as much as the run it follows: ask for it.
   if (s->model() == "resnet18_cifar" && !s->has_eval_samples()) s->set_eval_samples(0);
 }
@@ -44,6 +72,7 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
   }
   if (s.scaling() != "weak" && s.scaling() != "strong")
     return InvalidArgument("scaling: '" + s.scaling() + "' is not one of weak, strong");
+  RETURN_IF_ERROR(ValidateCoordinated(s));
   RETURN_IF_ERROR(ValidateNodes(s));
   if (s.scaling() == "strong" && s.batch_size() % WorldSize(s) != 0) {
     return InvalidArgument("batch_size: strong scaling splits the step's " +

@@ -11,7 +11,7 @@ KindRules HogwildRules() {
   k.models = {"mnist_convnet"};
   k.estimate = EstimateExperiment;
   k.foreign_fields = {"models",  "iterations", "loaders",   "prefetch", "pin_memory",
-                      "scaling", "nodes",      "node_rank", "master"};
+                      "scaling", "nodes",      "node_rank", "master",   "node_daemons"};
   return k;
 }
 
