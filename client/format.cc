@@ -120,6 +120,32 @@ std::string DataParallelLines(const v1::Result& r) {
            d.allreduce_busy_ms(), bw.c_str());
 }
 
+// pipeline: the whole, then a line per stage (the seed's table, one configuration).
+std::string PipelineLines(const v1::Result& r) {
+  if (!r.has_pipeline()) return "";
+  const auto& p = r.pipeline();
+  std::string o = F(
+      "  pipeline    %u stages x %u micro-batches of %u, checkpoint %s; %.2fM parameters, model "
+      "memory %s; peak allocated %s, activations %s (summed over stages); step %.0f ms, bubble "
+      "%.0f%%\n",
+      p.stages(), p.chunks(), p.micro_batch(), p.checkpoint().c_str(), double(p.parameters()) / 1e6,
+      Gib(p.model_memory_bytes()).c_str(), Gib(p.peak_allocated_sum_bytes()).c_str(),
+      Gib(p.peak_activation_sum_bytes()).c_str(), p.step_ms(), 100 * p.bubble());
+  o += F("  %-11s %-5s %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s\n", "stages", "stage",
+         "layers", "params", "model", "peak alloc", "activation", "peak RSS", "peak PSS", "fwd ms",
+         "bwd ms", "wait ms");
+  for (const auto& s : p.stage()) {
+    o += F("  %-11s %-5u %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8.0f %-8.0f %-8.0f\n", "",
+           s.stage(), F("%u-%u", s.first_layer(), s.end_layer() - 1).c_str(),
+           F("%.2fM", double(s.parameters()) / 1e6).c_str(), Mib(s.model_memory_bytes()).c_str(),
+           Mib(s.peak_allocated_bytes()).c_str(),
+           s.has_peak_activation_bytes() ? Mib(s.peak_activation_bytes()).c_str() : "-",
+           Mib(s.peak_rss_bytes()).c_str(), Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(),
+           s.backward_ms(), s.wait_ms());
+  }
+  return o;
+}
+
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
@@ -152,7 +178,7 @@ std::string ResultLines(const v1::Experiment& e) {
       F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
         "reads)\n",
         r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
-  return o + DataParallelLines(r) + GpuLine(r);
+  return o + DataParallelLines(r) + PipelineLines(r) + GpuLine(r);
 }
 
 // data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.

@@ -32,9 +32,10 @@ std::vector<SpecFlags::Given> SpecFlags::GivenFields() const {
 StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
   v1::ExperimentSpec spec;
   for (const auto& g : GivenFields()) {
-    const bool list = g.values.size() != 1 ||
-                      (g.values[0].find(',') != std::string::npos && g.field->name != "dataset" &&
-                       g.field->name != "name" && g.field->name != "node_daemons");
+    const bool list =
+        g.values.size() != 1 ||
+        (g.values[0].find(',') != std::string::npos && g.field->name != "dataset" &&
+         g.field->name != "name" && g.field->name != "node_daemons" && g.field->name != "balance");
     if (list) {
       return InvalidArgument(g.field->name +
                              ": submit takes one value (a list is a sweep: " + "shoal sweep)");

@@ -308,14 +308,15 @@ void Coordinator::Publish(const std::string& id, v1::WatchEvent ev) {
 
 StatusOr<MetricsSnapshot> Coordinator::Metrics() {
   MetricsSnapshot m;
-  ASSIGN_OR_RETURN(std::vector<v1::Experiment> all, queue_.List());
+  // Every state change is stored (ExperimentQueue::Update), so the store's counts are current.
+  ASSIGN_OR_RETURN(m.experiments, store_->CountByState());
   {
     std::lock_guard<std::mutex> l(latest_mu_);
     m.running = latest_;
   }
-  for (const auto& e : all) {
-    ++m.experiments[e.state()];
-    if (m.running && e.id() == m.running->id) m.running->kind = e.spec().kind();
+  if (m.running) {
+    auto e = queue_.Get(m.running->id);
+    if (e.ok()) m.running->kind = e->spec().kind();
   }
   return m;
 }

@@ -9,6 +9,7 @@
 #include "shared/data_parallel.h"
 #include "shared/kind_rules.h"
 #include "shared/layout.h"
+#include "shared/pipeline.h"
 #include "shared/process.h"
 
 namespace shoal {
@@ -162,6 +163,57 @@ void FillDataParallel(const RunFacts& f, const Reports& ws, v1::Result* r) {
   d->set_replicas_identical(finished == f.spec.workers() && sums.size() == 1);
 }
 
+// pipeline: each stage's memory the seed's way and its share of the step; the whole's sums.
+v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
+                             const std::vector<uint32_t>& balance) {
+  v1::StageResult s;
+  s.set_stage(w.index());
+  if (w.index() < balance.size()) {
+    const auto [begin, end] = StageLayers(balance, w.index());
+    s.set_first_layer(begin);
+    s.set_end_layer(end);
+  }
+  s.set_parameters(w.parameters());
+  s.set_model_memory_bytes(12 * w.parameters());
+  s.set_peak_allocated_bytes(w.alloc_peak_bytes());
+  if (w.alloc_peak_bytes() >= s.model_memory_bytes())
+    s.set_peak_activation_bytes(w.alloc_peak_bytes() - s.model_memory_bytes());
+  s.set_peak_rss_bytes(w.vmhwm_bytes());
+  if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
+    s.set_peak_pss_bytes(it->second);
+  const double steps = double(std::max<uint64_t>(1, w.steps()));
+  s.set_forward_ms(NsToMs(w.forward_ns()) / steps);
+  s.set_backward_ms(NsToMs(w.backward_ns()) / steps);
+  s.set_wait_ms(NsToMs(w.comm_ns()) / steps);
+  s.set_optimizer_ms(NsToMs(w.optimizer_ns()) / steps);
+  s.set_data_ms(NsToMs(w.data_ns()) / steps);
+  return s;
+}
+
+void FillPipeline(const RunFacts& f, const Reports& ws, v1::Result* r) {
+  auto layout = PlanPipeline(f.spec);
+  if (!layout.ok()) return;
+  v1::PipelineResult* p = r->mutable_pipeline();
+  p->set_stages(f.spec.stages());
+  p->set_chunks(f.spec.chunks());
+  p->set_checkpoint(f.spec.checkpoint());
+  p->set_micro_batch(f.spec.batch_size() / std::max<uint32_t>(1, f.spec.chunks()));
+  double bubble = 0;
+  for (const auto& w : ws) {
+    v1::StageResult s = StageFigures(f, w, layout->balance);
+    const double step =
+        s.forward_ms() + s.backward_ms() + s.wait_ms() + s.optimizer_ms() + s.data_ms();
+    p->set_step_ms(std::max(p->step_ms(), step));
+    bubble += step > 0 ? s.wait_ms() / step : 0;
+    p->set_parameters(p->parameters() + s.parameters());
+    p->set_peak_allocated_sum_bytes(p->peak_allocated_sum_bytes() + s.peak_allocated_bytes());
+    p->set_peak_activation_sum_bytes(p->peak_activation_sum_bytes() + s.peak_activation_bytes());
+    *p->add_stage() = s;
+  }
+  p->set_model_memory_bytes(12 * p->parameters());
+  if (!ws.empty()) p->set_bubble(bubble / double(ws.size()));
+}
+
 // With epochs, worker 0 evaluates between them while the others train on, so the window from the
 // first step to the last includes its evaluations. When every sample is in a finished epoch, the
 // training time is the epochs' own (each the slowest worker's, evaluation excluded) instead.
@@ -255,6 +307,7 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     ExcludeEvaluations(r);
     if (f.spec.kind() == "multi_model") FillVariants(f, *ws, r);
     if (f.spec.kind() == "data_parallel") FillDataParallel(f, *ws, r);
+    if (f.spec.kind() == "pipeline") FillPipeline(f, *ws, r);
     for (const auto& w : *ws) hwm += w.vmhwm_bytes();
   }
   r->set_peak_rss_hwm_sum_bytes(hwm);

@@ -128,6 +128,24 @@ StatusOr<v1::Experiment> Store::Get(const std::string& id) {
   return e;
 }
 
+StatusOr<std::map<v1::ExperimentState, uint64_t>> Store::CountByState() {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "SELECT state, COUNT(*) FROM experiments GROUP BY state", -1, &st.s,
+                         nullptr) != SQLITE_OK) {
+    return Error("prepare count");
+  }
+  std::map<v1::ExperimentState, uint64_t> out;
+  int rc;
+  while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) {
+    const int state = sqlite3_column_int(st.s, 0);
+    if (v1::ExperimentState_IsValid(state))
+      out[v1::ExperimentState(state)] = uint64_t(sqlite3_column_int64(st.s, 1));
+  }
+  if (rc != SQLITE_DONE) return Error("count");
+  return out;
+}
+
 StatusOr<std::vector<v1::Experiment>> Store::List() {
   std::lock_guard<std::mutex> l(mu_);
   return ReadAll<v1::Experiment>(db_, "SELECT body FROM experiments ORDER BY submitted, rowid",

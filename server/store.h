@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,8 @@ class Store {
   Status Put(const v1::Experiment& e);  // insert or replace
   StatusOr<v1::Experiment> Get(const std::string& id);
   StatusOr<std::vector<v1::Experiment>> List();  // in submission order
+  // How many records are in each state, counted by SQLite (no record is read): /metrics.
+  StatusOr<std::map<v1::ExperimentState, uint64_t>> CountByState();
   Status AddEvent(const std::string& id, const v1::Event& ev);
   StatusOr<std::vector<v1::Event>> Events(const std::string& id);
   Status AddSample(const std::string& id, const v1::Sample& s);

@@ -683,6 +683,49 @@ std::vector<Table> DataParallelTables(const std::vector<PointView>& points,
   };
 }
 
+// pipeline (seed 004): GPipe's Table 1 per point — parameters, model memory, peak activation
+// memory (the seed's accounting), the counted peak it comes from, the step and its bubble.
+Cell PipelineCell(const v1::Experiment& e, size_t col) {
+  if (!e.result().has_pipeline()) return Missing();
+  const v1::PipelineResult& p = e.result().pipeline();
+  const double gib = double(1ull << 30);
+  switch (col) {
+    case 0:
+      return Value(double(p.parameters()) / 1e6, "%.2f");
+    case 1:
+      return Value(double(p.model_memory_bytes()) / gib, "%.3f");
+    case 2:
+      return Value(double(p.peak_activation_sum_bytes()) / gib, "%.3f");
+    case 3:
+      return Value(double(p.peak_allocated_sum_bytes()) / gib, "%.3f");
+    case 4:
+      return Value(p.step_ms(), "%.0f");
+    default:
+      return Value(100 * p.bubble(), "%.0f");
+  }
+}
+
+std::vector<Table> PipelineTables(const std::vector<PointView>& points,
+                                  const std::vector<std::string>& fields) {
+  return {PointTable(
+      points, fields, "pipeline_memory",
+      "pipeline (seed 004, GPipe's Table 1): parameters (millions), model memory "
+      "(GiB: parameters x 12, the seed's), peak activation memory (GiB: each "
+      "stage's counted peak allocation minus its model memory, summed over the "
+      "stages, the seed's accounting), the peak allocations it comes from (GiB, "
+      "summed), the step (ms, slowest stage) and its bubble (% of the step the "
+      "stages sat waiting on a neighbour, their mean)",
+      "figure",
+      {"params (M)", "model GiB", "activation GiB", "allocated GiB", "step ms", "bubble %"},
+      PipelineCell)};
+}
+
+bool AnyPipeline(const std::vector<PointView>& points) {
+  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
+    return v.experiment != nullptr && v.experiment->result().has_pipeline();
+  });
+}
+
 bool AnyDataParallel(const std::vector<PointView>& points) {
   return std::any_of(points.begin(), points.end(), [](const PointView& v) {
     return v.experiment != nullptr && v.experiment->result().has_data_parallel();
@@ -720,6 +763,8 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     for (auto& t : DataLoadingTables(points, fields)) tables.push_back(std::move(t));
   if (AnyDataParallel(points))
     for (auto& t : DataParallelTables(points, fields)) tables.push_back(std::move(t));
+  if (AnyPipeline(points))
+    for (auto& t : PipelineTables(points, fields)) tables.push_back(std::move(t));
   return tables;
 }
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "shoal/v1/shoal.pb.h"
 #include "tests/testutil.h"
 
 namespace shoal {
@@ -68,6 +69,35 @@ TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
                                           "http://127.0.0.1:" + port + "/other"});
   EXPECT_EQ(other.out, "404\n");
   EXPECT_EQ(d.Cli({"cancel", id}).exit_code, 0);
+}
+
+// gRPC server reflection, read by a client that has no shoal module (tests/reflection_client.py,
+// as grpcurl would): it lists the services, describes shoal.v1.Shoal, and calls NodeInfo with
+// messages built from the descriptors it was sent.
+TEST(ReflectionE2E, AClientWithoutTheProtoListsDescribesAndCallsTheService) {
+  testing::TempDir dir;
+  testing::Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start());
+  const CommandResult r =
+      RunCommand({"/usr/bin/python3", std::string(SHOAL_SOURCE_DIR) + "/tests/reflection_client.py",
+                  testing::BinDir() + "/..", "unix:" + dir / "s.sock"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["services"],
+            json::array({"shoal.v1.Shoal", "grpc.reflection.v1alpha.ServerReflection"}));
+  // Every method the compiled-in service has, with its streaming: what reflection sent is whole.
+  const auto* svc = v1::ExperimentSpec::descriptor()->file()->FindServiceByName("Shoal");
+  ASSERT_NE(svc, nullptr);
+  ASSERT_EQ(out["methods"].size(), size_t(svc->method_count()));
+  for (int i = 0; i < svc->method_count(); ++i) {
+    const auto* m = svc->method(i);
+    ASSERT_TRUE(out["methods"].contains(m->name())) << m->name();
+    EXPECT_EQ(out["methods"][m->name()]["server_streaming"], m->server_streaming()) << m->name();
+    EXPECT_EQ(out["methods"][m->name()]["client_streaming"], m->client_streaming()) << m->name();
+  }
+  EXPECT_EQ(out["methods"]["Watch"]["server_streaming"], true);
+  EXPECT_EQ(out["unknown_error_code"], 5);  // NOT_FOUND
+  EXPECT_EQ(out["node_info"]["stateDir"], dir / "state");
 }
 
 }  // namespace

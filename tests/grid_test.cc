@@ -264,7 +264,8 @@ TEST(GridTest, RefusesAFieldThatIsNotAnAxis) {
       "weight_decay, eps, lr_decay, initial_accumulator_value, rho, beta1, beta2, amsgrad, alpha, "
       "centered, batch_size, batches, epochs, epoch_samples, threads, seed, allocator, "
       "eval_samples, sample_interval_ms, stall_timeout_ms, models, iterations, loaders, prefetch, "
-      "pin_memory, nodes, node_rank, master, scaling, workers)";
+      "pin_memory, nodes, node_rank, master, layers, filters, stages, chunks, checkpoint, scaling, "
+      "workers)";
   for (const std::string field : {"colour", "name", "force"}) {
     SCOPED_TRACE(field);
     v1::SweepSpec s;

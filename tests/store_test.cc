@@ -42,6 +42,26 @@ TEST(StoreTest, SurvivesReopen) {
   EXPECT_EQ((*s)->Get("nope").status().code(), Code::kNotFound);
 }
 
+// /metrics counts by state in SQLite: a record rewritten in a new state moves between counts.
+TEST(StoreTest, CountsByStateFollowTheRecords) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  v1::Experiment e;
+  for (int i = 0; i < 3; ++i) {
+    e.set_id("x" + std::to_string(i));
+    e.set_state(i == 0 ? v1::RUNNING : v1::SUCCEEDED);
+    ASSERT_TRUE((*s)->Put(e).ok());
+  }
+  e.set_id("x0");
+  e.set_state(v1::FAILED);
+  ASSERT_TRUE((*s)->Put(e).ok());
+  auto counts = (*s)->CountByState();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(*counts,
+            (std::map<v1::ExperimentState, uint64_t>{{v1::SUCCEEDED, 2}, {v1::FAILED, 1}}));
+}
+
 TEST(StoreTest, UnwritablePathIsAnError) {
   auto s = Store::Open("/nonexistent/dir/db");
   ASSERT_FALSE(s.ok());

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "server/rpc/reflection.h"
 #include "shared/sweep.h"
 #include "shared/wire_check.h"
 #include "spdlog/spdlog.h"
@@ -207,6 +208,7 @@ grpc::ServerGenericBidiReactor* ShoalService::CreateReactor(
     return new FailedCall(ToGrpc(caller.status()));
   }
   if (method == kPrefix + "Watch") return NewWatch();
+  if (method == kReflectionMethod) return NewReflectionCall();
   auto it = unary_.find(method);
   if (it == unary_.end())
     return new FailedCall({grpc::StatusCode::UNIMPLEMENTED, "no method " + QuoteShort(method)});

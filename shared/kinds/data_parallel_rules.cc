@@ -111,7 +111,8 @@ KindRules DataParallelRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"models", "iterations", "loaders", "prefetch", "pin_memory"};
+  k.foreign_fields = {"models",  "iterations", "loaders", "prefetch", "pin_memory", "layers",
+                      "filters", "stages",     "balance", "chunks",   "checkpoint"};
   return k;
 }
 

@@ -10,8 +10,9 @@ KindRules HogwildRules() {
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet"};
   k.estimate = EstimateExperiment;
-  k.foreign_fields = {"models",  "iterations", "loaders",   "prefetch", "pin_memory",
-                      "scaling", "nodes",      "node_rank", "master",   "node_daemons"};
+  k.foreign_fields = {"models", "iterations", "loaders", "prefetch",     "pin_memory", "scaling",
+                      "nodes",  "node_rank",  "master",  "node_daemons", "layers",     "filters",
+                      "stages", "balance",    "chunks",  "checkpoint"};
   return k;
 }
 

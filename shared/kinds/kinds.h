@@ -9,5 +9,6 @@ KindRules HogwildRules();
 KindRules MultiModelRules();
 KindRules DataLoadingRules();
 KindRules DataParallelRules();
+KindRules PipelineRules();
 
 }  // namespace shoal

@@ -65,9 +65,10 @@ KindRules MultiModelRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"dataset",      "share",     "batches",  "epochs",      "epoch_samples",
-                      "eval_samples", "loaders",   "prefetch", "pin_memory",  "scaling",
-                      "nodes",        "node_rank", "master",   "node_daemons"};
+  k.foreign_fields = {"dataset",      "share",     "batches",  "epochs",       "epoch_samples",
+                      "eval_samples", "loaders",   "prefetch", "pin_memory",   "scaling",
+                      "nodes",        "node_rank", "master",   "node_daemons", "layers",
+                      "filters",      "stages",    "balance",  "chunks",       "checkpoint"};
   return k;
 }
 

@@ -6,10 +6,7 @@ namespace shoal {
 
 const std::vector<KindRules>& AllKinds() {
   static const std::vector<KindRules> kinds = {
-      HogwildRules(),
-      MultiModelRules(),
-      DataLoadingRules(),
-      DataParallelRules(),
+      HogwildRules(), MultiModelRules(), DataLoadingRules(), DataParallelRules(), PipelineRules(),
   };
   return kinds;
 }

@@ -2,6 +2,7 @@
 #include "worker/kinds/data_loading.h"
 #include "worker/kinds/hogwild.h"
 #include "worker/kinds/multi_model.h"
+#include "worker/kinds/pipeline.h"
 #ifdef SHOAL_WITH_GLOO
 #include "worker/kinds/data_parallel.h"
 #endif
@@ -12,6 +13,7 @@ std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name) {
   if (name == "hogwild") return std::make_unique<HogwildKind>();
   if (name == "multi_model") return std::make_unique<MultiModelKind>();
   if (name == "data_loading") return std::make_unique<DataLoadingKind>();
+  if (name == "pipeline") return std::make_unique<PipelineKind>();
 #ifdef SHOAL_WITH_GLOO
   if (name == "data_parallel") return std::make_unique<DataParallelKind>();
 #endif
