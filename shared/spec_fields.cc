@@ -93,7 +93,7 @@ std::vector<SpecField> MakeFields() {
        "data_parallel: weak (batch_size per worker) | strong (batch_size per step, split)", "weak"},
       {"workers", "workers",
        "worker processes (multi_model: one per variant; data_loading: loaders + 1)",
-       "1 (multi_model: 2 for n = 1, else 3; data_loading: loaders + 1)"},
+       "1 (multi_model: 2 for n = 1, else 3; data_loading: loaders + 1; pipeline: stages)"},
       {"name", "name", "a label", "none", false},
       {"force", "force", "start even if the admission check says it will not fit", "no", false},
   };
