@@ -5,7 +5,7 @@ PACKAGES=(
   build-essential cmake pkg-config iproute2 util-linux
   libtorch-dev libgloo-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libboost-dev libspdlog-dev libgtest-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-  dataset-fashion-mnist python3-torch python3-torchvision python3-prometheus-client python3-grpcio python3-protobuf clang libclang-rt-14-dev openssl
+  dataset-fashion-mnist python3-torch python3-torchvision python3-prometheus-client python3-grpcio python3-protobuf clang libclang-rt-14-dev openssl systemd
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "shoal/v1/shoal.pb.h"
@@ -69,6 +70,24 @@ TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
                                           "http://127.0.0.1:" + port + "/other"});
   EXPECT_EQ(other.out, "404\n");
   EXPECT_EQ(d.Cli({"cancel", id}).exit_code, 0);
+}
+
+// The service unit as systemd reads it: `systemd-analyze verify` (no running systemd needed)
+// parses every directive, warning on any it does not know or cannot parse, and checks that
+// ExecStart names a runnable file (here the built shoald, for /usr/local/bin's).
+TEST(SystemdUnit, EveryDirectiveParsesAndTheDaemonRuns) {
+  testing::TempDir dir;
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/deploy/shoald.service");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string unit = text.str();
+  const std::string installed = "/usr/local/bin/shoald";
+  ASSERT_NE(unit.find(installed), std::string::npos);
+  unit.replace(unit.find(installed), installed.size(), testing::BinDir() + "/shoald");
+  std::ofstream(dir / "shoald.service") << unit;
+  const CommandResult r = RunCommand({"/usr/bin/systemd-analyze", "verify", dir / "shoald.service"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // an unknown key or a bad value is only a warning
 }
 
 // gRPC server reflection, read by a client that has no shoal module (tests/reflection_client.py,
