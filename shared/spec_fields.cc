@@ -16,7 +16,8 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
-std::vector<SpecField> MakeFields() {
+// Fields every kind reads, in the order the grid expands them.
+std::vector<SpecField> CommonFields() {
   return {
       {"kind", "kind",
        "experiment kind: hogwild | multi_model | data_loading | data_parallel | pipeline",
@@ -66,6 +67,13 @@ std::vector<SpecField> MakeFields() {
       {"sample_interval_ms", "sample_interval_ms", "telemetry interval", "200"},
       {"stall_timeout_ms", "stall_timeout_ms",
        "fail when a worker has no heartbeat this long (0: off)", "60000"},
+  };
+}
+
+// Fields only some kinds read (each kind's rules refuse the others'), then the worker count,
+// which every kind reads but several derive, and the label and switch last.
+std::vector<SpecField> KindFields() {
+  return {
       {"models", "models", "multi_model: independent models trained at once (n)", "1"},
       {"iterations", "iterations", "multi_model: training iterations of each variant", "1000"},
       {"loaders", "loaders", "data_loading: loader processes feeding the trainer (0: it loads)",
@@ -97,6 +105,12 @@ std::vector<SpecField> MakeFields() {
       {"name", "name", "a label", "none", false},
       {"force", "force", "start even if the admission check says it will not fit", "no", false},
   };
+}
+
+std::vector<SpecField> MakeFields() {
+  std::vector<SpecField> all = CommonFields();
+  for (auto& f : KindFields()) all.push_back(std::move(f));
+  return all;
 }
 
 // The message holding the path's last component, and that component's descriptor; M is

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "shoal/v1/shoal.pb.h"
 #include "tests/testutil.h"
@@ -85,7 +85,8 @@ TEST(SystemdUnit, EveryDirectiveParsesAndTheDaemonRuns) {
   ASSERT_NE(unit.find(installed), std::string::npos);
   unit.replace(unit.find(installed), installed.size(), testing::BinDir() + "/shoald");
   std::ofstream(dir / "shoald.service") << unit;
-  const CommandResult r = RunCommand({"/usr/bin/systemd-analyze", "verify", dir / "shoald.service"});
+  const CommandResult r =
+      RunCommand({"/usr/bin/systemd-analyze", "verify", dir / "shoald.service"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");  // an unknown key or a bad value is only a warning
 }

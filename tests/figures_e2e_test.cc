@@ -160,7 +160,8 @@ TEST_P(FiguresE2E, PeakPssSumAgreesWithAnIndependentReader) {
 // Two workers spawned and four forked: each start method, each count (the full 2 x 2 grid cost
 // 65 s of CI's 25 minutes for what these two cover).
 INSTANTIATE_TEST_SUITE_P(Workers, FiguresE2E,
-                         ::testing::Values(std::make_tuple(2, "spawn"), std::make_tuple(4, "fork")));
+                         ::testing::Values(std::make_tuple(2, "spawn"),
+                                           std::make_tuple(4, "fork")));
 
 }  // namespace
 }  // namespace shoal

@@ -60,10 +60,9 @@ class KindsE2E : public ::testing::Test {
 };
 
 TEST_F(KindsE2E, OptimiserSweepComparesLossAndAccuracy) {
-  CommandResult r =
-      daemon_->Cli({"sweep", "--optimizer", "sgd,adadelta,adam", "--epochs", "2",
-                    "--epoch-samples", "192", "--batch-size", "64", "--eval-samples", "100",
-                    "--dataset", kFashion, "--wait", "--json"});
+  CommandResult r = daemon_->Cli({"sweep", "--optimizer", "sgd,adadelta,adam", "--epochs", "2",
+                                  "--epoch-samples", "192", "--batch-size", "64", "--eval-samples",
+                                  "100", "--dataset", kFashion, "--wait", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = Parse(r);
   ASSERT_EQ(j["experiments"].size(), 3u);  // the five others: tests/optimizer_test.cc's goldens
