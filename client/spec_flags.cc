@@ -33,9 +33,9 @@ StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
   v1::ExperimentSpec spec;
   for (const auto& g : GivenFields()) {
     const bool list =
+        // A field that is no axis (name, node_daemons, balance) or a path may hold commas.
         g.values.size() != 1 ||
-        (g.values[0].find(',') != std::string::npos && g.field->name != "dataset" &&
-         g.field->name != "name" && g.field->name != "node_daemons" && g.field->name != "balance");
+        (g.values[0].find(',') != std::string::npos && g.field->axis && g.field->name != "dataset");
     if (list) {
       return InvalidArgument(g.field->name +
                              ": submit takes one value (a list is a sweep: " + "shoal sweep)");

@@ -78,7 +78,7 @@ void Coordinator::Shutdown() {
   queue_.Shutdown();
   if (scheduler_.joinable()) scheduler_.join();
   std::lock_guard<std::mutex> l(coordinated_mu_);
-  for (auto& t : coordinated_) t.join();  // each ends on the shutdown: it cancels its parts
+  for (auto& t : coordinated_) t.thread.join();  // each ends on the shutdown: it cancels its parts
   coordinated_.clear();
 }
 
@@ -130,7 +130,20 @@ StatusOr<std::string> Coordinator::SubmitCoordinated(const v1::ExperimentSpec& s
 
 void Coordinator::StartCoordinated(std::function<void()> fn) {
   std::lock_guard<std::mutex> l(coordinated_mu_);
-  coordinated_.emplace_back(std::move(fn));
+  for (auto it = coordinated_.begin(); it != coordinated_.end();) {
+    if (!it->ended->load()) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = coordinated_.erase(it);
+  }
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  coordinated_.push_back({std::thread([fn = std::move(fn), ended] {
+                            fn();
+                            ended->store(true);
+                          }),
+                          ended});
 }
 
 FederationHooks Coordinator::CoordinatedHooks(const std::string& id) {

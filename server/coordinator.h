@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -112,8 +113,14 @@ class Coordinator : public ExperimentService {
   ExperimentQueue queue_;
   SweepTracker sweeps_;
   std::thread scheduler_;
+  // One thread per coordinated experiment (or leftover parts to cancel); the ended ones are joined
+  // when the next starts, the rest at Shutdown, so a long-lived daemon does not keep them.
+  struct CoordinatedThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> ended;
+  };
   std::mutex coordinated_mu_;
-  std::vector<std::thread> coordinated_;  // one per coordinated experiment, joined at Shutdown
+  std::vector<CoordinatedThread> coordinated_;
   bool shut_down_ = false;
 };
 

@@ -52,6 +52,7 @@ std::string Label(const v1::NodePart& p) {
 // One part as the run knows it.
 struct PartView {
   std::unique_ptr<PeerDaemon> peer;
+  std::string id, label;  // its experiment on that daemon; "node N (HOST:PORT)", fixed at submit
   std::optional<v1::Experiment> record;  // its last reading
   bool ended = false;                    // record is final
   std::string lost;                      // why its daemon was given up ("" while reachable)
@@ -84,6 +85,7 @@ class CoordinatedRun {
   void Finish(int stop);
   std::string Reasons();
   void Fail(const std::string& error);
+  void End(v1::ExperimentState state, const std::string& error);
   void PublishLive();
   bool Sleep(uint64_t ms);  // false once the run is over
 
@@ -135,7 +137,9 @@ bool CoordinatedRun::SubmitParts() {
       return false;
     }
     part->set_experiment_id(*id);
-    hooks_.event(Label(*part) + ": part " + *id + " submitted");
+    parts_[i].id = *id;
+    parts_[i].label = Label(*part);
+    hooks_.event(parts_[i].label + ": part " + *id + " submitted");
   }
   hooks_.update(e_);
   return true;
@@ -144,7 +148,7 @@ bool CoordinatedRun::SubmitParts() {
 // One part's watcher: relays its events until it ends; when the stream breaks, reads its record
 // until it answers or has not for lost_after_ms.
 void CoordinatedRun::Watch(size_t node) {
-  const std::string& id = e_.parts(int(node)).experiment_id();
+  const std::string& id = parts_[node].id;
   v1::ExperimentState last = v1::STATE_UNSPECIFIED;
   for (;;) {
     (void)parts_[node].peer->Watch(id, [&](const v1::WatchEvent& ev) { Relay(node, ev, &last); });
@@ -154,7 +158,7 @@ void CoordinatedRun::Watch(size_t node) {
 }
 
 void CoordinatedRun::Relay(size_t node, const v1::WatchEvent& ev, v1::ExperimentState* last) {
-  const std::string label = Label(e_.parts(int(node)));
+  const std::string& label = parts_[node].label;
   if (ev.has_sample()) {
     v1::WatchEvent out;
     *out.mutable_sample() = ev.sample();
@@ -173,7 +177,7 @@ void CoordinatedRun::Relay(size_t node, const v1::WatchEvent& ev, v1::Experiment
 // the run is over. `trouble_ms`: when the stream ended, the loss's time if it comes to that.
 bool CoordinatedRun::AwaitRecord(size_t node, int64_t trouble_ms) {
   const auto until = SteadyClock::now() + milliseconds(opts_.lost_after_ms);
-  const std::string& id = e_.parts(int(node)).experiment_id();
+  const std::string& id = parts_[node].id;
   for (;;) {
     auto r = parts_[node].peer->Get(id);
     {
@@ -205,7 +209,7 @@ bool CoordinatedRun::AwaitRecord(size_t node, int64_t trouble_ms) {
 void CoordinatedRun::Read(size_t node) {
   if (SteadyClock::now() - parts_[node].read_at < milliseconds(1000)) return;
   parts_[node].read_at = SteadyClock::now();  // only its watcher touches it
-  auto r = parts_[node].peer->Get(e_.parts(int(node)).experiment_id());
+  auto r = parts_[node].peer->Get(parts_[node].id);
   if (!r.ok()) return;  // the watcher finds out if it lasts
   std::lock_guard<std::mutex> l(mu_);
   if (!parts_[node].ended) parts_[node].record = *r;
@@ -243,7 +247,7 @@ int CoordinatedRun::Supervise() {
 void CoordinatedRun::CancelAll() {
   std::vector<std::future<void>> calls;
   for (size_t i = 0; i < parts_.size(); ++i) {
-    const std::string& id = e_.parts(int(i)).experiment_id();
+    const std::string& id = parts_[i].id;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (id.empty() || parts_[i].settled()) continue;
@@ -281,7 +285,7 @@ std::string CoordinatedRun::Reasons() {
   for (size_t i : bad) {
     const PartView& p = parts_[i];
     out += out.empty() ? "" : "; then ";
-    out += Label(e_.parts(int(i))) + ": ";
+    out += p.label + ": ";
     if (!p.lost.empty()) {
       out += "lost: " + p.lost;
     } else {
@@ -328,25 +332,21 @@ void CoordinatedRun::Finish(int stop) {
     all_good = all_good && !parts_[i].bad();
   }
   if (all_good) {
-    e_.set_state(v1::SUCCEEDED);
+    End(v1::SUCCEEDED, "");
   } else if (stop == ExperimentQueue::kCancel) {
-    e_.set_state(v1::CANCELLED);
+    End(v1::CANCELLED, "");
   } else if (stop == ExperimentQueue::kShutdown) {
-    e_.set_state(v1::INTERRUPTED);
-    e_.set_error("shoald stopped while coordinating; its parts were cancelled");
+    End(v1::INTERRUPTED, "shoald stopped while coordinating; its parts were cancelled");
   } else {
-    e_.set_state(v1::FAILED);
-    e_.set_error(Reasons());
+    End(v1::FAILED, Reasons());
   }
-  e_.set_finished_unix_ms(RealtimeMs());
-  hooks_.update(e_);
-  v1::WatchEvent ev;
-  ev.set_state(e_.state());
-  hooks_.publish(ev);
 }
 
-void CoordinatedRun::Fail(const std::string& error) {
-  e_.set_state(v1::FAILED);
+void CoordinatedRun::Fail(const std::string& error) { End(v1::FAILED, error); }
+
+// The final record, stored, and its state to the watchers.
+void CoordinatedRun::End(v1::ExperimentState state, const std::string& error) {
+  e_.set_state(state);
   e_.set_error(error);
   e_.set_finished_unix_ms(RealtimeMs());
   hooks_.update(e_);

@@ -22,6 +22,7 @@
 #include "server/rpc/peer_daemon.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
+#include "shared/data_parallel.h"
 #include "shared/endpoint.h"
 #include "shared/process.h"
 #include "shared/procfs.h"
@@ -159,8 +160,8 @@ bool Resolve(DaemonArgs& d) {
 }
 
 bool IsLoopback(const std::string& host_port) {
-  const std::string host = host_port.substr(0, host_port.rfind(':'));
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "[::1]";
+  auto hp = shoal::ParseHostPort("listen", host_port);
+  return hp.ok() && shoal::IsLoopbackHost(hp->first);
 }
 
 // --listen's rules: tokens always; TLS unless the address is loopback and --insecure is given.

@@ -67,4 +67,8 @@ Status CheckSocketTrust(const std::string& path, uid_t me, std::optional<uid_t> 
   return JudgeSocket(path, {s.st_uid, s.st_mode}, {d.st_uid, d.st_mode}, me, trusted);
 }
 
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
 }  // namespace shoal

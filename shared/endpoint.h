@@ -33,6 +33,10 @@ Status JudgeSocket(const std::string& path, const PathInfo& socket, const PathIn
                    std::optional<uid_t> trusted);
 
 // JudgeSocket on the real file system (lstat of the path and its directory).
+// True for a host name or address that stays on this machine: localhost, 127.x.x.x, ::1 (no
+// brackets: ParseHostPort drops them).
+bool IsLoopbackHost(const std::string& host);
+
 Status CheckSocketTrust(const std::string& path, uid_t me, std::optional<uid_t> trusted);
 
 }  // namespace shoal

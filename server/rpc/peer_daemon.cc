@@ -2,6 +2,7 @@
 
 #include "client/shoal_client.h"
 #include "shared/data_parallel.h"
+#include "shared/endpoint.h"
 
 namespace shoal {
 namespace {
@@ -23,10 +24,6 @@ class GrpcPeer : public PeerDaemon {
  private:
   cli::ShoalClient client_;
 };
-
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
 
 }  // namespace
 

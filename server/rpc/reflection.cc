@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "grpc/reflection/v1alpha/reflection.pb.h"
+#include "server/rpc/wire.h"
 
 namespace shoal {
 
@@ -88,12 +89,7 @@ class ReflectionCall : public grpc::ServerGenericBidiReactor {
   ReflectionCall() { StartRead(&in_); }
   void OnReadDone(bool ok) override {
     if (!ok) return Finish(grpc::Status::OK);  // the client closed its side
-    std::vector<grpc::Slice> slices;
-    std::string bytes;
-    if (in_.Dump(&slices).ok())
-      for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    grpc::Slice answer(AnswerReflection(bytes));
-    out_ = grpc::ByteBuffer(&answer, 1);
+    out_ = FromBytes(AnswerReflection(ToBytes(in_)));
     StartWrite(&out_);
   }
   void OnWriteDone(bool ok) override {

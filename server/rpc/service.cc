@@ -13,19 +13,6 @@ namespace {
 constexpr size_t kMaxErrorBytes = 1024;  // a message is never an echo of a huge request
 const std::string kPrefix = "/shoal.v1.Shoal/";
 
-std::string ToBytes(const grpc::ByteBuffer& buf) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buf.Dump(&slices).ok()) return out;
-  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
-
-grpc::ByteBuffer FromBytes(const std::string& bytes) {
-  grpc::Slice slice(bytes);
-  return grpc::ByteBuffer(&slice, 1);
-}
-
 grpc::Status Invalid(const std::string& message) {
   return {grpc::StatusCode::INVALID_ARGUMENT, message};
 }

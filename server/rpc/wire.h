@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "server/rpc/access.h"
 #include "shared/status.h"
@@ -12,6 +13,19 @@
 namespace shoal {
 
 grpc::Status ToGrpc(const Status& s);
+
+// A call's message as bytes, and back (the generic service sees ByteBuffers).
+inline std::string ToBytes(const grpc::ByteBuffer& buf) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buf.Dump(&slices).ok()) return out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+inline grpc::ByteBuffer FromBytes(const std::string& bytes) {
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
 
 // A unary method: who calls, the request's bytes in, the response's bytes out.
 using UnaryFn = std::function<grpc::Status(const Caller& caller, const std::string& request,
