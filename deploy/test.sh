@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the unit tests under ASan+UBSan (the
-# parts that do not load LibTorch), the fuzz targets for 10 s each, then the whole suite under
+# parts that do not load LibTorch), the fuzz targets for 5 s each, then the whole suite under
 # ctest (end-to-end tests one at a time, the others beside each other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ if [ "${SHOAL_SKIP_SANITIZE:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=1 build-asan/tests/unit_tests --gtest_brief=1
 fi
 if [ "${SHOAL_SKIP_FUZZ:-0}" != 1 ]; then
-  deploy/fuzz.sh 10  # every parser of outside input, briefly; longer: deploy/fuzz.sh 600
+  deploy/fuzz.sh 5  # every parser of outside input, briefly; longer: deploy/fuzz.sh 600
 fi
 deploy/build.sh
 cd build
