@@ -4,6 +4,7 @@
 #   1. builds shoal-worker alone against the node's LibTorch (torch.utils.cmake_prefix_path) and
 #      the bundle (nothing else is needed: CMake, a C++ compiler, PyTorch);
 #   2. starts the bundled shoald on it, with a socket and state directory under $SHOAL_GPU_DIR;
+#   (SHOAL_WORKER_BIN names a shoal-worker built earlier on such a node, to skip the build);
 #   3. runs what is given after the script's name with SHOAL (the CLI) and SHOAL_DIR set, e.g.
 #      deploy/gpu-node.sh bench/gpu_check.sh
 # and stops the daemon at the end, whatever happens.
@@ -17,17 +18,25 @@ PY=${SHOAL_PYTHON:-python3}
 TORCH_DIR=${SHOAL_TORCH_DIR:-$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch}
 TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 BUILD=${SHOAL_GPU_BUILD:-build-gpu}
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DSHOAL_WORKER_ONLY=ON -DSHOAL_BUNDLE="$BUNDLE" -DTorch_DIR="$TORCH_DIR" >/dev/null
-cmake --build "$BUILD" -j"$(nproc)" --target shoal-worker
+# LibTorch 2.13 and later need C++20 in every file that includes ATen; older ones build as C++17.
+CXX_STD=$("$PY" -c 'import torch; v = tuple(int(x) for x in torch.__version__.split(".")[:2]); print(20 if v >= (2, 13) else 17)')
+if [ -n "${SHOAL_WORKER_BIN:-}" ]; then
+  WORKER=$SHOAL_WORKER_BIN  # one built earlier on a node like this one
+else
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+    -DCMAKE_CXX_STANDARD="$CXX_STD" -DSHOAL_WORKER_ONLY=ON -DSHOAL_BUNDLE="$BUNDLE" \
+    -DTorch_DIR="$TORCH_DIR" >/dev/null
+  cmake --build "$BUILD" -j"$(nproc)" --target shoal-worker
+  WORKER=$ROOT/$BUILD/bin/shoal-worker
+fi
 export LD_LIBRARY_PATH=$BUNDLE/lib:$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-"$BUILD/bin/shoal-worker" --version
+"$WORKER" --version
 
 DIR=${SHOAL_GPU_DIR:-$(mktemp -d /tmp/shoal-gpu.XXXXXX)}
 export SHOAL_DIR=$DIR
 export SHOAL="$BUNDLE/bin/shoal --socket $DIR/shoal.sock"
 "$BUNDLE/bin/shoald" --socket "$DIR/shoal.sock" --state-dir "$DIR/state" \
-  --worker-bin "$ROOT/$BUILD/bin/shoal-worker" --log-level info 2>"$DIR/shoald.log" &
+  --worker-bin "$WORKER" --log-level info 2>"$DIR/shoald.log" &
 DAEMON=$!
 trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -S "$DIR/shoal.sock" ] && break; sleep 0.1; done

@@ -34,7 +34,7 @@ void CountingAllocator::Add(uint64_t n) const {
   }
 }
 
-c10::DataPtr CountingAllocator::allocate(size_t n) const {
+c10::DataPtr CountingAllocator::allocate(size_t n) SHOAL_ALLOCATE_CONST {
   void* block = inner_->raw_allocate(n + kHeader);
   *static_cast<uint64_t*>(block) = n;
   void* data = static_cast<char*>(block) + kHeader;

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "worker/torch_compat.h"
+
 namespace shoal {
 
 class CountingAllocator final : public c10::Allocator {
@@ -20,7 +22,8 @@ class CountingAllocator final : public c10::Allocator {
   // The peak starts again from what is allocated now.
   void ResetPeak() { peak_.store(current_.load()); }
 
-  c10::DataPtr allocate(size_t n) const override;
+  c10::DataPtr allocate(size_t n) SHOAL_ALLOCATE_CONST override;
+  SHOAL_ALLOCATOR_COPY_DATA
   c10::DeleterFnPtr raw_deleter() const override { return &CountingAllocator::Free; }
 
  private:

@@ -81,7 +81,7 @@ StepCacheStats StepCacheAllocator::Stats() {
 
 c10::DeleterFnPtr StepCacheAllocator::raw_deleter() const { return &FreeBlock; }
 
-c10::DataPtr StepCacheAllocator::allocate(size_t n) const {
+c10::DataPtr StepCacheAllocator::allocate(size_t n) SHOAL_ALLOCATE_CONST {
   Cache& c = TheCache();
   const size_t total = n + sizeof(BlockHeader);
   void* block = nullptr;

@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "worker/torch_compat.h"
+
 namespace shoal {
 
 struct StepCacheStats {
@@ -29,7 +31,8 @@ class StepCacheAllocator final : public c10::Allocator {
                                                                                            << 30);
   static StepCacheStats Stats();
 
-  c10::DataPtr allocate(size_t n) const override;
+  c10::DataPtr allocate(size_t n) SHOAL_ALLOCATE_CONST override;
+  SHOAL_ALLOCATOR_COPY_DATA
   c10::DeleterFnPtr raw_deleter() const override;
 };
 

@@ -5,6 +5,8 @@
 #include <memory>
 #include <string>
 
+#include "worker/torch_compat.h"
+
 namespace shoal {
 
 AdadeltaOptions::AdadeltaOptions(double lr) : lr_(lr) {}
@@ -81,8 +83,7 @@ torch::Tensor Adadelta::step(LossClosure closure) {
 // the results, bit for bit.
 void Adadelta::StepParam(const torch::Tensor& p, const AdadeltaOptions& o) {
   TORCH_CHECK(!p.grad().is_sparse(), "Adadelta does not support sparse gradients");
-  const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
-  auto& slot = state_[key];
+  auto& slot = state_[OptimizerStateKey<decltype(state_)>(p)];
   if (!slot) {  // lazy, like Python: state appears on a parameter's first step with a gradient
     auto fresh = std::make_unique<AdadeltaParamState>();
     fresh->square_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
