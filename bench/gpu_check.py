@@ -54,7 +54,8 @@ def check_modes():
         r = e["result"]
         tag = f"{start} share {share}"
         expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
-        expect(r.get("peak_gpu_memory_bytes", 0) > 0, f"{tag}: GPU memory measured")
+        expect((r.get("peak_gpu_memory_bytes") or 0) > 0,
+               f"{tag}: GPU memory measured ({r.get('gpu_status', '')}, {r.get('gpu_reads')} reads)")
         expect("gpu_util_mean_percent" in r, f"{tag}: GPU utilisation measured")
         expect(r.get("test_accuracy", 0) > 0.5, f"{tag}: learnt (accuracy {r.get('test_accuracy')})")
         sums = {p["weights_checksum"] for p in e["processes"] if p["role"] == "worker"}

@@ -1,10 +1,31 @@
 #include "worker/train_device.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>
 
+#include <mutex>
 #include <stdexcept>
 
 namespace shoal {
+
+namespace {
+
+void SeedGenerator(at::Generator gen, uint64_t seed) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
+
+}  // namespace
+
+bool BackwardTouchesCuda() { return c10::impl::hasDeviceGuardImpl(c10::DeviceType::CUDA); }
+
+void SeedCpu(uint64_t seed) { SeedGenerator(at::detail::getDefaultCPUGenerator(), seed); }
+
+void TrainDevice::Seed(uint64_t seed) const {
+  SeedCpu(seed);
+  if (is_cuda()) SeedGenerator(at::globalContext().defaultGenerator(device_), seed);
+}
 
 std::shared_ptr<TrainDevice> TrainDevice::Cpu() {
   return std::shared_ptr<TrainDevice>(new TrainDevice(torch::Device(torch::kCPU), nullptr));

@@ -13,6 +13,20 @@
 
 namespace shoal {
 
+// Seeds LibTorch's CPU generator only. torch::manual_seed also seeds every CUDA generator, and to
+// count them asks the driver, which initialises CUDA in the process: a process that forks
+// workers afterwards (the fork-server, a fork leader) would hand them a CUDA they cannot use
+// ("CUDA error: initialization error").
+void SeedCpu(uint64_t seed);
+
+// Whether a backward pass here would initialise CUDA. The autograd engine, at its first backward,
+// counts the devices of every device type LibTorch registered (cudaGetDeviceCount, which
+// initialises CUDA) and starts their threads; a child forked after that can use neither ("CUDA
+// error: initialization error", "Unable to handle autograd's threading in combination with
+// fork-based multiprocessing"). True wherever LibTorch has CUDA, device or not; asking it does
+// not touch the driver.
+bool BackwardTouchesCuda();
+
 class TrainDevice {
  public:
   static std::shared_ptr<TrainDevice> Cpu();
@@ -24,6 +38,8 @@ class TrainDevice {
   CudaDriver* driver() const { return driver_.get(); }  // null on the CPU
   // Waits for the device's queued work; nothing on the CPU.
   void Sync() const;
+  // Seeds the CPU generator and, on CUDA, the device's (see SeedCpu for why not manual_seed).
+  void Seed(uint64_t seed) const;
 
  private:
   TrainDevice(torch::Device d, std::unique_ptr<CudaDriver> driver)

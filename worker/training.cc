@@ -16,6 +16,7 @@
 #include "shared/idx.h"
 #include "shared/process.h"
 #include "worker/step_cache_allocator.h"
+#include "worker/train_device.h"
 
 namespace shoal {
 namespace {
@@ -250,13 +251,18 @@ bool LeaderGone(int lifetime_fd) {
 void WarmConvNetOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
-    torch::manual_seed(0);
+    SeedCpu(0);
     ModelPtr scratch = MakeModel("mnist_convnet").value();
     torch::optim::SGD opt(scratch->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
     auto x = torch::randn({2, 1, 28, 28});
     auto y = torch::tensor({1, 2}, torch::kLong);
     opt.zero_grad();
-    torch::nll_loss(scratch->forward(x), y).backward();
+    auto loss = torch::nll_loss(scratch->forward(x), y);
+    if (BackwardTouchesCuda()) {  // the fork-server must stay off CUDA: the step without backward
+      for (auto& p : scratch->parameters()) p.mutable_grad() = torch::zeros_like(p);
+    } else {
+      loss.backward();
+    }
     opt.step();
   });
 }

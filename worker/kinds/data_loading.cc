@@ -8,6 +8,7 @@
 #include "shared/kind_rules.h"
 #include "shared/process.h"
 #include "worker/scoreboard.h"
+#include "worker/train_device.h"
 
 namespace shoal {
 
@@ -119,7 +120,7 @@ int DataLoadingKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
     ring = *attached;
   }
   if (env.index > 0) return RunLoader(env, data, *ring);
-  torch::manual_seed(env.spec.seed());
+  SeedCpu(env.spec.seed());
   auto model = MakeModel(env.spec.model());
   if (!model.ok()) {
     std::fprintf(stderr, "worker 0: %s\n", model.status().message().c_str());

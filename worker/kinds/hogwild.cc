@@ -7,13 +7,14 @@
 #include "shared/spec.h"
 #include "worker/kinds/hogwild_trainer.h"
 #include "worker/scoreboard.h"
+#include "worker/train_device.h"
 #include "worker/training.h"
 
 namespace shoal {
 
 void HogwildKind::Warm() {
   at::set_num_threads(1);
-  torch::manual_seed(0);
+  SeedCpu(0);
   prototype_ = MakeModel("mnist_convnet").value();
   WarmConvNetOnce();  // one tiny step on a throwaway copy
 }
@@ -29,7 +30,7 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
                            " samples over " + std::to_string(spec.workers()) +
                            " workers leaves none to a worker");
   }
-  torch::manual_seed(spec.seed());
+  SeedCpu(spec.seed());
   ASSIGN_OR_RETURN(model_, MakeModel(spec.model()));
   ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
   ASSIGN_OR_RETURN(

@@ -50,7 +50,7 @@ int HogwildTrainer::Run() {
   slot_->accuracy_bits.store(FloatToBits(std::nanf("")));
   at::set_num_threads(static_cast<int>(spec_.threads()));
   // data_parallel across nodes: the global rank, so no two replicas draw the same batches.
-  torch::manual_seed(spec_.seed() * 7919 + GlobalRank(spec_, env_.index) + 1);
+  device_.Seed(spec_.seed() * 7919 + GlobalRank(spec_, env_.index) + 1);
   model_.train();
   auto opt = MakeOptimizer(ConfigFromSpec(spec_.optimizer()), model_.parameters());
   if (!opt.ok()) {

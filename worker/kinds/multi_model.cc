@@ -11,6 +11,7 @@
 #include "worker/optimizers/from_spec.h"
 #include "worker/scoreboard.h"
 #include "worker/step_recorder.h"
+#include "worker/train_device.h"
 #include "worker/training.h"
 
 namespace shoal {
@@ -73,7 +74,8 @@ MultiModelVariant MakeMultiModelVariant(const std::string& name, int64_t n, int6
 void MultiModelKind::Warm() {
   at::set_num_threads(1);
   auto v = MakeMultiModelVariant("gconv1d", 2, 2);
-  torch::mse_loss(v.forward(torch::rand(v.x_shape)), torch::rand(v.y_shape)).backward();
+  auto loss = torch::mse_loss(v.forward(torch::rand(v.x_shape)), torch::rand(v.y_shape));
+  if (!BackwardTouchesCuda()) loss.backward();  // see there: the fork-server stays off CUDA
 }
 
 namespace {
@@ -125,7 +127,7 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   // One variant at a time: worker i starts when the i before it have finished.
   if (!WaitForCount(&env.board->finished, env.index, slot, env.lifetime_fd)) return kLeaderGoneExit;
   const std::string name = MultiModelVariants(spec.models()).at(env.index);
-  torch::manual_seed(spec.seed());
+  SeedCpu(spec.seed());
   counter->ResetPeak();
   const auto t0 = Clock::now();
   slot->first_step_ns.store(RealtimeNs());

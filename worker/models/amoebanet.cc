@@ -1,5 +1,7 @@
 #include "worker/models/amoebanet.h"
 
+#include "worker/train_device.h"
+
 namespace shoal {
 namespace {
 
@@ -156,7 +158,7 @@ AmoebaNetD::AmoebaNetD(const std::vector<AmoebaLayer>& plan, uint32_t classes, u
   layers.resize(plan.size());
   for (size_t i = begin; i < std::min(end, plan.size()); ++i) {
     const AmoebaLayer& l = plan[i];
-    torch::manual_seed(seed + i);
+    SeedCpu(seed + i);
     std::shared_ptr<AmoebaLayerImpl> m;
     if (l.name == "stem1") {
       m = std::make_shared<StemImpl>(l.channels);
