@@ -7,6 +7,14 @@ MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised (the interpreter re-exe
 them, as glibc reads them at start-up), and with --start forkserver the fork-server preloads torch.
 Prints one JSON object: peak PSS/RSS sums over the main process and its children (sampled from
 /proc every --sample-ms), samples/s, and time from interpreter start to all processes training.
+
+--device cuda trains on cuda:0: shared weights are moved there by the parent and reach the workers
+through CUDA IPC (impossible with --start fork: the parent has CUDA); private ones go as a CPU
+state dict that each worker loads and moves (so a forked child is the first to touch CUDA). Each
+worker copies the images to the device once and batches there. Adds NVML's figures (sampled every
+--sample-ms): peak GPU memory summed over this process and its children, each one's peak, the
+device's mean and peak utilisation while they train, and PyTorch's own max reserved (no context).
+--dataset synthetic: 6000 random images and labels (seeded by --seed) instead of IDX files.
 """
 import time
 
@@ -17,6 +25,7 @@ import os
 T0 = float(os.environ.get("SHOAL_REFERENCE_T0", time.time()))
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -29,28 +38,31 @@ import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from torch_reference import Net, PssSampler, load_split  # noqa: E402
+from torch_reference import GpuSampler, Net, PssSampler, load_split  # noqa: E402
 
 
-def train(rank, model, images, labels, args, ready, done):
+def train(rank, model, images, labels, args, ready, done, reserved):
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     if args.share == "no":
         # A private copy. Passing the model itself to a spawned child would quietly move its
         # parameters into shared memory: a "not shared" run that in fact shares.
         state, model = model, Net()
         model.load_state_dict(state)
+        model.to(device)
+    images, labels = images.to(device), labels.to(device)  # once, as uint8
     torch.manual_seed(args.seed + rank)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
     model.train()
     n = images.shape[0]
-    perm = torch.randperm(n)
+    perm = torch.randperm(n, device=device)
     pos = 0
     for step in range(args.batches):
         if step == 0:
             ready[rank] = time.time()
         if pos + args.batch_size > n:
-            perm, pos = torch.randperm(n), 0
+            perm, pos = torch.randperm(n, device=device), 0
         idx = perm[pos:pos + args.batch_size]
         pos += args.batch_size
         x = images[idx].float().div_(255).sub_(0.1307).div_(0.3081).unsqueeze(1)
@@ -59,7 +71,29 @@ def train(rank, model, images, labels, args, ready, done):
         loss = F.nll_loss(model(x), y)
         loss.backward()
         optimizer.step()
+    if args.device == "cuda":
+        torch.cuda.synchronize()
     done[rank] = time.time()
+    if args.device == "cuda":
+        reserved[rank] = torch.cuda.max_memory_reserved()
+
+
+def synthetic(seed, n=6000):
+    """n random 28x28 uint8 images and labels 0..9."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, 256, (n, 28, 28), dtype=torch.uint8, generator=g),
+            torch.randint(0, 10, (n,), dtype=torch.uint8, generator=g))
+
+
+def gpu_figures(gpu, first, last, reserved):
+    mean, peak = gpu.utilisation(first, last)
+    return {
+        "peak_gpu_memory_bytes": gpu.peak,
+        "gpu_memory_per_process_bytes": sorted(gpu.per_pid.values()),
+        "gpu_util_mean_percent": mean,
+        "gpu_util_peak_percent": peak,
+        "torch_max_reserved_bytes": sum(reserved),
+    }
 
 
 def main():
@@ -72,25 +106,37 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="per process; 0: PyTorch's default")
     ap.add_argument("--tuning", choices=["users", "best"], default="users")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--dataset", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--dataset", default="/usr/share/datasets/fashion-mnist",
+                    help="an MNIST IDX directory, or synthetic")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--sample-ms", type=int, default=200)
     args = ap.parse_args()
+    if args.device == "cuda" and args.start == "fork" and args.share == "yes":
+        sys.exit("reference_hogwild.py: --device cuda --start fork --share yes is impossible: the "
+                 "shared weights must be on CUDA in the parent, and a forked child cannot use CUDA "
+                 "initialised before the fork (use spawn or forkserver, or --share no)")
 
     mp.set_start_method(args.start)
     if args.tuning == "best" and args.start == "forkserver":
         mp.set_forkserver_preload(["torch", "torch.nn", "torch.nn.functional"])
-    images, labels = load_split(args.dataset)
+    images, labels = synthetic(args.seed) if args.dataset == "synthetic" else load_split(args.dataset)
     torch.manual_seed(args.seed)
     model = Net()
-    if args.share == "yes":
+    if args.share == "yes" and args.device == "cuda":
+        model.to("cuda:0")  # its tensors go to the workers through CUDA IPC
+    elif args.share == "yes":
         model.share_memory()
     ready = mp.Array("d", args.workers, lock=False)
     done = mp.Array("d", args.workers, lock=False)
+    reserved = mp.Array("q", args.workers, lock=False)  # torch.cuda.max_memory_reserved()
 
+    # share no: a CPU state dict, so that the parent stays off CUDA (fork) and each worker moves
+    # its own copy to the device.
     payload = model if args.share == "yes" else {k: v.clone() for k, v in model.state_dict().items()}
-    procs = [mp.Process(target=train, args=(r, payload, images, labels, args, ready, done))
+    procs = [mp.Process(target=train, args=(r, payload, images, labels, args, ready, done, reserved))
              for r in range(args.workers)]
-    with PssSampler(args.sample_ms) as sampler:
+    gpu_sampler = GpuSampler(args.sample_ms) if args.device == "cuda" else contextlib.nullcontext()
+    with PssSampler(args.sample_ms) as sampler, gpu_sampler as gpu:
         t_request = time.time()
         for p in procs:
             p.start()
@@ -100,7 +146,7 @@ def main():
     ok = all(p.exitcode == 0 for p in procs)
     first, last = min(ready), max(done)
     samples = args.workers * args.batches * args.batch_size
-    print(json.dumps({
+    out = {
         "ok": ok,
         "peak_pss_sum_bytes": peak["pss"],
         "peak_rss_sum_bytes": peak["rss"],
@@ -108,7 +154,10 @@ def main():
         "ready_ms": (max(ready) - T0) * 1000,
         "start_ms": (max(ready) - t_request) * 1000,
         "wall_ms": (time.time() - T0) * 1000,
-    }))
+    }
+    if args.device == "cuda":
+        out.update(gpu_figures(gpu, first, last, reserved))
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
-"""What the PyTorch references share: the study's ConvNet, the IDX reader, and a sampler of the
-summed PSS/RSS of a process and everything below it (read from /proc/PID/smaps_rollup)."""
+"""What the PyTorch references share: the study's ConvNet, the IDX reader, a sampler of the
+summed PSS/RSS of a process and everything below it (read from /proc/PID/smaps_rollup), and one of
+their GPU memory and the device's utilisation (NVML)."""
 import gzip
 import os
 import threading
+import time
 
 import torch
 import torch.nn as nn
@@ -75,11 +77,10 @@ def rollup(pid):
     return out
 
 
-class PssSampler:
-    """Peak of the summed PSS and RSS of this process and its descendants, every `every_ms`."""
+class Periodic:
+    """A daemon thread calling self._tick() every `every_ms` while in the `with` block."""
 
     def __init__(self, every_ms):
-        self.peak = {"pss": 0, "rss": 0}
         self._every = every_ms / 1000
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -93,14 +94,66 @@ class PssSampler:
         self._thread.join()
 
     def _run(self):
-        me = os.getpid()
         while not self._stop.is_set():
-            pss = rss = 0
-            for pid in [me] + descendants(me):
-                r = rollup(pid)
-                if r:
-                    pss += r.get("Pss", 0)
-                    rss += r.get("Rss", 0)
-            self.peak["pss"] = max(self.peak["pss"], pss)
-            self.peak["rss"] = max(self.peak["rss"], rss)
+            self._tick()
             self._stop.wait(self._every)
+
+
+class PssSampler(Periodic):
+    """Peak of the summed PSS and RSS of this process and its descendants, every `every_ms`."""
+
+    def __init__(self, every_ms):
+        super().__init__(every_ms)
+        self.peak = {"pss": 0, "rss": 0}
+
+    def _tick(self):
+        me = os.getpid()
+        pss = rss = 0
+        for pid in [me] + descendants(me):
+            r = rollup(pid)
+            if r:
+                pss += r.get("Pss", 0)
+                rss += r.get("Rss", 0)
+        self.peak["pss"] = max(self.peak["pss"], pss)
+        self.peak["rss"] = max(self.peak["rss"], rss)
+
+
+class GpuSampler(Periodic):
+    """NVML on one device, every `every_ms`: the peak of the summed GPU memory of this process and
+    its descendants (`peak`), each one's peak (`per_pid`), and the device's utilisation with the
+    time it was read (`util`: [(unix time, percent)]). NVML only: it never touches CUDA, so a
+    parent that forks CUDA workers afterwards may run it."""
+
+    def __init__(self, every_ms, index=0):
+        super().__init__(every_ms)
+        import pynvml  # only where there is a GPU
+        self._nvml = pynvml
+        pynvml.nvmlInit()
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.peak, self.per_pid, self.util = 0, {}, []
+
+    def __exit__(self, *exc):
+        super().__exit__(*exc)
+        self._nvml.nvmlShutdown()
+
+    def _tick(self):
+        me = os.getpid()
+        mine = {me, *descendants(me)}
+        used = {}
+        try:
+            for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
+                if p.pid in mine:
+                    used[p.pid] = used.get(p.pid, 0) + (p.usedGpuMemory or 0)
+            util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+        except self._nvml.NVMLError:
+            return  # a reading missed, not the run
+        self.util.append((time.time(), util))
+        self.peak = max(self.peak, sum(used.values()))
+        for pid, b in used.items():
+            self.per_pid[pid] = max(self.per_pid.get(pid, 0), b)
+
+    def utilisation(self, start, end):
+        """(mean, peak) percent over the readings taken between start and end (unix times);
+        (None, None) without one."""
+        xs = [u for t, u in self.util if start <= t <= end]
+        return (sum(xs) / len(xs), max(xs)) if xs else (None, None)

@@ -45,9 +45,10 @@ StatusOr<ExperimentEstimate> EstimateExperiment(const v1::ExperimentSpec& spec) 
   DataHeader d = PlanData(n_train, n_test, side, side);
   e.shm_bytes = d.total_bytes + (pixels > 784 ? (n_train + n_test) * (pixels - 784) : 0) +
                 (4ull << 20) /* weights */ + BoardBytes(spec.workers());
-  e.memory_bytes =
-      e.shm_bytes + kLeaderBytes +
-      uint64_t(spec.workers()) * (kWorkerBaseBytes + kWorkerBytesPerSample * spec.batch_size());
+  const uint64_t per_worker = spec.device() == "cuda"
+                                  ? kCudaWorkerBytes
+                                  : kWorkerBaseBytes + kWorkerBytesPerSample * spec.batch_size();
+  e.memory_bytes = e.shm_bytes + kLeaderBytes + uint64_t(spec.workers()) * per_worker;
   return e;
 }
 

@@ -27,6 +27,19 @@ TEST(AdmissionTest, EstimateGrowsWithWorkersAndBatch) {
       3 * (kWorkerBaseBytes + 64 * kWorkerBytesPerSample) + (four->shm_bytes - one->shm_bytes));
 }
 
+TEST(AdmissionTest, CudaWorkersKeepTheirBatchOnTheDevice) {
+  v1::ExperimentSpec s;
+  ApplyDefaults(&s, SpecLimits{});
+  s.set_device("cuda");
+  s.set_workers(64);
+  s.set_batch_size(4096);  // on the CPU: ~1.8 TiB of host memory; on CUDA the batch is the GPU's
+  auto e = EstimateExperiment(s);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(e->memory_bytes, e->shm_bytes + kLeaderBytes + 64 * kCudaWorkerBytes);
+  s.set_device("cpu");
+  EXPECT_GT(EstimateExperiment(s)->memory_bytes, 1000ull << 30);
+}
+
 TEST(AdmissionTest, RefusalNamesBothFigures) {
   ExperimentEstimate need{1ull << 30, 10ull << 30};
   EXPECT_TRUE(Admit(need, {2ull << 30, 20ull << 30}).ok());
