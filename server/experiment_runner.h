@@ -115,7 +115,7 @@ class ExperimentRunner {
   FrameReader frames_;
   int fd_ = -1;
   bool eof_ = false;
-  bool stop_requested_ = false, stop_is_shutdown_ = false;
+  bool stop_requested_ = false;
   uint64_t start_mono_ = 0, next_tick_ = 0, deadline_ = 0;
   uint64_t prev_steps_ = 0, prev_steps_ns_ = 0;
   double steps_per_sec_ = 0;
