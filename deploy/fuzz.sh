@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (build-fuzz/) and runs each for SECONDS (default 20:
-# what CI runs), printing executions and crashes per target. A crash fails the script and leaves
-# its input in build-fuzz/fuzz/crash-*.
-#   deploy/fuzz.sh [SECONDS]
+# Builds the libFuzzer targets with clang (build-fuzz/) and runs each for SECONDS (default 20;
+# 0 builds them only), printing executions and crashes per target. A crash fails the script and
+# leaves its input in build-fuzz/fuzz/crash-*. The whole tree is built under ASan+UBSan, so with
+# --with-unit-tests the same build also gives the unit tests under the sanitizers, run first
+# (deploy/test.sh: one sanitizer build for both, not two).
+#   deploy/fuzz.sh [SECONDS] [--with-unit-tests]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
+unit_tests="${2:-}"
+tests=OFF
+[ "$unit_tests" = --with-unit-tests ] && tests=ON
 deploy/install-deps.sh
 # -O1 with line tables: libFuzzer's recommended build, and a third faster to compile than -O2 -g.
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only" \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSHOAL_FUZZ=ON -DSHOAL_BUILD_TESTS=OFF \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSHOAL_FUZZ=ON -DSHOAL_BUILD_TESTS=$tests \
   >/dev/null
 targets=(fuzz_spec fuzz_sweep fuzz_idx fuzz_ipc)
-cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}"
+build=("${targets[@]}")
+[ "$tests" = ON ] && build+=(unit_tests)
+cmake --build build-fuzz -j"$(nproc)" --target "${build[@]}"
+if [ "$tests" = ON ]; then
+  ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/unit_tests --gtest_brief=1
+fi
+[ "$seconds" -gt 0 ] || exit 0
 status=0
 for t in "${targets[@]}"; do
   corpus="build-fuzz/corpus/$t"
