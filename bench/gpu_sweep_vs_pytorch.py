@@ -95,8 +95,14 @@ def reference(start, share, workers, args):
     cmd = [sys.executable, REFERENCE, "--device", "cuda", "--dataset", "synthetic",
            "--workers", workers, "--start", start, "--share", share, "--batches", args.batches,
            "--batch-size", args.batch_size, "--threads", 1, "--sample-ms", 100]
-    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
-    j = last_json(r, f"pytorch {start} share={share} workers={workers}")
+    what = f"pytorch {start} share={share} workers={workers}"
+    try:  # one point that hangs must not take the grid with it (fork, private, 16 did on an H100)
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                           timeout=args.point_timeout)
+    except subprocess.TimeoutExpired as e:
+        print(f"{what}: no result within {args.point_timeout} s; stderr: {e.stderr!r}", file=sys.stderr)
+        return None
+    j = last_json(r, what)
     if j is None or not j.get("ok"):
         return None
     j["largest_gpu_process_bytes"] = largest(j.get("gpu_memory_per_process_bytes") or [])
@@ -216,6 +222,7 @@ def main():
     ap.add_argument("--share", default="yes,no")
     ap.add_argument("--batches", type=int, default=200)
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--point-timeout", type=int, default=120, help="seconds a PyTorch point may take")
     ap.add_argument("--out", help="a directory for tables.md, report.{md,json,svg}, reference.jsonl")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
