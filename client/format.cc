@@ -255,6 +255,27 @@ std::string ProcessLines(const v1::Experiment& e) {
   return o;
 }
 
+// --allocator planned: each worker's arena against its step's live peak, and how replays went.
+std::string StepMemoryLines(const v1::Experiment& e) {
+  std::string o;
+  for (const auto& p : e.processes()) {
+    if (!p.has_step_memory()) continue;
+    const auto& m = p.step_memory();
+    const double packed =
+        m.arena_bytes() > 0 ? 100.0 * double(m.peak_live_bytes()) / double(m.arena_bytes()) : 0;
+    const std::string faults = m.has_faults_per_step()
+                                   ? F("%.0f page faults a step", m.faults_per_step())
+                                   : "no step replayed";
+    o +=
+        F("  %-11s worker %d: arena %s for a live peak of %s (%.1f%% packed); %lu steps replayed, "
+          "%lu fell back; %s\n",
+          o.empty() ? "step memory" : "", p.index(), Mib(m.arena_bytes()).c_str(),
+          Mib(m.peak_live_bytes()).c_str(), packed, UL(m.replayed_steps()), UL(m.fallback_steps()),
+          faults.c_str());
+  }
+  return o;
+}
+
 char RoleLetter(const std::string& role) {
   return role == "leader" ? 'L' : role == "zygote" ? 'Z' : role == "pool" ? 'P' : 'w';
 }
@@ -297,7 +318,7 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   o += SpecLines(e.spec());
   if (e.state() == v1::QUEUED) return o;
   return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +
-         VariantBlocks(e.result()) + ProcessLines(e);
+         VariantBlocks(e.result()) + ProcessLines(e) + StepMemoryLines(e);
 }
 
 // "gpu0 1.5 GiB/80.0 GiB 37%": one device's memory used (by anyone) and utilisation.

@@ -240,6 +240,7 @@ v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t in
 
 void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p) {
   p->set_peak_rss_bytes(w.vmhwm_bytes());
+  if (w.has_step_memory()) *p->mutable_step_memory() = w.step_memory();
   p->set_steps(w.steps());
   if (w.has_last_loss()) p->set_last_loss(w.last_loss());
   if (w.first_step_ns() > 0) {

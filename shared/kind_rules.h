@@ -28,6 +28,8 @@ struct KindRules {
   std::vector<std::string> foreign_fields;
   // The devices its worker half can train on.
   std::vector<std::string> devices = {"cpu"};
+  // Whether its trainer marks each step for --allocator planned (worker/planned_allocator.h).
+  bool marks_steps = false;
 };
 
 // multi_model's variants for n models, in worker order: linear, conv1d (n = 1); mlinear, mconv1d,

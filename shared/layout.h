@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 6;
+constexpr uint32_t kLayoutVersion = 7;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;
@@ -116,6 +116,10 @@ struct alignas(128) WorkerSlot {
   // data_parallel: blocked in all-reduce waits; time an all-reduce was in flight; bytes.
   std::atomic<uint64_t> comm_ns, allreduce_busy_ns, allreduce_bytes;
   std::atomic<uint32_t> buckets;
+  // --allocator planned (worker/planned_allocator.h): written after every step once planned.
+  std::atomic<uint32_t> plan_made;
+  std::atomic<uint64_t> plan_arena_bytes, plan_peak_live_bytes, plan_replayed_steps,
+      plan_fallback_steps, plan_replay_minflt;
   std::atomic<uint32_t> last_loss_bits;   // float
   std::atomic<uint32_t> first_loss_bits;  // mean of the first few batches
   std::atomic<uint32_t> tail_loss_bits;   // mean of the last few batches

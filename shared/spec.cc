@@ -218,7 +218,12 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
   RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(),
                           limits.min_sample_interval_ms, limits.max_sample_interval_ms));
-  RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "retain", "system"}));
+  RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "planned", "retain", "system"}));
+  if (s.allocator() == "planned" && !kind->marks_steps)
+    return InvalidArgument(
+        "allocator: planned needs a trainer that marks its steps (hogwild, "
+        "data_parallel); kind " +
+        s.kind() + " does not");
   RETURN_IF_ERROR(InRange("eval_samples", s.eval_samples(), 0, limits.max_eval_samples));
   if (s.stall_timeout_ms() != 0) {
     RETURN_IF_ERROR(InRange("stall_timeout_ms", s.stall_timeout_ms(), limits.min_stall_timeout_ms,

@@ -88,6 +88,15 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
       {"sample_interval_ms", [](auto* s) { s->set_sample_interval_ms(5); },
        "sample_interval_ms: 5 is outside the allowed range 20..60000"},
       {"allocator", [](auto* s) { s->set_allocator("tcmalloc"); }, "allocator: 'tcmalloc'"},
+      {"allocator",
+       [](auto* s) {
+         s->Clear();
+         s->set_kind("pipeline");
+         ApplyDefaults(s, SpecLimits{});
+         s->set_allocator("planned");
+       },
+       "allocator: planned needs a trainer that marks its steps (hogwild, data_parallel); kind "
+       "pipeline does not"},
       {"eval_samples", [](auto* s) { s->set_eval_samples(20000); }, "eval_samples: 20000"},
   };
   for (const auto& c : cases) {

@@ -18,6 +18,15 @@
 namespace shoal {
 namespace {
 
+void ReadStepMemory(const WorkerSlot& w, v1::StepMemory* m) {
+  m->set_arena_bytes(w.plan_arena_bytes.load());
+  m->set_peak_live_bytes(w.plan_peak_live_bytes.load());
+  const uint64_t replayed = w.plan_replayed_steps.load();
+  m->set_replayed_steps(replayed);
+  m->set_fallback_steps(w.plan_fallback_steps.load());
+  if (replayed > 0) m->set_faults_per_step(double(w.plan_replay_minflt.load()) / double(replayed));
+}
+
 void SetIfFinite(uint32_t bits, const std::function<void(float)>& set) {
   const float v = BitsToFloat(bits);
   if (std::isfinite(v)) set(v);
@@ -163,6 +172,7 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   r.set_allreduce_bytes(w.allreduce_bytes.load());
   r.set_buckets(w.buckets.load());
   r.set_vmhwm_bytes(w.vmhwm_bytes.load());
+  if (w.plan_made.load() != 0) ReadStepMemory(w, r.mutable_step_memory());
   if (r.phase() == ipc::v1::FINISHED) r.set_weights_checksum(w.weights_checksum.load());
   SetIfFinite(w.accuracy_bits.load(), [&](float v) { r.set_test_accuracy(v); });
   if (final) {

@@ -15,6 +15,7 @@
 
 #include "shared/idx.h"
 #include "shared/process.h"
+#include "worker/planned_allocator.h"
 #include "worker/step_cache_allocator.h"
 #include "worker/train_device.h"
 
@@ -230,6 +231,10 @@ double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batc
 void ApplyAllocatorPolicy(const std::string& policy) {
   if (policy == "cache") {
     StepCacheAllocator::Install();
+    return;
+  }
+  if (policy == "planned") {
+    PlannedAllocator::Install();
     return;
   }
   if (policy != "retain") return;

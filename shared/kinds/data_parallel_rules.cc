@@ -106,6 +106,7 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
 KindRules DataParallelRules() {
   KindRules k;
   k.name = "data_parallel";
+  k.marks_steps = true;  // its replicas train with the hogwild trainer
   k.summary = "k replicas, gradients averaged every step with c10d all-reduce (Gloo)";
   k.models = {"mnist_convnet", "resnet18_cifar"};
   k.defaults = Defaults;

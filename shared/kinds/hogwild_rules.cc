@@ -7,6 +7,7 @@ KindRules HogwildRules() {
   KindRules k;
   k.name = "hogwild";
   k.devices = {"cpu", "cuda"};
+  k.marks_steps = true;
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet"};
   k.estimate = EstimateExperiment;

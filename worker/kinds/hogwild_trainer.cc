@@ -11,6 +11,7 @@
 #include "shared/process.h"
 #include "shared/spec.h"
 #include "worker/optimizers/from_spec.h"
+#include "worker/planned_allocator.h"
 #include "worker/scoreboard.h"
 #include "worker/step_cache_allocator.h"
 
@@ -27,6 +28,20 @@ void PrintAllocatorStats(uint32_t index) {
                index, (unsigned long)st.hits, (unsigned long)st.reshapes, (unsigned long)st.misses,
                (unsigned long)(st.mapped_bytes >> 20), (unsigned long)(st.peak_mapped_bytes >> 20),
                (unsigned long)(st.peak_live_bytes >> 20));
+}
+
+// --allocator planned: the plan's figures, for the leader to report (nothing before the plan).
+void PublishStepMemory(WorkerSlot* slot) {
+  const PlannedAllocator* a = PlannedAllocator::Installed();
+  if (a == nullptr) return;
+  const PlannedStats st = a->Stats();
+  if (!st.planned) return;
+  slot->plan_arena_bytes.store(st.arena_bytes);
+  slot->plan_peak_live_bytes.store(st.peak_live_bytes);
+  slot->plan_replayed_steps.store(st.replayed_steps);
+  slot->plan_fallback_steps.store(st.fallback_steps);
+  slot->plan_replay_minflt.store(st.replay_minflt);
+  slot->plan_made.store(1, std::memory_order_release);
 }
 
 }  // namespace
@@ -137,25 +152,29 @@ bool HogwildTrainer::RunShard(const std::vector<int64_t>& order, EpochTotals* to
 
 bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   if (LeaderGone(env_.lifetime_fd)) return false;
-  const auto t0 = Clock::now();
-  torch::Tensor x, y;
-  if (device_.is_cuda()) {
-    MakeDeviceBatch(on_device_, idx, n, &x, &y);
-    device_.Sync();
-  } else {
-    MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y,
-              data_.header->channels);
+  {
+    PlannedAllocator::StepScope step_memory;  // --allocator planned: one step, buffers freed within
+    const auto t0 = Clock::now();
+    torch::Tensor x, y;
+    if (device_.is_cuda()) {
+      MakeDeviceBatch(on_device_, idx, n, &x, &y);
+      device_.Sync();
+    } else {
+      MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y,
+                data_.header->channels);
+    }
+    const uint64_t data_ns = ElapsedNs(t0, Clock::now());
+    float loss = 0;
+    uint64_t buffers_ns = 0;
+    if (step_sync_ != nullptr && step_sync_->before_forward)
+      buffers_ns = step_sync_->before_forward();
+    StepTimes t = TrainStep(model_, *opt_, x, y, &loss, sync_,
+                            step_sync_ != nullptr ? step_sync_->after_backward : nullptr);
+    t.data_ns = data_ns;
+    t.comm_ns += buffers_ns;
+    recorder_.Step(t, loss, uint64_t(n), totals);
   }
-  const uint64_t data_ns = ElapsedNs(t0, Clock::now());
-  float loss = 0;
-  uint64_t buffers_ns = 0;
-  if (step_sync_ != nullptr && step_sync_->before_forward)
-    buffers_ns = step_sync_->before_forward();
-  StepTimes t = TrainStep(model_, *opt_, x, y, &loss, sync_,
-                          step_sync_ != nullptr ? step_sync_->after_backward : nullptr);
-  t.data_ns = data_ns;
-  t.comm_ns += buffers_ns;
-  recorder_.Step(t, loss, uint64_t(n), totals);
+  PublishStepMemory(slot_);
   return true;
 }
 

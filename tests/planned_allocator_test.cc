@@ -1,0 +1,101 @@
+// The planned allocator on real LibTorch training. It becomes the CPU allocator of its process
+// for good, so each case trains in a forked child and sends back what it saw; the reference runs
+// in this process on LibTorch's own allocator.
+#include "worker/planned_allocator.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "worker/models/models.h"
+#include "worker/step_recorder.h"
+#include "worker/train_device.h"
+#include "worker/training.h"
+
+namespace shoal {
+namespace {
+
+struct Outcome {
+  uint64_t checksum = 0;
+  PlannedStats stats;
+};
+
+// Trains the study's ConvNet on seeded random batches of the given sizes, one step each, and
+// returns its weights' fingerprint; with `planned`, each step is marked for the allocator.
+uint64_t Train(const std::vector<int64_t>& batches, bool planned) {
+  at::set_num_threads(1);
+  SeedCpu(3);
+  ModelPtr model = MakeModel("mnist_convnet").value();
+  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+  for (int64_t b : batches) {
+    std::optional<PlannedAllocator::StepScope> scope;
+    if (planned) scope.emplace();
+    auto x = torch::randn({b, 1, 28, 28});
+    auto y = torch::randint(0, 10, {b}, torch::kLong);
+    float loss = 0;
+    TrainStep(*model, opt, x, y, &loss, nullptr, nullptr);
+  }
+  return ParamsChecksum(*model);
+}
+
+// Runs `batches` under the planned allocator in a child process.
+Outcome TrainPlannedInChild(const std::vector<int64_t>& batches) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    PlannedAllocator* a = PlannedAllocator::Install();
+    Outcome o;
+    o.checksum = Train(batches, true);
+    o.stats = a->Stats();
+    const bool sent = ::write(fds[1], &o, sizeof o) == ssize_t(sizeof o);
+    ::_exit(sent ? 0 : 1);
+  }
+  ::close(fds[1]);
+  Outcome o;
+  EXPECT_EQ(::read(fds[0], &o, sizeof o), ssize_t(sizeof o));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  return o;
+}
+
+TEST(PlannedAllocatorTest, SameWeightsAsLibTorchsAllocatorAndNoFaultsAfterThePlan) {
+  const std::vector<int64_t> batches(5, 16);
+  const Outcome o = TrainPlannedInChild(batches);
+  std::printf("planned: arena %.1f MiB, live peak %.1f MiB, %lu faults in %lu replayed steps\n",
+              double(o.stats.arena_bytes) / (1 << 20), double(o.stats.peak_live_bytes) / (1 << 20),
+              (unsigned long)o.stats.replay_minflt, (unsigned long)o.stats.replayed_steps);
+  EXPECT_EQ(o.checksum, Train(batches, false));  // bit for bit
+  EXPECT_TRUE(o.stats.planned);
+  EXPECT_EQ(o.stats.steps, 5u);
+  EXPECT_EQ(o.stats.replayed_steps, 4u);  // all but the traced first
+  EXPECT_EQ(o.stats.fallback_steps, 0u);
+  EXPECT_EQ(o.stats.fallback_allocs, 0u);
+  // conv1's output alone is 36.9 MB at batch 16; the arena holds the step's live peak and little
+  // more.
+  EXPECT_GT(o.stats.peak_live_bytes, 36u << 20);
+  EXPECT_LE(double(o.stats.arena_bytes), 1.25 * double(o.stats.peak_live_bytes));
+  // glibc would fault in the 36.9 MB buffers every step (~9 000 pages each); the arena was
+  // faulted in once, when it was planned.
+  EXPECT_LT(o.stats.replay_minflt / o.stats.replayed_steps, 2000u);
+}
+
+TEST(PlannedAllocatorTest, AStepThatLeavesThePlanFallsBackAndStaysCorrect) {
+  const std::vector<int64_t> batches = {16, 16, 16, 8, 16};  // a short batch, then back
+  const Outcome o = TrainPlannedInChild(batches);
+  EXPECT_EQ(o.checksum, Train(batches, false));
+  EXPECT_EQ(o.stats.replayed_steps, 4u);
+  EXPECT_EQ(o.stats.fallback_steps, 1u);  // only the short one
+  EXPECT_GT(o.stats.fallback_allocs, 0u);
+}
+
+}  // namespace
+}  // namespace shoal
