@@ -22,15 +22,17 @@ TUNINGS = ("users", "best")
 
 
 def run_point(shoal_cli, args, start, share, w, threads):
-    """Medians of --repeats runs of Shoal and of PyTorch at each tuning, interleaved."""
-    runs = {"shoal": [], "users": [], "best": []}
+    """Medians of --repeats runs of Shoal (each allocator) and of PyTorch at each tuning, interleaved."""
+    allocators = args.allocator.split(",")
+    runs = {who: [] for who in allocators + list(TUNINGS)}
     for _ in range(args.repeats):
-        e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
-                      "--batches", str(args.batches), "--batch-size", str(args.batch_size),
-                      "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
-                      "--allocator", args.allocator, "--wait", "--json")
-        assert e["state"] == "SUCCEEDED", e
-        runs["shoal"].append(e["result"])
+        for allocator in allocators:
+            e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
+                          "--batches", str(args.batches), "--batch-size", str(args.batch_size),
+                          "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
+                          "--allocator", allocator, "--wait", "--json")
+            assert e["state"] == "SUCCEEDED", e
+            runs[allocator].append(e["result"])
         for tuning in TUNINGS:
             r = reference("--workers", w, "--start", start, "--share", share, "--batches", args.batches,
                           "--batch-size", args.batch_size, "--threads", threads if tuning == "best" else 0,
@@ -42,14 +44,17 @@ def run_point(shoal_cli, args, start, share, w, threads):
             for who, xs in runs.items()}
 
 
-def print_table(rows, key, title, fmt):
+def print_table(rows, key, title, fmt, allocators):
     print(f"{title}\n")
-    print("| start | share | workers | Shoal | PyTorch as users run it | PyTorch best | "
-          "Shoal / users | Shoal / best |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    shoal = " | ".join(f"Shoal {a}" for a in allocators)
+    ratios = " | ".join(f"{a} / users | {a} / best" for a in allocators)
+    print(f"| start | share | workers | {shoal} | PyTorch as users run it | PyTorch best | {ratios} |")
+    print("| --- " * (5 + 3 * len(allocators)) + "|")
     for (start, share, w, m) in rows:
-        s, u, b = (m[who][key] for who in ("shoal", "users", "best"))
-        print(f"| {start} | {share} | {w} | {fmt(s)} | {fmt(u)} | {fmt(b)} | {s / u:.2f} | {s / b:.2f} |")
+        u, b = m["users"][key], m["best"][key]
+        cells = " | ".join(fmt(m[a][key]) for a in allocators)
+        rcells = " | ".join(f"{m[a][key] / u:.2f} | {m[a][key] / b:.2f}" for a in allocators)
+        print(f"| {start} | {share} | {w} | {cells} | {fmt(u)} | {fmt(b)} | {rcells} |")
     print()
 
 
@@ -61,7 +66,8 @@ def main():
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--allocator", default="cache", help="Shoal worker allocator policy: cache | retain | system")
+    ap.add_argument("--allocator", default="cache",
+                    help="Shoal's allocator policies, comma-separated: cache | planned | retain | system")
     ap.add_argument("--dataset", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
@@ -77,10 +83,12 @@ def main():
                     print(f"done: {start} share={share} workers={w}", file=sys.stderr)
 
     print(f"Hogwild, mnist_convnet, batch {args.batch_size} x {args.batches} per worker, {cores} cores, "
-          f"Shoal allocator '{args.allocator}', medians of {args.repeats}\n")
-    print_table(rows, "peak_pss_sum_bytes", "Peak PSS sum, GiB", lambda v: f"{v / 2**30:.2f}")
-    print_table(rows, "samples_per_sec", "Samples/s (all workers)", lambda v: f"{v:.1f}")
-    print_table(rows, "ready_ms", "Ready ms (start -> every worker training)", lambda v: f"{v:.0f}")
+          f"Shoal allocator(s) {args.allocator}, medians of {args.repeats}\n")
+    allocators = args.allocator.split(",")
+    print_table(rows, "peak_pss_sum_bytes", "Peak PSS sum, GiB", lambda v: f"{v / 2**30:.2f}", allocators)
+    print_table(rows, "samples_per_sec", "Samples/s (all workers)", lambda v: f"{v:.1f}", allocators)
+    print_table(rows, "ready_ms", "Ready ms (start -> every worker training)", lambda v: f"{v:.0f}",
+                allocators)
 
 
 if __name__ == "__main__":

@@ -114,15 +114,31 @@ INSTANTIATE_TEST_SUITE_P(StartAndShare, HogwildE2E,
                            return std::string(info.param.start) + "_share_" + info.param.share;
                          });
 
+// Also the planned step memory end to end (the longest run here, so the one with most to replay).
 TEST_F(E2E, LossDecreasesOverALongerRun) {
-  json e = MustJson(
-      daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes", "--batches",
-                    "40", "--dataset", kFashion, "--eval-samples", "500", "--wait", "--json"}));
+  json e = MustJson(daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes",
+                                  "--batches", "40", "--dataset", kFashion, "--eval-samples", "500",
+                                  "--allocator", "planned", "--wait", "--json"}));
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   const double first = e["result"]["first_loss"], last = e["result"]["last_loss"];
   EXPECT_GT(first, 2.0);  // ten classes, untrained: ~ln(10)
   EXPECT_LT(last, first * 0.85) << "first " << first << " last " << last;
   EXPECT_GT(e["result"]["test_accuracy"].get<double>(), 0.3);  // chance is 0.1
+  const json* m = nullptr;
+  for (const auto& p : e["processes"])
+    if (p["role"] == "worker") m = &p["step_memory"];
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->is_object()) << e.dump(2);
+  // conv1's output alone is 147 MB at batch 64; the arena packs the step's live peak closely.
+  const double arena = (*m)["arena_bytes"].get<double>(), live = (*m)["peak_live_bytes"];
+  EXPECT_GT(live, 147e6);
+  EXPECT_GE(arena, live);
+  EXPECT_LT(arena, 1.25 * live);
+  EXPECT_EQ((*m)["replayed_steps"], 39);  // all but the traced first
+  EXPECT_EQ((*m)["fallback_steps"], 0);
+  EXPECT_LT((*m)["faults_per_step"].get<double>(), 1000);  // glibc: ~100 000 a step here
+  CommandResult text = daemon_->Cli({"get", e["id"]});
+  EXPECT_NE(text.out.find("step memory worker 0: arena"), std::string::npos) << text.out;
   ExpectNothingLeft(e);
 }
 
