@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 
@@ -96,12 +97,18 @@ def reference(start, share, workers, args):
            "--workers", workers, "--start", start, "--share", share, "--batches", args.batches,
            "--batch-size", args.batch_size, "--threads", 1, "--sample-ms", 100]
     what = f"pytorch {start} share={share} workers={workers}"
-    try:  # one point that hangs must not take the grid with it (fork, private, 16 did on an H100)
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
-                           timeout=args.point_timeout)
-    except subprocess.TimeoutExpired as e:
-        print(f"{what}: no result within {args.point_timeout} s; stderr: {e.stderr!r}", file=sys.stderr)
+    # One point that hangs must not take the grid with it (fork, private, 16 did on an H100), nor
+    # leave its workers on the GPU: it runs in its own process group, killed whole at the limit.
+    p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=args.point_timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        print(f"{what}: no result within {args.point_timeout} s; stderr: {err[-2000:]!r}", file=sys.stderr)
         return None
+    r = subprocess.CompletedProcess(cmd, p.returncode, out, err)
     j = last_json(r, what)
     if j is None or not j.get("ok"):
         return None
