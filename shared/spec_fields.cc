@@ -60,7 +60,8 @@ std::vector<SpecField> CommonFields() {
        "floor(cores / workers), at least 1 (data_loading: cores)"},
       {"seed", "seed", "random seed", "1"},
       {"allocator", "allocator",
-       "cache (exact-size reuse of step buffers) | planned (one arena, offsets planned from a traced "
+       "cache (exact-size reuse of step buffers) | planned (one arena, offsets planned from a "
+       "traced "
        "step; hogwild) | retain (glibc heap, never trimmed) | system",
        "cache"},
       {"eval_samples", "eval_samples", "test images evaluated after training (0: none)",
