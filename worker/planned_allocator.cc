@@ -100,15 +100,19 @@ bool SharersFree(const State& s, uint32_t k) {
 }
 
 // The arena place of the step's next allocation, or null (then malloc serves it).
+// The rest of this step goes to malloc: the plan no longer says what is free.
+void* Deviate(State& s) {
+  s.deviated = true;
+  ++s.stats.fallback_allocs;
+  return nullptr;
+}
+
 void* Replay(State& s, size_t n) {
   const uint32_t k = s.deviated ? kNoSlot : FindSlot(s, n);
-  if (k != kNoSlot) s.next = k + 1;
-  if (k != kNoSlot && !s.plan.slots[k].planned) return nullptr;  // outlived the traced step
-  if (k == kNoSlot || !SharersFree(s, k)) {
-    s.deviated = true;  // the rest of this step on malloc: the plan no longer says what is free
-    ++s.stats.fallback_allocs;
-    return nullptr;
-  }
+  if (k == kNoSlot) return Deviate(s);
+  s.next = k + 1;
+  if (!s.plan.slots[k].planned) return nullptr;  // outlived the traced step: malloc, as traced
+  if (!SharersFree(s, k)) return Deviate(s);
   s.live[k] = 1;
   void* p = s.arena + s.plan.slots[k].offset;
   s.slot_at[p] = k;
