@@ -161,6 +161,8 @@ FederationHooks Coordinator::CoordinatedHooks(const std::string& id) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
         text);
   };
+  h.sample = [this, id](const v1::Sample& s) { KeepSample(id, s); };
+  h.thin_samples = [this, id](uint32_t node) { ThinSamples(id, node); };
   h.stop = [this, id] { return int(queue_.StopRequest(id)); };
   return h;
 }
@@ -276,6 +278,17 @@ StatusOr<v1::DeleteResponse> Coordinator::Prune(const v1::PruneRequest& req) {
   }
   RemoveOrphanLogs();
   return total;
+}
+
+// A sample that cannot be stored is logged, and the run goes on (its figures do not depend on it).
+void Coordinator::KeepSample(const std::string& id, const v1::Sample& s) {
+  if (Status st = store_->AddSample(id, s); !st.ok())
+    spdlog::warn("{}: a sample was not kept: {}", id, st.message());
+}
+
+void Coordinator::ThinSamples(const std::string& id, std::optional<uint32_t> node) {
+  if (Status st = store_->ThinSamples(id, node); !st.ok())
+    spdlog::warn("{}: kept samples not thinned: {}", id, st.message());
 }
 
 StatusOr<std::vector<v1::Sample>> Coordinator::Samples(const std::string& id) {
@@ -395,8 +408,8 @@ RunnerHooks Coordinator::HooksFor(const std::string& id) {
   RunnerHooks h;
   h.update = [this](const v1::Experiment& x) { queue_.Update(x); };
   h.live = [this](const v1::Experiment& x) { queue_.SetLive(x); };
-  h.sample = [this, id](const v1::Sample& s) { (void)store_->AddSample(id, s); };
-  h.thin_samples = [this, id] { (void)store_->ThinSamples(id); };
+  h.sample = [this, id](const v1::Sample& s) { KeepSample(id, s); };
+  h.thin_samples = [this, id] { ThinSamples(id, std::nullopt); };
   h.publish = [this, id](const v1::WatchEvent& ev) { Publish(id, ev); };
   h.event = [this, id](double t, const std::string& text) { AddEvent(id, t, text); };
   return h;

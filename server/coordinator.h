@@ -93,6 +93,8 @@ class Coordinator : public ExperimentService {
   FederationHooks CoordinatedHooks(const std::string& id);
   void StartCoordinated(std::function<void()> fn);
   void RemoveOrphanLogs();
+  void KeepSample(const std::string& id, const v1::Sample& s);
+  void ThinSamples(const std::string& id, std::optional<uint32_t> node);
   void SchedulerLoop();
   void RunOne(v1::Experiment e);
   void PrepareForkServer(const v1::ExperimentSpec& spec);

@@ -328,27 +328,13 @@ void ExperimentRunner::Tick(uint64_t now) {
   s.set_loss(live.loss ? *live.loss : std::nan(""));
   s.set_sampler_cpu_percent(100.0 * double(sampler_->cpu_ns() + gpu_->cpu_ns()) /
                             std::max<double>(1, double(now - start_mono_)));
-  KeepSample(s);
+  keeper_.Offer(s);
   v1::WatchEvent ev;
   *ev.mutable_sample() = s;
   hooks_.publish(ev);
   e_.clear_processes();  // the live record's process list stays current for `get`
   for (auto& [pid, p] : facts_.procs) *e_.add_processes() = p;
   if (hooks_.live) hooks_.live(e_);
-}
-
-// At most kMaxKeptSamples per experiment, evenly spaced: when full, every other kept sample goes
-// and from then on every other tick is kept, so a long run keeps its whole history at a coarser
-// interval and a short one every tick.
-void ExperimentRunner::KeepSample(const v1::Sample& s) {
-  if (!hooks_.sample || ticks_++ % keep_every_ != 0) return;
-  if (kept_ == kMaxKeptSamples && hooks_.thin_samples) {
-    hooks_.thin_samples();
-    kept_ /= 2;
-    keep_every_ *= 2;
-  }
-  hooks_.sample(s);
-  ++kept_;
 }
 
 void ExperimentRunner::Finish() {

@@ -22,6 +22,7 @@
 #include "server/gpu_sampler.h"
 #include "server/log_capture.h"
 #include "server/run_summary.h"
+#include "server/sample_keeper.h"
 #include "server/sampler.h"
 #include "shared/ipc_codec.h"
 #include "shared/os_seams.h"
@@ -97,7 +98,6 @@ class ExperimentRunner {
   void OpenLog(std::vector<std::pair<int, int>>* fd_map);
   bool AnyTraining() const;
   void FillGpu();
-  void KeepSample(const v1::Sample& s);
   void StartDraining(uint64_t now);
   void Finish();
   void AddEvent(const std::string& text);
@@ -120,9 +120,9 @@ class ExperimentRunner {
   uint64_t prev_steps_ = 0, prev_steps_ns_ = 0;
   double steps_per_sec_ = 0;
   std::map<uint32_t, bool> announced_ready_;
-  std::map<uint32_t, uint32_t> phases_;             // each worker's phase at the last progress
-  std::set<pid_t> pool_;                            // the fork-server's idle children being sampled
-  uint64_t ticks_ = 0, kept_ = 0, keep_every_ = 1;  // samples kept: every keep_every_-th tick
+  std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress
+  std::set<pid_t> pool_;                 // the fork-server's idle children being sampled
+  SampleKeeper keeper_{hooks_.sample, hooks_.thin_samples, kMaxKeptSamples};
 };
 
 // Launches and drives the runner to its end: reads the leader's pipe, polls the reaper, asks

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/experiment_queue.h"
+#include "server/sample_keeper.h"
 #include "server/sweep_tracker.h"
 #include "shared/data_parallel.h"
 #include "shared/process.h"
@@ -60,7 +61,8 @@ struct PartView {
   // what order: the error tells the first trouble first.
   int64_t trouble_unix_ms = 0;
   uint64_t seq = 0;
-  SteadyClock::time_point read_at{};  // its watcher's last Get for the live record
+  SteadyClock::time_point read_at{};     // its watcher's last Get for the live record
+  std::unique_ptr<SampleKeeper> keeper;  // which of its samples this daemon stores
   bool settled() const { return ended || !lost.empty(); }
   bool bad() const { return !lost.empty() || (ended && record->state() != v1::SUCCEEDED); }
 };
@@ -139,6 +141,12 @@ bool CoordinatedRun::SubmitParts() {
     part->set_experiment_id(*id);
     parts_[i].id = *id;
     parts_[i].label = Label(*part);
+    parts_[i].keeper = std::make_unique<SampleKeeper>(
+        hooks_.sample,
+        [this, i] {
+          if (hooks_.thin_samples) hooks_.thin_samples(uint32_t(i));
+        },
+        opts_.max_kept_samples);
     hooks_.event(parts_[i].label + ": part " + *id + " submitted");
   }
   hooks_.update(e_);
@@ -162,9 +170,11 @@ void CoordinatedRun::Relay(size_t node, const v1::WatchEvent& ev, v1::Experiment
   if (ev.has_sample()) {
     v1::WatchEvent out;
     *out.mutable_sample() = ev.sample();
+    out.mutable_sample()->set_node(uint32_t(node));
     out.set_node(uint32_t(node));
     hooks_.publish(out);
-    Read(node);  // the live record follows the samples
+    parts_[node].keeper->Offer(out.sample());  // only this part's watcher offers to its keeper
+    Read(node);                                // the live record follows the samples
   } else if (ev.has_event()) {
     hooks_.event(label + ": " + ev.event().text());
   } else if (ev.has_state() && ev.state() != *last) {

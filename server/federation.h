@@ -34,9 +34,10 @@ using PeerConnector =
     std::function<StatusOr<std::unique_ptr<PeerDaemon>>(const std::string& daemon)>;
 
 struct FederationOptions {
-  uint64_t lost_after_ms = 10000;  // a part whose daemon cannot be reached this long is lost
-  uint64_t poll_ms = 500;          // retry and refresh interval
-  uint64_t settle_ms = 30000;      // after cancelling: how long the other parts may take to end
+  uint64_t lost_after_ms = 10000;   // a part whose daemon cannot be reached this long is lost
+  uint64_t poll_ms = 500;           // retry and refresh interval
+  uint64_t settle_ms = 30000;       // after cancelling: how long the other parts may take to end
+  uint64_t max_kept_samples = 512;  // per part, in this daemon's store (SampleKeeper)
 };
 
 // What a coordinated run does to the rest of the daemon.
@@ -44,6 +45,8 @@ struct FederationHooks {
   std::function<void(const v1::Experiment&)> update;   // store it and tell the listeners
   std::function<void(const v1::Experiment&)> live;     // the live copy only
   std::function<void(const v1::WatchEvent&)> publish;  // to the record's watchers
+  std::function<void(const v1::Sample&)> sample;       // a part's sample (node set), to keep
+  std::function<void(uint32_t node)> thin_samples;     // halve what was kept of that node's
   std::function<void(const std::string&)> event;       // a text event, stored and published
   std::function<int()> stop;  // ExperimentQueue::Stop: none, cancel or shutdown asked
 };

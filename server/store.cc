@@ -39,6 +39,11 @@ StatusOr<std::vector<Msg>> ReadAll(sqlite3* db, const char* sql, const std::stri
   return out;
 }
 
+// Binds a sample's node, or NULL for a sample of a single-node run.
+void BindNode(sqlite3_stmt* st, int i, std::optional<uint32_t> node) {
+  node ? sqlite3_bind_int64(st, i, *node) : sqlite3_bind_null(st, i);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
@@ -60,13 +65,22 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       "INTEGER, body BLOB);"
       "CREATE TABLE IF NOT EXISTS events (id TEXT, t_ms REAL, body BLOB);"
       "CREATE INDEX IF NOT EXISTS events_id ON events(id);"
-      "CREATE TABLE IF NOT EXISTS samples (id TEXT, t_ms REAL, body BLOB);"
+      "CREATE TABLE IF NOT EXISTS samples (id TEXT, t_ms REAL, body BLOB, node INTEGER);"
       "CREATE INDEX IF NOT EXISTS samples_id ON samples(id);"
       "CREATE TABLE IF NOT EXISTS sweeps (id TEXT PRIMARY KEY, submitted INTEGER, body BLOB);"));
+  RETURN_IF_ERROR(store->AddNodeColumn());
   return store;
 }
 
 Store::~Store() { sqlite3_close(db_); }
+
+// A store made before coordinated experiments kept their parts' samples has no node column.
+Status Store::AddNodeColumn() {
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "SELECT node FROM samples LIMIT 0", -1, &st.s, nullptr) == SQLITE_OK)
+    return Status::Ok();
+  return Exec("ALTER TABLE samples ADD COLUMN node INTEGER");
+}
 
 Status Store::Error(const std::string& what) {
   return Internal("store: " + what + ": " + sqlite3_errmsg(db_));
@@ -164,7 +178,18 @@ StatusOr<std::vector<v1::Event>> Store::Events(const std::string& id) {
 
 Status Store::AddSample(const std::string& id, const v1::Sample& s) {
   std::lock_guard<std::mutex> l(mu_);
-  return Append(db_, "INSERT INTO samples VALUES (?,?,?)", id, s.t_ms(), s);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_, "INSERT INTO samples (id, t_ms, body, node) VALUES (?,?,?,?)", -1,
+                         &st.s, nullptr) != SQLITE_OK) {
+    return Error("prepare sample");
+  }
+  const std::string body = s.SerializeAsString();
+  sqlite3_bind_text(st.s, 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_double(st.s, 2, s.t_ms());
+  sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
+  BindNode(st.s, 4, s.has_node() ? std::optional<uint32_t>(s.node()) : std::nullopt);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return Error("sample of " + id);
+  return Status::Ok();
 }
 
 // Runs `sql` with `id` bound to its one parameter.
@@ -176,12 +201,20 @@ Status Store::ExecWithId(const char* sql, const std::string& id) {
   return Status::Ok();
 }
 
-Status Store::ThinSamples(const std::string& id) {
+Status Store::ThinSamples(const std::string& id, std::optional<uint32_t> node) {
   std::lock_guard<std::mutex> l(mu_);
-  return ExecWithId(
-      "DELETE FROM samples WHERE rowid IN (SELECT rowid FROM (SELECT rowid, ROW_NUMBER() OVER "
-      "(ORDER BY rowid) AS n FROM samples WHERE id=?1) WHERE n % 2 = 0)",
-      id);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "DELETE FROM samples WHERE rowid IN (SELECT rowid FROM (SELECT rowid, "
+                         "ROW_NUMBER() OVER (ORDER BY rowid) AS n FROM samples WHERE id=?1 AND "
+                         "node IS ?2) WHERE n % 2 = 0)",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return Error("prepare thin");
+  }
+  sqlite3_bind_text(st.s, 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
+  BindNode(st.s, 2, node);
+  if (sqlite3_step(st.s) != SQLITE_DONE) return Error("thin " + id);
+  return Status::Ok();
 }
 
 Status Store::PruneSamples(int keep_experiments) {

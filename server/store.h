@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,9 @@ class Store {
   Status AddSample(const std::string& id, const v1::Sample& s);
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
   // Deletes every other stored sample of `id` (the 2nd, 4th, ...): its series at half the rate.
-  Status ThinSamples(const std::string& id);
+  // `node`: only the samples of that node's part (a coordinated experiment's), each node thinned
+  // on its own; none: the samples that have no node.
+  Status ThinSamples(const std::string& id, std::optional<uint32_t> node = std::nullopt);
   // Keeps the samples of the newest `keep_experiments` experiments only.
   Status PruneSamples(int keep_experiments);
 
@@ -44,6 +47,7 @@ class Store {
  private:
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
+  Status AddNodeColumn();
   Status ExecWithId(const char* sql, const std::string& id);
   Status Error(const std::string& what);
 

@@ -17,12 +17,22 @@ struct Columns {
   std::vector<std::map<std::string, double>> pss_mib;  // one map per sample
 };
 
+// "node 1 " for a sample a coordinator kept from a part, "" otherwise.
+std::string NodePrefix(const v1::Sample& s) {
+  return s.has_node() ? "node " + std::to_string(s.node()) + " " : "";
+}
+
+bool AnyNode(const std::vector<v1::Sample>& samples) {
+  return std::any_of(samples.begin(), samples.end(),
+                     [](const v1::Sample& s) { return s.has_node(); });
+}
+
 Columns Split(const std::vector<v1::Sample>& samples) {
   Columns c;
   for (const auto& s : samples) {
     auto& row = c.pss_mib.emplace_back();
     for (const auto& p : s.processes()) {
-      const std::string name = TimelineSeriesName(p);
+      const std::string name = NodePrefix(s) + TimelineSeriesName(p);
       if (std::find(c.names.begin(), c.names.end(), name) == c.names.end()) c.names.push_back(name);
       row[name] += double(p.pss_bytes()) / kMiB;
     }
@@ -55,7 +65,9 @@ std::string TimelineSeriesName(const v1::ProcessSample& p) {
 std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::string& format) {
   const bool md = format != "csv";
   const Columns c = Split(samples);
+  const bool nodes = AnyNode(samples);
   std::vector<std::string> head = {"t_s", "total_pss_mib", "total_rss_mib", "total_uss_mib"};
+  if (nodes) head.insert(head.begin() + 1, "node");
   for (const auto& n : c.names) head.push_back(n + " pss_mib");
   std::string out = Row(head, md);
   if (md) out += Row(std::vector<std::string>(head.size(), "---"), true);
@@ -64,6 +76,7 @@ std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::st
     std::vector<std::string> cells = {Number(s.t_ms() / 1000), Number(s.total_pss_bytes() / kMiB),
                                       Number(s.total_rss_bytes() / kMiB),
                                       Number(s.total_uss_bytes() / kMiB)};
+    if (nodes) cells.insert(cells.begin() + 1, s.has_node() ? std::to_string(s.node()) : "");
     for (const auto& n : c.names) {
       auto it = c.pss_mib[i].find(n);
       cells.push_back(it == c.pss_mib[i].end() ? "" : Number(it->second));
@@ -76,10 +89,15 @@ std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::st
 std::string RenderTimelineSvg(const std::string& title, const std::vector<v1::Sample>& samples) {
   const Columns c = Split(samples);
   LineChart chart{title, "seconds since start", "PSS (MiB)", {}, {}};
-  Series total{"total", /*dashed=*/true, {}};
-  for (const auto& s : samples)
-    total.points.emplace_back(s.t_ms() / 1000, s.total_pss_bytes() / kMiB);
-  chart.series.push_back(std::move(total));
+  std::vector<Series> totals;  // one per node (a coordinated run's parts), else one
+  for (const auto& s : samples) {
+    const std::string name = NodePrefix(s) + "total";
+    auto it = std::find_if(totals.begin(), totals.end(),
+                           [&](const Series& t) { return t.label == name; });
+    if (it == totals.end()) it = totals.insert(totals.end(), Series{name, /*dashed=*/true, {}});
+    it->points.emplace_back(s.t_ms() / 1000, s.total_pss_bytes() / kMiB);
+  }
+  for (auto& t : totals) chart.series.push_back(std::move(t));
   for (const auto& n : c.names) {
     Series one{n, false, {}};
     for (size_t i = 0; i < samples.size(); ++i)

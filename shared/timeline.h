@@ -14,10 +14,13 @@ namespace shoal {
 std::string TimelineSeriesName(const v1::ProcessSample& p);
 
 // Columns: t_s, the total PSS, RSS and USS in MiB, then the PSS in MiB of each series in order of
-// first appearance (empty where the process was not sampled). format: "md" or "csv".
+// first appearance (empty where the process was not sampled). format: "md" or "csv". Samples a
+// coordinator kept from its parts add a node column after t_s, and their series are named
+// "node N worker 0" etc.
 std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::string& format);
 
-// PSS (MiB) of each series and the total (dashed) against seconds since the experiment started.
+// PSS (MiB) of each series and the total (dashed; one per node for a coordinated run's samples)
+// against seconds since the experiment (or the node's part) started.
 std::string RenderTimelineSvg(const std::string& title, const std::vector<v1::Sample>& samples);
 
 }  // namespace shoal

@@ -124,6 +124,19 @@ class FederationTest : public ::testing::Test {
       std::lock_guard<std::mutex> l(mu_);
       events_.push_back(text);
     };
+    hooks_.sample = [this](const v1::Sample& smp) {
+      std::lock_guard<std::mutex> l(mu_);
+      kept_.push_back(smp);
+    };
+    hooks_.thin_samples = [this](uint32_t node) {
+      std::lock_guard<std::mutex> l(mu_);
+      thinned_.push_back(node);
+      std::vector<v1::Sample> left;  // as the store does: every other one of that node's goes
+      size_t n = 0;
+      for (auto& smp : kept_)
+        if (smp.node() != node || n++ % 2 == 0) left.push_back(smp);
+      kept_ = left;
+    };
     hooks_.stop = [this] { return stop_.load(); };
   }
 
@@ -157,6 +170,15 @@ class FederationTest : public ::testing::Test {
     }
     return false;
   }
+  // Runs it with both parts succeeding; false when they were not both submitted.
+  bool RunBothSucceeding() {
+    Start();
+    const bool submitted = Submitted();
+    nodes_[0].Set(v1::SUCCEEDED);
+    nodes_[1].Set(v1::SUCCEEDED);
+    Join();
+    return submitted;
+  }
   v1::Experiment Join() {
     run_.join();
     std::lock_guard<std::mutex> l(mu_);
@@ -172,6 +194,8 @@ class FederationTest : public ::testing::Test {
   v1::Experiment last_;
   std::vector<v1::WatchEvent> published_;
   std::vector<std::string> events_;
+  std::vector<v1::Sample> kept_;
+  std::vector<uint32_t> thinned_;
 };
 
 TEST_F(FederationTest, EachNodeGetsItsRankAndTheWholeSucceedsWithNodeZerosResult) {
@@ -263,11 +287,7 @@ TEST_F(FederationTest, SamplesAreRelayedLabelledByTheirNode) {
   v1::WatchEvent s;
   s.mutable_sample()->set_steps(7);
   nodes_[1].samples.push_back(s);
-  Start();
-  ASSERT_TRUE(Submitted());
-  nodes_[0].Set(v1::SUCCEEDED);
-  nodes_[1].Set(v1::SUCCEEDED);
-  Join();
+  ASSERT_TRUE(RunBothSucceeding());
   std::lock_guard<std::mutex> l(mu_);
   const auto it = std::find_if(published_.begin(), published_.end(),
                                [](const v1::WatchEvent& ev) { return ev.has_sample(); });
@@ -277,6 +297,28 @@ TEST_F(FederationTest, SamplesAreRelayedLabelledByTheirNode) {
   EXPECT_EQ(it->node(), 1u);
   EXPECT_EQ(published_.back().state(), v1::SUCCEEDED);  // the whole's end, last
   EXPECT_NE(std::find(events_.begin(), events_.end(), "node 1 (b:7443): SUCCEEDED"), events_.end());
+}
+
+TEST_F(FederationTest, EachPartsSamplesAreKeptWithItsNodeAndThinnedOnTheirOwn) {
+  opts_.max_kept_samples = 4;
+  for (uint32_t node = 0; node < 2; ++node) {
+    for (int t = 0; t < (node == 0 ? 3 : 7); ++t) {  // node 1 ticks past the cap, node 0 not
+      v1::WatchEvent s;
+      s.mutable_sample()->set_t_ms(100.0 * t);
+      nodes_[node].samples.push_back(s);
+    }
+  }
+  ASSERT_TRUE(RunBothSucceeding());
+  std::lock_guard<std::mutex> l(mu_);
+  std::map<uint32_t, std::vector<double>> t_ms;
+  for (const auto& smp : kept_) {
+    ASSERT_TRUE(smp.has_node());
+    t_ms[smp.node()].push_back(smp.t_ms());
+  }
+  EXPECT_EQ(t_ms[0], (std::vector<double>{0, 100, 200}));  // under the cap: every tick
+  // Node 1: 4 kept, at the 5th halved to 0 and 200, then every other tick: 400, 600.
+  EXPECT_EQ(t_ms[1], (std::vector<double>{0, 200, 400, 600}));
+  EXPECT_EQ(thinned_, (std::vector<uint32_t>{1}));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -231,6 +232,18 @@ TEST_F(TwoNodes, OneDaemonCoordinatesAndBothTrainOneModel) {
   std::set<int> nodes;
   for (const auto& p : e["processes"]) nodes.insert(p.value("node", -1));
   EXPECT_EQ(nodes, (std::set<int>{0, 1}));
+  // The coordinator keeps each part's samples under the record, with their node.
+  const CommandResult samples = daemons_[0]->Cli({"get", id, "--samples", "--format", "json"});
+  ASSERT_EQ(samples.exit_code, 0) << samples.err;
+  std::map<int, int> per_node;
+  const json kept = json::parse(samples.out);
+  for (const auto& smp : kept["samples"]) {
+    ++per_node[smp.value("node", -1)];
+    EXPECT_GT(smp["total_pss_bytes"].get<uint64_t>(), 0u);
+  }
+  EXPECT_GT(per_node[0], 0);
+  EXPECT_GT(per_node[1], 0);
+  EXPECT_EQ(per_node.count(-1), 0u) << samples.out;
 }
 
 TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheCoordinatedExperimentOnBoth) {

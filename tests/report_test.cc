@@ -1139,6 +1139,26 @@ TEST(TimelineTest, SvgDrawsTheTotalAndEveryProcess) {
   EXPECT_EQ(Count(svg, ">PSS (MiB)</text>"), 1u);
 }
 
+TEST(TimelineTest, ACoordinatorsSamplesGetANodeColumnAndSeriesPerNode) {
+  std::vector<v1::Sample> samples = {TimelineSample(0, {{"worker", 0, 200}}),
+                                     TimelineSample(0, {{"worker", 0, 300}}),
+                                     TimelineSample(500, {{"worker", 0, 210}})};
+  samples[0].set_node(0);
+  samples[1].set_node(1);
+  samples[2].set_node(0);
+  EXPECT_EQ(FormatTimeline(samples, "csv"),
+            "t_s,node,total_pss_mib,total_rss_mib,total_uss_mib,node 0 worker 0 pss_mib,"
+            "node 1 worker 0 pss_mib\n"
+            "0.0,0,200.0,400.0,100.0,200.0,\n"
+            "0.0,1,300.0,600.0,150.0,,300.0\n"
+            "0.5,0,210.0,420.0,105.0,210.0,\n");
+  const std::string svg = RenderTimelineSvg("Experiment x", samples);
+  for (const std::string label :
+       {"node 0 total", "node 1 total", "node 0 worker 0", "node 1 worker 0"})
+    EXPECT_EQ(Count(svg, "<title>" + label + "</title>"), 1u) << label;
+  EXPECT_EQ(Count(svg, "<polyline"), 4u);
+}
+
 TEST(TimelineTest, NoSamplesIsAnEmptyTableNotAnError) {
   EXPECT_EQ(FormatTimeline({}, "csv"), "t_s,total_pss_mib,total_rss_mib,total_uss_mib\n");
   ExpectSvgShape(RenderTimelineSvg("Experiment x", {}));

@@ -1,6 +1,7 @@
 #include "server/store.h"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "tests/testutil.h"
 
@@ -74,6 +75,16 @@ TEST(StoreTest, UnwritablePathIsAnError) {
 namespace shoal {
 namespace {
 
+std::string Hex(const std::string& bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
 TEST(StoreTest, SamplesAreThinnedEvenlyAndPrunedToTheNewestExperiments) {
   testing::TempDir d;
   auto s = Store::Open(d / "db");
@@ -101,6 +112,55 @@ TEST(StoreTest, SamplesAreThinnedEvenlyAndPrunedToTheNewestExperiments) {
   EXPECT_EQ((*s)->Samples("e1")->size(), 6u);
   EXPECT_EQ((*s)->Samples("e2")->size(), 3u);
   EXPECT_TRUE((*s)->Get("e0").ok());  // its record stays
+}
+
+TEST(StoreTest, ACoordinatorsSamplesAreThinnedNodeByNode) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  for (int t = 0; t < 4; ++t) {
+    for (uint32_t node = 0; node < 2; ++node) {  // interleaved, as the parts' ticks arrive
+      v1::Sample smp;
+      smp.set_t_ms(t);
+      smp.set_node(node);
+      ASSERT_TRUE((*s)->AddSample("x1", smp).ok());
+    }
+  }
+  ASSERT_TRUE((*s)->ThinSamples("x1", 1).ok());
+  std::vector<std::pair<uint32_t, double>> kept;
+  auto samples = (*s)->Samples("x1");
+  ASSERT_TRUE(samples.ok());
+  for (const auto& smp : *samples) kept.emplace_back(smp.node(), smp.t_ms());
+  EXPECT_EQ(kept, (std::vector<std::pair<uint32_t, double>>{
+                      {0, 0}, {1, 0}, {0, 1}, {0, 2}, {1, 2}, {0, 3}}));
+  ASSERT_TRUE((*s)->ThinSamples("x1").ok());  // no node: touches none of the nodes' samples
+  EXPECT_EQ((*s)->Samples("x1")->size(), 6u);
+}
+
+TEST(StoreTest, AStoreMadeBeforeNodesGainsTheColumnAndKeepsItsSamples) {
+  testing::TempDir d;
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((d / "db").c_str(), &db), SQLITE_OK);
+    v1::Sample old;
+    old.set_t_ms(5);
+    const std::string body = old.SerializeAsString();
+    const std::string sql =
+        "CREATE TABLE samples (id TEXT, t_ms REAL, body BLOB); INSERT INTO samples VALUES "
+        "('e1', 5, x'" +
+        Hex(body) + "');";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  v1::Sample smp;
+  smp.set_t_ms(6);
+  ASSERT_TRUE((*s)->AddSample("e1", smp).ok());
+  auto samples = (*s)->Samples("e1");
+  ASSERT_TRUE(samples.ok());
+  ASSERT_EQ(samples->size(), 2u);
+  EXPECT_EQ((*samples)[0].t_ms(), 5);
 }
 
 }  // namespace
