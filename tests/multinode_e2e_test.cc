@@ -303,5 +303,22 @@ TEST_F(TwoNodes, PartsThatDisagreeFailAtOnceNamingTheField) {
       << e0["error"];
 }
 
+// deploy/slurm/data_parallel.sbatch under a real Slurm: deploy/slurm/try-in-namespaces.sh makes
+// two namespaces, runs slurmctld and a slurmd in each, and submits the script with sbatch -N2 -W.
+// One job: a shoald on each node, one coordinated experiment, nothing left when the job ends.
+TEST(Slurm, OneSbatchTrainsOneModelAcrossTwoNodesAndLeavesNothing) {
+  const CommandResult r = testing::RunCommand(
+      {"/usr/bin/env", "SHOAL_BIN=" + testing::BinDir(),
+       std::string(SHOAL_SOURCE_DIR) + "/deploy/slurm/try-in-namespaces.sh", "--workers", "1",
+       "--batch-size", "16", "--batches", "4", "--threads", "1", "--eval-samples", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("slurm: shoalslurm0 idle shoalslurm1 idle"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node 0 on shoalslurm0:7443: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node 1 on shoalslurm1:7443: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("replicas identical: yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sbatch exit: 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("outlived the job"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace shoal
