@@ -5,6 +5,11 @@ genotype and channel plan as shared/amoebanet.cc), the same random 3x224x224 min
 `--chunks` micro-batches, every micro-batch forward (under torch.utils.checkpoint per
 `--checkpoint`: never, except_last, always), then every backward in reverse order, then RMSprop
 with the seed's defaults; threads = the machine's cores (one process, as Shoal's one stage).
+With --stages k (> 1) the network is cut by --balance into k partitions run by PyTorch's own
+GPipe, torch.distributed.pipeline.sync.Pipe (torchgpipe upstreamed), with the same chunks and
+checkpoint mode: on the CPU every partition is on the one device "cpu", so Pipe runs them in one
+process, one after another on the schedule's clock (its workers are per device), which is how
+PyTorch pipelines on a CPU.
 --tuning best raises glibc's thresholds (tuning.py). Prints one JSON object: the mean step time
 (every step, as Shoal's figure), the median after the first, and the peak RSS (ru_maxrss).
 """
@@ -121,6 +126,45 @@ class Head(nn.Module):
         return self.fc(F.avg_pool2d(s[0], 7).flatten(1))
 
 
+def Step(model, x, y, args):
+    """GPipe's schedule in one process: every micro-batch forward, then every backward."""
+    losses = []
+    for k, (xs, ys) in enumerate(zip(x.chunk(args.chunks), y.chunk(args.chunks))):
+        keep = args.checkpoint == "never" or (args.checkpoint == "except_last" and
+                                               k == args.chunks - 1)
+        out = model(xs) if keep else checkpoint(model, xs, use_reentrant=False)
+        losses.append(F.cross_entropy(out, ys, reduction="sum") / args.batch_size)
+    for loss in reversed(losses):
+        loss.backward()
+
+
+class TupleOut(nn.Module):
+    """Pipe passes tensors or tuples of tensors between partitions: a cell's (state, previous)."""
+
+    def __init__(self, seq):
+        super().__init__()
+        self.seq = seq
+
+    def forward(self, *x):
+        return self.seq(x[0] if len(x) == 1 else tuple(x))
+
+
+def Partitioned(layers, args):
+    from torch.distributed import rpc
+    from torch.distributed.pipeline.sync import Pipe
+    balance = [int(b) for b in args.balance.split(",")] if args.balance else None
+    if not balance or len(balance) != args.stages or sum(balance) != len(layers):
+        sys.exit(f"--balance must give {args.stages} stages summing to {len(layers)} layers")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29600 + os.getpid() % 300))
+    rpc.init_rpc("reference", rank=0, world_size=1)  # Pipe needs the RPC framework, one process
+    parts, at = [], 0
+    for b in balance:
+        parts.append(TupleOut(nn.Sequential(*layers[at:at + b])))
+        at += b
+    return Pipe(nn.Sequential(*parts), chunks=args.chunks, checkpoint=args.checkpoint)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=18)
@@ -130,11 +174,15 @@ def main():
     ap.add_argument("--checkpoint", default="except_last")
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--tuning", default="users")
+    ap.add_argument("--stages", type=int, default=1)
+    ap.add_argument("--balance", default="", help="layers per stage, e.g. 12,12")
     args = ap.parse_args()
     torch.set_num_threads(os.cpu_count())
     torch.manual_seed(1)
     layers, features = amoebanet(args.layers, args.filters)
-    model = nn.Sequential(*layers, Head(features, 1000))
+    layers.append(Head(features, 1000))
+    model = nn.Sequential(*layers)
+    pipe = Partitioned(layers, args) if args.stages > 1 else None
     opt = torch.optim.RMSprop(model.parameters(), lr=0.01, alpha=0.99, eps=1e-8)
     params = sum(p.numel() for p in model.parameters())
     steps = []
@@ -143,20 +191,20 @@ def main():
         y = torch.randint(0, 1000, (args.batch_size,))
         t = time.perf_counter()
         opt.zero_grad()
-        losses = []
-        for k, (xs, ys) in enumerate(zip(x.chunk(args.chunks), y.chunk(args.chunks))):
-            keep = args.checkpoint == "never" or (args.checkpoint == "except_last" and
-                                                   k == args.chunks - 1)
-            out = model(xs) if keep else checkpoint(model, xs, use_reentrant=False)
-            losses.append(F.cross_entropy(out, ys, reduction="sum") / args.batch_size)
-        for loss in reversed(losses):
-            loss.backward()
+        if pipe is not None:
+            F.cross_entropy(pipe(x).local_value(), y).backward()
+        else:
+            Step(model, x, y, args)
         opt.step()
         steps.append((time.perf_counter() - t) * 1e3)
     print(json.dumps({"params": params, "step_ms": statistics.mean(steps),
                       "median_after_first_ms": statistics.median(steps[1:] or steps),
                       "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                      "threads": torch.get_num_threads(), "tuning": args.tuning}))
+                      "threads": torch.get_num_threads(), "tuning": args.tuning,
+                      "stages": args.stages}))
+    if pipe is not None:
+        from torch.distributed import rpc
+        rpc.shutdown()
 
 
 if __name__ == "__main__":
