@@ -9,7 +9,9 @@ to ready of all three and the ratios Shoal / PyTorch, medians over --repeats run
 tree (deploy/build.sh) and Debian's python3-torch.
 
   bench/hogwild_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn,forkserver] [--batches 20]
-                              [--repeats 3]
+                              [--repeats 3] [--allocator cache,planned,planned+lean]
+
+Each --allocator entry is one Shoal variant: an allocator, and "+lean" for --activations lean.
 """
 import argparse
 import os
@@ -27,10 +29,12 @@ def run_point(shoal_cli, args, start, share, w, threads):
     runs = {who: [] for who in allocators + list(TUNINGS)}
     for _ in range(args.repeats):
         for allocator in allocators:
+            name, _, lean = allocator.partition("+")
             e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
                           "--batches", str(args.batches), "--batch-size", str(args.batch_size),
                           "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
-                          "--allocator", allocator, "--wait", "--json")
+                          "--allocator", name, "--activations", "lean" if lean else "pytorch",
+                          "--wait", "--json")
             assert e["state"] == "SUCCEEDED", e
             runs[allocator].append(e["result"])
         for tuning in TUNINGS:

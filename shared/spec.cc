@@ -190,6 +190,7 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_seed()) s->set_seed(1);
   if (!s->has_sample_interval_ms()) s->set_sample_interval_ms(200);
   if (!s->has_allocator()) s->set_allocator("cache");
+  if (!s->has_activations()) s->set_activations("pytorch");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
   if (!s->has_stall_timeout_ms()) s->set_stall_timeout_ms(60000);
   if (!s->has_force()) s->set_force(false);
@@ -224,6 +225,11 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
         "allocator: planned needs a trainer that marks its steps (hogwild, "
         "data_parallel); kind " +
         s.kind() + " does not");
+  if (s.has_activations())  // foreign to the kinds that build no mnist_convnet
+    RETURN_IF_ERROR(OneOf("activations", s.activations(), {"pytorch", "lean"}));
+  if (s.activations() == "lean" && s.model() != "mnist_convnet")
+    return InvalidArgument("activations: lean is written for model mnist_convnet only, not " +
+                           s.model());
   RETURN_IF_ERROR(InRange("eval_samples", s.eval_samples(), 0, limits.max_eval_samples));
   if (s.stall_timeout_ms() != 0) {
     RETURN_IF_ERROR(InRange("stall_timeout_ms", s.stall_timeout_ms(), limits.min_stall_timeout_ms,

@@ -64,6 +64,10 @@ std::vector<SpecField> CommonFields() {
        "traced "
        "step; hogwild) | retain (glibc heap, never trimmed) | system",
        "cache"},
+      {"activations", "activations",
+       "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
+       "its indices only, ReLU in place; bit-identical)",
+       "pytorch"},
       {"eval_samples", "eval_samples", "test images evaluated after training (0: none)",
        "1000 (pipeline: 0)"},
       {"sample_interval_ms", "sample_interval_ms", "telemetry interval", "200"},

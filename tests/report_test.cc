@@ -346,7 +346,8 @@ TEST(ReportTest, OneValueAxesAreFixedNotLaidOut) {
             std::string::npos)
       << md;
   EXPECT_EQ(md.find("Columns:"), std::string::npos) << md;
-  EXPECT_NE(md.find("allocator retain, eval_samples"), std::string::npos) << md;
+  EXPECT_NE(md.find("allocator retain, activations pytorch, eval_samples"), std::string::npos)
+      << md;
   EXPECT_NE(md.find("seed 5"), std::string::npos) << md;
 }
 
@@ -378,6 +379,7 @@ TEST(ReportTest, FixedFieldsListWhatDidNotVary) {
       {"threads", "4"},
       {"seed", "1"},
       {"allocator", "cache"},
+      {"activations", "pytorch"},
       {"eval_samples", "1000"},
       {"sample_interval_ms", "200"},
       {"stall_timeout_ms", "60000"},
@@ -687,6 +689,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "threads",
                                                "seed",
                                                "allocator",
+                                               "activations",
                                                "eval_samples",
                                                "sample_interval_ms",
                                                "stall_timeout_ms",
@@ -822,9 +825,10 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "64",        "10",
                                           "",          "",
                                           "4",         "1",
-                                          "cache",     "1000",
-                                          "200",       "60000",
-                                          "",          "",  // models, iterations: not hogwild's
+                                          "cache",     "pytorch",
+                                          "1000",      "200",
+                                          "60000",     "",
+                                          "",               // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor
                                           "",          "",  // nodes, node_rank, master,
                                           "",          "",  // node_daemons, scaling:

@@ -97,6 +97,25 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
        },
        "allocator: planned needs a trainer that marks its steps (hogwild, data_parallel); kind "
        "pipeline does not"},
+      {"activations", [](auto* s) { s->set_activations("fast"); },
+       "activations: 'fast' is not one of: pytorch, lean"},
+      {"activations",
+       [](auto* s) {
+         s->Clear();
+         s->set_kind("data_parallel");
+         s->set_model("resnet18_cifar");
+         ApplyDefaults(s, SpecLimits{});
+         s->set_activations("lean");
+       },
+       "activations: lean is written for model mnist_convnet only, not resnet18_cifar"},
+      {"activations",
+       [](auto* s) {
+         s->Clear();
+         s->set_kind("pipeline");
+         ApplyDefaults(s, SpecLimits{});
+         s->set_activations("lean");
+       },
+       "activations: not a field of kind pipeline"},
       {"eval_samples", [](auto* s) { s->set_eval_samples(20000); }, "eval_samples: 20000"},
   };
   for (const auto& c : cases) {

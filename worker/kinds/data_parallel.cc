@@ -67,7 +67,8 @@ v1::ExperimentSpec Contract(v1::ExperimentSpec s) {
   s.clear_start();
   s.clear_threads();
   s.clear_allocator();
-  s.clear_dataset();  // a path on each node
+  s.clear_activations();  // how much memory, not what is computed
+  s.clear_dataset();      // a path on each node
   s.clear_sample_interval_ms();
   s.clear_stall_timeout_ms();
   s.clear_eval_samples();

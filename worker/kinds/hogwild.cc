@@ -31,7 +31,7 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
                            " workers leaves none to a worker");
   }
   SeedCpu(spec.seed());
-  ASSIGN_OR_RETURN(model_, MakeModel(spec.model()));
+  ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
   ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
   ASSIGN_OR_RETURN(
       weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
@@ -82,8 +82,9 @@ Status HogwildKind::Attach(WorkerEnv& env) {
   RETURN_IF_ERROR(ValidateWeights(*wh, weights_.size()));
   if (prototype_ != nullptr && spec.model() == "mnist_convnet") {
     model_ = prototype_;
+    static_cast<MnistConvNet&>(*model_).lean_ = spec.activations() == "lean";
   } else {
-    ASSIGN_OR_RETURN(model_, MakeModel(spec.model()));
+    ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
   }
   if (shared_on_cpu) return BindParamsToSegment(*model_, *wh, weights_.data());
   if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, *wh);

@@ -1,17 +1,28 @@
 #include "worker/models/models.h"
 
+#include "worker/models/lean_ops.h"
+
 namespace shoal {
 
-MnistConvNet::MnistConvNet()
-    : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 1000, 5)))),
+MnistConvNet::MnistConvNet(bool lean)
+    : lean_(lean),
+      conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 1000, 5)))),
       conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(1000, 20, 5)))),
       conv2_drop(register_module("conv2_drop", torch::nn::Dropout2d())),
       fc1(register_module("fc1", torch::nn::Linear(320, 50))),
       fc2(register_module("fc2", torch::nn::Linear(50, 10))) {}
 
+// relu(max_pool2d(x, 2)); lean: the pool keeps only its indices (not x, conv1's 147 MB output at
+// batch 64) and the ReLU, whose input nothing else saves, runs in place. The same numbers.
+torch::Tensor MnistConvNet::PoolRelu(const torch::Tensor& x) const {
+  if (!lean_) return torch::relu(torch::max_pool2d(x, 2));
+  torch::Tensor pooled = LeanMaxPool2d(x, 2);
+  return torch::relu_(pooled);
+}
+
 torch::Tensor MnistConvNet::forward(torch::Tensor x) {
-  x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
-  x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
+  x = PoolRelu(conv1->forward(x));
+  x = PoolRelu(conv2_drop->forward(conv2->forward(x)));
   x = x.view({-1, 320});
   x = torch::relu(fc1->forward(x));
   x = torch::dropout(x, /*p=*/0.5, is_training());
@@ -73,8 +84,10 @@ torch::Tensor ResNet18Cifar::forward(torch::Tensor x) {
   return torch::log_softmax(fc->forward(x), /*dim=*/1);
 }
 
-StatusOr<ModelPtr> MakeModel(const std::string& name) {
-  if (name == "mnist_convnet") return ModelPtr(std::make_shared<MnistConvNet>());
+StatusOr<ModelPtr> MakeModel(const std::string& name, const std::string& activations) {
+  const bool lean = activations == "lean";
+  if (name == "mnist_convnet") return ModelPtr(std::make_shared<MnistConvNet>(lean));
+  if (lean) return InvalidArgument("activations: lean is written for mnist_convnet only");
   if (name == "resnet18_cifar") return ModelPtr(std::make_shared<ResNet18Cifar>());
   return InvalidArgument("model: '" + name + "' is not a model of this shoal-worker");
 }

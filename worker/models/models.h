@@ -19,9 +19,11 @@ using ModelPtr = std::shared_ptr<Model>;
 
 // The network of the published Hogwild study (DESIGN.md), layer for layer.
 struct MnistConvNet : Model {
-  MnistConvNet();
+  explicit MnistConvNet(bool lean = false);  // lean: --activations lean (worker/models/lean_ops.h)
   torch::Tensor forward(torch::Tensor x) override;
+  torch::Tensor PoolRelu(const torch::Tensor& x) const;
 
+  bool lean_;
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::Dropout2d conv2_drop{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
@@ -40,8 +42,9 @@ struct ResNet18Cifar : Model {
   torch::nn::Linear fc{nullptr};
 };
 
-// A new model with freshly initialised weights (torch's RNG decides them).
-StatusOr<ModelPtr> MakeModel(const std::string& name);
+// A new model with freshly initialised weights (torch's RNG decides them). activations: "pytorch"
+// (what PyTorch's autograd saves) or "lean" (mnist_convnet only: less saved, the same numbers).
+StatusOr<ModelPtr> MakeModel(const std::string& name, const std::string& activations = "pytorch");
 const std::vector<std::string>& ModelNames();
 
 }  // namespace shoal
