@@ -77,6 +77,7 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
       F("  spec        %s %s, %u workers, start %s, share %s, device %s, %s, %u threads\n",
         s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
         s.share() ? "yes" : "no", s.device().c_str(), Length(s).c_str(), s.threads());
+  if (s.activations() == "lean") o.insert(o.size() - 1, ", activations lean");
   o += "  optimiser   " + Optimizer(s) + "\n";
   o += "  dataset     " + s.dataset() + "\n";
   return o;

@@ -162,6 +162,14 @@ TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {
             "  dataset     synthetic\n");
 }
 
+TEST(FormatTest, LeanActivationsAreNamedOnTheSpecLine) {
+  v1::Experiment e = Queued();
+  e.mutable_spec()->set_activations("lean");
+  EXPECT_NE(FormatExperiment(e).find("batch 64 x 20 batches, 4 threads, activations lean\n"),
+            std::string::npos)
+      << FormatExperiment(e);
+}
+
 TEST(FormatTest, FailedExperimentShowsItsError) {
   v1::Experiment e = Queued();
   e.set_state(v1::FAILED);
