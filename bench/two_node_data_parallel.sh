@@ -28,13 +28,10 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$TMP/key.pem" -out "$TMP/cert
   -subj /CN=shoalnode0 -addext subjectAltName=DNS:shoalnode0,DNS:shoalnode1 2>/dev/null
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 (umask 077 && echo "coordinator $TOKEN" >"$TMP/tokens" && echo "$TOKEN" >"$TMP/peer.tok")
-ip link add "${VETH[0]}" type veth peer name "${VETH[1]}"
+# shellcheck source=deploy/netns-pair.sh
+. "$ROOT/deploy/netns-pair.sh"
+netns_pair_up "${NS[@]}" "${VETH[@]}" "$NET"
 for i in 0 1; do
-  ip netns add "${NS[$i]}"
-  ip link set "${VETH[$i]}" netns "${NS[$i]}"
-  ip -n "${NS[$i]}" addr add "$NET.$((i + 1))/24" dev "${VETH[$i]}"
-  ip -n "${NS[$i]}" link set "${VETH[$i]}" up
-  ip -n "${NS[$i]}" link set lo up
   [ "$RATE" = none ] || ip netns exec "${NS[$i]}" tc qdisc add dev "${VETH[$i]}" root tbf \
     rate "$RATE" burst 512kbit latency 100ms
   mkdir -p "/etc/netns/${NS[$i]}"

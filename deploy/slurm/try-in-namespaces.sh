@@ -37,14 +37,9 @@ if ! munge -n </dev/null >/dev/null 2>&1; then
   MUNGED=$(cat /run/munge/munged.pid)
 fi
 
-ip link add "${VETH[0]}" type veth peer name "${VETH[1]}"
-for i in 0 1; do
-  ip netns add "${NS[$i]}"
-  ip link set "${VETH[$i]}" netns "${NS[$i]}"
-  ip -n "${NS[$i]}" addr add "$NET.$((i + 1))/24" dev "${VETH[$i]}"
-  ip -n "${NS[$i]}" link set "${VETH[$i]}" up
-  ip -n "${NS[$i]}" link set lo up
-done
+# shellcheck source=deploy/netns-pair.sh
+. "$ROOT/deploy/netns-pair.sh"
+netns_pair_up "${NS[@]}" "${VETH[@]}" "$NET"
 printf '127.0.0.1 localhost\n%s.1 %s\n%s.2 %s\n' "$NET" "${NAMES[0]}" "$NET" "${NAMES[1]}" \
   >"$TMP/hosts"
 
