@@ -19,7 +19,7 @@ using testing::Daemon;
 using testing::TempDir;
 using testing::WaitFor;
 
-constexpr auto Parse = testing::ParseJson;
+using testing::Parse;
 constexpr uint64_t kConvNetParams = 542580;  // mnist_convnet
 
 class DataParallelE2E : public ::testing::Test {
@@ -67,7 +67,7 @@ void ExpectIdenticalReplicas(const json& e, uint32_t workers) {
 
 TEST_F(DataParallelE2E, WeakAndStrongOverOneTwoThreeWorkersFillTheSeedTables) {
   const json j = Sweep(
-      {"--workers", "1,2,3", "--scaling", "weak,strong", "--batch-size", "12", "--batches", "16"});
+      {"--workers", "1,2,3", "--scaling", "weak,strong", "--batch-size", "6", "--batches", "16"});
   ASSERT_EQ(j["experiments"].size(), 6u);
   for (const auto& e : j["experiments"]) {
     const uint32_t k = e["spec"]["workers"];
@@ -75,7 +75,7 @@ TEST_F(DataParallelE2E, WeakAndStrongOverOneTwoThreeWorkersFillTheSeedTables) {
     ExpectIdenticalReplicas(e, k);
     const json& r = e["result"];
     const json& d = r["data_parallel"];
-    const uint32_t per_worker = strong ? 12 / k : 12;
+    const uint32_t per_worker = strong ? 6 / k : 6;
     EXPECT_EQ(d["batch_per_worker"], per_worker);
     EXPECT_EQ(d["batch_total"], per_worker * k);
     EXPECT_EQ(r["samples"], uint64_t(per_worker) * k * 16);
@@ -99,7 +99,7 @@ TEST_F(DataParallelE2E, WeakAndStrongOverOneTwoThreeWorkersFillTheSeedTables) {
     }
   }
   // Speed-up and bandwidth wherever they exist; the seed's subtractive estimate only where the
-  // sweep has a 1-worker run on the same per-worker batch (not strong scaling's 6 and 4).
+  // sweep has a 1-worker run on the same per-worker batch (not strong scaling's 3 and 2).
   const json* scale = Table(j, "data_parallel_scaling");
   const json* step = Table(j, "data_parallel_step_ms");
   ASSERT_TRUE(scale && step);
@@ -118,7 +118,7 @@ TEST_F(DataParallelE2E, WeakAndStrongOverOneTwoThreeWorkersFillTheSeedTables) {
     EXPECT_EQ(subtractive["value"].is_number(), !strong || one) << labels;
   }
   CommandResult get = daemon_->Cli({"get", j["experiments"][1]["id"]});
-  EXPECT_NE(get.out.find("replicas    2 (scaling weak: batch 12 per worker, 24 per step)"),
+  EXPECT_NE(get.out.find("replicas    2 (scaling weak: batch 6 per worker, 12 per step)"),
             std::string::npos)
       << get.out;
 }

@@ -22,7 +22,7 @@ using testing::CommandResult;
 using testing::Daemon;
 using testing::TempDir;
 
-const char* kFashion = "/usr/share/datasets/fashion-mnist";
+using testing::kFashion;
 
 class E2E : public ::testing::Test {
  protected:

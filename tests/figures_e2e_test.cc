@@ -23,7 +23,7 @@ using testing::Daemon;
 using testing::TempDir;
 using testing::WaitFor;
 
-constexpr auto Parse = testing::ParseJson;
+using testing::Parse;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);

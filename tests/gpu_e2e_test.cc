@@ -17,7 +17,7 @@ using testing::CommandResult;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-json Parse(const CommandResult& r) {
+json ParseOk(const CommandResult& r) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   return testing::ParseJson(r);
 }
@@ -41,7 +41,7 @@ TEST(GpuE2E, NodeShowsNvmlsDevicesAndWhyCudaCannotRun) {
   testing::TempDir dir;
   testing::Daemon d(dir / "state", dir / "s.sock");
   ASSERT_TRUE(d.Start({}, FakeEnv()));
-  const json n = Parse(d.Cli({"node", "--json"}));
+  const json n = ParseOk(d.Cli({"node", "--json"}));
   ASSERT_EQ(n["gpus"].size(), 2u) << n.dump(2);
   EXPECT_EQ(n["gpus"][1]["name"], "Shoal Fake GPU 1");
   EXPECT_EQ(n["gpus"][0]["compute_capability"], "9.0");
@@ -58,7 +58,7 @@ TEST(GpuE2E, NodeShowsNvmlsDevicesAndWhyCudaCannotRun) {
 
   testing::Daemon broken(dir / "state2", dir / "s2.sock");  // a driver that is not loaded
   ASSERT_TRUE(broken.Start({}, FakeEnv("SHOAL_FAKE_NVML_INIT_ERROR=9")));
-  const json b = Parse(broken.Cli({"node", "--json"}));
+  const json b = ParseOk(broken.Cli({"node", "--json"}));
   EXPECT_TRUE(b["gpus"].empty());
   EXPECT_EQ(b["gpu_status"],
             "no GPU: nvmlInit failed with NVML error 9 (is the NVIDIA driver loaded?)");
@@ -68,9 +68,10 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
   testing::TempDir dir;
   testing::Daemon d(dir / "state", dir / "s.sock");
   ASSERT_TRUE(d.Start({}, FakeEnv()));
-  const json j = Parse(d.Cli({"sweep", "--workers", "2", "--device", "cpu,cuda", "--start", "spawn",
-                              "--batches", "10", "--dataset", "synthetic", "--eval-samples", "0",
-                              "--sample-interval-ms", "50", "--wait", "--json"}));
+  const json j =
+      ParseOk(d.Cli({"sweep", "--workers", "2", "--device", "cpu,cuda", "--start", "spawn",
+                     "--batches", "10", "--dataset", "synthetic", "--eval-samples", "0",
+                     "--sample-interval-ms", "50", "--wait", "--json"}));
   ASSERT_EQ(j["experiments"].size(), 1u) << j.dump(2);  // the cuda point cannot run here
   const json& e = j["experiments"][0];
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
@@ -92,7 +93,7 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
   EXPECT_GT(r["gpu_reads"].get<uint64_t>(), 0u);
 
   // The kept samples carry both devices and the per-process figures.
-  const json s = Parse(d.Cli({"get", e["id"], "--samples", "--format", "json"}));
+  const json s = ParseOk(d.Cli({"get", e["id"], "--samples", "--format", "json"}));
   bool seen = false;
   for (const auto& x : s["samples"]) {
     if (x["gpus"].empty()) continue;  // a tick without a reading

@@ -24,7 +24,7 @@ using testing::ProcessAlive;
 using testing::TempDir;
 using testing::WaitFor;
 
-constexpr auto Parse = testing::ParseJson;
+using testing::Parse;
 
 class Lifecycle : public ::testing::Test {
  protected:

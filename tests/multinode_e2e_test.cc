@@ -27,7 +27,7 @@ using testing::Daemon;
 using testing::TempDir;
 using testing::WaitFor;
 
-constexpr auto Parse = testing::ParseJson;
+using testing::Parse;
 const char* kIp = "/bin/ip";
 const char* kPeerToken = "peer-0123456789abcdef";
 const char* kDaemons = "shoalnode0:7443,shoalnode1:7443";

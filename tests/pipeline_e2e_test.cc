@@ -20,7 +20,7 @@ using testing::Daemon;
 using testing::TempDir;
 using testing::WaitFor;
 
-constexpr auto Parse = testing::ParseJson;
+using testing::Parse;
 
 class PipelineE2E : public ::testing::Test {
  protected:

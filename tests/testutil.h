@@ -105,6 +105,11 @@ inline nlohmann::json ParseJson(const CommandResult& r) {
   return j.is_discarded() ? nlohmann::json() : j;
 }
 
+// The same, for tests that name it Parse (one definition: the e2e files compile as one).
+inline nlohmann::json Parse(const CommandResult& r) { return ParseJson(r); }
+
+inline constexpr char kFashion[] = "/usr/share/datasets/fashion-mnist";
+
 inline std::string BinDir() { return SHOAL_BIN_DIR; }
 
 // A real shoald on a temporary socket and state directory.

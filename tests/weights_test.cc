@@ -12,12 +12,12 @@
 namespace shoal {
 namespace {
 
-struct Segment {
+struct PlannedSegment {
   ShmSegment seg;
   WeightsHeader plan;
 };
 
-Segment MakeSegment(MnistConvNet& model, const std::string& id) {
+PlannedSegment MakeSegment(MnistConvNet& model, const std::string& id) {
   auto plan = PlanWeights(ModelTensors(model));
   EXPECT_TRUE(plan.ok());
   auto seg = ShmSegment::Create(SegmentName(id, "weights"), plan->total_bytes);
@@ -153,7 +153,7 @@ TEST_F(WeightsTest, DeviceBatchesAndBindingMatchTheHostPath) {
   EXPECT_TRUE(torch::equal(y, dy));
 
   MnistConvNet model;
-  Segment s = MakeSegment(model, id_);
+  PlannedSegment s = MakeSegment(model, id_);
   MnistConvNet bound;
   auto base = reinterpret_cast<DevicePtr>(s.seg.data());
   ASSERT_TRUE(BindParamsToDevice(bound, s.plan, base, torch::kCPU).ok());
