@@ -1,6 +1,9 @@
 // AmoebaNet-D in LibTorch against its plan (seed 004), and activation checkpointing: the same
 // gradients as without, and less memory held between forward and backward.
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <sstream>
 
 #include "worker/checkpoint.h"
 #include "worker/counting_allocator.h"
@@ -43,6 +46,25 @@ TEST(AmoebaNetModelTest, ImagesOf224GiveLogProbabilitiesOfATousandClasses) {
   const auto y = (*model)->forward(x);
   EXPECT_EQ(y.sizes(), (std::vector<int64_t>{2, 1000}));
   EXPECT_TRUE(torch::allclose(y.exp().sum(1), torch::ones({2}), 1e-4, 1e-4));
+}
+
+// One thread and a batch under 16 is where ATen sends 1x1 convolutions to its slow im2col path
+// on the BLAS (the generic one in Debian's LibTorch: 25x slower); the model must keep them on
+// oneDNN. The profiler's trace names every ATen op the step ran.
+TEST(AmoebaNetModelTest, AOneThreadStepNeverTakesTheSlowConvolutionPath) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  torch::manual_seed(3);
+  auto model = MakeAmoebaNet(6, 32).value();
+  const auto x = torch::rand({2, 3, 224, 224});
+  std::ostringstream trace;
+  {
+    torch::autograd::profiler::RecordProfile profile(trace);
+    model->forward(x).sum().backward();
+  }
+  at::set_num_threads(threads);
+  EXPECT_NE(trace.str().find("mkldnn_convolution"), std::string::npos);  // the trace has ops
+  EXPECT_EQ(trace.str().find("slow_conv2d"), std::string::npos);
 }
 
 // Layers 1..4 of a small AmoebaNet on a batch, with and without checkpointing.
