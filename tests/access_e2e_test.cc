@@ -69,7 +69,7 @@ class AccessDaemonE2E : public ::testing::Test {
     args.insert(args.end(), {"--dataset", "synthetic", "--eval-samples", "0", "--json"});
     const CommandResult r = as == "root" ? daemon_->Cli(args) : CliAsNobody(socket_, args, true);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return testing::ParseJson(r).value("id", "");
+    return testing::Parse(r).value("id", "");
   }
   TempDir dir_;
   std::string socket_ = dir_ / "s.sock";
@@ -102,13 +102,13 @@ TEST_F(AccessDaemonE2E, GroupMembersSubmitButChangeOnlyTheirOwn) {
   EXPECT_EQ(CliAsNobody(socket_, {"cancel", theirs}, true).exit_code, 0);
   EXPECT_EQ(CliAsNobody(socket_, {"prune", "--keep", "0"}, true).exit_code, 1);  // admins only
   EXPECT_EQ(daemon_->Cli({"cancel", mine}).exit_code, 0);                        // root may
-  const auto got = testing::ParseJson(daemon_->Cli({"get", theirs, "--json"}));
+  const auto got = testing::Parse(daemon_->Cli({"get", theirs, "--json"}));
   EXPECT_EQ(got["submitter"], "uid 65534");
   EXPECT_EQ(got["state"], "CANCELLED");
   // Listings by submitter, state and kind.
   auto ids = [](const CommandResult& r) {
     std::vector<std::string> out;
-    for (const auto& e : testing::ParseJson(r).value("experiments", nlohmann::json::array()))
+    for (const auto& e : testing::Parse(r).value("experiments", nlohmann::json::array()))
       out.push_back(e["id"]);
     return out;
   };

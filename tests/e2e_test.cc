@@ -354,13 +354,13 @@ TEST(CleanEnvironmentE2E, WorkersGetOnlyThePassedVariables) {
   ::unsetenv("OMP_NUM_THREADS");
   ::unsetenv("MALLOC_ARENA_MAX");
   ASSERT_TRUE(started);
-  const std::string id = testing::ParseJson(
+  const std::string id = testing::Parse(
       daemon.Cli({"submit", "--batches", "100000", "--dataset", "synthetic", "--json"}))["id"];
   nlohmann::json e;
   pid_t leader = -1;
   ASSERT_TRUE(testing::WaitFor(
       [&] {
-        e = testing::ParseJson(daemon.Cli({"get", id, "--json"}));
+        e = testing::Parse(daemon.Cli({"get", id, "--json"}));
         for (const auto& p : e["processes"])
           if (p["role"] == "leader") leader = p["pid"].get<int>();
         return leader > 0 && e["environment"].contains("PATH");

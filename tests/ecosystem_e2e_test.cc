@@ -43,7 +43,7 @@ TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
   const CommandResult sub = d.Cli({"submit", "--workers", "2", "--batches", "100000", "--dataset",
                                    "synthetic", "--eval-samples", "0", "--json"});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
-  const std::string id = testing::ParseJson(sub)["id"];
+  const std::string id = testing::Parse(sub)["id"];
   json m;
   ASSERT_TRUE(testing::WaitFor(
       [&] {
@@ -137,7 +137,7 @@ TEST(ConfigE2E, TheFileSetsOptionsAndFlagsOverrideIt) {
     std::vector<std::string> args = {"--config", conf};
     args.insert(args.end(), extra.begin(), extra.end());
     ASSERT_TRUE(d.Start(args));
-    const json node = testing::ParseJson(d.Cli({"node", "--json"}));
+    const json node = testing::Parse(d.Cli({"node", "--json"}));
     EXPECT_EQ(node["max_workers"], want);
     d.Stop();
   }

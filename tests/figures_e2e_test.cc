@@ -23,6 +23,7 @@ using testing::Daemon;
 using testing::TempDir;
 using testing::WaitFor;
 
+using testing::kFashion;
 using testing::Parse;
 
 std::string Slurp(const std::string& path) {
@@ -121,9 +122,9 @@ void FiguresE2E::ExpectSamplesReadBack(const std::string& id, int workers, doubl
 
 TEST_P(FiguresE2E, PeakPssSumAgreesWithAnIndependentReader) {
   const auto [workers, start] = GetParam();
-  const std::string id = Parse(daemon_->Cli(
-      {"submit", "--workers", std::to_string(workers), "--start", start, "--batches", "8",
-       "--dataset", "/usr/share/datasets/fashion-mnist", "--eval-samples", "0", "--json"}))["id"];
+  const std::string id = Parse(
+      daemon_->Cli({"submit", "--workers", std::to_string(workers), "--start", start, "--batches",
+                    "8", "--dataset", kFashion, "--eval-samples", "0", "--json"}))["id"];
   ASSERT_FALSE(id.empty());
   pid_t leader = -1;
   ASSERT_TRUE(WaitFor(

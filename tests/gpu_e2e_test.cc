@@ -19,7 +19,7 @@ constexpr uint64_t kMiB = 1ull << 20;
 
 json ParseOk(const CommandResult& r) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  return testing::ParseJson(r);
+  return testing::Parse(r);
 }
 
 std::vector<std::string> FakeEnv(const std::string& extra = "") {

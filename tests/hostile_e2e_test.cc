@@ -303,7 +303,7 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
   ASSERT_EQ(Raw("NodeInfo", "").error_code(), Code::OK);
   const auto list = daemon_->Cli({"list", "--json"});
   EXPECT_EQ(list.exit_code, 0) << list.err;
-  EXPECT_EQ(testing::ParseJson(list).value("experiments", nlohmann::json::array()).size(), 0u);
+  EXPECT_EQ(testing::Parse(list).value("experiments", nlohmann::json::array()).size(), 0u);
   EXPECT_EQ(daemon_->Cli({"sweeps"}).exit_code, 0);
   EXPECT_TRUE(ListSegments("shoal.").empty());
   const uint64_t rss_after = RssKb(daemon_->pid());
@@ -371,7 +371,7 @@ TEST(WatchersE2E, StreamsCostNoThreadAndTheCapHolds) {
   ASSERT_TRUE(daemon.Start({"--max-watchers", "200"}));
   const auto sub =
       daemon.Cli({"submit", "--batches", "100000", "--dataset", "synthetic", "--json"});
-  const std::string id = testing::ParseJson(sub)["id"];
+  const std::string id = testing::Parse(sub)["id"];
   auto channel = grpc::CreateChannel("unix:" + dir / "s.sock", grpc::InsecureChannelCredentials());
   auto stub = v1::Shoal::NewStub(channel);
   const int threads_before = Threads(daemon.pid());

@@ -18,6 +18,7 @@ using testing::Daemon;
 using testing::TempDir;
 using testing::WaitFor;
 
+using testing::kFashion;
 using testing::Parse;
 
 class SweepE2E : public ::testing::Test {
@@ -36,7 +37,7 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
   CommandResult r =
       daemon_->Cli({"sweep", "--workers", "1,2", "--start", "fork,forkserver", "--share", "yes,no",
                     "--device", "cpu", "--batches", "2", "--batch-size", "16", "--eval-samples",
-                    "0", "--dataset", "/usr/share/datasets/fashion-mnist", "--wait", "--json"});
+                    "0", "--dataset", kFashion, "--wait", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = Parse(r);
   const std::string id = j["sweep"]["id"];

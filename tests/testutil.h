@@ -100,13 +100,10 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv) {
 }
 
 // The command's stdout as JSON; null when it is not JSON.
-inline nlohmann::json ParseJson(const CommandResult& r) {
+inline nlohmann::json Parse(const CommandResult& r) {
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   return j.is_discarded() ? nlohmann::json() : j;
 }
-
-// The same, for tests that name it Parse (one definition: the e2e files compile as one).
-inline nlohmann::json Parse(const CommandResult& r) { return ParseJson(r); }
 
 inline constexpr char kFashion[] = "/usr/share/datasets/fashion-mnist";
 
