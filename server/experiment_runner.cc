@@ -328,10 +328,14 @@ void ExperimentRunner::Tick(uint64_t now) {
   s.set_loss(live.loss ? *live.loss : std::nan(""));
   s.set_sampler_cpu_percent(100.0 * double(sampler_->cpu_ns() + gpu_->cpu_ns()) /
                             std::max<double>(1, double(now - start_mono_)));
-  keeper_.Offer(s);
-  v1::WatchEvent ev;
-  *ev.mutable_sample() = s;
-  hooks_.publish(ev);
+  // With no process alive to read (before the first starts, after the last has gone) the memory
+  // figures are unknown, not 0: no sample at all.
+  if (s.processes_size() > 0) {
+    keeper_.Offer(s);
+    v1::WatchEvent ev;
+    *ev.mutable_sample() = s;
+    hooks_.publish(ev);
+  }
   e_.clear_processes();  // the live record's process list stays current for `get`
   for (auto& [pid, p] : facts_.procs) *e_.add_processes() = p;
   if (hooks_.live) hooks_.live(e_);

@@ -25,7 +25,10 @@ int Killed(int sig) { return sig; }
 
 class RunnerTest : public ::testing::Test {
  protected:
-  RunnerTest() : reaper_(&waiter_) { spdlog::set_level(spdlog::level::warn); }
+  RunnerTest() : reaper_(&waiter_) {
+    spdlog::set_level(spdlog::level::warn);
+    procfs_.procs[leader()] = {};  // the leader's /proc, for the sampler
+  }
 
   // The fake OS, for every runner of the test.
   RunnerEnv Env() {
@@ -301,6 +304,34 @@ TEST_F(RunnerTest, TicksPublishProgressEverySampleInterval) {
     EXPECT_DOUBLE_EQ(p.sample().loss(), 1.5);
   }
   EXPECT_EQ(samples, 5);  // 1 s at 200 ms
+}
+
+// A tick that finds no process to read knows no memory figure: it sends and keeps no sample
+// (a sample of 0 bytes would be a figure, and wrong).
+TEST_F(RunnerTest, NoSampleWhileNoProcessCanBeRead) {
+  std::vector<uint64_t> kept;
+  RunnerHooks hooks = Hooks();
+  hooks.sample = [&](const v1::Sample& s) { kept.push_back(s.total_pss_bytes()); };
+  auto r = std::make_unique<ExperimentRunner>(Queued({}), Env(), hooks);
+  ASSERT_TRUE(r->Launch());
+  for (int i = 0; i < 5; ++i) {
+    r->Advance();
+    clock_.Advance(100 * kMs);
+  }
+  const size_t alive = published_.size();
+  ASSERT_GT(alive, 0u);
+  procfs_.procs.erase(leader());  // exited; its exit not yet reaped
+  for (int i = 0; i < 5; ++i) {
+    r->Advance();
+    clock_.Advance(100 * kMs);
+  }
+  EXPECT_EQ(published_.size(), alive);
+  for (const auto& ev : published_) {
+    if (!ev.has_sample()) continue;
+    EXPECT_GT(ev.sample().total_pss_bytes(), 0u);
+  }
+  ASSERT_FALSE(kept.empty());
+  for (uint64_t pss : kept) EXPECT_GT(pss, 0u);
 }
 
 TEST_F(RunnerTest, AForkServerThatDiesUnderAForkserverRunIsAnEvent) {
