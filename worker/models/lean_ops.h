@@ -8,8 +8,11 @@
 
 namespace shoal {
 
-// max_pool2d with kernel = stride = k that saves the indices and the input's shape only. Its
-// gradient equals PyTorch's bit for bit: the windows do not overlap, so every input element gets
+// max_pool2d with kernel = stride = k (k <= 16) that saves the input's shape and where each
+// maximum was: on CPU float one byte per output (ATen saves 8, and the whole input), computed by
+// a branch-free kernel several times faster than ATen 1.13's; elsewhere ATen's int64 indices.
+// Output and gradient equal PyTorch's bit for bit: the same comparison rule (greater or NaN
+// wins, the first of equals stays), and the windows do not overlap, so every input element gets
 // at most one output's gradient, added to zero as PyTorch's kernel does.
 torch::Tensor LeanMaxPool2d(const torch::Tensor& x, int64_t k);
 
