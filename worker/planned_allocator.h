@@ -4,14 +4,15 @@
 // than glibc (which maps and unmaps, or fragments) and less than a cache of freed blocks (which
 // holds every size it has seen).
 //
-// The trainer marks each step (StepScope). The first step runs on malloc and is traced (each
-// buffer's size, when it was allocated and freed), then planned; the later ones replay: each
-// allocation takes the next slot traced with its size (looking past traced ones that do not come
-// back, such as the optimiser's state made once in the first step) when every slot sharing its
-// bytes is free. When none fits (a short last batch, another code path, a buffer held longer
-// than traced), that allocation and the rest of the step go to malloc and the step counts as a
-// fallback: a deviation costs speed, never correctness. Allocations below `min_bytes`, outside a
-// step or from another thread go to malloc.
+// The trainer marks each step (StepScope). The first step's buffers get mappings of their own,
+// filled by the kernel at once rather than page fault by page fault, and are traced (each buffer's
+// size, when it was allocated and freed), then planned; the later ones replay: each allocation
+// takes the next slot traced with its size (looking past traced ones that do not come back, such as
+// the optimiser's state made once in the first step) when every slot sharing its bytes is free.
+// When none fits (a short last batch, another code path, a buffer held longer than traced), that
+// allocation and the rest of the step go to malloc and the step counts as a fallback: a deviation
+// costs speed, never correctness. Allocations below `min_bytes`, outside a step or from another
+// thread go to malloc.
 #pragma once
 
 #include <c10/core/Allocator.h>
