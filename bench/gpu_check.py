@@ -6,7 +6,9 @@
 Every start method and sharing mode trains on CUDA and must succeed; shared weights must end as
 one copy (every worker's fingerprint is the leader's buffer's), private ones as several; fork with
 shared weights is refused; Shoal's peak GPU memory is checked against nvidia-smi read beside it;
-nothing is left on the GPU or in /dev/shm. Exits non-zero on the first failure."""
+pipeline stages on CUDA (activations through CUDA IPC slots) train to the CPU's first loss and
+report each stage's CUDA allocator figures; nothing is left on the GPU or in /dev/shm. Exits
+non-zero on the first failure."""
 import json
 import os
 import shlex
@@ -86,6 +88,29 @@ def check_against_nvidia_smi():
            f"peak GPU memory: Shoal {shoal_mib:.0f} MiB, nvidia-smi {seen['peak']} MiB ({ratio:.3f})")
 
 
+def check_pipeline():
+    """pipeline on CUDA: a stage per process, activations and gradients through CUDA IPC slots."""
+    base = ["--kind", "pipeline", "--layers", "18", "--filters", "64", "--batch-size", "8",
+            "--batches", "1"]
+    cpu = json.loads(shoal("submit", "--dataset", "synthetic", *base, "--wait", "--json").stdout)
+    expect(cpu["state"] == "SUCCEEDED", f"pipeline on the CPU ({cpu.get('error', '')})")
+    want = cpu["result"]["last_loss"]
+    for start in ("spawn", "forkserver", "fork"):
+        for stages, chunks, ckpt in ((2, 4, "except_last"), (4, 8, "always")):
+            e = submit(*base, "--stages", str(stages), "--chunks", str(chunks), "--checkpoint",
+                       ckpt, "--start", start)
+            tag = f"pipeline {start} {stages} stages {chunks} chunks {ckpt}"
+            expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
+            got = e["result"]["last_loss"]
+            expect(abs(got - want) <= 1e-3 * abs(want), f"{tag}: first loss {got} (CPU {want})")
+            for st in e["result"]["pipeline"]["stage"]:
+                alloc, res = st["peak_allocated_bytes"], st.get("peak_reserved_bytes", 0)
+                gpu = st.get("peak_gpu_memory_bytes", 0)
+                expect(0 < alloc <= res < gpu,
+                       f"{tag}: stage {st.get('stage', 0)} allocated {alloc / 2**20:.0f} MiB <= "
+                       f"reserved {res / 2**20:.0f} < NVML {gpu / 2**20:.0f}")
+
+
 def main():
     node = json.loads(shoal("node", "--json").stdout)
     expect(node["cuda_status"].startswith("ready"), f"node: {node['cuda_status']}")
@@ -93,6 +118,7 @@ def main():
     expect(r.returncode != 0 and "impossible" in r.stderr, "fork + cuda + shared weights refused")
     check_modes()
     check_against_nvidia_smi()
+    check_pipeline()
     expect(not smi_apps(), "nothing left on the GPU")
     expect(not [f for f in os.listdir("/dev/shm") if f.startswith("shoal.")], "nothing in /dev/shm")
 

@@ -3,7 +3,9 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -20,7 +22,9 @@ def run_json(cmd):
 @contextlib.contextmanager
 def daemon(bin_dir, settle_s=0.0):
     """A shoald on a temporary socket and state dir; yields a function that runs the CLI on it
-    (with .socket, the socket's path, and .pid, the daemon's)."""
+    (with .socket, the socket's path, and .pid, the daemon's). A SIGTERM to the benchmark ends
+    it through the cleanup below (Python's default would leave the daemon and its workers)."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="shoal-bench.")
     sock = os.path.join(tmp, "s.sock")
     proc = subprocess.Popen([os.path.join(bin_dir, "shoald"), "--socket", sock, "--state-dir",

@@ -143,6 +143,11 @@ std::string PipelineLines(const v1::Result& r) {
            s.has_peak_activation_bytes() ? Mib(s.peak_activation_bytes()).c_str() : "-",
            Mib(s.peak_rss_bytes()).c_str(), Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(),
            s.backward_ms(), s.wait_ms());
+    if (s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {  // a CUDA stage
+      o += F("  %-11s %-5s cuda: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
+             s.has_peak_reserved_bytes() ? Mib(s.peak_reserved_bytes()).c_str() : "-",
+             s.has_peak_gpu_memory_bytes() ? Mib(s.peak_gpu_memory_bytes()).c_str() : "-");
+    }
   }
   return o;
 }

@@ -361,6 +361,9 @@ void ExperimentRunner::Finish() {
     f.statm_reads = sampler_->statm_reads();
     for (const auto& [pid, p] : facts_.procs) facts_.sampler.peak_pss[pid] = sampler_->PeakPss(pid);
   }
+  if (gpu_)
+    for (const auto& [pid, p] : facts_.procs)
+      if (auto peak = gpu_->PeakOf(pid)) facts_.sampler.peak_gpu[pid] = *peak;
   FillResult(facts_, e_.mutable_result());
   FillProcesses(facts_, &e_);
   if (gpu_) FillGpu();

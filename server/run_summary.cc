@@ -175,9 +175,15 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   }
   s.set_parameters(w.parameters());
   s.set_model_memory_bytes(12 * w.parameters());
-  s.set_peak_allocated_bytes(w.alloc_peak_bytes());
-  if (w.alloc_peak_bytes() >= s.model_memory_bytes())
-    s.set_peak_activation_bytes(w.alloc_peak_bytes() - s.model_memory_bytes());
+  // On CUDA the stage's tensors are on the device: its allocator's figures are the seed's.
+  const uint64_t allocated =
+      w.has_device_alloc_peak_bytes() ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();
+  s.set_peak_allocated_bytes(allocated);
+  if (allocated >= s.model_memory_bytes())
+    s.set_peak_activation_bytes(allocated - s.model_memory_bytes());
+  if (w.has_device_reserved_peak_bytes()) s.set_peak_reserved_bytes(w.device_reserved_peak_bytes());
+  if (auto it = f.sampler.peak_gpu.find(w.pid()); it != f.sampler.peak_gpu.end())
+    s.set_peak_gpu_memory_bytes(it->second);
   s.set_peak_rss_bytes(w.vmhwm_bytes());
   if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
     s.set_peak_pss_bytes(it->second);

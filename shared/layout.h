@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/cuda_weights.h"
+#include "shared/cuda_ipc.h"
 #include "shared/status.h"
 
 namespace shoal {
@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 7;
+constexpr uint32_t kLayoutVersion = 8;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;
@@ -36,7 +36,7 @@ struct WeightsHeader {
   uint32_t count;
   uint64_t total_bytes;
   TensorEntry entries[kMaxTensors];
-  CudaWeightsExport cuda;  // device cuda with shared weights: the leader's device buffer
+  CudaExport cuda;  // device cuda with shared weights: the leader's device buffer
 };
 
 struct TensorShape {
@@ -111,6 +111,8 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;
   std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation
   std::atomic<uint64_t> zero_grad_ns, define_ns, parameters, alloc_peak_bytes;  // multi_model
+  // A pipeline stage on CUDA: LibTorch's CUDA allocator's peaks (0: unknown).
+  std::atomic<uint64_t> device_alloc_peak_bytes, device_reserved_peak_bytes;
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
   // data_parallel: blocked in all-reduce waits; time an all-reduce was in flight; bytes.

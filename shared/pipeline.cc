@@ -81,6 +81,8 @@ StatusOr<PipelineLayout> PlanPipeline(const v1::ExperimentSpec& spec) {
   if (spec.chunks() == 0 || spec.batch_size() % spec.chunks() != 0)
     return InvalidArgument("chunks: must split batch_size evenly");
   const uint32_t micro = spec.batch_size() / spec.chunks();
+  if (spec.stages() > 1)  // the exports, a page or more
+    out.total_bytes = (2 * (spec.stages() - 1) * sizeof(CudaExport) + 4095) / 4096 * 4096;
   for (uint32_t b = 0; b + 1 < spec.stages(); ++b) {
     PipelineRing r;
     r.slots = spec.chunks();
@@ -94,6 +96,11 @@ StatusOr<PipelineLayout> PlanPipeline(const v1::ExperimentSpec& spec) {
   }
   return out;
 }
+
+CudaExport* RingExport(void* base, uint32_t ring) { return static_cast<CudaExport*>(base) + ring; }
+
+uint32_t RingWriter(uint32_t ring) { return ring % 2 == 0 ? ring / 2 : ring / 2 + 1; }
+uint32_t RingReader(uint32_t ring) { return ring % 2 == 0 ? ring / 2 + 1 : ring / 2; }
 
 bool Checkpointed(const std::string& mode, uint32_t chunk, uint32_t chunks) {
   if (mode == "always") return true;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shared/amoebanet.h"
+#include "shared/cuda_ipc.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -38,8 +39,10 @@ constexpr uint64_t kTensorHeaderBytes = 40;
 uint64_t PipelineSlotBytes(const std::vector<AmoebaLayer>& plan, uint32_t last_layer,
                            uint32_t micro_batch);
 
-// The "rings" segment: for each stage boundary b (stage b to b + 1), the forward ring (b's
-// outputs, one slot per micro-batch) at index 2b and the backward ring (their gradients) at 2b + 1.
+// The "rings" segment: first a page of CudaExports, one per ring (CUDA stages: the device buffer
+// holding that ring's slots' data, exported by the stage that writes the ring); then, for each
+// stage boundary b (stage b to b + 1), the forward ring (b's outputs, one slot per micro-batch) at
+// index 2b and the backward ring (their gradients) at 2b + 1.
 struct PipelineRing {
   uint64_t offset = 0, bytes = 0, slot_bytes = 0;
   uint32_t slots = 0;
@@ -48,8 +51,13 @@ struct PipelineLayout {
   std::vector<AmoebaLayer> plan;
   std::vector<uint32_t> balance;
   std::vector<PipelineRing> rings;
-  uint64_t total_bytes = 0;
+  uint64_t total_bytes = 0;  // 0: one stage, no segment
 };
+// Ring `ring`'s export in a rings segment mapped at `base`.
+CudaExport* RingExport(void* base, uint32_t ring);
+// The stage that writes ring `ring` (and exports its device buffer), and the one that reads it.
+uint32_t RingWriter(uint32_t ring);
+uint32_t RingReader(uint32_t ring);
 // The plan, balance and rings of a pipeline spec (defaults applied); INVALID_ARGUMENT as Validate.
 StatusOr<PipelineLayout> PlanPipeline(const v1::ExperimentSpec& spec);
 

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "shared/kinds/kinds.h"
+#include "shared/layout.h"
 #include "shared/packet.h"
 #include "shared/spec.h"
 #include "tests/testutil.h"
@@ -38,6 +40,28 @@ TEST(AdmissionTest, CudaWorkersKeepTheirBatchOnTheDevice) {
   EXPECT_EQ(e->memory_bytes, e->shm_bytes + kLeaderBytes + 64 * kCudaWorkerBytes);
   s.set_device("cpu");
   EXPECT_GT(EstimateExperiment(s)->memory_bytes, 1000ull << 30);
+}
+
+TEST(AdmissionTest, CudaPipelineStagesKeepModelActivationsAndSlotsOnTheDevice) {
+  v1::ExperimentSpec s;
+  s.set_kind("pipeline");
+  s.set_dataset("synthetic");
+  s.set_layers(18);
+  s.set_filters(208);
+  s.set_batch_size(128);  // the seed's baseline: ~45 GiB of host memory on the CPU
+  s.set_stages(2);
+  ApplyDefaults(&s, SpecLimits{});
+  const auto estimate = FindKind("pipeline")->estimate;
+  auto cpu = estimate(s);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  EXPECT_GT(cpu->memory_bytes, 40ull << 30);
+  s.set_device("cuda");
+  auto cuda = estimate(s);
+  ASSERT_TRUE(cuda.ok()) << cuda.status().message();
+  // The rings' slots hold only headers here (their data is in device buffers): a few pages.
+  EXPECT_LT(cuda->shm_bytes, cpu->shm_bytes);
+  EXPECT_LT(cuda->shm_bytes, BoardBytes(2) + (64ull << 10));
+  EXPECT_EQ(cuda->memory_bytes, cuda->shm_bytes + kLeaderBytes + 2 * kCudaWorkerBytes);
 }
 
 TEST(AdmissionTest, RefusalNamesBothFigures) {

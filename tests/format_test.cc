@@ -170,6 +170,30 @@ TEST(FormatTest, LeanActivationsAreNamedOnTheSpecLine) {
       << FormatExperiment(e);
 }
 
+TEST(FormatTest, ACudaPipelineStageShowsItsDeviceFiguresAndOnlyWhatIsKnown) {
+  v1::Experiment e = Finished();
+  auto* p = e.mutable_result()->mutable_pipeline();
+  p->set_stages(2);
+  for (uint32_t i = 0; i < 2; ++i) {
+    auto* st = p->add_stage();
+    st->set_stage(i);
+    st->set_end_layer(12 * (i + 1));
+    st->set_peak_allocated_bytes(300 * kMiB);
+  }
+  p->mutable_stage(0)->set_peak_reserved_bytes(400 * kMiB);
+  p->mutable_stage(0)->set_peak_gpu_memory_bytes(900 * kMiB);
+  p->mutable_stage(1)->set_peak_reserved_bytes(410 * kMiB);  // NVML never read it
+  const std::string out = FormatExperiment(e);
+  EXPECT_NE(out.find("cuda: peak reserved 400M, peak GPU memory 900M (NVML)\n"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("cuda: peak reserved 410M, peak GPU memory - (NVML)\n"), std::string::npos)
+      << out;
+  p->mutable_stage(0)->clear_peak_reserved_bytes();
+  p->mutable_stage(0)->clear_peak_gpu_memory_bytes();
+  p->mutable_stage(1)->clear_peak_reserved_bytes();
+  EXPECT_EQ(FormatExperiment(e).find("cuda:"), std::string::npos);  // a CPU pipeline
+}
+
 TEST(FormatTest, FailedExperimentShowsItsError) {
   v1::Experiment e = Queued();
   e.set_state(v1::FAILED);

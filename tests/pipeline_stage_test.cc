@@ -1,17 +1,24 @@
 // A pipeline's stages (seed 004) against the unsplit model: two stages on two threads, linked in
-// memory, end a step with the loss and weights one stage over every layer reaches, whatever the
-// checkpoint mode; and the ring message format round-trips.
+// memory or through the kind's rings (with device slots, as between CUDA stages), end a step with
+// the loss and weights one stage over every layer reaches, whatever the checkpoint mode; and the
+// ring message format round-trips, its data beside its headers or apart from them.
 #include "worker/pipeline_stage.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
+#include "shared/batch_ring.h"
 #include "shared/pipeline.h"
+#include "tests/fake_cuda_driver.h"
+#include "worker/ring_link.h"
 
 namespace shoal {
 namespace {
@@ -78,7 +85,8 @@ Trained Whole(const std::string& checkpoint) {
   const auto plan = Plan();
   AmoebaNetD model(plan, kPipelineClasses, 1, 0, plan.size());
   torch::optim::SGD opt(model.parameters(), torch::optim::SGDOptions(0.1));
-  PipelineStage stage(&model, &opt, {0, uint32_t(plan.size()), 1, 0, kChunks, checkpoint}, nullptr);
+  PipelineStage stage(&model, &opt, {0, uint32_t(plan.size()), 1, 0, kChunks, checkpoint, {}},
+                      nullptr);
   auto step = stage.Step(0, Images(), Labels());
   EXPECT_TRUE(step.ok()) << step.status().message();
   Trained t;
@@ -87,16 +95,15 @@ Trained Whole(const std::string& checkpoint) {
   return t;
 }
 
-Trained Split(const std::string& checkpoint) {
+// One step of two stages on two threads, over the links given.
+Trained SplitOver(const std::string& checkpoint, StageLink* l0, StageLink* l1) {
   const auto plan = Plan();
   const uint32_t n = uint32_t(plan.size());
   AmoebaNetD m0(plan, kPipelineClasses, 1, 0, kCut), m1(plan, kPipelineClasses, 1, kCut, n);
   torch::optim::SGD o0(m0.parameters(), torch::optim::SGDOptions(0.1)),
       o1(m1.parameters(), torch::optim::SGDOptions(0.1));
-  Channel c;
-  MemoryLink l0(&c), l1(&c);
-  PipelineStage s0(&m0, &o0, {0, kCut, 2, 0, kChunks, checkpoint}, &l0);
-  PipelineStage s1(&m1, &o1, {kCut, n, 2, 1, kChunks, checkpoint}, &l1);
+  PipelineStage s0(&m0, &o0, {0, kCut, 2, 0, kChunks, checkpoint, {}}, l0);
+  PipelineStage s1(&m1, &o1, {kCut, n, 2, 1, kChunks, checkpoint, {}}, l1);
   StatusOr<StageStep> r0 = Internal("not run");
   std::thread first([&] { r0 = s0.Step(0, Images(), torch::Tensor()); });
   auto r1 = s1.Step(0, torch::Tensor(), Labels());
@@ -108,6 +115,12 @@ Trained Split(const std::string& checkpoint) {
   AddParams(m0, 0, kCut, &t);
   AddParams(m1, kCut, n, &t);
   return t;
+}
+
+Trained Split(const std::string& checkpoint) {
+  Channel c;
+  MemoryLink l0(&c), l1(&c);
+  return SplitOver(checkpoint, &l0, &l1);
 }
 
 void ExpectSame(const Trained& a, const Trained& b) {
@@ -133,16 +146,111 @@ TEST(PipelineStageTest, CheckpointingChangesNoGradient) {
 TEST(PipelineStageTest, StatesRoundTripThroughARingMessage) {
   const AmoebaStates s = {torch::rand({2, 3, 4, 5}), torch::rand({2, 7})};
   std::vector<uint8_t> buf(8 + 2 * kTensorHeaderBytes + 4 * (120 + 14));
-  auto n = EncodeStates(s, buf.data(), buf.size());
+  auto n = EncodeStates(s, buf.data(), buf.size(), HostSlotData(buf.data()));
   ASSERT_TRUE(n.ok()) << n.status().message();
   EXPECT_EQ(*n, buf.size());
-  auto back = DecodeStates(buf.data(), *n);
+  auto back = DecodeStates(buf.data(), *n, HostSlotData(buf.data()));
   ASSERT_TRUE(back.ok());
   ASSERT_EQ(back->size(), 2u);
   EXPECT_TRUE(torch::equal((*back)[0], s[0]));
   EXPECT_TRUE(torch::equal((*back)[1], s[1]));
-  EXPECT_FALSE(EncodeStates(s, buf.data(), buf.size() - 1).ok());  // never past the slot
-  EXPECT_FALSE(DecodeStates(buf.data(), *n - 1).ok());             // a short message is refused
+  // never past the slot; a short message is refused
+  EXPECT_FALSE(EncodeStates(s, buf.data(), buf.size() - 1, HostSlotData(buf.data())).ok());
+  EXPECT_FALSE(DecodeStates(buf.data(), *n - 1, HostSlotData(buf.data())).ok());
+}
+
+// The two-stage pipeline of these tests, cut at kCut, and a rings segment for it in process
+// memory, its rings made as the leader makes them.
+struct Rings {
+  PipelineLayout layout;
+  std::vector<uint64_t> segment;
+  explicit Rings(uint32_t chunks) {
+    v1::ExperimentSpec spec;
+    spec.set_layers(kLayers);
+    spec.set_filters(kFilters);
+    spec.set_stages(2);
+    spec.set_balance(std::to_string(kCut) + "," + std::to_string(Plan().size() - kCut));
+    spec.set_chunks(chunks);
+    spec.set_batch_size(kBatch);
+    layout = PlanPipeline(spec).value();
+    segment.assign(layout.total_bytes / 8, 0);
+    for (const auto& r : layout.rings)
+      BatchRing::Create(reinterpret_cast<uint8_t*>(segment.data()) + r.offset, r.slots,
+                        r.slot_bytes);
+  }
+  // Stage `stage`'s link, on a fake device, posing as process `pid`.
+  std::unique_ptr<RingLink> Link(uint32_t stage, CudaDriver* cuda, pid_t pid) {
+    return std::make_unique<RingLink>(StageLanes(segment.data(), layout, stage).value(),
+                                      LinkDevice{cuda, torch::kCPU, {}, pid}, [] { return true; });
+  }
+};
+
+// The kind's own links: a rings segment and, as between CUDA stages, each ring's data in a device
+// buffer its writer exports and its reader maps (a fake driver whose device memory is host
+// memory; the two stages pose as two processes). Training is the same as through memory, and
+// every buffer is mapped, closed and freed in the order the kind keeps.
+TEST(PipelineStageTest, RingsWithDeviceSlotsTrainAsMemoryLinksDo) {
+  Rings rings(kChunks);
+  FakeDriver cuda;
+  {
+    auto l0 = rings.Link(0, &cuda, 100), l1 = rings.Link(1, &cuda, 101);
+    ASSERT_TRUE(l0->ExportDeviceSlots().ok());
+    ASSERT_TRUE(l1->ExportDeviceSlots().ok());
+    ASSERT_EQ(cuda.memory.size(), 2u);  // stage 0's forward ring, stage 1's backward ring
+    for (const auto& [id, bytes] : cuda.memory)
+      EXPECT_EQ(bytes.size(), uint64_t(kChunks) * rings.layout.rings[0].slot_bytes);
+
+    ExpectSame(SplitOver("except_last", l0.get(), l1.get()), Split("except_last"));
+    EXPECT_EQ(cuda.opened.size(), 2u);           // each reader mapped its neighbour's buffer, once
+    for (const auto& [id, bytes] : cuda.memory)  // the states went through the device buffers
+      EXPECT_TRUE(std::any_of(bytes.begin(), bytes.end(), [](char c) { return c != 0; }));
+    l0->CloseViews();
+    l1->CloseViews();
+    EXPECT_EQ(cuda.closed, cuda.opened);
+    EXPECT_TRUE(cuda.freed.empty());  // owners free only when their link goes
+  }
+  EXPECT_EQ(cuda.freed.size(), 2u);
+}
+
+TEST(PipelineStageTest, AReaderRefusesAnExportThatIsItsOwn) {
+  Rings rings(1);
+  FakeDriver cuda;
+  auto l0 = rings.Link(0, &cuda, 7), l1 = rings.Link(1, &cuda, 7);
+  ASSERT_TRUE(l0->ExportDeviceSlots().ok());
+  ASSERT_TRUE(l0->SendForward(0, {torch::rand({1, 3})}).ok());
+  auto got = l1->ReceiveForward(0);
+  EXPECT_EQ(got.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(got.status().message(),
+            "pipeline slots: a process cannot open its own CUDA IPC export");
+}
+
+// Between CUDA stages the slot carries the headers and the data lies at the same offsets in a
+// device buffer; here host memory stands for it.
+TEST(PipelineStageTest, StatesDataCanLieApartFromTheirHeaders) {
+  const AmoebaStates s = {torch::rand({2, 3, 4, 5}), torch::rand({2, 7})};
+  const size_t bytes = 8 + 2 * kTensorHeaderBytes + 4 * (120 + 14);
+  std::vector<uint8_t> headers(bytes, 0xAB), device(bytes, 0);
+  const auto data = DeviceSlotData(reinterpret_cast<uintptr_t>(device.data()), torch::kCPU);
+  auto n = EncodeStates(s, headers.data(), bytes, data);
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  for (size_t i = 8 + kTensorHeaderBytes; i < 8 + kTensorHeaderBytes + 120 * 4; ++i)
+    ASSERT_EQ(headers[i], 0xAB) << "data written into the header slot at " << i;
+  auto back = DecodeStates(headers.data(), *n, data);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(torch::equal((*back)[0], s[0]));
+  EXPECT_TRUE(torch::equal((*back)[1], s[1]));
+  std::fill(device.begin(), device.end(), 0);  // what was decoded is a copy
+  EXPECT_TRUE(torch::equal((*back)[1], s[1]));
+}
+
+TEST(PipelineStageTest, AHeaderClaimingMoreThanItsMessageIsRefused) {
+  const AmoebaStates s = {torch::rand({2, 3})};
+  std::vector<uint8_t> buf(8 + kTensorHeaderBytes + 24);
+  ASSERT_TRUE(EncodeStates(s, buf.data(), buf.size(), HostSlotData(buf.data())).ok());
+  const int64_t huge[2] = {int64_t(1) << 40, int64_t(1) << 40};  // its product overflows
+  std::memcpy(buf.data() + 8 + 8, huge, sizeof huge);
+  auto back = DecodeStates(buf.data(), buf.size(), HostSlotData(buf.data()));
+  EXPECT_EQ(back.status().code(), Code::kDataLoss);
 }
 
 }  // namespace

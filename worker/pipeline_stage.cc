@@ -9,8 +9,6 @@
 namespace shoal {
 namespace {
 
-uint64_t Since(SteadyClock::time_point t0) { return ElapsedNs(t0, SteadyClock::now()); }
-
 // Inputs from the previous stage become leaves whose gradients go back to it.
 AmoebaStates AsLeaves(const AmoebaStates& in) {
   AmoebaStates out;
@@ -26,6 +24,11 @@ PipelineStage::PipelineStage(AmoebaNetD* model, torch::optim::Optimizer* opt, St
   segment_ = [this](const torch::autograd::variable_list& in) {
     return model_->Run(cfg_.begin, cfg_.end, in);
   };
+}
+
+uint64_t PipelineStage::Since(SteadyClock::time_point t0) const {
+  if (cfg_.sync) cfg_.sync();
+  return ElapsedNs(t0, SteadyClock::now());
 }
 
 StatusOr<PipelineStage::InFlight> PipelineStage::Forward(uint64_t msg, uint32_t chunk,
@@ -106,7 +109,21 @@ StatusOr<StageStep> PipelineStage::Step(uint64_t step, const torch::Tensor& imag
   return times;
 }
 
-StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64_t capacity) {
+SlotData HostSlotData(uint8_t* message) {
+  return [message](uint64_t offset, c10::IntArrayRef shape) {
+    return torch::from_blob(message + offset, shape, torch::kFloat32);
+  };
+}
+
+SlotData DeviceSlotData(uint64_t base, torch::Device device) {
+  return [base, device](uint64_t offset, c10::IntArrayRef shape) {
+    return torch::from_blob(reinterpret_cast<void*>(base + offset), shape,
+                            torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  };
+}
+
+StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64_t capacity,
+                                const SlotData& data) {
   uint64_t need = 8;
   for (const auto& t : states) need += kTensorHeaderBytes + uint64_t(t.numel()) * 4;
   if (need > capacity || states.size() > 2) {
@@ -115,22 +132,21 @@ StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64
   }
   const uint32_t count = uint32_t(states.size());
   std::memcpy(out, &count, 4);
-  uint8_t* p = out + 8;
+  uint64_t at = 8;
   for (const auto& t : states) {
-    const auto c = t.contiguous().to(torch::kFloat32);
-    const uint32_t ndim = uint32_t(c.dim());
+    const uint32_t ndim = uint32_t(t.dim());
     if (ndim > 4) return Internal("pipeline: a state of " + std::to_string(ndim) + " dimensions");
     int64_t dims[4] = {0, 0, 0, 0};
-    for (uint32_t d = 0; d < ndim; ++d) dims[d] = c.size(d);
-    std::memcpy(p, &ndim, 4);
-    std::memcpy(p + 8, dims, sizeof dims);
-    std::memcpy(p + kTensorHeaderBytes, c.data_ptr<float>(), size_t(c.numel()) * 4);
-    p += kTensorHeaderBytes + uint64_t(c.numel()) * 4;
+    for (uint32_t d = 0; d < ndim; ++d) dims[d] = t.size(d);
+    std::memcpy(out + at, &ndim, 4);
+    std::memcpy(out + at + 8, dims, sizeof dims);
+    data(at + kTensorHeaderBytes, t.sizes()).copy_(t);
+    at += kTensorHeaderBytes + uint64_t(t.numel()) * 4;
   }
   return need;
 }
 
-StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes) {
+StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const SlotData& data) {
   uint32_t count = 0;
   if (bytes < 8) return DataLoss("pipeline: a message shorter than its header");
   std::memcpy(&count, in, 4);
@@ -144,12 +160,13 @@ StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes) {
     std::memcpy(&ndim, in + at, 4);
     std::memcpy(dims, in + at + 8, sizeof dims);
     if (ndim > 4) return DataLoss("pipeline: a state of " + std::to_string(ndim) + " dimensions");
-    std::vector<int64_t> shape(dims, dims + ndim);
-    auto t = torch::empty(shape, torch::kFloat32);
-    const uint64_t n = uint64_t(t.numel()) * 4;
+    uint64_t n = 4;
+    for (uint32_t d = 0; d < ndim; ++d) {
+      if (dims[d] < 0 || __builtin_mul_overflow(n, uint64_t(dims[d]), &n) || n > bytes)
+        return DataLoss("pipeline: a state larger than its message");
+    }
     if (at + kTensorHeaderBytes + n > bytes) return DataLoss("pipeline: a truncated message");
-    std::memcpy(t.data_ptr<float>(), in + at + kTensorHeaderBytes, n);
-    out.push_back(t);
+    out.push_back(data(at + kTensorHeaderBytes, c10::IntArrayRef(dims, ndim)).clone());
     at += kTensorHeaderBytes + n;
   }
   return out;

@@ -7,12 +7,14 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "shared/status.h"
 #include "worker/checkpoint.h"
 #include "worker/models/amoebanet.h"
+#include "worker/step_recorder.h"
 
 namespace shoal {
 
@@ -39,6 +41,8 @@ struct StageConfig {
   uint32_t stages = 1, stage = 0;
   uint32_t chunks = 1;
   std::string checkpoint = "except_last";
+  // Waits for the device's queued work before a time is read (CUDA); none: the CPU.
+  std::function<void()> sync;
 };
 
 class PipelineStage {
@@ -55,6 +59,7 @@ class PipelineStage {
   StatusOr<InFlight> Forward(uint64_t msg, uint32_t chunk, const torch::Tensor& images,
                              const torch::Tensor& labels, StageStep* times);
   Status Backward(uint64_t msg, InFlight& f, StageStep* times);
+  uint64_t Since(SteadyClock::time_point t0) const;  // after the device's work is done
   bool first() const { return cfg_.stage == 0; }
   bool last() const { return cfg_.stage + 1 == cfg_.stages; }
 
@@ -65,8 +70,20 @@ class PipelineStage {
   Segment segment_;
 };
 
-// States as one ring message (shared/pipeline.h's format) and back (copied out of the buffer).
-StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64_t capacity);
-StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes);
+// Where a message's tensor data lies: a float32 view of `shape` at byte `offset` of the message.
+// On the CPU the message is one buffer, headers and data (HostSlotData); between CUDA stages the
+// ring slot carries the headers and each tensor's data lies at the same offset in the slot's
+// device buffer (DeviceSlotData), so the data never leaves the GPU.
+using SlotData = std::function<torch::Tensor(uint64_t offset, c10::IntArrayRef shape)>;
+SlotData HostSlotData(uint8_t* message);
+// `base` a device address (a CUDA IPC mapping); on the CPU device, a host address (fakes).
+SlotData DeviceSlotData(uint64_t base, torch::Device device);
+
+// States as one ring message (shared/pipeline.h's format; headers at `out`, data through `data`)
+// and back (copied out, on the data's device). Both return once the copies are queued: on CUDA,
+// synchronise before the slot is handed on.
+StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64_t capacity,
+                                const SlotData& data);
+StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const SlotData& data);
 
 }  // namespace shoal

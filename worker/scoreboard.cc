@@ -167,6 +167,8 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   r.set_define_ns(w.define_ns.load());
   r.set_parameters(w.parameters.load());
   r.set_alloc_peak_bytes(w.alloc_peak_bytes.load());
+  if (const uint64_t b = w.device_alloc_peak_bytes.load()) r.set_device_alloc_peak_bytes(b);
+  if (const uint64_t b = w.device_reserved_peak_bytes.load()) r.set_device_reserved_peak_bytes(b);
   r.set_comm_ns(w.comm_ns.load());
   r.set_allreduce_busy_ns(w.allreduce_busy_ns.load());
   r.set_allreduce_bytes(w.allreduce_bytes.load());

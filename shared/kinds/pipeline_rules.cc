@@ -68,7 +68,10 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
   const auto& plan = layout.plan;
   const auto& balance = layout.balance;
   ExperimentEstimate e;
-  e.shm_bytes = BoardBytes(s.workers()) + layout.total_bytes;
+  uint64_t rings = layout.total_bytes;
+  if (s.device() == "cuda")  // the slots' data is on the GPU; their pages here are never touched
+    for (const auto& r : layout.rings) rings -= uint64_t(r.slots) * r.slot_bytes;
+  e.shm_bytes = BoardBytes(s.workers()) + rings;
   e.memory_bytes = e.shm_bytes + kLeaderBytes;
   const uint32_t micro = s.batch_size() / s.chunks();
   for (uint32_t st = 0; st < s.stages(); ++st) {
@@ -84,7 +87,10 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
     for (uint32_t c = 0; c < s.chunks(); ++c)
       kept += Checkpointed(s.checkpoint(), c, s.chunks()) ? 0 : 1;
     const uint32_t held = std::max<uint32_t>(kept, 1);
-    e.memory_bytes += kWorkerBaseBytes + 12 * params + kActivationFactor * states * held;
+    // On CUDA the model and its activations are the GPU's, which is not admitted here.
+    e.memory_bytes += s.device() == "cuda"
+                          ? kCudaWorkerBytes
+                          : kWorkerBaseBytes + 12 * params + kActivationFactor * states * held;
   }
   return e;
 }
@@ -96,6 +102,7 @@ KindRules PipelineRules() {
   k.name = "pipeline";
   k.summary = "AmoebaNet-D cut into stage processes on a GPipe schedule (seed 004)";
   k.models = {"amoebanet_d"};
+  k.devices = {"cpu", "cuda"};
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;

@@ -52,8 +52,8 @@ Status HogwildKind::ExportToDevice() {
   leader_cuda_ = LoadCudaDriver();
   RETURN_IF_ERROR(leader_cuda_->Init(0));
   auto* header = static_cast<WeightsHeader*>(weights_.data());
-  ASSIGN_OR_RETURN(owner_, DeviceWeightsOwner::Create(leader_cuda_.get(), 0, weights_.data(),
-                                                      plan_.total_bytes, getpid(), &header->cuda));
+  ASSIGN_OR_RETURN(owner_, DeviceBufferOwner::Create(leader_cuda_.get(), 0, weights_.data(),
+                                                     plan_.total_bytes, getpid(), &header->cuda));
   return Status::Ok();
 }
 
@@ -64,8 +64,8 @@ Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, const WeightsH
     model_->to(device_->device());
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(view_,
-                   DeviceWeightsView::Open(device_->driver(), wh.cuda, wh.total_bytes, getpid()));
+  ASSIGN_OR_RETURN(view_, DeviceBufferView::Open(device_->driver(), wh.cuda, wh.total_bytes,
+                                                 getpid(), "shared CUDA weights"));
   return BindParamsToDevice(*model_, wh, view_->base(), device_->device());
 }
 

@@ -3,69 +3,24 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <optional>
 
 #include "shared/batch_ring.h"
 #include "shared/pipeline.h"
 #include "shared/process.h"
 #include "worker/counting_allocator.h"
+#include "worker/cuda_memory.h"
 #include "worker/optimizers/from_spec.h"
 #include "worker/pipeline_stage.h"
+#include "worker/ring_link.h"
 #include "worker/scoreboard.h"
 #include "worker/step_recorder.h"
+#include "worker/train_device.h"
 #include "worker/training.h"
 
 namespace shoal {
 namespace {
-
-// The rings on either side of a stage: the previous boundary's (read forward, write backward) and
-// the next one's (write forward, read backward).
-class RingLink : public StageLink {
- public:
-  RingLink(std::optional<BatchRing> from_prev, std::optional<BatchRing> to_prev,
-           std::optional<BatchRing> to_next, std::optional<BatchRing> from_next,
-           BatchRing::KeepWaiting keep)
-      : from_prev_(from_prev),
-        to_prev_(to_prev),
-        to_next_(to_next),
-        from_next_(from_next),
-        keep_(std::move(keep)) {}
-  Status SendForward(uint64_t msg, const AmoebaStates& s) override {
-    return Send(*to_next_, msg, s);
-  }
-  Status SendBackward(uint64_t msg, const AmoebaStates& g) override {
-    return Send(*to_prev_, msg, g);
-  }
-  StatusOr<AmoebaStates> ReceiveForward(uint64_t msg) override { return Receive(*from_prev_, msg); }
-  StatusOr<AmoebaStates> ReceiveBackward(uint64_t msg) override {
-    return Receive(*from_next_, msg);
-  }
-
- private:
-  Status Send(BatchRing& ring, uint64_t msg, const AmoebaStates& s) {
-    ASSIGN_OR_RETURN(uint8_t * buf, ring.BeginWrite(msg, keep_));
-    ASSIGN_OR_RETURN(uint64_t n, EncodeStates(s, buf, ring.slot_bytes()));
-    ring.EndWrite(msg, uint32_t(n));
-    return Status::Ok();
-  }
-  StatusOr<AmoebaStates> Receive(BatchRing& ring, uint64_t msg) {
-    ASSIGN_OR_RETURN(auto in, ring.BeginRead(msg, keep_));
-    auto states = DecodeStates(in.first, in.second);
-    ring.EndRead(msg);
-    return states;
-  }
-  std::optional<BatchRing> from_prev_, to_prev_, to_next_, from_next_;
-  BatchRing::KeepWaiting keep_;
-};
-
-StatusOr<std::optional<BatchRing>> RingAt(const ShmSegment& seg, const PipelineLayout& layout,
-                                          int index) {
-  if (index < 0 || size_t(index) >= layout.rings.size()) return std::optional<BatchRing>();
-  const PipelineRing& r = layout.rings[size_t(index)];
-  ASSIGN_OR_RETURN(BatchRing ring,
-                   BatchRing::Attach(static_cast<uint8_t*>(seg.data()) + r.offset, r.bytes));
-  return std::optional<BatchRing>(ring);
-}
 
 // Step `step`'s mini-batch, the same on every stage that needs it: random images (the seed's
 // torch.rand input) and random labels of its 1000 classes.
@@ -96,41 +51,76 @@ void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, bool last, u
   slot->steps.fetch_add(1, std::memory_order_release);
 }
 
-int Train(WorkerEnv& env, const PipelineLayout& layout, StageLink* link) {
+// The stage's peak allocations of this step: LibTorch's CUDA allocator's on a GPU, the counting
+// allocator's (CPU) otherwise.
+void RecordPeaks(WorkerSlot* slot, const CountingAllocator* counter, bool cuda) {
+  auto keep_max = [](std::atomic<uint64_t>& a, uint64_t v) { a.store(std::max(a.load(), v)); };
+  keep_max(slot->alloc_peak_bytes, counter->peak());
+  if (!cuda) return;
+  if (auto p = CudaMemoryPeaks(0)) {
+    keep_max(slot->device_alloc_peak_bytes, p->allocated);
+    keep_max(slot->device_reserved_peak_bytes, p->reserved);
+  }
+}
+
+int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const TrainDevice& dev) {
   const auto& spec = env.spec;
   WorkerSlot* slot = env.slot;
   const auto [begin, end] = StageLayers(layout.balance, env.index);
   // Installed first, so the weights count: the seed's peak includes them (model memory).
   CountingAllocator* counter = CountingAllocator::Install();
   AmoebaNetD model(layout.plan, kPipelineClasses, spec.seed(), begin, end);
+  model.to(dev.device());  // built on the CPU from the seed, so every device starts alike
   uint64_t params = 0;
   for (const auto& p : model.parameters()) params += uint64_t(p.numel());
   slot->parameters.store(params);
   auto opt = MakeOptimizer(ConfigFromSpec(spec.optimizer()), model.parameters());
   if (!opt.ok()) return WorkerFails(slot, env.index, opt.status().message());
-  StageConfig cfg{begin, end, spec.stages(), env.index, spec.chunks(), spec.checkpoint()};
+  StageConfig cfg{begin,
+                  end,
+                  spec.stages(),
+                  env.index,
+                  spec.chunks(),
+                  spec.checkpoint(),
+                  [&dev] { dev.Sync(); }};
   PipelineStage stage(&model, opt->get(), cfg, link);
+  if (Status st = link->ExportDeviceSlots(); !st.ok())
+    return WorkerFails(slot, env.index, st.message());
   if (!PassStartGate(env.board, slot, env.lifetime_fd)) return kLeaderGoneExit;
   slot->first_step_ns.store(RealtimeNs());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   const bool first = env.index == 0, last = env.index + 1 == spec.stages();
   for (uint64_t step = 0; step < spec.batches(); ++step) {
     counter->ResetPeak();
+    if (dev.is_cuda()) ResetCudaMemoryPeaks(0);
     const auto t0 = SteadyClock::now();
-    const torch::Tensor images = first ? Images(spec, step) : torch::Tensor();
-    const torch::Tensor labels = last ? Labels(spec, step) : torch::Tensor();
+    // Made on the CPU (the same numbers on every device), then moved.
+    const torch::Tensor images = first ? Images(spec, step).to(dev.device()) : torch::Tensor();
+    const torch::Tensor labels = last ? Labels(spec, step).to(dev.device()) : torch::Tensor();
+    dev.Sync();
     const uint64_t data_ns = ElapsedNs(t0, SteadyClock::now());
     auto times = stage.Step(step, images, labels);
     if (!times.ok()) {
       if (LeaderGone(env.lifetime_fd)) return kLeaderGoneExit;
       return WorkerFails(slot, env.index, times.status().message());
     }
-    slot->alloc_peak_bytes.store(std::max(slot->alloc_peak_bytes.load(), counter->peak()));
+    RecordPeaks(slot, counter, dev.is_cuda());
     Record(slot, *times, data_ns, last, step, spec.batch_size());
   }
   slot->vmhwm_bytes.store(SelfVmHwm());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+  return 0;
+}
+
+// After the last step: on CUDA a stage's slot buffers are mapped by its neighbours, so each
+// stage closes its mappings, says it is done, and frees its own buffers (the link's destructor)
+// only once every stage has said so.
+int EndStage(WorkerEnv& env, RingLink* link, const TrainDevice& dev) {
+  link->CloseViews();
   Arrive(&env.board->finished);
+  if (dev.is_cuda() &&
+      !WaitForCount(&env.board->finished, env.spec.stages(), env.slot, env.lifetime_fd))
+    return kLeaderGoneExit;
   return 0;
 }
 
@@ -141,6 +131,7 @@ Status PipelineKind::Prepare(LeaderEnv& env) {
   if (layout.total_bytes == 0) return Status::Ok();  // one stage: nothing crosses
   ASSIGN_OR_RETURN(rings_,
                    ShmSegment::Create(SegmentName(env.experiment_id, "rings"), layout.total_bytes));
+  std::memset(rings_.data(), 0, layout.rings.front().offset);  // no export yet
   for (const auto& r : layout.rings)
     BatchRing::Create(static_cast<uint8_t*>(rings_.data()) + r.offset, r.slots, r.slot_bytes);
   env.segment_created("rings", rings_.size());
@@ -153,20 +144,21 @@ int PipelineKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   at::set_num_threads(int(env.spec.threads()));
   auto layout = PlanPipeline(env.spec);
   if (!layout.ok()) return WorkerFails(env.slot, env.index, layout.status().message());
+  auto dev = TrainDevice::ForSpec(env.spec);
+  if (!dev.ok()) return WorkerFails(env.slot, env.index, dev.status().message());
   if (!forked_from_leader && layout->total_bytes > 0) {
     auto seg = ShmSegment::Open(SegmentName(env.experiment_id, "rings"), true);
     if (!seg.ok()) return WorkerFails(env.slot, env.index, seg.status().message());
     rings_ = std::move(seg).value();
   }
-  const int b = int(env.index);  // boundary b - 1 before this stage, b after it
-  auto from_prev = RingAt(rings_, *layout, 2 * (b - 1)),
-       to_prev = RingAt(rings_, *layout, 2 * (b - 1) + 1);
-  auto to_next = RingAt(rings_, *layout, 2 * b), from_next = RingAt(rings_, *layout, 2 * b + 1);
-  for (const auto* r : {&from_prev, &to_prev, &to_next, &from_next})
-    if (!r->ok()) return WorkerFails(env.slot, env.index, r->status().message());
-  RingLink link(*from_prev, *to_prev, *to_next, *from_next,
+  auto lanes = StageLanes(rings_.data(), *layout, env.index);
+  if (!lanes.ok()) return WorkerFails(env.slot, env.index, lanes.status().message());
+  const TrainDevice* d = dev->get();
+  RingLink link(std::move(lanes).value(),
+                LinkDevice{d->driver(), d->device(), [d] { d->Sync(); }, getpid()},
                 [&] { return !LeaderGone(env.lifetime_fd); });
-  return Train(env, *layout, &link);
+  if (int rc = Train(env, *layout, &link, **dev); rc != 0) return rc;
+  return EndStage(env, &link, **dev);
 }
 
 }  // namespace shoal

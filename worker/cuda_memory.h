@@ -1,0 +1,21 @@
+// LibTorch's CUDA caching allocator's own figures, the ones torch.cuda.max_memory_allocated and
+// max_memory_reserved (the seed's max_memory_cached) read. Only a worker built against a LibTorch
+// with CUDA (a GPU node's) has them; elsewhere they are unknown.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace shoal {
+
+struct DeviceMemoryPeaks {
+  uint64_t allocated = 0;  // bytes in live tensors, at their peak
+  uint64_t reserved = 0;   // bytes the allocator held from the driver, at their peak
+};
+
+// The peaks on CUDA device `device` since the last reset; nullopt without CUDA in this LibTorch.
+std::optional<DeviceMemoryPeaks> CudaMemoryPeaks(int device);
+// Starts a new peak from what is held now; nothing without CUDA.
+void ResetCudaMemoryPeaks(int device);
+
+}  // namespace shoal
