@@ -29,6 +29,8 @@ std::string F(const char* fmt, ...) {
 
 std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30)); }
 std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20)); }
+// An optional figure: "-" when it is unknown.
+std::string MibIf(bool known, uint64_t b) { return known ? Mib(b) : "-"; }
 
 // What the server sent, with every string safe for a terminal (names, errors and events may hold
 // anything another user or a bad server put there).
@@ -139,14 +141,14 @@ std::string PipelineLines(const v1::Result& r) {
     o += F("  %-11s %-5u %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8.0f %-8.0f %-8.0f\n", "",
            s.stage(), F("%u-%u", s.first_layer(), s.end_layer() - 1).c_str(),
            F("%.2fM", double(s.parameters()) / 1e6).c_str(), Mib(s.model_memory_bytes()).c_str(),
-           Mib(s.peak_allocated_bytes()).c_str(),
-           s.has_peak_activation_bytes() ? Mib(s.peak_activation_bytes()).c_str() : "-",
-           Mib(s.peak_rss_bytes()).c_str(), Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(),
-           s.backward_ms(), s.wait_ms());
+           MibIf(s.has_peak_allocated_bytes(), s.peak_allocated_bytes()).c_str(),
+           MibIf(s.has_peak_activation_bytes(), s.peak_activation_bytes()).c_str(),
+           MibIf(s.has_peak_rss_bytes(), s.peak_rss_bytes()).c_str(),
+           Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(), s.backward_ms(), s.wait_ms());
     if (s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {  // a CUDA stage
       o += F("  %-11s %-5s cuda: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
-             s.has_peak_reserved_bytes() ? Mib(s.peak_reserved_bytes()).c_str() : "-",
-             s.has_peak_gpu_memory_bytes() ? Mib(s.peak_gpu_memory_bytes()).c_str() : "-");
+             MibIf(s.has_peak_reserved_bytes(), s.peak_reserved_bytes()).c_str(),
+             MibIf(s.has_peak_gpu_memory_bytes(), s.peak_gpu_memory_bytes()).c_str());
     }
   }
   return o;
@@ -174,8 +176,9 @@ std::string ResultLines(const v1::Experiment& e) {
   const std::string acc = r.has_test_accuracy() ? F("%.3f on %u images (%.1f s)", r.test_accuracy(),
                                                     s.eval_samples(), r.eval_ms() / 1000)
                                                 : "-";
-  o += F("  loss        first %.4f, last %.4f; test accuracy %s\n", r.first_loss(), r.last_loss(),
-         acc.c_str());
+  o += F("  loss        first %s, last %s; test accuracy %s\n",
+         r.has_first_loss() ? F("%.4f", r.first_loss()).c_str() : "-",
+         r.has_last_loss() ? F("%.4f", r.last_loss()).c_str() : "-", acc.c_str());
   o +=
       F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
         "workers)\n",
@@ -249,14 +252,13 @@ std::string ProcessLines(const v1::Experiment& e) {
   for (const auto& p : e.processes()) {
     const std::string g =
         !gpu ? ""
-             : F("%-9s ",
-                 p.has_peak_gpu_memory_bytes() ? Mib(p.peak_gpu_memory_bytes()).c_str() : "-");
+             : F("%-9s ", MibIf(p.has_peak_gpu_memory_bytes(), p.peak_gpu_memory_bytes()).c_str());
     o += F("              %s%-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s%s\n",
            nodes ? F("%-4u ", p.node()).c_str() : "", p.pid(), RoleName(e, p).c_str(),
            p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
            p.role() == "leader" ? "-" : F("%.0f ms", p.start_ms()).c_str(),
-           Mib(p.peak_rss_bytes()).c_str(), Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()),
-           g.c_str(), ExitText(p).c_str());
+           MibIf(p.has_peak_rss_bytes(), p.peak_rss_bytes()).c_str(),
+           Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()), g.c_str(), ExitText(p).c_str());
   }
   return o;
 }

@@ -176,15 +176,16 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   s.set_parameters(w.parameters());
   s.set_model_memory_bytes(12 * w.parameters());
   // On CUDA the stage's tensors are on the device: its allocator's figures are the seed's.
+  // A stage records its peak after each step: none finished, none known.
   const uint64_t allocated =
       w.has_device_alloc_peak_bytes() ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();
-  s.set_peak_allocated_bytes(allocated);
-  if (allocated >= s.model_memory_bytes())
+  if (w.steps() > 0) s.set_peak_allocated_bytes(allocated);
+  if (w.steps() > 0 && allocated >= s.model_memory_bytes())
     s.set_peak_activation_bytes(allocated - s.model_memory_bytes());
   if (w.has_device_reserved_peak_bytes()) s.set_peak_reserved_bytes(w.device_reserved_peak_bytes());
   if (auto it = f.sampler.peak_gpu.find(w.pid()); it != f.sampler.peak_gpu.end())
     s.set_peak_gpu_memory_bytes(it->second);
-  s.set_peak_rss_bytes(w.vmhwm_bytes());
+  if (w.vmhwm_bytes() > 0) s.set_peak_rss_bytes(w.vmhwm_bytes());
   if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
     s.set_peak_pss_bytes(it->second);
   const double steps = double(std::max<uint64_t>(1, w.steps()));
@@ -245,7 +246,7 @@ v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t in
 }  // namespace
 
 void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p) {
-  p->set_peak_rss_bytes(w.vmhwm_bytes());
+  if (w.vmhwm_bytes() > 0) p->set_peak_rss_bytes(w.vmhwm_bytes());
   if (w.has_step_memory()) *p->mutable_step_memory() = w.step_memory();
   p->set_steps(w.steps());
   if (w.has_last_loss()) p->set_last_loss(w.last_loss());
@@ -323,7 +324,8 @@ void FillResult(const RunFacts& f, v1::Result* r) {
 void FillProcesses(const RunFacts& f, v1::Experiment* e) {
   std::map<pid_t, v1::ProcessInfo> procs = f.procs;
   if (auto it = procs.find(f.leader); it != procs.end() && f.result)
-    it->second.set_peak_rss_bytes(f.result->leader_vmhwm_bytes());
+    if (f.result->leader_vmhwm_bytes() > 0)
+      it->second.set_peak_rss_bytes(f.result->leader_vmhwm_bytes());
   if (const Reports* ws = WorkerReports(f)) {
     for (const auto& w : *ws) {
       if (v1::ProcessInfo* p = FindWorker(procs, w.index()))

@@ -45,6 +45,10 @@ uint64_t ThreadCpuNs();
 // "exited with code 3" / "killed by signal 9" for a waitpid status.
 std::string DescribeWaitStatus(int status);
 
+// Makes the calling process the kernel OOM killer's first choice (oom_score_adj 1000, which any
+// process may raise): a worker that outgrows memory is killed, not shoald or the user's shell.
+void VolunteerForOomKiller();
+
 // Peak RSS of this process from the kernel's high-water mark (VmHWM), in bytes.
 uint64_t SelfVmHwm();
 

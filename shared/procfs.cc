@@ -113,6 +113,30 @@ StatusOr<uint64_t> ParseStatusKb(std::string_view text, std::string_view key) {
   return NotFound("status: no field " + std::string(key));
 }
 
+StatusOr<uint64_t> ParseVmstatOomKills(std::string_view text) {
+  constexpr std::string_view kKey = "oom_kill ";
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.compare(pos, kKey.size(), kKey) == 0) {
+      uint64_t v = 0;
+      const char* from = text.data() + pos + kKey.size();
+      auto [end, ec] = std::from_chars(from, text.data() + text.size(), v);
+      if (ec != std::errc() || end == from) break;
+      return v;
+    }
+    pos = text.find('\n', pos);
+    if (pos == std::string_view::npos) break;
+    ++pos;
+  }
+  return NotFound("vmstat: no oom_kill count");
+}
+
+std::optional<uint64_t> ReadOomKills() {
+  auto text = ReadSmallFile("/proc/vmstat");
+  if (!text.ok()) return std::nullopt;
+  auto n = ParseVmstatOomKills(*text);
+  return n.ok() ? std::optional<uint64_t>(*n) : std::nullopt;
+}
+
 StatusOr<std::string> ReadSmallFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NotFound(path + ": " + std::strerror(errno));

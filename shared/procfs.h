@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,12 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text);
 
 // A "Key:   N kB" field of /proc/<pid>/status, in bytes (e.g. VmHWM).
 StatusOr<uint64_t> ParseStatusKb(std::string_view text, std::string_view key);
+
+// The "oom_kill N" line of /proc/vmstat: how many processes the kernel's OOM killer has killed
+// since boot (Linux 4.13 and later; NOT_FOUND before).
+StatusOr<uint64_t> ParseVmstatOomKills(std::string_view text);
+// /proc/vmstat's count, read now; nullopt where it cannot be read.
+std::optional<uint64_t> ReadOomKills();
 
 // Reads /proc/<pid>/<file>. Virtual so the sampler can run on fakes in unit tests.
 class ProcReader {

@@ -75,7 +75,7 @@ std::vector<Metric> Metrics() {
        "%.2f", false, EpochTrainS},
       {"final_loss", "Training loss (mean of the last batches of every worker)", "%.4f", false,
        [](const v1::Result& r) -> std::optional<double> {
-         if (r.steps() == 0) return std::nullopt;
+         if (!r.has_last_loss()) return std::nullopt;
          return r.last_loss();
        }},
       {"test_accuracy", "Test accuracy (worker 0, after training)", "%.3f", false,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/amoebanet.h"
+#include "shared/procfs.h"
 #include "shared/shm.h"
 #include "tests/testutil.h"
 
@@ -92,6 +93,10 @@ TEST_F(PipelineE2E, AKilledStageFailsTheRunWithItsReasonAndLeavesNothing) {
     if (p["role"] == "worker" && p["index"] == 0) victim = p["pid"].get<int>();
   }
   ASSERT_GT(victim, 0);  // never kill(-1)
+  // Workers are the OOM killer's first choice, so an oversized stage never takes shoald with it.
+  auto adj = ReadSmallFile("/proc/" + std::to_string(victim) + "/oom_score_adj");
+  ASSERT_TRUE(adj.ok()) << adj.status().message();
+  EXPECT_EQ(*adj, "1000\n");
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   ASSERT_TRUE(WaitFor([&] { return Get(id).value("state", "") != "RUNNING"; }, 30));
   e = Get(id);

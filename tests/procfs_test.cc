@@ -58,6 +58,15 @@ TEST(ProcfsTest, ParsesStatusFields) {
   EXPECT_FALSE(ParseStatusKb(status, "VmSwap").ok());
 }
 
+TEST(ProcfsTest, ParsesTheKernelsOomKillCount) {
+  auto n = ParseVmstatOomKills("pgfault 77\noom_kill_x 5\noom_kill 12\nnuma_hit 1\n");
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(*n, 12u);  // the exact key, not one it prefixes
+  EXPECT_EQ(ParseVmstatOomKills("pgfault 77\n").status().code(), Code::kNotFound);
+  EXPECT_FALSE(ParseVmstatOomKills("oom_kill x\n").ok());
+  EXPECT_TRUE(ReadOomKills().has_value());  // this kernel (>= 4.13) counts them
+}
+
 TEST(ProcfsTest, ReadsOwnProcFiles) {
   RealProcReader r;
   auto text = r.Read(getpid(), "smaps_rollup");

@@ -841,9 +841,10 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
   // GPU figures: none read (0), no status, the optional ones absent.
   const std::vector<std::string> figures0 = {
       "0", "0", "0",
-      // data_parallel's figures: absent for hogwild
-      "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "0", "", "0", "0", "0", "",
-      "", "", "", "0.5", "0", "", "1073741824", "0", "0", "0",
+      // data_parallel's figures: absent for hogwild; then first_loss, absent as no worker
+      // reported one
+      "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "0", "", "", "0", "0", "", "",
+      "", "", "0.5", "0", "", "1073741824", "0", "0", "0",
       // pipeline's figures: absent for hogwild
       "", "", "", "", "", "", "", "", "", "", "0", "0", "0", "0", "0", "100", "0", "0", "10", "0",
       "10", "0", "0.5", "1000", "0", "0"};

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -54,6 +55,8 @@ class SupervisorTest : public ::testing::Test {
 
   std::string Run(std::string failure = "") {
     WorkerSupervisor::Hooks hooks;
+    hooks.oom_kills_before = oom_before_;
+    hooks.oom_kills = [this] { return oom_now_; };
     hooks.exited = [](const ipc::v1::WorkerExited&) {};
     hooks.progress = [this] { ++progress_; };
     hooks.signal = [this](pid_t p, int sig) {
@@ -72,6 +75,7 @@ class SupervisorTest : public ::testing::Test {
   v1::ExperimentSpec spec_;
   FakeLauncher launcher_;
   bool kill_on_term_ = true;
+  std::optional<uint64_t> oom_before_, oom_now_;  // the kernel's OOM-kill count
   int progress_ = 0;
   std::vector<std::pair<pid_t, int>> signals_;
   std::vector<ipc::v1::WorkerExited> exits_;
@@ -101,6 +105,26 @@ TEST_F(SupervisorTest, AFailedWorkersOwnWordsReachTheError) {
   // A message longer than the slot is cut, not overrun.
   EXPECT_EQ(WorkerFails(board_->slot(0), 0, std::string(1000, 'x')), 1);
   EXPECT_EQ(SlotError(*board_->slot(0)), std::string(256, 'x'));
+}
+
+TEST_F(SupervisorTest, AWorkerTheOomKillerTookIsSaidToBeOutOfMemory) {
+  oom_before_ = 3;
+  oom_now_ = 4;
+  launcher_.End(kPid0, SIGKILL);
+  EXPECT_EQ(Run(),
+            "worker 0 killed by signal 9 (out of memory: the kernel's OOM killer killed 1 "
+            "process(es) during this experiment)");
+}
+
+TEST_F(SupervisorTest, ASigkillWithoutAnOomKillIsJustASignal) {
+  oom_before_ = 3;
+  oom_now_ = 3;  // someone else's kill -9
+  launcher_.End(kPid0, SIGKILL);
+  EXPECT_EQ(Run(), "worker 0 killed by signal 9");
+  oom_before_.reset();  // the count cannot be read: nothing is claimed
+  oom_now_ = 9;
+  launcher_.End(kPid0, SIGKILL);
+  EXPECT_EQ(Run(), "worker 0 killed by signal 9");
 }
 
 TEST_F(SupervisorTest, AStallIsDetectedOnTheMonotonicClock) {

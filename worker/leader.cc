@@ -9,6 +9,7 @@
 
 #include "shared/ipc_codec.h"
 #include "shared/process.h"
+#include "shared/procfs.h"
 #include "shared/shm.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "worker/launchers.h"
@@ -104,6 +105,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
                    lifetime[0], lifetime[1],     a.status_fd};
   auto launcher = MakeLauncher(lc, [&](uint32_t i) {
     WorkerEnv w{spec, a.experiment_id, i, lifetime[0], board->header(), board->slot(i)};
+    VolunteerForOomKiller();
     HeartbeatThread beat(w.slot);
     try {
       return kind.RunWorker(w, /*forked_from_leader=*/true);
@@ -112,10 +114,13 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     }
   });
   if (!launcher.ok()) return out.Error(launcher.status().message()), 1;
+  const std::optional<uint64_t> oom_kills_before = ReadOomKills();
   Started started = StartWorkers(**launcher, *board, spec.workers(), out);
   ::close(lifetime[0]);  // the workers hold it now
 
   WorkerSupervisor::Hooks hooks;
+  hooks.oom_kills = ReadOomKills;
+  hooks.oom_kills_before = oom_kills_before;
   hooks.exited = [&](const ipc::v1::WorkerExited& x) {
     LeaderEvent e;
     *e.mutable_worker_exited() = x;
@@ -203,6 +208,7 @@ int RunAttachedWorker(const AttachedWorkerArgs& a) {
   try {
     WorkerEnv env{a.spec,        a.experiment_id, a.index,
                   a.lifetime_fd, board->header(), board->slot(a.index)};
+    VolunteerForOomKiller();
     HeartbeatThread beat(env.slot);
     return kind->RunWorker(env, /*forked_from_leader=*/false);
   } catch (const std::exception& e) {

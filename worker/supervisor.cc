@@ -14,6 +14,16 @@ WorkerSupervisor::WorkerSupervisor(const v1::ExperimentSpec& spec, const Scorebo
                                    WorkerLauncher& launcher, Hooks hooks)
     : spec_(spec), board_(board), launcher_(launcher), hooks_(std::move(hooks)) {}
 
+std::string WorkerSupervisor::OomNote(int status) {
+  const std::optional<uint64_t> before = hooks_.oom_kills_before;
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL || !before || !hooks_.oom_kills)
+    return "";
+  const std::optional<uint64_t> now = hooks_.oom_kills();
+  if (!now || *now <= *before) return "";
+  return " (out of memory: the kernel's OOM killer killed " + std::to_string(*now - *before) +
+         " process(es) during this experiment)";
+}
+
 std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
                                   const std::vector<uint64_t>& requested_mono,
                                   std::string failure) {
@@ -64,7 +74,7 @@ bool WorkerSupervisor::CollectExits() {
     if (!(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0)) {
       const std::string why = SlotError(*board_.slot(e.index()));
       StopAll("worker " + std::to_string(e.index()) + " " + DescribeWaitStatus(x.status) +
-              (why.empty() ? "" : ": " + why));
+              OomNote(x.status) + (why.empty() ? "" : ": " + why));
     }
   }
   return true;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ class WorkerSupervisor {
     std::function<void(const ipc::v1::WorkerExited&)> exited;
     std::function<void()> progress;          // every sample interval
     std::function<void(pid_t, int)> signal;  // how to signal a worker (unset: kill(2))
+    // The kernel's count of OOM kills now (ReadOomKills), and before the first worker started;
+    // unset or nullopt: not known.
+    std::function<std::optional<uint64_t>()> oom_kills;
+    std::optional<uint64_t> oom_kills_before;
   };
   WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
                    WorkerLauncher& launcher, Hooks hooks);
@@ -40,6 +45,8 @@ class WorkerSupervisor {
   void StopAll(const std::string& why);
   void Signal(pid_t pid, int sig);
   bool PhaseChanged();  // a worker started training or finished since the last look
+  // " (out of memory: ...)" when a SIGKILL that Shoal did not send came with an OOM kill.
+  std::string OomNote(int status);
 
   const v1::ExperimentSpec& spec_;
   const Scoreboard& board_;
