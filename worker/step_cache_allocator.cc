@@ -24,7 +24,7 @@ constexpr size_t kPage = 4096;
 
 struct Cache {
   std::mutex mu;
-  size_t min_bytes = 1 << 20;
+  size_t min_bytes = 128 << 10;
   size_t max_cached = size_t(2) << 30;
   // How far mapped memory may exceed the peak of live blocks before a miss reshapes a cached
   // block instead of mapping a new one. Measured on the ConvNet step (bench/README): 0.4 keeps
