@@ -176,11 +176,14 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   s.set_parameters(w.parameters());
   s.set_model_memory_bytes(12 * w.parameters());
   // On CUDA the stage's tensors are on the device: its allocator's figures are the seed's.
-  // A stage records its peak after each step: none finished, none known.
-  const uint64_t allocated =
-      w.has_device_alloc_peak_bytes() ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();
-  if (w.steps() > 0) s.set_peak_allocated_bytes(allocated);
-  if (w.steps() > 0 && allocated >= s.model_memory_bytes())
+  // A stage records its peak after each step: none finished, none known. A CUDA stage whose
+  // worker has no CUDA allocator figures (built without them) has no known peak either: its CPU
+  // allocations are not the model's.
+  const bool cuda = f.spec.device() == "cuda";
+  const bool known = w.steps() > 0 && (!cuda || w.has_device_alloc_peak_bytes());
+  const uint64_t allocated = cuda ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();
+  if (known) s.set_peak_allocated_bytes(allocated);
+  if (known && allocated >= s.model_memory_bytes())
     s.set_peak_activation_bytes(allocated - s.model_memory_bytes());
   if (w.has_device_reserved_peak_bytes()) s.set_peak_reserved_bytes(w.device_reserved_peak_bytes());
   if (auto it = f.sampler.peak_gpu.find(w.pid()); it != f.sampler.peak_gpu.end())

@@ -224,6 +224,18 @@ TEST(PipelineStageTest, AReaderRefusesAnExportThatIsItsOwn) {
             "pipeline slots: a process cannot open its own CUDA IPC export");
 }
 
+TEST(PipelineStageTest, AMessageLongerThanItsSlotIsRefusedBeforeItsDataIsRead) {
+  Rings rings(1);
+  const PipelineRing& r = rings.layout.rings[0];  // stage 0 -> 1, forward
+  auto ring =
+      BatchRing::Attach(reinterpret_cast<uint8_t*>(rings.segment.data()) + r.offset, r.bytes);
+  ASSERT_TRUE(ring.ok());
+  ASSERT_TRUE(ring->BeginWrite(0, [] { return true; }).ok());
+  ring->EndWrite(0, uint32_t(r.slot_bytes + 1));  // a writer that lies about its length
+  auto got = rings.Link(1, nullptr, 1)->ReceiveForward(0);
+  EXPECT_EQ(got.status().code(), Code::kDataLoss) << got.status().message();
+}
+
 // Between CUDA stages the slot carries the headers and the data lies at the same offsets in a
 // device buffer; here host memory stands for it.
 TEST(PipelineStageTest, StatesDataCanLieApartFromTheirHeaders) {

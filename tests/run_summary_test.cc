@@ -48,10 +48,12 @@ TEST(RunSummaryTest, ThroughputIsOverTheTimeWorkersActuallyTrained) {
 }
 
 // A pipeline stage's memory the seed's way: on the CPU from the counting allocator; on CUDA from
-// LibTorch's CUDA allocator (allocated, and reserved as the seed read it) and NVML per process.
-TEST(RunSummaryTest, PipelineStagesTakeTheirDevicesAllocatorFigures) {
+// LibTorch's CUDA allocator (allocated, and reserved as the seed read it) and NVML per process,
+// and unknown (absent) where the worker had no CUDA allocator figures.
+RunFacts TwoStages(const std::string& device) {
   RunFacts f = Finished(true);
   f.spec.set_kind("pipeline");
+  f.spec.set_device(device);
   f.spec.set_layers(6);
   f.spec.set_filters(16);
   f.spec.set_stages(2);
@@ -61,25 +63,35 @@ TEST(RunSummaryTest, PipelineStagesTakeTheirDevicesAllocatorFigures) {
     auto* w = f.result->mutable_workers(i);
     w->set_pid(600 + i);
     w->set_parameters(1000);
-    w->set_alloc_peak_bytes(50000);  // the CPU side of a CUDA stage: not the seed's figure
+    w->set_alloc_peak_bytes(50000);  // the CPU allocator's peak
   }
+  return f;
+}
+
+TEST(RunSummaryTest, PipelineStagesTakeTheirDevicesAllocatorFigures) {
+  v1::Result cpu;
+  FillResult(TwoStages("cpu"), &cpu);
+  ASSERT_EQ(cpu.pipeline().stage_size(), 2);
+  EXPECT_EQ(cpu.pipeline().stage(0).peak_allocated_bytes(), 50000u);
+  EXPECT_EQ(cpu.pipeline().stage(0).peak_activation_bytes(), 50000u - 12 * 1000);
+  EXPECT_FALSE(cpu.pipeline().stage(0).has_peak_reserved_bytes());  // unknown on the CPU: absent
+  EXPECT_FALSE(cpu.pipeline().stage(0).has_peak_gpu_memory_bytes());
+
+  RunFacts f = TwoStages("cuda");
   f.result->mutable_workers(1)->set_device_alloc_peak_bytes(80000);
   f.result->mutable_workers(1)->set_device_reserved_peak_bytes(90000);
   f.sampler.peak_gpu[601] = 500000;
   v1::Result r;
   FillResult(f, &r);
   ASSERT_EQ(r.pipeline().stage_size(), 2);
-  const auto& cpu = r.pipeline().stage(0);
-  EXPECT_EQ(cpu.peak_allocated_bytes(), 50000u);
-  EXPECT_EQ(cpu.peak_activation_bytes(), 50000u - 12 * 1000);
-  EXPECT_FALSE(cpu.has_peak_reserved_bytes());  // unknown on the CPU: absent
-  EXPECT_FALSE(cpu.has_peak_gpu_memory_bytes());
+  const auto& blind = r.pipeline().stage(0);  // a CUDA stage without the allocator's figures
+  EXPECT_FALSE(blind.has_peak_allocated_bytes()) << "its CPU allocations are not the model's";
+  EXPECT_FALSE(blind.has_peak_activation_bytes());
   const auto& gpu = r.pipeline().stage(1);
   EXPECT_EQ(gpu.peak_allocated_bytes(), 80000u);
   EXPECT_EQ(gpu.peak_activation_bytes(), 80000u - 12 * 1000);
   EXPECT_EQ(gpu.peak_reserved_bytes(), 90000u);
   EXPECT_EQ(gpu.peak_gpu_memory_bytes(), 500000u);
-  EXPECT_EQ(r.pipeline().peak_allocated_sum_bytes(), 130000u);
 }
 
 TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {

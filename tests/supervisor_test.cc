@@ -112,8 +112,8 @@ TEST_F(SupervisorTest, AWorkerTheOomKillerTookIsSaidToBeOutOfMemory) {
   oom_now_ = 4;
   launcher_.End(kPid0, SIGKILL);
   EXPECT_EQ(Run(),
-            "worker 0 killed by signal 9 (out of memory: the kernel's OOM killer killed 1 "
-            "process(es) during this experiment)");
+            "worker 0 killed by signal 9 (likely out of memory: the kernel's OOM killer killed 1 "
+            "process(es) on this machine during this experiment)");
 }
 
 TEST_F(SupervisorTest, ASigkillWithoutAnOomKillIsJustASignal) {

@@ -1,5 +1,7 @@
 #include "worker/ring_link.h"
 
+#include <string>
+
 namespace shoal {
 
 StatusOr<std::array<Lane, 4>> StageLanes(void* base, const PipelineLayout& layout, uint32_t stage) {
@@ -67,6 +69,10 @@ Status RingLink::Send(Lane& l, uint64_t msg, const AmoebaStates& s) {
 
 StatusOr<AmoebaStates> RingLink::Receive(Lane& l, uint64_t msg) {
   ASSIGN_OR_RETURN(auto in, l.ring->BeginRead(msg, keep_));
+  if (in.second > l.ring->slot_bytes()) {  // its data would lie past the slot (on CUDA, the buffer)
+    return DataLoss("pipeline: a message of " + std::to_string(in.second) + " bytes in a slot of " +
+                    std::to_string(l.ring->slot_bytes()));
+  }
   ASSIGN_OR_RETURN(SlotData data, DataOf(l, msg, const_cast<uint8_t*>(in.first)));
   auto states = DecodeStates(in.first, in.second, data);
   if (dev_.sync) dev_.sync();  // copied out before the writer may reuse the slot

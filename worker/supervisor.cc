@@ -20,8 +20,9 @@ std::string WorkerSupervisor::OomNote(int status) {
     return "";
   const std::optional<uint64_t> now = hooks_.oom_kills();
   if (!now || *now <= *before) return "";
-  return " (out of memory: the kernel's OOM killer killed " + std::to_string(*now - *before) +
-         " process(es) during this experiment)";
+  // The count is the machine's: another process's OOM kill in the same window would count too.
+  return " (likely out of memory: the kernel's OOM killer killed " +
+         std::to_string(*now - *before) + " process(es) on this machine during this experiment)";
 }
 
 std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,

@@ -157,6 +157,8 @@ int PipelineKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   RingLink link(std::move(lanes).value(),
                 LinkDevice{d->driver(), d->device(), [d] { d->Sync(); }, getpid()},
                 [&] { return !LeaderGone(env.lifetime_fd); });
+  // A stage that fails frees its slot buffers at once (the link goes): a neighbour still copying
+  // from one may then fail too, but the supervisor reports the first exit, this one.
   if (int rc = Train(env, *layout, &link, **dev); rc != 0) return rc;
   return EndStage(env, &link, **dev);
 }
