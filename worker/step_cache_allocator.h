@@ -27,8 +27,8 @@ class StepCacheAllocator final : public c10::Allocator {
  public:
   // Makes this the CPU allocator of the process. Blocks below `min_bytes` go to malloc; at most
   // `max_cached_bytes` of freed blocks are kept.
-  static StepCacheAllocator* Install(size_t min_bytes = 128 << 10, size_t max_cached_bytes = size_t(2)
-                                                                                           << 30);
+  static StepCacheAllocator* Install(size_t min_bytes = 128 << 10,
+                                     size_t max_cached_bytes = size_t(2) << 30);
   static StepCacheStats Stats();
 
   c10::DataPtr allocate(size_t n) SHOAL_ALLOCATE_CONST override;

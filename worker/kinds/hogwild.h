@@ -45,8 +45,8 @@ class HogwildKind : public WorkerKind {
   uint64_t initial_checksum_ = 0;
   std::shared_ptr<TrainDevice> device_ = TrainDevice::Cpu();  // a worker's
   std::unique_ptr<CudaDriver> leader_cuda_;                   // the leader's, cuda and shared
-  std::unique_ptr<DeviceBufferOwner> owner_;                 // the leader's device buffer
-  std::unique_ptr<DeviceBufferView> view_;                   // a worker's mapping of it
+  std::unique_ptr<DeviceBufferOwner> owner_;                  // the leader's device buffer
+  std::unique_ptr<DeviceBufferView> view_;                    // a worker's mapping of it
 };
 
 }  // namespace shoal
