@@ -175,10 +175,9 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   }
   s.set_parameters(w.parameters());
   s.set_model_memory_bytes(12 * w.parameters());
-  // On CUDA the stage's tensors are on the device: its allocator's figures are the seed's.
-  // A stage records its peak after each step: none finished, none known. A CUDA stage whose
-  // worker has no CUDA allocator figures (built without them) has no known peak either: its CPU
-  // allocations are not the model's.
+  // On CUDA the stage's tensors are on the device: its allocator's figures are the seed's, and a
+  // worker built without them has no known peak (its CPU allocations are not the model's). A
+  // stage records its peak after each step: none finished, none known.
   const bool cuda = f.spec.device() == "cuda";
   const bool known = w.steps() > 0 && (!cuda || w.has_device_alloc_peak_bytes());
   const uint64_t allocated = cuda ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();

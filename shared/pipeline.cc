@@ -99,9 +99,6 @@ StatusOr<PipelineLayout> PlanPipeline(const v1::ExperimentSpec& spec) {
 
 CudaExport* RingExport(void* base, uint32_t ring) { return static_cast<CudaExport*>(base) + ring; }
 
-uint32_t RingWriter(uint32_t ring) { return ring % 2 == 0 ? ring / 2 : ring / 2 + 1; }
-uint32_t RingReader(uint32_t ring) { return ring % 2 == 0 ? ring / 2 + 1 : ring / 2; }
-
 bool Checkpointed(const std::string& mode, uint32_t chunk, uint32_t chunks) {
   if (mode == "always") return true;
   if (mode == "except_last") return chunk + 1 < chunks;

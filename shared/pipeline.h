@@ -55,9 +55,6 @@ struct PipelineLayout {
 };
 // Ring `ring`'s export in a rings segment mapped at `base`.
 CudaExport* RingExport(void* base, uint32_t ring);
-// The stage that writes ring `ring` (and exports its device buffer), and the one that reads it.
-uint32_t RingWriter(uint32_t ring);
-uint32_t RingReader(uint32_t ring);
 // The plan, balance and rings of a pipeline spec (defaults applied); INVALID_ARGUMENT as Validate.
 StatusOr<PipelineLayout> PlanPipeline(const v1::ExperimentSpec& spec);
 

@@ -21,6 +21,19 @@ bool ParseKbAfter(std::string_view text, size_t pos, uint64_t* out) {
   return true;
 }
 
+// Where the value of the line "<key><sep>..." starts in `text`; npos when no line starts so.
+size_t ValueOfLine(std::string_view text, std::string_view key, char sep) {
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.compare(pos, key.size(), key) == 0 && pos + key.size() < text.size() &&
+        text[pos + key.size()] == sep)
+      return pos + key.size() + 1;
+    pos = text.find('\n', pos);
+    if (pos == std::string_view::npos) break;
+    ++pos;
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 StatusOr<SmapsRollup> ParseSmapsRollup(std::string_view text) {
@@ -98,34 +111,18 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
 }
 
 StatusOr<uint64_t> ParseStatusKb(std::string_view text, std::string_view key) {
-  size_t pos = 0;
-  while (pos < text.size()) {
-    if (text.compare(pos, key.size(), key) == 0 && pos + key.size() < text.size() &&
-        text[pos + key.size()] == ':') {
-      uint64_t v = 0;
-      if (!ParseKbAfter(text, pos + key.size() + 1, &v)) break;
-      return v;
-    }
-    pos = text.find('\n', pos);
-    if (pos == std::string_view::npos) break;
-    ++pos;
-  }
+  uint64_t v = 0;
+  const size_t at = ValueOfLine(text, key, ':');
+  if (at != std::string_view::npos && ParseKbAfter(text, at, &v)) return v;
   return NotFound("status: no field " + std::string(key));
 }
 
 StatusOr<uint64_t> ParseVmstatOomKills(std::string_view text) {
-  constexpr std::string_view kKey = "oom_kill ";
-  for (size_t pos = 0; pos < text.size();) {
-    if (text.compare(pos, kKey.size(), kKey) == 0) {
-      uint64_t v = 0;
-      const char* from = text.data() + pos + kKey.size();
-      auto [end, ec] = std::from_chars(from, text.data() + text.size(), v);
-      if (ec != std::errc() || end == from) break;
-      return v;
-    }
-    pos = text.find('\n', pos);
-    if (pos == std::string_view::npos) break;
-    ++pos;
+  const size_t at = ValueOfLine(text, "oom_kill", ' ');
+  uint64_t v = 0;
+  if (at != std::string_view::npos) {
+    auto [end, ec] = std::from_chars(text.data() + at, text.data() + text.size(), v);
+    if (ec == std::errc() && end != text.data() + at) return v;
   }
   return NotFound("vmstat: no oom_kill count");
 }

@@ -109,17 +109,15 @@ StatusOr<StageStep> PipelineStage::Step(uint64_t step, const torch::Tensor& imag
   return times;
 }
 
-SlotData HostSlotData(uint8_t* message) {
-  return [message](uint64_t offset, c10::IntArrayRef shape) {
-    return torch::from_blob(message + offset, shape, torch::kFloat32);
-  };
-}
-
 SlotData DeviceSlotData(uint64_t base, torch::Device device) {
   return [base, device](uint64_t offset, c10::IntArrayRef shape) {
     return torch::from_blob(reinterpret_cast<void*>(base + offset), shape,
                             torch::TensorOptions().dtype(torch::kFloat32).device(device));
   };
+}
+
+SlotData HostSlotData(uint8_t* message) {
+  return DeviceSlotData(reinterpret_cast<uintptr_t>(message), torch::kCPU);
 }
 
 StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64_t capacity,

@@ -3,7 +3,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <optional>
 
 #include "shared/batch_ring.h"
@@ -131,7 +130,6 @@ Status PipelineKind::Prepare(LeaderEnv& env) {
   if (layout.total_bytes == 0) return Status::Ok();  // one stage: nothing crosses
   ASSIGN_OR_RETURN(rings_,
                    ShmSegment::Create(SegmentName(env.experiment_id, "rings"), layout.total_bytes));
-  std::memset(rings_.data(), 0, layout.rings.front().offset);  // no export yet
   for (const auto& r : layout.rings)
     BatchRing::Create(static_cast<uint8_t*>(rings_.data()) + r.offset, r.slots, r.slot_bytes);
   env.segment_created("rings", rings_.size());
