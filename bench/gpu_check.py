@@ -7,7 +7,8 @@ Every start method and sharing mode trains on CUDA and must succeed; shared weig
 one copy (every worker's fingerprint is the leader's buffer's), private ones as several; fork with
 shared weights is refused; Shoal's peak GPU memory is checked against nvidia-smi read beside it;
 pipeline stages on CUDA (activations through CUDA IPC slots) train to the CPU's loss for the same
-configuration and report each stage's CUDA allocator figures; nothing is left on the GPU or in /dev/shm. Exits
+configuration and report each stage's CUDA allocator figures, on the devices cuda_devices names (and
+across devices where the node has two); nothing is left on the GPU or in /dev/shm. Exits
 non-zero on the first failure."""
 import json
 import os
@@ -88,7 +89,40 @@ def check_against_nvidia_smi():
            f"peak GPU memory: Shoal {shoal_mib:.0f} MiB, nvidia-smi {seen['peak']} MiB ({ratio:.3f})")
 
 
-def check_pipeline():
+def check_stage_devices(e, tag, devices):
+    """Each stage ran where the spec put it: stage i on the (i mod n)-th of cuda_devices."""
+    listed = [int(d) for d in e["spec"]["cuda_devices"].split(",")]
+    got = [st.get("cuda_device") for st in e["result"]["pipeline"]["stage"]]
+    want = [listed[i % len(listed)] for i in range(len(got))]
+    expect(got == want and all(d < devices for d in got), f"{tag}: stages on devices {got}")
+
+
+def check_pipeline_run(e, tag, want, devices):
+    """It succeeded, on the devices its spec names, to the CPU's loss for the same configuration."""
+    expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
+    check_stage_devices(e, tag, devices)
+    got = e["result"].get("last_loss")
+    expect(got is not None and abs(got - want) <= 1e-3 * abs(want),
+           f"{tag}: loss of its one step {got} (CPU {want})")
+
+
+def check_pipeline_devices(base, shape, want, devices):
+    """Where stages go: by default stage i on device i mod the node's; a device the node does not
+    have is refused; with two or more devices, stages across devices (activations read under the
+    neighbour's device and copied across) train as on one."""
+    r = shoal("submit", "--device", "cuda", "--dataset", "synthetic", *base, *shape,
+              "--cuda-devices", str(devices), check=False)
+    expect(r.returncode != 0 and f"sees {devices} device(s)" in r.stderr,
+           f"pipeline on device {devices} of {devices} refused ({r.stderr.strip()})")
+    if devices < 2:
+        print(f"note: {devices} device: stages across devices not run", flush=True)
+        return
+    for listed in ("0,1", "1,0", "0,0"):
+        e = submit(*base, *shape, "--start", "spawn", "--cuda-devices", listed)
+        check_pipeline_run(e, f"pipeline across devices {listed}", want, devices)
+
+
+def check_pipeline(devices):
     """pipeline on CUDA: a stage per process, activations and gradients through CUDA IPC slots.
     Each configuration's first loss must match the same configuration on the CPU (BatchNorm
     normalises per micro-batch, so the reference needs the same chunks)."""
@@ -103,10 +137,7 @@ def check_pipeline():
         for start in ("spawn", "forkserver", "fork"):
             e = submit(*base, *shape, "--start", start)
             tag = f"pipeline {start} {stages} stages {chunks} chunks {ckpt}"
-            expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
-            got = e["result"].get("last_loss")
-            expect(got is not None and abs(got - want) <= 1e-3 * abs(want),
-                   f"{tag}: loss of its one step {got} (CPU {want})")
+            check_pipeline_run(e, tag, want, devices)
             for st in e["result"]["pipeline"]["stage"]:
                 alloc, res, gpu = (st.get(k) for k in ("peak_allocated_bytes",
                                                        "peak_reserved_bytes",
@@ -117,16 +148,19 @@ def check_pipeline():
                 expect(0 < alloc <= res < gpu,
                        f"{tag}: stage {st.get('stage', 0)} allocated {alloc / 2**20:.0f} MiB <= "
                        f"reserved {res / 2**20:.0f} < NVML {gpu / 2**20:.0f}")
+        if stages == 2:
+            check_pipeline_devices(base, shape, want, devices)
 
 
 def main():
     node = json.loads(shoal("node", "--json").stdout)
     expect(node["cuda_status"].startswith("ready"), f"node: {node['cuda_status']}")
+    devices = int(node["cuda_status"].split()[1])  # "ready: N device(s) for LibTorch V"
     r = shoal("submit", "--device", "cuda", "--start", "fork", "--share", "yes", check=False)
     expect(r.returncode != 0 and "impossible" in r.stderr, "fork + cuda + shared weights refused")
     check_modes()
     check_against_nvidia_smi()
-    check_pipeline()
+    check_pipeline(devices)
     expect(not smi_apps(), "nothing left on the GPU")
     expect(not [f for f in os.listdir("/dev/shm") if f.startswith("shoal.")], "nothing in /dev/shm")
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Seed 004's table (torchgpipe's AmoebaNet-D memory benchmark, GPipe's Table 1) with Shoal's
-stage processes, on a GPU node (every stage on device 0, activations through CUDA IPC slots):
+stage processes, on a GPU node (stage i on device i mod the node's devices, as the seed puts one
+partition on each GPU; all on device 0 on a one-GPU node; activations through CUDA IPC slots):
 
     deploy/gpu-node.sh python3 bench/gpu_pipeline_seed.py [--out DIR]
 

@@ -145,8 +145,9 @@ std::string PipelineLines(const v1::Result& r) {
            MibIf(s.has_peak_activation_bytes(), s.peak_activation_bytes()).c_str(),
            MibIf(s.has_peak_rss_bytes(), s.peak_rss_bytes()).c_str(),
            Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(), s.backward_ms(), s.wait_ms());
-    if (s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {  // a CUDA stage
-      o += F("  %-11s %-5s cuda: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
+    if (s.has_cuda_device() || s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {
+      o += F("  %-11s %-5s cuda%s: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
+             s.has_cuda_device() ? F(":%u", s.cuda_device()).c_str() : "",
              MibIf(s.has_peak_reserved_bytes(), s.peak_reserved_bytes()).c_str(),
              MibIf(s.has_peak_gpu_memory_bytes(), s.peak_gpu_memory_bytes()).c_str());
     }

@@ -179,6 +179,7 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   // worker built without them has no known peak (its CPU allocations are not the model's). A
   // stage records its peak after each step: none finished, none known.
   const bool cuda = f.spec.device() == "cuda";
+  if (cuda) s.set_cuda_device(CudaOrdinal(f.spec, w.index()));
   const bool known = w.steps() > 0 && (!cuda || w.has_device_alloc_peak_bytes());
   const uint64_t allocated = cuda ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();
   if (known) s.set_peak_allocated_bytes(allocated);

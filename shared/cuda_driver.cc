@@ -30,6 +30,8 @@ struct Api {
   CuResult (*device_get)(CuDevice*, int);
   CuResult (*retain)(CuContext*, CuDevice);
   CuResult (*set_current)(CuContext);
+  CuResult (*push)(CuContext);
+  CuResult (*pop)(CuContext*);
   CuResult (*alloc)(DevicePtr*, size_t);
   CuResult (*free)(DevicePtr);
   CuResult (*htod)(DevicePtr, const void*, size_t);
@@ -51,9 +53,11 @@ bool BindApi(void* lib, Api* a) {
   // The _v2 names are the 64-bit entry points cuda.h maps the plain names to.
   return Bind(lib, "cuInit", &a->init) && Bind(lib, "cuDeviceGet", &a->device_get) &&
          Bind(lib, "cuDevicePrimaryCtxRetain", &a->retain) &&
-         Bind(lib, "cuCtxSetCurrent", &a->set_current) && Bind(lib, "cuMemAlloc_v2", &a->alloc) &&
-         Bind(lib, "cuMemFree_v2", &a->free) && Bind(lib, "cuMemcpyHtoD_v2", &a->htod) &&
-         Bind(lib, "cuMemcpyDtoH_v2", &a->dtoh) && Bind(lib, "cuIpcGetMemHandle", &a->ipc_get) &&
+         Bind(lib, "cuCtxSetCurrent", &a->set_current) &&
+         Bind(lib, "cuCtxPushCurrent_v2", &a->push) && Bind(lib, "cuCtxPopCurrent_v2", &a->pop) &&
+         Bind(lib, "cuMemAlloc_v2", &a->alloc) && Bind(lib, "cuMemFree_v2", &a->free) &&
+         Bind(lib, "cuMemcpyHtoD_v2", &a->htod) && Bind(lib, "cuMemcpyDtoH_v2", &a->dtoh) &&
+         Bind(lib, "cuIpcGetMemHandle", &a->ipc_get) &&
          Bind(lib, "cuIpcOpenMemHandle_v2", &a->ipc_open) &&
          Bind(lib, "cuIpcCloseMemHandle", &a->ipc_close) &&
          Bind(lib, "cuCtxSynchronize", &a->synchronize) &&
@@ -80,7 +84,9 @@ class RealDriver final : public CudaDriver {
     RETURN_IF_ERROR(Check(api_.device_get(&dev, ordinal), "cuDeviceGet"));
     CuContext ctx = nullptr;
     RETURN_IF_ERROR(Check(api_.retain(&ctx, dev), "cuDevicePrimaryCtxRetain"));
-    return Check(api_.set_current(ctx), "cuCtxSetCurrent");
+    RETURN_IF_ERROR(Check(api_.set_current(ctx), "cuCtxSetCurrent"));
+    ordinal_ = ordinal;
+    return Status::Ok();
   }
   StatusOr<DevicePtr> Alloc(uint64_t bytes) override {
     DevicePtr p = 0;
@@ -106,15 +112,15 @@ class RealDriver final : public CudaDriver {
     RETURN_IF_ERROR(Check(api_.ipc_get(&h, p), "cuIpcGetMemHandle"));
     return h;
   }
-  StatusOr<DevicePtr> Open(const IpcHandle& h) override {
+  StatusOr<DevicePtr> Open(const IpcHandle& h, int device) override {
     DevicePtr p = 0;
-    RETURN_IF_ERROR(Ready());
-    RETURN_IF_ERROR(Check(api_.ipc_open(&p, h, kLazyEnablePeerAccess), "cuIpcOpenMemHandle"));
+    RETURN_IF_ERROR(InContextOf(device, [&] {
+      return Check(api_.ipc_open(&p, h, kLazyEnablePeerAccess), "cuIpcOpenMemHandle");
+    }));
     return p;
   }
-  Status Close(DevicePtr p) override {
-    RETURN_IF_ERROR(Ready());
-    return Check(api_.ipc_close(p), "cuIpcCloseMemHandle");
+  Status Close(DevicePtr p, int device) override {
+    return InContextOf(device, [&] { return Check(api_.ipc_close(p), "cuIpcCloseMemHandle"); });
   }
   Status Synchronize() override {
     RETURN_IF_ERROR(Ready());
@@ -123,6 +129,23 @@ class RealDriver final : public CudaDriver {
 
  private:
   Status Ready() const { return why_.empty() ? Status::Ok() : FailedPrecondition(why_); }
+  // Runs `f` with device `device`'s primary context current (pushed, then popped), or as it is
+  // when that is Init's device. The context stays retained: LibTorch uses it for the tensors
+  // over the mapping, and the process ends with it.
+  template <typename F>
+  Status InContextOf(int device, F f) {
+    RETURN_IF_ERROR(Ready());
+    if (device == ordinal_) return f();
+    CuDevice dev = 0;
+    CuContext ctx = nullptr;
+    RETURN_IF_ERROR(Check(api_.device_get(&dev, device), "cuDeviceGet"));
+    RETURN_IF_ERROR(Check(api_.retain(&ctx, dev), "cuDevicePrimaryCtxRetain"));
+    RETURN_IF_ERROR(Check(api_.push(ctx), "cuCtxPushCurrent"));
+    const Status st = f();
+    CuContext popped = nullptr;
+    const Status pop = Check(api_.pop(&popped), "cuCtxPopCurrent");
+    return st.ok() ? pop : st;
+  }
   Status Check(CuResult r, const char* what) const {
     if (r == 0) return Status::Ok();
     const char* text = nullptr;
@@ -133,6 +156,7 @@ class RealDriver final : public CudaDriver {
   }
 
   void* lib_ = nullptr;
+  int ordinal_ = -1;  // Init's device, whose context is current
   Api api_{};
   std::string why_;
 };

@@ -34,9 +34,11 @@ class CudaDriver {
   virtual Status CopyToHost(void* dst, DevicePtr src, uint64_t bytes) = 0;
   // The handle another process opens to map this allocation (whole allocation only).
   virtual StatusOr<IpcHandle> Export(DevicePtr p) = 0;
-  // Maps another process's allocation; never one of this process's own.
-  virtual StatusOr<DevicePtr> Open(const IpcHandle& h) = 0;
-  virtual Status Close(DevicePtr p) = 0;
+  // Maps another process's allocation, one on device `device`, in that device's primary context
+  // (as PyTorch opens a CUDA IPC handle: under the owner's device, so no peer access is needed);
+  // never one of this process's own.
+  virtual StatusOr<DevicePtr> Open(const IpcHandle& h, int device) = 0;
+  virtual Status Close(DevicePtr p, int device) = 0;
   // Waits for all work in the context, every stream: where a time is taken.
   virtual Status Synchronize() = 0;
 };

@@ -47,10 +47,10 @@ StatusOr<std::unique_ptr<DeviceBufferView>> DeviceBufferView::Open(CudaDriver* c
                                                                    const std::string& what) {
   if (std::string why = ExportProblem(x, expected_bytes, self); !why.empty())
     return FailedPrecondition(what + ": " + why);
-  ASSIGN_OR_RETURN(DevicePtr base, cuda->Open(x.handle));
-  return std::unique_ptr<DeviceBufferView>(new DeviceBufferView(cuda, base));
+  ASSIGN_OR_RETURN(DevicePtr base, cuda->Open(x.handle, x.device));
+  return std::unique_ptr<DeviceBufferView>(new DeviceBufferView(cuda, base, x.device));
 }
 
-DeviceBufferView::~DeviceBufferView() { (void)cuda_->Close(base_); }
+DeviceBufferView::~DeviceBufferView() { (void)cuda_->Close(base_, device_); }
 
 }  // namespace shoal

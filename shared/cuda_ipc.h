@@ -37,8 +37,8 @@ std::string ExportProblem(const CudaExport& x, uint64_t expected_bytes, pid_t se
 
 class DeviceBufferOwner {
  public:
-  // Allocates `bytes` on the driver's current device, uploads `host` (null: nothing, the buffer's
-  // contents are undefined) and fills `out`.
+  // Allocates `bytes` on the driver's current device (`device`, Init's), uploads `host` (null:
+  // nothing, the buffer's contents are undefined) and fills `out`.
   static StatusOr<std::unique_ptr<DeviceBufferOwner>> Create(CudaDriver* cuda, int device,
                                                              const void* host, uint64_t bytes,
                                                              pid_t self, CudaExport* out);
@@ -68,11 +68,14 @@ class DeviceBufferView {
   DeviceBufferView(const DeviceBufferView&) = delete;
   DeviceBufferView& operator=(const DeviceBufferView&) = delete;
   DevicePtr base() const { return base_; }
+  int device() const { return device_; }  // the owner's device, where the buffer lies
 
  private:
-  DeviceBufferView(CudaDriver* cuda, DevicePtr base) : cuda_(cuda), base_(base) {}
+  DeviceBufferView(CudaDriver* cuda, DevicePtr base, int device)
+      : cuda_(cuda), base_(base), device_(device) {}
   CudaDriver* cuda_;
   DevicePtr base_;
+  int device_;
 };
 
 }  // namespace shoal

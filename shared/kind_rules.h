@@ -30,6 +30,9 @@ struct KindRules {
   std::vector<std::string> devices = {"cpu"};
   // Whether its trainer marks each step for --allocator planned (worker/planned_allocator.h).
   bool marks_steps = false;
+  // With device cuda and no cuda_devices: worker i on device i mod the devices there are (a
+  // pipeline's stages, as torchgpipe places partitions), rather than all on device 0.
+  bool spreads_over_devices = false;
 };
 
 // multi_model's variants for n models, in worker order: linear, conv1d (n = 1); mlinear, mconv1d,

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "shared/batch_ring.h"
+#include "shared/spec.h"
 
 namespace shoal {
 
@@ -12,18 +13,7 @@ StatusOr<std::vector<uint32_t>> ParseBalance(const std::string& text, uint32_t s
   if (text.empty()) {
     for (uint32_t s = 0; s < stages; ++s) out.push_back(layers / stages + (s < layers % stages));
   } else {
-    size_t from = 0;
-    for (;;) {
-      const size_t comma = text.find(',', from);
-      const std::string part = text.substr(from, comma == std::string::npos ? comma : comma - from);
-      if (part.empty() || part.size() > 6 ||
-          part.find_first_not_of("0123456789") != std::string::npos)
-        return InvalidArgument("balance: '" + text +
-                               "' is not a comma-separated list of layer counts");
-      out.push_back(uint32_t(std::stoul(part)));
-      if (comma == std::string::npos) break;
-      from = comma + 1;
-    }
+    ASSIGN_OR_RETURN(out, ParseCommaList("balance", text, "layer counts"));
   }
   if (out.size() != stages) {
     return InvalidArgument("balance: " + std::to_string(out.size()) + " stage(s) in '" + text +

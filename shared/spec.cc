@@ -175,6 +175,19 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
 
 namespace {
 
+// Written into the spec, so that its record says where each worker trained: a kind that spreads
+// over devices puts worker i on i mod the devices there are; the others use device 0.
+void DefaultCudaDevices(v1::ExperimentSpec* s, const SpecLimits& limits) {
+  if (s->device() != "cuda" || s->has_cuda_devices() || limits.cuda_devices == 0) return;
+  const KindRules* kind = FindKind(s->kind());
+  std::string list = "0";
+  if (kind != nullptr && kind->spreads_over_devices) {
+    for (uint32_t i = 1; i < s->workers(); ++i)
+      list += "," + std::to_string(i % limits.cuda_devices);
+  }
+  s->set_cuda_devices(list);
+}
+
 void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_model()) s->set_model("mnist_convnet");
   if (!s->has_dataset()) s->set_dataset("synthetic");
@@ -194,6 +207,60 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
   if (!s->has_stall_timeout_ms()) s->set_stall_timeout_ms(60000);
   if (!s->has_force()) s->set_force(false);
+  DefaultCudaDevices(s, limits);
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint32_t>> ParseCommaList(const std::string& field, const std::string& text,
+                                               const std::string& what, size_t max_digits) {
+  std::vector<uint32_t> out;
+  size_t from = 0;
+  for (;;) {
+    const size_t comma = text.find(',', from);
+    const std::string part = text.substr(from, comma == std::string::npos ? comma : comma - from);
+    if (part.empty() || part.size() > max_digits ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      return InvalidArgument(field + ": '" + text + "' is not a comma-separated list of " + what);
+    out.push_back(uint32_t(std::stoul(part)));
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
+uint32_t CudaOrdinal(const v1::ExperimentSpec& spec, uint32_t index) {
+  if (!spec.has_cuda_devices()) return 0;
+  auto list = ParseCommaList("cuda_devices", spec.cuda_devices(), "device ordinals");
+  return list.ok() && !list->empty() ? (*list)[index % list->size()] : 0;
+}
+
+namespace {
+
+// Only with device cuda; ordinals the worker's LibTorch can see (when the daemon knows how many:
+// it does wherever cuda can run); hogwild's shared weights live on one device.
+Status ValidateCudaDevices(const v1::ExperimentSpec& s, const SpecLimits& limits) {
+  if (!s.has_cuda_devices()) return Status::Ok();
+  if (s.device() != "cuda")
+    return InvalidArgument("cuda_devices: only with device cuda (device is " + s.device() + ")");
+  ASSIGN_OR_RETURN(std::vector<uint32_t> list,
+                   ParseCommaList("cuda_devices", s.cuda_devices(), "device ordinals", 2));
+  for (uint32_t d : list) {
+    if (d > kMaxCudaOrdinal)
+      return InvalidArgument("cuda_devices: device " + std::to_string(d) + " is past ordinal " +
+                             std::to_string(kMaxCudaOrdinal));
+    if (limits.cuda_devices > 0 && d >= limits.cuda_devices) {
+      return InvalidArgument("cuda_devices: device " + std::to_string(d) + " in '" +
+                             s.cuda_devices() + "', but the worker's LibTorch sees " +
+                             std::to_string(limits.cuda_devices) + " device(s) (0.." +
+                             std::to_string(int(limits.cuda_devices) - 1) + ")");
+    }
+  }
+  if (s.share() && std::count(list.begin(), list.end(), list[0]) != long(list.size())) {
+    return InvalidArgument("cuda_devices: '" + s.cuda_devices() +
+                           "' names several devices, but shared weights live on one and every "
+                           "worker trains on it (give one device, or share no)");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -213,6 +280,7 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
     return InvalidArgument("device: kind " + s.kind() +
                            " does not train on cuda yet; allowed: cpu");
   if (ForkCudaShare(s)) return InvalidArgument(std::string("device: ") + kForkCudaShareWhy);
+  RETURN_IF_ERROR(ValidateCudaDevices(s, limits));
   RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
   RETURN_IF_ERROR(ValidateLength(s, limits));
   RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));

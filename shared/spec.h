@@ -29,6 +29,9 @@ struct SpecLimits {
   // Why device cuda cannot run on this node ("" when it can): a cuda spec is then refused with
   // FAILED_PRECONDITION, and a cuda sweep point carries it as its note.
   std::string cuda_missing = "no GPU: this daemon has not probed for one";
+  // The CUDA devices the worker's LibTorch sees (0: none, or not known): cuda_devices' range, and
+  // what a pipeline's stages spread over by default.
+  uint32_t cuda_devices = 0;
 };
 
 // A forked child cannot use a CUDA context its parent created: with shared weights the parent
@@ -37,6 +40,16 @@ bool ForkCudaShare(const v1::ExperimentSpec& s);
 extern const char* const kForkCudaShareWhy;
 
 constexpr uint32_t kDefaultBatches = 20;
+
+// "3,1,2" as numbers of at most `max_digits` digits each; INVALID_ARGUMENT "<field>: '<text>' is
+// not a comma-separated list of <what>" when it is anything else (an empty part included).
+StatusOr<std::vector<uint32_t>> ParseCommaList(const std::string& field, const std::string& text,
+                                               const std::string& what, size_t max_digits = 6);
+
+// The CUDA ordinal worker (pipeline: stage) `index` trains on: the (index mod n)-th of the spec's
+// cuda_devices, 0 when it has none. The spec is a validated one.
+uint32_t CudaOrdinal(const v1::ExperimentSpec& spec, uint32_t index);
+constexpr uint32_t kMaxCudaOrdinal = 63;
 
 // Fills every absent field with its default; never touches a present one. Idempotent.
 void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);

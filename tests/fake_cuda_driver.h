@@ -15,7 +15,10 @@ namespace shoal {
 
 class FakeDriver : public CudaDriver {
  public:
-  Status Init(int) override { return Status::Ok(); }
+  Status Init(int ordinal) override {
+    device = ordinal;
+    return Status::Ok();
+  }
   StatusOr<DevicePtr> Alloc(uint64_t bytes) override {
     if (fail == "alloc") return ResourceExhausted("CUDA out of memory (cuMemAlloc)");
     auto& buf = memory[next++];  // a map's nodes stay put: the address is stable
@@ -41,14 +44,16 @@ class FakeDriver : public CudaDriver {
     std::memcpy(h.bytes, &p, sizeof p);
     return h;
   }
-  StatusOr<DevicePtr> Open(const IpcHandle& h) override {
+  StatusOr<DevicePtr> Open(const IpcHandle& h, int on) override {
     DevicePtr p;
     std::memcpy(&p, h.bytes, sizeof p);
     opened.insert(p);
+    opened_on[p] = on;
     return p;
   }
-  Status Close(DevicePtr p) override {
+  Status Close(DevicePtr p, int on) override {
     closed.insert(p);
+    closed_on[p] = on;
     return Status::Ok();
   }
   Status Synchronize() override {
@@ -60,6 +65,8 @@ class FakeDriver : public CudaDriver {
   int next = 1;
   std::string fail;
   std::set<DevicePtr> freed, opened, closed;
+  std::map<DevicePtr, int> opened_on, closed_on;  // the device each mapping was made under
+  int device = -1;                                // Init's
   int syncs = 0;
 };
 

@@ -180,17 +180,22 @@ TEST(FormatTest, ACudaPipelineStageShowsItsDeviceFiguresAndOnlyWhatIsKnown) {
     st->set_end_layer(12 * (i + 1));
     st->set_peak_allocated_bytes(300 * kMiB);
   }
+  p->mutable_stage(0)->set_cuda_device(0);
   p->mutable_stage(0)->set_peak_reserved_bytes(400 * kMiB);
   p->mutable_stage(0)->set_peak_gpu_memory_bytes(900 * kMiB);
+  p->mutable_stage(1)->set_cuda_device(1);
   p->mutable_stage(1)->set_peak_reserved_bytes(410 * kMiB);  // NVML never read it
   const std::string out = FormatExperiment(e);
-  EXPECT_NE(out.find("cuda: peak reserved 400M, peak GPU memory 900M (NVML)\n"), std::string::npos)
+  EXPECT_NE(out.find("cuda:0: peak reserved 400M, peak GPU memory 900M (NVML)\n"),
+            std::string::npos)
       << out;
-  EXPECT_NE(out.find("cuda: peak reserved 410M, peak GPU memory - (NVML)\n"), std::string::npos)
+  EXPECT_NE(out.find("cuda:1: peak reserved 410M, peak GPU memory - (NVML)\n"), std::string::npos)
       << out;
-  p->mutable_stage(0)->clear_peak_reserved_bytes();
+  for (uint32_t i = 0; i < 2; ++i) {
+    p->mutable_stage(i)->clear_cuda_device();
+    p->mutable_stage(i)->clear_peak_reserved_bytes();
+  }
   p->mutable_stage(0)->clear_peak_gpu_memory_bytes();
-  p->mutable_stage(1)->clear_peak_reserved_bytes();
   EXPECT_EQ(FormatExperiment(e).find("cuda:"), std::string::npos);  // a CPU pipeline
 }
 

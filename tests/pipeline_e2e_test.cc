@@ -121,6 +121,8 @@ TEST_F(PipelineE2E, ShapesThatCannotBeCutAreRefusedNamingTheField) {
       {{"--checkpoint", "sometimes"},
        "checkpoint: 'sometimes' is not one of never, except_last, always"},
       {{"--workers", "2"}, "workers: 2 but a pipeline runs one process per stage (stages 1)"},
+      {{"--stages", "2", "--cuda-devices", "0,1"},
+       "cuda_devices: only with device cuda (device is cpu)"},
   };
   for (const auto& [flags, why] : cases) {
     std::vector<std::string> args = {"submit",    "--kind", "pipeline",     "--layers", "6",

@@ -178,10 +178,11 @@ struct Rings {
       BatchRing::Create(reinterpret_cast<uint8_t*>(segment.data()) + r.offset, r.slots,
                         r.slot_bytes);
   }
-  // Stage `stage`'s link, on a fake device, posing as process `pid`.
-  std::unique_ptr<RingLink> Link(uint32_t stage, CudaDriver* cuda, pid_t pid) {
+  // Stage `stage`'s link, on fake device `ordinal`, posing as process `pid`.
+  std::unique_ptr<RingLink> Link(uint32_t stage, CudaDriver* cuda, pid_t pid, int ordinal = 0) {
     return std::make_unique<RingLink>(StageLanes(segment.data(), layout, stage).value(),
-                                      LinkDevice{cuda, torch::kCPU, {}, pid}, [] { return true; });
+                                      LinkDevice{cuda, torch::kCPU, ordinal, {}, pid},
+                                      [] { return true; });
   }
 };
 
@@ -210,6 +211,29 @@ TEST(PipelineStageTest, RingsWithDeviceSlotsTrainAsMemoryLinksDo) {
     EXPECT_TRUE(cuda.freed.empty());  // owners free only when their link goes
   }
   EXPECT_EQ(cuda.freed.size(), 2u);
+}
+
+// Stages on two devices: each exports its buffers as on its own device, and maps its
+// neighbour's under the neighbour's device (as PyTorch opens a CUDA IPC handle), closing it there.
+TEST(PipelineStageTest, StagesOnTwoDevicesMapEachOthersBuffersUnderTheOwnersDevice) {
+  Rings rings(kChunks);
+  FakeDriver cuda;
+  auto l0 = rings.Link(0, &cuda, 100, 0), l1 = rings.Link(1, &cuda, 101, 1);
+  ASSERT_TRUE(l0->ExportDeviceSlots().ok());
+  ASSERT_TRUE(l1->ExportDeviceSlots().ok());
+  const CudaExport* forward = RingExport(rings.segment.data(), 0);   // stage 0 writes it
+  const CudaExport* backward = RingExport(rings.segment.data(), 1);  // stage 1 writes it
+  EXPECT_EQ(forward->device, 0);
+  EXPECT_EQ(backward->device, 1);
+
+  ExpectSame(SplitOver("except_last", l0.get(), l1.get()), Split("except_last"));
+  DevicePtr fwd = 0, bwd = 0;
+  std::memcpy(&fwd, forward->handle.bytes, sizeof fwd);  // the fake's handle is the address
+  std::memcpy(&bwd, backward->handle.bytes, sizeof bwd);
+  EXPECT_EQ(cuda.opened_on, (std::map<DevicePtr, int>{{fwd, 0}, {bwd, 1}}));
+  l0->CloseViews();
+  l1->CloseViews();
+  EXPECT_EQ(cuda.closed_on, cuda.opened_on);
 }
 
 TEST(PipelineStageTest, AReaderRefusesAnExportThatIsItsOwn) {

@@ -76,8 +76,10 @@ TEST(RunSummaryTest, PipelineStagesTakeTheirDevicesAllocatorFigures) {
   EXPECT_EQ(cpu.pipeline().stage(0).peak_activation_bytes(), 50000u - 12 * 1000);
   EXPECT_FALSE(cpu.pipeline().stage(0).has_peak_reserved_bytes());  // unknown on the CPU: absent
   EXPECT_FALSE(cpu.pipeline().stage(0).has_peak_gpu_memory_bytes());
+  EXPECT_FALSE(cpu.pipeline().stage(0).has_cuda_device());
 
   RunFacts f = TwoStages("cuda");
+  f.spec.set_cuda_devices("3,1");
   f.result->mutable_workers(1)->set_device_alloc_peak_bytes(80000);
   f.result->mutable_workers(1)->set_device_reserved_peak_bytes(90000);
   f.sampler.peak_gpu[601] = 500000;
@@ -92,6 +94,8 @@ TEST(RunSummaryTest, PipelineStagesTakeTheirDevicesAllocatorFigures) {
   EXPECT_EQ(gpu.peak_activation_bytes(), 80000u - 12 * 1000);
   EXPECT_EQ(gpu.peak_reserved_bytes(), 90000u);
   EXPECT_EQ(gpu.peak_gpu_memory_bytes(), 500000u);
+  EXPECT_EQ(blind.cuda_device(), 3u);  // where each stage trained, from its spec
+  EXPECT_EQ(gpu.cuda_device(), 1u);
 }
 
 TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {

@@ -258,6 +258,74 @@ TEST(SpecTest, TheReadmeQuotesEveryFieldAndItsDefault) {
   }
 }
 
+// Where each worker trains on CUDA is written into the spec: a pipeline spreads its stages over
+// the devices the worker's LibTorch sees (torchgpipe's one partition a device); hogwild stays on
+// device 0; a list given is kept; the CPU gets none.
+TEST(SpecTest, CudaDevicesDefaultPerKindAndAreKeptWhenGiven) {
+  SpecLimits l;
+  l.cuda_missing = "";
+  l.cuda_devices = 2;
+  auto spec = [&](const std::string& kind, uint32_t stages, const std::string& device) {
+    v1::ExperimentSpec s;
+    s.set_kind(kind);
+    s.set_device(device);
+    s.set_start("spawn");
+    if (kind == "pipeline") s.set_stages(stages);
+    ApplyDefaults(&s, l);
+    return s;
+  };
+  EXPECT_EQ(spec("pipeline", 3, "cuda").cuda_devices(), "0,1,0");
+  EXPECT_EQ(spec("pipeline", 1, "cuda").cuda_devices(), "0");
+  EXPECT_EQ(spec("hogwild", 1, "cuda").cuda_devices(), "0");
+  EXPECT_FALSE(spec("pipeline", 3, "cpu").has_cuda_devices());
+  const v1::ExperimentSpec p = spec("pipeline", 3, "cuda");
+  EXPECT_TRUE(ValidateSpec(p, l).ok()) << ValidateSpec(p, l).message();
+  EXPECT_EQ(CudaOrdinal(p, 1), 1u);
+  EXPECT_EQ(CudaOrdinal(p, 2), 0u);
+  EXPECT_EQ(CudaOrdinal(spec("pipeline", 3, "cpu"), 2), 0u);
+
+  v1::ExperimentSpec given;
+  given.set_kind("pipeline");
+  given.set_device("cuda");
+  given.set_stages(4);
+  given.set_cuda_devices("1,1,0");
+  ApplyDefaults(&given, l);
+  EXPECT_EQ(given.cuda_devices(), "1,1,0");
+  EXPECT_EQ(CudaOrdinal(given, 3), 1u);  // (i mod n)-th
+  EXPECT_EQ(CudaOrdinal(given, 2), 0u);
+}
+
+TEST(SpecTest, CudaDevicesAreCheckedAgainstTheDevicesThereAre) {
+  SpecLimits l;
+  l.cuda_missing = "";
+  l.cuda_devices = 2;
+  auto why = [&](const std::string& device, const std::string& list, bool share) {
+    v1::ExperimentSpec s;
+    s.set_device(device);
+    s.set_start("spawn");
+    s.set_share(share);
+    s.set_workers(2);
+    s.set_cuda_devices(list);
+    ApplyDefaults(&s, l);
+    return ValidateSpec(s, l).message();
+  };
+  EXPECT_EQ(why("cuda", "0,1", false), "");
+  EXPECT_EQ(why("cpu", "0", false), "cuda_devices: only with device cuda (device is cpu)");
+  EXPECT_EQ(why("cuda", "0,,1", false),
+            "cuda_devices: '0,,1' is not a comma-separated list of device ordinals");
+  EXPECT_EQ(why("cuda", "1,2", false),
+            "cuda_devices: device 2 in '1,2', but the worker's LibTorch sees 2 device(s) (0..1)");
+  EXPECT_EQ(why("cuda", "64", false), "cuda_devices: device 64 is past ordinal 63");
+  EXPECT_EQ(why("cuda", "1,1", true), "");
+  EXPECT_NE(why("cuda", "0,1", true).find("cuda_devices: '0,1' names several devices, but shared"),
+            std::string::npos);
+  v1::ExperimentSpec mm;  // a kind that has no CUDA path does not read the field
+  mm.set_kind("multi_model");
+  mm.set_cuda_devices("0");
+  ApplyDefaults(&mm, l);
+  EXPECT_EQ(ValidateSpec(mm, l).message(), "cuda_devices: not a field of kind multi_model");
+}
+
 TEST(SpecTest, DatasetMustBeAnMnistDirectory) {
   EXPECT_TRUE(CheckDataset("synthetic").ok());
   Status st = CheckDataset("/nonexistent/dir");

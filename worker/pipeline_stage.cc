@@ -144,7 +144,8 @@ StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64
   return need;
 }
 
-StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const SlotData& data) {
+StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const SlotData& data,
+                                    torch::Device to) {
   uint32_t count = 0;
   if (bytes < 8) return DataLoss("pipeline: a message shorter than its header");
   std::memcpy(&count, in, 4);
@@ -164,7 +165,8 @@ StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const Slo
         return DataLoss("pipeline: a state larger than its message");
     }
     if (at + kTensorHeaderBytes + n > bytes) return DataLoss("pipeline: a truncated message");
-    out.push_back(data(at + kTensorHeaderBytes, c10::IntArrayRef(dims, ndim)).clone());
+    out.push_back(data(at + kTensorHeaderBytes, c10::IntArrayRef(dims, ndim))
+                      .to(to, /*non_blocking=*/false, /*copy=*/true));
     at += kTensorHeaderBytes + n;
   }
   return out;

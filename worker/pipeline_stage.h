@@ -80,10 +80,11 @@ SlotData HostSlotData(uint8_t* message);
 SlotData DeviceSlotData(uint64_t base, torch::Device device);
 
 // States as one ring message (shared/pipeline.h's format; headers at `out`, data through `data`)
-// and back (copied out, on the data's device). Both return once the copies are queued: on CUDA,
-// synchronise before the slot is handed on.
+// and back (copied out onto device `to`, from wherever the data lies). Both return once the
+// copies are queued: on CUDA, synchronise before the slot is handed on.
 StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64_t capacity,
                                 const SlotData& data);
-StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const SlotData& data);
+StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const SlotData& data,
+                                    torch::Device to = torch::kCPU);
 
 }  // namespace shoal

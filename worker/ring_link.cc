@@ -38,8 +38,8 @@ Status RingLink::ExportDeviceSlots() {
   for (Side side : {kToPrev, kToNext}) {
     Lane& l = lanes_[side];
     if (!l.ring) continue;
-    ASSIGN_OR_RETURN(l.owner, DeviceBufferOwner::Create(dev_.driver, 0, nullptr, l.device_bytes(),
-                                                        dev_.self, l.exported));
+    ASSIGN_OR_RETURN(l.owner, DeviceBufferOwner::Create(dev_.driver, dev_.ordinal, nullptr,
+                                                        l.device_bytes(), dev_.self, l.exported));
   }
   return Status::Ok();
 }
@@ -54,8 +54,13 @@ StatusOr<SlotData> RingLink::DataOf(Lane& l, uint64_t msg, uint8_t* slot) {
     ASSIGN_OR_RETURN(l.view, DeviceBufferView::Open(dev_.driver, *l.exported, l.device_bytes(),
                                                     dev_.self, "pipeline slots"));
   }
+  // A neighbour's buffer is read as a tensor on the neighbour's device (DecodeStates copies it
+  // across to ours). The CPU here: a fake driver's.
   const DevicePtr base = l.owner ? l.owner->base() : l.view->base();
-  return DeviceSlotData(base + (msg % l.ring->slots()) * l.ring->slot_bytes(), dev_.device);
+  const torch::Device on = l.owner || !dev_.device.is_cuda()
+                               ? dev_.device
+                               : torch::Device(torch::kCUDA, c10::DeviceIndex(l.view->device()));
+  return DeviceSlotData(base + (msg % l.ring->slots()) * l.ring->slot_bytes(), on);
 }
 
 Status RingLink::Send(Lane& l, uint64_t msg, const AmoebaStates& s) {
@@ -74,8 +79,11 @@ StatusOr<AmoebaStates> RingLink::Receive(Lane& l, uint64_t msg) {
                     std::to_string(l.ring->slot_bytes()));
   }
   ASSIGN_OR_RETURN(SlotData data, DataOf(l, msg, const_cast<uint8_t*>(in.first)));
-  auto states = DecodeStates(in.first, in.second, data);
-  if (dev_.sync) dev_.sync();  // copied out before the writer may reuse the slot
+  auto states = DecodeStates(in.first, in.second, data, dev_.device);
+  // Copied out before the writer may reuse the slot. From another device too: LibTorch queues a
+  // copy across on the source device and makes our stream wait for it, so our context's
+  // synchronise waits for the copy.
+  if (dev_.sync) dev_.sync();
   l.ring->EndRead(msg);
   return states;
 }

@@ -37,6 +37,7 @@ StatusOr<std::array<Lane, 4>> StageLanes(void* base, const PipelineLayout& layou
 struct LinkDevice {
   CudaDriver* driver = nullptr;
   torch::Device device = torch::kCPU;
+  int ordinal = 0;  // CUDA: the device this stage's buffers are on (device's index; fakes: any)
   std::function<void()> sync;  // waits for the device's queued copies
   pid_t self = 0;              // CUDA IPC opens no export of one's own
 };

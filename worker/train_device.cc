@@ -6,6 +6,9 @@
 
 #include <mutex>
 #include <stdexcept>
+#include <string>
+
+#include "shared/spec.h"
 
 namespace shoal {
 
@@ -31,16 +34,23 @@ std::shared_ptr<TrainDevice> TrainDevice::Cpu() {
   return std::shared_ptr<TrainDevice>(new TrainDevice(torch::Device(torch::kCPU), nullptr));
 }
 
-StatusOr<std::shared_ptr<TrainDevice>> TrainDevice::ForSpec(const v1::ExperimentSpec& spec) {
+StatusOr<std::shared_ptr<TrainDevice>> TrainDevice::ForSpec(const v1::ExperimentSpec& spec,
+                                                            uint32_t index) {
   if (spec.device() != "cuda") return Cpu();
   if (!torch::cuda::is_available())
     return FailedPrecondition("device cuda: this worker's LibTorch sees no CUDA device");
-  const torch::Device dev(torch::kCUDA, 0);
-  // LibTorch creates the device's primary context and makes it current on this thread; the
-  // driver then retains that same context.
+  const uint32_t ordinal = CudaOrdinal(spec, index);
+  const size_t seen = torch::cuda::device_count();
+  if (ordinal >= seen)  // the daemon checked against its worker's count; this one may see fewer
+    return FailedPrecondition("cuda_devices: device " + std::to_string(ordinal) +
+                              ", but this worker's LibTorch sees " + std::to_string(seen));
+  const torch::Device dev(torch::kCUDA, c10::DeviceIndex(ordinal));
+  // LibTorch makes the device current on this thread (so its later calls without a guard use
+  // it), creating its primary context; the driver then retains that same context.
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(dev);
   (void)torch::zeros({1}, torch::TensorOptions().device(dev));
   auto driver = LoadCudaDriver();
-  RETURN_IF_ERROR(driver->Init(0));
+  RETURN_IF_ERROR(driver->Init(int(ordinal)));
   return std::shared_ptr<TrainDevice>(new TrainDevice(dev, std::move(driver)));
 }
 

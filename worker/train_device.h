@@ -1,6 +1,7 @@
-// Where a worker trains: the CPU, or CUDA device 0. On CUDA the worker also holds the driver
-// Shoal calls beside LibTorch: to open the leader's IPC weight buffer and to synchronise the
-// device where a time is taken (LibTorch's calls return once the work is queued, not done).
+// Where a worker trains: the CPU, or a CUDA device (its spec's cuda_devices). On CUDA the worker
+// also holds the driver Shoal calls beside LibTorch: to open the leader's IPC weight buffer and to
+// synchronise the device where a time is taken (LibTorch's calls return once the work is queued,
+// not done).
 #pragma once
 
 #include <torch/torch.h>
@@ -30,8 +31,10 @@ bool BackwardTouchesCuda();
 class TrainDevice {
  public:
   static std::shared_ptr<TrainDevice> Cpu();
-  // The spec's device. cuda: LibTorch must see a device; it is initialised on this thread.
-  static StatusOr<std::shared_ptr<TrainDevice>> ForSpec(const v1::ExperimentSpec& spec);
+  // Worker `index`'s device. cuda: the spec's CudaOrdinal for it, which LibTorch must see; it
+  // is made current and initialised on this thread.
+  static StatusOr<std::shared_ptr<TrainDevice>> ForSpec(const v1::ExperimentSpec& spec,
+                                                        uint32_t index);
 
   const torch::Device& device() const { return device_; }
   bool is_cuda() const { return device_.is_cuda(); }

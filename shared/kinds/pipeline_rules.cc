@@ -103,6 +103,7 @@ KindRules PipelineRules() {
   k.summary = "AmoebaNet-D cut into stage processes on a GPipe schedule (seed 004)";
   k.models = {"amoebanet_d"};
   k.devices = {"cpu", "cuda"};
+  k.spreads_over_devices = true;
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;

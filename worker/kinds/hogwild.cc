@@ -39,7 +39,7 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   CopyParamsToSegment(*model_, plan_, weights_.data());
   initial_checksum_ = SegmentChecksum(plan_, weights_.data());
   env.segment_created("weights", weights_.size());
-  if (spec.device() == "cuda") return spec.share() ? ExportToDevice() : Status::Ok();
+  if (spec.device() == "cuda") return spec.share() ? ExportToDevice(spec) : Status::Ok();
   // With sharing off the segment is only where attached workers copy their initial weights from;
   // forked workers inherit the leader's private copy.
   if (spec.share()) RETURN_IF_ERROR(BindParamsToSegment(*model_, plan_, weights_.data()));
@@ -48,17 +48,19 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
 
 // Only here does the leader touch CUDA: shared weights need a buffer that outlives every worker.
 // Without sharing it never does, so `fork` can start cuda workers (their parent has no context).
-Status HogwildKind::ExportToDevice() {
+Status HogwildKind::ExportToDevice(const v1::ExperimentSpec& spec) {
   leader_cuda_ = LoadCudaDriver();
-  RETURN_IF_ERROR(leader_cuda_->Init(0));
+  const int device = int(CudaOrdinal(spec, 0));  // every worker's, as validation made sure
+  RETURN_IF_ERROR(leader_cuda_->Init(device));
   auto* header = static_cast<WeightsHeader*>(weights_.data());
-  ASSIGN_OR_RETURN(owner_, DeviceBufferOwner::Create(leader_cuda_.get(), 0, weights_.data(),
+  ASSIGN_OR_RETURN(owner_, DeviceBufferOwner::Create(leader_cuda_.get(), device, weights_.data(),
                                                      plan_.total_bytes, getpid(), &header->cuda));
   return Status::Ok();
 }
 
-Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, const WeightsHeader& wh) {
-  ASSIGN_OR_RETURN(device_, TrainDevice::ForSpec(spec));
+Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index,
+                                  const WeightsHeader& wh) {
+  ASSIGN_OR_RETURN(device_, TrainDevice::ForSpec(spec, index));
   if (!device_->is_cuda()) return Status::Ok();
   if (!spec.share()) {  // its own copy, already in the model's (CPU) parameters
     model_->to(device_->device());
@@ -87,19 +89,19 @@ Status HogwildKind::Attach(WorkerEnv& env) {
     ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
   }
   if (shared_on_cpu) return BindParamsToSegment(*model_, *wh, weights_.data());
-  if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, *wh);
+  if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, env.index, *wh);
   // A private copy: take the initial weights and let go of the segment, so this worker cannot
   // quietly train the shared copy (torch.multiprocessing's spawn pitfall).
   CopyParamsFromSegment(*model_, *wh, weights_.data());
   weights_.Unmap();
-  return PlaceOnDevice(spec, *wh);
+  return PlaceOnDevice(spec, env.index, *wh);
 }
 
 int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   ApplyAllocatorPolicy(env.spec.allocator());
   at::set_num_threads(1);  // until the trainer sets the spec's count
   // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
-  Status st = forked_from_leader ? PlaceOnDevice(env.spec, plan_) : Attach(env);
+  Status st = forked_from_leader ? PlaceOnDevice(env.spec, env.index, plan_) : Attach(env);
   StepSync sync;
   if (st.ok()) st = BeforeTraining(env, *model_, &sync);
   if (!st.ok()) return WorkerFails(env.slot, env.index, st.message());

@@ -33,10 +33,10 @@ class HogwildKind : public WorkerKind {
   // Attaches to the leader's segments; binds (shared) or copies (private) the weights.
   Status Attach(WorkerEnv& env);
   // The leader, cuda and shared: the device buffer, exported in the segment's header.
-  Status ExportToDevice();
+  Status ExportToDevice(const v1::ExperimentSpec& spec);
   // A worker on cuda: the model onto the device, its weights the leader's buffer (shared) or
   // its own copy. `wh` is the segment's header.
-  Status PlaceOnDevice(const v1::ExperimentSpec& spec, const WeightsHeader& wh);
+  Status PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index, const WeightsHeader& wh);
 
   ShmSegment data_, weights_;
   WeightsHeader plan_{};

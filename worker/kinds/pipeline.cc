@@ -52,11 +52,11 @@ void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, bool last, u
 
 // The stage's peak allocations of this step: LibTorch's CUDA allocator's on a GPU, the counting
 // allocator's (CPU) otherwise.
-void RecordPeaks(WorkerSlot* slot, const CountingAllocator* counter, bool cuda) {
+void RecordPeaks(WorkerSlot* slot, const CountingAllocator* counter, const TrainDevice& dev) {
   auto keep_max = [](std::atomic<uint64_t>& a, uint64_t v) { a.store(std::max(a.load(), v)); };
   keep_max(slot->alloc_peak_bytes, counter->peak());
-  if (!cuda) return;
-  if (auto p = CudaMemoryPeaks(0)) {
+  if (!dev.is_cuda()) return;
+  if (auto p = CudaMemoryPeaks(dev.device().index())) {
     keep_max(slot->device_alloc_peak_bytes, p->allocated);
     keep_max(slot->device_reserved_peak_bytes, p->reserved);
   }
@@ -91,7 +91,7 @@ int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const Tr
   const bool first = env.index == 0, last = env.index + 1 == spec.stages();
   for (uint64_t step = 0; step < spec.batches(); ++step) {
     counter->ResetPeak();
-    if (dev.is_cuda()) ResetCudaMemoryPeaks(0);
+    if (dev.is_cuda()) ResetCudaMemoryPeaks(dev.device().index());
     const auto t0 = SteadyClock::now();
     // Made on the CPU (the same numbers on every device), then moved.
     const torch::Tensor images = first ? Images(spec, step).to(dev.device()) : torch::Tensor();
@@ -103,7 +103,7 @@ int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const Tr
       if (LeaderGone(env.lifetime_fd)) return kLeaderGoneExit;
       return WorkerFails(slot, env.index, times.status().message());
     }
-    RecordPeaks(slot, counter, dev.is_cuda());
+    RecordPeaks(slot, counter, dev);
     Record(slot, *times, data_ns, last, step, spec.batch_size());
   }
   slot->vmhwm_bytes.store(SelfVmHwm());
@@ -142,7 +142,7 @@ int PipelineKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   at::set_num_threads(int(env.spec.threads()));
   auto layout = PlanPipeline(env.spec);
   if (!layout.ok()) return WorkerFails(env.slot, env.index, layout.status().message());
-  auto dev = TrainDevice::ForSpec(env.spec);
+  auto dev = TrainDevice::ForSpec(env.spec, env.index);
   if (!dev.ok()) return WorkerFails(env.slot, env.index, dev.status().message());
   if (!forked_from_leader && layout->total_bytes > 0) {
     auto seg = ShmSegment::Open(SegmentName(env.experiment_id, "rings"), true);
@@ -152,9 +152,10 @@ int PipelineKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   auto lanes = StageLanes(rings_.data(), *layout, env.index);
   if (!lanes.ok()) return WorkerFails(env.slot, env.index, lanes.status().message());
   const TrainDevice* d = dev->get();
-  RingLink link(std::move(lanes).value(),
-                LinkDevice{d->driver(), d->device(), [d] { d->Sync(); }, getpid()},
-                [&] { return !LeaderGone(env.lifetime_fd); });
+  RingLink link(
+      std::move(lanes).value(),
+      LinkDevice{d->driver(), d->device(), d->device().index(), [d] { d->Sync(); }, getpid()},
+      [&] { return !LeaderGone(env.lifetime_fd); });
   // A stage that fails frees its slot buffers at once (the link goes): a neighbour still copying
   // from one may then fail too, but the supervisor reports the first exit, this one.
   if (int rc = Train(env, *layout, &link, **dev); rc != 0) return rc;
