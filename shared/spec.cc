@@ -206,6 +206,7 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_activations()) s->set_activations("pytorch");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
   if (!s->has_stall_timeout_ms()) s->set_stall_timeout_ms(60000);
+  if (!s->has_step_timeout_ms()) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
   if (!s->has_force()) s->set_force(false);
   DefaultCudaDevices(s, limits);
 }
@@ -302,6 +303,10 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (s.stall_timeout_ms() != 0) {
     RETURN_IF_ERROR(InRange("stall_timeout_ms", s.stall_timeout_ms(), limits.min_stall_timeout_ms,
                             limits.max_stall_timeout_ms));
+  }
+  if (s.step_timeout_ms() != 0) {
+    RETURN_IF_ERROR(InRange("step_timeout_ms", s.step_timeout_ms(), limits.min_stall_timeout_ms,
+                            limits.max_step_timeout_ms));
   }
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
   if (s.has_dataset() && s.dataset().empty())

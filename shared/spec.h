@@ -25,6 +25,7 @@ struct SpecLimits {
   uint32_t max_eval_samples = 10000;
   uint32_t min_stall_timeout_ms = 500;
   uint32_t max_stall_timeout_ms = 3600000;
+  uint32_t max_step_timeout_ms = 86400000;  // a day: AmoebaNet at full size steps in minutes
   std::vector<std::string> data_roots;  // datasets must lie below one of these (empty: anywhere)
   // Why device cuda cannot run on this node ("" when it can): a cuda spec is then refused with
   // FAILED_PRECONDITION, and a cuda sweep point carries it as its note.
@@ -40,6 +41,10 @@ bool ForkCudaShare(const v1::ExperimentSpec& s);
 extern const char* const kForkCudaShareWhy;
 
 constexpr uint32_t kDefaultBatches = 20;
+// 30 minutes: far past any step measured here (seed 004's stages step in seconds on 2 cores; its
+// full-size stage ran 150 s without finishing one before memory ran out), so only a step that
+// will not end reaches it. Larger work raises it.
+constexpr uint32_t kDefaultStepTimeoutMs = 1800000;
 
 // "3,1,2" as numbers of at most `max_digits` digits each; INVALID_ARGUMENT "<field>: '<text>' is
 // not a comma-separated list of <what>" when it is anything else (an empty part included).

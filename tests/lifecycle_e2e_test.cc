@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -150,6 +151,38 @@ TEST_F(Lifecycle, StalledWorkerFails) {
   EXPECT_NE(e["error"].get<std::string>().find("worker 0 stalled (no heartbeat for 1500 ms)"),
             std::string::npos)
       << e["error"];
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
+}
+
+// Heartbeats alone miss a worker that is alive but never moves. Here the trainer of data_loading
+// waits forever on a loader that no longer runs (stopped, with stall detection set long so that it
+// is not what catches it): the step timeout does, naming the loader (and the trainer if its own
+// timeout ran out at the same look), and nothing is left.
+TEST_F(Lifecycle, AWorkerThatMakesNoStepFailsTheRun) {
+  const std::string id = Submit({"--kind", "data_loading", "--loaders", "1", "--start", "fork",
+                                 "--epochs", "100", "--dataset", "synthetic", "--stall-timeout-ms",
+                                 "600000", "--step-timeout-ms", "3000"});
+  json e = WaitTraining(id, 2);
+  // Past the first steps, which warm up for seconds on 2 cores (the timeout counts them too).
+  WaitFor(
+      [&] {
+        e = Get(id);
+        for (const auto& p : e["processes"])
+          if (p["role"] == "worker" && p["index"] == 0) return p["steps"].get<uint64_t>() >= 3;
+        return false;
+      },
+      60);
+  ASSERT_EQ(e["state"], "RUNNING") << e.dump();
+  const auto pids = Pids(e);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(WorkerPid(e, 1), SIGSTOP), 0);
+  e = WaitEnded(id);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_EQ(e["state"], "FAILED");
+  const std::string error = e["error"].get<std::string>();
+  EXPECT_NE(error.find("1 made no progress for 3000 ms while training (heartbeat alive"),
+            std::string::npos)
+      << error;
   EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
 }
 

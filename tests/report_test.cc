@@ -383,6 +383,7 @@ TEST(ReportTest, FixedFieldsListWhatDidNotVary) {
       {"eval_samples", "1000"},
       {"sample_interval_ms", "200"},
       {"stall_timeout_ms", "60000"},
+      {"step_timeout_ms", "1800000"},
       {"workers", "1"},
   };
   EXPECT_EQ(fixed, want);
@@ -694,6 +695,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "eval_samples",
                                                "sample_interval_ms",
                                                "stall_timeout_ms",
+                                               "step_timeout_ms",
                                                "models",
                                                "iterations",
                                                "loaders",
@@ -829,8 +831,8 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "4",         "1",
                                           "cache",     "pytorch",
                                           "1000",      "200",
-                                          "60000",     "",
-                                          "",               // models, iterations: not hogwild's
+                                          "60000",     "1800000",
+                                          "",          "",  // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor
                                           "",          "",  // nodes, node_rank, master,
                                           "",          "",  // node_daemons, scaling:

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -149,6 +150,52 @@ TEST_F(SupervisorTest, ZeroStallTimeoutMeansNoStallDetection) {
   later.join();
   EXPECT_TRUE(signals_.empty());
   EXPECT_GE(progress_, 2);  // progress every 50 ms meanwhile
+}
+
+// A worker deadlocked inside a step: its heartbeat thread beats on, but its latest step stays.
+// Worker 1 steps every 20 ms meanwhile and is not named; worker 0 is, and killed.
+TEST_F(SupervisorTest, ATrainingWorkerWhoseStepNeverEndsIsStuck) {
+  spec_.set_stall_timeout_ms(10000);
+  spec_.set_step_timeout_ms(300);
+  kill_on_term_ = false;
+  std::atomic<bool> done{false};
+  for (uint32_t i = 0; i < 2; ++i) {
+    board_->slot(i)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+    board_->slot(i)->last_step_ns.store(1);
+  }
+  std::thread beats([&] {
+    for (uint64_t n = 2; !done; ++n) {
+      for (uint32_t i = 0; i < 2; ++i) board_->slot(i)->heartbeat_ns.store(MonotonicNs());
+      board_->slot(1)->last_step_ns.store(n);  // worker 1 steps; worker 0 never again
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Run(),
+            "worker 0 made no progress for 300 ms while training (heartbeat alive: a step "
+            "deadlocked, or slower than --step-timeout-ms)");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  done = true;
+  beats.join();
+  EXPECT_EQ(signals_.front(), (std::pair<pid_t, int>{kPid0, SIGKILL}));
+}
+
+// Off, or a worker not yet training (still starting: loading, warming up), is never stuck.
+TEST_F(SupervisorTest, NoStepTimeoutOrNoTrainingMeansNotStuck) {
+  for (uint32_t timeout : {0u, 100u}) {
+    spec_.set_stall_timeout_ms(0);
+    spec_.set_step_timeout_ms(timeout);
+    board_->slot(0)->phase.store(
+        static_cast<uint32_t>(timeout == 0 ? WorkerPhase::kTraining : WorkerPhase::kStarting));
+    std::thread later([this] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      launcher_.End(kPid0, 0);
+      launcher_.End(kPid1, 0);
+    });
+    EXPECT_EQ(Run(), "") << timeout;
+    later.join();
+    EXPECT_TRUE(signals_.empty()) << timeout;
+  }
 }
 
 TEST_F(SupervisorTest, ALostForkServerFailsAndKillsEveryone) {

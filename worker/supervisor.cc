@@ -81,21 +81,54 @@ bool WorkerSupervisor::CollectExits() {
   return true;
 }
 
+// A stalled worker is named alone; stuck ones all together, as a worker blocked on a stuck
+// neighbour (a pipeline stage, a replica in an all-reduce) makes no step either.
 void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) {
-  if (spec_.stall_timeout_ms() == 0) return;  // the user turned stall detection off
-  const uint64_t stall_ns = uint64_t(spec_.stall_timeout_ms()) * 1000000ull;
   const uint64_t t = MonotonicNs();
+  std::vector<std::pair<pid_t, uint32_t>> stuck;
   for (auto& [p, i] : live_) {
     const WorkerSlot* w = board_.slot(i);
     if (w->phase.load() == static_cast<uint32_t>(WorkerPhase::kFinished)) continue;
-    const uint64_t beat = std::max(w->heartbeat_ns.load(), requested_mono[i]);
-    if (t > beat + stall_ns) {
+    if (std::string why = Stalled(*w, requested_mono[i], t); !why.empty()) {
       Signal(p, SIGKILL);  // a stopped or wedged process does not act on SIGTERM
-      StopAll("worker " + std::to_string(i) + " stalled (no heartbeat for " +
-              std::to_string(spec_.stall_timeout_ms()) + " ms)");
+      StopAll("worker " + std::to_string(i) + " " + why);
       return;
     }
+    if (Stuck(*w, i, t)) stuck.emplace_back(p, i);
   }
+  if (stuck.empty()) return;
+  std::string who;
+  for (const auto& [p, i] : stuck) {
+    Signal(p, SIGKILL);
+    who += (who.empty() ? "" : ", ") + std::to_string(i);
+  }
+  StopAll((stuck.size() == 1 ? "worker " : "workers ") + who + " made no progress for " +
+          std::to_string(spec_.step_timeout_ms()) +
+          " ms while training (heartbeat alive: a step deadlocked, or slower than "
+          "--step-timeout-ms)");
+}
+
+// No heartbeat: the process is stopped, or its heartbeat thread is not scheduled.
+std::string WorkerSupervisor::Stalled(const WorkerSlot& w, uint64_t requested, uint64_t t) const {
+  if (spec_.stall_timeout_ms() == 0) return "";  // the user turned stall detection off
+  const uint64_t beat = std::max(w.heartbeat_ns.load(), requested);
+  if (t <= beat + uint64_t(spec_.stall_timeout_ms()) * 1000000ull) return "";
+  return "stalled (no heartbeat for " + std::to_string(spec_.stall_timeout_ms()) + " ms)";
+}
+
+// Beating but not moving: a training worker whose latest step (a loader's latest batch) has not
+// changed for step_timeout_ms, timed from when this supervisor first saw it training.
+bool WorkerSupervisor::Stuck(const WorkerSlot& w, uint32_t i, uint64_t t) {
+  if (spec_.step_timeout_ms() == 0) return false;
+  if (w.phase.load() != static_cast<uint32_t>(WorkerPhase::kTraining)) return false;
+  if (marks_.size() <= i) marks_.resize(i + 1);
+  StepMark& m = marks_[i];
+  const uint64_t last = w.last_step_ns.load(std::memory_order_relaxed);
+  if (m.seen_ns == 0 || last != m.last_step_ns) {
+    m = {last, t};
+    return false;
+  }
+  return t > m.seen_ns + uint64_t(spec_.step_timeout_ms()) * 1000000ull;
 }
 
 bool WorkerSupervisor::PhaseChanged() {
