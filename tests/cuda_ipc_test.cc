@@ -3,6 +3,7 @@
 // path, failures included), and the refusals.
 #include "shared/cuda_ipc.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -87,6 +88,73 @@ TEST(CudaIpcTest, AWorkerRefusesAnExportItMustNotOpen) {
   EXPECT_EQ(view.status().message(),
             "shared CUDA weights: the exported device buffer holds 64 bytes, 128 expected");
   EXPECT_TRUE(cuda.opened.empty());
+}
+
+// The real driver binding loaded over the stand-in libcuda (tests/fake_cuda), which logs each
+// call with the device whose context is current.
+class RealDriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    setenv("SHOAL_CUDA_LIBRARY", SHOAL_FAKE_CUDA, 1);
+    cuda_ = LoadCudaDriver();
+    unsetenv("SHOAL_CUDA_LIBRARY");
+    lib_ = dlopen(SHOAL_FAKE_CUDA, RTLD_NOW | RTLD_NOLOAD);  // the copy the driver loaded
+    ASSERT_NE(lib_, nullptr);
+    log_ = reinterpret_cast<const char* (*)()>(dlsym(lib_, "shoal_fake_cuda_log"));
+    ASSERT_NE(log_, nullptr);
+    from_ = std::strlen(log_());  // the library lives on between tests: only this test's calls
+  }
+  void TearDown() override {
+    cuda_.reset();
+    if (lib_ != nullptr) dlclose(lib_);
+    unsetenv("SHOAL_FAKE_CUDA_FAIL");
+  }
+  std::string Log() const { return std::string(log_()).substr(from_); }
+
+  std::unique_ptr<CudaDriver> cuda_;
+  void* lib_ = nullptr;
+  const char* (*log_)() = nullptr;
+  size_t from_ = 0;
+};
+
+// Allocations, copies and synchronises run in Init's device's context; a buffer of another device
+// is mapped and unmapped under that device's context, pushed for the call and popped after (as
+// PyTorch opens an IPC handle under the storage's device), with lazy peer access asked for.
+TEST_F(RealDriverTest, AMappingOfAnotherDevicesBufferIsMadeUnderThatDevice) {
+  ASSERT_TRUE(cuda_->Init(1).ok());
+  auto p = cuda_->Alloc(64);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  auto h = cuda_->Export(*p);
+  ASSERT_TRUE(h.ok());
+  auto mine = cuda_->Open(*h, 1);
+  auto theirs = cuda_->Open(*h, 0);
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  EXPECT_EQ(*theirs, *p);  // the fake's mapping is the buffer itself
+  EXPECT_TRUE(cuda_->Close(*theirs, 0).ok());
+  EXPECT_TRUE(cuda_->Close(*mine, 1).ok());
+  EXPECT_TRUE(cuda_->Synchronize().ok());
+  EXPECT_TRUE(cuda_->Free(*p).ok());
+  EXPECT_EQ(Log(),
+            "init;retain 1;set 1;alloc@1;export@1;open lazy@1;"
+            "retain 0;push 0;open lazy@0;pop 0;retain 0;push 0;close@0;pop 0;"
+            "close@1;sync@1;free@1;");
+}
+
+TEST_F(RealDriverTest, OutOfMemoryIsSaidPlainlyAndOtherErrorsNameTheCall) {
+  ASSERT_TRUE(cuda_->Init(0).ok());
+  setenv("SHOAL_FAKE_CUDA_FAIL", "cuMemAlloc", 1);
+  const auto oom = cuda_->Alloc(64);
+  EXPECT_EQ(oom.status().code(), Code::kResourceExhausted);
+  EXPECT_EQ(oom.status().message(), "CUDA out of memory (cuMemAlloc)");
+  IpcHandle h{};
+  const auto far = cuda_->Open(h, 7);  // the fake has 2 devices
+  EXPECT_EQ(far.status().code(), Code::kInternal);
+  EXPECT_EQ(far.status().message(), "cuDeviceGet: CUDA error 101: invalid device ordinal");
+  setenv("SHOAL_FAKE_CUDA_FAIL", "cuIpcOpenMemHandle", 1);
+  const auto failed = cuda_->Open(h, 1);  // fails inside the pushed context: popped all the same
+  EXPECT_EQ(failed.status().message(), "cuIpcOpenMemHandle: CUDA error 999: unknown error");
+  EXPECT_TRUE(cuda_->Synchronize().ok());
+  EXPECT_EQ(Log(), "init;retain 0;set 0;alloc@0;retain 1;push 1;open lazy@1;pop 1;sync@0;");
 }
 
 TEST(CudaIpcTest, WithoutADriverEveryCallSaysWhy) {
