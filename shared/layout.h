@@ -104,7 +104,9 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint32_t> phase;
   std::atomic<uint64_t> steps;
   std::atomic<uint64_t> samples;
-  std::atomic<uint64_t> heartbeat_ns;   // CLOCK_MONOTONIC
+  std::atomic<uint64_t> heartbeat_ns;  // CLOCK_MONOTONIC
+  // CLOCK_MONOTONIC: its latest step, loader batch or evaluation batch (the step timeout's mark).
+  std::atomic<uint64_t> progress_ns;
   std::atomic<uint64_t> first_step_ns;  // CLOCK_REALTIME, start of the first step
   std::atomic<uint64_t> last_step_ns;   // CLOCK_REALTIME, end of the latest step
   std::atomic<uint64_t> requested_ns;   // CLOCK_REALTIME, when the leader asked for this worker

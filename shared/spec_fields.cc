@@ -77,7 +77,9 @@ std::vector<SpecField> CommonFields() {
       {"stall_timeout_ms", "stall_timeout_ms",
        "fail when a worker has no heartbeat this long (0: off)", "60000"},
       {"step_timeout_ms", "step_timeout_ms",
-       "fail when a training worker, heartbeat alive, ends no step this long (0: off)", "1800000"},
+       "fail when no training worker makes progress (a step, batch or evaluation) this long "
+       "(0: off)",
+       "1800000"},
   };
 }
 

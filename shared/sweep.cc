@@ -92,7 +92,10 @@ StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::
   v1::ExperimentSpec check = g.spec;
   SpecLimits elsewhere = limits;
   elsewhere.cuda_missing.clear();
-  if (ForkCudaShare(check)) check.set_device("cpu");
+  if (ForkCudaShare(check)) {  // checked as the CPU point it would be, without CUDA's fields
+    check.set_device("cpu");
+    check.clear_cuda_devices();
+  }
   Status st = ValidateSpec(check, elsewhere);
   if (!st.ok())
     return InvalidArgument("sweep point " + std::to_string(index) + ": " + st.message());

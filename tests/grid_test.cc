@@ -444,11 +444,14 @@ TEST(GridTest, CudaPointsGetNotesAndStayValidElsewhere) {
   EXPECT_EQ(impossible_alone.message(), std::string("device: ") + kForkCudaShareWhy);
   SpecLimits gpu_node = limits;
   gpu_node.cuda_missing.clear();
+  gpu_node.cuda_devices = 2;  // where the worker sees devices, cuda points name theirs
   EXPECT_TRUE(ValidateSpec((*g)[3].spec, gpu_node).ok());
   auto on_gpu = ExpandGrid(s, gpu_node);
-  ASSERT_TRUE(on_gpu.ok());
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.status().message();
   EXPECT_EQ((*on_gpu)[3].point.note(), "");
+  EXPECT_EQ((*on_gpu)[3].spec.cuda_devices(), "0");
   EXPECT_EQ((*on_gpu)[1].point.note(), impossible);
+  EXPECT_FALSE((*on_gpu)[0].spec.has_cuda_devices());
 
   // A point that cannot run must still be a valid spec elsewhere: a bad value there refuses.
   v1::SweepSpec bad;

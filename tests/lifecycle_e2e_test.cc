@@ -156,14 +156,13 @@ TEST_F(Lifecycle, StalledWorkerFails) {
 
 // Heartbeats alone miss a worker that is alive but never moves. Here the trainer of data_loading
 // waits forever on a loader that no longer runs (stopped, with stall detection set long so that it
-// is not what catches it): the step timeout does, naming the loader (and the trainer if its own
-// timeout ran out at the same look), and nothing is left.
-TEST_F(Lifecycle, AWorkerThatMakesNoStepFailsTheRun) {
+// is not what catches it): once neither has moved for the step timeout, the run fails with each
+// one's steps, and nothing is left. 8 s: well past a step here, warm-up included.
+TEST_F(Lifecycle, ARunInWhichNoWorkerMovesFails) {
   const std::string id = Submit({"--kind", "data_loading", "--loaders", "1", "--start", "fork",
                                  "--epochs", "100", "--dataset", "synthetic", "--stall-timeout-ms",
-                                 "600000", "--step-timeout-ms", "3000"});
+                                 "600000", "--step-timeout-ms", "8000"});
   json e = WaitTraining(id, 2);
-  // Past the first steps, which warm up for seconds on 2 cores (the timeout counts them too).
   WaitFor(
       [&] {
         e = Get(id);
@@ -177,12 +176,13 @@ TEST_F(Lifecycle, AWorkerThatMakesNoStepFailsTheRun) {
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(WorkerPid(e, 1), SIGSTOP), 0);
   e = WaitEnded(id);
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  // The trainer drains the batches already made; the loader's last may precede the stop a little.
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::seconds(7));
   EXPECT_EQ(e["state"], "FAILED");
   const std::string error = e["error"].get<std::string>();
-  EXPECT_NE(error.find("1 made no progress for 3000 ms while training (heartbeat alive"),
-            std::string::npos)
+  EXPECT_NE(error.find("no worker made progress for 8000 ms while training"), std::string::npos)
       << error;
+  EXPECT_NE(error.find(", worker 1: 0"), std::string::npos) << error;  // a loader takes no steps
   EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
 }
 

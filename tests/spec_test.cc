@@ -117,6 +117,8 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
        },
        "activations: not a field of kind pipeline"},
       {"eval_samples", [](auto* s) { s->set_eval_samples(20000); }, "eval_samples: 20000"},
+      {"step_timeout_ms", [](auto* s) { s->set_step_timeout_ms(100); },
+       "step_timeout_ms: 100 is outside the allowed range 500..86400000"},
   };
   for (const auto& c : cases) {
     auto s = Valid();
@@ -174,9 +176,11 @@ TEST(SpecTest, ZeroMeansWhatTheReadmeSays) {
   SpecLimits l;
   v1::ExperimentSpec s;
   s.set_stall_timeout_ms(0);  // off
+  s.set_step_timeout_ms(0);   // off
   s.set_eval_samples(0);      // no evaluation
   ApplyDefaults(&s, l);
   EXPECT_EQ(s.stall_timeout_ms(), 0u);
+  EXPECT_EQ(s.step_timeout_ms(), 0u);
   EXPECT_EQ(s.eval_samples(), 0u);
   EXPECT_TRUE(ValidateSpec(s, l).ok());
 }

@@ -152,32 +152,61 @@ TEST_F(SupervisorTest, ZeroStallTimeoutMeansNoStallDetection) {
   EXPECT_GE(progress_, 2);  // progress every 50 ms meanwhile
 }
 
-// A worker deadlocked inside a step: its heartbeat thread beats on, but its latest step stays.
-// Worker 1 steps every 20 ms meanwhile and is not named; worker 0 is, and killed.
-TEST_F(SupervisorTest, ATrainingWorkerWhoseStepNeverEndsIsStuck) {
+// A worker deadlocked inside a step: its heartbeat thread beats on, but it marks no progress, and
+// soon no other worker does either (they wait on it). Every training worker is killed, and the
+// error gives each one's steps.
+TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
   spec_.set_stall_timeout_ms(10000);
   spec_.set_step_timeout_ms(300);
   kill_on_term_ = false;
   std::atomic<bool> done{false};
   for (uint32_t i = 0; i < 2; ++i) {
     board_->slot(i)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-    board_->slot(i)->last_step_ns.store(1);
+    board_->slot(i)->steps.store(5 + i);
+    board_->slot(i)->progress_ns.store(MonotonicNs());
   }
   std::thread beats([&] {
-    for (uint64_t n = 2; !done; ++n) {
+    while (!done) {
       for (uint32_t i = 0; i < 2; ++i) board_->slot(i)->heartbeat_ns.store(MonotonicNs());
-      board_->slot(1)->last_step_ns.store(n);  // worker 1 steps; worker 0 never again
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(Run(),
-            "worker 0 made no progress for 300 ms while training (heartbeat alive: a step "
-            "deadlocked, or slower than --step-timeout-ms)");
+            "no worker made progress for 300 ms while training (a step, batch or evaluation that "
+            "does not end: a deadlock, or work slower than --step-timeout-ms); steps so far: "
+            "worker 0: 5, worker 1: 6");
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
   done = true;
   beats.join();
-  EXPECT_EQ(signals_.front(), (std::pair<pid_t, int>{kPid0, SIGKILL}));
+  std::set<std::pair<pid_t, int>> got(signals_.begin(), signals_.end());
+  EXPECT_TRUE(got.count({kPid0, SIGKILL}) && got.count({kPid1, SIGKILL}));
+}
+
+// While any worker moves, the run is alive: worker 0 marks nothing, worker 1 progresses for
+// twice the timeout and ends; then the live workers have made none for longer than the timeout,
+// and only worker 0 is named.
+TEST_F(SupervisorTest, OneWorkerMovingKeepsTheRunAlive) {
+  spec_.set_stall_timeout_ms(0);
+  spec_.set_step_timeout_ms(300);
+  for (uint32_t i = 0; i < 2; ++i)
+    board_->slot(i)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+  std::thread mover([this] {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+    while (std::chrono::steady_clock::now() < end) {
+      board_->slot(1)->progress_ns.store(MonotonicNs());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+    launcher_.End(kPid1, 0);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string why = Run();
+  mover.join();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(600));
+  EXPECT_NE(why.find("no worker made progress for 300 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("steps so far: worker 0: 0"), std::string::npos) << why;
+  EXPECT_EQ(why.find("worker 1"), std::string::npos) << why;
 }
 
 // Off, or a worker not yet training (still starting: loading, warming up), is never stuck.

@@ -106,6 +106,10 @@ HeartbeatThread::~HeartbeatThread() {
   thread_.join();
 }
 
+void MarkProgress(WorkerSlot* slot) {
+  slot->progress_ns.store(MonotonicNs(), std::memory_order_relaxed);
+}
+
 void Arrive(std::atomic<uint32_t>* counter) {
   static_assert(sizeof(*counter) == sizeof(uint32_t));
   counter->fetch_add(1);

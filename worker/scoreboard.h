@@ -40,6 +40,10 @@ class HeartbeatThread {
   std::thread thread_;
 };
 
+// The worker moved on (a step, a loader's batch, an evaluation batch): the supervisor's step
+// timeout fails a run in which no training worker does so for step_timeout_ms.
+void MarkProgress(WorkerSlot* slot);
+
 // Adds one to a board counter and wakes whoever waits on it.
 void Arrive(std::atomic<uint32_t>* counter);
 // Waits (a futex, beating the slot's heartbeat) until the counter reaches `target`; false when the

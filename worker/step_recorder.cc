@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "shared/process.h"
+#include "worker/scoreboard.h"
 
 namespace shoal {
 
@@ -27,6 +28,7 @@ void StepRecorder::Step(const StepTimes& t, float loss, uint64_t samples, EpochT
   RecordLoss(loss);
   slot_->samples.fetch_add(samples, std::memory_order_relaxed);
   slot_->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
+  MarkProgress(slot_);
   slot_->steps.fetch_add(1, std::memory_order_release);
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
 }

@@ -81,11 +81,8 @@ bool WorkerSupervisor::CollectExits() {
   return true;
 }
 
-// A stalled worker is named alone; stuck ones all together, as a worker blocked on a stuck
-// neighbour (a pipeline stage, a replica in an all-reduce) makes no step either.
 void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) {
   const uint64_t t = MonotonicNs();
-  std::vector<std::pair<pid_t, uint32_t>> stuck;
   for (auto& [p, i] : live_) {
     const WorkerSlot* w = board_.slot(i);
     if (w->phase.load() == static_cast<uint32_t>(WorkerPhase::kFinished)) continue;
@@ -94,18 +91,20 @@ void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) 
       StopAll("worker " + std::to_string(i) + " " + why);
       return;
     }
-    if (Stuck(*w, i, t)) stuck.emplace_back(p, i);
   }
-  if (stuck.empty()) return;
-  std::string who;
-  for (const auto& [p, i] : stuck) {
-    Signal(p, SIGKILL);
-    who += (who.empty() ? "" : ", ") + std::to_string(i);
+  if (NoProgress(t)) {
+    std::string steps;
+    for (auto& [p, i] : live_) {
+      if (board_.slot(i)->phase.load() != static_cast<uint32_t>(WorkerPhase::kTraining)) continue;
+      Signal(p, SIGKILL);  // a deadlocked process may never act on SIGTERM
+      steps += (steps.empty() ? "" : ", ") + std::string("worker ") + std::to_string(i) + ": " +
+               std::to_string(board_.slot(i)->steps.load());
+    }
+    StopAll("no worker made progress for " + std::to_string(spec_.step_timeout_ms()) +
+            " ms while training (a step, batch or evaluation that does not end: a deadlock, or "
+            "work slower than --step-timeout-ms); steps so far: " +
+            steps);
   }
-  StopAll((stuck.size() == 1 ? "worker " : "workers ") + who + " made no progress for " +
-          std::to_string(spec_.step_timeout_ms()) +
-          " ms while training (heartbeat alive: a step deadlocked, or slower than "
-          "--step-timeout-ms)");
 }
 
 // No heartbeat: the process is stopped, or its heartbeat thread is not scheduled.
@@ -116,19 +115,24 @@ std::string WorkerSupervisor::Stalled(const WorkerSlot& w, uint64_t requested, u
   return "stalled (no heartbeat for " + std::to_string(spec_.stall_timeout_ms()) + " ms)";
 }
 
-// Beating but not moving: a training worker whose latest step (a loader's latest batch) has not
-// changed for step_timeout_ms, timed from when this supervisor first saw it training.
-bool WorkerSupervisor::Stuck(const WorkerSlot& w, uint32_t i, uint64_t t) {
+// Alive but not moving, judged over the whole run: workers wait on each other (a pipeline's
+// stages, replicas in an all-reduce, a trainer on its loaders, hogwild's peers at an epoch's end),
+// so a worker that is only waiting is not at fault, and a worker deadlocked inside a step stops
+// every other one soon after. True when no training worker has marked progress (MarkProgress)
+// for step_timeout_ms since this supervisor first saw one training.
+bool WorkerSupervisor::NoProgress(uint64_t t) {
   if (spec_.step_timeout_ms() == 0) return false;
-  if (w.phase.load() != static_cast<uint32_t>(WorkerPhase::kTraining)) return false;
-  if (marks_.size() <= i) marks_.resize(i + 1);
-  StepMark& m = marks_[i];
-  const uint64_t last = w.last_step_ns.load(std::memory_order_relaxed);
-  if (m.seen_ns == 0 || last != m.last_step_ns) {
-    m = {last, t};
-    return false;
+  uint64_t latest = 0;
+  bool training = false;
+  for (auto& [p, i] : live_) {
+    const WorkerSlot* w = board_.slot(i);
+    if (w->phase.load() != static_cast<uint32_t>(WorkerPhase::kTraining)) continue;
+    training = true;
+    latest = std::max(latest, w->progress_ns.load(std::memory_order_relaxed));
   }
-  return t > m.seen_ns + uint64_t(spec_.step_timeout_ms()) * 1000000ull;
+  if (!training) return false;
+  if (training_seen_ns_ == 0) training_seen_ns_ = t;
+  return t > std::max(latest, training_seen_ns_) + uint64_t(spec_.step_timeout_ms()) * 1000000ull;
 }
 
 bool WorkerSupervisor::PhaseChanged() {

@@ -1,6 +1,6 @@
 // The leader's watch over its workers: collects their exits, detects stalls (no heartbeat for
-// stall_timeout_ms on the monotonic clock) and stuck workers (training, heartbeat alive, but no
-// step for step_timeout_ms), and stops everyone at the first failure (SIGTERM,
+// stall_timeout_ms on the monotonic clock) and runs that make no progress (no training worker
+// steps for step_timeout_ms), and stops everyone at the first failure (SIGTERM,
 // then SIGKILL after a grace period).
 #pragma once
 
@@ -45,7 +45,7 @@ class WorkerSupervisor {
   void CheckStalls(const std::vector<uint64_t>& requested_mono);
   // Why worker `w` is stalled at monotonic time `t` ("" when it is not).
   std::string Stalled(const WorkerSlot& w, uint64_t requested, uint64_t t) const;
-  bool Stuck(const WorkerSlot& w, uint32_t index, uint64_t t);
+  bool NoProgress(uint64_t t);
   void StopAll(const std::string& why);
   void Signal(pid_t pid, int sig);
   bool PhaseChanged();  // a worker started training or finished since the last look
@@ -61,11 +61,7 @@ class WorkerSupervisor {
   std::string failure_;
   bool stopping_ = false;
   std::vector<uint32_t> phases_;
-  struct StepMark {
-    uint64_t last_step_ns = 0;  // the worker's last_step_ns when it last changed
-    uint64_t seen_ns = 0;       // monotonic, when that change was seen (0: never looked)
-  };
-  std::vector<StepMark> marks_;
+  uint64_t training_seen_ns_ = 0;  // monotonic, when a worker was first seen training
   std::chrono::steady_clock::time_point kill_at_{};
 };
 

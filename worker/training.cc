@@ -16,6 +16,7 @@
 #include "shared/idx.h"
 #include "shared/process.h"
 #include "worker/planned_allocator.h"
+#include "worker/scoreboard.h"
 #include "worker/step_cache_allocator.h"
 #include "worker/train_device.h"
 
@@ -208,7 +209,7 @@ DeviceData UploadTrainSet(const DataView& data, const torch::Device& device) {
 }
 
 double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch,
-                const torch::Device& device) {
+                const torch::Device& device, WorkerSlot* progress) {
   torch::NoGradGuard ng;
   model.eval();
   const int64_t n = static_cast<int64_t>(std::min<uint64_t>(limit, data.header->n_test));
@@ -223,6 +224,7 @@ double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batc
               data.header->channels);
     auto pred = model.forward(x.to(device)).argmax(1).to(torch::kCPU);
     correct += pred.eq(y).sum().item<int64_t>();
+    if (progress != nullptr) MarkProgress(progress);
   }
   model.train();
   return n == 0 ? 0.0 : double(correct) / double(n);

@@ -67,9 +67,10 @@ DeviceData UploadTrainSet(const DataView& data, const torch::Device& device);
 void MakeDeviceBatch(const DeviceData& d, const int64_t* idx, int64_t n, torch::Tensor* x,
                      torch::Tensor* y);
 
-// Test-set accuracy of the model on the first `limit` test images (batches moved to `device`).
+// Test-set accuracy of the model on the first `limit` test images (batches moved to `device`);
+// each batch marks `progress` (MarkProgress) when given.
 double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch,
-                const torch::Device& device = torch::kCPU);
+                const torch::Device& device = torch::kCPU, WorkerSlot* progress = nullptr);
 
 // Builds an mnist_convnet and takes one tiny step on it, once per process (later calls return at
 // once): pages in the kernels and allocator paths its training uses. The fork-server calls it

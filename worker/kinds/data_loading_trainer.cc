@@ -99,8 +99,9 @@ bool DataLoadingTrainer::Step(uint64_t b, EpochTotals* totals) {
 void DataLoadingTrainer::Evaluate() {
   if (spec_.eval_samples() == 0 || data_.header->n_test == 0) return;
   const auto e0 = SteadyClock::now();
-  const double acc = shoal::Evaluate(model_, data_, spec_.eval_samples(),
-                                     std::max<int64_t>(maker_.plan().batch, 64));
+  const double acc =
+      shoal::Evaluate(model_, data_, spec_.eval_samples(),
+                      std::max<int64_t>(maker_.plan().batch, 64), torch::kCPU, slot_);
   slot_->eval_ns.store(ElapsedNs(e0, SteadyClock::now()));
   slot_->accuracy_bits.store(FloatToBits(float(acc)));
   if (maker_.plan().epochs <= kMaxEpochRecords)

@@ -193,7 +193,7 @@ bool HogwildTrainer::WaitForPeers() {
 void HogwildTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {
   const auto e0 = Clock::now();
   const double acc = Evaluate(model_, data_, spec_.eval_samples(), std::max<int64_t>(batch_, 64),
-                              device_.device());
+                              device_.device(), slot_);
   slot_->eval_ns.fetch_add(ElapsedNs(e0, Clock::now()));
   bits->store(FloatToBits(static_cast<float>(acc)));
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);

@@ -109,6 +109,7 @@ bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const Work
     slot->tail_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
     slot->samples.fetch_add(per_step, std::memory_order_relaxed);
     slot->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
+    MarkProgress(slot);
     slot->steps.fetch_add(1, std::memory_order_release);
   }
   return true;

@@ -47,6 +47,7 @@ void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, bool last, u
     slot->samples.fetch_add(batch, std::memory_order_relaxed);
   }
   slot->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
+  MarkProgress(slot);
   slot->steps.fetch_add(1, std::memory_order_release);
 }
 
