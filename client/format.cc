@@ -247,13 +247,19 @@ std::string ProcessLines(const v1::Experiment& e) {
   // A coordinated experiment's processes are on several nodes: say which.
   const bool nodes = std::any_of(e.processes().begin(), e.processes().end(),
                                  [](const auto& p) { return p.has_node(); });
-  std::string o =
-      F("  processes   %s%-7s %-7s %-5s %-8s %-9s %-9s %-8s %s%s\n", nodes ? "node " : "", "pid",
-        "role", "index", "start", "peak RSS", "peak PSS", "steps", gpu ? "peak GPU  " : "", "exit");
+  // The device column only where a worker trained on CUDA.
+  const bool cuda = std::any_of(e.processes().begin(), e.processes().end(),
+                                [](const auto& p) { return p.has_cuda_device(); });
+  std::string o = F("  processes   %s%-7s %-7s %-5s %-8s %-9s %-9s %-8s %s%s%s\n",
+                    nodes ? "node " : "", "pid", "role", "index", "start", "peak RSS", "peak PSS",
+                    "steps", cuda ? "device " : "", gpu ? "peak GPU  " : "", "exit");
   for (const auto& p : e.processes()) {
     const std::string g =
-        !gpu ? ""
-             : F("%-9s ", MibIf(p.has_peak_gpu_memory_bytes(), p.peak_gpu_memory_bytes()).c_str());
+        (!cuda ? ""
+               : F("%-7s ", p.has_cuda_device() ? F("cuda:%u", p.cuda_device()).c_str() : "-")) +
+        (!gpu
+             ? ""
+             : F("%-9s ", MibIf(p.has_peak_gpu_memory_bytes(), p.peak_gpu_memory_bytes()).c_str()));
     o += F("              %s%-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s%s\n",
            nodes ? F("%-4u ", p.node()).c_str() : "", p.pid(), RoleName(e, p).c_str(),
            p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),

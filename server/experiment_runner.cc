@@ -88,7 +88,10 @@ bool ExperimentRunner::Launch() {
   }
   fd_ = fds[0];
   facts_.leader = *pid;
-  facts_.procs[*pid] = NewProcess(*pid, "leader", -1);
+  v1::ProcessInfo& leader = facts_.procs[*pid] = NewProcess(*pid, "leader", -1);
+  // Shared weights on CUDA: the leader allocates their buffer, on the workers' one device.
+  if (e_.spec().device() == "cuda" && e_.spec().share())
+    leader.set_cuda_device(CudaOrdinal(e_.spec(), 0));
   sampler_->Track(*pid, "leader", -1);
   env_.reaper->Watch(*pid, [this](pid_t, int st) { OnLeaderExit(st); });
   if (e_.spec().start() == "forkserver" && env_.fork_server_pid) {
@@ -185,7 +188,8 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
 }
 
 void ExperimentRunner::OnWorkerStarted(const ipc::v1::WorkerStarted& w) {
-  facts_.procs[w.pid()] = NewProcess(w.pid(), "worker", int(w.index()));
+  v1::ProcessInfo& p = facts_.procs[w.pid()] = NewProcess(w.pid(), "worker", int(w.index()));
+  if (e_.spec().device() == "cuda") p.set_cuda_device(CudaOrdinal(e_.spec(), w.index()));
   sampler_->Track(w.pid(), "worker", int(w.index()));
   // A worker orphaned by a dead leader is reaped by shoald (a subreaper): its real exit is kept.
   env_.reaper->Watch(w.pid(), [this](pid_t p, int st) { OnWorkerExit(p, st); });

@@ -170,6 +170,18 @@ TEST(FormatTest, LeanActivationsAreNamedOnTheSpecLine) {
       << FormatExperiment(e);
 }
 
+// On CUDA the processes table gains a device column: each process's, '-' for one without.
+TEST(FormatTest, CudaProcessesShowTheirDevice) {
+  v1::Experiment e = Finished();
+  e.mutable_processes(1)->set_cuda_device(0);
+  e.mutable_processes(2)->set_cuda_device(1);
+  const std::string out = FormatExperiment(e);
+  EXPECT_NE(out.find("steps    device exit\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("0        -       code 0\n"), std::string::npos) << out;  // the leader
+  EXPECT_NE(out.find("94       cuda:0  unknown\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("94       cuda:1  signal 9\n"), std::string::npos) << out;
+}
+
 TEST(FormatTest, ACudaPipelineStageShowsItsDeviceFiguresAndOnlyWhatIsKnown) {
   v1::Experiment e = Finished();
   auto* p = e.mutable_result()->mutable_pipeline();

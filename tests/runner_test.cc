@@ -217,11 +217,33 @@ TEST_F(RunnerTest, AWorkerKilledFailsTheRunWithItsStory) {
   for (const auto& p : e.processes()) {
     if (p.pid() != 1002) continue;
     seen = true;
+    EXPECT_FALSE(p.has_cuda_device());  // on the CPU
     EXPECT_TRUE(p.exit_known());
     EXPECT_EQ(p.signal(), SIGKILL);
     EXPECT_FALSE(p.alive());
   }
   EXPECT_TRUE(seen);
+}
+
+// On CUDA each process says its device: a worker its spec's, the leader the shared weights'
+// (on the CPU none: AWorkerKilledFailsTheRunWithItsStory).
+TEST_F(RunnerTest, CudaProcessesNameTheirDevice) {
+  v1::ExperimentSpec spec;
+  spec.set_device("cuda");
+  spec.set_share(true);
+  spec.set_cuda_devices("1");
+  auto r = Make(spec);
+  ASSERT_TRUE(r->Launch());
+  Started(*r, 0, 1001);
+  Started(*r, 1, 1002);
+  Result(*r, true);
+  LeaderEnds(*r, Exited(0));
+  ASSERT_TRUE(RunOut(*r));
+  ASSERT_EQ(r->experiment().processes_size(), 3);  // the leader and two workers
+  for (const auto& p : r->experiment().processes()) {
+    ASSERT_TRUE(p.has_cuda_device()) << p.pid();
+    EXPECT_EQ(p.cuda_device(), 1u) << p.pid();
+  }
 }
 
 TEST_F(RunnerTest, AnOrphanedWorkersRealExitIsKept) {
