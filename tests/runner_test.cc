@@ -79,6 +79,15 @@ class RunnerTest : public ::testing::Test {
     ev.mutable_worker_started()->set_pid(pid);
     Feed(r, ev);
   }
+  // Launched, two workers started, an ok result and a clean leader exit, run to its end.
+  bool RunsCleanly(ExperimentRunner& r) {
+    if (!r.Launch()) return false;
+    Started(r, 0, 1001);
+    Started(r, 1, 1002);
+    Result(r, true);
+    LeaderEnds(r, Exited(0));
+    return RunOut(r);
+  }
   void Result(ExperimentRunner& r, bool ok, const std::string& error = "") {
     LeaderEvent ev;
     auto* res = ev.mutable_result();
@@ -138,12 +147,7 @@ TEST_F(RunnerTest, LaunchSpawnsTheLeaderInItsOwnGroupAndMarksItRunning) {
 
 TEST_F(RunnerTest, OkResultAndCleanExitSucceed) {
   auto r = Make();
-  ASSERT_TRUE(r->Launch());
-  Started(*r, 0, 1001);
-  Started(*r, 1, 1002);
-  Result(*r, true);
-  LeaderEnds(*r, Exited(0));
-  ASSERT_TRUE(RunOut(*r));
+  ASSERT_TRUE(RunsCleanly(*r));
   const auto& e = r->experiment();
   EXPECT_EQ(e.state(), v1::SUCCEEDED) << e.error();
   EXPECT_EQ(e.result().samples(), 1280u);
@@ -233,12 +237,7 @@ TEST_F(RunnerTest, CudaProcessesNameTheirDevice) {
   spec.set_share(true);
   spec.set_cuda_devices("1");
   auto r = Make(spec);
-  ASSERT_TRUE(r->Launch());
-  Started(*r, 0, 1001);
-  Started(*r, 1, 1002);
-  Result(*r, true);
-  LeaderEnds(*r, Exited(0));
-  ASSERT_TRUE(RunOut(*r));
+  ASSERT_TRUE(RunsCleanly(*r));
   ASSERT_EQ(r->experiment().processes_size(), 3);  // the leader and two workers
   for (const auto& p : r->experiment().processes()) {
     ASSERT_TRUE(p.has_cuda_device()) << p.pid();
