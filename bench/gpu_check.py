@@ -62,6 +62,8 @@ def check_modes():
         expect("gpu_util_mean_percent" in r, f"{tag}: GPU utilisation measured")
         expect(r.get("test_accuracy", 0) > 0.5, f"{tag}: learnt (accuracy {r.get('test_accuracy')})")
         sums = {p["weights_checksum"] for p in e["processes"] if p["role"] == "worker"}
+        devices = [p.get("cuda_device") for p in e["processes"] if p["role"] == "worker"]
+        expect(devices == [0, 0], f"{tag}: workers on device 0 ({devices})")
         if share == "yes":
             expect(sums == {r["final_shared_checksum"]}, f"{tag}: one shared copy")
         else:
