@@ -52,9 +52,13 @@ def row(name, layers, filters, e):
     nvml = [s.get("peak_gpu_memory_bytes") for s in stages]
     fmt = lambda v: f"{v / GIB:.2f}" if v is not None else "-"
     reserved = sum(res) if None not in res else None
-    return (f"| {name} | ({layers}, {filters}) | {p['parameters'] / 1e6:.2f}M | {fmt(model)} | "
-            f"{fmt(reserved - model if reserved is not None else None)} | {fmt(alloc - model)} | "
-            f"{fmt(sum(nvml) if None not in nvml else None)} | {p['step_ms']:.0f} |")
+    # An absent figure is null in Shoal's JSON: on the CPU a stage has no CUDA device.
+    devices = ",".join("cpu" if s.get("cuda_device") is None else str(s["cuda_device"])
+                       for s in stages)
+    return (f"| {name} | ({layers}, {filters}) | {devices} | {p['parameters'] / 1e6:.2f}M | "
+            f"{fmt(model)} | {fmt(reserved - model if reserved is not None else None)} | "
+            f"{fmt(alloc - model)} | {fmt(sum(nvml) if None not in nvml else None)} | "
+            f"{p['step_ms']:.0f} |")
 
 
 def main():
@@ -67,9 +71,9 @@ def main():
     ap.add_argument("--configs", default=",".join(c[0] for c in CONFIGS))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    print("| config | (L, D) | parameters | model GiB | activation GiB (reserved) | "
+    print("| config | (L, D) | stage devices | parameters | model GiB | activation GiB (reserved) | "
           "activation GiB (allocated) | NVML GiB, stages summed | step ms |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, layers, filters, balance in CONFIGS:
         if name not in a.configs.split(","):
             continue
