@@ -160,6 +160,18 @@ const std::vector<std::string>& OptimizerNamesAllowed() {
   return names;
 }
 
+namespace {
+
+// The kind's foreign fields, and the CUDA fields of a kind that cannot train on CUDA.
+std::vector<std::string> ForeignFields(const KindRules& kind) {
+  std::vector<std::string> out = kind.foreign_fields;
+  if (std::find(kind.devices.begin(), kind.devices.end(), "cuda") == kind.devices.end())
+    out.push_back("cuda_devices");
+  return out;
+}
+
+}  // namespace
+
 void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_kind()) s->set_kind("hogwild");
   const KindRules* kind = FindKind(s->kind());
@@ -167,7 +179,7 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (kind != nullptr && kind->defaults != nullptr) kind->defaults(s, limits);
   ApplyCommonDefaults(s, limits);
   // A field the kind does not read is not filled in (and is refused if given: ValidateSpec).
-  for (const auto& name : kind != nullptr ? kind->foreign_fields : std::vector<std::string>{}) {
+  for (const auto& name : kind != nullptr ? ForeignFields(*kind) : std::vector<std::string>{}) {
     const SpecField* f = FindSpecField(name);
     if (!HasSpecField(given, *f)) ClearSpecField(s, *f);
   }
@@ -269,7 +281,7 @@ Status ValidateCudaDevices(const v1::ExperimentSpec& s, const SpecLimits& limits
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   const KindRules* kind = FindKind(s.kind());
   if (kind == nullptr) return OneOf("kind", s.kind(), KindNames());
-  for (const auto& name : kind->foreign_fields) {
+  for (const auto& name : ForeignFields(*kind)) {
     if (HasSpecField(s, *FindSpecField(name)))
       return InvalidArgument(name + ": not a field of kind " + s.kind());
   }

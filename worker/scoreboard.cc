@@ -110,6 +110,11 @@ void MarkProgress(WorkerSlot* slot) {
   slot->progress_ns.store(MonotonicNs(), std::memory_order_relaxed);
 }
 
+void MarkStepEnded(WorkerSlot* slot) {
+  slot->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
+  MarkProgress(slot);
+}
+
 void Arrive(std::atomic<uint32_t>* counter) {
   static_assert(sizeof(*counter) == sizeof(uint32_t));
   counter->fetch_add(1);

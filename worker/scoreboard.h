@@ -43,6 +43,9 @@ class HeartbeatThread {
 // The worker moved on (a step, a loader's batch, an evaluation batch): the supervisor's step
 // timeout fails a run in which no training worker does so for step_timeout_ms.
 void MarkProgress(WorkerSlot* slot);
+// The end of a step (a loader's batch): its time (last_step_ns, which the throughput's window
+// ends at) and progress.
+void MarkStepEnded(WorkerSlot* slot);
 
 // Adds one to a board counter and wakes whoever waits on it.
 void Arrive(std::atomic<uint32_t>* counter);

@@ -27,8 +27,7 @@ void StepRecorder::Step(const StepTimes& t, float loss, uint64_t samples, EpochT
   if (t.comm_ns != 0) slot_->comm_ns.fetch_add(t.comm_ns, std::memory_order_relaxed);
   RecordLoss(loss);
   slot_->samples.fetch_add(samples, std::memory_order_relaxed);
-  slot_->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
-  MarkProgress(slot_);
+  MarkStepEnded(slot_);
   slot_->steps.fetch_add(1, std::memory_order_release);
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
 }

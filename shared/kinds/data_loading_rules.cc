@@ -81,9 +81,9 @@ KindRules DataLoadingRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"share",     "batches", "models",       "iterations",  "scaling", "nodes",
-                      "node_rank", "master",  "node_daemons", "layers",      "filters", "stages",
-                      "balance",   "chunks",  "checkpoint",   "cuda_devices"};
+  k.foreign_fields = {"share",   "batches",   "models",  "iterations",   "scaling",
+                      "nodes",   "node_rank", "master",  "node_daemons", "layers",
+                      "filters", "stages",    "balance", "chunks",       "checkpoint"};
   return k;
 }
 

@@ -113,7 +113,7 @@ KindRules DataParallelRules() {
   k.validate = Validate;
   k.estimate = Estimate;
   k.foreign_fields = {"models",  "iterations", "loaders", "prefetch", "pin_memory", "layers",
-                      "filters", "stages",     "balance", "chunks",   "checkpoint", "cuda_devices"};
+                      "filters", "stages",     "balance", "chunks",   "checkpoint"};
   return k;
 }
 

@@ -69,7 +69,7 @@ KindRules MultiModelRules() {
                       "epoch_samples", "eval_samples", "loaders",   "prefetch", "pin_memory",
                       "scaling",       "nodes",        "node_rank", "master",   "node_daemons",
                       "layers",        "filters",      "stages",    "balance",  "chunks",
-                      "checkpoint",    "cuda_devices"};
+                      "checkpoint"};
   return k;
 }
 

@@ -44,8 +44,7 @@ namespace {
 void RecordLoad(WorkerSlot* slot, uint32_t epoch, uint64_t cpu_ns) {
   if (epoch <= kMaxEpochRecords) slot->epochs[epoch - 1].load_cpu_ns.fetch_add(cpu_ns);
   if (slot->epochs_done.load() < epoch) slot->epochs_done.store(epoch, std::memory_order_release);
-  slot->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
-  MarkProgress(slot);
+  MarkStepEnded(slot);
 }
 
 }  // namespace

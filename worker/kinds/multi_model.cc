@@ -108,8 +108,7 @@ bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const Work
     slot->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
     slot->tail_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
     slot->samples.fetch_add(per_step, std::memory_order_relaxed);
-    slot->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
-    MarkProgress(slot);
+    MarkStepEnded(slot);
     slot->steps.fetch_add(1, std::memory_order_release);
   }
   return true;

@@ -46,8 +46,7 @@ void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, bool last, u
     slot->tail_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
     slot->samples.fetch_add(batch, std::memory_order_relaxed);
   }
-  slot->last_step_ns.store(RealtimeNs(), std::memory_order_relaxed);
-  MarkProgress(slot);
+  MarkStepEnded(slot);
   slot->steps.fetch_add(1, std::memory_order_release);
 }
 
