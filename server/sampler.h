@@ -1,9 +1,10 @@
 // Samples the memory and CPU of an experiment's processes from /proc without disturbing them.
 //
 // statm and stat (~0.01 ms each) are read for every process on every tick. smaps_rollup, which
-// walks the page tables (~1.5 ms for a training worker), is read under a CPU budget (default 1%
-// of one core, a token bucket filled with wall time and drained by the measured cost of each read),
-// first for processes never walked, then for those whose RSS moved most since their last walk.
+// walks the page tables (1.5-16 ms for a training worker, by machine), is read under a CPU budget
+// (default 1% of one core, a token bucket filled with wall time and drained by the measured cost
+// of each read; a walk may leave it in debt), first for processes never walked or whose sharing
+// changed, then for those not walked for refresh_after, then for those whose RSS moved most.
 // Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
 // since count whole (they are private), while file and shared-memory pages (the shared data and
 // weight segments, the libraries) count at the share of them the walk found to be this process's.
@@ -61,7 +62,7 @@ class ProcessSampler {
     bool walked = false;
     bool due = false;                    // its sharing changed since its walk: walk it again
     uint64_t rss = 0, pss = 0, uss = 0;  // at the last walk
-    uint64_t anon = 0, shared = 0;       // statm's anonymous and file+shmem resident, at the walk
+    uint64_t anon = 0, shared = 0;       // anonymous and file+shmem resident, as the walk saw them
     uint64_t pss_anon = 0, pss_shared = 0;  // the walk's Pss_Anon and Pss_File + Pss_Shmem
     bool split = false;                     // the kernel gave that split
     uint64_t rss_now = 0, shared_now = 0;
@@ -88,7 +89,6 @@ class ProcessSampler {
   std::map<pid_t, uint64_t> finished_peaks_;
   double tokens_ns_;
   uint64_t last_tick_ns_ = 0;
-  double walk_cost_ns_ = 1.5e6;  // running estimate, updated from measurements
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;
   uint64_t peak_pss_sum_ = 0, peak_rss_sum_ = 0, peak_uss_sum_ = 0;
 };

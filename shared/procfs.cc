@@ -50,7 +50,8 @@ StatusOr<SmapsRollup> ParseSmapsRollup(std::string_view text) {
                 {"Swap:", &r.swap},
                 {"Pss_Anon:", &r.pss_anon},
                 {"Pss_File:", &r.pss_file},
-                {"Pss_Shmem:", &r.pss_shmem}};
+                {"Pss_Shmem:", &r.pss_shmem},
+                {"Anonymous:", &r.anonymous}};
   int found = 0, split = 0;
   size_t line = 0;
   while (line < text.size()) {
@@ -62,13 +63,14 @@ StatusOr<SmapsRollup> ParseSmapsRollup(std::string_view text) {
         if (!ParseKbAfter(l, f.key.size(), f.dst)) {
           return DataLoss("smaps_rollup: bad value in line '" + std::string(l) + "'");
         }
-        ++(f.key.substr(0, 4) == "Pss_" ? split : found);
+        const bool splits = f.key.substr(0, 4) == "Pss_" || f.key == "Anonymous:";
+        ++(splits ? split : found);
       }
     }
     line = end + 1;
   }
   if (found < 6) return DataLoss("smaps_rollup: missing Rss/Pss/Shared/Private fields");
-  r.has_split = split == 3;
+  r.has_split = split == 4;
   return r;
 }
 

@@ -16,8 +16,9 @@ namespace shoal {
 struct SmapsRollup {
   uint64_t rss = 0, pss = 0, shared_clean = 0, shared_dirty = 0, private_clean = 0,
            private_dirty = 0, swap = 0;  // bytes
-  // Pss split by kind of page (kernels since 5.x); has_split false when absent.
-  uint64_t pss_anon = 0, pss_file = 0, pss_shmem = 0;
+  // Pss split by kind of page (kernels since 5.x), and the resident anonymous pages the walk saw
+  // (statm's resident minus shared, at the walk's instant); has_split false when absent.
+  uint64_t pss_anon = 0, pss_file = 0, pss_shmem = 0, anonymous = 0;
   bool has_split = false;
   uint64_t uss() const { return private_clean + private_dirty; }
 };

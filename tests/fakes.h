@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -92,11 +93,13 @@ class FakeProc : public ProcReader {
   std::map<pid_t, int> walks;
   uint64_t cpu_ns = 0;
   uint64_t walk_cost_ns = 1'500'000;
+  // Runs just before a walk reads a process: what changed between its statm and its walk.
+  std::function<void(P&)> before_walk;
 
   StatusOr<std::string> Read(pid_t pid, const char* file) override {
     auto it = procs.find(pid);
     if (it == procs.end()) return NotFound("gone");
-    const P& p = it->second;
+    P& p = it->second;
     const std::string f = file;
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     if (f == "statm")
@@ -105,6 +108,7 @@ class FakeProc : public ProcReader {
     if (f == "stat")
       return std::to_string(pid) + " (w) R 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) +
              " 0 0 0";
+    if (before_walk) before_walk(p);
     cpu_ns += walk_cost_ns;
     ++walks[pid];
     return "Rss: " + std::to_string(p.rss_kb) + " kB\nPss: " + std::to_string(p.pss_kb) +
@@ -112,7 +116,8 @@ class FakeProc : public ProcReader {
            std::to_string(p.uss_kb) + " kB\nSwap: 0 kB\n" +
            (p.split ? "Pss_Anon: " + std::to_string(p.pss_anon_kb) +
                           " kB\nPss_File: " + std::to_string(p.pss_file_kb) +
-                          " kB\nPss_Shmem: " + std::to_string(p.pss_shmem_kb) + " kB\n"
+                          " kB\nPss_Shmem: " + std::to_string(p.pss_shmem_kb) +
+                          " kB\nAnonymous: " + std::to_string(p.rss_kb - p.shared_kb) + " kB\n"
                     : std::string());
   }
 };

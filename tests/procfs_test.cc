@@ -19,6 +19,7 @@ constexpr const char* kRollup =
     "Private_Dirty:    610780 kB\n"
     "Referenced:       696164 kB\n"
     "Anonymous:        610656 kB\n"
+    "AnonHugePages:      2048 kB\n"
     "Swap:                  0 kB\n";
 
 TEST(ProcfsTest, ParsesSmapsRollup) {
@@ -28,6 +29,18 @@ TEST(ProcfsTest, ParsesSmapsRollup) {
   EXPECT_EQ(r->pss, 623402ull * 1024);  // not Pss_Anon
   EXPECT_EQ(r->uss(), (1204ull + 610780) * 1024);
   EXPECT_LE(r->pss, r->rss);
+  ASSERT_TRUE(r->has_split);
+  EXPECT_EQ(r->pss_anon + r->pss_file + r->pss_shmem, r->pss);
+  EXPECT_EQ(r->anonymous, 610656ull * 1024);  // not AnonHugePages
+}
+
+// The split is used only whole: without Anonymous the walk's resident pages cannot be divided.
+TEST(ProcfsTest, ASplitWithoutAnonymousIsNoSplit) {
+  std::string text = kRollup;
+  text.erase(text.find("Anonymous:"), std::string("Anonymous:        610656 kB\n").size());
+  auto r = ParseSmapsRollup(text);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_split);
 }
 
 TEST(ProcfsTest, RejectsTruncatedRollup) {

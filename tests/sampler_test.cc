@@ -99,6 +99,14 @@ namespace {
 
 using testing::FakeProc;
 
+// A sampler without budget: each process gets its first walk and no more.
+ProcessSampler WalkedOnce(FakeProc* proc) {
+  SamplerOptions opts;
+  opts.budget_fraction = 1e-9;
+  opts.burst_ns = 1;
+  return ProcessSampler(proc, opts, [proc] { return proc->cpu_ns; });
+}
+
 // A worker that maps more of a segment four processes share gains a quarter of each new page's
 // PSS, not the whole page; new anonymous memory counts whole.
 TEST(SamplerTest, SharedPagesTouchedBetweenWalksCountAtTheirShare) {
@@ -112,10 +120,7 @@ TEST(SamplerTest, SharedPagesTouchedBetweenWalksCountAtTheirShare) {
   w.pss_kb = 325000;
   w.uss_kb = 300000;
   proc.procs[10] = w;
-  SamplerOptions opts;
-  opts.budget_fraction = 1e-9;  // no budget: after the first walk, no more
-  opts.burst_ns = 1;
-  ProcessSampler s(&proc, opts, [&] { return proc.cpu_ns; });
+  ProcessSampler s = WalkedOnce(&proc);
   s.Track(10, "worker", 0);
   v1::Sample out;
   s.Tick(1000 * kMs, &out);
@@ -130,6 +135,86 @@ TEST(SamplerTest, SharedPagesTouchedBetweenWalksCountAtTheirShare) {
   EXPECT_EQ(out.total_uss_bytes(), (300000ull + 20000) * 1024);
   EXPECT_EQ(s.peak_pss_sum(), (325000ull + 20000 + 10000) * 1024);
   EXPECT_EQ(s.sum_of_peak_pss(), s.peak_pss_sum());  // one process: the two peaks agree
+}
+
+// A worker just forked faults its libraries in between the tick's statm and its walk. The share
+// of each shared page must come from the walk alone (a fifth here), or every library page it
+// touches later would count whole: this was 50 MB too much per worker in a 4-worker fork run.
+TEST(SamplerTest, TheShareOfSharedPagesIsTheWalksOwn) {
+  FakeProc proc;
+  FakeProc::P w;
+  w.rss_kb = 85000;
+  w.shared_kb = 5000;
+  w.split = true;
+  proc.procs[10] = w;
+  proc.before_walk = [](FakeProc::P& p) {  // 20 MB of library pages, shared by five, faulted in
+    p.rss_kb += 20000;
+    p.shared_kb += 20000;
+    p.pss_anon_kb = 20000;
+    p.pss_file_kb = 5000;
+    p.pss_kb = 25000;
+  };
+  ProcessSampler s = WalkedOnce(&proc);
+  s.Track(10, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  EXPECT_EQ(out.total_pss_bytes(), 25000ull * 1024);  // the walk's PSS, as it read it
+  proc.before_walk = nullptr;
+  proc.procs[10].rss_kb += 35000;  // 35 MB more of the libraries, at the same fifth
+  proc.procs[10].shared_kb += 35000;
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  EXPECT_EQ(proc.walks[10], 1);
+  EXPECT_EQ(out.total_pss_bytes(), (20000ull + 60000 / 5) * 1024);
+}
+
+// A walk dearer than the whole bucket (12 ms against a 5 ms burst) slows walks down without
+// stopping them: once the first walks were dear, the sampler used to walk nobody again, and every
+// process's PSS was an estimate carried for the rest of the run.
+TEST(SamplerTest, WalksDearerThanTheBurstStillHappenWithinTheBudget) {
+  FakeProc proc;
+  proc.walk_cost_ns = 12'000'000;
+  for (pid_t p = 100; p < 105; ++p) proc.procs[p] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  for (pid_t p = 100; p < 105; ++p) s.Track(p, "worker", p - 100);
+  uint64_t t = 1000 * kMs;
+  for (int i = 0; i < 300; ++i) {  // 60 s at 5 Hz, every RSS moving 20% each tick
+    for (auto& [pid, p] : proc.procs) p.rss_kb = 100000 + uint64_t((i % 2) * 20000);
+    v1::Sample out;
+    s.Tick(t, &out);
+    t += 200 * kMs;
+  }
+  // 1% of 60 s buys 50 walks of 12 ms: ten a process, none starved.
+  for (pid_t p = 100; p < 105; ++p) EXPECT_GE(proc.walks[p], 8) << "pid " << p;
+  EXPECT_LE(double(s.cpu_ns()) / 60e9, 0.0105) << "the bucket's debt is repaid";
+}
+
+// Workers whose RSS moves every tick must not starve a leader whose RSS stands still while its
+// PSS falls (the workers map the segments it holds): past refresh_after it is walked first.
+TEST(SamplerTest, AStaleProcessOutranksMovingOnes) {
+  FakeProc proc;
+  proc.walk_cost_ns = 12'000'000;  // one walk a second fits the budget
+  for (pid_t p = 100; p < 105; ++p) proc.procs[p] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(100, "leader", -1);
+  for (pid_t p = 101; p < 105; ++p) s.Track(p, "worker", p - 101);
+  uint64_t t = 1000 * kMs;
+  auto run = [&](int ticks) {
+    for (int i = 0; i < ticks; ++i, t += 200 * kMs) {
+      for (pid_t p = 101; p < 105; ++p) proc.procs[p].rss_kb += 5000;  // 5% a tick
+      v1::Sample out;
+      s.Tick(t, &out);
+    }
+  };
+  run(5);
+  ASSERT_EQ(proc.walks[100], 1);
+  proc.procs[100].pss_kb = 30000;  // shared with the workers now: half its PSS, the same RSS
+  run(60);                         // 12 s
+  EXPECT_GE(proc.walks[100], 2);
+  v1::Sample out;
+  s.Tick(t, &out);
+  ASSERT_EQ(out.processes(0).pid(), 100);
+  EXPECT_EQ(out.processes(0).pss_bytes(), 30000ull * 1024);
 }
 
 TEST(SamplerTest, AnExitingProcessIsSkippedNotCountedAsZero) {
