@@ -317,18 +317,16 @@ void ExperimentRunner::Tick(uint64_t now) {
   for (const auto& [what, bytes] : facts_.segments) shared += bytes;
   s.set_shared_bytes(shared);
   const LiveFigures live = facts_.progress ? Live(*facts_.progress) : LiveFigures{};
-  if (prev_steps_ns_ != 0 && now > prev_steps_ns_) {
-    const double inst = double(live.steps - std::min(live.steps, prev_steps_)) /
-                        (double(now - prev_steps_ns_) / 1e9);
-    steps_per_sec_ = steps_per_sec_ == 0 ? inst : 0.7 * steps_per_sec_ + 0.3 * inst;
-  }
-  prev_steps_ = live.steps;
-  prev_steps_ns_ = now;
+  steps_rate_.Feed(live.steps, now);
+  // From the samples the workers count, as the result's throughput: a step is not batch_size
+  // samples in every kind (a pipeline's stages step on the same samples, a strong-scaling
+  // replica takes a share of the batch, a multi_model step feeds n models).
+  samples_rate_.Feed(live.samples, now);
   const auto& spec = e_.spec();
   s.set_steps(live.steps);
   if (spec.has_batches()) s.set_steps_total(uint64_t(spec.workers()) * spec.batches());
-  s.set_steps_per_sec(steps_per_sec_);
-  s.set_samples_per_sec(steps_per_sec_ * spec.batch_size());
+  s.set_steps_per_sec(steps_rate_.per_sec());
+  s.set_samples_per_sec(samples_rate_.per_sec());
   s.set_loss(live.loss ? *live.loss : std::nan(""));
   s.set_sampler_cpu_percent(100.0 * double(sampler_->cpu_ns() + gpu_->cpu_ns()) /
                             std::max<double>(1, double(now - start_mono_)));

@@ -117,8 +117,7 @@ class ExperimentRunner {
   bool eof_ = false;
   bool stop_requested_ = false;
   uint64_t start_mono_ = 0, next_tick_ = 0, deadline_ = 0;
-  uint64_t prev_steps_ = 0, prev_steps_ns_ = 0;
-  double steps_per_sec_ = 0;
+  LiveRate steps_rate_, samples_rate_;
   std::map<uint32_t, bool> announced_ready_;
   std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress
   std::set<pid_t> pool_;                 // the fork-server's idle children being sampled

@@ -382,4 +382,13 @@ LiveFigures Live(const ipc::v1::Progress& p) {
   return l;
 }
 
+void LiveRate::Feed(uint64_t count, uint64_t now_ns) {
+  if (prev_ns_ != 0 && now_ns > prev_ns_) {
+    const double inst = double(count - std::min(count, prev_)) / (double(now_ns - prev_ns_) / 1e9);
+    rate_ = rate_ == 0 ? inst : 0.7 * rate_ + 0.3 * inst;
+  }
+  prev_ = count;
+  prev_ns_ = now_ns;
+}
+
 }  // namespace shoal

@@ -327,6 +327,33 @@ TEST_F(RunnerTest, TicksPublishProgressEverySampleInterval) {
   EXPECT_EQ(samples, 5);  // 1 s at 200 ms
 }
 
+// Live samples/s counts the samples the workers report, not steps x batch_size: here two
+// pipeline stages step on the same samples and only the last counts them.
+TEST_F(RunnerTest, LiveSamplesPerSecondCountsTheWorkersSamples) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  auto progress = [&](uint64_t steps, uint64_t samples) {
+    LeaderEvent ev;
+    for (int stage = 0; stage < 2; ++stage) {
+      auto* w = ev.mutable_progress()->add_workers();
+      w->set_steps(steps);
+      w->set_samples(stage == 1 ? samples : 0);
+    }
+    Feed(*r, ev);
+  };
+  progress(0, 0);
+  r->Advance();
+  clock_.Advance(200 * kMs);
+  progress(10, 40);  // 20 steps of the two stages, 40 samples through the pipeline, in 200 ms
+  r->Advance();
+  const v1::Sample* last = nullptr;
+  for (const auto& p : published_)
+    if (p.has_sample()) last = &p.sample();
+  ASSERT_NE(last, nullptr);
+  EXPECT_DOUBLE_EQ(last->steps_per_sec(), 100.0);
+  EXPECT_DOUBLE_EQ(last->samples_per_sec(), 200.0);
+}
+
 // A tick that finds no process to read knows no memory figure: it sends and keeps no sample
 // (a sample of 0 bytes would be a figure, and wrong).
 TEST_F(RunnerTest, NoSampleWhileNoProcessCanBeRead) {

@@ -8,10 +8,21 @@
 
 namespace shoal {
 
+LossWindows::LossWindows(WorkerSlot* slot, uint64_t total_steps)
+    : slot_(slot), total_(total_steps), k_(std::clamp<uint64_t>(total_steps / 4, 1, 10)) {}
+
+void LossWindows::Add(float l) {
+  slot_->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
+  if (n_ < k_) first_sum_ += l;
+  if (n_ + 1 == k_) slot_->first_loss_bits.store(FloatToBits(float(first_sum_ / double(k_))));
+  if (n_ + k_ >= total_) tail_sum_ += l;
+  if (++n_ == total_) slot_->tail_loss_bits.store(FloatToBits(float(tail_sum_ / double(k_))));
+}
+
 StepRecorder::StepRecorder(WorkerSlot* slot, uint64_t total_steps)
     : slot_(slot),
+      losses_(slot, total_steps),
       total_steps_(total_steps),
-      loss_k_(std::clamp<uint64_t>(total_steps / 4, 1, 10)),  // batches behind first/tail loss
       curve_every_(std::max<uint64_t>(1, (total_steps + kCurvePoints - 1) / kCurvePoints)) {}
 
 void StepRecorder::Step(const StepTimes& t, float loss, uint64_t samples, EpochTotals* totals) {
@@ -34,10 +45,7 @@ void StepRecorder::Step(const StepTimes& t, float loss, uint64_t samples, EpochT
 
 // Last, first-k and tail-k losses, and one curve point per curve_every_ steps.
 void StepRecorder::RecordLoss(float l) {
-  slot_->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
-  if (step_ < loss_k_) first_sum_ += l;
-  if (step_ + 1 == loss_k_) slot_->first_loss_bits.store(FloatToBits(float(first_sum_ / loss_k_)));
-  if (step_ + loss_k_ >= total_steps_) tail_sum_ += l;
+  losses_.Add(l);
   ++step_;
   curve_sum_ += l;
   ++curve_n_;
@@ -65,10 +73,6 @@ void StepRecorder::Epoch(uint32_t epoch, const EpochTotals& t) {
     r.loss_sum_bits.store(DoubleToBits(t.loss_sum));
   }
   slot_->epochs_done.store(epoch, std::memory_order_release);
-}
-
-void StepRecorder::Finish() {
-  slot_->tail_loss_bits.store(FloatToBits(float(tail_sum_ / double(loss_k_))));
 }
 
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,

@@ -1,6 +1,7 @@
 // How a training worker publishes its steps on its scoreboard slot: phase times, samples, the
 // first/last/tail losses, a loss curve of at most kCurvePoints points, per-epoch records. Shared
-// by every kind that trains one model per worker (hogwild, data_loading's trainer).
+// by every kind that trains one model per worker (hogwild, data_loading's trainer, data_parallel);
+// multi_model and pipeline publish their own times but their losses through LossWindows.
 #pragma once
 
 #include <torch/torch.h>
@@ -33,6 +34,20 @@ struct EpochTotals {
   double loss_sum = 0;
 };
 
+// first_loss and tail_loss as every kind reports them, from one worker's losses in order: the
+// mean of the first k and of the last k of its total_steps, k = total_steps / 4 within 1..10.
+// last_loss follows every loss; the tail is published with the last step.
+class LossWindows {
+ public:
+  LossWindows(WorkerSlot* slot, uint64_t total_steps);
+  void Add(float loss);
+
+ private:
+  WorkerSlot* slot_;
+  uint64_t total_, k_, n_ = 0;
+  double first_sum_ = 0, tail_sum_ = 0;
+};
+
 class StepRecorder {
  public:
   // `total_steps`: the steps this worker will take (places the tail loss and the curve points).
@@ -42,16 +57,15 @@ class StepRecorder {
   void Step(const StepTimes& t, float loss, uint64_t samples, EpochTotals* totals);
   // Epoch `epoch` (1-based) is done.
   void Epoch(uint32_t epoch, const EpochTotals& t);
-  // Training is done: publishes the tail loss.
-  void Finish();
 
  private:
   void RecordLoss(float loss);
 
   WorkerSlot* slot_;
-  uint64_t total_steps_, loss_k_, curve_every_;
+  LossWindows losses_;
+  uint64_t total_steps_, curve_every_;
   uint64_t step_ = 0, curve_n_ = 0;
-  double first_sum_ = 0, tail_sum_ = 0, curve_sum_ = 0;
+  double curve_sum_ = 0;
   uint64_t train_ns_ = 0;  // training time so far, evaluation excluded
 };
 

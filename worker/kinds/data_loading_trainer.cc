@@ -47,7 +47,6 @@ int DataLoadingTrainer::Run() {
     }
     recorder_.Epoch(e, t);
   }
-  recorder_.Finish();
   slot_->weights_checksum.store(ParamsChecksum(model_));
   Evaluate();
   slot_->vmhwm_bytes.store(SelfVmHwm());

@@ -80,7 +80,6 @@ int HogwildTrainer::Run() {
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   if (!(spec_.has_epochs() ? RunEpochs() : RunBatches())) return kLeaderGoneExit;
-  recorder_.Finish();
   if (!WaitForPeers()) return kLeaderGoneExit;
   slot_->weights_checksum.store(ParamsChecksum(model_));
   if (env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0) {

@@ -84,6 +84,7 @@ namespace {
 bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const WorkerEnv& env) {
   WorkerSlot* slot = env.slot;
   const uint64_t per_step = uint64_t(env.spec.batch_size()) * env.spec.models();  // B per model
+  LossWindows losses(slot, env.spec.iterations());
   for (uint64_t it = 0; it < env.spec.iterations(); ++it) {
     if ((it & 63) == 0 && LeaderGone(env.lifetime_fd)) return false;
     const auto t0 = Clock::now();
@@ -104,9 +105,7 @@ bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const Work
     slot->backward_ns.fetch_add(ElapsedNs(t3, t4), std::memory_order_relaxed);
     slot->optimizer_ns.fetch_add(ElapsedNs(t4, t5), std::memory_order_relaxed);
     const float l = loss.item<float>();
-    if (it == 0) slot->first_loss_bits.store(FloatToBits(l));
-    slot->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
-    slot->tail_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
+    losses.Add(l);
     slot->samples.fetch_add(per_step, std::memory_order_relaxed);
     MarkStepEnded(slot);
     slot->steps.fetch_add(1, std::memory_order_release);

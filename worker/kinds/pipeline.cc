@@ -32,18 +32,16 @@ torch::Tensor Labels(const v1::ExperimentSpec& s, uint64_t step) {
   return torch::randint(0, kPipelineClasses, {s.batch_size()}, gen, torch::kLong);
 }
 
-void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, bool last, uint64_t step,
+// `losses` is the last stage's: it alone sees the loss and the samples leaving the pipeline.
+void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, LossWindows* losses,
             uint64_t batch) {
   slot->data_ns.fetch_add(data_ns, std::memory_order_relaxed);
   slot->forward_ns.fetch_add(t.forward_ns, std::memory_order_relaxed);
   slot->backward_ns.fetch_add(t.backward_ns, std::memory_order_relaxed);
   slot->optimizer_ns.fetch_add(t.optimizer_ns, std::memory_order_relaxed);
   slot->comm_ns.fetch_add(t.wait_ns, std::memory_order_relaxed);
-  if (last) {  // the loss, and the samples that finished the pipeline
-    const float l = float(t.loss);
-    if (step == 0) slot->first_loss_bits.store(FloatToBits(l));
-    slot->last_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
-    slot->tail_loss_bits.store(FloatToBits(l), std::memory_order_relaxed);
+  if (losses != nullptr) {
+    losses->Add(float(t.loss));
     slot->samples.fetch_add(batch, std::memory_order_relaxed);
   }
   MarkStepEnded(slot);
@@ -89,6 +87,7 @@ int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const Tr
   slot->first_step_ns.store(RealtimeNs());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   const bool first = env.index == 0, last = env.index + 1 == spec.stages();
+  LossWindows losses(slot, spec.batches());
   for (uint64_t step = 0; step < spec.batches(); ++step) {
     counter->ResetPeak();
     if (dev.is_cuda()) ResetCudaMemoryPeaks(dev.device().index());
@@ -104,7 +103,7 @@ int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const Tr
       return WorkerFails(slot, env.index, times.status().message());
     }
     RecordPeaks(slot, counter, dev);
-    Record(slot, *times, data_ns, last, step, spec.batch_size());
+    Record(slot, *times, data_ns, last ? &losses : nullptr, spec.batch_size());
   }
   slot->vmhwm_bytes.store(SelfVmHwm());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
