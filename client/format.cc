@@ -31,6 +31,7 @@ std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30
 std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20)); }
 // An optional figure: "-" when it is unknown.
 std::string MibIf(bool known, uint64_t b) { return known ? Mib(b) : "-"; }
+std::string MsIf(bool known, double ms) { return known ? F("%.0f", ms) : "-"; }
 
 // What the server sent, with every string safe for a terminal (names, errors and events may hold
 // anything another user or a bad server put there).
@@ -167,13 +168,14 @@ std::string ResultLines(const v1::Experiment& e) {
         "shared %s%s\n",
         Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.sum_of_peak_pss_bytes()).c_str(),
         Gib(r.peak_rss_sum_bytes()).c_str(), Gib(r.peak_uss_sum_bytes()).c_str(),
-        Gib(r.peak_rss_hwm_sum_bytes()).c_str(), Mib(r.shared_bytes()).c_str(),
-        parts.empty() ? "" : (" (" + parts + ")").c_str());
-  o +=
-      F("  time        ready_ms %.0f, start_ms %.0f, wall_ms %.0f, train_ms %.0f, queued_ms %.0f\n",
-        r.ready_ms(), r.start_ms(), r.wall_ms(), r.train_ms(), r.queued_ms());
-  o += F("  throughput  %.1f samples/s (%lu samples, %lu steps)\n", r.samples_per_sec(),
-         UL(r.samples()), UL(r.steps()));
+        r.has_peak_rss_hwm_sum_bytes() ? Gib(r.peak_rss_hwm_sum_bytes()).c_str() : "-",
+        Mib(r.shared_bytes()).c_str(), parts.empty() ? "" : (" (" + parts + ")").c_str());
+  o += F("  time        ready_ms %s, start_ms %s, wall_ms %.0f, train_ms %s, queued_ms %.0f\n",
+         MsIf(r.has_ready_ms(), r.ready_ms()).c_str(), MsIf(r.has_start_ms(), r.start_ms()).c_str(),
+         r.wall_ms(), MsIf(r.has_train_ms(), r.train_ms()).c_str(), r.queued_ms());
+  o += F("  throughput  %s samples/s (%lu samples, %lu steps)\n",
+         r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-", UL(r.samples()),
+         UL(r.steps()));
   const std::string acc = r.has_test_accuracy() ? F("%.3f on %u images (%.1f s)", r.test_accuracy(),
                                                     s.eval_samples(), r.eval_ms() / 1000)
                                                 : "-";
@@ -263,7 +265,7 @@ std::string ProcessLines(const v1::Experiment& e) {
     o += F("              %s%-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s%s\n",
            nodes ? F("%-4u ", p.node()).c_str() : "", p.pid(), RoleName(e, p).c_str(),
            p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
-           p.role() == "leader" ? "-" : F("%.0f ms", p.start_ms()).c_str(),
+           p.has_start_ms() ? F("%.0f ms", p.start_ms()).c_str() : "-",
            MibIf(p.has_peak_rss_bytes(), p.peak_rss_bytes()).c_str(),
            Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()), g.c_str(), ExitText(p).c_str());
   }
@@ -416,8 +418,8 @@ std::string FormatList(const std::vector<v1::Experiment>& raw) {
            e.spec().optimizer().name().c_str(), e.spec().workers(), e.spec().start().c_str(), share,
            ran ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
            ran ? Gib(r.peak_pss_sum_bytes()).c_str() : "-",
-           r.samples_per_sec() > 0 ? F("%.1f", r.samples_per_sec()).c_str() : "-",
-           r.start_ms() > 0 ? F("%.0f", r.start_ms()).c_str() : "-");
+           r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-",
+           r.has_start_ms() ? F("%.0f", r.start_ms()).c_str() : "-");
   }
   return o;
 }

@@ -317,8 +317,9 @@ void CoordinatedRun::PublishLive() {
     if (!p.record) continue;
     part->set_state(p.record->state());
     part->set_error(p.record->error());
-    if (p.record->state() != v1::QUEUED) {  // a queued part has no figures yet
-      part->set_samples_per_sec(p.record->result().samples_per_sec());
+    if (p.record->state() != v1::QUEUED) {           // a queued part has no figures yet
+      if (p.record->result().has_samples_per_sec())  // unknown until it trains
+        part->set_samples_per_sec(p.record->result().samples_per_sec());
       part->set_peak_pss_sum_bytes(p.record->result().peak_pss_sum_bytes());
     }
     for (const auto& proc : p.record->processes()) {

@@ -305,7 +305,9 @@ void FillResult(const RunFacts& f, v1::Result* r) {
   r->set_wall_ms(NsToMs(f.wall_ns));
   r->set_threads(f.spec.threads());
   FillMemory(f, r);
+  // Every process's own high-water mark, or no sum: one missing would make it a lower bound.
   uint64_t hwm = f.result ? f.result->leader_vmhwm_bytes() : 0;
+  bool hwm_known = hwm > 0;
   if (f.result) {
     r->set_initial_weights_checksum(Hex64(f.result->initial_checksum()));
     if (f.result->final_checksum() != 0)  // data_parallel: no weights are shared
@@ -319,9 +321,14 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     if (f.spec.kind() == "multi_model") FillVariants(f, *ws, r);
     if (f.spec.kind() == "data_parallel") FillDataParallel(f, *ws, r);
     if (f.spec.kind() == "pipeline") FillPipeline(f, *ws, r);
-    for (const auto& w : *ws) hwm += w.vmhwm_bytes();
+    for (const auto& w : *ws) {
+      hwm += w.vmhwm_bytes();
+      hwm_known = hwm_known && w.vmhwm_bytes() > 0;
+    }
+  } else {
+    hwm_known = false;
   }
-  r->set_peak_rss_hwm_sum_bytes(hwm);
+  if (hwm_known) r->set_peak_rss_hwm_sum_bytes(hwm);
 }
 
 void FillProcesses(const RunFacts& f, v1::Experiment* e) {

@@ -61,12 +61,12 @@ std::vector<Metric> Metrics() {
        }},
       {"samples_per_sec", "Throughput (samples/s, all workers)", "%.1f", false,
        [](const v1::Result& r) -> std::optional<double> {
-         if (r.train_ms() <= 0) return std::nullopt;
+         if (!r.has_samples_per_sec()) return std::nullopt;
          return r.samples_per_sec();
        }},
       {"start_ms", "start_ms: first worker requested -> every worker training (ms)", "%.0f", false,
        [](const v1::Result& r) -> std::optional<double> {
-         if (r.start_ms() <= 0) return std::nullopt;  // not every worker was seen to start
+         if (!r.has_start_ms()) return std::nullopt;  // not every worker was seen to start
          return r.start_ms();
        }},
       {"epoch_train_s",
@@ -637,10 +637,12 @@ Cell DataParallelScale(const std::vector<PointView>& points, const v1::Experimen
     case 1:
       return Value(d.batch_total(), "%.0f");
     case 2:
-      return e.result().train_ms() > 0 ? Value(e.result().samples_per_sec(), "%.1f") : Missing();
+      return e.result().has_samples_per_sec() ? Value(e.result().samples_per_sec(), "%.1f")
+                                              : Missing();
     case 3: {
       const v1::Experiment* base = OneWorkerBaseline(points, e, false);
-      if (base == nullptr || base->result().samples_per_sec() <= 0 || e.result().train_ms() <= 0)
+      if (base == nullptr || !base->result().has_samples_per_sec() ||
+          base->result().samples_per_sec() <= 0 || !e.result().has_samples_per_sec())
         return Missing();
       return Value(e.result().samples_per_sec() / base->result().samples_per_sec(), "%.2f");
     }

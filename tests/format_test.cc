@@ -153,6 +153,25 @@ TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
   EXPECT_EQ(FormatExperiment(Finished()), want);
 }
 
+// A figure the run never had is a dash, not 0: here no worker reached its first step, and one
+// process's VmHWM is missing.
+TEST(FormatTest, UnknownTimesThroughputAndVmHwmSumAreDashes) {
+  v1::Experiment e = Finished();
+  auto* r = e.mutable_result();
+  for (auto clear :
+       {&v1::Result::clear_ready_ms, &v1::Result::clear_start_ms, &v1::Result::clear_train_ms,
+        &v1::Result::clear_samples_per_sec, &v1::Result::clear_peak_rss_hwm_sum_bytes})
+    (r->*clear)();
+  for (auto& p : *e.mutable_processes()) p.clear_start_ms();
+  const std::string out = FormatExperiment(e);
+  EXPECT_NE(out.find("VmHWM sum -;"), std::string::npos) << out;
+  EXPECT_NE(out.find("ready_ms -, start_ms -, wall_ms 12345, train_ms -, queued_ms 5\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("throughput  - samples/s (12000 samples"), std::string::npos) << out;
+  EXPECT_EQ(out.find(" ms   "), std::string::npos) << "no process start time: " << out;
+}
+
 TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {
   EXPECT_EQ(FormatExperiment(Queued()),
             "experiment e9  queued\n"

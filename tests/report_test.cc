@@ -848,9 +848,9 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
       // data_parallel's figures: absent for hogwild; then first_loss, absent as no worker
       // reported one
       "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "0", "", "", "0", "0", "", "",
-      "", "", "0.5", "0", "", "1073741824", "0", "0", "0",
-      // pipeline's figures: absent for hogwild
-      "", "", "", "", "", "", "", "", "", "", "0", "0", "0", "0", "0", "100", "0", "0", "10", "0",
+      "", "", "0.5", "0", "", "1073741824", "", "0", "0",  // no VmHWM reported: no sum
+      // pipeline's figures: absent for hogwild; ready_ms absent (no worker reached a step)
+      "", "", "", "", "", "", "", "", "", "", "0", "", "0", "0", "0", "100", "0", "0", "10", "0",
       "10", "0", "0.5", "1000", "0", "0"};
   std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());

@@ -107,8 +107,37 @@ TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {
   v1::Result r;
   FillResult(f, &r);
   EXPECT_DOUBLE_EQ(r.samples_per_sec(), 96);  // 192 samples over 2 s, not over microseconds
-  EXPECT_EQ(r.ready_ms(), 0);                 // one of two workers never started
+  EXPECT_FALSE(r.has_ready_ms());             // one of two workers never started: unknown
+  EXPECT_FALSE(r.has_start_ms());
+  EXPECT_FALSE(r.has_peak_rss_hwm_sum_bytes());  // no leader result: no one's VmHWM
   EXPECT_EQ(FinalState(f).first, v1::CANCELLED);
+}
+
+// Nothing trained: the times and the throughput are unknown, not 0.
+TEST(RunSummaryTest, ARunThatNeverTrainedHasNoTimesOrThroughput) {
+  RunFacts f = Finished(false);
+  for (auto& w : *f.result->mutable_workers()) w = Worker(w.index(), 0, 0, 0);
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_FALSE(r.has_train_ms());
+  EXPECT_FALSE(r.has_samples_per_sec());
+  EXPECT_FALSE(r.has_ready_ms());
+  EXPECT_FALSE(r.has_start_ms());
+}
+
+// The VmHWM sum adds the leader's and every worker's own mark, or is absent: a worker killed
+// before reading its own would make the sum a lower bound printed as the figure.
+TEST(RunSummaryTest, TheVmHwmSumNeedsEveryProcesssMark) {
+  RunFacts f = Finished(true);
+  f.result->set_leader_vmhwm_bytes(100);
+  f.result->mutable_workers(0)->set_vmhwm_bytes(1000);
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_FALSE(r.has_peak_rss_hwm_sum_bytes());  // worker 1 gave none
+  f.result->mutable_workers(1)->set_vmhwm_bytes(2000);
+  r.Clear();
+  FillResult(f, &r);
+  EXPECT_EQ(r.peak_rss_hwm_sum_bytes(), 3100u);
 }
 
 TEST(RunSummaryTest, EpochsTakeTheSlowestWorkersTimesAndEveryWorkersLoss) {
