@@ -135,17 +135,18 @@ std::string PipelineLines(const v1::Result& r) {
       p.stages(), p.chunks(), p.micro_batch(), p.checkpoint().c_str(), double(p.parameters()) / 1e6,
       Gib(p.model_memory_bytes()).c_str(), Gib(p.peak_allocated_sum_bytes()).c_str(),
       Gib(p.peak_activation_sum_bytes()).c_str(), p.step_ms(), 100 * p.bubble());
-  o += F("  %-11s %-5s %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s\n", "stages", "stage",
-         "layers", "params", "model", "peak alloc", "activation", "peak RSS", "peak PSS", "fwd ms",
-         "bwd ms", "wait ms");
+  o += F("  %-11s %-5s %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s %-8s\n", "stages",
+         "stage", "layers", "params", "model", "peak alloc", "activation", "peak RSS", "peak PSS",
+         "fwd ms", "bwd ms", "wait ms", "other ms");
   for (const auto& s : p.stage()) {
-    o += F("  %-11s %-5u %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8.0f %-8.0f %-8.0f\n", "",
+    o += F("  %-11s %-5u %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8.0f %-8.0f %-8.0f %-8.0f\n", "",
            s.stage(), F("%u-%u", s.first_layer(), s.end_layer() - 1).c_str(),
            F("%.2fM", double(s.parameters()) / 1e6).c_str(), Mib(s.model_memory_bytes()).c_str(),
            MibIf(s.has_peak_allocated_bytes(), s.peak_allocated_bytes()).c_str(),
            MibIf(s.has_peak_activation_bytes(), s.peak_activation_bytes()).c_str(),
            MibIf(s.has_peak_rss_bytes(), s.peak_rss_bytes()).c_str(),
-           Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(), s.backward_ms(), s.wait_ms());
+           Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(), s.backward_ms(), s.wait_ms(),
+           s.other_ms());
     if (s.has_cuda_device() || s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {
       o += F("  %-11s %-5s cuda%s: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
              s.has_cuda_device() ? F(":%u", s.cuda_device()).c_str() : "",

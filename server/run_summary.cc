@@ -197,6 +197,10 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   s.set_wait_ms(NsToMs(w.comm_ns()) / steps);
   s.set_optimizer_ms(NsToMs(w.optimizer_ns()) / steps);
   s.set_data_ms(NsToMs(w.data_ns()) / steps);
+  const double timed =
+      s.forward_ms() + s.backward_ms() + s.wait_ms() + s.optimizer_ms() + s.data_ms();
+  s.set_step_ms(std::max(timed, NsToMs(w.step_wall_ns()) / steps));
+  s.set_other_ms(s.step_ms() - timed);
   return s;
 }
 
@@ -211,8 +215,7 @@ void FillPipeline(const RunFacts& f, const Reports& ws, v1::Result* r) {
   double bubble = 0;
   for (const auto& w : ws) {
     v1::StageResult s = StageFigures(f, w, layout->balance);
-    const double step =
-        s.forward_ms() + s.backward_ms() + s.wait_ms() + s.optimizer_ms() + s.data_ms();
+    const double step = s.step_ms();
     p->set_step_ms(std::max(p->step_ms(), step));
     bubble += step > 0 ? s.wait_ms() / step : 0;
     p->set_parameters(p->parameters() + s.parameters());

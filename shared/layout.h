@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 8;
+constexpr uint32_t kLayoutVersion = 9;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;
@@ -115,6 +115,7 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> zero_grad_ns, define_ns, parameters, alloc_peak_bytes;  // multi_model
   // A pipeline stage on CUDA: LibTorch's CUDA allocator's peaks (0: unknown).
   std::atomic<uint64_t> device_alloc_peak_bytes, device_reserved_peak_bytes;
+  std::atomic<uint64_t> step_wall_ns;  // a pipeline stage: its steps' wall time, summed
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
   // data_parallel: blocked in all-reduce waits; time an all-reduce was in flight; bytes.

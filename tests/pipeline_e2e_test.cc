@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "shared/amoebanet.h"
@@ -44,9 +45,12 @@ class PipelineE2E : public ::testing::Test {
 };
 
 TEST_F(PipelineE2E, ThreeStagesTrainAndAccountEveryStagesMemory) {
+  const auto t0 = std::chrono::steady_clock::now();
   const json e = Submit({"--stages", "3", "--balance", "5,4,3", "--chunks", "2", "--batches", "2",
                          "--start", "spawn"},
                         true);
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
   const json& p = e["result"]["pipeline"];
   auto plan = PlanAmoebaNet(6, 16, 1000);
@@ -65,7 +69,16 @@ TEST_F(PipelineE2E, ThreeStagesTrainAndAccountEveryStagesMemory) {
     EXPECT_GT(st["peak_activation_bytes"].get<uint64_t>(), 0u) << s;
     EXPECT_GT(st["peak_pss_bytes"].get<uint64_t>(), 0u) << s;
     EXPECT_GT(st["forward_ms"].get<double>(), 0) << s;
+    // The step is the stage's wall time: every phase fits in it, the rest is `other`.
+    const double timed = st["forward_ms"].get<double>() + st["backward_ms"].get<double>() +
+                         st["wait_ms"].get<double>() + st["optimizer_ms"].get<double>() +
+                         st["data_ms"].get<double>();
+    EXPECT_NEAR(st["step_ms"].get<double>(), timed + st["other_ms"].get<double>(), 1e-6) << s;
+    EXPECT_GE(st["other_ms"].get<double>(), 0) << s;
+    EXPECT_LE(st["step_ms"].get<double>(), p["step_ms"].get<double>()) << s;
   }
+  // Against this test's own stopwatch: the two steps fit in the submit's whole wait.
+  EXPECT_LT(p["step_ms"].get<double>() * 2, elapsed_ms);
   EXPECT_GT(p["stage"][2]["wait_ms"].get<double>(), 0);  // the last stage waits to be filled
   EXPECT_GT(p["bubble"].get<double>(), 0);
   const double loss = e["result"]["last_loss"].get<double>();

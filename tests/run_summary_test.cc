@@ -98,6 +98,29 @@ TEST(RunSummaryTest, PipelineStagesTakeTheirDevicesAllocatorFigures) {
   EXPECT_EQ(gpu.cuda_device(), 1u);
 }
 
+// A stage's step is its wall time: what no phase times (the sends into the neighbours' slots,
+// zero_grad) is `other`, and the bubble is the wait's share of the whole step.
+TEST(RunSummaryTest, APipelineStepIsTheStagesWallTime) {
+  constexpr uint64_t ms = kS / 1000;
+  RunFacts f = TwoStages("cpu");
+  for (int i = 0; i < 2; ++i) {
+    auto* w = f.result->mutable_workers(i);  // 10 steps each
+    w->set_forward_ns(300 * ms);
+    w->set_backward_ns(500 * ms);
+    w->set_comm_ns((i == 0 ? 100 : 400) * ms);
+    w->set_step_wall_ns((i == 0 ? 1000 : 1200) * ms);
+  }
+  v1::Result r;
+  FillResult(f, &r);
+  const auto& p = r.pipeline();
+  EXPECT_DOUBLE_EQ(p.stage(0).step_ms(), 100);  // 1000 ms over 10 steps
+  EXPECT_DOUBLE_EQ(p.stage(0).other_ms(), 10);  // 100 - (30 + 50 + 10)
+  EXPECT_DOUBLE_EQ(p.stage(1).step_ms(), 120);
+  EXPECT_DOUBLE_EQ(p.stage(1).other_ms(), 0);  // all of it timed
+  EXPECT_DOUBLE_EQ(p.step_ms(), 120);          // the slowest stage's
+  EXPECT_DOUBLE_EQ(p.bubble(), (10.0 / 100 + 40.0 / 120) / 2);
+}
+
 TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {
   RunFacts f = Finished(false);
   f.result.reset();

@@ -179,6 +179,7 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   if (const uint64_t b = w.device_alloc_peak_bytes.load()) r.set_device_alloc_peak_bytes(b);
   if (const uint64_t b = w.device_reserved_peak_bytes.load()) r.set_device_reserved_peak_bytes(b);
   r.set_comm_ns(w.comm_ns.load());
+  r.set_step_wall_ns(w.step_wall_ns.load());
   r.set_allreduce_busy_ns(w.allreduce_busy_ns.load());
   r.set_allreduce_bytes(w.allreduce_bytes.load());
   r.set_buckets(w.buckets.load());

@@ -33,8 +33,9 @@ torch::Tensor Labels(const v1::ExperimentSpec& s, uint64_t step) {
 }
 
 // `losses` is the last stage's: it alone sees the loss and the samples leaving the pipeline.
-void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, LossWindows* losses,
-            uint64_t batch) {
+void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, uint64_t wall_ns,
+            LossWindows* losses, uint64_t batch) {
+  slot->step_wall_ns.fetch_add(wall_ns, std::memory_order_relaxed);
   slot->data_ns.fetch_add(data_ns, std::memory_order_relaxed);
   slot->forward_ns.fetch_add(t.forward_ns, std::memory_order_relaxed);
   slot->backward_ns.fetch_add(t.backward_ns, std::memory_order_relaxed);
@@ -98,12 +99,13 @@ int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const Tr
     dev.Sync();
     const uint64_t data_ns = ElapsedNs(t0, SteadyClock::now());
     auto times = stage.Step(step, images, labels);
+    const uint64_t wall_ns = ElapsedNs(t0, SteadyClock::now());
     if (!times.ok()) {
       if (LeaderGone(env.lifetime_fd)) return kLeaderGoneExit;
       return WorkerFails(slot, env.index, times.status().message());
     }
     RecordPeaks(slot, counter, dev);
-    Record(slot, *times, data_ns, last ? &losses : nullptr, spec.batch_size());
+    Record(slot, *times, data_ns, wall_ns, last ? &losses : nullptr, spec.batch_size());
   }
   slot->vmhwm_bytes.store(SelfVmHwm());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
