@@ -90,52 +90,56 @@ void ProcessSampler::ReadCheap(pid_t pid, Proc& p, uint64_t now_ns) {
   p.cpu_at_ns = now_ns;
 }
 
-// Who deserves a page-table walk: never-walked first, then those whose sharing changed, then the
-// stale, oldest first, then the largest relative RSS moves. Staleness outranks moves because a
-// move is what the estimate follows well (new anonymous pages are private), while what it cannot
-// see moves no RSS: a leader's PSS falls as workers map the segments it holds. Ranked below the
-// movers, a leader went unwalked for 11 s of a 4-worker run and its PSS read 20% high.
-std::vector<std::pair<double, pid_t>> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
-  std::vector<std::pair<double, pid_t>> want;
+// Who deserves a page-table walk, in tiers: never walked; sharing changed (a process joined, a
+// worker started or finished training); not walked for refresh_after; RSS moved. Within the first
+// three, the process whose estimate can be most wrong goes first: what can drift unseen is the
+// PSS of its shared pages (PSS - USS at its walk), which falls or rises with its sharers; the
+// stale weigh that by their age. Staleness outranks RSS moves because a move is what the
+// estimate follows well (new anonymous pages are private), while what it cannot see moves no
+// RSS: a leader's or a fork-server's PSS falls as workers map pages it holds. Measured: ranked
+// below the movers, a leader went 11 s unwalked in a 4-worker run and read 20% high; ranked
+// without weights, a forkserver run's fork-server (100 MB of shared PSS) waited behind 16 idle
+// children (5 MB each) and read twice its PSS.
+std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
+  std::vector<std::pair<std::pair<int, double>, pid_t>> want;  // ((tier, score), pid)
   for (const auto& [pid, p] : procs_) {
     if (p.gone) continue;
-    double prio;
+    const double shared_pss = double(p.pss - std::min(p.pss, p.uss));
+    const uint64_t age_ns = now_ns - p.walked_at_ns;
+    const double move =
+        std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
     if (!p.walked) {
-      prio = 1e9;
+      want.push_back({{3, 0.0}, pid});
     } else if (p.due) {
-      prio = 1e6;  // its sharing changed: its estimate can be off by whole segments
-    } else {
-      const double move =
-          std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
-      const uint64_t age_ns = now_ns - p.walked_at_ns;
-      if (age_ns > opts_.refresh_after_ns) {
-        prio = 1e3 + double(age_ns) / 1e9;
-      } else if (move >= opts_.move_threshold) {
-        prio = std::min(move, 999.0);  // below the stale
-      } else {
-        continue;
-      }
+      want.push_back({{2, shared_pss}, pid});
+    } else if (age_ns > opts_.refresh_after_ns) {
+      want.push_back({{1, shared_pss * double(age_ns) / 1e9}, pid});
+    } else if (move >= opts_.move_threshold) {
+      want.push_back({{0, move}, pid});
     }
-    want.emplace_back(prio, pid);
   }
   std::sort(want.begin(), want.end(), [](auto& a, auto& b) { return a.first > b.first; });
-  return want;
+  std::vector<pid_t> order;
+  for (const auto& [rank, pid] : want) order.push_back(pid);
+  return order;
 }
 
 // Walks as many candidates as the budget allows; returns the CPU time the walks took.
-uint64_t ProcessSampler::Walk(const std::vector<std::pair<double, pid_t>>& want, uint64_t now_ns) {
+uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns) {
   uint64_t walk_ns = 0;
-  for (const auto& [prio, pid] : want) {
+  for (pid_t pid : want) {
     // A walk starts while the bucket holds anything and may leave it in debt, repaid before the
     // next: a walk dearer than the whole bucket (10-16 ms for a 600 MB worker on some machines,
     // against a 5 ms burst) must slow walks down, not stop them. An unwalked process always gets
-    // one.
-    if (tokens_ns_ <= 0 && procs_[pid].walked) break;
+    // one, outside the budget (its cost still counts in cpu_ns): charged, a forkserver run's
+    // first walks of 20 processes left a 100 ms debt, and nobody was walked again for 10 s.
+    const bool first = !procs_[pid].walked;
+    if (tokens_ns_ <= 0 && !first) break;
     const uint64_t c0 = cpu_clock_();
     auto text = reader_->Read(pid, "smaps_rollup");
     const uint64_t cost = cpu_clock_() - c0;
     walk_ns += cost;
-    tokens_ns_ -= double(cost);
+    if (!first) tokens_ns_ -= double(cost);
     ++smaps_reads_;
     if (!text.ok()) continue;
     auto r = ParseSmapsRollup(*text);

@@ -3,8 +3,9 @@
 // statm and stat (~0.01 ms each) are read for every process on every tick. smaps_rollup, which
 // walks the page tables (1.5-16 ms for a training worker, by machine), is read under a CPU budget
 // (default 1% of one core, a token bucket filled with wall time and drained by the measured cost
-// of each read; a walk may leave it in debt), first for processes never walked or whose sharing
-// changed, then for those not walked for refresh_after, then for those whose RSS moved most.
+// of each read; a walk may leave it in debt; a process's first walk is not rationed), first for
+// processes never walked or whose sharing changed, then for those not walked for refresh_after,
+// then for those whose RSS moved most (WalkCandidates says why, and who goes first in a tier).
 // Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
 // since count whole (they are private), while file and shared-memory pages (the shared data and
 // weight segments, the libraries) count at the share of them the walk found to be this process's.
@@ -74,8 +75,8 @@ class ProcessSampler {
   };
 
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
-  std::vector<std::pair<double, pid_t>> WalkCandidates(uint64_t now_ns) const;
-  uint64_t Walk(const std::vector<std::pair<double, pid_t>>& want, uint64_t now_ns);
+  std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
+  uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns);
   void Emit(uint64_t now_ns, v1::Sample* out);
   // PSS and USS now, from the last walk and this tick's statm.
   static std::pair<uint64_t, uint64_t> Estimate(const Proc& p);
