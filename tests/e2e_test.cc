@@ -2,13 +2,16 @@
 // socket and state directory, on the real Fashion-MNIST files.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "shared/shm.h"
@@ -61,15 +64,40 @@ void PrintTo(const Mode& m, std::ostream* os) { *os << m.start << "/share=" << m
 
 class HogwildE2E : public E2E, public ::testing::WithParamInterface<Mode> {};
 
+// A process's CPU time (user + system, all threads) in ms, read here from /proc/<pid>/stat.
+double CpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i)  // fields 14 and 15: utime, stime
+    if (i >= 14) ticks += std::stod(field);
+  return ticks * 1000.0 / double(sysconf(_SC_CLK_TCK));
+}
+
 TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
   const Mode m = GetParam();
+  const double daemon_cpu0 = CpuMs(daemon_->pid());
+  const auto t0 = std::chrono::steady_clock::now();
   json e = MustJson(daemon_->Cli(
       {"submit", "--workers", "2",      "--start",        m.start, "--share",
        m.share,  "--device",  "cpu",    "--batches",      "3",     "--batch-size",
        "64",     "--dataset", kFashion, "--eval-samples", "64",    "--sample-interval-ms",
        "100",    "--wait",    "--json"}));
+  const double elapsed_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double daemon_cpu_ms = CpuMs(daemon_->pid()) - daemon_cpu0;
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   const json& r = e["result"];
+  // The times against this test's stopwatch, which encloses the whole submit and wait; the
+  // sampler's CPU against the daemon's own, read from /proc (one clock tick of slack).
+  EXPECT_LT(r["queued_ms"].get<double>() + r["wall_ms"].get<double>(), elapsed_ms);
+  EXPECT_LT(r["ready_ms"].get<double>(), r["wall_ms"].get<double>());
+  EXPECT_GT(r["train_ms"].get<double>(), 0);
+  EXPECT_LT(r["train_ms"].get<double>(), r["wall_ms"].get<double>());
+  EXPECT_LE(r["sampler_cpu_ms"].get<double>(),
+            daemon_cpu_ms + 1000.0 / double(sysconf(_SC_CLK_TCK)));
   EXPECT_EQ(r["steps"], 6);
   EXPECT_EQ(r["samples"], 6 * 64);
   EXPECT_GT(r["samples_per_sec"].get<double>(), 0);
