@@ -81,6 +81,7 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
         s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
         s.share() ? "yes" : "no", s.device().c_str(), Length(s).c_str(), s.threads());
   if (s.activations() == "lean") o.insert(o.size() - 1, ", activations lean");
+  if (s.cuda_sync() == "step") o.insert(o.size() - 1, ", cuda_sync step");
   o += "  optimiser   " + Optimizer(s) + "\n";
   o += "  dataset     " + s.dataset() + "\n";
   return o;
@@ -183,10 +184,15 @@ std::string ResultLines(const v1::Experiment& e) {
   o += F("  loss        first %s, last %s; test accuracy %s\n",
          r.has_first_loss() ? F("%.4f", r.first_loss()).c_str() : "-",
          r.has_last_loss() ? F("%.4f", r.last_loss()).c_str() : "-", acc.c_str());
-  o +=
-      F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
-        "workers)\n",
-        r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
+  if (r.has_forward_ms()) {
+    o +=
+        F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
+          "workers)\n",
+          r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
+  } else if (s.has_cuda_sync()) {
+    o +=
+        "  step split  - (cuda_sync " + s.cuda_sync() + ": the device is waited for once a step)\n";
+  }
   o +=
       F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
         "reads)\n",
@@ -203,8 +209,10 @@ std::string EpochLines(const v1::Result& r) {
   for (const auto& x : r.epochs()) {
     const std::string acc = x.has_test_accuracy() ? F("%.3f", x.test_accuracy()) : "-";
     const std::string cpu = x.has_load_cpu_ms() ? F(" %11.2f", x.load_cpu_ms() / 1000) : "";
-    o += F("              %-5u %9.2f %9.2f %9.2f %9.4f %9s%s\n", x.epoch(), x.wall_ms() / 1000,
-           x.data_ms() / 1000, x.train_ms() / 1000, x.mean_loss(), acc.c_str(), cpu.c_str());
+    auto secs = [](bool has, double ms) { return has ? F("%9.2f", ms / 1000) : F("%9s", "-"); };
+    o += F("              %-5u %9.2f %s %s %9.4f %9s%s\n", x.epoch(), x.wall_ms() / 1000,
+           secs(x.has_data_ms(), x.data_ms()).c_str(), secs(x.has_train_ms(), x.train_ms()).c_str(),
+           x.mean_loss(), acc.c_str(), cpu.c_str());
   }
   return o;
 }

@@ -39,7 +39,9 @@ void FillMemory(const RunFacts& f, v1::Result* r) {
 
 // Throughput is taken over the time the workers actually trained, whatever the end state: from
 // the first worker's first step to the last step any worker finished.
-void FillTraining(const Reports& ws, uint32_t workers, uint64_t start_real, v1::Result* r) {
+// `phases_timed`: the workers timed data, forward, backward and update apart (not cuda_sync step).
+void FillTraining(const Reports& ws, uint32_t workers, uint64_t start_real, bool phases_timed,
+                  v1::Result* r) {
   uint64_t first = UINT64_MAX, last_first = 0, last = 0, first_req = UINT64_MAX;
   uint64_t samples = 0, steps = 0, data = 0, fwd = 0, bwd = 0, opt = 0;
   uint32_t started = 0;
@@ -59,10 +61,12 @@ void FillTraining(const Reports& ws, uint32_t workers, uint64_t start_real, v1::
   }
   r->set_samples(samples);
   r->set_steps(steps);
-  r->set_data_ms(NsToMs(data));
-  r->set_forward_ms(NsToMs(fwd));
-  r->set_backward_ms(NsToMs(bwd));
-  r->set_optimizer_ms(NsToMs(opt));
+  if (phases_timed) {
+    r->set_data_ms(NsToMs(data));
+    r->set_forward_ms(NsToMs(fwd));
+    r->set_backward_ms(NsToMs(bwd));
+    r->set_optimizer_ms(NsToMs(opt));
+  }
   if (started == workers && started > 0) {  // every worker reached its first step
     r->set_ready_ms(NsToMs(last_first - std::min(last_first, start_real)));
     if (first_req != UINT64_MAX)
@@ -254,6 +258,10 @@ v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t in
 void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p) {
   if (w.vmhwm_bytes() > 0) p->set_peak_rss_bytes(w.vmhwm_bytes());
   if (w.has_step_memory()) *p->mutable_step_memory() = w.step_memory();
+  if (w.has_device_alloc_peak_bytes())
+    p->set_peak_cuda_allocated_bytes(w.device_alloc_peak_bytes());
+  if (w.has_device_reserved_peak_bytes())
+    p->set_peak_cuda_reserved_bytes(w.device_reserved_peak_bytes());
   p->set_steps(w.steps());
   if (w.has_last_loss()) p->set_last_loss(w.last_loss());
   if (w.first_step_ns() > 0) {
@@ -277,7 +285,7 @@ const Reports* WorkerReports(const RunFacts& f) {
   return nullptr;
 }
 
-void FillEpochs(const Reports& workers, v1::Result* r) {
+void FillEpochs(const Reports& workers, bool phases_timed, v1::Result* r) {
   std::map<uint32_t, v1::EpochResult> epochs;
   std::map<uint32_t, uint64_t> steps, load_cpu;
   for (const auto& w : workers) {
@@ -286,8 +294,10 @@ void FillEpochs(const Reports& workers, v1::Result* r) {
       e.set_epoch(x.epoch());
       if (x.wall_ns() >= uint64_t(e.wall_ms() * 1e6)) {  // the slowest worker's times
         e.set_wall_ms(NsToMs(x.wall_ns()));
-        e.set_data_ms(NsToMs(x.data_ns()));
-        e.set_train_ms(NsToMs(x.wall_ns() - std::min(x.wall_ns(), x.data_ns())));
+        if (phases_timed) {
+          e.set_data_ms(NsToMs(x.data_ns()));
+          e.set_train_ms(NsToMs(x.wall_ns() - std::min(x.wall_ns(), x.data_ns())));
+        }
       }
       e.set_mean_loss(e.mean_loss() + x.loss_sum());  // a sum until divided below
       e.set_samples(e.samples() + x.samples());
@@ -317,9 +327,10 @@ void FillResult(const RunFacts& f, v1::Result* r) {
       r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
   }
   if (const Reports* ws = WorkerReports(f)) {
-    FillTraining(*ws, f.spec.workers(), f.start_real_ns, r);
+    const bool phases_timed = f.spec.cuda_sync() != "step";
+    FillTraining(*ws, f.spec.workers(), f.start_real_ns, phases_timed, r);
     FillLosses(*ws, r);
-    FillEpochs(*ws, r);
+    FillEpochs(*ws, phases_timed, r);
     ExcludeEvaluations(r);
     if (f.spec.kind() == "multi_model") FillVariants(f, *ws, r);
     if (f.spec.kind() == "data_parallel") FillDataParallel(f, *ws, r);

@@ -44,9 +44,10 @@ const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>* WorkerReports(c
 
 // Fills every figure of the result that the facts determine; leaves unknown ones absent.
 void FillResult(const RunFacts& f, v1::Result* r);
-// Per-epoch figures: for each epoch the slowest worker's times, losses over all workers.
+// Per-epoch figures: for each epoch the slowest worker's times, losses over all workers; its data
+// and training split only where `phases_timed` (not cuda_sync step).
 void FillEpochs(const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>& workers,
-                v1::Result* r);
+                bool phases_timed, v1::Result* r);
 // The final process list (ready/start times, steps, losses, peaks, exits, checksums).
 void FillProcesses(const RunFacts& f, v1::Experiment* e);
 // A worker's process record from its report: ready/start times, steps, last loss, peak RSS and

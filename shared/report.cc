@@ -403,8 +403,8 @@ std::optional<double> MeanEpoch(
 
 Cell EpochSeconds(const v1::Experiment& e, size_t column) {
   const auto v = MeanEpoch(e.result(), [column](const v1::EpochResult& x) -> std::optional<double> {
-    if (column == 0) return x.data_ms();
-    if (column == 1) return x.train_ms();
+    if (column == 0) return x.has_data_ms() ? std::optional<double>(x.data_ms()) : std::nullopt;
+    if (column == 1) return x.has_train_ms() ? std::optional<double>(x.train_ms()) : std::nullopt;
     if (column == 2) return x.wall_ms();
     if (!x.has_load_cpu_ms()) return std::nullopt;
     return x.load_cpu_ms();

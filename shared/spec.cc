@@ -166,7 +166,7 @@ namespace {
 std::vector<std::string> ForeignFields(const KindRules& kind) {
   std::vector<std::string> out = kind.foreign_fields;
   if (std::find(kind.devices.begin(), kind.devices.end(), "cuda") == kind.devices.end())
-    out.push_back("cuda_devices");
+    out.insert(out.end(), {"cuda_devices", "cuda_sync"});
   return out;
 }
 
@@ -221,6 +221,8 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_step_timeout_ms()) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
   if (!s->has_force()) s->set_force(false);
   DefaultCudaDevices(s, limits);
+  // Cleared again for the kinds that do not read it (ApplyDefaults).
+  if (s->device() == "cuda" && !s->has_cuda_sync()) s->set_cuda_sync("phases");
 }
 
 }  // namespace
@@ -276,6 +278,14 @@ Status ValidateCudaDevices(const v1::ExperimentSpec& s, const SpecLimits& limits
   return Status::Ok();
 }
 
+// Only with device cuda: on the CPU every time is the work done.
+Status ValidateCudaSync(const v1::ExperimentSpec& s) {
+  if (!s.has_cuda_sync()) return Status::Ok();
+  if (s.device() != "cuda")
+    return InvalidArgument("cuda_sync: only with device cuda (device is " + s.device() + ")");
+  return OneOf("cuda_sync", s.cuda_sync(), {"phases", "step"});
+}
+
 }  // namespace
 
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
@@ -294,6 +304,7 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
                            " does not train on cuda yet; allowed: cpu");
   if (ForkCudaShare(s)) return InvalidArgument(std::string("device: ") + kForkCudaShareWhy);
   RETURN_IF_ERROR(ValidateCudaDevices(s, limits));
+  RETURN_IF_ERROR(ValidateCudaSync(s));
   RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
   RETURN_IF_ERROR(ValidateLength(s, limits));
   RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));

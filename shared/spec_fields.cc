@@ -34,6 +34,10 @@ std::vector<SpecField> CommonFields() {
       {"cuda_devices", "cuda_devices",
        "device cuda: CUDA ordinals, comma-separated; worker (stage) i on the (i mod n)-th",
        "pipeline: stage i on i mod the node's devices; hogwild: 0", false},
+      {"cuda_sync", "cuda_sync",
+       "hogwild on cuda: phases (wait for the device before each phase time: the split is the "
+       "work done) | step (once a step, at its loss, as PyTorch's loop: no phase split)",
+       "phases (device cuda)"},
       {"optimizer", "optimizer.name",
        "sgd | nesterov | adagrad | adadelta | adam | adamw | rmsprop", "sgd (pipeline: rmsprop)"},
       {"lr", "optimizer.lr", "learning rate", "per optimizer (sgd 0.01)"},

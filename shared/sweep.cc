@@ -95,6 +95,7 @@ StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::
   if (ForkCudaShare(check)) {  // checked as the CPU point it would be, without CUDA's fields
     check.set_device("cpu");
     check.clear_cuda_devices();
+    check.clear_cuda_sync();
   }
   Status st = ValidateSpec(check, elsewhere);
   if (!st.ok())

@@ -189,6 +189,30 @@ TEST(FormatTest, LeanActivationsAreNamedOnTheSpecLine) {
       << FormatExperiment(e);
 }
 
+// cuda_sync step: the spec line says so, and the phase split the workers did not time is a dash
+// with the reason, in the result and in each epoch.
+TEST(FormatTest, StepsTimedWholeShowNoPhaseSplit) {
+  v1::Experiment e = Finished();
+  e.mutable_spec()->set_device("cuda");
+  e.mutable_spec()->set_cuda_sync("step");
+  auto* r = e.mutable_result();
+  for (auto clear : {&v1::Result::clear_data_ms, &v1::Result::clear_forward_ms,
+                     &v1::Result::clear_backward_ms, &v1::Result::clear_optimizer_ms})
+    (r->*clear)();
+  for (auto& x : *r->mutable_epochs()) {
+    x.clear_data_ms();
+    x.clear_train_ms();
+  }
+  const std::string out = FormatExperiment(e);
+  EXPECT_NE(out.find("2 threads, cuda_sync step\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  step split  - (cuda_sync step: the device is waited for once a step)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(Sp(14) + "1" + Sp(10) + "6.00" + Sp(9) + "-" + Sp(9) + "-" + Sp(4) + "0.5000"),
+            std::string::npos)
+      << out;
+}
+
 // On CUDA the processes table gains a device column: each process's, '-' for one without.
 TEST(FormatTest, CudaProcessesShowTheirDevice) {
   v1::Experiment e = Finished();

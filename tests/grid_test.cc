@@ -260,7 +260,8 @@ TEST(GridTest, LegacyListsAreAxesAndMixWithNewAxes) {
 
 TEST(GridTest, RefusesAFieldThatIsNotAnAxis) {
   const std::string fields =
-      "(fields: kind, model, dataset, start, share, device, optimizer, lr, momentum, dampening, "
+      "(fields: kind, model, dataset, start, share, device, cuda_sync, optimizer, lr, momentum, "
+      "dampening, "
       "weight_decay, eps, lr_decay, initial_accumulator_value, rho, beta1, beta2, amsgrad, alpha, "
       "centered, batch_size, batches, epochs, epoch_samples, threads, seed, allocator, "
       "activations, eval_samples, sample_interval_ms, stall_timeout_ms, step_timeout_ms, models, "

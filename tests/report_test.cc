@@ -670,6 +670,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "share",
                                                "device",
                                                "cuda_devices",
+                                               "cuda_sync",
                                                "optimizer",
                                                "lr",
                                                "momentum",
@@ -819,6 +820,7 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "synthetic", "fork",
                                           "yes",       "cpu",
                                           "",  // cuda_devices: on the CPU, none
+                                          "",  // cuda_sync: likewise
                                           "sgd",       "0.01",
                                           "0.5",       "0",
                                           "0",         "",
@@ -842,13 +844,14 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
                                           "",          "",  // pipeline's
                                           "",          "1",
                                           "",          "no"};
+  // The phase split (backward_ms, data_ms, forward_ms, optimizer_ms) was not reported: absent.
   // GPU figures: none read (0), no status, the optional ones absent.
   const std::vector<std::string> figures0 = {
-      "0", "0", "0",
+      "", "0", "",
       // data_parallel's figures: absent for hogwild; then first_loss, absent as no worker
       // reported one
-      "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "0", "", "", "0", "0", "", "",
-      "", "", "0.5", "0", "", "1073741824", "", "0", "0",  // no VmHWM reported: no sum
+      "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "0", "", "", "", "0", "", "",
+      "", "", "0.5", "", "", "1073741824", "", "0", "0",  // no VmHWM reported: no sum
       // pipeline's figures: absent for hogwild; ready_ms absent (no worker reached a step)
       "", "", "", "", "", "", "", "", "", "", "0", "", "0", "0", "0", "100", "0", "0", "10", "0",
       "10", "0", "0.5", "1000", "0", "0"};

@@ -47,6 +47,35 @@ TEST(RunSummaryTest, ThroughputIsOverTheTimeWorkersActuallyTrained) {
   EXPECT_FALSE(r.has_test_accuracy());   // nobody evaluated: absent, not 0
 }
 
+// cuda_sync step: the workers timed their steps whole, so the phase split is unknown (absent,
+// not 0), in the result and in every epoch; throughput is timed as before.
+TEST(RunSummaryTest, StepsTimedWholeHaveNoPhaseSplit) {
+  RunFacts f = Finished(true);
+  v1::Result timed;
+  FillResult(f, &timed);
+  EXPECT_TRUE(timed.has_forward_ms());
+  EXPECT_TRUE(timed.has_data_ms());
+  f.spec.set_device("cuda");
+  f.spec.set_cuda_sync("step");
+  for (auto& w : *f.result->mutable_workers()) {
+    auto* x = w.add_epochs();
+    x->set_epoch(1);
+    x->set_wall_ns(3 * kS);
+    x->set_steps(10);
+  }
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_FALSE(r.has_data_ms());
+  EXPECT_FALSE(r.has_forward_ms());
+  EXPECT_FALSE(r.has_backward_ms());
+  EXPECT_FALSE(r.has_optimizer_ms());
+  EXPECT_DOUBLE_EQ(r.samples_per_sec(), 256);
+  ASSERT_EQ(r.epochs_size(), 1);
+  EXPECT_DOUBLE_EQ(r.epochs(0).wall_ms(), 3000);
+  EXPECT_FALSE(r.epochs(0).has_data_ms());
+  EXPECT_FALSE(r.epochs(0).has_train_ms());
+}
+
 // A pipeline stage's memory the seed's way: on the CPU from the counting allocator; on CUDA from
 // LibTorch's CUDA allocator (allocated, and reserved as the seed read it) and NVML per process,
 // and unknown (absent) where the worker had no CUDA allocator figures.
@@ -180,7 +209,7 @@ TEST(RunSummaryTest, EpochsTakeTheSlowestWorkersTimesAndEveryWorkersLoss) {
     }
   }
   v1::Result r;
-  FillEpochs(ws, &r);
+  FillEpochs(ws, true, &r);
   ASSERT_EQ(r.epochs_size(), 2);
   EXPECT_EQ(r.epochs(1).epoch(), 2u);
   EXPECT_DOUBLE_EQ(r.epochs(1).wall_ms(), 3000);
@@ -213,7 +242,7 @@ TEST(RunSummaryTest, LoadCpuIsSummedAndLoaderOnlyEpochsDropped) {
     }
   }
   v1::Result r;
-  FillEpochs(ws, &r);
+  FillEpochs(ws, true, &r);
   ASSERT_EQ(r.epochs_size(), 1);
   EXPECT_DOUBLE_EQ(r.epochs(0).wall_ms(), 4000);
   EXPECT_DOUBLE_EQ(r.epochs(0).train_ms(), 3000);
@@ -222,7 +251,7 @@ TEST(RunSummaryTest, LoadCpuIsSummedAndLoaderOnlyEpochsDropped) {
   trainer->mutable_epochs(0)->set_load_cpu_ns(0);
   ws.DeleteSubrange(1, 2);
   v1::Result h;
-  FillEpochs(ws, &h);
+  FillEpochs(ws, true, &h);
   EXPECT_FALSE(h.epochs(0).has_load_cpu_ms());
 }
 
@@ -291,6 +320,22 @@ TEST(RunSummaryTest, ProcessesCarryTheExitsTheKernelGave) {
   EXPECT_EQ(e.processes(1).signal(), SIGKILL);
   EXPECT_EQ(e.processes(0).steps(), 10u);
   EXPECT_NEAR(e.processes(0).start_ms(), 100, 1e-6);
+}
+
+// A CUDA worker's allocator peaks reach its process record as it reported them; a worker without
+// them (the CPU, a LibTorch without CUDA) has none, not 0.
+TEST(RunSummaryTest, ACudaWorkersAllocatorPeaksReachItsProcess) {
+  ipc::v1::WorkerReport w = Worker(0, 100, 104, 640);
+  v1::ProcessInfo cpu;
+  ApplyWorkerReport(w, 99 * kS, &cpu);
+  EXPECT_FALSE(cpu.has_peak_cuda_allocated_bytes());
+  EXPECT_FALSE(cpu.has_peak_cuda_reserved_bytes());
+  w.set_device_alloc_peak_bytes(7 << 20);
+  w.set_device_reserved_peak_bytes(20 << 20);
+  v1::ProcessInfo cuda;
+  ApplyWorkerReport(w, 99 * kS, &cuda);
+  EXPECT_EQ(cuda.peak_cuda_allocated_bytes(), 7u << 20);
+  EXPECT_EQ(cuda.peak_cuda_reserved_bytes(), 20u << 20);
 }
 
 TEST(RunSummaryTest, LiveFiguresAverageTheLastLosses) {

@@ -330,6 +330,34 @@ TEST(SpecTest, CudaDevicesAreCheckedAgainstTheDevicesThereAre) {
   EXPECT_EQ(ValidateSpec(mm, l).message(), "cuda_devices: not a field of kind multi_model");
 }
 
+// cuda_sync: hogwild on cuda says in its record when its workers waited for the device
+// (phases unless given); a CPU run has no such field, and a kind that does not read it refuses it.
+TEST(SpecTest, CudaSyncDefaultsToPhasesOnCudaAndIsRefusedElsewhere) {
+  SpecLimits l;
+  l.cuda_missing = "";
+  l.cuda_devices = 1;
+  auto spec = [&](const std::string& kind, const std::string& device, const char* sync) {
+    v1::ExperimentSpec s;
+    s.set_kind(kind);
+    s.set_device(device);
+    s.set_start("spawn");
+    if (sync != nullptr) s.set_cuda_sync(sync);
+    ApplyDefaults(&s, l);
+    return s;
+  };
+  auto why = [&](const v1::ExperimentSpec& s) { return ValidateSpec(s, l).message(); };
+  EXPECT_EQ(spec("hogwild", "cuda", nullptr).cuda_sync(), "phases");
+  EXPECT_EQ(spec("hogwild", "cuda", "step").cuda_sync(), "step");
+  EXPECT_EQ(why(spec("hogwild", "cuda", "step")), "");
+  EXPECT_FALSE(spec("hogwild", "cpu", nullptr).has_cuda_sync());
+  EXPECT_FALSE(spec("pipeline", "cuda", nullptr).has_cuda_sync());
+  EXPECT_EQ(why(spec("hogwild", "cpu", "step")),
+            "cuda_sync: only with device cuda (device is cpu)");
+  EXPECT_NE(why(spec("hogwild", "cuda", "steps")).find("cuda_sync: 'steps'"), std::string::npos);
+  EXPECT_EQ(why(spec("pipeline", "cuda", "step")), "cuda_sync: not a field of kind pipeline");
+  EXPECT_EQ(why(spec("multi_model", "cpu", "step")), "cuda_sync: not a field of kind multi_model");
+}
+
 TEST(SpecTest, DatasetMustBeAnMnistDirectory) {
   EXPECT_TRUE(CheckDataset("synthetic").ok());
   Status st = CheckDataset("/nonexistent/dir");

@@ -25,7 +25,12 @@ inline uint64_t ElapsedNs(SteadyClock::time_point a, SteadyClock::time_point b) 
 struct StepTimes {
   uint64_t data_ns = 0, forward_ns = 0, backward_ns = 0, optimizer_ns = 0;
   uint64_t comm_ns = 0;  // data_parallel: blocked waiting for averaged gradients
-  uint64_t total() const { return data_ns + forward_ns + backward_ns + comm_ns + optimizer_ns; }
+  // cuda_sync step: the whole step, batch included, timed once at its end (the phases stay 0,
+  // and the daemon reports them absent).
+  uint64_t unsplit_ns = 0;
+  uint64_t total() const {
+    return data_ns + forward_ns + backward_ns + comm_ns + optimizer_ns + unsplit_ns;
+  }
 };
 
 // One worker's running totals over one epoch.

@@ -10,6 +10,7 @@
 #include "shared/data_parallel.h"
 #include "shared/process.h"
 #include "shared/spec.h"
+#include "worker/cuda_memory.h"
 #include "worker/optimizers/from_spec.h"
 #include "worker/planned_allocator.h"
 #include "worker/scoreboard.h"
@@ -74,7 +75,8 @@ int HogwildTrainer::Run() {
   opt_ = std::move(opt).value();
   if (device_.is_cuda()) {
     on_device_ = UploadTrainSet(data_, device_.device());
-    sync_ = [this] { device_.Sync(); };
+    // cuda_sync step: no wait but the loss read at the step's end, as PyTorch's own loop.
+    if (spec_.cuda_sync() != "step") sync_ = [this] { device_.Sync(); };
   }
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
@@ -89,6 +91,7 @@ int HogwildTrainer::Run() {
       slot_->epochs[last - 1].accuracy_bits.store(slot_->accuracy_bits.load());
   }
   slot_->vmhwm_bytes.store(SelfVmHwm());
+  if (device_.is_cuda()) PublishCudaPeaks();
   if (std::getenv("SHOAL_ALLOC_STATS") != nullptr && spec_.allocator() == "cache")
     PrintAllocatorStats(env_.index);
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
@@ -157,7 +160,7 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
     torch::Tensor x, y;
     if (device_.is_cuda()) {
       MakeDeviceBatch(on_device_, idx, n, &x, &y);
-      device_.Sync();
+      if (sync_) sync_();
     } else {
       MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y,
                 data_.header->channels);
@@ -171,6 +174,11 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
                             step_sync_ != nullptr ? step_sync_->after_backward : nullptr);
     t.data_ns = data_ns;
     t.comm_ns += buffers_ns;
+    // Reading the loss waited for everything queued before it: the step is done now.
+    if (device_.is_cuda() && !sync_) {
+      t = StepTimes();
+      t.unsplit_ns = ElapsedNs(t0, Clock::now());
+    }
     recorder_.Step(t, loss, uint64_t(n), totals);
   }
   PublishStepMemory(slot_);
@@ -187,6 +195,15 @@ bool HogwildTrainer::WaitForPeers() {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return true;
+}
+
+// The CUDA allocator's peaks (what torch.cuda.max_memory_* read), beside NVML's figure of the
+// process, which adds the CUDA context: absent where this LibTorch has no CUDA.
+void HogwildTrainer::PublishCudaPeaks() {
+  if (auto p = CudaMemoryPeaks(device_.device().index())) {
+    slot_->device_alloc_peak_bytes.store(p->allocated);
+    slot_->device_reserved_peak_bytes.store(p->reserved);
+  }
 }
 
 void HogwildTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {
