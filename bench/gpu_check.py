@@ -5,7 +5,9 @@
 
 Every start method and sharing mode trains on CUDA and must succeed; shared weights must end as
 one copy (every worker's fingerprint is the leader's buffer's), private ones as several; fork with
-shared weights is refused; Shoal's peak GPU memory is checked against nvidia-smi read beside it;
+shared weights is refused; Shoal's peak GPU memory, summed and per process, is checked against
+nvidia-smi read beside it (2%), and each worker's torch.cuda allocator peaks against its NVML
+figure; --cuda-sync step trains and reports no phase split;
 pipeline stages on CUDA (activations through CUDA IPC slots) train to the CPU's loss for the same
 configuration and report each stage's CUDA allocator figures, on the devices cuda_devices names (and
 across devices where the node has two); nothing is left on the GPU or in /dev/shm. Exits
@@ -50,6 +52,10 @@ def smi_apps():
     return apps
 
 
+def mib(b):
+    return "?" if b is None else f"{b / 2**20:.0f}"
+
+
 def check_modes():
     for start, share in [("spawn", "yes"), ("spawn", "no"), ("forkserver", "yes"), ("fork", "no")]:
         e = submit("--workers", "2", "--start", start, "--share", share, "--batches", "100",
@@ -71,24 +77,61 @@ def check_modes():
 
 
 def check_against_nvidia_smi():
-    seen = {"peak": 0}
+    """Shoal's NVML figures against nvidia-smi polled beside them: the peak sum, and each
+    process's own peak (a worker's GPU memory is flat once it trains, so the two peaks are
+    readings of the same moment) within 2%; each worker's CUDA allocator peaks (what
+    torch.cuda.max_memory_allocated/_reserved read in it) under its NVML figure, the rest being
+    its CUDA context and what the driver holds outside LibTorch."""
+    seen = {"peak": 0, "pids": {}}
     done = threading.Event()
 
     def poll():
         while not done.is_set():
-            seen["peak"] = max(seen["peak"], sum(smi_apps().values()))
+            apps = smi_apps()
+            seen["peak"] = max(seen["peak"], sum(apps.values()))
+            for pid, mib in apps.items():
+                seen["pids"][pid] = max(seen["pids"].get(pid, 0), mib)
             time.sleep(0.1)
 
     t = threading.Thread(target=poll)
     t.start()
-    e = submit("--workers", "4", "--start", "spawn", "--share", "no", "--batches", "600",
+    e = submit("--workers", "4", "--start", "spawn", "--share", "yes", "--batches", "600",
                "--eval-samples", "0", "--sample-interval-ms", "100")
     done.set()
     t.join()
     shoal_mib = e["result"]["peak_gpu_memory_bytes"] / 2**20
     ratio = shoal_mib / max(1, seen["peak"])
-    expect(0.95 <= ratio <= 1.05,
+    expect(0.98 <= ratio <= 1.02,
            f"peak GPU memory: Shoal {shoal_mib:.0f} MiB, nvidia-smi {seen['peak']} MiB ({ratio:.3f})")
+    for p in e["processes"]:
+        tag = f"{p['role']} {p['index']} (pid {p['pid']})"
+        mine, smi = p.get("peak_gpu_memory_bytes"), seen["pids"].get(p["pid"])
+        expect(mine is not None and smi is not None and abs(mine / 2**20 / smi - 1) <= 0.02,
+               f"{tag}: Shoal {mib(mine)} MiB, nvidia-smi {smi} MiB")
+        if p["role"] != "worker":
+            continue
+        alloc, res = p.get("peak_cuda_allocated_bytes"), p.get("peak_cuda_reserved_bytes")
+        expect(alloc is not None and res is not None and 0 < alloc <= res < mine,
+               f"{tag}: torch.cuda allocated {mib(alloc)} MiB <= reserved {mib(res)} MiB < NVML "
+               f"{mib(mine)} MiB (context and driver: {mib(mine - (res or 0))} MiB)")
+
+
+def check_cuda_sync_step():
+    """cuda_sync step: the device is waited for once a step; it trains as phases does, and the
+    phase split it did not time is absent, not 0."""
+    runs = {}
+    for sync in ("phases", "step"):
+        e = submit("--workers", "2", "--start", "spawn", "--share", "no", "--batches", "300",
+                   "--eval-samples", "500", "--cuda-sync", sync)
+        r = e["result"]
+        expect(e["state"] == "SUCCEEDED" and r.get("test_accuracy", 0) > 0.5,
+               f"cuda_sync {sync}: succeeded and learnt ({e.get('error', '')}, "
+               f"{r.get('samples_per_sec', 0):.0f} samples/s)")
+        runs[sync] = r
+    split = ("data_ms", "forward_ms", "backward_ms", "optimizer_ms")  # absent: null in JSON
+    expect(all(runs["phases"].get(k) is not None for k in split)
+           and all(runs["step"].get(k) is None for k in split),
+           "cuda_sync step: no phase split, phases: one")
 
 
 def check_stage_devices(e, tag, devices):
@@ -162,6 +205,7 @@ def main():
     expect(r.returncode != 0 and "impossible" in r.stderr, "fork + cuda + shared weights refused")
     check_modes()
     check_against_nvidia_smi()
+    check_cuda_sync_step()
     check_pipeline(devices)
     expect(not smi_apps(), "nothing left on the GPU")
     expect(not [f for f in os.listdir("/dev/shm") if f.startswith("shoal.")], "nothing in /dev/shm")

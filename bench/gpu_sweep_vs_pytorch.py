@@ -12,8 +12,10 @@ batch size and batches. Prints Markdown tables: peak GPU memory summed over each
 (NVML) and its ratio (Shoal / PyTorch), the GPU memory each extra worker adds, the mean GPU
 utilisation while training, samples/s and host memory (peak sum of PSS). "-": the point did not
 run (or failed, said on stderr); "?": it ran but has no such figure. With --out DIR, also writes
-tables.md, Shoal's report (report.md, report.json, report.svg) and the reference's figures
-(reference.jsonl, one line a point as it ends) there.
+tables.md, Shoal's sweep (sweep.json) and report (report.md, report.json, report.svg) and the
+reference's figures (reference.jsonl, one line a point as it ends) there. A grid too long for one
+sitting runs in parts (--start spawn, then --start forkserver,fork, each with its own --out);
+--tables-from DIR1,DIR2 then prints the parts' tables as one grid.
 """
 import argparse
 import json
@@ -77,8 +79,19 @@ def shoal_points(report):
             continue
         procs = e.get("processes") or []
         out[key] = {**e["result"],
-                    "largest_gpu_process_bytes": largest(p.get("peak_gpu_memory_bytes") for p in procs)}
+                    "largest_gpu_process_bytes": largest(p.get("peak_gpu_memory_bytes") for p in procs),
+                    "worker_context_bytes": worker_context(procs)}
     return out
+
+
+def worker_context(procs):
+    """Mean over workers of NVML's figure less the CUDA allocator's peak reserved: the CUDA
+    context and what the driver holds beside LibTorch; None unless every worker has both."""
+    gaps = [p["peak_gpu_memory_bytes"] - p["peak_cuda_reserved_bytes"]
+            for p in procs if p["role"] == "worker" and p.get("peak_cuda_reserved_bytes") is not None
+            and p.get("peak_gpu_memory_bytes") is not None]
+    workers = [p for p in procs if p["role"] == "worker"]
+    return sum(gaps) / len(gaps) if gaps and len(gaps) == len(workers) else None
 
 
 def save_report(sweep_id, out_dir):
@@ -95,7 +108,8 @@ def reference(start, share, workers, args):
     """One run of reference_hogwild.py on CUDA; None when it failed."""
     cmd = [sys.executable, REFERENCE, "--device", "cuda", "--dataset", "synthetic",
            "--workers", workers, "--start", start, "--share", share, "--batches", args.batches,
-           "--batch-size", args.batch_size, "--threads", 1, "--sample-ms", 100]
+           "--batch-size", args.batch_size, "--threads", 1, "--sample-ms", 100,
+           "--stack-dump-s", max(5, args.point_timeout - 15)]
     what = f"pytorch {start} share={share} workers={workers}"
     # One point that hangs must not take the grid with it (fork, private, 16 did on an H100), nor
     # leave its workers on the GPU: it runs in its own process group, killed whole at the limit.
@@ -213,6 +227,8 @@ def tables(shoal_pts, ref_pts, workers, rows):
           both("largest_gpu_process_bytes", gib)),
         t("GPU memory, PyTorch's own max reserved (GiB, sum over workers, no CUDA context)",
           one(ref_pts, "torch_max_reserved_bytes", gib)),
+        t("A worker's GPU memory beyond its CUDA allocator (MiB, NVML less max reserved, mean "
+          "over workers; Shoal; PyTorch)", both("worker_context_bytes", lambda b: f"{b / 2**20:.0f}")),
         t("GPU utilisation, Shoal (mean % while training)", one(shoal_pts, "gpu_util_mean_percent", n)),
         t("GPU utilisation, PyTorch (mean % while training)", one(ref_pts, "gpu_util_mean_percent", n)),
         t("Samples/s, Shoal", one(shoal_pts, sps, n)),
@@ -220,6 +236,25 @@ def tables(shoal_pts, ref_pts, workers, rows):
         t("Samples/s, Shoal / PyTorch", ratio_of(sps)),
         t("Host memory (GiB, peak sum of PSS; Shoal; PyTorch)", both("peak_pss_sum_bytes", gib)),
     ]
+
+
+def load_parts(dirs):
+    """Shoal's points and the reference's from --out directories of earlier runs (sweep.json,
+    reference.jsonl): a grid run in parts (one device call each) is tabled as one."""
+    shoal_pts, ref_pts, ids, where = {}, {}, [], set()
+    for d in dirs:
+        with open(os.path.join(d, "versions.txt")) as f:  # this script's versions() there
+            where.add(f.read().strip())
+        with open(os.path.join(d, "sweep.json")) as f:
+            report = json.load(f)
+        ids.append(report["sweep"]["id"])
+        shoal_pts.update(shoal_points(report))
+        with open(os.path.join(d, "reference.jsonl")) as f:
+            for line in f:
+                j = json.loads(line)
+                if j["result"] is not None:
+                    ref_pts[(j["start"], j["share"], j["workers"])] = j["result"]
+    return shoal_pts, ref_pts, ",".join(ids), "; ".join(sorted(where))
 
 
 def main():
@@ -230,23 +265,33 @@ def main():
     ap.add_argument("--batches", type=int, default=200)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--point-timeout", type=int, default=120, help="seconds a PyTorch point may take")
-    ap.add_argument("--out", help="a directory for tables.md, report.{md,json,svg}, reference.jsonl")
+    ap.add_argument("--out", help="a directory for tables.md, sweep.json, report.{md,json,svg}, "
+                                  "reference.jsonl")
+    ap.add_argument("--tables-from", help="comma-separated --out directories of earlier runs: "
+                                          "print their tables together, running nothing")
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     starts, shares = args.start.split(","), args.share.split(",")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-
-    report = run_sweep(args)
-    sweep_id = report["sweep"]["id"]
-    print(f"shoal sweep {sweep_id} done", file=sys.stderr)
-    shoal_pts = shoal_points(report)
-    if args.out:
-        save_report(sweep_id, args.out)
-    ref_pts = run_references([(s, h, w) for s in starts for h in shares for w in workers], args)
+    if args.tables_from:
+        shoal_pts, ref_pts, sweep_id, where = load_parts(args.tables_from.split(","))
+    else:
+        where = versions()
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "versions.txt"), "w") as f:
+                f.write(where + "\n")
+        report = run_sweep(args)
+        sweep_id = report["sweep"]["id"]
+        print(f"shoal sweep {sweep_id} done", file=sys.stderr)
+        shoal_pts = shoal_points(report)
+        if args.out:
+            with open(os.path.join(args.out, "sweep.json"), "w") as f:
+                json.dump(report, f)
+            save_report(sweep_id, args.out)
+        ref_pts = run_references([(s, h, w) for s in starts for h in shares for w in workers], args)
 
     head = (f"CUDA sweep {sweep_id}, mnist_convnet, synthetic data, batch {args.batch_size} x "
-            f"{args.batches} per worker, one thread per PyTorch process. {versions()}.\n"
+            f"{args.batches} per worker, one thread per PyTorch process. {where}.\n"
             f"{NOT_RUN}: did not run (fork with shared weights is impossible on CUDA) or failed; "
             f"{MISSING}: no such figure.\n")
     rows = [(s, h) for s in starts for h in shares]

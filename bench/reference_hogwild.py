@@ -26,6 +26,7 @@ T0 = float(os.environ.get("SHOAL_REFERENCE_T0", time.time()))
 
 import argparse
 import contextlib
+import faulthandler
 import json
 import sys
 
@@ -42,6 +43,8 @@ from torch_reference import GpuSampler, Net, PssSampler, load_split  # noqa: E40
 
 
 def train(rank, model, images, labels, args, ready, done, reserved):
+    if args.stack_dump_s > 0:  # where a hung worker is, on stderr (the parent's dumps its own)
+        faulthandler.dump_traceback_later(args.stack_dump_s, exit=False)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
@@ -87,7 +90,12 @@ def synthetic(seed, n=6000):
 
 def gpu_figures(gpu, first, last, reserved):
     mean, peak = gpu.utilisation(first, last)
+    # The workers are the largest processes (a shared run's parent holds only the weights).
+    workers = sorted(gpu.per_pid.values())[-len(reserved):] if gpu.per_pid else []
+    context = ((sum(workers) - sum(reserved)) / len(workers)
+               if len(workers) == len(reserved) and all(reserved) else None)
     return {
+        "worker_context_bytes": context,  # NVML - torch.cuda.max_memory_reserved, per worker
         "peak_gpu_memory_bytes": gpu.peak,
         "gpu_memory_per_process_bytes": sorted(gpu.per_pid.values()),
         "gpu_util_mean_percent": mean,
@@ -110,6 +118,8 @@ def main():
                     help="an MNIST IDX directory, or synthetic")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--sample-ms", type=int, default=200)
+    ap.add_argument("--stack-dump-s", type=float, default=0,
+                    help="print every thread's Python stack to stderr after this long (0: never)")
     args = ap.parse_args()
     if args.device == "cuda" and args.start == "fork" and args.share == "yes":
         sys.exit("reference_hogwild.py: --device cuda --start fork --share yes is impossible: the "
@@ -135,13 +145,28 @@ def main():
     payload = model if args.share == "yes" else {k: v.clone() for k, v in model.state_dict().items()}
     procs = [mp.Process(target=train, args=(r, payload, images, labels, args, ready, done, reserved))
              for r in range(args.workers)]
-    gpu_sampler = GpuSampler(args.sample_ms) if args.device == "cuda" else contextlib.nullcontext()
-    with PssSampler(args.sample_ms) as sampler, gpu_sampler as gpu:
-        t_request = time.time()
+    # fork on CUDA: the children are forked before the samplers' threads and NVML exist in this
+    # process (a thread holding a lock at the fork leaves it held forever in the child). On an
+    # H100, fork + private with 16 workers once printed nothing within 40 s with them running;
+    # whether this was why is not yet known (untried on a GPU since).
+    fork_first = args.device == "cuda" and args.start == "fork"
+    t_request = time.time()
+    if fork_first:
         for p in procs:
             p.start()
+    gpu_sampler = GpuSampler(args.sample_ms) if args.device == "cuda" else contextlib.nullcontext()
+    with PssSampler(args.sample_ms) as sampler, gpu_sampler as gpu:
+        if not fork_first:
+            t_request = time.time()
+            for p in procs:
+                p.start()
+        # Armed only now: a forked child inherits an armed timer's state but not its thread, and
+        # its own dump_traceback_later then waits for that thread forever.
+        if args.stack_dump_s > 0:
+            faulthandler.dump_traceback_later(args.stack_dump_s, exit=False)
         for p in procs:
             p.join()
+        faulthandler.cancel_dump_traceback_later()
     peak = sampler.peak
     ok = all(p.exitcode == 0 for p in procs)
     first, last = min(ready), max(done)

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# What a GPU session measures, in parts that each fit one 10-minute call of a lent GPU machine
+# (deploy/make-gpu-bundle.sh first, here; the checkout with .gpu-bundle/ travels there):
+#
+#   bench/gpu_session.sh check DIR      builds shoal-worker, runs bench/gpu_check.py, then seed
+#                                       004's table on CUDA stages (bench/gpu_pipeline_seed.py,
+#                                       cut after SHOAL_PIPELINE_S seconds, 200 by default)
+#   bench/gpu_session.sh gpu-check DIR  bench/gpu_check.py alone
+#   bench/gpu_session.sh cuda-sync DIR  --cuda-sync phases against step, 16 workers, twice
+#   bench/gpu_session.sh sweep-a DIR    the study's grid beside PyTorch, spawn
+#   bench/gpu_session.sh sweep-b DIR    the grid, forkserver
+#   bench/gpu_session.sh sweep-c DIR    the grid, fork (private weights: shared is impossible)
+#
+# On an H100 (2026-11-24) check took 5 min 12 s with the build, sweep-a 5 min, sweep-b 5 min.
+# Each part writes DIR/PART/ and packs it into DIR/PART.tgz (one file to bring back: the device
+# tool returns at most 8); each prints what it measured. Afterwards, where the parts were unpacked:
+#   python3 bench/gpu_sweep_vs_pytorch.py --tables-from A/sweep-a/sweep,B/sweep-b/sweep,...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${1:?part: check, gpu-check, cuda-sync, sweep-a, sweep-b or sweep-c}
+out=${2:?a directory for the results}/$part
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
+python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' \
+  >>"$out/gpu.txt" 2>&1
+cat "$out/gpu.txt"
+
+# Runs a command line under deploy/gpu-node.sh (the worker built once, then incrementally), and
+# keeps the daemon's log as $2.
+node() { deploy/gpu-node.sh bash -c "$1"' ; rc=$?; cp "$SHOAL_DIR/shoald.log" '"$out/$2"'; exit $rc'; }
+
+# The grid beside PyTorch for the start methods and sharing given.
+grid() {
+  node "python3 bench/gpu_sweep_vs_pytorch.py --start $1 --share $2 --out $out/sweep" \
+    shoald-sweep.log 2>&1 | tee "$out/sweep.log"
+}
+
+# The Shoal experiments of a sweep's JSON, one line each.
+summary() {
+  python3 - "$1" <<'EOF'
+import json, sys
+for e in json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["experiments"]:
+    s, r = e["spec"], e.get("result") or {}
+    print(f"cuda_sync {s['cuda_sync']:6} share {s['share']!s:5} {s['workers']} workers: "
+          f"{e['state']} {r.get('samples_per_sec') or 0:.0f} samples/s, "
+          f"GPU util {r.get('gpu_util_mean_percent') or 0:.0f}%")
+EOF
+}
+
+case $part in
+  check | gpu-check)
+    node "python3 bench/gpu_check.py" shoald-check.log 2>&1 | tee "$out/gpu_check.log"
+    if [ "$part" = check ]; then
+      node "timeout ${SHOAL_PIPELINE_S:-200} python3 bench/gpu_pipeline_seed.py \
+        --out $out/pipeline" shoald-pipeline.log 2>&1 | tee "$out/pipeline_seed.log"
+    fi
+    ;;
+  cuda-sync)
+    for i in 1 2; do
+      node "\$SHOAL sweep --workers 16 --start spawn --share no,yes --cuda-sync phases,step \
+        --device cuda --dataset synthetic --batches 200 --eval-samples 0 \
+        --sample-interval-ms 100 --wait --json >$out/cuda_sync_$i.json" shoald-sync-$i.log 2>&1
+      summary "$out/cuda_sync_$i.json"
+    done
+    ;;
+  sweep-a) grid spawn yes,no ;;
+  sweep-b) grid forkserver yes,no ;;
+  sweep-c) grid fork no ;;
+  *) echo "unknown part $part" >&2; exit 2 ;;
+esac
+ls /dev/shm | grep '^shoal\.' && echo "LEFT in /dev/shm"
+tar czf "$out.tgz" -C "$(dirname "$out")" "$part"
+rm -rf "$out"
