@@ -9,7 +9,9 @@ shared weights is refused; Shoal's peak GPU memory, summed and per process, is c
 nvidia-smi read beside it (2%), and each worker's torch.cuda allocator peaks against its NVML
 figure; --cuda-sync step trains and reports no phase split;
 pipeline stages on CUDA (activations through CUDA IPC slots) train to the CPU's loss for the same
-configuration and report each stage's CUDA allocator figures, on the devices cuda_devices names (and
+configuration (within 1e-3: run it with NVIDIA_TF32_OVERRIDE=0 in shoald's environment, as
+bench/gpu_session.sh does; PyTorch's default TF32 convolutions put a 2-stage AmoebaNet's first
+loss 0.6% off on an H100) and report each stage's CUDA allocator figures, on the devices cuda_devices names (and
 across devices where the node has two); nothing is left on the GPU or in /dev/shm. Exits
 non-zero on the first failure."""
 import json

@@ -57,20 +57,12 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
 }
 
 const std::vector<std::string>& PassedEnvironmentNames() {
-  static const std::vector<std::string> names = {"PATH",
-                                                 "HOME",
-                                                 "USER",
-                                                 "LANG",
-                                                 "LC_ALL",
-                                                 "TZ",
-                                                 "TMPDIR",
-                                                 "LD_LIBRARY_PATH",
-                                                 "CUDA_VISIBLE_DEVICES",
-                                                 "NVIDIA_VISIBLE_DEVICES",
-                                                 "SHOAL_NVML_LIBRARY",
-                                                 "SHOAL_CUDA_LIBRARY",
-                                                 "SHOAL_ALLOC_STATS",
-                                                 "GLOO_SOCKET_IFNAME"};
+  static const std::vector<std::string> names = {
+      "PATH", "HOME", "USER", "LANG", "LC_ALL", "TZ", "TMPDIR", "LD_LIBRARY_PATH",
+      "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+      // 0: cuBLAS and cuDNN without TF32 (exactness)
+      "NVIDIA_TF32_OVERRIDE", "SHOAL_NVML_LIBRARY", "SHOAL_CUDA_LIBRARY", "SHOAL_ALLOC_STATS",
+      "GLOO_SOCKET_IFNAME"};
   return names;
 }
 

@@ -214,6 +214,9 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
       {{"--device", "cuda", "--start", "spawn"}, "device cuda: "},
       {{"--device", "cuda"}, "device: cuda with start fork and shared weights is impossible"},
       {{"--device", "cuda", "--kind", "multi_model"}, "device: kind multi_model does not train"},
+      {{"--cuda-sync", "step"}, "cuda_sync: only with device cuda (device is cpu)"},
+      {{"--cuda-sync", "never", "--device", "cuda", "--start", "spawn"},
+       "cuda_sync: 'never' is not one of: phases, step"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"submit"};
@@ -372,15 +375,18 @@ namespace shoal {
 namespace {
 
 // Whoever starts shoald may have OMP_*, MALLOC_* or LD_PRELOAD set: none of it reaches the
-// experiment's processes, and what did is recorded with the experiment.
+// experiment's processes, and what did is recorded with the experiment (NVIDIA_TF32_OVERRIDE, a
+// GPU run's numerics, is passed).
 TEST(CleanEnvironmentE2E, WorkersGetOnlyThePassedVariables) {
   testing::TempDir dir;
   ::setenv("OMP_NUM_THREADS", "7", 1);
   ::setenv("MALLOC_ARENA_MAX", "1", 1);
+  ::setenv("NVIDIA_TF32_OVERRIDE", "0", 1);
   testing::Daemon daemon(dir / "state", dir / "s.sock");
   const bool started = daemon.Start();
   ::unsetenv("OMP_NUM_THREADS");
   ::unsetenv("MALLOC_ARENA_MAX");
+  ::unsetenv("NVIDIA_TF32_OVERRIDE");
   ASSERT_TRUE(started);
   const std::string id = testing::Parse(
       daemon.Cli({"submit", "--batches", "100000", "--dataset", "synthetic", "--json"}))["id"];
@@ -400,6 +406,8 @@ TEST(CleanEnvironmentE2E, WorkersGetOnlyThePassedVariables) {
   EXPECT_EQ(environ.find("OMP_NUM_THREADS"), std::string::npos);
   EXPECT_EQ(environ.find("MALLOC_ARENA_MAX"), std::string::npos);
   EXPECT_FALSE(e["environment"].contains("OMP_NUM_THREADS"));
+  EXPECT_NE(environ.find("NVIDIA_TF32_OVERRIDE=0"), std::string::npos);
+  EXPECT_EQ(e["environment"].value("NVIDIA_TF32_OVERRIDE", ""), "0");
   daemon.Cli({"cancel", id});
 }
 
