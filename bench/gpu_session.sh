@@ -16,10 +16,12 @@
 # tool returns at most 8); each prints what it measured. Afterwards, where the parts were unpacked:
 #   python3 bench/gpu_sweep_vs_pytorch.py --tables-from A/sweep-a/sweep,B/sweep-b/sweep,...
 set -uo pipefail
-cd "$(dirname "$0")/.."
 part=${1:?part: check, gpu-check, cuda-sync, sweep-a, sweep-b or sweep-c}
-out=${2:?a directory for the results}/$part
+out=$(realpath -m "${2:?a directory for the results}/$part")  # before the cd below
+cd "$(dirname "$0")/.."
 mkdir -p "$out"
+q=$(printf %q "$out")  # $out inside the command lines the node's shell reads
+status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$out/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)' \
   >>"$out/gpu.txt" 2>&1
@@ -27,19 +29,27 @@ cat "$out/gpu.txt"
 
 # Runs a command line under deploy/gpu-node.sh (the worker built once, then incrementally), and
 # keeps the daemon's log as $2.
-node() { deploy/gpu-node.sh bash -c "$1"' ; rc=$?; cp "$SHOAL_DIR/shoald.log" '"$out/$2"'; exit $rc'; }
+# A part's status is its first failing command's.
+node() {
+  deploy/gpu-node.sh bash -c "$1"' ; rc=$?; cp "$SHOAL_DIR/shoald.log" '"$q/$2"'; exit $rc'
+  local rc=$?
+  [ $status -ne 0 ] || status=$rc
+}
 
 # The grid beside PyTorch for the start methods and sharing given.
 grid() {
-  node "python3 bench/gpu_sweep_vs_pytorch.py --start $1 --share $2 --out $out/sweep" \
-    shoald-sweep.log 2>&1 | tee "$out/sweep.log"
+  node "python3 bench/gpu_sweep_vs_pytorch.py --start $1 --share $2 --out $q/sweep" \
+    shoald-sweep.log > >(tee "$out/sweep.log") 2>&1
 }
 
 # The Shoal experiments of a sweep's JSON, one line each.
 summary() {
   python3 - "$1" <<'EOF'
 import json, sys
-for e in json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["experiments"]:
+lines = open(sys.argv[1]).read().strip().splitlines()
+if not lines:
+    sys.exit(f"{sys.argv[1]}: no sweep (its log says why)")
+for e in json.loads(lines[-1])["experiments"]:
     s, r = e["spec"], e.get("result") or {}
     print(f"cuda_sync {s['cuda_sync']:6} share {s['share']!s:5} {s['workers']} workers: "
           f"{e['state']} {r.get('samples_per_sec') or 0:.0f} samples/s, "
@@ -51,19 +61,19 @@ case $part in
   check | gpu-check)
     # TF32 off: the check compares CUDA pipelines' losses with the CPU's to 1e-3; with PyTorch's
     # default (cuDNN convolutions in TF32) a 2-stage AmoebaNet's first loss was 0.6% off.
-    NVIDIA_TF32_OVERRIDE=0 node "python3 bench/gpu_check.py" shoald-check.log 2>&1 |
-      tee "$out/gpu_check.log"
+    NVIDIA_TF32_OVERRIDE=0 node "python3 bench/gpu_check.py" shoald-check.log \
+      > >(tee "$out/gpu_check.log") 2>&1
     if [ "$part" = check ]; then
-      node "timeout ${SHOAL_PIPELINE_S:-200} python3 bench/gpu_pipeline_seed.py \
-        --out $out/pipeline" shoald-pipeline.log 2>&1 | tee "$out/pipeline_seed.log"
+      node "timeout ${SHOAL_PIPELINE_S:-200} python3 bench/gpu_pipeline_seed.py --out $q/pipeline" \
+        shoald-pipeline.log > >(tee "$out/pipeline_seed.log") 2>&1
     fi
     ;;
   cuda-sync)
     for i in 1 2; do
       node "\$SHOAL sweep --workers 16 --start spawn --share no,yes --cuda-sync phases,step \
         --device cuda --dataset synthetic --batches 200 --eval-samples 0 \
-        --sample-interval-ms 100 --wait --json >$out/cuda_sync_$i.json" shoald-sync-$i.log 2>&1
-      summary "$out/cuda_sync_$i.json"
+        --sample-interval-ms 100 --wait --json >$q/cuda_sync_$i.json" shoald-sync-$i.log 2>&1
+      summary "$out/cuda_sync_$i.json" || status=1
     done
     ;;
   sweep-a) grid spawn yes,no ;;
@@ -71,6 +81,9 @@ case $part in
   sweep-c) grid fork no ;;
   *) echo "unknown part $part" >&2; exit 2 ;;
 esac
-ls /dev/shm | grep '^shoal\.' && echo "LEFT in /dev/shm"
-tar czf "$out.tgz" -C "$(dirname "$out")" "$part"
-rm -rf "$out"
+if ls /dev/shm | grep '^shoal\.'; then
+  echo "LEFT in /dev/shm"
+  status=1
+fi
+tar czf "$out.tgz" -C "$(dirname "$out")" "$part" && rm -rf "$out"
+exit $status

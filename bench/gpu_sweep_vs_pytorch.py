@@ -241,20 +241,32 @@ def tables(shoal_pts, ref_pts, workers, rows):
 def load_parts(dirs):
     """Shoal's points and the reference's from --out directories of earlier runs (sweep.json,
     reference.jsonl): a grid run in parts (one device call each) is tabled as one."""
-    shoal_pts, ref_pts, ids, where = {}, {}, [], set()
+    shoal_pts, ref_pts, ids, where, shape = {}, {}, [], set(), set()
     for d in dirs:
         with open(os.path.join(d, "versions.txt")) as f:  # this script's versions() there
             where.add(f.read().strip())
         with open(os.path.join(d, "sweep.json")) as f:
             report = json.load(f)
         ids.append(report["sweep"]["id"])
+        base = report["sweep"]["spec"]["base"]
+        shape.add((base.get("batch_size"), base.get("batches")))
         shoal_pts.update(shoal_points(report))
         with open(os.path.join(d, "reference.jsonl")) as f:
             for line in f:
                 j = json.loads(line)
                 if j["result"] is not None:
                     ref_pts[(j["start"], j["share"], j["workers"])] = j["result"]
-    return shoal_pts, ref_pts, ",".join(ids), "; ".join(sorted(where))
+    if len(shape) != 1:
+        sys.exit(f"--tables-from: the parts ran different batch sizes or lengths: {sorted(shape)}")
+    return shoal_pts, ref_pts, ",".join(ids), "; ".join(sorted(where)), shape.pop()
+
+
+def grid_of(points):
+    """The worker counts and (start, share) rows the loaded points hold, in the study's order."""
+    workers = sorted({w for (_, _, w) in points})
+    order = [(s, h) for s in ("spawn", "forkserver", "fork") for h in ("yes", "no")]
+    rows = [r for r in order if any((r[0], r[1], w) in points for w in workers)]
+    return workers, rows
 
 
 def main():
@@ -272,8 +284,11 @@ def main():
     args = ap.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     starts, shares = args.start.split(","), args.share.split(",")
+    rows = [(s, h) for s in starts for h in shares]
     if args.tables_from:
-        shoal_pts, ref_pts, sweep_id, where = load_parts(args.tables_from.split(","))
+        shoal_pts, ref_pts, sweep_id, where, (args.batch_size, args.batches) = load_parts(
+            args.tables_from.split(","))
+        workers, rows = grid_of(shoal_pts)
     else:
         where = versions()
         if args.out:
@@ -294,7 +309,6 @@ def main():
             f"{args.batches} per worker, one thread per PyTorch process. {where}.\n"
             f"{NOT_RUN}: did not run (fork with shared weights is impossible on CUDA) or failed; "
             f"{MISSING}: no such figure.\n")
-    rows = [(s, h) for s in starts for h in shares]
     text = "\n".join([head] + tables(shoal_pts, ref_pts, workers, rows))
     print(text)
     if args.out:

@@ -189,7 +189,7 @@ std::string ResultLines(const v1::Experiment& e) {
         F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
           "workers)\n",
           r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
-  } else if (s.has_cuda_sync()) {
+  } else if (s.cuda_sync() == "step") {
     o +=
         "  step split  - (cuda_sync " + s.cuda_sync() + ": the device is waited for once a step)\n";
   }

@@ -40,7 +40,9 @@ struct Metric {
 
 std::optional<double> EpochTrainS(const v1::Result& r) {
   if (r.epochs().empty()) return std::nullopt;
-  return r.epochs(std::min(1, r.epochs_size() - 1)).train_ms() / 1000;  // epoch 2: 1 warms up
+  const v1::EpochResult& e = r.epochs(std::min(1, r.epochs_size() - 1));  // epoch 2: 1 warms up
+  if (!e.has_train_ms()) return std::nullopt;  // cuda_sync step: not timed apart from data
+  return e.train_ms() / 1000;
 }
 
 std::vector<Metric> Metrics() {

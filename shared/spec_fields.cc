@@ -36,7 +36,7 @@ std::vector<SpecField> CommonFields() {
        "pipeline: stage i on i mod the node's devices; hogwild: 0", false},
       {"cuda_sync", "cuda_sync",
        "hogwild on cuda: phases (wait for the device before each phase time: the split is the "
-       "work done) | step (once a step, at its loss, as PyTorch's loop: no phase split)",
+       "work done) | step (once a step, when its loss is read: no phase split)",
        "phases (device cuda)"},
       {"optimizer", "optimizer.name",
        "sgd | nesterov | adagrad | adadelta | adam | adamw | rmsprop", "sgd (pipeline: rmsprop)"},

@@ -211,6 +211,10 @@ TEST(FormatTest, StepsTimedWholeShowNoPhaseSplit) {
   EXPECT_NE(out.find(Sp(14) + "1" + Sp(10) + "6.00" + Sp(9) + "-" + Sp(9) + "-" + Sp(4) + "0.5000"),
             std::string::npos)
       << out;
+  // A phases run that ended before any worker reported has no split either, and no such reason.
+  e.mutable_spec()->set_cuda_sync("phases");
+  const std::string phases = FormatExperiment(e);
+  EXPECT_EQ(phases.find("step split"), std::string::npos) << phases;
 }
 
 // On CUDA the processes table gains a device column: each process's, '-' for one without.

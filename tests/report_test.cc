@@ -438,12 +438,14 @@ TEST(ReportTest, EpochTrainTimeIsEpochTwo) {
   v1::ExperimentSpec base;
   base.set_epochs(3);
   SweepBuilder b("s7", "", base);
-  b.Axis("seed", {"1", "2"}).State(v1::SUCCEEDED);
+  b.Axis("seed", {"1", "2", "3"}).State(v1::SUCCEEDED);
   v1::Result* r = b.Run(b.Point({{"seed", "1"}}), v1::SUCCEEDED);
   Epoch(r, 11000, 1000, 10000, std::nullopt);  // warm-up
   Epoch(r, 2500, 500, 2000, std::nullopt);
   Epoch(r, 3500, 500, 3000, std::nullopt);
-  b.Run(b.Point({{"seed", "2"}}), v1::SUCCEEDED);  // no epochs recorded
+  b.Run(b.Point({{"seed", "2"}}), v1::SUCCEEDED);                      // no epochs recorded
+  v1::Result* whole = b.Run(b.Point({{"seed", "3"}}), v1::SUCCEEDED);  // cuda_sync step
+  for (int i = 0; i < 2; ++i) whole->add_epochs()->set_wall_ms(2500);  // no data/train split
   const auto tables = BuildTables(b.Build());
   // seed is not an optimiser field: no curve or epoch tables, but the epoch-2 table.
   EXPECT_EQ(Keys(tables),
@@ -453,6 +455,8 @@ TEST(ReportTest, EpochTrainTimeIsEpochTwo) {
   EXPECT_DOUBLE_EQ(tables[3].rows[0].cells[0].value, 2.0);
   EXPECT_EQ(tables[3].rows[0].cells[1].text, "-");
   EXPECT_FALSE(tables[3].rows[0].cells[1].has_value);
+  EXPECT_EQ(tables[3].rows[0].cells[2].text, "-");  // not timed apart: unknown, not 0.00
+  EXPECT_FALSE(tables[3].rows[0].cells[2].has_value);
 }
 
 void Worker(v1::Experiment* e, int index, uint64_t peak_pss) {

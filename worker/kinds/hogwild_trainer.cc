@@ -75,7 +75,7 @@ int HogwildTrainer::Run() {
   opt_ = std::move(opt).value();
   if (device_.is_cuda()) {
     on_device_ = UploadTrainSet(data_, device_.device());
-    // cuda_sync step: no wait but the loss read at the step's end, as PyTorch's own loop.
+    // cuda_sync step: no wait but the loss read at the step's end.
     if (spec_.cuda_sync() != "step") sync_ = [this] { device_.Sync(); };
   }
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
