@@ -92,14 +92,17 @@ void ProcessSampler::ReadCheap(pid_t pid, Proc& p, uint64_t now_ns) {
 
 // Who deserves a page-table walk, in tiers: never walked; sharing changed (a process joined, a
 // worker started or finished training); not walked for refresh_after; RSS moved. Within the first
-// three, the process whose estimate can be most wrong goes first: what can drift unseen is the
-// PSS of its shared pages (PSS - USS at its walk), which falls or rises with its sharers; the
-// stale weigh that by their age. Staleness outranks RSS moves because a move is what the
-// estimate follows well (new anonymous pages are private), while what it cannot see moves no
-// RSS: a leader's or a fork-server's PSS falls as workers map pages it holds. Measured: ranked
-// below the movers, a leader went 11 s unwalked in a 4-worker run and read 20% high; ranked
-// without weights, a forkserver run's fork-server (100 MB of shared PSS) waited behind 16 idle
-// children (5 MB each) and read twice its PSS.
+// three, the process whose estimate can be most wrong goes first. Whose sharing changed: its
+// PSS at the walk, as any of its pages may have gained sharers (a fork leader's own pages become
+// every worker's too: ranked by shared PSS, which was 0 at its walk, it came last and a 4-worker
+// fork run's peak PSS sum read 3% high). The stale: what drifts unseen is the PSS of its shared
+// pages (PSS - USS at its walk), which falls or rises with its sharers, weighed by its age.
+// Staleness outranks RSS moves because a move is what the estimate follows well (new anonymous
+// pages are private), while what it cannot see moves no RSS: a leader's or a fork-server's PSS
+// falls as workers map pages it holds. Measured: ranked below the movers, a leader went 11 s
+// unwalked in a 4-worker run and read 20% high; ranked without weights, a forkserver run's
+// fork-server (100 MB of shared PSS) waited behind 16 idle children (5 MB each) and read twice its
+// PSS.
 std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
   std::vector<std::pair<std::pair<int, double>, pid_t>> want;  // ((tier, score), pid)
   for (const auto& [pid, p] : procs_) {
@@ -111,7 +114,7 @@ std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
     if (!p.walked) {
       want.push_back({{3, 0.0}, pid});
     } else if (p.due) {
-      want.push_back({{2, shared_pss}, pid});
+      want.push_back({{2, double(p.pss)}, pid});
     } else if (age_ns > opts_.refresh_after_ns) {
       want.push_back({{1, shared_pss * double(age_ns) / 1e9}, pid});
     } else if (move >= opts_.move_threshold) {

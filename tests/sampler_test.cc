@@ -252,6 +252,40 @@ TEST(SamplerTest, TheLargestSharedPssIsWalkedFirst) {
   EXPECT_LE(t, 2000 * kMs);
 }
 
+// A fork leader walked before its workers were forked held its pages alone (PSS = USS: no
+// shared PSS at all), and they are now shared with every worker: of the processes whose sharing
+// changed it is the one read most wrong, too high. Ranked by shared PSS it came last, behind
+// workers walked a moment before, and a 4-worker fork run's peak PSS sum read 3% high.
+TEST(SamplerTest, AForkLeaderWhosePagesBecameSharedIsWalkedFirst) {
+  FakeProc proc;
+  proc.walk_cost_ns = 12'000'000;
+  proc.procs[100] = FakeProc::P{300000, 300000, 300000};  // the leader, pages its own
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(100, "leader", -1);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);  // the leader's first walk, before any fork
+  for (pid_t p = 101; p < 105; ++p) {
+    proc.procs[p] = FakeProc::P{300000, 70000, 10000};  // forked: 60 MB each of shared PSS
+    s.Track(p, "worker", p - 101);
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);  // each worker's first walk as it comes
+  }
+  proc.procs[100].pss_kb = 70000;  // shared five ways now
+  proc.procs[100].uss_kb = 10000;
+  const int leader_walks = proc.walks[100];
+  int others = 0;
+  for (pid_t p = 101; p < 105; ++p) others += proc.walks[p];
+  while (proc.walks[100] == leader_walks && t < 600'000 * kMs) {
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);
+  }
+  int others_after = 0;
+  for (pid_t p = 101; p < 105; ++p) others_after += proc.walks[p];
+  EXPECT_EQ(others_after, others) << "the leader before any worker walked again";
+  EXPECT_EQ(out.processes(0).pss_bytes(), 70000ull * 1024);
+}
+
 TEST(SamplerTest, AnExitingProcessIsSkippedNotCountedAsZero) {
   FakeProc proc;
   proc.procs[10] = {};
