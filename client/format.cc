@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 
+#include "shared/spec.h"
 #include "shared/spec_fields.h"
 #include "shared/sweep.h"
 #include "shared/wire_check.h"
@@ -189,9 +190,8 @@ std::string ResultLines(const v1::Experiment& e) {
         F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
           "workers)\n",
           r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
-  } else if (s.cuda_sync() == "step") {
-    o +=
-        "  step split  - (cuda_sync " + s.cuda_sync() + ": the device is waited for once a step)\n";
+  } else if (!TimesEachPhase(s)) {
+    o += "  step split  - (cuda_sync step: the device is waited for once a step)\n";
   }
   o +=
       F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
@@ -206,10 +206,10 @@ std::string EpochLines(const v1::Result& r) {
   const bool load = r.epochs(0).has_load_cpu_ms();
   std::string o = F("  epochs      %-5s %9s %9s %9s %9s %9s%s\n", "epoch", "wall s", "data s",
                     "train s", "loss", "accuracy", load ? "  load CPU s" : "");
+  auto secs = [](bool has, double ms) { return has ? F("%9.2f", ms / 1000) : F("%9s", "-"); };
   for (const auto& x : r.epochs()) {
     const std::string acc = x.has_test_accuracy() ? F("%.3f", x.test_accuracy()) : "-";
     const std::string cpu = x.has_load_cpu_ms() ? F(" %11.2f", x.load_cpu_ms() / 1000) : "";
-    auto secs = [](bool has, double ms) { return has ? F("%9.2f", ms / 1000) : F("%9s", "-"); };
     o += F("              %-5u %9.2f %s %s %9.4f %9s%s\n", x.epoch(), x.wall_ms() / 1000,
            secs(x.has_data_ms(), x.data_ms()).c_str(), secs(x.has_train_ms(), x.train_ms()).c_str(),
            x.mean_loss(), acc.c_str(), cpu.c_str());

@@ -11,6 +11,7 @@
 #include "shared/layout.h"
 #include "shared/pipeline.h"
 #include "shared/process.h"
+#include "shared/spec.h"
 
 namespace shoal {
 namespace {
@@ -327,7 +328,7 @@ void FillResult(const RunFacts& f, v1::Result* r) {
       r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
   }
   if (const Reports* ws = WorkerReports(f)) {
-    const bool phases_timed = f.spec.cuda_sync() != "step";
+    const bool phases_timed = TimesEachPhase(f.spec);
     FillTraining(*ws, f.spec.workers(), f.start_real_ns, phases_timed, r);
     FillLosses(*ws, r);
     FillEpochs(*ws, phases_timed, r);

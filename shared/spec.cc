@@ -166,7 +166,7 @@ namespace {
 std::vector<std::string> ForeignFields(const KindRules& kind) {
   std::vector<std::string> out = kind.foreign_fields;
   if (std::find(kind.devices.begin(), kind.devices.end(), "cuda") == kind.devices.end())
-    out.insert(out.end(), {"cuda_devices", "cuda_sync"});
+    out.insert(out.end(), CudaOnlyFields().begin(), CudaOnlyFields().end());
   return out;
 }
 
@@ -345,6 +345,13 @@ const char* const kForkCudaShareWhy =
     "cuda with start fork and shared weights is impossible: the weights' CUDA buffer must exist "
     "before the workers are forked, and a forked child cannot use the CUDA context of its parent "
     "(use start spawn or forkserver, or share no)";
+
+const std::vector<std::string>& CudaOnlyFields() {
+  static const std::vector<std::string> names = {"cuda_devices", "cuda_sync"};
+  return names;
+}
+
+bool TimesEachPhase(const v1::ExperimentSpec& s) { return s.cuda_sync() != "step"; }
 
 bool ForkCudaShare(const v1::ExperimentSpec& s) {
   return s.device() == "cuda" && s.start() == "fork" && s.share();

@@ -40,6 +40,13 @@ struct SpecLimits {
 bool ForkCudaShare(const v1::ExperimentSpec& s);
 extern const char* const kForkCudaShareWhy;
 
+// The fields only a CUDA spec may hold (cuda_devices, cuda_sync): foreign to a kind that cannot
+// train on CUDA, and cleared from a point checked as the CPU point it would be.
+const std::vector<std::string>& CudaOnlyFields();
+// Whether the workers time each phase of a step apart (data, forward, backward, update): all but
+// cuda_sync step, whose steps are timed whole.
+bool TimesEachPhase(const v1::ExperimentSpec& s);
+
 constexpr uint32_t kDefaultBatches = 20;
 // 30 minutes: far past any step measured here (seed 004's stages step in seconds on 2 cores; its
 // full-size stage ran 150 s without finishing one before memory ran out), so only a step that

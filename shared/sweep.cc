@@ -94,8 +94,7 @@ StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::
   elsewhere.cuda_missing.clear();
   if (ForkCudaShare(check)) {  // checked as the CPU point it would be, without CUDA's fields
     check.set_device("cpu");
-    check.clear_cuda_devices();
-    check.clear_cuda_sync();
+    for (const auto& name : CudaOnlyFields()) ClearSpecField(&check, *FindSpecField(name));
   }
   Status st = ValidateSpec(check, elsewhere);
   if (!st.ok())

@@ -1,5 +1,7 @@
 #include "worker/cuda_memory.h"
 
+#include <algorithm>
+
 #ifdef SHOAL_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
@@ -19,5 +21,13 @@ void ResetCudaMemoryPeaks(int device) { c10::cuda::CUDACachingAllocator::resetPe
 std::optional<DeviceMemoryPeaks> CudaMemoryPeaks(int) { return std::nullopt; }
 void ResetCudaMemoryPeaks(int) {}
 #endif
+
+void RecordCudaMemoryPeaks(int device, WorkerSlot* slot) {
+  auto keep_max = [](std::atomic<uint64_t>& a, uint64_t v) { a.store(std::max(a.load(), v)); };
+  if (auto p = CudaMemoryPeaks(device)) {
+    keep_max(slot->device_alloc_peak_bytes, p->allocated);
+    keep_max(slot->device_reserved_peak_bytes, p->reserved);
+  }
+}
 
 }  // namespace shoal

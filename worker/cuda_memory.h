@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "shared/layout.h"
+
 namespace shoal {
 
 struct DeviceMemoryPeaks {
@@ -17,5 +19,7 @@ struct DeviceMemoryPeaks {
 std::optional<DeviceMemoryPeaks> CudaMemoryPeaks(int device);
 // Starts a new peak from what is held now; nothing without CUDA.
 void ResetCudaMemoryPeaks(int device);
+// Raises the slot's device_alloc/reserved peaks to device `device`'s; nothing without CUDA.
+void RecordCudaMemoryPeaks(int device, WorkerSlot* slot);
 
 }  // namespace shoal

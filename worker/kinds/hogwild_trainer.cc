@@ -76,7 +76,7 @@ int HogwildTrainer::Run() {
   if (device_.is_cuda()) {
     on_device_ = UploadTrainSet(data_, device_.device());
     // cuda_sync step: no wait but the loss read at the step's end.
-    if (spec_.cuda_sync() != "step") sync_ = [this] { device_.Sync(); };
+    if (TimesEachPhase(spec_)) sync_ = [this] { device_.Sync(); };
   }
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
@@ -91,7 +91,8 @@ int HogwildTrainer::Run() {
       slot_->epochs[last - 1].accuracy_bits.store(slot_->accuracy_bits.load());
   }
   slot_->vmhwm_bytes.store(SelfVmHwm());
-  if (device_.is_cuda()) PublishCudaPeaks();
+  // torch.cuda.max_memory_* beside NVML's figure of the process, which adds the CUDA context.
+  if (device_.is_cuda()) RecordCudaMemoryPeaks(device_.device().index(), slot_);
   if (std::getenv("SHOAL_ALLOC_STATS") != nullptr && spec_.allocator() == "cache")
     PrintAllocatorStats(env_.index);
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
@@ -195,15 +196,6 @@ bool HogwildTrainer::WaitForPeers() {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return true;
-}
-
-// The CUDA allocator's peaks (what torch.cuda.max_memory_* read), beside NVML's figure of the
-// process, which adds the CUDA context: absent where this LibTorch has no CUDA.
-void HogwildTrainer::PublishCudaPeaks() {
-  if (auto p = CudaMemoryPeaks(device_.device().index())) {
-    slot_->device_alloc_peak_bytes.store(p->allocated);
-    slot_->device_reserved_peak_bytes.store(p->reserved);
-  }
 }
 
 void HogwildTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {

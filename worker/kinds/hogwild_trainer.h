@@ -38,7 +38,6 @@ class HogwildTrainer {
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
   bool Step(const int64_t* idx, int64_t n, EpochTotals* totals);
   bool WaitForPeers();
-  void PublishCudaPeaks();
   void EvaluateInto(std::atomic<uint32_t>* bits);
   std::vector<int64_t> EpochShard(uint32_t epoch) const;
 

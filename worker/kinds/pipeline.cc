@@ -52,13 +52,8 @@ void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, uint64_t wal
 // The stage's peak allocations of this step: LibTorch's CUDA allocator's on a GPU, the counting
 // allocator's (CPU) otherwise.
 void RecordPeaks(WorkerSlot* slot, const CountingAllocator* counter, const TrainDevice& dev) {
-  auto keep_max = [](std::atomic<uint64_t>& a, uint64_t v) { a.store(std::max(a.load(), v)); };
-  keep_max(slot->alloc_peak_bytes, counter->peak());
-  if (!dev.is_cuda()) return;
-  if (auto p = CudaMemoryPeaks(dev.device().index())) {
-    keep_max(slot->device_alloc_peak_bytes, p->allocated);
-    keep_max(slot->device_reserved_peak_bytes, p->reserved);
-  }
+  slot->alloc_peak_bytes.store(std::max(slot->alloc_peak_bytes.load(), counter->peak()));
+  if (dev.is_cuda()) RecordCudaMemoryPeaks(dev.device().index(), slot);
 }
 
 int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const TrainDevice& dev) {
