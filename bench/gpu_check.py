@@ -12,8 +12,13 @@ pipeline stages on CUDA (activations through CUDA IPC slots) train to the CPU's 
 configuration (within 1e-3: run it with NVIDIA_TF32_OVERRIDE=0 in shoald's environment, as
 bench/gpu_session.sh does; PyTorch's default TF32 convolutions put a 2-stage AmoebaNet's first
 loss 0.6% off on an H100) and report each stage's CUDA allocator figures, on the devices cuda_devices names (and
-across devices where the node has two); nothing is left on the GPU or in /dev/shm. Exits
-non-zero on the first failure."""
+across devices where the node has two); nothing is left on the GPU or in /dev/shm.
+
+Each check runs on after another's failure (a failed expectation ends only the run it is about), so
+one call of a short-lived GPU machine says everything that is wrong; exits non-zero if anything
+failed, naming each failure again at the end. --only modes,nvidia-smi,cuda-sync,pipeline runs
+those checks alone (the refusals and the leftovers are always checked)."""
+import argparse
 import json
 import os
 import shlex
@@ -23,12 +28,23 @@ import threading
 import time
 
 SHOAL = shlex.split(os.environ["SHOAL"])
+FAILURES = []
+
+
+class Failed(Exception):
+    """An expectation failed: what it was about (one run, one check) cannot go on."""
+
+
+def fail(what):
+    print("FAIL " + what, flush=True)
+    FAILURES.append(what)
 
 
 def shoal(*args, check=True):
     r = subprocess.run(SHOAL + list(args), capture_output=True, text=True)
     if check and r.returncode != 0:
-        sys.exit(f"FAIL: shoal {' '.join(args)}: {r.stderr.strip()}")
+        fail(f"shoal {' '.join(args)}: {r.stderr.strip()}")
+        raise Failed()
     return r
 
 
@@ -37,10 +53,24 @@ def submit(*args):
                             "--wait", "--json").stdout)
 
 
-def expect(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        sys.exit(1)
+def expect(cond, what, fatal=True):
+    """Prints ok or FAIL; a fatal failure ends what it is about (raises Failed), others go on."""
+    if cond:
+        print("ok   " + what, flush=True)
+        return
+    fail(what)
+    if fatal:
+        raise Failed()
+
+
+def attempt(fn, *args):
+    """Runs one check or one run of it; its failure is recorded and the next goes on."""
+    try:
+        fn(*args)
+    except Failed:
+        pass
+    except (KeyError, TypeError, ValueError) as e:  # a result without what the check reads
+        fail(f"{fn.__name__}{args}: {type(e).__name__} {e}")
 
 
 def smi_apps():
@@ -58,24 +88,31 @@ def mib(b):
     return "?" if b is None else f"{b / 2**20:.0f}"
 
 
+def check_mode(start, share):
+    e = submit("--workers", "2", "--start", start, "--share", share, "--batches", "100",
+               "--eval-samples", "500")
+    r = e["result"]
+    tag = f"{start} share {share}"
+    expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
+    expect((r.get("peak_gpu_memory_bytes") or 0) > 0,
+           f"{tag}: GPU memory measured ({r.get('gpu_status', '')}, {r.get('gpu_reads')} reads)",
+           fatal=False)
+    expect(r.get("gpu_util_mean_percent") is not None, f"{tag}: GPU utilisation measured",
+           fatal=False)
+    expect((r.get("test_accuracy") or 0) > 0.5,
+           f"{tag}: learnt (accuracy {r.get('test_accuracy')})", fatal=False)
+    sums = {p["weights_checksum"] for p in e["processes"] if p["role"] == "worker"}
+    devices = [p.get("cuda_device") for p in e["processes"] if p["role"] == "worker"]
+    expect(devices == [0, 0], f"{tag}: workers on device 0 ({devices})", fatal=False)
+    if share == "yes":
+        expect(sums == {r["final_shared_checksum"]}, f"{tag}: one shared copy")
+    else:
+        expect(len(sums) == 2, f"{tag}: two private copies")
+
+
 def check_modes():
     for start, share in [("spawn", "yes"), ("spawn", "no"), ("forkserver", "yes"), ("fork", "no")]:
-        e = submit("--workers", "2", "--start", start, "--share", share, "--batches", "100",
-                   "--eval-samples", "500")
-        r = e["result"]
-        tag = f"{start} share {share}"
-        expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
-        expect((r.get("peak_gpu_memory_bytes") or 0) > 0,
-               f"{tag}: GPU memory measured ({r.get('gpu_status', '')}, {r.get('gpu_reads')} reads)")
-        expect(r.get("gpu_util_mean_percent") is not None, f"{tag}: GPU utilisation measured")
-        expect((r.get("test_accuracy") or 0) > 0.5, f"{tag}: learnt (accuracy {r.get('test_accuracy')})")
-        sums = {p["weights_checksum"] for p in e["processes"] if p["role"] == "worker"}
-        devices = [p.get("cuda_device") for p in e["processes"] if p["role"] == "worker"]
-        expect(devices == [0, 0], f"{tag}: workers on device 0 ({devices})")
-        if share == "yes":
-            expect(sums == {r["final_shared_checksum"]}, f"{tag}: one shared copy")
-        else:
-            expect(len(sums) == 2, f"{tag}: two private copies")
+        attempt(check_mode, start, share)
 
 
 def check_against_nvidia_smi():
@@ -97,25 +134,29 @@ def check_against_nvidia_smi():
 
     t = threading.Thread(target=poll)
     t.start()
-    e = submit("--workers", "4", "--start", "spawn", "--share", "yes", "--batches", "600",
-               "--eval-samples", "0", "--sample-interval-ms", "100")
-    done.set()
-    t.join()
+    try:
+        e = submit("--workers", "4", "--start", "spawn", "--share", "yes", "--batches", "600",
+                   "--eval-samples", "0", "--sample-interval-ms", "100")
+    finally:  # a failed run must not leave the poller running
+        done.set()
+        t.join()
     shoal_mib = e["result"]["peak_gpu_memory_bytes"] / 2**20
     ratio = shoal_mib / max(1, seen["peak"])
     expect(0.98 <= ratio <= 1.02,
-           f"peak GPU memory: Shoal {shoal_mib:.0f} MiB, nvidia-smi {seen['peak']} MiB ({ratio:.3f})")
+           f"peak GPU memory: Shoal {shoal_mib:.0f} MiB, nvidia-smi {seen['peak']} MiB ({ratio:.3f})",
+           fatal=False)
     for p in e["processes"]:
         tag = f"{p['role']} {p['index']} (pid {p['pid']})"
         mine, smi = p.get("peak_gpu_memory_bytes"), seen["pids"].get(p["pid"])
         expect(mine is not None and smi is not None and abs(mine / 2**20 / smi - 1) <= 0.02,
-               f"{tag}: Shoal {mib(mine)} MiB, nvidia-smi {smi} MiB")
+               f"{tag}: Shoal {mib(mine)} MiB, nvidia-smi {smi} MiB", fatal=False)
         if p["role"] != "worker":
             continue
         alloc, res = p.get("peak_cuda_allocated_bytes"), p.get("peak_cuda_reserved_bytes")
-        expect(alloc is not None and res is not None and 0 < alloc <= res < mine,
+        expect(None not in (alloc, res, mine) and 0 < alloc <= res < mine,
                f"{tag}: torch.cuda allocated {mib(alloc)} MiB <= reserved {mib(res)} MiB < NVML "
-               f"{mib(mine)} MiB (context and driver: {mib(mine - (res or 0))} MiB)")
+               f"{mib(mine)} MiB (context and driver: {mib(mine - (res or 0)) if mine else '?'} MiB)",
+               fatal=False)
 
 
 def check_cuda_sync_step():
@@ -149,8 +190,9 @@ def check_pipeline_run(e, tag, want, devices):
     expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')})")
     check_stage_devices(e, tag, devices)
     got = e["result"].get("last_loss")
+    off = f", {abs(got / want - 1):.2%} off" if got is not None and want else ""
     expect(got is not None and abs(got - want) <= 1e-3 * abs(want),
-           f"{tag}: loss of its one step {got} (CPU {want})")
+           f"{tag}: loss of its one step {got} (CPU {want}{off})", fatal=False)
 
 
 def check_pipeline_devices(base, shape, want, devices):
@@ -165,8 +207,9 @@ def check_pipeline_devices(base, shape, want, devices):
         print(f"note: {devices} device: stages across devices not run", flush=True)
         return
     for listed in ("0,1", "1,0", "0,0"):
-        e = submit(*base, *shape, "--start", "spawn", "--cuda-devices", listed)
-        check_pipeline_run(e, f"pipeline across devices {listed}", want, devices)
+        attempt(lambda: check_pipeline_run(
+            submit(*base, *shape, "--start", "spawn", "--cuda-devices", listed),
+            f"pipeline across devices {listed}", want, devices))
 
 
 def check_pipeline(devices):
@@ -182,36 +225,66 @@ def check_pipeline(devices):
         expect(cpu["state"] == "SUCCEEDED", f"pipeline {shape} on the CPU ({cpu.get('error')})")
         want = cpu["result"]["last_loss"]
         for start in ("spawn", "forkserver", "fork"):
-            e = submit(*base, *shape, "--start", start)
-            tag = f"pipeline {start} {stages} stages {chunks} chunks {ckpt}"
-            check_pipeline_run(e, tag, want, devices)
-            for st in e["result"]["pipeline"]["stage"]:
-                alloc, res, gpu = (st.get(k) for k in ("peak_allocated_bytes",
-                                                       "peak_reserved_bytes",
-                                                       "peak_gpu_memory_bytes"))
-                expect(None not in (alloc, res, gpu),
-                       f"{tag}: stage {st.get('stage', 0)} has allocated {alloc}, reserved {res}, "
-                       f"NVML {gpu}")
-                expect(0 < alloc <= res < gpu,
-                       f"{tag}: stage {st.get('stage', 0)} allocated {alloc / 2**20:.0f} MiB <= "
-                       f"reserved {res / 2**20:.0f} < NVML {gpu / 2**20:.0f}")
+            attempt(check_pipeline_start, base + shape + ["--start", start],
+                    f"pipeline {start} {stages} stages {chunks} chunks {ckpt}", want, devices)
         if stages == 2:
-            check_pipeline_devices(base, shape, want, devices)
+            attempt(check_pipeline_devices, base, shape, want, devices)
+
+
+def check_pipeline_start(args, tag, want, devices):
+    """One pipeline run on CUDA: the CPU's loss, and each stage's allocator figures under NVML's."""
+    e = submit(*args)
+    check_pipeline_run(e, tag, want, devices)
+    for st in e["result"]["pipeline"]["stage"]:
+        alloc, res, gpu = (st.get(k) for k in ("peak_allocated_bytes", "peak_reserved_bytes",
+                                               "peak_gpu_memory_bytes"))
+        expect(None not in (alloc, res, gpu),
+               f"{tag}: stage {st.get('stage', 0)} has allocated {alloc}, reserved {res}, "
+               f"NVML {gpu}", fatal=False)
+        if None not in (alloc, res, gpu):
+            expect(0 < alloc <= res < gpu,
+                   f"{tag}: stage {st.get('stage', 0)} allocated {alloc / 2**20:.0f} MiB <= "
+                   f"reserved {res / 2**20:.0f} < NVML {gpu / 2**20:.0f}", fatal=False)
+
+
+CHECKS = {"modes": check_modes, "nvidia-smi": check_against_nvidia_smi,
+          "cuda-sync": check_cuda_sync_step, "pipeline": None}  # pipeline: needs the devices
+
+
+def check_refusals():
+    r = shoal("submit", "--device", "cuda", "--start", "fork", "--share", "yes", check=False)
+    expect(r.returncode != 0 and "impossible" in r.stderr, "fork + cuda + shared weights refused",
+           fatal=False)
+
+
+def check_leftovers():
+    expect(not smi_apps(), "nothing left on the GPU", fatal=False)
+    expect(not [f for f in os.listdir("/dev/shm") if f.startswith("shoal.")],
+           "nothing in /dev/shm", fatal=False)
 
 
 def main():
-    node = json.loads(shoal("node", "--json").stdout)
-    expect(node["cuda_status"].startswith("ready"), f"node: {node['cuda_status']}")
+    ap = argparse.ArgumentParser(description="The GPU checks (see this file's docstring).")
+    ap.add_argument("--only", default=",".join(CHECKS),
+                    help="comma-separated, of " + ", ".join(CHECKS))
+    only = ap.parse_args().only.split(",")
+    unknown = [c for c in only if c not in CHECKS]
+    if unknown:
+        ap.error(f"--only: unknown check(s) {', '.join(unknown)}; known: {', '.join(CHECKS)}")
+    try:
+        node = json.loads(shoal("node", "--json").stdout)
+        expect(node["cuda_status"].startswith("ready"), f"node: {node['cuda_status']}")
+    except Failed:
+        sys.exit("FAIL: no CUDA node to check")
     devices = int(node["cuda_status"].split()[1])  # "ready: N device(s) for LibTorch V"
-    r = shoal("submit", "--device", "cuda", "--start", "fork", "--share", "yes", check=False)
-    expect(r.returncode != 0 and "impossible" in r.stderr, "fork + cuda + shared weights refused")
-    check_modes()
-    check_against_nvidia_smi()
-    check_cuda_sync_step()
-    check_pipeline(devices)
-    expect(not smi_apps(), "nothing left on the GPU")
-    expect(not [f for f in os.listdir("/dev/shm") if f.startswith("shoal.")], "nothing in /dev/shm")
-
+    attempt(check_refusals)
+    for name in only:
+        attempt(check_pipeline, devices) if name == "pipeline" else attempt(CHECKS[name])
+    attempt(check_leftovers)
+    if FAILURES:
+        print(f"{len(FAILURES)} failure(s):", *FAILURES, sep="\n  ", flush=True)
+        sys.exit(1)
+    print("every check passed", flush=True)
 
 if __name__ == "__main__":
     main()

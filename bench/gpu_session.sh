@@ -10,13 +10,16 @@
 #   bench/gpu_session.sh sweep-a DIR    the study's grid beside PyTorch, spawn
 #   bench/gpu_session.sh sweep-b DIR    the grid, forkserver
 #   bench/gpu_session.sh sweep-c DIR    the grid, fork (private weights: shared is impossible)
+#   bench/gpu_session.sh finish DIR     what the 2026-11-24 session left: gpu_check.py's pipeline
+#                                       checks (TF32 off), then sweep-c; one call (~7 min, guessed:
+#                                       the worker's build ~2, the checks ~2, the fork grid ~3)
 #
 # On an H100 (2026-11-24) check took 5 min 12 s with the build, sweep-a 5 min, sweep-b 5 min.
 # Each part writes DIR/PART/ and packs it into DIR/PART.tgz (one file to bring back: the device
 # tool returns at most 8); each prints what it measured. Afterwards, where the parts were unpacked:
 #   python3 bench/gpu_sweep_vs_pytorch.py --tables-from A/sweep-a/sweep,B/sweep-b/sweep,...
 set -uo pipefail
-part=${1:?part: check, gpu-check, cuda-sync, sweep-a, sweep-b or sweep-c}
+part=${1:?part: check, gpu-check, cuda-sync, sweep-a, sweep-b, sweep-c or finish}
 out=$(realpath -m "${2:?a directory for the results}/$part")  # before the cd below
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
@@ -57,12 +60,21 @@ for e in json.loads(lines[-1])["experiments"]:
 EOF
 }
 
+# bench/gpu_check.py with the arguments given. TF32 off: it compares CUDA pipelines' losses with
+# the CPU's to 1e-3; with PyTorch's default (cuDNN convolutions in TF32) a 2-stage AmoebaNet's
+# first loss was 0.6% off.
+gpu_check() {
+  NVIDIA_TF32_OVERRIDE=0 node "python3 bench/gpu_check.py $*" shoald-check.log \
+    > >(tee "$out/gpu_check.log") 2>&1
+}
+
 case $part in
+  finish)
+    gpu_check --only pipeline
+    grid fork no
+    ;;
   check | gpu-check)
-    # TF32 off: the check compares CUDA pipelines' losses with the CPU's to 1e-3; with PyTorch's
-    # default (cuDNN convolutions in TF32) a 2-stage AmoebaNet's first loss was 0.6% off.
-    NVIDIA_TF32_OVERRIDE=0 node "python3 bench/gpu_check.py" shoald-check.log \
-      > >(tee "$out/gpu_check.log") 2>&1
+    gpu_check
     if [ "$part" = check ]; then
       node "timeout ${SHOAL_PIPELINE_S:-200} python3 bench/gpu_pipeline_seed.py --out $q/pipeline" \
         shoald-pipeline.log > >(tee "$out/pipeline_seed.log") 2>&1
