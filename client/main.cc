@@ -38,6 +38,9 @@ shoal::Status Prepare(shoal::cli::Endpoint* e, const std::string& token_file,
 int main(int argc, char** argv) {
   CLI::App app{"shoal: submit, watch and inspect Shoal experiments"};
   app.require_subcommand(1);
+  // The connection flags are the app's, but users type them where they type the rest
+  // (`shoal node --socket S`): subcommands made after this hand the app's options back to it.
+  app.fallthrough();
   std::string socket = shoal::DefaultSocketPath();
   app.add_option("--socket", socket,
                  "shoald's unix socket (env SHOAL_SOCKET, else $XDG_RUNTIME_DIR/shoal.sock, else "

@@ -12,7 +12,7 @@ void SpecFlags::Add(CLI::App* cmd, bool lists) {
     for (auto& c : flag)
       if (c == '_') c = '-';
     std::string help = f.help + " [default: " + f.fallback + "]";
-    if (lists && f.axis) help += "; a comma-separated list makes it an axis";
+    if (lists) help += f.axis ? "; a comma-separated list makes it an axis" : "; not an axis";
     CLI::Option* o = cmd->add_option(flag, values_[f.name], help);
     if (lists && f.axis) o->delimiter(',');
     options_[f.name] = o;

@@ -361,6 +361,20 @@ TEST_F(E2E, NodeReportsNoGpuCleanly) {
   }
 }
 
+// Users type the connection flags where they type the rest: after the command's name, they reach
+// the same daemon as before it (and a socket that is not there is still the one tried).
+TEST_F(E2E, ConnectionFlagsGoBeforeOrAfterTheCommand) {
+  const std::string shoal = testing::BinDir() + "/shoal";
+  json before =
+      MustJson(testing::RunCommand({shoal, "--socket", daemon_->socket(), "node", "--json"}));
+  json after =
+      MustJson(testing::RunCommand({shoal, "node", "--json", "--socket", daemon_->socket()}));
+  EXPECT_EQ(after["cores"], before["cores"]);
+  CommandResult r = testing::RunCommand({shoal, "list", "--socket", dir_ / "none.sock"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("none.sock"), std::string::npos) << r.err;
+}
+
 TEST_F(E2E, CliWithoutDaemonSaysSoInOneLine) {
   CommandResult r =
       testing::RunCommand({testing::BinDir() + "/shoal", "--socket", dir_ / "none.sock", "list"});

@@ -178,6 +178,8 @@ class Daemon {
     return ok;
   }
 
+  const std::string& socket() const { return socket_; }
+
   CommandResult Cli(std::vector<std::string> args) const {
     args.insert(args.begin(), {BinDir() + "/shoal", "--socket", socket_});
     return RunCommand(args);
