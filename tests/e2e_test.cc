@@ -356,8 +356,11 @@ TEST_F(E2E, NodeReportsNoGpuCleanly) {
   EXPECT_GT(n["cores"].get<int>(), 0);
   EXPECT_GT(n["shm_free_bytes"].get<uint64_t>(), 0u);
   EXPECT_FALSE(n["versions"]["libtorch"].get<std::string>().empty());
+  // Either GPUs with their names, or none and why: never an empty answer.
   if (n["gpus"].empty()) {
     EXPECT_NE(n["gpu_status"].get<std::string>().find("no GPU"), std::string::npos);
+  } else {
+    EXPECT_FALSE(n["gpus"][0]["name"].get<std::string>().empty());
   }
 }
 

@@ -285,6 +285,7 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
   ASSERT_EQ(Raw("NodeInfo", "").error_code(), Code::OK);
   ASSERT_EQ(Raw("List", "").error_code(), Code::OK);
   const uint64_t rss_before = RssKb(daemon_->pid());
+  ASSERT_GT(rss_before, 0u) << "the daemon's VmRSS could not be read";
 
   SendGarbage();
   SendBadStrings();
@@ -307,6 +308,7 @@ TEST_F(HostileE2E, AThousandHostileRequestsGetTheRightCodeAndLeaveNothing) {
   EXPECT_EQ(daemon_->Cli({"sweeps"}).exit_code, 0);
   EXPECT_TRUE(ListSegments("shoal.").empty());
   const uint64_t rss_after = RssKb(daemon_->pid());
+  ASSERT_GT(rss_after, 0u) << "the daemon's VmRSS could not be read";
   std::printf("daemon RSS: %lu kB before, %lu kB after\n", rss_before, rss_after);
   EXPECT_LT(rss_after, rss_before + 64 * 1024)
       << "RSS grew by " << (rss_after - rss_before) << " kB";

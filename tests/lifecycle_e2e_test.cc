@@ -85,6 +85,15 @@ class Lifecycle : public ::testing::Test {
       if (p["role"] == "leader") return p["pid"].get<int>();
     return -1;
   }
+  // kill() of one process of the record. A pid the record lacks (-1) or a 0 read from it would
+  // signal every process we may signal, or our own group: that fails the test instead.
+  static int Signal(pid_t pid, int sig) {
+    if (pid <= 0) {
+      ADD_FAILURE() << "no such process in the record (pid " << pid << ")";
+      return -1;
+    }
+    return ::kill(pid, sig);
+  }
 
   // No process of the experiment runs, and /dev/shm holds none of its segments.
   static int Leaks(const json& e, const std::vector<pid_t>& pids) {
@@ -111,7 +120,7 @@ TEST_P(WorkerKilled, FailsWithTheReasonAndStopsEverything) {
   ASSERT_EQ(e["state"], "RUNNING") << e.dump();
   const auto pids = Pids(e);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(WorkerPid(e, 1), SIGKILL), 0);
+  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGKILL), 0);
   e = WaitEnded(id);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(e["state"], "FAILED");
@@ -133,7 +142,7 @@ TEST_F(Lifecycle, DeadLoaderFailsTheRunCleanly) {
   json e = WaitTraining(id, 3);
   ASSERT_EQ(e["state"], "RUNNING") << e.dump();
   const auto pids = Pids(e);
-  ASSERT_EQ(::kill(WorkerPid(e, 2), SIGKILL), 0);
+  ASSERT_EQ(Signal(WorkerPid(e, 2), SIGKILL), 0);
   e = WaitEnded(id);
   EXPECT_EQ(e["state"], "FAILED");
   EXPECT_NE(e["error"].get<std::string>().find("worker 2 killed by signal 9"), std::string::npos)
@@ -146,7 +155,7 @@ TEST_F(Lifecycle, StalledWorkerFails) {
                                  "--stall-timeout-ms", "1500"});
   json e = WaitTraining(id, 2);
   const auto pids = Pids(e);
-  ASSERT_EQ(::kill(WorkerPid(e, 0), SIGSTOP), 0);
+  ASSERT_EQ(Signal(WorkerPid(e, 0), SIGSTOP), 0);
   e = WaitEnded(id);
   EXPECT_EQ(e["state"], "FAILED");
   EXPECT_NE(e["error"].get<std::string>().find("worker 0 stalled (no heartbeat for 1500 ms)"),
@@ -175,7 +184,7 @@ TEST_F(Lifecycle, ARunInWhichNoWorkerMovesFails) {
   ASSERT_EQ(e["state"], "RUNNING") << e.dump();
   const auto pids = Pids(e);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(::kill(WorkerPid(e, 1), SIGSTOP), 0);
+  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGSTOP), 0);
   e = WaitEnded(id);
   // The trainer drains the batches already made; the loader's last may precede the stop a little.
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::seconds(7));
@@ -278,6 +287,7 @@ TEST_F(Lifecycle, DatasetsOnlyUnderDataRoots) {
 TEST_F(Lifecycle, Chaos) {
   const char* env = std::getenv("SHOAL_CHAOS_ROUNDS");
   const int rounds = env ? std::atoi(env) : 4;
+  ASSERT_GT(rounds, 0) << "SHOAL_CHAOS_ROUNDS=" << env << ": no rounds would pass without a test";
   std::mt19937 rng(env && std::getenv("SHOAL_CHAOS_SEED")
                        ? std::atoi(std::getenv("SHOAL_CHAOS_SEED"))
                        : std::random_device{}());
@@ -301,11 +311,11 @@ TEST_F(Lifecycle, Chaos) {
     auto pids = Pids(e);
     std::string want = "FAILED";
     if (target == "worker") {
-      ::kill(WorkerPid(e, int(rng() % 2)), SIGKILL);
+      Signal(WorkerPid(e, int(rng() % 2)), SIGKILL);
     } else if (target == "leader") {
-      ::kill(LeaderPid(e), SIGKILL);
+      Signal(LeaderPid(e), SIGKILL);
     } else if (target == "fork-server") {
-      ::kill(Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>(), SIGKILL);
+      Signal(Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>(), SIGKILL);
     } else {
       daemon_->Stop(SIGKILL);
       want = "INTERRUPTED";
