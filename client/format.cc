@@ -32,6 +32,7 @@ std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30
 std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20)); }
 // An optional figure: "-" when it is unknown.
 std::string MibIf(bool known, uint64_t b) { return known ? Mib(b) : "-"; }
+std::string GibIf(bool known, uint64_t b) { return known ? Gib(b) : "?"; }
 std::string MsIf(bool known, double ms) { return known ? F("%.0f", ms) : "-"; }
 
 // What the server sent, with every string safe for a terminal (names, errors and events may hold
@@ -349,8 +350,9 @@ std::string FormatExperiment(const v1::Experiment& raw) {
 
 // "gpu0 1.5 GiB/80.0 GiB 37%": one device's memory used (by anyone) and utilisation.
 std::string DeviceText(const v1::GpuDeviceSample& g) {
-  return F("gpu%u %s/%s %s", g.index(), Gib(g.memory_used_bytes()).c_str(),
-           Gib(g.memory_total_bytes()).c_str(),
+  return F("gpu%u %s/%s %s", g.index(),
+           GibIf(g.has_memory_used_bytes(), g.memory_used_bytes()).c_str(),
+           GibIf(g.has_memory_total_bytes(), g.memory_total_bytes()).c_str(),
            g.has_util_percent() ? F("%u%%", g.util_percent()).c_str() : "util ?");
 }
 
@@ -472,7 +474,8 @@ std::string FormatNode(const v1::NodeInfoResponse& raw) {
   if (r.gpus().empty()) o += "GPUs: none (" + r.gpu_status() + ")\n";
   for (const auto& g : r.gpus()) {
     o += F("GPU %u: %s, %s (%s used), compute capability %s, %s%s\n", g.index(), g.name().c_str(),
-           Gib(g.memory_total_bytes()).c_str(), Gib(g.memory_used_bytes()).c_str(),
+           GibIf(g.has_memory_total_bytes(), g.memory_total_bytes()).c_str(),
+           GibIf(g.has_memory_used_bytes(), g.memory_used_bytes()).c_str(),
            g.compute_capability().empty() ? "?" : g.compute_capability().c_str(),
            g.has_util_percent() ? F("%u%% busy", g.util_percent()).c_str() : "utilisation ?",
            g.uuid().empty() ? "" : (", " + g.uuid()).c_str());

@@ -29,32 +29,41 @@ void GpuSampler::Match(const GpuReading& r, bool training, v1::Sample* s) {
   for (const auto& d : r.devices) {
     auto* g = s->add_gpus();
     g->set_index(d.index);
-    g->set_memory_used_bytes(d.memory_used);
-    g->set_memory_total_bytes(d.memory_total);
+    if (d.memory_used) g->set_memory_used_bytes(*d.memory_used);
+    if (d.memory_total) g->set_memory_total_bytes(*d.memory_total);
     if (d.util_percent) g->set_util_percent(*d.util_percent);
   }
   uint64_t sum = 0;
   size_t matched = 0;
+  bool sum_known = true;
   for (auto& p : *s->mutable_processes()) {
     uint64_t bytes = 0;
-    bool on_gpu = false;
+    bool on_gpu = false, known = true;
     for (const auto& q : r.processes) {
       if (q.pid != p.pid()) continue;
       on_gpu = true;
       devices_.insert(q.device);
+      known = known && q.used_bytes.has_value();  // listed without a figure: unknown, not 0
       bytes += q.used_bytes.value_or(0);
       if (q.sm_percent) p.set_gpu_util_percent(p.gpu_util_percent() + *q.sm_percent);
     }
+    if (on_gpu) ++matched;
+    sum_known = sum_known && known;
+    if (!known) continue;
     p.set_gpu_memory_bytes(bytes);  // NVML was read: a process it does not list holds none
     sum += bytes;
-    if (!on_gpu) continue;
-    ++matched;
-    peak_[p.pid()] = std::max(peak_[p.pid()], bytes);
+    if (on_gpu) peak_[p.pid()] = std::max(peak_[p.pid()], bytes);
   }
   foreign_ = r.processes.size() - std::min(r.processes.size(), matched);
-  s->set_gpu_memory_bytes(sum);
   seen_any_ = seen_any_ || matched > 0;
+  AddUtilisation(r, training);
+  if (!sum_known) return;  // this reading has no sum to peak
+  s->set_gpu_memory_bytes(sum);
   if (seen_any_) peak_sum_ = std::max(peak_sum_.value_or(0), sum);
+}
+
+// The devices' utilisation while the experiment trains, for its mean and peak.
+void GpuSampler::AddUtilisation(const GpuReading& r, bool training) {
   if (!training) return;
   for (const auto& d : r.devices) {
     if (!d.util_percent) continue;
@@ -76,7 +85,10 @@ void GpuSampler::Fill(v1::Result* r) const {
                         " other processes were listed; different pid namespace?)");
     return;
   }
-  r->set_peak_gpu_memory_bytes(*peak_sum_);
+  if (peak_sum_)
+    r->set_peak_gpu_memory_bytes(*peak_sum_);
+  else
+    r->set_gpu_status("NVML listed this experiment's processes without their memory");
   double sum = 0, peak = 0;
   uint64_t n = 0;
   for (uint32_t d : devices_) {

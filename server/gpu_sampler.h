@@ -47,6 +47,7 @@ class GpuSampler {
     uint64_t n = 0;
   };
   void Match(const GpuReading& r, bool training, v1::Sample* s);
+  void AddUtilisation(const GpuReading& r, bool training);
 
   GpuMonitor* monitor_;
   CpuClock cpu_clock_;

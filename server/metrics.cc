@@ -65,8 +65,9 @@ void GpuFamilies(std::string* o, const MetricsSnapshot::Running& r) {
   }
   Family(o, "shoal_gpu_memory_used_bytes", "gauge", "Memory used on a GPU, by every process on it");
   for (const auto& g : s.gpus())
-    *o += "shoal_gpu_memory_used_bytes{gpu=\"" + std::to_string(g.index()) + "\"} " +
-          Num(double(g.memory_used_bytes())) + "\n";
+    if (g.has_memory_used_bytes())
+      *o += "shoal_gpu_memory_used_bytes{gpu=\"" + std::to_string(g.index()) + "\"} " +
+            Num(double(g.memory_used_bytes())) + "\n";
   Family(o, "shoal_gpu_utilization_percent", "gauge", "GPU busy time over NVML's sample period");
   for (const auto& g : s.gpus())
     if (g.has_util_percent())

@@ -80,8 +80,8 @@ v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_
     g->set_name(d.name);
     g->set_uuid(d.uuid);
     g->set_compute_capability(d.compute_capability);
-    g->set_memory_total_bytes(d.memory_total);
-    g->set_memory_used_bytes(d.memory_used);
+    if (d.memory_total) g->set_memory_total_bytes(*d.memory_total);
+    if (d.memory_used) g->set_memory_used_bytes(*d.memory_used);
     if (d.util_percent) g->set_util_percent(*d.util_percent);
   }
   if (!gpus.available) r.set_gpu_status(gpus.status);

@@ -21,9 +21,9 @@ namespace shoal {
 struct GpuDevice {
   uint32_t index = 0;
   std::string name, uuid;
-  std::string compute_capability;  // "9.0"; empty when NVML does not say
-  uint64_t memory_total = 0, memory_used = 0;
-  std::optional<uint32_t> util_percent;  // busy time over NVML's last sample period
+  std::string compute_capability;                     // "9.0"; empty when NVML does not say
+  std::optional<uint64_t> memory_total, memory_used;  // absent when NVML's query failed
+  std::optional<uint32_t> util_percent;               // busy time over NVML's last sample period
 };
 
 // A process holding memory on a device (NVML's running compute processes). Host pids: in a

@@ -60,6 +60,7 @@ TEST(GpuSamplerTest, MatchesTheExperimentsPidsAndIgnoresOthers) {
   EXPECT_EQ(s.processes(0).gpu_memory_bytes(), 300 * kMiB);
   EXPECT_EQ(s.processes(0).gpu_util_percent(), 40);
   EXPECT_EQ(s.processes(1).gpu_memory_bytes(), 250 * kMiB);
+  ASSERT_TRUE(s.processes(2).has_gpu_memory_bytes());
   EXPECT_EQ(s.processes(2).gpu_memory_bytes(), 0u);  // read, and not listed: none
   EXPECT_FALSE(s.processes(2).has_gpu_util_percent());
   EXPECT_EQ(s.gpu_memory_bytes(), 550 * kMiB);
@@ -89,6 +90,38 @@ TEST(GpuSamplerTest, UtilisationCountsOnlyTheDevicesItsProcessesUsed) {
   v1::Result r;
   f.sampler.Fill(&r);
   EXPECT_DOUBLE_EQ(r.gpu_util_mean_percent(), 20);  // device 1 is someone else's
+}
+
+// NVML may list a process without its memory (some containers, MIG) or fail a device's memory
+// query: those figures are unknown, so they are absent, and so is any sum they would be part of.
+TEST(GpuSamplerTest, WhatNvmlDidNotSayIsAbsentNotZero) {
+  Fixture f;
+  GpuDevice mute = Device(0, 30);
+  mute.memory_total.reset();
+  mute.memory_used.reset();
+  f.gpu.reading.devices = {mute};
+  f.gpu.reading.processes = {{100, 0, 300 * kMiB, {}}, {101, 0, {}, {}}};
+  v1::Sample s = WithProcesses({100, 101});
+  f.sampler.Tick(1'000'000'000, true, &s);
+  ASSERT_EQ(s.gpus_size(), 1);
+  EXPECT_FALSE(s.gpus(0).has_memory_used_bytes());
+  EXPECT_FALSE(s.gpus(0).has_memory_total_bytes());
+  EXPECT_EQ(s.gpus(0).util_percent(), 30u);
+  EXPECT_EQ(s.processes(0).gpu_memory_bytes(), 300 * kMiB);
+  EXPECT_FALSE(s.processes(1).has_gpu_memory_bytes());
+  EXPECT_FALSE(s.has_gpu_memory_bytes());
+  EXPECT_FALSE(f.sampler.PeakOf(101).has_value());
+  v1::Result r;
+  f.sampler.Fill(&r);
+  EXPECT_FALSE(r.has_peak_gpu_memory_bytes());  // its only reading had no sum
+  EXPECT_EQ(r.gpu_status(), "NVML listed this experiment's processes without their memory");
+  EXPECT_DOUBLE_EQ(r.gpu_util_mean_percent(), 30);
+
+  f.gpu.reading.processes[1].used_bytes = 100 * kMiB;  // a later reading says it all
+  v1::Sample later = WithProcesses({100, 101});
+  f.sampler.Tick(2'000'000'000, true, &later);
+  f.sampler.Fill(&r);
+  EXPECT_EQ(r.peak_gpu_memory_bytes(), 400 * kMiB);
 }
 
 TEST(GpuSamplerTest, AbsentWithAReasonWhenNothingWasSeen) {
