@@ -360,9 +360,10 @@ std::string FormatSampleLine(const v1::Sample& raw) {
   const v1::Sample s = Printable(raw);
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
   const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
+  const std::string rate = s.has_steps_per_sec() ? F("%.2f", s.steps_per_sec()) : "-";
   std::string o =
-      F("t=%.1fs steps %lu/%s %.2f/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
-        s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(), loss.c_str(),
+      F("t=%.1fs steps %lu/%s %s/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
+        s.t_ms() / 1000, UL(s.steps()), total.c_str(), rate.c_str(), loss.c_str(),
         Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
         Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
   for (const auto& p : s.processes()) {
@@ -380,11 +381,13 @@ std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
   const v1::Sample s = Printable(raw);
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
   const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
+  const std::string steps = s.has_steps_per_sec() ? F("%.2f", s.steps_per_sec()) : "-";
+  const std::string samples = s.has_samples_per_sec() ? F("%.1f", s.samples_per_sec()) : "-";
   std::string o =
-      F("t=%.1f s   steps %lu/%s   %.2f steps/s   %.1f samples/s   loss %s   sampler "
+      F("t=%.1f s   steps %lu/%s   %s steps/s   %s samples/s   loss %s   sampler "
         "%.2f%% core%s\n\n",
-        s.t_ms() / 1000, UL(s.steps()), total.c_str(), s.steps_per_sec(), s.samples_per_sec(),
-        loss.c_str(), s.sampler_cpu_percent(),
+        s.t_ms() / 1000, UL(s.steps()), total.c_str(), steps.c_str(), samples.c_str(), loss.c_str(),
+        s.sampler_cpu_percent(),
         dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
   const bool gpu = s.has_gpu_memory_bytes();
   o += F("%-8s %-7s %10s %10s %10s %7s%s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%",

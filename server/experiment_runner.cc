@@ -325,8 +325,8 @@ void ExperimentRunner::Tick(uint64_t now) {
   const auto& spec = e_.spec();
   s.set_steps(live.steps);
   if (spec.has_batches()) s.set_steps_total(uint64_t(spec.workers()) * spec.batches());
-  s.set_steps_per_sec(steps_rate_.per_sec());
-  s.set_samples_per_sec(samples_rate_.per_sec());
+  if (auto r = steps_rate_.per_sec()) s.set_steps_per_sec(*r);
+  if (auto r = samples_rate_.per_sec()) s.set_samples_per_sec(*r);
   s.set_loss(live.loss ? *live.loss : std::nan(""));
   s.set_sampler_cpu_percent(100.0 * double(sampler_->cpu_ns() + gpu_->cpu_ns()) /
                             std::max<double>(1, double(now - start_mono_)));

@@ -82,7 +82,8 @@ void RunningFamilies(std::string* o, const MetricsSnapshot::Running& r) {
   *o += "shoal_experiment_pss_bytes" + labels + " " + Num(double(s.total_pss_bytes())) + "\n";
   Family(o, "shoal_experiment_samples_per_second", "gauge",
          "Training samples per second of the running experiment, all workers");
-  *o += "shoal_experiment_samples_per_second" + labels + " " + Num(s.samples_per_sec()) + "\n";
+  if (s.has_samples_per_sec())
+    *o += "shoal_experiment_samples_per_second" + labels + " " + Num(s.samples_per_sec()) + "\n";
   Family(o, "shoal_experiment_steps", "gauge", "Steps the running experiment's workers have taken");
   *o += "shoal_experiment_steps" + labels + " " + Num(double(s.steps())) + "\n";
   Family(o, "shoal_sampler_cpu_percent", "gauge",

@@ -407,7 +407,7 @@ LiveFigures Live(const ipc::v1::Progress& p) {
 void LiveRate::Feed(uint64_t count, uint64_t now_ns) {
   if (prev_ns_ != 0 && now_ns > prev_ns_) {
     const double inst = double(count - std::min(count, prev_)) / (double(now_ns - prev_ns_) / 1e9);
-    rate_ = rate_ == 0 ? inst : 0.7 * rate_ + 0.3 * inst;
+    rate_ = rate_ ? 0.7 * *rate_ + 0.3 * inst : inst;
   }
   prev_ = count;
   prev_ns_ = now_ns;

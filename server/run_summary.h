@@ -65,15 +65,15 @@ struct LiveFigures {
 LiveFigures Live(const ipc::v1::Progress& p);
 
 // The live rate of a growing count (steps, samples), fed at each tick: an exponential average of
-// each tick's increase per second, 0.3 the newest.
+// each tick's increase per second, 0.3 the newest; unknown until a second tick gives an increase.
 class LiveRate {
  public:
   void Feed(uint64_t count, uint64_t now_ns);
-  double per_sec() const { return rate_; }
+  std::optional<double> per_sec() const { return rate_; }
 
  private:
   uint64_t prev_ = 0, prev_ns_ = 0;
-  double rate_ = 0;
+  std::optional<double> rate_;
 };
 
 }  // namespace shoal

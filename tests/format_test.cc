@@ -344,6 +344,9 @@ TEST(FormatTest, SampleLineWithoutATotalPrintsAQuestionMark) {
 
   s.set_steps_total(0);  // present though zero: printed, not "?"
   EXPECT_NE(FormatSampleLine(s).find("steps 40/0 "), std::string::npos);
+
+  s.clear_steps_per_sec();  // the first tick: no rate yet
+  EXPECT_NE(FormatSampleLine(s).find("steps 40/0 -/s "), std::string::npos) << FormatSampleLine(s);
 }
 
 TEST(FormatTest, SweepPoints) {
