@@ -180,9 +180,12 @@ std::string ResultLines(const v1::Experiment& e) {
   o += F("  throughput  %s samples/s (%lu samples, %lu steps)\n",
          r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-", UL(r.samples()),
          UL(r.steps()));
-  const std::string acc = r.has_test_accuracy() ? F("%.3f on %u images (%.1f s)", r.test_accuracy(),
-                                                    s.eval_samples(), r.eval_ms() / 1000)
-                                                : "-";
+  // On the images evaluated: eval_samples asks for at most that many of the test set.
+  const std::string acc =
+      r.has_test_accuracy() ? F("%.3f on %s images (%.1f s)", r.test_accuracy(),
+                                r.has_test_images() ? std::to_string(r.test_images()).c_str() : "?",
+                                r.eval_ms() / 1000)
+                            : "-";
   o += F("  loss        first %s, last %s; test accuracy %s\n",
          r.has_first_loss() ? F("%.4f", r.first_loss()).c_str() : "-",
          r.has_last_loss() ? F("%.4f", r.last_loss()).c_str() : "-", acc.c_str());

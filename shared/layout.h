@@ -129,6 +129,7 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint32_t> first_loss_bits;  // mean of the first few batches
   std::atomic<uint32_t> tail_loss_bits;   // mean of the last few batches
   std::atomic<uint32_t> accuracy_bits;    // float, worker 0 only; NaN when not evaluated
+  std::atomic<uint32_t> eval_images;      // the test images that accuracy is over (0: none)
   std::atomic<uint32_t> epochs_done;
   std::atomic<uint32_t> curve_points;
   EpochRecord epochs[kMaxEpochRecords];

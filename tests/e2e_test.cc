@@ -107,6 +107,7 @@ TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
   EXPECT_LE(r["peak_uss_sum_bytes"].get<uint64_t>(), r["peak_pss_sum_bytes"].get<uint64_t>());
   EXPECT_GT(r["data_bytes"].get<uint64_t>(), 60000u * 784);  // the real training set, once
   EXPECT_FALSE(r["test_accuracy"].is_null());
+  EXPECT_EQ(r["test_images"], 64);
   EXPECT_GT(r["smaps_reads"].get<uint64_t>(), 0u);
   EXPECT_GT(r["start_ms"].get<double>(), 0);
   EXPECT_LE(r["start_ms"].get<double>(), r["ready_ms"].get<double>());
@@ -168,6 +169,17 @@ TEST_F(E2E, LeanActivationsTrainTheSameWeightsInASmallerStep) {
   EXPECT_GT(live_a - live_b, 100e6) << live_a << " " << live_b;
   EXPECT_NE(daemon_->Cli({"get", runs["lean"]["id"]}).out.find("activations lean"),
             std::string::npos);
+}
+
+// --eval-samples asks for at most that many test images: the accuracy says over how many it was
+// taken (the synthetic set has 1000).
+TEST_F(E2E, AccuracyIsOverTheImagesEvaluated) {
+  json e = MustJson(daemon_->Cli({"submit", "--batches", "1", "--dataset", "synthetic",
+                                  "--eval-samples", "5000", "--wait", "--json"}));
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+  EXPECT_EQ(e["result"]["test_images"], 1000);
+  const CommandResult get = daemon_->Cli({"get", e["id"]});
+  EXPECT_NE(get.out.find(" on 1000 images ("), std::string::npos) << get.out;
 }
 
 TEST_F(E2E, LossDecreasesOverALongerRun) {

@@ -62,6 +62,7 @@ v1::Experiment Finished() {
   r->set_first_loss(2.3);
   r->set_last_loss(0.1234);
   r->set_test_accuracy(0.9);
+  r->set_test_images(600);  // fewer than eval_samples asked: the test set is smaller
   r->set_eval_ms(1500);
   r->set_data_ms(100);
   r->set_forward_ms(2000);
@@ -134,7 +135,7 @@ TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
       "1.00 GiB, VmHWM sum 2.50 GiB; shared 100M (weights 2M, data 50M)\n"
       "  time        ready_ms 250, start_ms 200, wall_ms 12345, train_ms 10000, queued_ms 5\n"
       "  throughput  1234.6 samples/s (12000 samples, 188 steps)\n"
-      "  loss        first 2.3000, last 0.1234; test accuracy 0.900 on 1000 images (1.5 s)\n"
+      "  loss        first 2.3000, last 0.1234; test accuracy 0.900 on 600 images (1.5 s)\n"
       "  step split  data 100 ms, forward 2000 ms, backward 3000 ms, optimiser 500 ms (all "
       "workers)\n"
       "  sampler     1.25% of a core (150.0 ms CPU; 60 smaps_rollup walks, 600 statm/stat "

@@ -187,6 +187,7 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   if (w.plan_made.load() != 0) ReadStepMemory(w, r.mutable_step_memory());
   if (r.phase() == ipc::v1::FINISHED) r.set_weights_checksum(w.weights_checksum.load());
   SetIfFinite(w.accuracy_bits.load(), [&](float v) { r.set_test_accuracy(v); });
+  if (const uint32_t n = w.eval_images.load(); n > 0) r.set_eval_images(n);
   if (final) {
     ReadEpochs(w, &r);
     ReadCurve(w, &r);

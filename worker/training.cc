@@ -213,6 +213,7 @@ double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batc
   torch::NoGradGuard ng;
   model.eval();
   const int64_t n = static_cast<int64_t>(std::min<uint64_t>(limit, data.header->n_test));
+  if (progress != nullptr) progress->eval_images.store(static_cast<uint32_t>(n));
   const auto pixels = int64_t(ImageBytes(*data.header));
   std::vector<int64_t> idx(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) idx[i] = i;
