@@ -780,6 +780,7 @@ const std::vector<std::string> kFigureColumns = {"backward_ms",
                                                  "steps",
                                                  "sum_of_peak_pss_bytes",
                                                  "test_accuracy",
+                                                 "test_images",
                                                  "train_ms",
                                                  "wall_ms",
                                                  "weights_bytes"};
@@ -853,7 +854,7 @@ std::string RanPointLine() {
       "", "", "0.5", "", "", "1073741824", "", "0", "0",  // no VmHWM reported: no sum
       // pipeline's figures: absent for hogwild; ready_ms absent (no worker reached a step)
       "", "", "", "", "", "", "", "", "", "", "0", "", "0", "0", "0", "100", "0", "0", "10", "0",
-      "10", "0", "0.5", "1000", "0", "0"};
+      "10", "0", "0.5", "", "1000", "0", "0"};  // test_images: not reported
   std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());
