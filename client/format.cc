@@ -121,10 +121,12 @@ std::string DataParallelLines(const v1::Result& r) {
            d.world_size(), d.scaling().c_str(), d.batch_per_worker(), d.batch_total(),
            UL(d.parameters()), d.buckets(), Mib(d.allreduce_bytes_per_step()).c_str(),
            d.replicas_identical() ? "yes" : "no") +
-         F("  per step    %.1f ms: data %.1f, compute %.1f, comm %.1f (blocked), update %.1f; "
-           "all-reduce busy %.1f ms, bus bandwidth %s\n",
-           d.step_ms(), d.data_ms(), d.compute_ms(), d.comm_ms(), d.optimizer_ms(),
-           d.allreduce_busy_ms(), bw.c_str());
+         (d.steps_per_worker() == 0
+              ? std::string("  per step    - (no step ended)\n")
+              : F("  per step    %.1f ms: data %.1f, compute %.1f, comm %.1f (blocked), update "
+                  "%.1f; all-reduce busy %.1f ms, bus bandwidth %s\n",
+                  d.step_ms(), d.data_ms(), d.compute_ms(), d.comm_ms(), d.optimizer_ms(),
+                  d.allreduce_busy_ms(), bw.c_str()));
 }
 
 // pipeline: the whole, then a line per stage (the seed's table, one configuration).

@@ -618,12 +618,13 @@ const v1::Experiment* OneWorkerBaseline(const std::vector<PointView>& points,
 Cell DataParallelStep(const std::vector<PointView>& points, const v1::Experiment& e, size_t col) {
   if (!e.result().has_data_parallel()) return Missing();
   const v1::DataParallelResult& d = e.result().data_parallel();
+  if (d.steps_per_worker() == 0) return Missing();  // no step ended: no per-step figure
   if (col == 0) return Value(d.step_ms(), "%.1f");
   if (col == 1) return Value(d.compute_ms(), "%.1f");
   if (col == 2) return Value(d.comm_ms(), "%.1f");
   if (col == 3) {  // the seed's way: this step minus a lone worker's step on the same batch
     const v1::Experiment* base = OneWorkerBaseline(points, e, true);
-    if (base == nullptr) return Missing();
+    if (base == nullptr || base->result().data_parallel().steps_per_worker() == 0) return Missing();
     return Value(d.step_ms() - base->result().data_parallel().step_ms(), "%.1f");
   }
   if (col == 4) return Value(d.allreduce_busy_ms(), "%.1f");
@@ -649,6 +650,7 @@ Cell DataParallelScale(const std::vector<PointView>& points, const v1::Experimen
       return Value(e.result().samples_per_sec() / base->result().samples_per_sec(), "%.2f");
     }
     case 4:
+      if (d.steps_per_worker() == 0) return Missing();
       return Value(double(d.allreduce_bytes_per_step()) / double(1 << 20), "%.2f");
     case 5:
       return d.has_bus_bandwidth_gbps() ? Value(d.bus_bandwidth_gbps(), "%.3f") : Missing();

@@ -173,6 +173,21 @@ TEST(FormatTest, UnknownTimesThroughputAndVmHwmSumAreDashes) {
   EXPECT_EQ(out.find(" ms   "), std::string::npos) << "no process start time: " << out;
 }
 
+// A data_parallel run that failed before any replica ended a step has its set-up, not per-step
+// figures of 0 ms.
+TEST(FormatTest, DataParallelWithoutAStepHasNoPerStepFigures) {
+  v1::Experiment e = Finished();
+  auto* d = e.mutable_result()->mutable_data_parallel();
+  d->set_world_size(2);
+  d->set_scaling("weak");
+  std::string out = FormatExperiment(e);
+  EXPECT_NE(out.find("  per step    - (no step ended)\n"), std::string::npos) << out;
+  d->set_steps_per_worker(5);
+  d->set_step_ms(12.5);
+  out = FormatExperiment(e);
+  EXPECT_NE(out.find("  per step    12.5 ms: data 0.0"), std::string::npos) << out;
+}
+
 TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {
   EXPECT_EQ(FormatExperiment(Queued()),
             "experiment e9  queued\n"
