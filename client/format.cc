@@ -32,7 +32,7 @@ std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30
 std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20)); }
 // An optional figure: "-" when it is unknown.
 std::string MibIf(bool known, uint64_t b) { return known ? Mib(b) : "-"; }
-std::string GibIf(bool known, uint64_t b) { return known ? Gib(b) : "?"; }
+std::string GibIf(bool known, uint64_t b) { return known ? Gib(b) : "-"; }
 std::string MsIf(bool known, double ms) { return known ? F("%.0f", ms) : "-"; }
 
 // What the server sent, with every string safe for a terminal (names, errors and events may hold
@@ -133,13 +133,16 @@ std::string DataParallelLines(const v1::Result& r) {
 std::string PipelineLines(const v1::Result& r) {
   if (!r.has_pipeline()) return "";
   const auto& p = r.pipeline();
-  std::string o = F(
-      "  pipeline    %u stages x %u micro-batches of %u, checkpoint %s; %.2fM parameters, model "
-      "memory %s; peak allocated %s, activations %s (summed over stages); step %.0f ms, bubble "
-      "%.0f%%\n",
-      p.stages(), p.chunks(), p.micro_batch(), p.checkpoint().c_str(), double(p.parameters()) / 1e6,
-      Gib(p.model_memory_bytes()).c_str(), Gib(p.peak_allocated_sum_bytes()).c_str(),
-      Gib(p.peak_activation_sum_bytes()).c_str(), p.step_ms(), 100 * p.bubble());
+  std::string o =
+      F("  pipeline    %u stages x %u micro-batches of %u, checkpoint %s; %.2fM parameters, model "
+        "memory %s; peak allocated %s, activations %s (summed over stages); step %s ms, bubble "
+        "%s\n",
+        p.stages(), p.chunks(), p.micro_batch(), p.checkpoint().c_str(),
+        double(p.parameters()) / 1e6, Gib(p.model_memory_bytes()).c_str(),
+        GibIf(p.has_peak_allocated_sum_bytes(), p.peak_allocated_sum_bytes()).c_str(),
+        GibIf(p.has_peak_activation_sum_bytes(), p.peak_activation_sum_bytes()).c_str(),
+        MsIf(p.has_step_ms(), p.step_ms()).c_str(),
+        p.has_bubble() ? F("%.0f%%", 100 * p.bubble()).c_str() : "-");
   o += F("  %-11s %-5s %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s %-8s\n", "stages",
          "stage", "layers", "params", "model", "peak alloc", "activation", "peak RSS", "peak PSS",
          "fwd ms", "bwd ms", "wait ms", "other ms");
@@ -241,20 +244,24 @@ std::string PartLines(const v1::Experiment& e) {
   if (e.parts_size() == 0) return "";
   std::string o;
   double total = 0;
+  bool every = true;  // the sum is known only where every part's figure is
   for (const auto& p : e.parts()) {
-    const std::string figures = p.has_samples_per_sec()
-                                    ? F(", %.1f samples/s, peak PSS sum %s", p.samples_per_sec(),
-                                        Gib(p.peak_pss_sum_bytes()).c_str())
-                                    : "";
+    const std::string figures =
+        p.has_samples_per_sec() || p.has_peak_pss_sum_bytes()
+            ? F(", %s samples/s, peak PSS sum %s",
+                p.has_samples_per_sec() ? F("%.1f", p.samples_per_sec()).c_str() : "-",
+                GibIf(p.has_peak_pss_sum_bytes(), p.peak_pss_sum_bytes()).c_str())
+            : "";
     total += p.samples_per_sec();
+    every = every && p.has_samples_per_sec();
     o += F("  %-11s node %u on %s: %s %s%s%s%s\n", o.empty() ? "parts" : "", p.node_rank(),
            p.daemon().c_str(), p.experiment_id().empty() ? "-" : p.experiment_id().c_str(),
            StateName(p.state()).c_str(), figures.c_str(), p.error().empty() ? "" : ": ",
            p.error().c_str());
   }
-  return o + F("  %-11s %.1f samples/s over all nodes; below: node 0's part's figures, and every "
+  return o + F("  %-11s %s samples/s over all nodes; below: node 0's part's figures, and every "
                "node's processes\n",
-               "", total);
+               "", every ? F("%.1f", total).c_str() : "-");
 }
 
 std::string ProcessLines(const v1::Experiment& e) {

@@ -219,18 +219,27 @@ void FillPipeline(const RunFacts& f, const Reports& ws, v1::Result* r) {
   p->set_checkpoint(f.spec.checkpoint());
   p->set_micro_batch(f.spec.batch_size() / std::max<uint32_t>(1, f.spec.chunks()));
   double bubble = 0;
+  uint32_t stepped = 0;
+  bool allocated = !ws.empty(), activation = !ws.empty();  // every stage's known
+  uint64_t allocated_sum = 0, activation_sum = 0;
   for (const auto& w : ws) {
     v1::StageResult s = StageFigures(f, w, layout->balance);
-    const double step = s.step_ms();
-    p->set_step_ms(std::max(p->step_ms(), step));
-    bubble += step > 0 ? s.wait_ms() / step : 0;
+    if (w.steps() > 0 && s.step_ms() > 0) {
+      p->set_step_ms(std::max(p->step_ms(), s.step_ms()));
+      bubble += s.wait_ms() / s.step_ms();
+      ++stepped;
+    }
     p->set_parameters(p->parameters() + s.parameters());
-    p->set_peak_allocated_sum_bytes(p->peak_allocated_sum_bytes() + s.peak_allocated_bytes());
-    p->set_peak_activation_sum_bytes(p->peak_activation_sum_bytes() + s.peak_activation_bytes());
+    allocated = allocated && s.has_peak_allocated_bytes();
+    activation = activation && s.has_peak_activation_bytes();
+    allocated_sum += s.peak_allocated_bytes();
+    activation_sum += s.peak_activation_bytes();
     *p->add_stage() = s;
   }
   p->set_model_memory_bytes(12 * p->parameters());
-  if (!ws.empty()) p->set_bubble(bubble / double(ws.size()));
+  if (allocated) p->set_peak_allocated_sum_bytes(allocated_sum);
+  if (activation) p->set_peak_activation_sum_bytes(activation_sum);
+  if (stepped > 0) p->set_bubble(bubble / double(stepped));
 }
 
 // With epochs, worker 0 evaluates between them while the others train on, so the window from the

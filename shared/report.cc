@@ -701,13 +701,15 @@ Cell PipelineCell(const v1::Experiment& e, size_t col) {
     case 1:
       return Value(double(p.model_memory_bytes()) / gib, "%.3f");
     case 2:
+      if (!p.has_peak_activation_sum_bytes()) return Missing();
       return Value(double(p.peak_activation_sum_bytes()) / gib, "%.3f");
     case 3:
+      if (!p.has_peak_allocated_sum_bytes()) return Missing();
       return Value(double(p.peak_allocated_sum_bytes()) / gib, "%.3f");
     case 4:
-      return Value(p.step_ms(), "%.0f");
+      return p.has_step_ms() ? Value(p.step_ms(), "%.0f") : Missing();
     default:
-      return Value(100 * p.bubble(), "%.0f");
+      return p.has_bubble() ? Value(100 * p.bubble(), "%.0f") : Missing();
   }
 }
 

@@ -188,6 +188,25 @@ TEST(FormatTest, DataParallelWithoutAStepHasNoPerStepFigures) {
   EXPECT_NE(out.find("  per step    12.5 ms: data 0.0"), std::string::npos) << out;
 }
 
+// A coordinated run's total over its nodes is known only where every part's figure is.
+TEST(FormatTest, PartsSumOnlyWhatEveryPartKnows) {
+  v1::Experiment e = Finished();
+  for (uint32_t rank : {0u, 1u}) {
+    auto* p = e.add_parts();
+    p->set_node_rank(rank);
+    p->set_daemon("node" + std::to_string(rank) + ":7443");
+    p->set_state(v1::SUCCEEDED);
+    p->set_samples_per_sec(80.5);
+    p->set_peak_pss_sum_bytes(1ull << 30);
+  }
+  EXPECT_NE(FormatExperiment(e).find("  161.0 samples/s over all nodes"), std::string::npos)
+      << FormatExperiment(e);
+  e.mutable_parts(1)->clear_samples_per_sec();  // its daemon was lost before it said
+  const std::string out = FormatExperiment(e);
+  EXPECT_NE(out.find("  - samples/s over all nodes"), std::string::npos) << out;
+  EXPECT_NE(out.find(", - samples/s, peak PSS sum 1.00 GiB"), std::string::npos) << out;
+}
+
 TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {
   EXPECT_EQ(FormatExperiment(Queued()),
             "experiment e9  queued\n"

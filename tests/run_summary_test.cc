@@ -125,6 +125,24 @@ TEST(RunSummaryTest, PipelineStagesTakeTheirDevicesAllocatorFigures) {
   EXPECT_EQ(gpu.peak_gpu_memory_bytes(), 500000u);
   EXPECT_EQ(blind.cuda_device(), 3u);  // where each stage trained, from its spec
   EXPECT_EQ(gpu.cuda_device(), 1u);
+  // The sums over stages hold only where every stage's figure is known: here one is not.
+  EXPECT_EQ(cpu.pipeline().peak_allocated_sum_bytes(), 2 * 50000u);
+  EXPECT_FALSE(r.pipeline().has_peak_allocated_sum_bytes());
+  EXPECT_FALSE(r.pipeline().has_peak_activation_sum_bytes());
+}
+
+// A pipeline whose stages never ended a step has no step time and no bubble (not 0 ms, 0%).
+TEST(RunSummaryTest, APipelineThatNeverSteppedHasNoStepOrBubble) {
+  RunFacts f = TwoStages("cpu");
+  for (auto& w : *f.result->mutable_workers()) {
+    w.set_steps(0);
+    w.set_step_wall_ns(0);
+  }
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_FALSE(r.pipeline().has_step_ms());
+  EXPECT_FALSE(r.pipeline().has_bubble());
+  EXPECT_FALSE(r.pipeline().has_peak_allocated_sum_bytes());  // a stage's peak: after a step
 }
 
 // A stage's step is its wall time: what no phase times (the sends into the neighbours' slots,
