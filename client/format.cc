@@ -341,11 +341,16 @@ std::string VariantBlocks(const v1::Result& r) {
           v.data_ms() / 1000, v.zero_grad_ms() / 1000, v.forward_ms() / 1000,
           v.backward_ms() / 1000, v.optimizer_ms() / 1000);
     auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
+    auto known = [](bool has, double x) { return has ? F("%.1f", x) : std::string("-"); };
     o +=
-        F("  >> memory: max allocated %.2f MiB (LibTorch CPU allocator), peak RSS %.1f MiB, peak "
-          "PSS %.1f MiB\n",
-          mib(v.peak_allocated_bytes()), mib(v.peak_rss_bytes()), mib(v.peak_pss_bytes()));
-    o += F("  >> %s done in %.3fs\n", v.variant().c_str(), v.total_ms() / 1000);
+        F("  >> memory: max allocated %.2f MiB (LibTorch CPU allocator), peak RSS %s MiB, peak "
+          "PSS %s MiB\n",
+          mib(v.peak_allocated_bytes()),
+          known(v.has_peak_rss_bytes(), mib(v.peak_rss_bytes())).c_str(),
+          known(v.has_peak_pss_bytes(), mib(v.peak_pss_bytes())).c_str());
+    o += F(
+        "  >> %s done in %s\n", v.variant().c_str(),
+        v.has_total_ms() ? F("%.3fs", v.total_ms() / 1000).c_str() : "- (its clock did not move)");
   }
   return o;
 }

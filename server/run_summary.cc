@@ -120,7 +120,7 @@ void FillVariants(const RunFacts& f, const Reports& ws, v1::Result* r) {
     if (w.last_step_ns() > w.first_step_ns())
       v->set_total_ms(NsToMs(w.last_step_ns() - w.first_step_ns()));
     v->set_peak_allocated_bytes(w.alloc_peak_bytes());
-    v->set_peak_rss_bytes(w.vmhwm_bytes());
+    if (w.vmhwm_bytes() > 0) v->set_peak_rss_bytes(w.vmhwm_bytes());
     if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
       v->set_peak_pss_bytes(it->second);
     if (w.has_last_loss()) v->set_final_loss(w.last_loss());

@@ -555,14 +555,18 @@ std::vector<Table> VariantTables(const std::vector<PointView>& points, const Lay
   out.push_back(VariantTable(
       points, l, "variant_ms_per_iteration",
       "multi_model: time per iteration (ms), definition included", {""},
-      [](const auto& v, const auto&, const auto&) { return PerIteration(v.total_ms(), v); },
+      [](const auto& v, const auto&, const auto&) -> std::optional<double> {
+        if (!v.has_total_ms()) return std::nullopt;
+        return PerIteration(v.total_ms(), v);
+      },
       "%.3f"));
   out.push_back(VariantTable(
       points, l, "variant_vs_separate", "multi_model: time against n separate Linears (the same n)",
       {""},
       [](const auto& v, const auto& r, const auto&) -> std::optional<double> {
         const v1::VariantResult* base = Separate(r);
-        if (base == nullptr || base->total_ms() <= 0) return std::nullopt;
+        if (base == nullptr || !base->has_total_ms() || base->total_ms() <= 0 || !v.has_total_ms())
+          return std::nullopt;
         return v.total_ms() / base->total_ms();
       },
       "%.2f"));

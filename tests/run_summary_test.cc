@@ -168,6 +168,28 @@ TEST(RunSummaryTest, APipelineStepIsTheStagesWallTime) {
   EXPECT_DOUBLE_EQ(p.bubble(), (10.0 / 100 + 40.0 / 120) / 2);
 }
 
+// multi_model: a variant whose clock did not move has no total time, and one without a VmHWM or
+// a sampled PSS has no such peak: absent, not 0.
+TEST(RunSummaryTest, AVariantHasOnlyTheFiguresItsWorkerGave) {
+  RunFacts f = Finished(true);
+  f.spec.set_kind("multi_model");
+  f.spec.set_models(1);
+  f.result->mutable_workers(0)->set_pid(700);
+  f.result->mutable_workers(1)->set_pid(701);
+  f.result->mutable_workers(0)->set_vmhwm_bytes(300u << 20);
+  f.sampler.peak_pss[700] = 200u << 20;
+  f.result->mutable_workers(1)->set_last_step_ns(f.result->workers(1).first_step_ns());
+  v1::Result r;
+  FillResult(f, &r);
+  ASSERT_EQ(r.variants_size(), 2);
+  EXPECT_DOUBLE_EQ(r.variants(0).total_ms(), 4000);
+  EXPECT_EQ(r.variants(0).peak_rss_bytes(), 300u << 20);
+  EXPECT_EQ(r.variants(0).peak_pss_bytes(), 200u << 20);
+  EXPECT_FALSE(r.variants(1).has_total_ms());
+  EXPECT_FALSE(r.variants(1).has_peak_rss_bytes());
+  EXPECT_FALSE(r.variants(1).has_peak_pss_bytes());
+}
+
 TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {
   RunFacts f = Finished(false);
   f.result.reset();
