@@ -254,7 +254,8 @@ bool ExperimentRunner::Advance() {
       if (leader_done) {
         StartDraining(now);
       } else if (now >= deadline_) {
-        facts_.runtime_error = "processes did not exit 10 s after SIGKILL (D state?)";
+        facts_.runtime_error = "processes did not exit " + std::to_string(env_.drain_ns / 1000000) +
+                               " ms after SIGKILL (D state?)";
         StartDraining(now);
       }
       break;

@@ -388,8 +388,11 @@ std::pair<v1::ExperimentState, std::string> FinalState(const RunFacts& f) {
   const bool result_ok = f.result && f.result->ok();
   if (leader_ok && result_ok && f.group_gone && f.runtime_error.empty())
     return {v1::SUCCEEDED, ""};  // it finished before a late cancel could stop it
-  if (f.cancelled) return {v1::CANCELLED, "cancelled by request"};
-  if (f.interrupted) return {v1::INTERRUPTED, "shoald was stopped while this experiment ran"};
+  // Processes that could not be stopped outlast any state: the error says so whatever it is.
+  const std::string stuck = f.runtime_error.empty() ? "" : "; " + f.runtime_error;
+  if (f.cancelled) return {v1::CANCELLED, "cancelled by request" + stuck};
+  if (f.interrupted)
+    return {v1::INTERRUPTED, "shoald was stopped while this experiment ran" + stuck};
   std::string why = f.result ? f.result->error() : "";
   if (why.empty()) why = f.leader_error;
   if (why.empty()) why = f.runtime_error;

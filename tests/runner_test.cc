@@ -271,6 +271,23 @@ TEST_F(RunnerTest, AGroupThatNeverEmptiesIsReportedNotWaitedOnForever) {
   EXPECT_GE(proc_.CountGroupSignals(SIGKILL), 2);
 }
 
+// A leader that outlives SIGKILL (uninterruptible sleep) is given up on after the drain time,
+// and the error says how long that was.
+TEST_F(RunnerTest, ALeaderThatOutlivesSigkillIsGivenUpOnAfterTheDrainTime) {
+  RunnerEnv env = Env();
+  env.drain_ns = 2500 * kMs;
+  ExperimentRunner r(Queued({}), env, Hooks());
+  ASSERT_TRUE(r.Launch());
+  r.RequestStop(false);
+  ASSERT_TRUE(RunOut(r));  // grace (3 s), SIGKILL, then 2.5 s of waiting on a leader that stays
+  EXPECT_EQ(r.experiment().state(), v1::CANCELLED);
+  EXPECT_NE(r.experiment().error().find("cancelled by request; processes did not exit 2500 ms "
+                                        "after SIGKILL"),
+            std::string::npos)
+      << r.experiment().error();
+  EXPECT_GE(proc_.CountGroupSignals(SIGKILL), 1);
+}
+
 TEST_F(RunnerTest, ALeaderThatCannotStartFailsAtOnce) {
   proc_.fail_spawn = true;
   auto r = Make();
