@@ -175,8 +175,10 @@ std::string ResultLines(const v1::Experiment& e) {
   std::string o =
       F("  memory      peak PSS sum %s (sum of peak PSS %s), RSS sum %s, USS sum %s, VmHWM sum %s; "
         "shared %s%s\n",
-        Gib(r.peak_pss_sum_bytes()).c_str(), Gib(r.sum_of_peak_pss_bytes()).c_str(),
-        Gib(r.peak_rss_sum_bytes()).c_str(), Gib(r.peak_uss_sum_bytes()).c_str(),
+        GibIf(r.has_peak_pss_sum_bytes(), r.peak_pss_sum_bytes()).c_str(),
+        GibIf(r.has_sum_of_peak_pss_bytes(), r.sum_of_peak_pss_bytes()).c_str(),
+        GibIf(r.has_peak_rss_sum_bytes(), r.peak_rss_sum_bytes()).c_str(),
+        GibIf(r.has_peak_uss_sum_bytes(), r.peak_uss_sum_bytes()).c_str(),
         r.has_peak_rss_hwm_sum_bytes() ? Gib(r.peak_rss_hwm_sum_bytes()).c_str() : "-",
         Mib(r.shared_bytes()).c_str(), parts.empty() ? "" : (" (" + parts + ")").c_str());
   o += F("  time        ready_ms %s, start_ms %s, wall_ms %.0f, train_ms %s, queued_ms %.0f\n",
@@ -448,7 +450,7 @@ std::string FormatList(const std::vector<v1::Experiment>& raw) {
            StateName(e.state()).c_str(), e.spec().kind().c_str(),
            e.spec().optimizer().name().c_str(), e.spec().workers(), e.spec().start().c_str(), share,
            ran ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
-           ran ? Gib(r.peak_pss_sum_bytes()).c_str() : "-",
+           GibIf(ran && r.has_peak_pss_sum_bytes(), r.peak_pss_sum_bytes()).c_str(),
            r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-",
            r.has_start_ms() ? F("%.0f", r.start_ms()).c_str() : "-");
   }

@@ -362,7 +362,8 @@ void ExperimentRunner::Finish() {
     f.cpu_ns = sampler_->cpu_ns() + gpu_->cpu_ns();
     f.smaps_reads = sampler_->smaps_reads();
     f.statm_reads = sampler_->statm_reads();
-    for (const auto& [pid, p] : facts_.procs) facts_.sampler.peak_pss[pid] = sampler_->PeakPss(pid);
+    for (const auto& [pid, p] : facts_.procs)
+      if (auto peak = sampler_->PeakPss(pid)) facts_.sampler.peak_pss[pid] = *peak;
   }
   if (gpu_)
     for (const auto& [pid, p] : facts_.procs)
@@ -380,9 +381,12 @@ void ExperimentRunner::Finish() {
            (error.empty() ? "" : " (" + error + ")"));
   PublishState();
   const auto& r = e_.result();
-  spdlog::info("{} {} in {:.1f} s; peak PSS sum {:.1f} MiB; sampler {:.2f}% of a core", e_.id(),
-               v1::ExperimentState_Name(state), r.wall_ms() / 1000,
-               double(r.peak_pss_sum_bytes()) / (1 << 20), r.sampler_cpu_percent());
+  const std::string pss =
+      r.has_peak_pss_sum_bytes()
+          ? fmt::format("{:.1f} MiB", double(r.peak_pss_sum_bytes()) / (1 << 20))
+          : "unknown (no tick read a process)";
+  spdlog::info("{} {} in {:.1f} s; peak PSS sum {}; sampler {:.2f}% of a core", e_.id(),
+               v1::ExperimentState_Name(state), r.wall_ms() / 1000, pss, r.sampler_cpu_percent());
 }
 
 bool ExperimentRunner::AnyTraining() const {

@@ -320,7 +320,8 @@ void CoordinatedRun::PublishLive() {
     if (p.record->state() != v1::QUEUED) {           // a queued part has no figures yet
       if (p.record->result().has_samples_per_sec())  // unknown until it trains
         part->set_samples_per_sec(p.record->result().samples_per_sec());
-      part->set_peak_pss_sum_bytes(p.record->result().peak_pss_sum_bytes());
+      if (p.record->result().has_peak_pss_sum_bytes())
+        part->set_peak_pss_sum_bytes(p.record->result().peak_pss_sum_bytes());
     }
     for (const auto& proc : p.record->processes()) {
       v1::ProcessInfo* q = e_.add_processes();

@@ -21,10 +21,10 @@ using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
 double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
 
 void FillMemory(const RunFacts& f, v1::Result* r) {
-  r->set_peak_pss_sum_bytes(f.sampler.peak_pss_sum);
-  r->set_peak_rss_sum_bytes(f.sampler.peak_rss_sum);
-  r->set_peak_uss_sum_bytes(f.sampler.peak_uss_sum);
-  r->set_sum_of_peak_pss_bytes(f.sampler.sum_of_peak_pss);
+  if (f.sampler.peak_pss_sum) r->set_peak_pss_sum_bytes(*f.sampler.peak_pss_sum);
+  if (f.sampler.peak_rss_sum) r->set_peak_rss_sum_bytes(*f.sampler.peak_rss_sum);
+  if (f.sampler.peak_uss_sum) r->set_peak_uss_sum_bytes(*f.sampler.peak_uss_sum);
+  if (f.sampler.sum_of_peak_pss) r->set_sum_of_peak_pss_bytes(*f.sampler.sum_of_peak_pss);
   uint64_t shared = 0;
   for (const auto& [what, bytes] : f.segments) shared += bytes;
   r->set_shared_bytes(shared);

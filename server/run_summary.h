@@ -16,7 +16,8 @@
 namespace shoal {
 
 struct SamplerFigures {
-  uint64_t peak_pss_sum = 0, peak_rss_sum = 0, peak_uss_sum = 0, sum_of_peak_pss = 0;
+  // Absent when no tick read a process (the run ended before the first).
+  std::optional<uint64_t> peak_pss_sum, peak_rss_sum, peak_uss_sum, sum_of_peak_pss;
   uint64_t cpu_ns = 0, smaps_reads = 0, statm_reads = 0;
   std::map<pid_t, uint64_t> peak_pss;  // per process
   std::map<pid_t, uint64_t> peak_gpu;  // per process seen on a GPU (NVML)

@@ -32,14 +32,14 @@ void ProcessSampler::Track(pid_t pid, const std::string& role, int index) {
 void ProcessSampler::Untrack(pid_t pid) {
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;
-  finished_peaks_[pid] = it->second.peak_pss;
+  if (it->second.read) finished_peaks_[pid] = it->second.peak_pss;
   procs_.erase(it);
 }
 
-uint64_t ProcessSampler::PeakPss(pid_t pid) const {
-  if (auto it = procs_.find(pid); it != procs_.end()) return it->second.peak_pss;
+std::optional<uint64_t> ProcessSampler::PeakPss(pid_t pid) const {
+  if (auto it = procs_.find(pid); it != procs_.end() && it->second.read) return it->second.peak_pss;
   if (auto it = finished_peaks_.find(pid); it != finished_peaks_.end()) return it->second;
-  return 0;
+  return std::nullopt;
 }
 
 void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
@@ -186,9 +186,10 @@ std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {
   return {pss, add(p.uss, anon_delta)};
 }
 
-uint64_t ProcessSampler::sum_of_peak_pss() const {
+std::optional<uint64_t> ProcessSampler::sum_of_peak_pss() const {
+  if (!read_any_) return std::nullopt;
   uint64_t sum = 0;
-  for (const auto& [pid, p] : procs_) sum += p.peak_pss;
+  for (const auto& [pid, p] : procs_) sum += p.peak_pss;  // 0 for one never read: it adds none
   for (const auto& [pid, peak] : finished_peaks_) sum += peak;
   return sum;
 }
@@ -209,6 +210,8 @@ void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
     ps->set_cpu_percent(p.cpu_percent);
     ps->set_pss_age_ms(p.walked ? double(now_ns - p.walked_at_ns) / 1e6 : -1);
     p.peak_pss = std::max(p.peak_pss, pss);
+    p.read = true;
+    read_any_ = true;
     rss_sum += p.rss_now;
     pss_sum += pss;
     uss_sum += uss;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,13 +49,15 @@ class ProcessSampler {
   uint64_t cpu_ns() const { return cpu_ns_; }
   uint64_t smaps_reads() const { return smaps_reads_; }
   uint64_t statm_reads() const { return statm_reads_; }
-  uint64_t peak_pss_sum() const { return peak_pss_sum_; }
-  uint64_t peak_rss_sum() const { return peak_rss_sum_; }
-  uint64_t peak_uss_sum() const { return peak_uss_sum_; }
-  uint64_t PeakPss(pid_t pid) const;
+  // The peaks over ticks of the sums over processes; unknown (nullopt) until a tick read one.
+  std::optional<uint64_t> peak_pss_sum() const { return Known(peak_pss_sum_); }
+  std::optional<uint64_t> peak_rss_sum() const { return Known(peak_rss_sum_); }
+  std::optional<uint64_t> peak_uss_sum() const { return Known(peak_uss_sum_); }
+  // A process's own peak PSS; unknown if no tick ever read it (it died before the first).
+  std::optional<uint64_t> PeakPss(pid_t pid) const;
   // The sum over processes of each one's own peak PSS (what N processes each need), beside
-  // peak_pss_sum (what the machine held at once).
-  uint64_t sum_of_peak_pss() const;
+  // peak_pss_sum (what the machine held at once); over the processes read.
+  std::optional<uint64_t> sum_of_peak_pss() const;
 
  private:
   struct Proc {
@@ -71,9 +74,13 @@ class ProcessSampler {
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
     double cpu_percent = 0;
     uint64_t peak_pss = 0;
+    bool read = false;  // some tick emitted it: peak_pss is a reading
     bool gone = false;  // not readable (exited, or a zombie) at this tick
   };
 
+  std::optional<uint64_t> Known(uint64_t peak) const {
+    return read_any_ ? std::optional<uint64_t>(peak) : std::nullopt;
+  }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns);
@@ -92,6 +99,7 @@ class ProcessSampler {
   uint64_t last_tick_ns_ = 0;
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;
   uint64_t peak_pss_sum_ = 0, peak_rss_sum_ = 0, peak_uss_sum_ = 0;
+  bool read_any_ = false;  // some tick emitted some process
 };
 
 }  // namespace shoal

@@ -48,7 +48,10 @@ std::optional<double> EpochTrainS(const v1::Result& r) {
 std::vector<Metric> Metrics() {
   return {
       {"host_memory_gib", "Host memory: peak sum of PSS over all processes (GiB)", "%.2f", false,
-       [](const v1::Result& r) { return double(r.peak_pss_sum_bytes()) / double(1ull << 30); }},
+       [](const v1::Result& r) -> std::optional<double> {
+         if (!r.has_peak_pss_sum_bytes()) return std::nullopt;
+         return double(r.peak_pss_sum_bytes()) / double(1ull << 30);
+       }},
       {"gpu_memory_gib", "GPU memory: peak sum over the experiment's processes (GiB, NVML)", "%.2f",
        true,
        [](const v1::Result& r) -> std::optional<double> {
@@ -418,7 +421,10 @@ Cell EpochSeconds(const v1::Experiment& e, size_t column) {
 // of the sum over all processes.
 Cell LoadingMemory(const v1::Experiment& e, size_t column) {
   const double mib = double(1 << 20);
-  if (column == 2) return Value(double(e.result().peak_pss_sum_bytes()) / mib, "%.0f");
+  if (column == 2)
+    return e.result().has_peak_pss_sum_bytes()
+               ? Value(double(e.result().peak_pss_sum_bytes()) / mib, "%.0f")
+               : Missing();
   uint64_t trainer = 0, loaders = 0;
   uint32_t seen = 0;
   for (const auto& p : e.processes()) {

@@ -851,10 +851,11 @@ std::string RanPointLine() {
       // data_parallel's figures: absent for hogwild; then first_loss, absent as no worker
       // reported one
       "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "0", "", "", "", "0", "", "",
-      "", "", "0.5", "", "", "1073741824", "", "0", "0",  // no VmHWM reported: no sum
+      "", "", "0.5", "", "", "1073741824", "", "", "",  // no VmHWM reported: no sum; RSS, USS
+                                                        // sums not read: absent
       // pipeline's figures: absent for hogwild; ready_ms absent (no worker reached a step)
       "", "", "", "", "", "", "", "", "", "", "0", "", "0", "0", "0", "100", "0", "0", "10", "0",
-      "10", "0", "0.5", "", "1000", "0", "0"};  // test_images: not reported
+      "10", "", "0.5", "", "1000", "0", "0"};  // sum_of_peak_pss, test_images: not reported
   std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());

@@ -91,6 +91,25 @@ TEST(SamplerTest, ExitedProcessesDropOutButKeepTheirPeak) {
   EXPECT_EQ(s.PeakPss(7), 60000ull * 1024);
 }
 
+// A process gone before any tick read it has no peak, and before any tick there are no sums:
+// unknown, not 0.
+TEST(SamplerTest, WhatNoTickReadHasNoPeak) {
+  FakeProc proc;
+  proc.procs[7] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(7, "worker", 0);
+  s.Track(8, "worker", 1);  // exited before the first tick: /proc has nothing of it
+  EXPECT_FALSE(s.peak_pss_sum().has_value());
+  EXPECT_FALSE(s.sum_of_peak_pss().has_value());
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  s.Untrack(8);
+  EXPECT_FALSE(s.PeakPss(8).has_value());
+  EXPECT_EQ(s.PeakPss(7), 60000ull * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), 60000ull * 1024);
+  EXPECT_EQ(s.sum_of_peak_pss(), 60000ull * 1024);
+}
+
 }  // namespace
 }  // namespace shoal
 
