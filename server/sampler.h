@@ -64,7 +64,9 @@ class ProcessSampler {
     std::string role;
     int index = -1;
     bool walked = false;
-    bool due = false;                    // its sharing changed since its walk: walk it again
+    bool due = false;     // its sharing changed since its walk: walk it again
+    bool forked = false;  // a process new this tick is its child: its pages just gained sharers
+    pid_t ppid = 0;
     uint64_t rss = 0, pss = 0, uss = 0;  // at the last walk
     uint64_t anon = 0, shared = 0;       // anonymous and file+shmem resident, as the walk saw them
     uint64_t pss_anon = 0, pss_shared = 0;  // the walk's Pss_Anon and Pss_File + Pss_Shmem
@@ -82,6 +84,7 @@ class ProcessSampler {
     return read_any_ ? std::optional<uint64_t>(peak) : std::nullopt;
   }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
+  void MarkParentsOfNew();
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns);
   void Emit(uint64_t now_ns, v1::Sample* out);

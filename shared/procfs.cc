@@ -94,10 +94,15 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
   }
   ProcStat s;
   s.state = text[close + 2];
-  // Fields after the name, 1-based from "state" = field 3: utime is 14, stime 15.
+  // Fields after the name, 1-based from "state" = field 3: ppid is 4, utime 14, stime 15.
   size_t pos = close + 2;
   int field = 3;
   const char* end = text.data() + text.size();
+  if (close + 4 < text.size()) {
+    auto [pp, ecp] = std::from_chars(text.data() + close + 4, end, s.ppid);
+    if (ecp != std::errc()) return DataLoss("stat: bad ppid");
+    (void)pp;
+  }
   while (field < 14) {
     pos = text.find(' ', pos);
     if (pos == std::string_view::npos) return DataLoss("stat: too few fields");

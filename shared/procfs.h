@@ -31,6 +31,7 @@ StatusOr<Statm> ParseStatm(std::string_view text, uint64_t page_size);
 
 struct ProcStat {
   char state = '?';
+  pid_t ppid = 0;
   uint64_t utime_ticks = 0, stime_ticks = 0;
 };
 // /proc/<pid>/stat; the command name may hold spaces and parentheses.

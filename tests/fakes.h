@@ -88,6 +88,7 @@ class FakeProc : public ProcReader {
     uint64_t shared_kb = 40;
     bool split = false;
     uint64_t pss_anon_kb = 0, pss_file_kb = 0, pss_shmem_kb = 0;
+    pid_t ppid = 1;
   };
   std::map<pid_t, P> procs;
   std::map<pid_t, int> walks;
@@ -106,8 +107,8 @@ class FakeProc : public ProcReader {
       return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " " +
              std::to_string(p.shared_kb * 1024 / page) + " 1 0 1 0\n";
     if (f == "stat")
-      return std::to_string(pid) + " (w) R 1 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) +
-             " 0 0 0";
+      return std::to_string(pid) + " (w) R " + std::to_string(p.ppid) + " 1 1 0 -1 0 0 0 0 0 " +
+             std::to_string(p.ticks) + " 0 0 0";
     if (before_walk) before_walk(p);
     cpu_ns += walk_cost_ns;
     ++walks[pid];

@@ -57,6 +57,7 @@ TEST(ProcfsTest, ParsesStatmAndStat) {
       ParseProcStat("123 (a b) c) R 1 123 123 0 -1 4194304 100 0 0 0 77 23 0 0 20 0 1 0 5 0 0");
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->state, 'R');
+  EXPECT_EQ(s->ppid, 1);
   EXPECT_EQ(s->utime_ticks, 77u);
   EXPECT_EQ(s->stime_ticks, 23u);
   EXPECT_FALSE(ParseProcStat("garbage").ok());

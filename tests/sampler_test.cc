@@ -321,6 +321,39 @@ TEST(SamplerTest, AnExitingProcessIsSkippedNotCountedAsZero) {
   EXPECT_EQ(out.processes(0).pid(), 10);
 }
 
+// A fork-server that forks a new process: its private pages become shared with the child, so it
+// is walked right after the child's first walk, ahead of larger processes merely due.
+TEST(SamplerTest, TheParentOfANewProcessIsWalkedNext) {
+  FakeProc proc;
+  proc.procs[5] = {};  // the fork-server
+  proc.procs[5].pss_kb = 20000;
+  proc.procs[5].uss_kb = 15000;
+  proc.procs[10] = {};  // a big worker: due too, and by PSS ahead of the fork-server
+  proc.procs[10].pss_kb = 500000;
+  proc.procs[10].rss_kb = 600000;
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(5, "zygote", -1);
+  s.Track(10, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);  // first walks of both
+  proc.walks.clear();
+  proc.procs[20] = {};  // the fork-server forks a child; its own pages are now shared
+  proc.procs[20].ppid = 5;
+  proc.procs[5].uss_kb = 1000;
+  s.Track(20, "pool", -1);
+  proc.walk_cost_ns = 6'000'000;  // more than the 5 ms burst: one rationed walk a tick
+  out.Clear();
+  s.Tick(2000 * kMs, &out);  // the child's first walk is free; then one more
+  EXPECT_EQ(proc.walks[20], 1);
+  EXPECT_EQ(proc.walks[5], 1) << "the parent goes before the larger process merely due";
+  EXPECT_EQ(proc.walks[10], 0);
+  for (const auto& p : out.processes()) {
+    if (p.pid() == 5) {
+      EXPECT_EQ(p.uss_bytes(), 1000u * 1024);
+    }
+  }
+}
+
 TEST(SamplerTest, SumOfPeaksAddsEachProcessAtItsOwnPeak) {
   FakeProc proc;
   proc.procs[10] = {};
