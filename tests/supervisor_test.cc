@@ -9,6 +9,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -172,10 +173,21 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
     }
   });
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(Run(),
-            "no worker made progress for 300 ms while training (a step, batch or evaluation that "
-            "does not end: a deadlock, or work slower than --step-timeout-ms); steps so far: "
-            "worker 0: 5, worker 1: 6");
+  const std::string why = Run();
+  EXPECT_EQ(why.rfind("no worker made progress for 300 ms while training (a step, batch or "
+                      "evaluation that does not end: a deadlock, or work slower than "
+                      "--step-timeout-ms); steps so far (the one that stopped first last moved "
+                      "longest ago): worker 0: 5 (last moved ",
+                      0),
+            0u)
+      << why;
+  // How long ago each last moved: at least the timeout, and read off the same clock.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      why, m, std::regex(R"(worker 0: 5 \(last moved (\d+) ms ago\), worker 1: 6 \(last moved (\d+) ms ago\)$)")))
+      << why;
+  EXPECT_GE(std::stoi(m[1]), 300);
+  EXPECT_GE(std::stoi(m[2]), 300);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
   done = true;
   beats.join();
@@ -205,7 +217,7 @@ TEST_F(SupervisorTest, OneWorkerMovingKeepsTheRunAlive) {
   mover.join();
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(600));
   EXPECT_NE(why.find("no worker made progress for 300 ms"), std::string::npos) << why;
-  EXPECT_NE(why.find("steps so far: worker 0: 0"), std::string::npos) << why;
+  EXPECT_NE(why.find("longest ago): worker 0: 0 (never moved)"), std::string::npos) << why;
   EXPECT_EQ(why.find("worker 1"), std::string::npos) << why;
 }
 

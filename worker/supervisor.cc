@@ -98,13 +98,21 @@ void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) 
       if (board_.slot(i)->phase.load() != static_cast<uint32_t>(WorkerPhase::kTraining)) continue;
       Signal(p, SIGKILL);  // a deadlocked process may never act on SIGTERM
       steps += (steps.empty() ? "" : ", ") + std::string("worker ") + std::to_string(i) + ": " +
-               std::to_string(board_.slot(i)->steps.load());
+               std::to_string(board_.slot(i)->steps.load()) + LastMoved(*board_.slot(i), t);
     }
     StopAll("no worker made progress for " + std::to_string(spec_.step_timeout_ms()) +
             " ms while training (a step, batch or evaluation that does not end: a deadlock, or "
-            "work slower than --step-timeout-ms); steps so far: " +
+            "work slower than --step-timeout-ms); steps so far (the one that stopped first last "
+            "moved longest ago): " +
             steps);
   }
+}
+
+// " (last moved 8012 ms ago)": the others wait on the one stuck, so they stop after it.
+std::string WorkerSupervisor::LastMoved(const WorkerSlot& w, uint64_t t) {
+  const uint64_t moved = w.progress_ns.load(std::memory_order_relaxed);
+  if (moved == 0) return " (never moved)";
+  return " (last moved " + std::to_string((t - std::min(t, moved)) / 1000000) + " ms ago)";
 }
 
 // No heartbeat: the process is stopped, or its heartbeat thread is not scheduled.

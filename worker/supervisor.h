@@ -45,6 +45,7 @@ class WorkerSupervisor {
   void CheckStalls(const std::vector<uint64_t>& requested_mono);
   // Why worker `w` is stalled at monotonic time `t` ("" when it is not).
   std::string Stalled(const WorkerSlot& w, uint64_t requested, uint64_t t) const;
+  static std::string LastMoved(const WorkerSlot& w, uint64_t t);
   bool NoProgress(uint64_t t);
   void StopAll(const std::string& why);
   void Signal(pid_t pid, int sig);
