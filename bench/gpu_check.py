@@ -219,16 +219,21 @@ def check_pipeline(devices):
     base = ["--kind", "pipeline", "--layers", "18", "--filters", "64", "--batch-size", "8",
             "--batches", "1", "--sample-interval-ms", "50"]  # NVML must see short-lived stages
     for stages, chunks, ckpt in ((2, 4, "except_last"), (4, 8, "always")):
-        shape = ["--stages", str(stages), "--chunks", str(chunks), "--checkpoint", ckpt]
-        cpu = json.loads(shoal("submit", "--dataset", "synthetic", *base, *shape, "--wait",
-                               "--json").stdout)
-        expect(cpu["state"] == "SUCCEEDED", f"pipeline {shape} on the CPU ({cpu.get('error')})")
-        want = cpu["result"]["last_loss"]
-        for start in ("spawn", "forkserver", "fork"):
-            attempt(check_pipeline_start, base + shape + ["--start", start],
-                    f"pipeline {start} {stages} stages {chunks} chunks {ckpt}", want, devices)
-        if stages == 2:
-            attempt(check_pipeline_devices, base, shape, want, devices)
+        attempt(check_pipeline_shape, base, stages, chunks, ckpt, devices)
+
+
+def check_pipeline_shape(base, stages, chunks, ckpt, devices):
+    """One shape: its CPU reference, then every start method on CUDA (each on its own)."""
+    shape = ["--stages", str(stages), "--chunks", str(chunks), "--checkpoint", ckpt]
+    cpu = json.loads(shoal("submit", "--dataset", "synthetic", *base, *shape, "--wait",
+                           "--json").stdout)
+    expect(cpu["state"] == "SUCCEEDED", f"pipeline {shape} on the CPU ({cpu.get('error')})")
+    want = cpu["result"]["last_loss"]
+    for start in ("spawn", "forkserver", "fork"):
+        attempt(check_pipeline_start, base + shape + ["--start", start],
+                f"pipeline {start} {stages} stages {chunks} chunks {ckpt}", want, devices)
+    if stages == 2:
+        attempt(check_pipeline_devices, base, shape, want, devices)
 
 
 def check_pipeline_start(args, tag, want, devices):

@@ -119,7 +119,9 @@ std::string DataParallelLines(const v1::Result& r) {
   return F("  replicas    %u (scaling %s: batch %u per worker, %u per step), %lu parameters in %u "
            "buckets, %s all-reduced per step; replicas identical: %s\n",
            d.world_size(), d.scaling().c_str(), d.batch_per_worker(), d.batch_total(),
-           UL(d.parameters()), d.buckets(), Mib(d.allreduce_bytes_per_step()).c_str(),
+           UL(d.parameters()), d.buckets(),
+           (d.steps_per_worker() > 0 ? Mib(d.allreduce_bytes_per_step()) : std::string("-"))
+               .c_str(),
            d.replicas_identical() ? "yes" : "no") +
          (d.steps_per_worker() == 0
               ? std::string("  per step    - (no step ended)\n")
@@ -153,8 +155,8 @@ std::string PipelineLines(const v1::Result& r) {
            MibIf(s.has_peak_allocated_bytes(), s.peak_allocated_bytes()).c_str(),
            MibIf(s.has_peak_activation_bytes(), s.peak_activation_bytes()).c_str(),
            MibIf(s.has_peak_rss_bytes(), s.peak_rss_bytes()).c_str(),
-           Mib(s.peak_pss_bytes()).c_str(), s.forward_ms(), s.backward_ms(), s.wait_ms(),
-           s.other_ms());
+           MibIf(s.has_peak_pss_bytes(), s.peak_pss_bytes()).c_str(), s.forward_ms(),
+           s.backward_ms(), s.wait_ms(), s.other_ms());
     if (s.has_cuda_device() || s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {
       o += F("  %-11s %-5s cuda%s: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
              s.has_cuda_device() ? F(":%u", s.cuda_device()).c_str() : "",
@@ -291,7 +293,8 @@ std::string ProcessLines(const v1::Experiment& e) {
            p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
            p.has_start_ms() ? F("%.0f ms", p.start_ms()).c_str() : "-",
            MibIf(p.has_peak_rss_bytes(), p.peak_rss_bytes()).c_str(),
-           Mib(p.peak_pss_bytes()).c_str(), UL(p.steps()), g.c_str(), ExitText(p).c_str());
+           MibIf(p.has_peak_pss_bytes(), p.peak_pss_bytes()).c_str(), UL(p.steps()), g.c_str(),
+           ExitText(p).c_str());
   }
   return o;
 }
@@ -408,7 +411,7 @@ std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
         s.t_ms() / 1000, UL(s.steps()), total.c_str(), steps.c_str(), samples.c_str(), loss.c_str(),
         s.sampler_cpu_percent(),
         dropped ? (", " + std::to_string(dropped) + " dropped").c_str() : "");
-  const bool gpu = s.has_gpu_memory_bytes();
+  const bool gpu = s.gpus_size() > 0;  // an NVML reading, whatever it could not say
   o += F("%-8s %-7s %10s %10s %10s %7s%s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%",
          gpu ? F(" %10s %5s", "GPU mem", "SM%").c_str() : "");
   // Leader, fork-server, then workers by index.
@@ -422,15 +425,16 @@ std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
     std::string name = p->role() == "worker" ? "worker " + std::to_string(p->index()) : p->role();
     const std::string g =
         !gpu ? ""
-             : F(" %10s %5s", Mib(p->gpu_memory_bytes()).c_str(),
+             : F(" %10s %5s", MibIf(p->has_gpu_memory_bytes(), p->gpu_memory_bytes()).c_str(),
                  p->has_gpu_util_percent() ? F("%.0f", p->gpu_util_percent()).c_str() : "-");
     o += F("%-8s %-7d %10s %10s %10s %6.0f%%%s\n", name.c_str(), p->pid(),
            Mib(p->rss_bytes()).c_str(), Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(),
            p->cpu_percent(), g.c_str());
   }
-  o += F("%-8s %-7s %10s %10s %10s%s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),
-         Mib(s.total_pss_bytes()).c_str(), Mib(s.total_uss_bytes()).c_str(),
-         gpu ? F(" %18s", Mib(s.gpu_memory_bytes()).c_str()).c_str() : "");
+  o += F(
+      "%-8s %-7s %10s %10s %10s%s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),
+      Mib(s.total_pss_bytes()).c_str(), Mib(s.total_uss_bytes()).c_str(),
+      gpu ? F(" %18s", MibIf(s.has_gpu_memory_bytes(), s.gpu_memory_bytes()).c_str()).c_str() : "");
   o += F("shared segments %s\n", Mib(s.shared_bytes()).c_str());
   for (const auto& d : s.gpus()) o += DeviceText(d) + "\n";
   return o;

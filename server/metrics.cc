@@ -55,7 +55,7 @@ void ProcessFamilies(std::string* o, const MetricsSnapshot::Running& r) {
 // NVML's figures, only from a sample that has a reading: an absent figure is not a 0.
 void GpuFamilies(std::string* o, const MetricsSnapshot::Running& r) {
   const v1::Sample& s = r.sample;
-  if (!s.has_gpu_memory_bytes()) return;
+  if (s.gpus_size() == 0) return;  // no NVML reading in this sample
   Family(o, "shoal_process_gpu_memory_bytes", "gauge",
          "GPU memory NVML lists for a process of the running experiment, all devices");
   for (const auto& p : s.processes()) {

@@ -155,7 +155,8 @@ void FillDataParallel(const RunFacts& f, const Reports& ws, v1::Result* r) {
   }
   if (steps == 0) return;
   auto per_step = [&](uint64_t ns) { return NsToMs(ns) / double(steps); };
-  d->set_steps_per_worker(steps / std::max<uint32_t>(1, f.spec.workers()));
+  const uint64_t workers = std::max<uint32_t>(1, f.spec.workers());
+  d->set_steps_per_worker((steps + workers - 1) / workers);  // > 0 once any replica stepped
   d->set_allreduce_bytes_per_step(bytes / steps);
   d->set_data_ms(per_step(data));
   d->set_compute_ms(per_step(fwd + bwd));
@@ -420,7 +421,9 @@ LiveFigures Live(const ipc::v1::Progress& p) {
 void LiveRate::Feed(uint64_t count, uint64_t now_ns) {
   if (prev_ns_ != 0 && now_ns > prev_ns_) {
     const double inst = double(count - std::min(count, prev_)) / (double(now_ns - prev_ns_) / 1e9);
-    rate_ = rate_ ? 0.7 * *rate_ + 0.3 * inst : inst;
+    // Restarted while 0 (set-up ticks before the first step): an average from 0 would reach
+    // the training rate only over several ticks.
+    rate_ = rate_ && *rate_ > 0 ? 0.7 * *rate_ + 0.3 * inst : inst;
   }
   prev_ = count;
   prev_ns_ = now_ns;

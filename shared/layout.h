@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 9;
+constexpr uint32_t kLayoutVersion = 10;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;

@@ -428,7 +428,7 @@ Cell LoadingMemory(const v1::Experiment& e, size_t column) {
   uint64_t trainer = 0, loaders = 0;
   uint32_t seen = 0;
   for (const auto& p : e.processes()) {
-    if (p.role() != "worker" || p.peak_pss_bytes() == 0) continue;
+    if (p.role() != "worker" || !p.has_peak_pss_bytes()) continue;
     if (p.index() == 0) trainer = p.peak_pss_bytes();
     if (p.index() > 0) {
       loaders += p.peak_pss_bytes();

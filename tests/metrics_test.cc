@@ -61,6 +61,13 @@ TEST(MetricsTest, StatesQueueAndTheRunningExperimentsProcesses) {
             gpu.rfind("shoal_process_gpu_memory_bytes{"));
   EXPECT_NE(gpu.find("shoal_gpu_memory_used_bytes{gpu=\"0\"} 5242880\n"), std::string::npos);
   EXPECT_NE(gpu.find("shoal_gpu_utilization_percent{gpu=\"0\"} 42\n"), std::string::npos);
+
+  // A reading whose sum is unknown (a process listed without its memory) still exports what it
+  // knows: the worker's memory and the device's.
+  s.running->sample.clear_gpu_memory_bytes();
+  const std::string partial = RenderMetrics(s);
+  EXPECT_NE(partial.find("worker=\"1\"} 3145728\n"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("shoal_gpu_memory_used_bytes{gpu=\"0\"} 5242880\n"), std::string::npos);
 }
 
 }  // namespace

@@ -190,6 +190,20 @@ TEST(RunSummaryTest, AVariantHasOnlyTheFiguresItsWorkerGave) {
   EXPECT_FALSE(r.variants(1).has_peak_pss_bytes());
 }
 
+// Unknown before a second tick; 0 through the set-up ticks before the first step; then the
+// first training tick's own rate, not 30% of it averaged with the zeros.
+TEST(RunSummaryTest, ALiveRateStartsFromTheFirstStepsNotFromZero) {
+  LiveRate rate;
+  rate.Feed(0, 1 * kS);
+  EXPECT_FALSE(rate.per_sec().has_value());
+  rate.Feed(0, 2 * kS);
+  EXPECT_EQ(rate.per_sec(), 0.0);
+  rate.Feed(50, 3 * kS);
+  EXPECT_EQ(rate.per_sec(), 50.0);
+  rate.Feed(150, 4 * kS);
+  EXPECT_DOUBLE_EQ(*rate.per_sec(), 0.7 * 50 + 0.3 * 100);
+}
+
 TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {
   RunFacts f = Finished(false);
   f.result.reset();
