@@ -203,8 +203,13 @@ std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {
   return {pss, add(p.uss, anon_delta)};
 }
 
+bool ProcessSampler::ReadAny() const {
+  return !finished_peaks_.empty() ||
+         std::any_of(procs_.begin(), procs_.end(), [](const auto& e) { return e.second.read; });
+}
+
 std::optional<uint64_t> ProcessSampler::sum_of_peak_pss() const {
-  if (!read_any_) return std::nullopt;
+  if (!ReadAny()) return std::nullopt;
   uint64_t sum = 0;
   for (const auto& [pid, p] : procs_) sum += p.peak_pss;  // 0 for one never read: it adds none
   for (const auto& [pid, peak] : finished_peaks_) sum += peak;
@@ -228,7 +233,6 @@ void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
     ps->set_pss_age_ms(p.walked ? double(now_ns - p.walked_at_ns) / 1e6 : -1);
     p.peak_pss = std::max(p.peak_pss, pss);
     p.read = true;
-    read_any_ = true;
     rss_sum += p.rss_now;
     pss_sum += pss;
     uss_sum += uss;

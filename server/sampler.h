@@ -80,8 +80,10 @@ class ProcessSampler {
     bool gone = false;  // not readable (exited, or a zombie) at this tick
   };
 
+  // Some tick emitted some process (one untracked since left its peak behind).
+  bool ReadAny() const;
   std::optional<uint64_t> Known(uint64_t peak) const {
-    return read_any_ ? std::optional<uint64_t>(peak) : std::nullopt;
+    return ReadAny() ? std::optional<uint64_t>(peak) : std::nullopt;
   }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
   void MarkParentsOfNew();
@@ -102,7 +104,6 @@ class ProcessSampler {
   uint64_t last_tick_ns_ = 0;
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;
   uint64_t peak_pss_sum_ = 0, peak_rss_sum_ = 0, peak_uss_sum_ = 0;
-  bool read_any_ = false;  // some tick emitted some process
 };
 
 }  // namespace shoal

@@ -98,16 +98,13 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
   size_t pos = close + 2;
   int field = 3;
   const char* end = text.data() + text.size();
-  if (close + 4 < text.size()) {
-    auto [pp, ecp] = std::from_chars(text.data() + close + 4, end, s.ppid);
-    if (ecp != std::errc()) return DataLoss("stat: bad ppid");
-    (void)pp;
-  }
   while (field < 14) {
     pos = text.find(' ', pos);
     if (pos == std::string_view::npos) return DataLoss("stat: too few fields");
     ++pos;
     ++field;
+    if (field == 4 && std::from_chars(text.data() + pos, end, s.ppid).ec != std::errc())
+      return DataLoss("stat: bad ppid");
   }
   auto [p, ec] = std::from_chars(text.data() + pos, end, s.utime_ticks);
   if (ec != std::errc() || p >= end) return DataLoss("stat: bad utime");

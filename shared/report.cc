@@ -305,6 +305,11 @@ Cell Missing() {
   return c;
 }
 
+// An optional figure's cell: its value where known, "-" where not.
+Cell ValueIf(bool known, double v, const char* format) {
+  return known ? Value(v, format) : Missing();
+}
+
 constexpr size_t kCurveColumns = 6;
 
 // Loss of worker 0 at evenly spaced steps and training times, common to every point.
@@ -422,9 +427,8 @@ Cell EpochSeconds(const v1::Experiment& e, size_t column) {
 Cell LoadingMemory(const v1::Experiment& e, size_t column) {
   const double mib = double(1 << 20);
   if (column == 2)
-    return e.result().has_peak_pss_sum_bytes()
-               ? Value(double(e.result().peak_pss_sum_bytes()) / mib, "%.0f")
-               : Missing();
+    return ValueIf(e.result().has_peak_pss_sum_bytes(),
+                   double(e.result().peak_pss_sum_bytes()) / mib, "%.0f");
   uint64_t trainer = 0, loaders = 0;
   uint32_t seen = 0;
   for (const auto& p : e.processes()) {
@@ -650,8 +654,7 @@ Cell DataParallelScale(const std::vector<PointView>& points, const v1::Experimen
     case 1:
       return Value(d.batch_total(), "%.0f");
     case 2:
-      return e.result().has_samples_per_sec() ? Value(e.result().samples_per_sec(), "%.1f")
-                                              : Missing();
+      return ValueIf(e.result().has_samples_per_sec(), e.result().samples_per_sec(), "%.1f");
     case 3: {
       const v1::Experiment* base = OneWorkerBaseline(points, e, false);
       if (base == nullptr || !base->result().has_samples_per_sec() ||
@@ -663,7 +666,7 @@ Cell DataParallelScale(const std::vector<PointView>& points, const v1::Experimen
       if (d.steps_per_worker() == 0) return Missing();
       return Value(double(d.allreduce_bytes_per_step()) / double(1 << 20), "%.2f");
     case 5:
-      return d.has_bus_bandwidth_gbps() ? Value(d.bus_bandwidth_gbps(), "%.3f") : Missing();
+      return ValueIf(d.has_bus_bandwidth_gbps(), d.bus_bandwidth_gbps(), "%.3f");
     default: {
       Cell c;
       c.text = d.replicas_identical() ? "yes" : "no";
@@ -711,15 +714,15 @@ Cell PipelineCell(const v1::Experiment& e, size_t col) {
     case 1:
       return Value(double(p.model_memory_bytes()) / gib, "%.3f");
     case 2:
-      if (!p.has_peak_activation_sum_bytes()) return Missing();
-      return Value(double(p.peak_activation_sum_bytes()) / gib, "%.3f");
+      return ValueIf(p.has_peak_activation_sum_bytes(), double(p.peak_activation_sum_bytes()) / gib,
+                     "%.3f");
     case 3:
-      if (!p.has_peak_allocated_sum_bytes()) return Missing();
-      return Value(double(p.peak_allocated_sum_bytes()) / gib, "%.3f");
+      return ValueIf(p.has_peak_allocated_sum_bytes(), double(p.peak_allocated_sum_bytes()) / gib,
+                     "%.3f");
     case 4:
-      return p.has_step_ms() ? Value(p.step_ms(), "%.0f") : Missing();
+      return ValueIf(p.has_step_ms(), p.step_ms(), "%.0f");
     default:
-      return p.has_bubble() ? Value(100 * p.bubble(), "%.0f") : Missing();
+      return ValueIf(p.has_bubble(), 100 * p.bubble(), "%.0f");
   }
 }
 

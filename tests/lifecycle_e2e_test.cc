@@ -10,7 +10,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <regex>
 #include <thread>
 
 #include "shared/shm.h"
@@ -22,6 +21,7 @@ namespace {
 using nlohmann::json;
 using testing::CommandResult;
 using testing::Daemon;
+using testing::LastMoves;
 using testing::ProcessAlive;
 using testing::TempDir;
 using testing::WaitFor;
@@ -194,12 +194,10 @@ TEST_F(Lifecycle, ARunInWhichNoWorkerMovesFails) {
   EXPECT_NE(error.find("no worker made progress for 8000 ms while training"), std::string::npos)
       << error;
   // A loader takes no steps; it stopped first, so it last moved longest ago.
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      error, m,
-      std::regex(R"(worker 0: \d+ \(last moved (\d+) ms ago\), worker 1: 0 \(last moved (\d+) ms ago\))")))
-      << error;
-  EXPECT_GE(std::stoll(m[2]), std::stoll(m[1])) << error;
+  const auto moves = LastMoves(error);
+  ASSERT_EQ(moves.size(), 2u) << error;
+  EXPECT_TRUE(moves[0].worker == 0 && moves[1].worker == 1 && moves[1].steps == 0) << error;
+  EXPECT_GE(moves[1].ms_ago, moves[0].ms_ago) << error;
   EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
 }
 

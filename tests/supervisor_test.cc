@@ -9,12 +9,12 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <thread>
 
 #include "shared/process.h"
 #include "shared/shm.h"
+#include "tests/testutil.h"
 
 namespace shoal {
 namespace {
@@ -182,12 +182,15 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
             0u)
       << why;
   // How long ago each last moved: at least the timeout, and read off the same clock.
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      why, m, std::regex(R"(worker 0: 5 \(last moved (\d+) ms ago\), worker 1: 6 \(last moved (\d+) ms ago\)$)")))
-      << why;
-  EXPECT_GE(std::stoi(m[1]), 300);
-  EXPECT_GE(std::stoi(m[2]), 300);
+  const auto moves = testing::LastMoves(why);
+  ASSERT_EQ(moves.size(), 2u) << why;
+  EXPECT_EQ(why.substr(why.size() - 8), " ms ago)") << why;
+  EXPECT_EQ(moves[0].worker, 0);
+  EXPECT_EQ(moves[0].steps, 5);
+  EXPECT_EQ(moves[1].worker, 1);
+  EXPECT_EQ(moves[1].steps, 6);
+  EXPECT_GE(moves[0].ms_ago, 300);
+  EXPECT_GE(moves[1].ms_ago, 300);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
   done = true;
   beats.join();

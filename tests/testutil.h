@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,6 +109,19 @@ inline nlohmann::json Parse(const CommandResult& r) {
 inline constexpr char kFashion[] = "/usr/share/datasets/fashion-mnist";
 
 inline std::string BinDir() { return SHOAL_BIN_DIR; }
+
+// The step-timeout error's entries "worker I: STEPS (last moved MS ms ago)", in their order.
+struct LastMove {
+  int worker;
+  long long steps, ms_ago;
+};
+inline std::vector<LastMove> LastMoves(const std::string& error) {
+  static const std::regex entry(R"(worker (\d+): (\d+) \(last moved (\d+) ms ago\))");
+  std::vector<LastMove> out;
+  for (std::sregex_iterator it(error.begin(), error.end(), entry), end; it != end; ++it)
+    out.push_back({std::stoi((*it)[1]), std::stoll((*it)[2]), std::stoll((*it)[3])});
+  return out;
+}
 
 // A real shoald on a temporary socket and state directory.
 class Daemon {
