@@ -398,6 +398,25 @@ StatusOr<v1::ExperimentSpec> SpecFromJson(const std::string& json) {
   return spec;
 }
 
+Status CheckTrainingSet(const v1::ExperimentSpec& s, uint64_t n_train) {
+  if (n_train == 0) return InvalidArgument("dataset: it has no training images");
+  if (!s.has_epochs()) return Status::Ok();
+  // A typed epoch larger than the set is refused rather than cut to it: the run would not be
+  // the one asked for.
+  if (s.has_epoch_samples() && s.epoch_samples() > n_train) {
+    return InvalidArgument("epoch_samples: " + std::to_string(s.epoch_samples()) +
+                           " is more than the " + std::to_string(n_train) + " training images of " +
+                           s.dataset());
+  }
+  if (BatchesPerEpoch(s, n_train) == 0) {
+    return InvalidArgument("epoch_samples: an epoch of " +
+                           std::to_string(s.has_epoch_samples() ? s.epoch_samples() : n_train) +
+                           " samples over " + std::to_string(WorldSize(s)) +
+                           " workers leaves none to a worker");
+  }
+  return Status::Ok();
+}
+
 uint64_t BatchesPerEpoch(const v1::ExperimentSpec& s, uint64_t n_train) {
   const uint64_t per_epoch =
       s.has_epoch_samples() ? std::min<uint64_t>(s.epoch_samples(), n_train) : n_train;

@@ -83,6 +83,10 @@ Status CheckDataset(const std::string& dataset, const std::vector<std::string>& 
 std::string SpecToJson(const v1::ExperimentSpec& spec);
 StatusOr<v1::ExperimentSpec> SpecFromJson(const std::string& json);
 
+// What a leader checks once it knows the training set's size: images to train on, and an epoch
+// (`epoch_samples`) no larger than the set and leaving every worker a batch.
+Status CheckTrainingSet(const v1::ExperimentSpec& spec, uint64_t n_train);
+
 // Steps each worker takes in all (batches, or epochs x batches per epoch for n_train images).
 uint64_t StepsPerWorker(const v1::ExperimentSpec& spec, uint64_t n_train);
 // Batches one worker takes in one epoch: its shard of the epoch's samples, the last batch short.

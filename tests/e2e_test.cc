@@ -182,6 +182,20 @@ TEST_F(E2E, AccuracyIsOverTheImagesEvaluated) {
   EXPECT_NE(get.out.find(" on 1000 images ("), std::string::npos) << get.out;
 }
 
+// An epoch larger than the data set is refused once the leader has read the set, with both
+// sizes; it is never cut to the set, and nothing is left behind.
+TEST_F(E2E, AnEpochLargerThanTheSetFailsNamingBothSizes) {
+  const CommandResult r = daemon_->Cli({"submit", "--epochs", "1", "--epoch-samples", "99999999",
+                                        "--dataset", "synthetic", "--wait", "--json"});
+  EXPECT_EQ(r.exit_code, 1);  // --wait: the experiment did not succeed
+  json e = testing::Parse(r);
+  EXPECT_EQ(e["state"], "FAILED") << e.dump(2);
+  const std::string error = e["error"];
+  EXPECT_NE(error.find("epoch_samples: 99999999 is more than the "), std::string::npos) << error;
+  EXPECT_NE(error.find(" training images of synthetic"), std::string::npos) << error;
+  ExpectNothingLeft(e);
+}
+
 TEST_F(E2E, LossDecreasesOverALongerRun) {
   json e = MustJson(daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes",
                                   "--batches", "40", "--dataset", kFashion, "--eval-samples", "500",

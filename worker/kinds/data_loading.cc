@@ -82,7 +82,7 @@ Status DataLoadingKind::Prepare(LeaderEnv& env) {
   ASSIGN_OR_RETURN(data_, LoadDataSegment(spec, SegmentName(env.experiment_id, "data")));
   env.segment_created("data", data_.size());
   const auto* dh = static_cast<const DataHeader*>(data_.data());
-  if (dh->n_train == 0) return InvalidArgument("dataset: it has no training images");
+  RETURN_IF_ERROR(CheckTrainingSet(spec, dh->n_train));
   if (spec.loaders() == 0) return Status::Ok();
   const uint64_t slot_bytes = LoaderBatchBytes(spec.batch_size(), dh->rows * dh->cols);
   const uint32_t slots = DataLoadingRingSlots(spec);

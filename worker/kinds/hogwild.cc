@@ -24,12 +24,7 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   ASSIGN_OR_RETURN(data_, LoadDataSegment(spec, SegmentName(env.experiment_id, "data")));
   env.segment_created("data", data_.size());
   const auto* dh = static_cast<const DataHeader*>(data_.data());
-  if (dh->n_train == 0) return InvalidArgument("dataset: it has no training images");
-  if (spec.has_epochs() && BatchesPerEpoch(spec, dh->n_train) == 0) {
-    return InvalidArgument("epoch_samples: an epoch of " + std::to_string(dh->n_train) +
-                           " samples over " + std::to_string(spec.workers()) +
-                           " workers leaves none to a worker");
-  }
+  RETURN_IF_ERROR(CheckTrainingSet(spec, dh->n_train));
   SeedCpu(spec.seed());
   ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
   ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
