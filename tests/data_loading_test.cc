@@ -112,7 +112,13 @@ TEST(DataLoadingSpecTest, WrongFieldsAreRefusedByName) {
   refused(s, "workers: data_loading runs the trainer and one worker per loader (3");
   s = DataLoading(1);
   s.set_pin_memory(true);
-  refused(s, "pin_memory: page-locked batches only speed up copies to a GPU; device is cpu");
+  refused(s,
+          "pin_memory: page-locked batches only speed up copies to a GPU, and data_loading "
+          "runs on the CPU only (no CUDA path yet)");
+  s = DataLoading(1);
+  s.set_pin_memory(false);  // what the flag's default is, typed: kept
+  ApplyDefaults(&s, l);
+  EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   s = DataLoading(1);
   s.set_prefetch(0);
   refused(s, "prefetch: 0 is outside the allowed range 1..64");

@@ -204,6 +204,31 @@ TEST(SpecTest, EpochsReplaceTheDefaultBatches) {
             std::string::npos);
 }
 
+// Once the set's size is known: an epoch larger than the set is refused with both sizes, not cut
+// to the set; one too small to give every worker a batch is refused; a set without training
+// images is refused.
+TEST(SpecTest, TrainingSetChecksTheEpochAgainstTheSet) {
+  SpecLimits l;
+  v1::ExperimentSpec s;
+  s.set_dataset("/data/fashion");
+  s.set_epochs(1);
+  s.set_epoch_samples(60001);
+  s.set_workers(2);
+  ApplyDefaults(&s, l);
+  ASSERT_TRUE(ValidateSpec(s, l).ok());
+  EXPECT_EQ(CheckTrainingSet(s, 60000).message(),
+            "epoch_samples: 60001 is more than the 60000 training images of /data/fashion");
+  s.set_epoch_samples(60000);
+  EXPECT_TRUE(CheckTrainingSet(s, 60000).ok());
+  s.set_epoch_samples(1);
+  EXPECT_EQ(CheckTrainingSet(s, 60000).message(),
+            "epoch_samples: an epoch of 1 samples over 2 workers leaves none to a worker");
+  EXPECT_EQ(CheckTrainingSet(s, 0).message(), "dataset: it has no training images");
+  v1::ExperimentSpec batches;  // no epochs: the set only needs images
+  ApplyDefaults(&batches, l);
+  EXPECT_TRUE(CheckTrainingSet(batches, 10).ok());
+}
+
 // multi_model's own defaults (the original's batch, seed and momentum; a worker per variant), no
 // defaults for the fields it does not read, and those fields refused when given.
 TEST(SpecTest, MultiModelDefaultsAndForeignFields) {
@@ -259,6 +284,38 @@ TEST(SpecTest, TheReadmeQuotesEveryFieldAndItsDefault) {
       if (c == '_') c = '-';
     const std::string row = "| `" + flag + "` | " + f.fallback + " |";
     EXPECT_NE(readme.find(row), std::string::npos) << "README lacks: " << row;
+  }
+}
+
+// Each default a kind gets is in the words the README and --help quote: a kind whose default
+// differs from hogwild's is named there, and a field only some kinds read quotes its default.
+TEST(SpecTest, EveryKindsOwnDefaultIsQuoted) {
+  SpecLimits l;
+  l.cores = 2;
+  for (const std::string kind : {"multi_model", "data_loading", "data_parallel", "pipeline"}) {
+    v1::ExperimentSpec spec;
+    spec.set_kind(kind);
+    ApplyDefaults(&spec, l);
+    // Against hogwild with the same optimiser and workers: what follows from those (an
+    // optimiser's own defaults, threads from workers) is quoted under them.
+    v1::ExperimentSpec hogwild;
+    hogwild.mutable_optimizer()->set_name(spec.optimizer().name());
+    hogwild.set_workers(spec.workers());
+    ApplyDefaults(&hogwild, l);
+    for (const auto& f : SpecFields()) {
+      const std::string mine = SpecFieldText(spec, f), base = SpecFieldText(hogwild, f);
+      if (f.name == "kind" || mine.empty() || mine == base) continue;
+      if (f.fallback.find("per kind") != std::string::npos) continue;
+      if (base.empty()) {
+        EXPECT_NE(f.fallback.find(mine), std::string::npos)
+            << f.name << ": " << kind << "'s default " << mine << " is not in '" << f.fallback
+            << "'";
+      } else {
+        EXPECT_NE(f.fallback.find(kind), std::string::npos)
+            << f.name << ": " << kind << "'s default " << mine << " (hogwild's " << base
+            << ") is not named in '" << f.fallback << "'";
+      }
+    }
   }
 }
 

@@ -45,9 +45,12 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
         "prefetch: loaders x prefetch = " + std::to_string(DataLoadingRingSlots(s)) +
         " batches in flight, above " + std::to_string(kMaxRingSlots));
   }
-  if (s.pin_memory() && s.device() != "cuda") {
+  // Kept as a field so that records and sweeps name it when the CUDA path comes; until then
+  // there is no GPU to copy to.
+  if (s.pin_memory()) {
     return InvalidArgument(
-        "pin_memory: page-locked batches only speed up copies to a GPU; device is " + s.device());
+        "pin_memory: page-locked batches only speed up copies to a GPU, and data_loading runs on "
+        "the CPU only (no CUDA path yet)");
   }
   if (!s.has_epochs())
     return InvalidArgument("epochs: data_loading trains whole epochs; give epochs");
