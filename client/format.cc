@@ -192,7 +192,7 @@ std::string ResultLines(const v1::Experiment& e) {
   // On the images evaluated: eval_samples asks for at most that many of the test set.
   const std::string acc =
       r.has_test_accuracy() ? F("%.3f on %s images (%.1f s)", r.test_accuracy(),
-                                r.has_test_images() ? std::to_string(r.test_images()).c_str() : "?",
+                                r.has_test_images() ? std::to_string(r.test_images()).c_str() : "-",
                                 r.eval_ms() / 1000)
                             : "-";
   o += F("  loss        first %s, last %s; test accuracy %s\n",
@@ -375,13 +375,13 @@ std::string DeviceText(const v1::GpuDeviceSample& g) {
   return F("gpu%u %s/%s %s", g.index(),
            GibIf(g.has_memory_used_bytes(), g.memory_used_bytes()).c_str(),
            GibIf(g.has_memory_total_bytes(), g.memory_total_bytes()).c_str(),
-           g.has_util_percent() ? F("%u%%", g.util_percent()).c_str() : "util ?");
+           g.has_util_percent() ? F("%u%%", g.util_percent()).c_str() : "util -");
 }
 
 std::string FormatSampleLine(const v1::Sample& raw) {
   const v1::Sample s = Printable(raw);
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
-  const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
+  const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "-";
   const std::string rate = s.has_steps_per_sec() ? F("%.2f", s.steps_per_sec()) : "-";
   std::string o =
       F("t=%.1fs steps %lu/%s %s/s loss %s | PSS %s RSS %s USS %s shm %s | sampler %.2f%%",
@@ -402,7 +402,7 @@ std::string FormatSampleLine(const v1::Sample& raw) {
 std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
   const v1::Sample s = Printable(raw);
   const std::string loss = std::isnan(s.loss()) ? "-" : F("%.4f", s.loss());
-  const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "?";
+  const std::string total = s.has_steps_total() ? std::to_string(s.steps_total()) : "-";
   const std::string steps = s.has_steps_per_sec() ? F("%.2f", s.steps_per_sec()) : "-";
   const std::string samples = s.has_samples_per_sec() ? F("%.1f", s.samples_per_sec()) : "-";
   std::string o =
@@ -502,8 +502,8 @@ std::string FormatNode(const v1::NodeInfoResponse& raw) {
     o += F("GPU %u: %s, %s (%s used), compute capability %s, %s%s\n", g.index(), g.name().c_str(),
            GibIf(g.has_memory_total_bytes(), g.memory_total_bytes()).c_str(),
            GibIf(g.has_memory_used_bytes(), g.memory_used_bytes()).c_str(),
-           g.compute_capability().empty() ? "?" : g.compute_capability().c_str(),
-           g.has_util_percent() ? F("%u%% busy", g.util_percent()).c_str() : "utilisation ?",
+           g.compute_capability().empty() ? "-" : g.compute_capability().c_str(),
+           g.has_util_percent() ? F("%u%% busy", g.util_percent()).c_str() : "utilisation -",
            g.uuid().empty() ? "" : (", " + g.uuid()).c_str());
   }
   o += "device cuda: " + r.cuda_status() + "\n";

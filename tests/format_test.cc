@@ -333,7 +333,7 @@ TEST(FormatTest, ListPrintsDashesForWhatHasNotHappened) {
   EXPECT_EQ(FormatList({Finished(), Queued()}), want);
 }
 
-TEST(FormatTest, SampleLineWithoutATotalPrintsAQuestionMark) {
+TEST(FormatTest, SampleLineWithoutATotalPrintsADash) {
   v1::Sample s;
   s.set_t_ms(1500);
   s.set_steps(40);
@@ -368,7 +368,7 @@ TEST(FormatTest, SampleLineWithoutATotalPrintsAQuestionMark) {
   p->set_uss_bytes(120 * kMiB);
   p->set_cpu_percent(98.7);
   EXPECT_EQ(FormatSampleLine(s),
-            "t=1.5s steps 40/? 26.67/s loss - | PSS 230M RSS 300M USS 180M shm 50M | sampler "
+            "t=1.5s steps 40/- 26.67/s loss - | PSS 230M RSS 300M USS 180M shm 50M | sampler "
             "0.50% | L 100M/80M/60M 1% | Z 40M/20M/10M 0% | w0 200M/150M/120M 99%\n");
 
   s.set_steps_total(100);
@@ -378,11 +378,44 @@ TEST(FormatTest, SampleLineWithoutATotalPrintsAQuestionMark) {
             "t=1.5s steps 40/100 26.67/s loss 0.4321 | PSS 230M RSS 300M USS 180M shm 50M | "
             "sampler 0.50%\n");
 
-  s.set_steps_total(0);  // present though zero: printed, not "?"
+  s.set_steps_total(0);  // present though zero: printed, not "-"
   EXPECT_NE(FormatSampleLine(s).find("steps 40/0 "), std::string::npos);
 
   s.clear_steps_per_sec();  // the first tick: no rate yet
   EXPECT_NE(FormatSampleLine(s).find("steps 40/0 -/s "), std::string::npos) << FormatSampleLine(s);
+}
+
+// A device NVML answered only in part: what it did not say is "-", never 0.
+TEST(FormatTest, ADevicesUnknownFiguresAreDashes) {
+  v1::NodeInfoResponse n;
+  n.set_hostname("h");
+  n.set_cores(2);
+  auto* g = n.add_gpus();
+  g->set_index(0);
+  g->set_name("H100");
+  g->set_memory_total_bytes(80 * kGiB);
+  EXPECT_NE(FormatNode(n).find("GPU 0: H100, 80.00 GiB (- used), compute capability -, "
+                               "utilisation -\n"),
+            std::string::npos)
+      << FormatNode(n);
+  g->set_memory_used_bytes(kGiB);
+  g->set_compute_capability("9.0");
+  g->set_util_percent(0);  // known to be idle: printed
+  EXPECT_NE(FormatNode(n).find("GPU 0: H100, 80.00 GiB (1.00 GiB used), compute capability 9.0, "
+                               "0% busy\n"),
+            std::string::npos)
+      << FormatNode(n);
+
+  v1::Sample s;
+  auto* d = s.add_gpus();
+  d->set_index(1);
+  d->set_memory_total_bytes(80 * kGiB);
+  EXPECT_NE(FormatSampleLine(s).find(" | gpu1 -/80.00 GiB util -\n"), std::string::npos)
+      << FormatSampleLine(s);
+  d->set_util_percent(37);
+  d->set_memory_used_bytes(kGiB);
+  EXPECT_NE(FormatSampleLine(s).find(" | gpu1 1.00 GiB/80.00 GiB 37%\n"), std::string::npos)
+      << FormatSampleLine(s);
 }
 
 TEST(FormatTest, SweepPoints) {

@@ -169,7 +169,7 @@ TEST(RunSummaryTest, APipelineStepIsTheStagesWallTime) {
 }
 
 // multi_model: a variant whose clock did not move has no total time, and one without a VmHWM or
-// a sampled PSS has no such peak: absent, not 0.
+// a sampled PSS has no such peak, and one without a loss no final loss: absent, not 0.
 TEST(RunSummaryTest, AVariantHasOnlyTheFiguresItsWorkerGave) {
   RunFacts f = Finished(true);
   f.spec.set_kind("multi_model");
@@ -179,9 +179,13 @@ TEST(RunSummaryTest, AVariantHasOnlyTheFiguresItsWorkerGave) {
   f.result->mutable_workers(0)->set_vmhwm_bytes(300u << 20);
   f.sampler.peak_pss[700] = 200u << 20;
   f.result->mutable_workers(1)->set_last_step_ns(f.result->workers(1).first_step_ns());
+  f.result->mutable_workers(0)->set_last_loss(0.25f);
+  f.result->mutable_workers(1)->clear_last_loss();
   v1::Result r;
   FillResult(f, &r);
   ASSERT_EQ(r.variants_size(), 2);
+  EXPECT_DOUBLE_EQ(r.variants(0).final_loss(), 0.25);
+  EXPECT_FALSE(r.variants(1).has_final_loss());
   EXPECT_DOUBLE_EQ(r.variants(0).total_ms(), 4000);
   EXPECT_EQ(r.variants(0).peak_rss_bytes(), 300u << 20);
   EXPECT_EQ(r.variants(0).peak_pss_bytes(), 200u << 20);
@@ -384,6 +388,14 @@ TEST(RunSummaryTest, ACudaWorkersAllocatorPeaksReachItsProcess) {
   ApplyWorkerReport(w, 99 * kS, &cpu);
   EXPECT_FALSE(cpu.has_peak_cuda_allocated_bytes());
   EXPECT_FALSE(cpu.has_peak_cuda_reserved_bytes());
+  ipc::v1::WorkerReport stepless = w;  // no loss before its first step: none, not 0
+  stepless.clear_last_loss();
+  v1::ProcessInfo none;
+  ApplyWorkerReport(stepless, 99 * kS, &none);
+  EXPECT_FALSE(none.has_last_loss());
+  w.set_last_loss(0.5f);
+  ApplyWorkerReport(w, 99 * kS, &cpu);
+  EXPECT_DOUBLE_EQ(cpu.last_loss(), 0.5);
   w.set_device_alloc_peak_bytes(7 << 20);
   w.set_device_reserved_peak_bytes(20 << 20);
   v1::ProcessInfo cuda;
