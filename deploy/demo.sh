@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: installs what is missing, builds, starts shoald on a temporary socket and state
-# directory, runs small real sweeps (Hogwild on Fashion-MNIST, then each other kind) and prints their tables.
+# directory, runs small real sweeps (Hogwild on Fashion-MNIST, then multi_model, data_loading and
+# data_parallel) and prints their tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh
