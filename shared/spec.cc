@@ -57,17 +57,6 @@ const std::map<std::string, Defaults>& OptimizerTable() {
   return table;
 }
 
-Status OneOf(const std::string& field, const std::string& value,
-             const std::vector<std::string>& allowed) {
-  std::string list;
-  for (const auto& a : allowed) {
-    if (value == a) return Status::Ok();
-    list += (list.empty() ? "" : ", ") + a;
-  }
-  std::string shown = value.size() > 40 ? value.substr(0, 40) + "..." : value;
-  return InvalidArgument(field + ": '" + shown + "' is not one of: " + list);
-}
-
 Status InRange(const std::string& field, uint64_t v, uint64_t lo, uint64_t hi) {
   if (v >= lo && v <= hi) return Status::Ok();
   return InvalidArgument(field + ": " + std::to_string(v) + " is outside the allowed range " +
@@ -79,10 +68,10 @@ Status RealInRange(const std::string& field, double v, double lo, double hi, boo
                    bool open_hi) {
   const bool ok = std::isfinite(v) && (open_lo ? v > lo : v >= lo) && (open_hi ? v < hi : v <= hi);
   if (ok) return Status::Ok();
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%s: %g is outside the allowed range %s%g, %g%s", field.c_str(), v,
-                open_lo ? "(" : "[", lo, hi, open_hi ? ")" : "]");
-  return InvalidArgument(buf);
+  // The value as typed (shortest round trip): %g would print 1.0000001 as the bound 1.
+  return InvalidArgument(field + ": " + ShortDouble(v) + " is outside the allowed range " +
+                         (open_lo ? "(" : "[") + ShortDouble(lo) + ", " + ShortDouble(hi) +
+                         (open_hi ? ")" : "]"));
 }
 
 void DefaultOptimizer(v1::OptimizerSpec* o, v1::ExperimentSpec* s) {
@@ -124,10 +113,13 @@ Status ValidateOptimizer(const v1::OptimizerSpec& o) {
   if (o.has_beta1()) RETURN_IF_ERROR(RealInRange("beta1", o.beta1(), 0, 1, false, true));
   if (o.has_beta2()) RETURN_IF_ERROR(RealInRange("beta2", o.beta2(), 0, 1, false, true));
   if (o.has_alpha()) RETURN_IF_ERROR(RealInRange("alpha", o.alpha(), 0, 1, false, true));
-  if (o.name() == "nesterov" && (o.momentum() <= 0 || o.dampening() != 0)) {
-    return InvalidArgument("momentum: nesterov needs momentum > 0 and dampening 0 (got momentum " +
-                           std::to_string(o.momentum()) + ", dampening " +
-                           std::to_string(o.dampening()) + ")");
+  if (o.name() == "nesterov" && o.momentum() <= 0) {
+    return InvalidArgument("momentum: nesterov needs momentum > 0 (got " +
+                           ShortDouble(o.momentum()) + ")");
+  }
+  if (o.name() == "nesterov" && o.dampening() != 0) {
+    return InvalidArgument("dampening: nesterov needs dampening 0 (got " +
+                           ShortDouble(o.dampening()) + ")");
   }
   return Status::Ok();
 }
@@ -147,6 +139,17 @@ Status ValidateLength(const v1::ExperimentSpec& s, const SpecLimits& limits) {
 void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits);
 
 }  // namespace
+
+Status OneOf(const std::string& field, const std::string& value,
+             const std::vector<std::string>& allowed) {
+  std::string list;
+  for (const auto& a : allowed) {
+    if (value == a) return Status::Ok();
+    list += (list.empty() ? "" : ", ") + a;
+  }
+  std::string shown = value.size() > 40 ? value.substr(0, 40) + "..." : value;
+  return InvalidArgument(field + ": '" + shown + "' is not one of: " + list);
+}
 
 const Defaults& OptimizerDefaults(const std::string& name) {
   static const Defaults none;

@@ -53,6 +53,11 @@ constexpr uint32_t kDefaultBatches = 20;
 // will not end reaches it. Larger work raises it.
 constexpr uint32_t kDefaultStepTimeoutMs = 1800000;
 
+// OK when `value` is one of `allowed`; else INVALID_ARGUMENT "<field>: '<value>' is not one of:
+// a, b, c".
+Status OneOf(const std::string& field, const std::string& value,
+             const std::vector<std::string>& allowed);
+
 // "3,1,2" as numbers of at most `max_digits` digits each; INVALID_ARGUMENT "<field>: '<text>' is
 // not a comma-separated list of <what>" when it is anything else (an empty part included).
 StatusOr<std::vector<uint32_t>> ParseCommaList(const std::string& field, const std::string& text,

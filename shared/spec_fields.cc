@@ -183,8 +183,10 @@ Status ParseUnsigned(const SpecField& f, const std::string& t, uint64_t max, uin
 Status ParseDouble(const SpecField& f, const std::string& t, double* out) {
   char* end = nullptr;
   errno = 0;
-  const double v = t.empty() ? 0 : std::strtod(t.c_str(), &end);
-  if (t.empty() || end != t.c_str() + t.size() || errno == ERANGE || !std::isfinite(v)) {
+  // Plain decimal only: strtod would also take leading blanks, hex ("0x1p-3") and inf/nan.
+  const bool decimal = !t.empty() && t.find_first_not_of("0123456789+-.eE") == std::string::npos;
+  const double v = decimal ? std::strtod(t.c_str(), &end) : 0;
+  if (!decimal || end != t.c_str() + t.size() || errno == ERANGE || !std::isfinite(v)) {
     return InvalidArgument(f.name + ": " + Quote(t) + " is not a finite number");
   }
   *out = v;
@@ -202,16 +204,19 @@ Status ParseBool(const SpecField& f, const std::string& t, bool* out) {
   return Status::Ok();
 }
 
+}  // namespace
+
 std::string ShortDouble(double v) {
   char buf[40];
-  for (int prec = 1; prec <= 17; ++prec) {
+  // At least the integer digits, so that 10 reads "10", not "1e+01".
+  const double a = std::fabs(v);
+  const int digits = a >= 1 && a < 1e17 ? int(std::floor(std::log10(a))) + 1 : 1;
+  for (int prec = digits; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (std::strtod(buf, nullptr) == v) break;
   }
   return buf;
 }
-
-}  // namespace
 
 const std::vector<SpecField>& SpecFields() {
   static const std::vector<SpecField> fields = MakeFields();

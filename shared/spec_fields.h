@@ -31,6 +31,8 @@ Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::str
 bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f);
 // Removes the field (absent again).
 void ClearSpecField(v1::ExperimentSpec* spec, const SpecField& f);
+// `v` in the fewest significant digits that read back as `v` ("0.1", "1.0000001", "1e-10").
+std::string ShortDouble(double v);
 // The field's value as text ("" when absent): integers in decimal, doubles shortest
 // round-trip (%.17g trimmed), bools yes/no.
 std::string SpecFieldText(const v1::ExperimentSpec& spec, const SpecField& f);

@@ -334,6 +334,15 @@ TEST(GridTest, RefusesAValueThatDoesNotParse) {
   v1::SweepSpec lr;
   AddAxis(&lr, "lr", {"0.1", "fast"});
   EXPECT_EQ(Refusal(lr), "lr: 'fast' is not a finite number");
+  // Plain decimals only, as whole numbers are digits only: no blanks, hex, inf or nan.
+  for (const char* odd : {" 0.1", "0x1p-3", "inf", "nan", "0.1 "}) {
+    v1::SweepSpec x;
+    AddAxis(&x, "lr", {"0.2", odd});
+    EXPECT_EQ(Refusal(x), std::string("lr: '") + odd + "' is not a finite number");
+  }
+  v1::SweepSpec ok;
+  AddAxis(&ok, "lr", {"1e-3", "+.5", "2."});
+  EXPECT_EQ(Refusal(ok), "(accepted)");
 
   v1::SweepSpec share;
   AddAxis(&share, "share", {"maybe"});

@@ -130,6 +130,9 @@ TEST_F(PipelineE2E, ShapesThatCannotBeCutAreRefusedNamingTheField) {
       {{"--stages", "2", "--balance", "5,5"},
        "balance: '5,5' sums to 10 but the model has 12 layers (AmoebaNet-D: L + 6)"},
       {{"--stages", "3", "--balance", "6,6"}, "balance: 2 stage(s) in '6,6' but stages is 3"},
+      {{"--stages", "2", "--balance", ""}, "balance: empty; give layers per stage"},
+      // Named as what was typed, not as the workers derived from it.
+      {{"--stages", "0"}, "stages: 0 is outside 1..12 (a stage holds at least one layer)"},
       {{"--chunks", "3"}, "chunks: 3 micro-batches must split batch_size 4 evenly"},
       {{"--checkpoint", "sometimes"},
        "checkpoint: 'sometimes' is not one of never, except_last, always"},

@@ -74,6 +74,9 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
        "lr: -1 is outside the allowed range (0, 10]"},
       {"momentum", [](auto* s) { s->mutable_optimizer()->set_momentum(1.5); },
        "momentum: 1.5 is outside the allowed range [0, 1)"},
+      // As typed, not rounded to the bound it exceeds.
+      {"weight_decay", [](auto* s) { s->mutable_optimizer()->set_weight_decay(1.0000001); },
+       "weight_decay: 1.0000001 is outside the allowed range [0, 1]"},
       {"optimizer", [](auto* s) { s->mutable_optimizer()->set_name("lbfgs"); },
        "optimizer: 'lbfgs' is not one of: sgd, nesterov, adagrad, adadelta, adam, adamw, rmsprop"},
       {"workers", [](auto* s) { s->set_workers(0); },
@@ -169,7 +172,12 @@ TEST(SpecTest, AnOptionTheOptimiserDoesNotHaveIsRefused) {
   n.mutable_optimizer()->set_name("nesterov");
   n.mutable_optimizer()->set_momentum(0);
   ApplyDefaults(&n, l);
-  EXPECT_NE(ValidateSpec(n, l).message().find("nesterov needs momentum > 0"), std::string::npos);
+  EXPECT_EQ(ValidateSpec(n, l).message(), "momentum: nesterov needs momentum > 0 (got 0)");
+  v1::ExperimentSpec d;  // the field at fault is named, with its value as typed
+  d.mutable_optimizer()->set_name("nesterov");
+  d.mutable_optimizer()->set_dampening(0.5);
+  ApplyDefaults(&d, l);
+  EXPECT_EQ(ValidateSpec(d, l).message(), "dampening: nesterov needs dampening 0 (got 0.5)");
 }
 
 TEST(SpecTest, ZeroMeansWhatTheReadmeSays) {

@@ -1,5 +1,7 @@
 // pipeline (seed 004): AmoebaNet-D cut into stages, one process each, on a GPipe schedule of
 // micro-batches; activations and their gradients cross stage boundaries through shared memory.
+#include <algorithm>
+
 #include "shared/kinds/kinds.h"
 #include "shared/layout.h"
 #include "shared/pipeline.h"
@@ -12,12 +14,14 @@ namespace {
 // 170 MB against 133 and 49 MB of states; 726 against 182 MB unsplit), so 5x with a margin.
 constexpr uint64_t kActivationFactor = 5;
 
-void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
+void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_model()) s->set_model("amoebanet_d");
   if (!s->has_layers()) s->set_layers(18);    // the seed's L
   if (!s->has_filters()) s->set_filters(64);  // the seed's D = 208 scaled by 1/3.25 for a CPU
   if (!s->has_stages()) s->set_stages(1);
-  if (!s->has_workers()) s->set_workers(s->stages());  // one process per stage
+  // One process per stage; kept in range so that a bad stages is refused as stages, not as
+  // workers, which the user did not type.
+  if (!s->has_workers()) s->set_workers(std::clamp(s->stages(), 1u, limits.max_workers));
   if (!s->has_chunks()) s->set_chunks(1);
   if (!s->has_checkpoint()) s->set_checkpoint("except_last");  // torchgpipe's default
   if (!s->has_batch_size()) s->set_batch_size(8);
@@ -27,17 +31,24 @@ void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
   if (!s->optimizer().has_name()) s->mutable_optimizer()->set_name("rmsprop");  // the seed's
 }
 
-Status ValidateShape(const v1::ExperimentSpec& s) {
+Status ValidateShape(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   ASSIGN_OR_RETURN(std::vector<AmoebaLayer> plan, PipelinePlan(s));
   if (s.stages() < 1 || s.stages() > plan.size()) {
     return InvalidArgument("stages: " + std::to_string(s.stages()) + " is outside 1.." +
                            std::to_string(plan.size()) + " (a stage holds at least one layer)");
   }
+  if (s.stages() > limits.max_workers) {
+    return InvalidArgument("stages: " + std::to_string(s.stages()) + " is more than max workers " +
+                           std::to_string(limits.max_workers) + " (a process per stage)");
+  }
+  if (s.has_balance() && s.balance().empty())
+    return InvalidArgument(
+        "balance: empty; give layers per stage, or leave it out for an even split");
   return ParseBalance(s.balance(), s.stages(), uint32_t(plan.size())).status();
 }
 
-Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
-  RETURN_IF_ERROR(ValidateShape(s));
+Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
+  RETURN_IF_ERROR(ValidateShape(s, limits));
   if (s.workers() != s.stages()) {
     return InvalidArgument("workers: " + std::to_string(s.workers()) +
                            " but a pipeline runs one process per stage (stages " +
