@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -59,14 +60,36 @@ struct DaemonArgs {
   shoal::CoordinatorOptions opts;
 };
 
+// A typed "" is refused: for these options it would silently mean the default or nothing.
+const CLI::Validator& NonEmpty() {
+  static const CLI::Validator v(
+      [](std::string& text) { return text.empty() ? std::string("empty") : ""; }, "TEXT");
+  return v;
+}
+
+// CLI11's Range lets NaN through (every comparison with it is false).
+const CLI::Validator& Finite() {
+  static const CLI::Validator v(
+      [](std::string& text) {
+        const double x = std::strtod(text.c_str(), nullptr);
+        return std::isfinite(x) ? std::string() : "'" + text + "' is not a finite number";
+      },
+      "NUMBER");
+  return v;
+}
+
 void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--peer-token-file", d.peer_token_file,
                  "the bearer token this daemon presents to other nodes' daemons when it "
                  "coordinates an experiment across them (node_daemons); without it, it coordinates "
-                 "none");
-  app.add_option("--peer-tls-ca", d.peer.tls_ca, "PEM CA that signed the peers' certificates");
-  app.add_option("--peer-tls-cert", d.peer.tls_cert, "PEM client certificate for peers (mTLS)");
-  app.add_option("--peer-tls-key", d.peer.tls_key, "PEM client key for peers (mTLS)");
+                 "none")
+      ->check(NonEmpty());
+  app.add_option("--peer-tls-ca", d.peer.tls_ca, "PEM CA that signed the peers' certificates")
+      ->check(NonEmpty());
+  app.add_option("--peer-tls-cert", d.peer.tls_cert, "PEM client certificate for peers (mTLS)")
+      ->check(NonEmpty());
+  app.add_option("--peer-tls-key", d.peer.tls_key, "PEM client key for peers (mTLS)")
+      ->check(NonEmpty());
   app.add_flag("--peer-insecure", d.peer.insecure, "plaintext to peers (loopback daemons only)");
   app.add_option("--peer-timeout-ms", d.peer_timeout_ms,
                  "a peer daemon unreachable this long is lost: the experiment ends everywhere")
@@ -83,22 +106,30 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--socket", d.socket_path,
                  "unix socket to listen on (mode 0600); env SHOAL_SOCKET, else "
                  "$XDG_RUNTIME_DIR/shoal.sock, else the default state dir's shoal.sock")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(NonEmpty());
   app.add_option("--socket-group", d.socket_group,
-                 "a group whose members may use the daemon too (the socket becomes 0660)");
-  app.add_option("--listen", d.listen, "also serve TCP on HOST:PORT (needs TLS and --token-file)");
-  app.add_option("--tls-cert", d.tls_cert, "PEM certificate chain for --listen");
-  app.add_option("--tls-key", d.tls_key, "PEM private key for --listen");
+                 "a group whose members may use the daemon too (the socket becomes 0660)")
+      ->check(NonEmpty());
+  app.add_option("--listen", d.listen, "also serve TCP on HOST:PORT (needs TLS and --token-file)")
+      ->check(NonEmpty());
+  app.add_option("--tls-cert", d.tls_cert, "PEM certificate chain for --listen")->check(NonEmpty());
+  app.add_option("--tls-key", d.tls_key, "PEM private key for --listen")->check(NonEmpty());
   app.add_option("--tls-client-ca", d.tls_client_ca,
-                 "PEM CA: TCP clients must present a certificate it signed (mTLS)");
+                 "PEM CA: TCP clients must present a certificate it signed (mTLS)")
+      ->check(NonEmpty());
   app.add_option("--token-file", d.token_file,
-                 "bearer tokens for TCP clients: NAME TOKEN [admin] per line, mode 0600");
+                 "bearer tokens for TCP clients: NAME TOKEN [admin] per line, mode 0600")
+      ->check(NonEmpty());
   app.add_option("--metrics-listen", d.metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (unauthenticated)");
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (unauthenticated)")
+      ->check(NonEmpty());
   app.add_flag("--insecure", d.insecure, "allow --listen without TLS, on a loopback address only");
   app.add_option("--state-dir", d.state_dir, "directory for the SQLite store")
-      ->capture_default_str();
-  app.add_option("--worker-bin", d.worker_bin, "shoal-worker executable (default: next to shoald)");
+      ->capture_default_str()
+      ->check(NonEmpty());
+  app.add_option("--worker-bin", d.worker_bin, "shoal-worker executable (default: next to shoald)")
+      ->check(NonEmpty());
   app.add_option("--max-workers", opts.limits.max_workers,
                  "most workers one experiment may ask for")
       ->capture_default_str()
@@ -106,6 +137,7 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--sampler-budget", opts.sampler.budget_fraction,
                  "CPU share of one core the smaps_rollup walks may use")
       ->capture_default_str()
+      ->check(Finite())
       ->check(CLI::Range(0.0001, 1.0));
   app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")
       ->capture_default_str()
@@ -116,12 +148,16 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->check(CLI::Range(0, 1024));
   app.add_option("--data-root", opts.limits.data_roots,
                  "a directory datasets must lie under (repeatable; default /usr/share/datasets and "
-                 "STATE_DIR/data)");
+                 "STATE_DIR/data)")
+      ->check(CLI::ExistingDirectory);
   app.add_option("--max-watchers", d.max_watchers,
                  "most concurrent watch streams (more are refused: RESOURCE_EXHAUSTED)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--log-level", d.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  // spdlog reads an unknown name as "off", which would hide even a critical error.
+  app.add_option("--log-level", d.log_level, "trace|debug|info|warn|error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   AddPeerOptions(app, d);
 }
 

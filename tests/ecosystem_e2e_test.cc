@@ -146,6 +146,31 @@ TEST(ConfigE2E, TheFileSetsOptionsAndFlagsOverrideIt) {
   EXPECT_FALSE(bad.Start({"--config", conf}));
 }
 
+// A value shoald would otherwise read as its default, as nothing or as "off" is refused at start,
+// naming the option. (`timeout`: were one accepted, the daemon would run on and fail the test.)
+TEST(ConfigE2E, EmptyUnknownAndNonFiniteValuesAreRefusedNamingTheOption) {
+  testing::TempDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--socket", ""}, "--socket: empty"},
+      {{"--worker-bin", ""}, "--worker-bin: empty"},
+      {{"--metrics-listen", ""}, "--metrics-listen: empty"},
+      {{"--log-level", "bogus"}, "--log-level: bogus not in"},
+      {{"--sampler-budget", "nan"}, "--sampler-budget: 'nan' is not a finite number"},
+      {{"--data-root", dir / "none"}, "--data-root: Directory does not exist"},
+  };
+  for (const auto& [flags, why] : cases) {
+    std::vector<std::string> argv = {
+        "/usr/bin/timeout", "10",          testing::BinDir() + "/shoald",
+        "--state-dir",      dir / "state", "--socket",
+        dir / "s.sock"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const testing::CommandResult r = testing::RunCommand(argv);
+    EXPECT_NE(r.exit_code, 0) << flags[0];
+    EXPECT_NE(r.exit_code, 124) << flags[0] << ": accepted";
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace shoal
 
