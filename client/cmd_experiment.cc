@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "client/commands.h"
@@ -117,26 +118,30 @@ template <typename State>
 void AddSampleOptions(CLI::App* get, const std::shared_ptr<State>& s) {
   get->add_flag("--samples", s->samples,
                 "the experiment's memory over time (the kept samples) instead of its record");
-  get->add_option("--format", s->format, "with --samples: md | csv | json | svg")
-      ->check(CLI::IsMember({"md", "csv", "json", "svg"}));
-  get->add_option("-o,--output", s->output, "with --samples: write to this file, not stdout");
+  s->sample_options = {
+      get->add_option("--format", s->format, "with --samples: md | csv | json | svg")
+          ->check(CLI::IsMember({"md", "csv", "json", "svg"})),
+      get->add_option("-o,--output", s->output, "with --samples: write to this file, not stdout")
+          ->check(FileName())};
 }
 
-// Only what was typed becomes a filter; a state is one of the names `list` prints.
-v1::ListRequest ListFilter(const std::string& state, const std::string& kind,
-                           const std::string& submitter, bool mine) {
+// Only what was typed becomes a filter, as typed ("" too: the daemon refuses it, naming it); a
+// state is one of the names `list` prints.
+v1::ListRequest ListFilter(const std::optional<std::string>& state,
+                           const std::optional<std::string>& kind,
+                           const std::optional<std::string>& submitter, bool mine) {
   v1::ListRequest r;
-  if (!state.empty()) {
-    std::string upper = state;
+  if (state) {
+    std::string upper = *state;
     for (auto& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     v1::ExperimentState st;
     if (!v1::ExperimentState_Parse(upper, &st) || st == v1::STATE_UNSPECIFIED)
-      Die("--state: '" + state +
+      Die("--state: '" + *state +
           "' is not one of queued, running, succeeded, failed, cancelled, interrupted");
     r.set_state(st);
   }
-  if (!kind.empty()) r.set_kind(kind);
-  if (!submitter.empty()) r.set_submitter(submitter);
+  if (kind) r.set_kind(*kind);
+  if (submitter) r.set_submitter(*submitter);
   if (mine) r.set_mine(true);
   return r;
 }
@@ -149,8 +154,9 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
     bool wait = false, json = false;
     std::string id, format = "md", output;
     bool samples = false, follow = false;
+    std::vector<CLI::Option*> sample_options;  // --format, --output: only with --samples
     uint32_t page_size = 0;
-    std::string state, kind, submitter;  // list's filters
+    std::optional<std::string> state, kind, submitter;  // list's filters
     bool mine = false;
   };
   auto s = std::make_shared<State>();
@@ -195,6 +201,8 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
     if (!cancel) AddSampleOptions(cmd, s);
     out->push_back({cmd, [s, cancel](ShoalClient& c) {
                       if (s->samples) return PrintSamples(c, s->id, s->format, s->output);
+                      for (const CLI::Option* o : s->sample_options)
+                        if (o->count() > 0) Die(o->get_name() + " goes with --samples");
                       return GetOrCancel(c, s->id, cancel, s->json);
                     }});
   }

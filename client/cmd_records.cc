@@ -10,6 +10,10 @@ namespace shoal::cli {
 namespace {
 
 int Remove(ShoalClient& c, const std::vector<std::string>& ids) {
+  // Checked before anything is deleted: a repeat would delete, then fail on the second.
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (ids[i] == ids[j]) Die("rm: " + ids[i] + " given twice");
   for (const auto& id : ids) {
     const v1::DeleteResponse r = OrDie(c.Delete(id));
     std::printf("deleted %s (%u experiment%s)\n", id.c_str(), r.experiments(),

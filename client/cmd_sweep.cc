@@ -131,6 +131,8 @@ int Report(ShoalClient& c, const ReportArgs& a) {
     return 0;
   }
   if (a.ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
+  if (!a.plot.empty() && a.format != "svg" && a.format != "png")
+    Die("--plot chooses what svg and png draw; --format is " + a.format);
   const ReportInput in = FetchReport(c, a.ids[0], a.format != "json");
   // An optimiser sweep is drawn as loss curves unless asked otherwise.
   std::string plot = a.plot;
@@ -194,8 +196,10 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
       ->add_option("--plot", s->report.plot,
                    "what svg/png draw: memory | loss (default: loss when the optimiser varies)")
       ->check(CLI::IsMember({"memory", "loss"}));
-  report->add_option("--output,-o", s->report.output,
-                     "write to this file instead of stdout (required for png)");
+  report
+      ->add_option("--output,-o", s->report.output,
+                   "write to this file instead of stdout (required for png)")
+      ->check(FileName());
   report->add_flag("--compare", s->report.compare, "print B / A for every cell of two sweeps");
   out->push_back({report, [s](ShoalClient& c) { return Report(c, s->report); }});
 }

@@ -16,8 +16,14 @@ namespace {
 // Before a byte goes out: a socket someone else made could be an impostor that takes the spec and
 // answers with a fake id; a TCP target needs its token.
 shoal::Status Prepare(shoal::cli::Endpoint* e, const std::string& token_file,
-                      std::optional<uid_t> owner) {
-  if (e->target.empty()) return shoal::CheckSocketTrust(e->socket, ::getuid(), owner);
+                      std::optional<uid_t> owner, const CLI::App& app) {
+  if (app.count("--target") == 0) {
+    // TCP's options without TCP would be silently unused: the user meant something else.
+    for (const char* tcp : {"--tls-ca", "--tls-cert", "--tls-key", "--token-file", "--insecure"})
+      if (app.count(tcp) > 0) return shoal::InvalidArgument(std::string(tcp) + " needs --target");
+    return shoal::CheckSocketTrust(e->socket, ::getuid(), owner);
+  }
+  if (e->target.empty()) return shoal::InvalidArgument("--target: empty; give HOST:PORT");
   if (token_file.empty()) return shoal::InvalidArgument("--target needs --token-file");
   ASSIGN_OR_RETURN(std::string token, shoal::ReadSmallFile(token_file));
   e->token = token.substr(0, token.find_first_of("\r\n"));
@@ -65,7 +71,7 @@ int main(int argc, char** argv) {
   shoal::cli::AddRecordCommands(app, &commands);
   CLI11_PARSE(app, argc, argv);
   endpoint.socket = socket;
-  if (shoal::Status st = Prepare(&endpoint, token_file, owner); !st.ok()) {
+  if (shoal::Status st = Prepare(&endpoint, token_file, owner, app); !st.ok()) {
     std::fprintf(stderr, "shoal: %s\n", st.message().c_str());
     return 1;
   }

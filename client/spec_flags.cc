@@ -13,9 +13,9 @@ void SpecFlags::Add(CLI::App* cmd, bool lists) {
       if (c == '_') c = '-';
     std::string help = f.help + " [default: " + f.fallback + "]";
     if (lists) help += f.axis ? "; a comma-separated list makes it an axis" : "; not an axis";
-    CLI::Option* o = cmd->add_option(flag, values_[f.name], help);
-    if (lists && f.axis) o->delimiter(',');
-    options_[f.name] = o;
+    // No CLI11 delimiter: it drops empty pieces ("1,,2" would be 1 and 2), and each typed value
+    // must be kept or refused. Lists are split in Sweep().
+    options_[f.name] = cmd->add_option(flag, values_[f.name], help);
   }
 }
 
@@ -46,16 +46,42 @@ StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
   return spec;
 }
 
+namespace {
+
+// "1,2,4" -> 1, 2, 4; an empty piece ("1,,2", "1,") is refused, not dropped.
+StatusOr<std::vector<std::string>> SplitList(const std::string& field, const std::string& text) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  for (;;) {
+    const size_t comma = text.find(',', from);
+    out.push_back(text.substr(from, comma == std::string::npos ? comma : comma - from));
+    if (out.back().empty() && text.find(',') != std::string::npos)
+      return InvalidArgument(field + ": an empty value in the list '" + text + "'");
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
+}  // namespace
+
 StatusOr<v1::SweepSpec> SpecFlags::Sweep() const {
   v1::SweepSpec sweep;
   for (const auto& g : GivenFields()) {
-    if (g.values.size() == 1) {
-      RETURN_IF_ERROR(SetSpecField(sweep.mutable_base(), *g.field, g.values[0]));
+    if (g.values.size() != 1) {
+      return InvalidArgument(g.field->name + ": " + std::to_string(g.values.size()) +
+                             " values given apart; a sweep takes one comma-separated list");
+    }
+    std::vector<std::string> values = {g.values[0]};
+    if (g.field->axis) {
+      ASSIGN_OR_RETURN(values, SplitList(g.field->name, g.values[0]));
+    }
+    if (values.size() == 1) {
+      RETURN_IF_ERROR(SetSpecField(sweep.mutable_base(), *g.field, values[0]));
       continue;
     }
     v1::Axis* a = sweep.add_axes();
     a->set_field(g.field->name);
-    for (const auto& v : g.values) a->add_values(v);
+    for (const auto& v : values) a->add_values(v);
   }
   if (force_opt_ != nullptr && force_opt_->count() > 0) sweep.mutable_base()->set_force(true);
   sweep.set_name(sweep.base().name());

@@ -94,6 +94,14 @@ Status CheckId(std::string_view id, std::string_view prefixes) {
   bool ok = id.size() == 11 && prefixes.find(id[0]) != std::string_view::npos;
   for (size_t i = 1; ok && i < id.size(); ++i) ok = IsHex(id[i]);
   if (ok) return Status::Ok();
+  // The other kind of id, well formed: say which kind this call takes.
+  bool other = id.size() == 11 && (id[0] == 'x' || id[0] == 's');
+  for (size_t i = 1; other && i < id.size(); ++i) other = IsHex(id[i]);
+  if (other) {
+    return InvalidArgument("id: " + QuoteShort(id) + " is " +
+                           (id[0] == 's' ? "a sweep's id; this takes an experiment's ('x...')"
+                                         : "an experiment's id; this takes a sweep's ('s...')"));
+  }
   std::string want;
   for (char p : prefixes) want += std::string(want.empty() ? "" : " or ") + "'" + p + "'";
   return InvalidArgument("id: " + QuoteShort(id) + " is not an id (" + want +

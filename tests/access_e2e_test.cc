@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -122,6 +123,16 @@ TEST_F(AccessDaemonE2E, GroupMembersSubmitButChangeOnlyTheirOwn) {
   const CommandResult bad = daemon_->Cli({"list", "--state", "sleeping"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("--state: 'sleeping' is not one of"), std::string::npos) << bad.err;
+  // A filter nothing could match is refused, not answered with an empty table.
+  for (const auto& [flag, value, why] : std::vector<std::array<std::string, 3>>{
+           {"--kind", "hogwlid", "kind: 'hogwlid' is not one of: hogwild, multi_model"},
+           {"--kind", "", "kind: '' is not one of"},
+           {"--submitter", "65534", "submitter: '65534' is not a caller's name"},
+           {"--submitter", "", "submitter: '' is not a caller's name"}}) {
+    const CommandResult r = daemon_->Cli({"list", flag, value});
+    EXPECT_EQ(r.exit_code, 1) << flag << " " << value;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace

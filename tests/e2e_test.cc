@@ -358,6 +358,10 @@ TEST_F(E2E, RmAndPruneDeleteEndedRecordsOnly) {
   const std::string point = sweep["sweep"]["points"][0]["experiment_id"];
   auto rm_point = daemon_->Cli({"rm", point});
   EXPECT_NE(rm_point.err.find("delete the sweep"), std::string::npos) << rm_point.err;
+  // An id given twice is refused before anything is deleted.
+  auto twice = daemon_->Cli({"rm", sweep_id, running, sweep_id});
+  EXPECT_NE(twice.err.find("rm: " + sweep_id + " given twice"), std::string::npos) << twice.err;
+  EXPECT_EQ(daemon_->Cli({"get", sweep_id}).exit_code, 0);
   auto rm_sweep = daemon_->Cli({"rm", sweep_id, running});
   EXPECT_EQ(rm_sweep.exit_code, 0) << rm_sweep.err;
   EXPECT_NE(rm_sweep.out.find("(2 experiments)"), std::string::npos) << rm_sweep.out;
@@ -402,6 +406,29 @@ TEST_F(E2E, ConnectionFlagsGoBeforeOrAfterTheCommand) {
   CommandResult r = testing::RunCommand({shoal, "list", "--socket", dir_ / "none.sock"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("none.sock"), std::string::npos) << r.err;
+}
+
+// An option that cannot apply where it was typed is refused, naming it, rather than ignored:
+// each of these once printed or did something else without a word.
+TEST_F(E2E, OptionsThatDoNotApplyAreRefusedNotIgnored) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"get", "x0123456789", "--format", "csv"}, "--format goes with --samples"},
+      {{"get", "x0123456789", "-o", dir_ / "out"}, "--output goes with --samples"},
+      {{"get", "x0123456789", "--samples", "-o", ""}, "--output: needs a file name"},
+      {{"report", "s0123456789", "--plot", "loss"}, "--plot chooses what svg and png draw"},
+      {{"report", "s0123456789", "-o", ""}, "--output: needs a file name"},
+      {{"list", "--insecure"}, "--insecure needs --target"},
+      {{"list", "--token-file", dir_ / "t"}, "--token-file needs --target"},
+      {{"list", "--target", ""}, "--target: empty"},
+      {{"sweep", "--workers", "1,,2"}, "workers: an empty value in the list '1,,2'"},
+  };
+  for (const auto& [args, why] : cases) {
+    const CommandResult r = daemon_->Cli(args);
+    EXPECT_NE(r.exit_code, 0) << args[0] << " " << why;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "out"));
+  EXPECT_TRUE(MustJson(daemon_->Cli({"sweeps", "--json"})).value("sweeps", json::array()).empty());
 }
 
 TEST_F(E2E, CliWithoutDaemonSaysSoInOneLine) {

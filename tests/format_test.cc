@@ -652,6 +652,31 @@ TEST(SpecFlagsTest, SweepWithOneValueOfEachIsAllBase) {
   EXPECT_EQ(sweep->name(), "");
 }
 
+// Every typed value is kept or refused: an empty piece of a list is not dropped, and a flag given
+// twice is not merged into one list.
+TEST(SpecFlagsTest, SweepRefusesEmptyPiecesAndRepeatedFlags) {
+  auto sweep = [](std::vector<std::string> args) {
+    CLI::App app;
+    SpecFlags flags;
+    flags.Add(&app, true);
+    Parse(app, args);
+    return flags.Sweep();
+  };
+  for (const char* list : {"1,,2", "1,", ",1"}) {
+    auto s = sweep({"--workers", list});
+    ASSERT_FALSE(s.ok()) << list;
+    EXPECT_EQ(s.status().message(),
+              std::string("workers: an empty value in the list '") + list + "'");
+  }
+  auto twice = sweep({"--workers", "1,2", "--workers", "3"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.status().message(),
+            "workers: 2 values given apart; a sweep takes one comma-separated list");
+  auto empty = sweep({"--name", ""});  // not an axis: the text whole, refused or kept by the daemon
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_TRUE(empty->base().has_name());
+}
+
 TEST(SpecFlagsTest, SweepRefusesABadSingleValue) {
   CLI::App app;
   SpecFlags flags;

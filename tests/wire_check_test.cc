@@ -12,7 +12,13 @@ namespace {
 TEST(WireCheckTest, IdsAreTheDaemonsOwnFormat) {
   EXPECT_TRUE(CheckId("x0123456789", "x").ok());
   EXPECT_TRUE(CheckId("sabcdef0123", "xs").ok());
-  EXPECT_FALSE(CheckId("sabcdef0123", "x").ok());
+  // The other kind's id is named as such, not as no id at all.
+  EXPECT_EQ(CheckId("sabcdef0123", "x").message(),
+            "id: 'sabcdef0123' is a sweep's id; this takes an experiment's ('x...')");
+  EXPECT_EQ(CheckId("x0123456789", "s").message(),
+            "id: 'x0123456789' is an experiment's id; this takes a sweep's ('s...')");
+  EXPECT_EQ(CheckId("s012345678", "x").message(),
+            "id: 's012345678' is not an id ('x' and 10 hex digits)");
   EXPECT_FALSE(CheckId("x012345678", "x").ok());                     // short
   EXPECT_FALSE(CheckId("x0123456789a", "x").ok());                   // long
   EXPECT_FALSE(CheckId("x012345678G", "x").ok());                    // not hex
