@@ -183,9 +183,10 @@ std::string ResultLines(const v1::Experiment& e) {
         GibIf(r.has_peak_uss_sum_bytes(), r.peak_uss_sum_bytes()).c_str(),
         r.has_peak_rss_hwm_sum_bytes() ? Gib(r.peak_rss_hwm_sum_bytes()).c_str() : "-",
         Mib(r.shared_bytes()).c_str(), parts.empty() ? "" : (" (" + parts + ")").c_str());
-  o += F("  time        ready_ms %s, start_ms %s, wall_ms %.0f, train_ms %s, queued_ms %.0f\n",
+  o += F("  time        ready_ms %s, start_ms %s, wall_ms %s, train_ms %s, queued_ms %.0f\n",
          MsIf(r.has_ready_ms(), r.ready_ms()).c_str(), MsIf(r.has_start_ms(), r.start_ms()).c_str(),
-         r.wall_ms(), MsIf(r.has_train_ms(), r.train_ms()).c_str(), r.queued_ms());
+         MsIf(r.has_wall_ms(), r.wall_ms()).c_str(), MsIf(r.has_train_ms(), r.train_ms()).c_str(),
+         r.queued_ms());
   o += F("  throughput  %s samples/s (%lu samples, %lu steps)\n",
          r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-", UL(r.samples()),
          UL(r.steps()));
@@ -453,7 +454,7 @@ std::string FormatList(const std::vector<v1::Experiment>& raw) {
     o += F("%-12s %-11s %-12s %-9s %7u %-10s %-5s %8s %12s %10s %9s\n", e.id().c_str(),
            StateName(e.state()).c_str(), e.spec().kind().c_str(),
            e.spec().optimizer().name().c_str(), e.spec().workers(), e.spec().start().c_str(), share,
-           ran ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
+           r.has_wall_ms() ? F("%.1f", r.wall_ms() / 1000).c_str() : "-",
            GibIf(ran && r.has_peak_pss_sum_bytes(), r.peak_pss_sum_bytes()).c_str(),
            r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-",
            r.has_start_ms() ? F("%.0f", r.start_ms()).c_str() : "-");

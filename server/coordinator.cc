@@ -408,6 +408,7 @@ RunnerHooks Coordinator::HooksFor(const std::string& id) {
   RunnerHooks h;
   h.update = [this](const v1::Experiment& x) { queue_.Update(x); };
   h.live = [this](const v1::Experiment& x) { queue_.SetLive(x); };
+  h.checkpoint = [this](const v1::Experiment& x) { queue_.Checkpoint(x); };
   h.sample = [this, id](const v1::Sample& s) { KeepSample(id, s); };
   h.thin_samples = [this, id] { ThinSamples(id, std::nullopt); };
   h.publish = [this, id](const v1::WatchEvent& ev) { Publish(id, ev); };

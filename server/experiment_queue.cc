@@ -69,6 +69,15 @@ void ExperimentQueue::SetLive(const v1::Experiment& e) {
   if (live_.count(e.id())) live_[e.id()] = e;
 }
 
+void ExperimentQueue::Checkpoint(const v1::Experiment& e) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!live_.count(e.id())) return;  // ended meanwhile: its final record is stored
+    live_[e.id()] = e;
+  }
+  if (Status st = store_->Put(e); !st.ok()) spdlog::error("{}", st.ToString());
+}
+
 void ExperimentQueue::Done(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
   if (running_ == id) running_.clear();

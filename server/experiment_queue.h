@@ -42,6 +42,9 @@ class ExperimentQueue {
   void Update(const v1::Experiment& e);
   // The live copy only (`get` of a running experiment).
   void SetLive(const v1::Experiment& e);
+  // The live copy, stored too (no listener is told): what a running record has learnt (its
+  // processes, environment, steps) outlives a shoald killed mid-run.
+  void Checkpoint(const v1::Experiment& e);
   // The running experiment ended; the next may start.
   void Done(const std::string& id);
 

@@ -99,6 +99,7 @@ bool ExperimentRunner::Launch() {
     if (pid_t z = env_.fork_server_pid(); z > 0) sampler_->Track(z, "zygote", -1);
   }
   AddEvent("leader started, pid " + std::to_string(*pid));
+  checkpoint_due_ = true;
   phase_ = Phase::kRunning;
   next_tick_ = start_mono_;
   return true;
@@ -176,6 +177,7 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
                " ms after its request");
     }
     if (moved) {
+      checkpoint_due_ = true;  // its start or end is worth keeping at once
       sampler_->MarkAllDue();
       next_tick_ = std::min(next_tick_, env_.clock->MonotonicNs());
     }
@@ -191,6 +193,7 @@ void ExperimentRunner::OnWorkerStarted(const ipc::v1::WorkerStarted& w) {
   v1::ProcessInfo& p = facts_.procs[w.pid()] = NewProcess(w.pid(), "worker", int(w.index()));
   if (e_.spec().device() == "cuda") p.set_cuda_device(CudaOrdinal(e_.spec(), w.index()));
   sampler_->Track(w.pid(), "worker", int(w.index()));
+  checkpoint_due_ = true;
   // A worker orphaned by a dead leader is reaped by shoald (a subreaper): its real exit is kept.
   env_.reaper->Watch(w.pid(), [this](pid_t p, int st) { OnWorkerExit(p, st); });
 }
@@ -342,6 +345,14 @@ void ExperimentRunner::Tick(uint64_t now) {
   e_.clear_processes();  // the live record's process list stays current for `get`
   for (auto& [pid, p] : facts_.procs) *e_.add_processes() = p;
   if (hooks_.live) hooks_.live(e_);
+  // Stored now and then, so that a shoald killed mid-run leaves the record its successor marks
+  // interrupted with its processes, environment and steps, not a bare spec.
+  constexpr uint64_t kCheckpointNs = 5'000'000'000;
+  if (hooks_.checkpoint && (checkpoint_due_ || now - last_checkpoint_ >= kCheckpointNs)) {
+    hooks_.checkpoint(e_);
+    checkpoint_due_ = false;
+    last_checkpoint_ = now;
+  }
 }
 
 void ExperimentRunner::Finish() {

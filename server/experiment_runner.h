@@ -56,8 +56,10 @@ constexpr uint64_t kMaxKeptSamples = 512;  // per experiment, in the store
 struct RunnerHooks {
   std::function<void(const v1::Experiment&)> update;  // the record changed (store + live copy)
   std::function<void(const v1::Experiment&)> live;    // the live copy only (every tick)
-  std::function<void(const v1::Sample&)> sample;      // a tick's figures, to keep
-  std::function<void()> thin_samples;  // halve what was kept (every other sample goes)
+  // The live copy, stored (after a process starts, and every few seconds): may be empty.
+  std::function<void(const v1::Experiment&)> checkpoint;
+  std::function<void(const v1::Sample&)> sample;  // a tick's figures, to keep
+  std::function<void()> thin_samples;             // halve what was kept (every other sample goes)
   std::function<void(const v1::WatchEvent&)> publish;
   std::function<void(double t_ms, const std::string& text)> event;
 };
@@ -117,6 +119,8 @@ class ExperimentRunner {
   bool eof_ = false;
   bool stop_requested_ = false;
   uint64_t start_mono_ = 0, next_tick_ = 0, deadline_ = 0;
+  uint64_t last_checkpoint_ = 0;
+  bool checkpoint_due_ = false;  // a process started, or a worker changed phase, since
   LiveRate steps_rate_, samples_rate_;
   std::map<uint32_t, bool> announced_ready_;
   std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress

@@ -226,9 +226,63 @@ TEST_F(Lifecycle, DaemonKilledMidRunTakesItsProcessesAndTheNextDaemonCleansUp) {
   json ea = Get(a);
   EXPECT_EQ(ea["state"], "INTERRUPTED");
   EXPECT_TRUE(ListSegments(SegmentPrefix(a)).empty());
+  // What the record had learnt while it ran outlives the daemon: its processes (none alive, their
+  // ends unknown), when each started training, and the environment; its wall time is unknown, so
+  // absent.
+  ASSERT_EQ(ea["processes"].size(), 3u) << ea.dump(2);
+  for (const auto& p : ea["processes"]) {
+    EXPECT_FALSE(p["alive"].get<bool>());
+    EXPECT_FALSE(p["exit_known"].get<bool>());
+    if (p["role"] == "worker") {
+      EXPECT_TRUE(p["start_ms"].is_number()) << p.dump();
+    }
+  }
+  EXPECT_TRUE(ea["environment"].contains("PATH")) << ea.dump(2);
+  EXPECT_TRUE(ea["result"]["wall_ms"].is_null()) << ea["result"].dump();
   // The queue goes on.
   json eb = WaitEnded(b, 60);
   EXPECT_EQ(eb["state"], "SUCCEEDED") << eb.dump();
+}
+
+// A stopped process in the experiment's group when shoald dies: the orphaned group gets SIGHUP
+// (and SIGCONT) from the kernel, possibly before the leader's SIGTERM, and the leader still
+// removes the segments with nobody else there to do it.
+TEST_F(Lifecycle, DaemonKilledWhileAWorkerIsStoppedLeavesNoSegment) {
+  const std::string a = Submit(
+      {"--workers", "2", "--start", "spawn", "--batches", "100000", "--dataset", "synthetic"});
+  json e = WaitTraining(a, 2);
+  ASSERT_EQ(e["state"], "RUNNING");
+  const auto pids = Pids(e);
+  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGSTOP), 0);
+  daemon_->Stop(SIGKILL);
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 10))
+      << ListSegments(SegmentPrefix(a)).size() << " segment(s) left";
+}
+
+// A fork-server that is alive but does not answer (stopped here) fails a forkserver run after
+// the stall timeout, naming it, instead of holding the run and the queue behind it forever; once
+// it answers again it serves the next run.
+TEST_F(Lifecycle, AStoppedForkServerFailsTheRunAfterTheStallTimeout) {
+  const std::vector<std::string> small = {"--workers",      "2", "--start",   "forkserver",
+                                          "--batches",      "2", "--dataset", "synthetic",
+                                          "--eval-samples", "0"};
+  // A run first, so that the fork-server is up and listening (one stopped while it boots is
+  // waited for by the daemon, up to a minute, before the run starts).
+  ASSERT_EQ(WaitEnded(Submit(small), 60)["state"], "SUCCEEDED");
+  const pid_t zygote = Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>();
+  ASSERT_GT(zygote, 0);
+  ASSERT_EQ(::kill(zygote, SIGSTOP), 0);
+  const std::string a = Submit({"--workers", "2", "--start", "forkserver", "--batches", "5",
+                                "--dataset", "synthetic", "--stall-timeout-ms", "1500"});
+  json e = WaitEnded(a, 30);
+  ::kill(zygote, SIGCONT);
+  EXPECT_EQ(e["state"], "FAILED");
+  EXPECT_NE(e["error"].get<std::string>().find(
+                "the fork-server did not answer a fork request within 1500 ms"),
+            std::string::npos)
+      << e["error"];
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, Pids(e)) == 0; }, 10));
+  EXPECT_EQ(WaitEnded(Submit(small), 60)["state"], "SUCCEEDED");
 }
 
 TEST_F(Lifecycle, KilledForkServerIsRestartedAndServes) {

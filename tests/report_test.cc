@@ -855,7 +855,8 @@ std::string RanPointLine() {
                                                         // sums not read: absent
       // pipeline's figures: absent for hogwild; ready_ms absent (no worker reached a step)
       "", "", "", "", "", "", "", "", "", "", "0", "", "0", "0", "0", "100", "0", "0", "10", "0",
-      "10", "", "0.5", "", "1000", "0", "0"};  // sum_of_peak_pss, test_images: not reported
+      "10", "", "0.5", "", "1000", "", "0"};  // sum_of_peak_pss, test_images: not reported;
+                                              // wall_ms: not set, so absent
   std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());

@@ -344,6 +344,35 @@ TEST_F(RunnerTest, TicksPublishProgressEverySampleInterval) {
   EXPECT_EQ(samples, 5);  // 1 s at 200 ms
 }
 
+// The running record is stored as processes start and every 5 s after, with its environment
+// and its processes: a shoald killed mid-run leaves that for its successor to mark interrupted.
+TEST_F(RunnerTest, TheRunningRecordIsStoredAsProcessesStartAndEveryFewSeconds) {
+  RunnerHooks hooks = Hooks();
+  std::vector<v1::Experiment> saved;
+  hooks.checkpoint = [&](const v1::Experiment& x) { saved.push_back(x); };
+  ExperimentRunner r(Queued({}), Env(), hooks);
+  ASSERT_TRUE(r.Launch());
+  r.Advance();  // the first tick: the leader is in the record
+  ASSERT_EQ(saved.size(), 1u);
+  EXPECT_EQ(saved[0].state(), v1::RUNNING);
+  ASSERT_EQ(saved[0].processes_size(), 1);
+  EXPECT_EQ(saved[0].processes(0).role(), "leader");
+  EXPECT_FALSE(saved[0].environment().empty());
+  Started(r, 0, 1001);
+  Started(r, 1, 1002);
+  for (int i = 0; i < 10; ++i) {  // 1 s: one more, for the workers, then none
+    clock_.Advance(100 * kMs);
+    r.Advance();
+  }
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(saved[1].processes_size(), 3);
+  for (int i = 0; i < 45; ++i) {  // 4.5 s more: 5 s since the last
+    clock_.Advance(100 * kMs);
+    r.Advance();
+  }
+  EXPECT_EQ(saved.size(), 3u);
+}
+
 // Live samples/s counts the samples the workers report, not steps x batch_size: here two
 // pipeline stages step on the same samples and only the last counts them.
 TEST_F(RunnerTest, LiveSamplesPerSecondCountsTheWorkersSamples) {

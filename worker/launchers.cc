@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -147,9 +148,22 @@ Status ForkServerLauncher::Receive(ipc::v1::ForkServerReply* reply) {
   return DecodePacket(msg, reply);
 }
 
-// Replies come in request order; exits of earlier workers may arrive in between.
+// Replies come in request order; exits of earlier workers may arrive in between. A fork-server
+// that stops answering (stopped, wedged) fails the run after the stall timeout, as a worker
+// without a heartbeat does; the step timeout stands in when stall detection is off, and with
+// both off it is waited for.
 StatusOr<pid_t> ForkServerLauncher::Reply() {
+  const uint32_t limit_ms =
+      c_.spec.stall_timeout_ms() > 0 ? c_.spec.stall_timeout_ms() : c_.spec.step_timeout_ms();
   for (;;) {
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = ::poll(&p, 1, limit_ms > 0 ? int(limit_ms) : -1);
+    if (ready == 0) {
+      return Unavailable("the fork-server did not answer a fork request within " +
+                         std::to_string(limit_ms) + " ms (stopped or overloaded?)");
+    }
+    if (ready < 0 && errno != EINTR) return Internal(std::string("poll: ") + std::strerror(errno));
+    if (ready < 0) continue;
     ipc::v1::ForkServerReply r;
     RETURN_IF_ERROR(Receive(&r));
     if (r.has_forked()) return pid_t(r.forked().pid());

@@ -160,7 +160,9 @@ void OnTerminate(int) {
 
 // SIGTERM comes from a cancel, or from the kernel when shoald dies (even by SIGKILL): either way
 // the leader removes the segments and takes the whole process group down with it, so nothing is
-// left in /dev/shm even when no shoald is there to clean up.
+// left in /dev/shm even when no shoald is there to clean up. SIGHUP (with SIGCONT) is what the
+// kernel sends a process group orphaned by shoald's death while one of its processes is stopped,
+// and it may come first: it gets the same handling, as does SIGINT.
 void InstallTerminateHandler(const std::string& id, const WorkerKind& kind) {
   std::vector<std::string> whats = kind.SegmentWhats();
   whats.push_back("scoreboard");
@@ -171,7 +173,7 @@ void InstallTerminateHandler(const std::string& id, const WorkerKind& kind) {
   struct sigaction sa {};
   sa.sa_handler = OnTerminate;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : {SIGTERM, SIGHUP, SIGINT}) ::sigaction(sig, &sa, nullptr);
 }
 
 }  // namespace
