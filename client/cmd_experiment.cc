@@ -12,6 +12,7 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/spec_flags.h"
+#include "shared/cli_checks.h"
 #include "shared/pbjson.h"
 #include "shared/timeline.h"
 #include "shared/wire_check.h"
@@ -122,7 +123,7 @@ void AddSampleOptions(CLI::App* get, const std::shared_ptr<State>& s) {
       get->add_option("--format", s->format, "with --samples: md | csv | json | svg")
           ->check(CLI::IsMember({"md", "csv", "json", "svg"})),
       get->add_option("-o,--output", s->output, "with --samples: write to this file, not stdout")
-          ->check(FileName())};
+          ->check(NonEmpty("needs a file name"))};
 }
 
 // Only what was typed becomes a filter, as typed ("" too: the daemon refuses it, naming it); a

@@ -31,13 +31,6 @@ void Emit(const std::string& data, const std::string& path) {
   if (std::fclose(f) != 0 || !ok) Die("cannot write " + path);
 }
 
-const CLI::Validator& FileName() {
-  static const CLI::Validator v(
-      [](std::string& path) { return path.empty() ? std::string("needs a file name") : ""; },
-      "FILE");
-  return v;
-}
-
 void AddNodeCommands(CLI::App& app, std::vector<Command>* out) {
   auto json = std::make_shared<bool>(false);
   auto* node =

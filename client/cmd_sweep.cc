@@ -11,6 +11,7 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/spec_flags.h"
+#include "shared/cli_checks.h"
 #include "shared/pbjson.h"
 #include "shared/process.h"
 #include "shared/report.h"
@@ -199,7 +200,7 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   report
       ->add_option("--output,-o", s->report.output,
                    "write to this file instead of stdout (required for png)")
-      ->check(FileName());
+      ->check(NonEmpty("needs a file name"));
   report->add_flag("--compare", s->report.compare, "print B / A for every cell of two sweeps");
   out->push_back({report, [s](ShoalClient& c) { return Report(c, s->report); }});
 }

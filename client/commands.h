@@ -35,7 +35,5 @@ void OrDie(const Status& st);
 void PrintJson(const google::protobuf::Message& m);
 // Writes `data` to `path`, or stdout when path is empty.
 void Emit(const std::string& data, const std::string& path);
-// For a file option: refuses "" (which would otherwise mean stdout).
-const CLI::Validator& FileName();
 
 }  // namespace shoal::cli

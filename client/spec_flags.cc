@@ -1,5 +1,9 @@
 #include "client/spec_flags.h"
 
+#include <algorithm>
+
+#include "shared/spec.h"
+
 namespace shoal::cli {
 
 void SpecFlags::Add(CLI::App* cmd, bool lists) {
@@ -50,16 +54,10 @@ namespace {
 
 // "1,2,4" -> 1, 2, 4; an empty piece ("1,,2", "1,") is refused, not dropped.
 StatusOr<std::vector<std::string>> SplitList(const std::string& field, const std::string& text) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  for (;;) {
-    const size_t comma = text.find(',', from);
-    out.push_back(text.substr(from, comma == std::string::npos ? comma : comma - from));
-    if (out.back().empty() && text.find(',') != std::string::npos)
-      return InvalidArgument(field + ": an empty value in the list '" + text + "'");
-    if (comma == std::string::npos) return out;
-    from = comma + 1;
-  }
+  std::vector<std::string> out = SplitCommas(text);
+  if (out.size() > 1 && std::count(out.begin(), out.end(), "") > 0)
+    return InvalidArgument(field + ": an empty value in the list '" + text + "'");
+  return out;
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "server/rpc/peer_daemon.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
+#include "shared/cli_checks.h"
 #include "shared/data_parallel.h"
 #include "shared/endpoint.h"
 #include "shared/process.h"
@@ -60,13 +61,6 @@ struct DaemonArgs {
   shoal::CoordinatorOptions opts;
 };
 
-// A typed "" is refused: for these options it would silently mean the default or nothing.
-const CLI::Validator& NonEmpty() {
-  static const CLI::Validator v(
-      [](std::string& text) { return text.empty() ? std::string("empty") : ""; }, "TEXT");
-  return v;
-}
-
 // CLI11's Range lets NaN through (every comparison with it is false).
 const CLI::Validator& Finite() {
   static const CLI::Validator v(
@@ -83,13 +77,13 @@ void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
                  "the bearer token this daemon presents to other nodes' daemons when it "
                  "coordinates an experiment across them (node_daemons); without it, it coordinates "
                  "none")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--peer-tls-ca", d.peer.tls_ca, "PEM CA that signed the peers' certificates")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--peer-tls-cert", d.peer.tls_cert, "PEM client certificate for peers (mTLS)")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--peer-tls-key", d.peer.tls_key, "PEM client key for peers (mTLS)")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_flag("--peer-insecure", d.peer.insecure, "plaintext to peers (loopback daemons only)");
   app.add_option("--peer-timeout-ms", d.peer_timeout_ms,
                  "a peer daemon unreachable this long is lost: the experiment ends everywhere")
@@ -107,29 +101,30 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
                  "unix socket to listen on (mode 0600); env SHOAL_SOCKET, else "
                  "$XDG_RUNTIME_DIR/shoal.sock, else the default state dir's shoal.sock")
       ->capture_default_str()
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--socket-group", d.socket_group,
                  "a group whose members may use the daemon too (the socket becomes 0660)")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--listen", d.listen, "also serve TCP on HOST:PORT (needs TLS and --token-file)")
-      ->check(NonEmpty());
-  app.add_option("--tls-cert", d.tls_cert, "PEM certificate chain for --listen")->check(NonEmpty());
-  app.add_option("--tls-key", d.tls_key, "PEM private key for --listen")->check(NonEmpty());
+      ->check(shoal::NonEmpty());
+  app.add_option("--tls-cert", d.tls_cert, "PEM certificate chain for --listen")
+      ->check(shoal::NonEmpty());
+  app.add_option("--tls-key", d.tls_key, "PEM private key for --listen")->check(shoal::NonEmpty());
   app.add_option("--tls-client-ca", d.tls_client_ca,
                  "PEM CA: TCP clients must present a certificate it signed (mTLS)")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--token-file", d.token_file,
                  "bearer tokens for TCP clients: NAME TOKEN [admin] per line, mode 0600")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--metrics-listen", d.metrics_listen,
                  "serve Prometheus metrics at http://HOST:PORT/metrics (unauthenticated)")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_flag("--insecure", d.insecure, "allow --listen without TLS, on a loopback address only");
   app.add_option("--state-dir", d.state_dir, "directory for the SQLite store")
       ->capture_default_str()
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--worker-bin", d.worker_bin, "shoal-worker executable (default: next to shoald)")
-      ->check(NonEmpty());
+      ->check(shoal::NonEmpty());
   app.add_option("--max-workers", opts.limits.max_workers,
                  "most workers one experiment may ask for")
       ->capture_default_str()

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "shared/spec.h"
+
 namespace shoal {
 
 uint32_t WorldSize(const v1::ExperimentSpec& spec) {
@@ -41,16 +43,11 @@ StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& fiel
 }
 
 StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text) {
-  std::vector<std::string> out;
-  size_t from = 0;
-  for (;;) {
-    const size_t comma = text.find(',', from);
-    out.push_back(text.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
-    RETURN_IF_ERROR(ParseHostPort("node_daemons", out.back()).status());
-    if (std::count(out.begin(), out.end() - 1, out.back()) > 0)
-      return InvalidArgument("node_daemons: '" + out.back() + "' is named twice");
-    if (comma == std::string::npos) break;
-    from = comma + 1;
+  const std::vector<std::string> out = SplitCommas(text);
+  for (auto it = out.begin(); it != out.end(); ++it) {
+    RETURN_IF_ERROR(ParseHostPort("node_daemons", *it).status());
+    if (std::count(out.begin(), it, *it) > 0)
+      return InvalidArgument("node_daemons: '" + *it + "' is named twice");
   }
   if (out.size() < 2 || out.size() > 64) {
     return InvalidArgument("node_daemons: " + std::to_string(out.size()) +

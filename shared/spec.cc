@@ -230,20 +230,27 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
 
 }  // namespace
 
-StatusOr<std::vector<uint32_t>> ParseCommaList(const std::string& field, const std::string& text,
-                                               const std::string& what, size_t max_digits) {
-  std::vector<uint32_t> out;
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> out;
   size_t from = 0;
   for (;;) {
     const size_t comma = text.find(',', from);
-    const std::string part = text.substr(from, comma == std::string::npos ? comma : comma - from);
+    out.push_back(text.substr(from, comma == std::string::npos ? comma : comma - from));
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
+StatusOr<std::vector<uint32_t>> ParseCommaList(const std::string& field, const std::string& text,
+                                               const std::string& what, size_t max_digits) {
+  std::vector<uint32_t> out;
+  for (const std::string& part : SplitCommas(text)) {
     if (part.empty() || part.size() > max_digits ||
         part.find_first_not_of("0123456789") != std::string::npos)
       return InvalidArgument(field + ": '" + text + "' is not a comma-separated list of " + what);
     out.push_back(uint32_t(std::stoul(part)));
-    if (comma == std::string::npos) return out;
-    from = comma + 1;
   }
+  return out;
 }
 
 uint32_t CudaOrdinal(const v1::ExperimentSpec& spec, uint32_t index) {

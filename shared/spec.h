@@ -58,6 +58,9 @@ constexpr uint32_t kDefaultStepTimeoutMs = 1800000;
 Status OneOf(const std::string& field, const std::string& value,
              const std::vector<std::string>& allowed);
 
+// "a,,b" -> "a", "", "b": every piece, empty ones too (each list's parser says what it refuses).
+std::vector<std::string> SplitCommas(const std::string& text);
+
 // "3,1,2" as numbers of at most `max_digits` digits each; INVALID_ARGUMENT "<field>: '<text>' is
 // not a comma-separated list of <what>" when it is anything else (an empty part included).
 StatusOr<std::vector<uint32_t>> ParseCommaList(const std::string& field, const std::string& text,

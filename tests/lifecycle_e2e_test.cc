@@ -108,6 +108,10 @@ class Lifecycle : public ::testing::Test {
     return out;
   }
 
+  bool KillAndRestartDaemon(const std::string& id, const std::vector<pid_t>& pids, int round,
+                            int* leaks);
+  int LostRecords(const std::vector<std::string>& ids);
+
   TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
 };
@@ -341,6 +345,40 @@ TEST_F(Lifecycle, DatasetsOnlyUnderDataRoots) {
   EXPECT_TRUE(e["result"]["test_accuracy"].is_null());  // no t10k files: nothing to evaluate
 }
 
+// Chaos's daemon round: SIGKILL shoald, wait for the run's processes to die and its segments to
+// go (the dying leader's work: no daemon is there), and start a new daemon; false if it did not.
+bool Lifecycle::KillAndRestartDaemon(const std::string& id, const std::vector<pid_t>& pids,
+                                     int round, int* leaks) {
+  daemon_->Stop(SIGKILL);
+  WaitFor(
+      [&] {
+        for (pid_t p : pids)
+          if (ProcessAlive(p)) return false;
+        return true;
+      },
+      10);
+  if (!WaitFor([&] { return ListSegments(SegmentPrefix(id)).empty(); }, 5)) {
+    ADD_FAILURE() << "round " << round << ": segments left after the daemon died";
+    ++*leaks;
+  }
+  if (StartDaemon()) return true;
+  ADD_FAILURE() << "daemon did not restart";
+  return false;
+}
+
+// How many of `ids` the daemon's listing lacks.
+int Lifecycle::LostRecords(const std::vector<std::string>& ids) {
+  const json all = Parse(daemon_->Cli({"list", "--json"}));
+  int lost = 0;
+  for (const auto& id : ids) {
+    bool found = false;
+    for (const auto& e : all["experiments"])
+      if (e["id"] == id) found = true;
+    lost += found ? 0 : 1;
+  }
+  return lost;
+}
+
 // N rounds: start an experiment, kill a random process of it (worker, leader, fork-server or the
 // daemon) at a random moment, then check that nothing leaked and the record is right.
 TEST_F(Lifecycle, Chaos) {
@@ -376,24 +414,8 @@ TEST_F(Lifecycle, Chaos) {
     } else if (target == "fork-server") {
       Signal(Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>(), SIGKILL);
     } else {
-      daemon_->Stop(SIGKILL);
       want = "INTERRUPTED";
-      WaitFor(
-          [&] {
-            for (pid_t p : pids)
-              if (ProcessAlive(p)) return false;
-            return true;
-          },
-          10);
-      // Before any new daemon could clean up: the dying leader must have.
-      if (!WaitFor([&] { return ListSegments(SegmentPrefix(id)).empty(); }, 5)) {
-        ADD_FAILURE() << "round " << round << ": segments left after the daemon died";
-        ++leaks;
-      }
-      if (!StartDaemon()) {
-        ADD_FAILURE() << "daemon did not restart";
-        break;
-      }
+      if (!KillAndRestartDaemon(id, pids, round, &leaks)) break;
     }
     ++faults;
     e = WaitEnded(id);
@@ -407,14 +429,7 @@ TEST_F(Lifecycle, Chaos) {
     leaks += l;
     if (l) ADD_FAILURE() << "round " << round << " (" << target << "): " << l << " leaks";
   }
-  // Every record is still there, with a final state.
-  json all = Parse(daemon_->Cli({"list", "--json"}));
-  for (const auto& id : ids) {
-    bool found = false;
-    for (const auto& e : all["experiments"])
-      if (e["id"] == id) found = true;
-    lost += found ? 0 : 1;
-  }
+  lost = LostRecords(ids);
   EXPECT_EQ(daemon_->Cli({"node"}).exit_code, 0);
   std::printf(
       "chaos: rounds %d, faults injected %d, leaks found %d, records lost %d, wrong states %d\n",

@@ -25,6 +25,15 @@ StatusOr<Caller> AdmitUnixPeer(const AccessPolicy& policy, const UnixPeer& peer)
   return PermissionDenied(c.name + " may not use this shoald (it serves " + who + ")");
 }
 
+Status CheckCallerName(const std::string& field, const std::string& name) {
+  const bool uid = name.rfind("uid ", 0) == 0 && name.size() > 4 &&
+                   name.find_first_not_of("0123456789", 4) == std::string::npos;
+  const bool token = name.rfind("token ", 0) == 0 && name.size() > 6;
+  if (uid || token) return Status::Ok();
+  return InvalidArgument(field + ": '" + name +
+                         "' is not a caller's name ('uid 1000', 'token NAME')");
+}
+
 Status MayModify(const Caller& caller, const std::string& submitter, const std::string& what) {
   if (caller.admin || (!submitter.empty() && submitter == caller.name)) return Status::Ok();
   return PermissionDenied(

@@ -35,6 +35,10 @@ struct Caller {
   bool admin = false;
 };
 
+// OK when `name` has a caller's form ("uid N" or "token NAME"); INVALID_ARGUMENT naming `field`
+// otherwise (a filter by a name no caller can have).
+Status CheckCallerName(const std::string& field, const std::string& name);
+
 // OK with the caller, or PERMISSION_DENIED saying who may connect.
 StatusOr<Caller> AdmitUnixPeer(const AccessPolicy& policy, const UnixPeer& peer);
 

@@ -1,5 +1,6 @@
 // The unary methods of shoal.v1.Shoal: each checks what the domain cannot (ids, strings, page
 // arguments), then calls it.
+#include "server/rpc/access.h"
 #include "server/rpc/service.h"
 #include "shared/kind_rules.h"
 #include "shared/spec.h"
@@ -22,16 +23,6 @@ StatusOr<PageRequest> PageOf(const v1::ListRequest& req) {
   return page;
 }
 
-// What a caller is named (server/rpc/access.h): "uid N" or "token NAME".
-Status CheckSubmitter(const std::string& s) {
-  const bool uid = s.rfind("uid ", 0) == 0 && s.size() > 4 &&
-                   s.find_first_not_of("0123456789", 4) == std::string::npos;
-  const bool token = s.rfind("token ", 0) == 0 && s.size() > 6;
-  if (uid || token) return Status::Ok();
-  return InvalidArgument("submitter: '" + s +
-                         "' is not a caller's name ('uid 1000', 'token NAME')");
-}
-
 StatusOr<ExperimentFilter> FilterOf(const Caller& caller, const v1::ListRequest& req) {
   ExperimentFilter f;
   if (req.has_state()) {
@@ -47,7 +38,7 @@ StatusOr<ExperimentFilter> FilterOf(const Caller& caller, const v1::ListRequest&
   }
   if (req.has_submitter()) {
     RETURN_IF_ERROR(CheckText("submitter", req.submitter(), kMaxNameBytes));
-    RETURN_IF_ERROR(CheckSubmitter(req.submitter()));
+    RETURN_IF_ERROR(CheckCallerName("submitter", req.submitter()));
     f.submitter = req.submitter();
   }
   if (req.mine()) {
