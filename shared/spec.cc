@@ -342,6 +342,8 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
                             limits.max_step_timeout_ms));
   }
   if (s.name().size() > 128) return InvalidArgument("name: longer than 128 characters");
+  if (s.has_name() && s.name().empty())
+    return InvalidArgument("name: empty (leave it out for no label)");
   if (s.has_dataset() && s.dataset().empty())
     return InvalidArgument("dataset: empty (want a directory or 'synthetic')");
   if (kind->validate) RETURN_IF_ERROR(kind->validate(s, limits));

@@ -215,6 +215,8 @@ TEST_F(KindsE2E, ExplicitValuesAreRefusedOrKeptNeverReplaced) {
       {{"submit", "--batches", "0"}, "batches: 0 is outside the allowed range"},
       {{"submit", "--batch-size", "0"}, "batch_size: 0 is outside the allowed range"},
       {{"submit", "--dataset", ""}, "dataset: empty"},
+      {{"submit", "--name", ""}, "name: empty"},
+      {{"sweep", "--workers", "1,2", "--name", ""}, "name: empty"},
       {{"submit", "--sample-interval-ms", "0"}, "sample_interval_ms: 0 is outside"},
       {{"submit", "--workers", "1,2"}, "workers: submit takes one value"},
       {{"submit", "--workers", "two"}, "workers: 'two' is not a whole number"},

@@ -84,6 +84,7 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
       {"batches", [](auto* s) { s->set_batches(0); }, "batches: 0 is outside the allowed range"},
       {"batch_size", [](auto* s) { s->set_batch_size(0); }, "batch_size: 0 is outside"},
       {"dataset", [](auto* s) { s->set_dataset(""); }, "dataset: empty"},
+      {"name", [](auto* s) { s->set_name(""); }, "name: empty (leave it out for no label)"},
       {"sample_interval_ms", [](auto* s) { s->set_sample_interval_ms(0); },
        "sample_interval_ms: 0 is outside the allowed range 20..60000"},
       {"threads", [](auto* s) { s->set_threads(0); }, "threads: 0 is outside the allowed range"},
