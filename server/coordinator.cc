@@ -20,6 +20,8 @@
 namespace shoal {
 
 constexpr int kSampleHistoryExperiments = 200;
+// A fork-server loads and warms LibTorch before it listens: seconds, more on a loaded node.
+constexpr uint64_t kForkServerBootNs = 60'000'000'000ull;
 
 std::string NewId(const char* prefix) {
   static std::mt19937_64 rng{std::random_device{}() ^ RealtimeNs()};
@@ -366,7 +368,6 @@ void Coordinator::SchedulerLoop() {
       fork_server_.EnsureRunning();  // idle: warm for the next forkserver run
       continue;
     }
-    PrepareForkServer(e->spec());
     RunOne(std::move(*e));
   }
   fork_server_.Stop();
@@ -374,14 +375,17 @@ void Coordinator::SchedulerLoop() {
 
 // The fork-server's processes map the same libraries as every experiment's: while one that does
 // not use it runs, it is not kept (its pages would lower that experiment's PSS). A forkserver run
-// waits for it warm, so its start-up times measure the fork-server and not its boot.
-void Coordinator::PrepareForkServer(const v1::ExperimentSpec& spec) {
+// waits for it warm, so its start-up times measure the fork-server and not its boot; a cancel or
+// a shutdown ends the wait at once, and one that never comes up fails the run.
+Status Coordinator::PrepareForkServer(const v1::Experiment& e) {
   (void)fork_server_.TakeLastExit();  // an exit while idle is not this run's story
-  if (spec.start() != "forkserver") {
+  if (e.spec().start() != "forkserver") {
     fork_server_.Stop();
-  } else if (!fork_server_.WaitReady(60'000'000'000ull)) {
-    spdlog::error("the fork-server did not come up within 60 s");
+    return Status::Ok();
   }
+  return fork_server_.WaitReady(kForkServerBootNs, [this, &e] {
+    return queue_.StopRequest(e.id()) != ExperimentQueue::kNone;
+  });
 }
 
 RunnerEnv Coordinator::EnvFor() {
@@ -416,17 +420,30 @@ RunnerHooks Coordinator::HooksFor(const std::string& id) {
   return h;
 }
 
+// Ends a record that never started a process: failed (why) or cancelled.
+void Coordinator::EndUnstarted(v1::Experiment e, v1::ExperimentState state,
+                               const std::string& why) {
+  e.set_state(state);
+  if (!why.empty()) e.set_error(why);
+  e.set_finished_unix_ms(RealtimeMs());
+  queue_.Update(e);
+  v1::WatchEvent ev;
+  ev.set_state(e.state());
+  Publish(e.id(), ev);
+}
+
 void Coordinator::RunOne(v1::Experiment e) {
   const std::string id = e.id();
-  // What fit at submit may not fit now.
-  if (Status admitted = Admit(e.spec()); !admitted.ok()) {
-    e.set_state(v1::FAILED);
-    e.set_error(admitted.message());
-    e.set_finished_unix_ms(RealtimeMs());
-    queue_.Update(e);
-    v1::WatchEvent ev;
-    ev.set_state(e.state());
-    Publish(id, ev);
+  const Status ready = PrepareForkServer(e);
+  const ExperimentQueue::Stop stop = queue_.StopRequest(id);
+  if (stop == ExperimentQueue::kShutdown) {
+    // Still queued in the store: the next shoald runs it.
+  } else if (stop == ExperimentQueue::kCancel) {
+    EndUnstarted(std::move(e), v1::CANCELLED, "");
+  } else if (!ready.ok()) {
+    EndUnstarted(std::move(e), v1::FAILED, "starting the workers: " + ready.message());
+  } else if (Status admitted = Admit(e.spec()); !admitted.ok()) {  // what fit at submit may not now
+    EndUnstarted(std::move(e), v1::FAILED, admitted.message());
   } else {
     // Samples are kept for the newest experiments only: the store does not grow without bound.
     if (Status st = store_->PruneSamples(kSampleHistoryExperiments); !st.ok())

@@ -97,7 +97,8 @@ class Coordinator : public ExperimentService {
   void ThinSamples(const std::string& id, std::optional<uint32_t> node);
   void SchedulerLoop();
   void RunOne(v1::Experiment e);
-  void PrepareForkServer(const v1::ExperimentSpec& spec);
+  void EndUnstarted(v1::Experiment e, v1::ExperimentState state, const std::string& why);
+  Status PrepareForkServer(const v1::Experiment& e);
   Status Admit(const v1::ExperimentSpec& spec);
   RunnerHooks HooksFor(const std::string& id);
   RunnerEnv EnvFor();

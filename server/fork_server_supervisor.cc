@@ -37,22 +37,25 @@ void ForkServerSupervisor::OnExit(pid_t p, int status) {
 
 std::string ForkServerSupervisor::TakeLastExit() { return std::exchange(last_exit_, ""); }
 
-bool ForkServerSupervisor::WaitReady(uint64_t timeout_ns) {
-  if (opts_.socket.empty()) return false;
+Status ForkServerSupervisor::WaitReady(uint64_t timeout_ns, const std::function<bool()>& give_up) {
+  if (opts_.socket.empty()) return Unavailable("shoald runs no fork-server");
   const uint64_t until = clock_->MonotonicNs() + timeout_ns;
-  while (clock_->MonotonicNs() < until) {
+  while (clock_->MonotonicNs() < until && !give_up()) {
     EnsureRunning();
     if (pid_ > 0) {
       auto fd = ConnectPacket(opts_.socket);  // it listens only once warm
       if (fd.ok()) {
         ::close(*fd);
-        return true;
+        return Status::Ok();
       }
     }
     reaper_->Poll();
     ::usleep(20000);
   }
-  return false;
+  std::string why = "the fork-server did not come up within " +
+                    std::to_string(timeout_ns / 1'000'000) + " ms (stopped or still loading?)";
+  if (!last_exit_.empty()) why += " (its last end: " + last_exit_ + ")";
+  return Unavailable(why);
 }
 
 void ForkServerSupervisor::Stop() {

@@ -5,10 +5,12 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "server/child_reaper.h"
 #include "shared/os_seams.h"
+#include "shared/status.h"
 
 namespace shoal {
 
@@ -27,8 +29,9 @@ class ForkServerSupervisor {
 
   void EnsureRunning();
   // Starts it if needed and waits (reaping) until it accepts requests, i.e. has loaded and warmed
-  // LibTorch; false after `timeout_ns`.
-  bool WaitReady(uint64_t timeout_ns);
+  // LibTorch. Unavailable, saying so (and how it last ended, if it did), after `timeout_ns` or as
+  // soon as `give_up()` is true (the run was cancelled, shoald is stopping).
+  Status WaitReady(uint64_t timeout_ns, const std::function<bool()>& give_up);
   void Stop();
   pid_t pid() const { return pid_.load(); }  // -1 while it is (re)starting
   int restarts() const { return restarts_.load(); }

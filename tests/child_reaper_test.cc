@@ -72,5 +72,32 @@ TEST(ForkServerSupervisorTest, RestartsADeadForkServerAtMostOnceASecond) {
   EXPECT_EQ(fs.pid(), -1);
 }
 
+// One that never listens is given up after the timeout, with how it last ended, or at once when
+// the caller gives up.
+TEST(ForkServerSupervisorTest, WaitReadyGivesUpAfterTheTimeoutOrWhenAsked) {
+  FakeChildWaiter waiter;
+  ChildReaper reaper(&waiter);
+  FakeProcessControl proc;
+  FakeClock clock;
+  ForkServerSupervisor fs({"/bin/shoal-worker", "/nonexistent/z.sock", 4, 1}, &proc, &clock,
+                          &reaper);
+  int asked = 0;
+  Status st = fs.WaitReady(3'000'000'000ull, [&] {
+    if (++asked == 2) waiter.ended = {{1000, SIGKILL}};  // the first one dies while booting
+    clock.Advance(1'100'000'000);
+    return false;
+  });
+  EXPECT_EQ(st.code(), Code::kUnavailable);
+  EXPECT_EQ(st.message(),
+            "the fork-server did not come up within 3000 ms (stopped or still loading?) (its "
+            "last end: killed by signal 9)");
+  EXPECT_EQ(proc.spawned.size(), 2u);  // restarted once in between
+
+  asked = 0;
+  st = fs.WaitReady(60'000'000'000ull, [&] { return ++asked == 3; });
+  EXPECT_EQ(st.code(), Code::kUnavailable);
+  EXPECT_EQ(asked, 3);
+}
+
 }  // namespace
 }  // namespace shoal

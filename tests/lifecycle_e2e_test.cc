@@ -270,8 +270,8 @@ TEST_F(Lifecycle, AStoppedForkServerFailsTheRunAfterTheStallTimeout) {
   const std::vector<std::string> small = {"--workers",      "2", "--start",   "forkserver",
                                           "--batches",      "2", "--dataset", "synthetic",
                                           "--eval-samples", "0"};
-  // A run first, so that the fork-server is up and listening (one stopped while it boots is
-  // waited for by the daemon, up to a minute, before the run starts).
+  // A run first, so that the fork-server is up and listening (one that never listens is the
+  // test below).
   ASSERT_EQ(WaitEnded(Submit(small), 60)["state"], "SUCCEEDED");
   const pid_t zygote = Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>();
   ASSERT_GT(zygote, 0);
@@ -287,6 +287,36 @@ TEST_F(Lifecycle, AStoppedForkServerFailsTheRunAfterTheStallTimeout) {
       << e["error"];
   EXPECT_TRUE(WaitFor([&] { return Leaks(e, Pids(e)) == 0; }, 10));
   EXPECT_EQ(WaitEnded(Submit(small), 60)["state"], "SUCCEEDED");
+}
+
+// A fork-server that never comes up (a stand-in that never listens) holds its run queued; a
+// cancel or shoald's shutdown ends that wait at once, not after the minute a boot is given, and
+// the run held at shutdown is run by the next shoald.
+TEST_F(Lifecycle, ACancelOrShutdownEndsTheWaitForAForkServerThatNeverComesUp) {
+  const std::string bin = dir_ / "never-listening-fork-server";
+  std::ofstream(bin) << "#!/bin/sh\ncase \" $* \" in *\" --role zygote \"*) exec sleep 600;; esac\n"
+                     << "exec " << testing::BinDir() << "/shoal-worker \"$@\"\n";
+  std::filesystem::permissions(bin, std::filesystem::perms::owner_all);
+  daemon_->Stop();
+  ASSERT_TRUE(daemon_->Start({"--grace-ms", "1000", "--worker-bin", bin}));
+  const std::vector<std::string> run = {"--start",   "forkserver", "--batches",      "2",
+                                        "--dataset", "synthetic",  "--eval-samples", "0"};
+  const std::string a = Submit(run);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(Get(a)["state"], "QUEUED");
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(daemon_->Cli({"cancel", a}).exit_code, 0);
+  EXPECT_EQ(WaitEnded(a, 10)["state"], "CANCELLED");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+
+  const std::string b = Submit(run);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  t0 = std::chrono::steady_clock::now();
+  const int st = daemon_->Stop(SIGTERM);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  ASSERT_TRUE(StartDaemon());  // the real fork-server now
+  EXPECT_EQ(WaitEnded(b, 60)["state"], "SUCCEEDED");
 }
 
 TEST_F(Lifecycle, KilledForkServerIsRestartedAndServes) {
