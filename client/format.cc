@@ -167,35 +167,43 @@ std::string PipelineLines(const v1::Result& r) {
   return o;
 }
 
-std::string ResultLines(const v1::Experiment& e) {
-  const auto& s = e.spec();
-  const auto& r = e.result();
+// "-" for what is not known yet (running), or never will be (interrupted, never started).
+std::string CountIf(bool known, uint64_t n) { return known ? std::to_string(n) : "-"; }
+
+std::string MemoryLine(const v1::Result& r) {
   // The segments this kind made (data_loading has no weights segment; its ring is in the total).
   std::string parts;
   if (r.weights_bytes() > 0) parts += "weights " + Mib(r.weights_bytes());
   if (r.data_bytes() > 0) parts += (parts.empty() ? "data " : ", data ") + Mib(r.data_bytes());
-  std::string o =
-      F("  memory      peak PSS sum %s (sum of peak PSS %s), RSS sum %s, USS sum %s, VmHWM sum %s; "
-        "shared %s%s\n",
-        GibIf(r.has_peak_pss_sum_bytes(), r.peak_pss_sum_bytes()).c_str(),
-        GibIf(r.has_sum_of_peak_pss_bytes(), r.sum_of_peak_pss_bytes()).c_str(),
-        GibIf(r.has_peak_rss_sum_bytes(), r.peak_rss_sum_bytes()).c_str(),
-        GibIf(r.has_peak_uss_sum_bytes(), r.peak_uss_sum_bytes()).c_str(),
-        r.has_peak_rss_hwm_sum_bytes() ? Gib(r.peak_rss_hwm_sum_bytes()).c_str() : "-",
-        Mib(r.shared_bytes()).c_str(), parts.empty() ? "" : (" (" + parts + ")").c_str());
-  o += F("  time        ready_ms %s, start_ms %s, wall_ms %s, train_ms %s, queued_ms %.0f\n",
+  return F(
+      "  memory      peak PSS sum %s (sum of peak PSS %s), RSS sum %s, USS sum %s, VmHWM sum "
+      "%s; shared %s%s\n",
+      GibIf(r.has_peak_pss_sum_bytes(), r.peak_pss_sum_bytes()).c_str(),
+      GibIf(r.has_sum_of_peak_pss_bytes(), r.sum_of_peak_pss_bytes()).c_str(),
+      GibIf(r.has_peak_rss_sum_bytes(), r.peak_rss_sum_bytes()).c_str(),
+      GibIf(r.has_peak_uss_sum_bytes(), r.peak_uss_sum_bytes()).c_str(),
+      GibIf(r.has_peak_rss_hwm_sum_bytes(), r.peak_rss_hwm_sum_bytes()).c_str(),
+      MibIf(r.has_shared_bytes(), r.shared_bytes()).c_str(),
+      parts.empty() ? "" : (" (" + parts + ")").c_str());
+}
+
+std::string ResultLines(const v1::Experiment& e) {
+  const auto& s = e.spec();
+  const auto& r = e.result();
+  std::string o = MemoryLine(r);
+  o += F("  time        ready_ms %s, start_ms %s, wall_ms %s, train_ms %s, queued_ms %s\n",
          MsIf(r.has_ready_ms(), r.ready_ms()).c_str(), MsIf(r.has_start_ms(), r.start_ms()).c_str(),
          MsIf(r.has_wall_ms(), r.wall_ms()).c_str(), MsIf(r.has_train_ms(), r.train_ms()).c_str(),
-         r.queued_ms());
-  o += F("  throughput  %s samples/s (%lu samples, %lu steps)\n",
-         r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-", UL(r.samples()),
-         UL(r.steps()));
+         MsIf(r.has_queued_ms(), r.queued_ms()).c_str());
+  o += F("  throughput  %s samples/s (%s samples, %s steps)\n",
+         r.has_samples_per_sec() ? F("%.1f", r.samples_per_sec()).c_str() : "-",
+         CountIf(r.has_samples(), r.samples()).c_str(), CountIf(r.has_steps(), r.steps()).c_str());
   // On the images evaluated: eval_samples asks for at most that many of the test set.
-  const std::string acc =
-      r.has_test_accuracy() ? F("%.3f on %s images (%.1f s)", r.test_accuracy(),
-                                r.has_test_images() ? std::to_string(r.test_images()).c_str() : "-",
-                                r.eval_ms() / 1000)
-                            : "-";
+  const std::string acc = r.has_test_accuracy()
+                              ? F("%.3f on %s images (%s s)", r.test_accuracy(),
+                                  CountIf(r.has_test_images(), r.test_images()).c_str(),
+                                  r.has_eval_ms() ? F("%.1f", r.eval_ms() / 1000).c_str() : "-")
+                              : "-";
   o += F("  loss        first %s, last %s; test accuracy %s\n",
          r.has_first_loss() ? F("%.4f", r.first_loss()).c_str() : "-",
          r.has_last_loss() ? F("%.4f", r.last_loss()).c_str() : "-", acc.c_str());
@@ -207,10 +215,14 @@ std::string ResultLines(const v1::Experiment& e) {
   } else if (!TimesEachPhase(s)) {
     o += "  step split  - (cuda_sync step: the device is waited for once a step)\n";
   }
-  o +=
-      F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
-        "reads)\n",
-        r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
+  if (r.has_sampler_cpu_ms()) {
+    o +=
+        F("  sampler     %.2f%% of a core (%.1f ms CPU; %lu smaps_rollup walks, %lu statm/stat "
+          "reads)\n",
+          r.sampler_cpu_percent(), r.sampler_cpu_ms(), UL(r.smaps_reads()), UL(r.statm_reads()));
+  } else {
+    o += "  sampler     -\n";
+  }
   return o + DataParallelLines(r) + PipelineLines(r) + GpuLine(r);
 }
 
@@ -390,9 +402,10 @@ std::string FormatSampleLine(const v1::Sample& raw) {
         Mib(s.total_pss_bytes()).c_str(), Mib(s.total_rss_bytes()).c_str(),
         Mib(s.total_uss_bytes()).c_str(), Mib(s.shared_bytes()).c_str(), s.sampler_cpu_percent());
   for (const auto& p : s.processes()) {
-    o += F(" | %c%s %s/%s/%s %.0f%%", RoleLetter(p.role()),
+    o += F(" | %c%s %s/%s/%s %s", RoleLetter(p.role()),
            p.index() < 0 ? "" : std::to_string(p.index()).c_str(), Mib(p.rss_bytes()).c_str(),
-           Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(), p.cpu_percent());
+           Mib(p.pss_bytes()).c_str(), Mib(p.uss_bytes()).c_str(),
+           p.has_cpu_percent() ? F("%.0f%%", p.cpu_percent()).c_str() : "-");
     if (p.has_gpu_memory_bytes()) o += " gpu " + Mib(p.gpu_memory_bytes());
   }
   if (s.has_gpu_memory_bytes()) o += " | GPU " + Mib(s.gpu_memory_bytes());
@@ -428,9 +441,9 @@ std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
         !gpu ? ""
              : F(" %10s %5s", MibIf(p->has_gpu_memory_bytes(), p->gpu_memory_bytes()).c_str(),
                  p->has_gpu_util_percent() ? F("%.0f", p->gpu_util_percent()).c_str() : "-");
-    o += F("%-8s %-7d %10s %10s %10s %6.0f%%%s\n", name.c_str(), p->pid(),
-           Mib(p->rss_bytes()).c_str(), Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(),
-           p->cpu_percent(), g.c_str());
+    o += F("%-8s %-7d %10s %10s %10s %7s%s\n", name.c_str(), p->pid(), Mib(p->rss_bytes()).c_str(),
+           Mib(p->pss_bytes()).c_str(), Mib(p->uss_bytes()).c_str(),
+           p->has_cpu_percent() ? F("%.0f%%", p->cpu_percent()).c_str() : "-", g.c_str());
   }
   o += F(
       "%-8s %-7s %10s %10s %10s%s\n", "total", "", Mib(s.total_rss_bytes()).c_str(),

@@ -96,7 +96,7 @@ void FillLosses(const Reports& ws, v1::Result* r) {
     if (w.index() != 0) continue;
     if (w.has_test_accuracy()) r->set_test_accuracy(w.test_accuracy());
     if (w.has_test_accuracy() && w.has_eval_images()) r->set_test_images(w.eval_images());
-    r->set_eval_ms(NsToMs(w.eval_ns()));
+    if (w.has_test_accuracy()) r->set_eval_ms(NsToMs(w.eval_ns()));  // absent: not evaluated
     *r->mutable_curve() = w.curve();
   }
 }

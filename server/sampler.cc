@@ -229,8 +229,8 @@ void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
     const auto [pss, uss] = Estimate(p);
     ps->set_pss_bytes(pss);
     ps->set_uss_bytes(uss);
-    ps->set_cpu_percent(p.cpu_percent);
-    ps->set_pss_age_ms(p.walked ? double(now_ns - p.walked_at_ns) / 1e6 : -1);
+    if (p.cpu_percent) ps->set_cpu_percent(*p.cpu_percent);
+    if (p.walked) ps->set_pss_age_ms(double(now_ns - p.walked_at_ns) / 1e6);
     p.peak_pss = std::max(p.peak_pss, pss);
     p.read = true;
     rss_sum += p.rss_now;

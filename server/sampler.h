@@ -74,7 +74,7 @@ class ProcessSampler {
     uint64_t rss_now = 0, shared_now = 0;
     uint64_t walked_at_ns = 0;
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
-    double cpu_percent = 0;
+    std::optional<double> cpu_percent;  // none until a second reading
     uint64_t peak_pss = 0;
     bool read = false;  // some tick emitted it: peak_pss is a reading
     bool gone = false;  // not readable (exited, or a zombie) at this tick

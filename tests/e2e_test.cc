@@ -309,6 +309,19 @@ TEST_F(E2E, CancelStopsEveryProcessAndRemovesSegments) {
   }
   ASSERT_EQ(e["processes"].size(), 3u) << e.dump(2);
   EXPECT_FALSE(ListSegments(SegmentPrefix(id)).empty());
+  // While it runs, what is known only at the end is absent (null), never 0; when it started is
+  // known.
+  for (const char* f : {"samples", "steps", "shared_bytes", "sampler_cpu_ms", "eval_ms"})
+    EXPECT_TRUE(e["result"][f].is_null()) << f << ": " << e["result"][f];
+  EXPECT_TRUE(e["result"]["queued_ms"].is_number());
+  // One cancelled while queued never started: no queued_ms (submit -> start), no figures.
+  const std::string queued = MustJson(
+      daemon_->Cli({"submit", "--batches", "1", "--dataset", "synthetic", "--json"}))["id"];
+  const json q = MustJson(daemon_->Cli({"cancel", queued, "--json"}));
+  EXPECT_EQ(q["state"], "CANCELLED");
+  for (const char* f : {"queued_ms", "samples", "steps", "threads"})
+    EXPECT_TRUE(q["result"][f].is_null()) << f << ": " << q["result"][f];
+  EXPECT_NE(daemon_->Cli({"get", queued}).out.find("queued_ms -\n"), std::string::npos);
   MustJson(daemon_->Cli({"cancel", id, "--json"}));
   for (int i = 0; i < 300; ++i) {
     e = MustJson(daemon_->Cli({"get", id, "--json"}));
@@ -323,6 +336,7 @@ TEST_F(E2E, CancelStopsEveryProcessAndRemovesSegments) {
   EXPECT_GT(sps, 1.0);
   EXPECT_LT(sps, 5000.0);
   EXPECT_GE(e["result"]["steps"].get<int>(), 4);
+  EXPECT_TRUE(e["result"]["eval_ms"].is_null());  // cancelled before its evaluation
   for (const auto& p : e["processes"]) {
     if (p["role"] != "worker") continue;
     EXPECT_FALSE(p["exit_known"].get<bool>() && p["signal"] == 0 && p["exit_code"] == 0)

@@ -333,6 +333,7 @@ TEST(FormatTest, ListPrintsDashesForWhatHasNotHappened) {
   EXPECT_EQ(FormatList({Finished(), Queued()}), want);
 }
 
+// ... and a process without a CPU figure yet (its first sample) a dash, not 0%.
 TEST(FormatTest, SampleLineWithoutATotalPrintsADash) {
   v1::Sample s;
   s.set_t_ms(1500);
@@ -369,7 +370,7 @@ TEST(FormatTest, SampleLineWithoutATotalPrintsADash) {
   p->set_cpu_percent(98.7);
   EXPECT_EQ(FormatSampleLine(s),
             "t=1.5s steps 40/- 26.67/s loss - | PSS 230M RSS 300M USS 180M shm 50M | sampler "
-            "0.50% | L 100M/80M/60M 1% | Z 40M/20M/10M 0% | w0 200M/150M/120M 99%\n");
+            "0.50% | L 100M/80M/60M 1% | Z 40M/20M/10M - | w0 200M/150M/120M 99%\n");
 
   s.set_steps_total(100);
   s.set_loss(0.4321);

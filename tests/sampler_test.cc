@@ -69,6 +69,8 @@ TEST(SamplerTest, CpuPercentFromTicks) {
   s.Track(5, "worker", 0);
   v1::Sample out;
   s.Tick(1000 * kMs, &out);
+  ASSERT_EQ(out.processes_size(), 1);
+  EXPECT_FALSE(out.processes(0).has_cpu_percent());  // one reading: no rate yet, not 0
   proc.procs[5].ticks += static_cast<uint64_t>(sysconf(_SC_CLK_TCK));  // one CPU-second
   out.Clear();
   s.Tick(2000 * kMs, &out);
