@@ -34,6 +34,9 @@ void ProcessSampler::Untrack(pid_t pid) {
   if (it == procs_.end()) return;
   if (it->second.read) finished_peaks_[pid] = it->second.peak_pss;
   procs_.erase(it);
+  // Its share of every page it shared went to the others, without their RSS moving: a
+  // multi_model run, whose workers end one by one, read its peak PSS sum 10% low without this.
+  MarkAllDue();
 }
 
 std::optional<uint64_t> ProcessSampler::PeakPss(pid_t pid) const {
@@ -151,14 +154,16 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns) {
     // next: a walk dearer than the whole bucket (10-16 ms for a 600 MB worker on some machines,
     // against a 5 ms burst) must slow walks down, not stop them. An unwalked process always gets
     // one, outside the budget (its cost still counts in cpu_ns): charged, a forkserver run's
-    // first walks of 20 processes left a 100 ms debt, and nobody was walked again for 10 s.
-    const bool first = !procs_[pid].walked;
-    if (tokens_ns_ <= 0 && !first) break;
+    // first walks of 20 processes left a 100 ms debt, and nobody was walked again for 10 s. So
+    // does the parent of a new one, once a fork: rationed, a multi_model leader waited three
+    // ticks in debt with its pre-fork pages counted again in its child, and the peak 30% high.
+    const bool unrationed = !procs_[pid].walked || procs_[pid].forked;
+    if (tokens_ns_ <= 0 && !unrationed) break;
     const uint64_t c0 = cpu_clock_();
     auto text = reader_->Read(pid, "smaps_rollup");
     const uint64_t cost = cpu_clock_() - c0;
     walk_ns += cost;
-    if (!first) tokens_ns_ -= double(cost);
+    if (!unrationed) tokens_ns_ -= double(cost);
     ++smaps_reads_;
     if (!text.ok()) continue;
     auto r = ParseSmapsRollup(*text);

@@ -89,12 +89,24 @@ std::vector<pid_t> Descendants(pid_t root) {
   return out;
 }
 
+// Whether `pid` is one of the experiment's: a leader or worker (a forked worker keeps its
+// leader's argv), and the fork-server with its children only when the run uses them. shoald's
+// other children are not: the `shoal-worker --version` it runs at start (75 MiB of PSS, which
+// a small run's reader took for its peak), or a fork-server it keeps while idle and stops as a
+// run that does not use it starts.
+bool OfTheExperiment(pid_t pid, bool fork_server) {
+  const std::string argv = Slurp("/proc/" + std::to_string(pid) + "/cmdline");  // NUL-separated
+  if (argv.find(std::string("--role\0zygote\0", 14)) != std::string::npos) return fork_server;
+  return argv.find(std::string("--role\0", 7)) != std::string::npos;
+}
+
 // Sums the RSS, PSS and USS of every process under shoald (the experiment's leader and workers,
-// and the fork-server with its children when one runs), every 50 ms, until stopped, and keeps
-// the peak of each sum.
+// and, in a forkserver run, the fork-server with its children), every 50 ms, until stopped, and
+// keeps the peak of each sum.
 class IndependentReader {
  public:
-  explicit IndependentReader(pid_t daemon) : daemon_(daemon), thread_([this] { Loop(); }) {}
+  IndependentReader(pid_t daemon, bool fork_server)
+      : daemon_(daemon), fork_server_(fork_server), thread_([this] { Loop(); }) {}
   ~IndependentReader() { Stop(); }
   void Stop() {
     stop_ = true;
@@ -113,6 +125,7 @@ class IndependentReader {
     while (!stop_) {
       Memory sum;
       for (pid_t pid : Descendants(daemon_)) {
+        if (!OfTheExperiment(pid, fork_server_)) continue;
         const std::string status = Slurp("/proc/" + std::to_string(pid) + "/status");
         if (const auto at = status.find("VmHWM:"); at != std::string::npos)
           hwm_kb_[pid] = std::max<uint64_t>(hwm_kb_[pid], std::stoull(status.substr(at + 6)));
@@ -129,6 +142,7 @@ class IndependentReader {
     }
   }
   pid_t daemon_;
+  bool fork_server_;
   std::atomic<bool> stop_{false};
   Memory peak_;
   std::map<pid_t, uint64_t> hwm_kb_;
@@ -136,7 +150,9 @@ class IndependentReader {
   std::thread thread_;
 };
 
-class FiguresE2E : public ::testing::TestWithParam<std::tuple<int, const char*>> {
+// (workers, start, kind): multi_model runs its workers one after another, so its peak falls
+// where a fork leaves the leader's pages shared and unwalked, the moment a sampler gets wrong.
+class FiguresE2E : public ::testing::TestWithParam<std::tuple<int, const char*, const char*>> {
  protected:
   void SetUp() override {
     daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
@@ -178,11 +194,17 @@ void ExpectAgrees(const char* what, double shoal_bytes, uint64_t independent_kb,
 }
 
 TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
-  const auto [workers, start] = GetParam();
-  IndependentReader reader(daemon_->pid());  // before the submit: it sees every process born
-  const std::string id = Parse(
-      daemon_->Cli({"submit", "--workers", std::to_string(workers), "--start", start, "--batches",
-                    "8", "--dataset", kFashion, "--eval-samples", "0", "--json"}))["id"];
+  const auto [workers, start, kind] = GetParam();
+  std::vector<std::string> args = {"submit", "--start", start, "--kind", kind, "--json"};
+  if (std::string(kind) == "multi_model") {  // 3 workers for n = 2: mlinear, mconv1d, gconv1d
+    args.insert(args.end(), {"--models", "2", "--iterations", "200", "--sample-interval-ms", "50"});
+  } else {
+    args.insert(args.end(), {"--workers", std::to_string(workers), "--batches", "8", "--dataset",
+                             kFashion, "--eval-samples", "0"});
+  }
+  // Started before the submit: it sees every process born.
+  IndependentReader reader(daemon_->pid(), std::string(start) == "forkserver");
+  const std::string id = Parse(daemon_->Cli(args))["id"];
   ASSERT_FALSE(id.empty());
   json e;
   ASSERT_TRUE(WaitFor(
@@ -195,12 +217,21 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
   ASSERT_GT(reader.reads(), 20);
   const json& r = e["result"];
-  std::printf("peak sums, %d workers %s, over %d reads:\n", workers, start, reader.reads());
+  std::printf("peak sums, %s, %d workers %s, over %d reads:\n", kind, workers, start,
+              reader.reads());
   const double pss = r["peak_pss_sum_bytes"].get<double>();
-  ExpectAgrees("PSS", pss, reader.peak().pss_kb, 0.02);
+  // multi_model's peak sum is a handover: the next worker's first steps while the last one
+  // exits, tens of ms that either reader's 50 ms ticks may catch and the other miss (measured:
+  // Shoal 0.91-1.04x the reader's PSS, 0.93-1.07x its RSS). Within 12% then: before the parent
+  // of a fork was walked at once, Shoal read 29-36% high. USS also misses the copy-on-write
+  // breaks of a fork's children between walks (README, "What is missing"): 0.87-1.00x.
+  const bool moment = std::string(kind) == "multi_model";
+  ExpectAgrees("PSS", pss, reader.peak().pss_kb, moment ? 0.12 : 0.02);
   // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
-  ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
-  ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.peak().uss_kb, 0.04);
+  ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb,
+               moment ? 0.12 : 0.02);
+  ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.peak().uss_kb,
+               moment ? 0.16 : 0.04);
   // Each process's own high-water mark, summed over the leader and the workers: the reader's
   // last VmHWM of each is at most 50 ms older than the one the process read as it ended.
   uint64_t hwm_kb = 0;
@@ -212,11 +243,14 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   ExpectSamplesReadBack(id, workers, pss);
 }
 
-// Each start method once, and two counts (the full grid cost a minute of CI's 25 for what these
-// three cover). The forkserver run counts the fork-server and its idle children on both sides.
+// Each start method once, two counts, and multi_model (the full grid cost a minute of CI's 25 for
+// what these three cover). The forkserver run counts the fork-server and its idle children on both
+// sides.
 INSTANTIATE_TEST_SUITE_P(Workers, FiguresE2E,
-                         ::testing::Values(std::make_tuple(2, "spawn"), std::make_tuple(4, "fork"),
-                                           std::make_tuple(2, "forkserver")));
+                         ::testing::Values(std::make_tuple(2, "spawn", "hogwild"),
+                                           std::make_tuple(4, "fork", "hogwild"),
+                                           std::make_tuple(2, "forkserver", "hogwild"),
+                                           std::make_tuple(3, "fork", "multi_model")));
 
 }  // namespace
 }  // namespace shoal
