@@ -382,8 +382,11 @@ TEST(SamplerTest, TheParentOfANewProcessIsWalkedAtOnceEvenInDebt) {
   s.Tick(1400 * kMs, &out);
   EXPECT_EQ(proc.walks[20], 1);
   EXPECT_EQ(proc.walks[5], 3) << "the parent waited for the bucket";
-  for (const auto& p : out.processes())
-    if (p.pid() == 5) EXPECT_EQ(p.pss_bytes(), 42000u * 1024);
+  for (const auto& p : out.processes()) {
+    if (p.pid() == 5) {
+      EXPECT_EQ(p.pss_bytes(), 42000u * 1024);
+    }
+  }
 }
 
 TEST(SamplerTest, SumOfPeaksAddsEachProcessAtItsOwnPeak) {
