@@ -173,8 +173,8 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
       if (w.first_step_ns() == 0 || announced_ready_[w.index()]) continue;
       announced_ready_[w.index()] = true;
       const double ms = NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns()));
-      AddEvent("worker " + std::to_string(w.index()) + " training " + std::to_string(int(ms)) +
-               " ms after its request");
+      AddEvent("worker " + std::to_string(w.index()) + " training " +
+               std::to_string(std::lround(ms)) + " ms after its request");  // as tables round
     }
     if (moved) {
       checkpoint_due_ = true;  // its start or end is worth keeping at once
@@ -329,6 +329,7 @@ void ExperimentRunner::Tick(uint64_t now) {
   const auto& spec = e_.spec();
   s.set_steps(live.steps);
   if (spec.has_batches()) s.set_steps_total(uint64_t(spec.workers()) * spec.batches());
+  if (spec.has_iterations()) s.set_steps_total(uint64_t(spec.workers()) * spec.iterations());
   if (auto r = steps_rate_.per_sec()) s.set_steps_per_sec(*r);
   if (auto r = samples_rate_.per_sec()) s.set_samples_per_sec(*r);
   s.set_loss(live.loss ? *live.loss : std::nan(""));

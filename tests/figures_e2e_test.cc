@@ -241,6 +241,9 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   // The sum of each process's own peak is at least the peak of the sum.
   EXPECT_GE(r["sum_of_peak_pss_bytes"].get<double>(), pss * 0.999);
   ExpectSamplesReadBack(id, workers, pss);
+  // What its steps go to: workers x batches, or multi_model's workers x iterations.
+  const json kept = Parse(daemon_->Cli({"get", id, "--samples", "--format", "json"}));
+  EXPECT_EQ(kept["samples"].back()["steps_total"], workers * (moment ? 200 : 8));
 }
 
 // Each start method once, two counts, and multi_model (the full grid cost a minute of CI's 25 for

@@ -294,6 +294,17 @@ TEST(FormatTest, ACudaPipelineStageShowsItsDeviceFiguresAndOnlyWhatIsKnown) {
   EXPECT_EQ(FormatExperiment(e).find("cuda:"), std::string::npos);  // a CPU pipeline
 }
 
+// A small model's memory in MiB, a large one's in GiB: never "0.00 GiB" for 5 MB.
+TEST(FormatTest, PipelineSizesBelowAGibAreInMib) {
+  v1::Experiment e = Finished();
+  auto* p = e.mutable_result()->mutable_pipeline();
+  p->set_model_memory_bytes(5139888);
+  p->set_peak_allocated_sum_bytes(3ull << 30);
+  EXPECT_NE(FormatExperiment(e).find("model memory 5M; peak allocated 3.00 GiB, activations -"),
+            std::string::npos)
+      << FormatExperiment(e);
+}
+
 TEST(FormatTest, FailedExperimentShowsItsError) {
   v1::Experiment e = Queued();
   e.set_state(v1::FAILED);
