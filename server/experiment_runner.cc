@@ -172,9 +172,12 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
           ApplyWorkerReport(w, facts_.start_real_ns, &p);
       if (w.first_step_ns() == 0 || announced_ready_[w.index()]) continue;
       announced_ready_[w.index()] = true;
-      const double ms = NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns()));
-      AddEvent("worker " + std::to_string(w.index()) + " training " +
-               std::to_string(std::lround(ms)) + " ms after its request");  // as tables round
+      const uint64_t ready = ReadyNs(w);
+      const double ms = NsToMs(ready - std::min(ready, w.requested_ns()));
+      AddEvent("worker " + std::to_string(w.index()) +
+               (w.has_ready_ns() ? " ready " : " training ") + std::to_string(std::lround(ms)) +
+               " ms after its request" +  // as tables round
+               (w.has_ready_ns() ? ", training now (its turn)" : ""));
     }
     if (moved) {
       checkpoint_due_ = true;  // its start or end is worth keeping at once

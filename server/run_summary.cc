@@ -56,7 +56,7 @@ void FillTraining(const Reports& ws, uint32_t workers, uint64_t start_real, bool
     if (w.first_step_ns() == 0) continue;
     ++started;
     first = std::min(first, w.first_step_ns());
-    last_first = std::max(last_first, w.first_step_ns());
+    last_first = std::max(last_first, ReadyNs(w));
     last = std::max(last, w.last_step_ns());
     if (w.requested_ns() > 0) first_req = std::min(first_req, w.requested_ns());
   }
@@ -267,6 +267,10 @@ v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t in
 
 }  // namespace
 
+uint64_t ReadyNs(const ipc::v1::WorkerReport& w) {
+  return w.has_ready_ns() ? w.ready_ns() : w.first_step_ns();
+}
+
 void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p) {
   if (w.vmhwm_bytes() > 0) p->set_peak_rss_bytes(w.vmhwm_bytes());
   if (w.has_step_memory()) *p->mutable_step_memory() = w.step_memory();
@@ -276,10 +280,9 @@ void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v
     p->set_peak_cuda_reserved_bytes(w.device_reserved_peak_bytes());
   p->set_steps(w.steps());
   if (w.has_last_loss()) p->set_last_loss(w.last_loss());
-  if (w.first_step_ns() > 0) {
-    p->set_ready_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), start_real_ns)));
-    if (w.requested_ns() > 0)
-      p->set_start_ms(NsToMs(w.first_step_ns() - std::min(w.first_step_ns(), w.requested_ns())));
+  if (const uint64_t ready = ReadyNs(w); ready > 0) {
+    p->set_ready_ms(NsToMs(ready - std::min(ready, start_real_ns)));
+    if (w.requested_ns() > 0) p->set_start_ms(NsToMs(ready - std::min(ready, w.requested_ns())));
   }
   if (w.phase() == ipc::v1::FINISHED) p->set_weights_checksum(Hex64(w.weights_checksum()));
 }

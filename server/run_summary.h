@@ -53,6 +53,9 @@ void FillEpochs(const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>&
 void FillProcesses(const RunFacts& f, v1::Experiment* e);
 // A worker's process record from its report: ready/start times, steps, last loss, peak RSS and
 // (once finished) its weights' fingerprint. Used live and at the end.
+// When the worker was up and ready to train: its first step, or earlier where it then waits
+// (multi_model's workers, one variant at a time); 0 before either.
+uint64_t ReadyNs(const ipc::v1::WorkerReport& w);
 void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p);
 // Marks a process ended with a waitpid status.
 void RecordExit(v1::ProcessInfo* p, int wait_status);

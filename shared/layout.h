@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 10;
+constexpr uint32_t kLayoutVersion = 11;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;
@@ -110,6 +110,9 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> first_step_ns;  // CLOCK_REALTIME, start of the first step
   std::atomic<uint64_t> last_step_ns;   // CLOCK_REALTIME, end of the latest step
   std::atomic<uint64_t> requested_ns;   // CLOCK_REALTIME, when the leader asked for this worker
+  // CLOCK_REALTIME: up and ready to train, where that is not its first step (a multi_model
+  // worker, which then waits for the variants before it); 0: at its first step.
+  std::atomic<uint64_t> ready_ns;
   std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;
   std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation
   std::atomic<uint64_t> zero_grad_ns, define_ns, parameters, alloc_peak_bytes;  // multi_model

@@ -47,6 +47,22 @@ TEST(RunSummaryTest, ThroughputIsOverTheTimeWorkersActuallyTrained) {
   EXPECT_FALSE(r.has_test_accuracy());   // nobody evaluated: absent, not 0
 }
 
+// multi_model's workers are up at once and train one after another: start-up ends when each is
+// ready, not when its turn comes (worker 1's first step, 101 s, waited for worker 0's training).
+TEST(RunSummaryTest, AWorkerThatWaitsItsTurnIsStartedWhenReady) {
+  RunFacts f = Finished(true);
+  f.result->mutable_workers(1)->set_ready_ns(100 * kS + kS / 10);  // 0.1 s after its request
+  f.result->mutable_workers(1)->set_requested_ns(100 * kS);
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_DOUBLE_EQ(r.start_ms(), 200);   // first request 99.9 s -> last ready 100.1 s
+  EXPECT_DOUBLE_EQ(r.ready_ms(), 1100);  // left the queue at 99 s
+  EXPECT_DOUBLE_EQ(r.train_ms(), 5000);  // training is still first step to last
+  v1::ProcessInfo p;
+  ApplyWorkerReport(f.result->workers(1), f.start_real_ns, &p);
+  EXPECT_NEAR(p.start_ms(), 100, 1e-6);
+}
+
 // cuda_sync step: the workers timed their steps whole, so the phase split is unknown (absent,
 // not 0), in the result and in every epoch; throughput is timed as before.
 TEST(RunSummaryTest, StepsTimedWholeHaveNoPhaseSplit) {

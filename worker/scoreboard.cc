@@ -166,6 +166,7 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
     SetIfFinite(w.tail_loss_bits.load(), [&](float v) { r.set_tail_loss(v); });
   r.set_requested_ns(w.requested_ns.load());
   r.set_first_step_ns(w.first_step_ns.load());
+  if (const uint64_t ready = w.ready_ns.load(); ready != 0) r.set_ready_ns(ready);
   r.set_last_step_ns(w.last_step_ns.load());
   r.set_data_ns(w.data_ns.load());
   r.set_forward_ns(w.forward_ns.load());

@@ -123,6 +123,8 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   slot->pid.store(getpid());
   at::set_num_threads(int(spec.threads()));
   if (!PassStartGate(env.board, slot, env.lifetime_fd)) return kLeaderGoneExit;
+  // Its start-up ends here; what follows is its turn coming (start_ms measures the former).
+  slot->ready_ns.store(RealtimeNs());
   // One variant at a time: worker i starts when the i before it have finished.
   if (!WaitForCount(&env.board->finished, env.index, slot, env.lifetime_fd)) return kLeaderGoneExit;
   const std::string name = MultiModelVariants(spec.models()).at(env.index);
