@@ -33,6 +33,10 @@ void ProcessSampler::Untrack(pid_t pid) {
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;
   if (it->second.read) finished_peaks_[pid] = it->second.peak_pss;
+  // Its parent most of all: the pages they shared since the fork are its alone again (a
+  // multi_model leader's USS, walked only as the budget allowed, read 0.71x a reader's).
+  if (auto parent = procs_.find(it->second.ppid); parent != procs_.end())
+    parent->second.forked = true;
   procs_.erase(it);
   // Its share of every page it shared went to the others, without their RSS moving: a
   // multi_model run, whose workers end one by one, read its peak PSS sum 10% low without this.

@@ -64,8 +64,10 @@ class ProcessSampler {
     std::string role;
     int index = -1;
     bool walked = false;
-    bool due = false;     // its sharing changed since its walk: walk it again
-    bool forked = false;  // a process new this tick is its child: its pages just gained sharers
+    bool due = false;  // its sharing changed since its walk: walk it again
+    // A child of its is new this tick, or left: its pages just gained or lost sharers (the last
+    // sharer of a copy-on-write page holds it privately again).
+    bool forked = false;
     pid_t ppid = 0;
     uint64_t rss = 0, pss = 0, uss = 0;  // at the last walk
     uint64_t anon = 0, shared = 0;       // anonymous and file+shmem resident, as the walk saw them

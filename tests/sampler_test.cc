@@ -389,6 +389,33 @@ TEST(SamplerTest, TheParentOfANewProcessIsWalkedAtOnceEvenInDebt) {
   }
 }
 
+// And when a child leaves: the pages it shared with its parent are the parent's alone again.
+TEST(SamplerTest, TheParentOfAProcessThatLeftIsWalkedAtOnceEvenInDebt) {
+  FakeProc proc;
+  proc.procs[5] = {};  // the leader, its pages shared with its worker
+  proc.procs[5].uss_kb = 4000;
+  proc.procs[20] = {};
+  proc.procs[20].ppid = 5;
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(5, "leader", -1);
+  s.Track(20, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);  // first walks of both
+  proc.walk_cost_ns = 50'000'000;
+  proc.procs[20].rss_kb = 200000;  // the worker moves: walked, rationed, the bucket in debt
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  ASSERT_EQ(proc.walks[20], 2);
+  proc.procs.erase(20);  // it exits
+  s.Untrack(20);
+  proc.procs[5].uss_kb = 40000;
+  out.Clear();
+  s.Tick(1400 * kMs, &out);
+  EXPECT_EQ(proc.walks[5], 2) << "the parent waited for the bucket";
+  ASSERT_EQ(out.processes_size(), 1);
+  EXPECT_EQ(out.processes(0).uss_bytes(), 40000u * 1024);
+}
+
 TEST(SamplerTest, SumOfPeaksAddsEachProcessAtItsOwnPeak) {
   FakeProc proc;
   proc.procs[10] = {};
