@@ -176,6 +176,12 @@ bool Resolve(DaemonArgs& d) {
   if (opts.limits.data_roots.empty())
     opts.limits.data_roots = {"/usr/share/datasets", d.state_dir + "/data"};
   opts.zygote_socket = d.state_dir + "/zygote.sock";
+  if (opts.zygote_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {  // else it restarts forever
+    spdlog::critical(
+        "--state-dir: {} is too long for the fork-server's socket {} (at most {} bytes)",
+        d.state_dir, opts.zygote_socket, sizeof(sockaddr_un{}.sun_path) - 1);
+    return false;
+  }
   opts.logs_dir = d.state_dir + "/logs";
   d.access.daemon_uid = ::geteuid();
   if (!CheckTcp(d) || !CheckPeers(d)) return false;
@@ -262,27 +268,66 @@ std::shared_ptr<grpc::ServerCredentials> TcpCredentials(const DaemonArgs& d) {
 }
 
 // The state directory (0700), its lock (one daemon per directory) and a free socket path.
-bool ClaimStateDir(const DaemonArgs& d) {
+// The state dir, made 0700 when shoald creates it; one that exists (a group's shared directory)
+// keeps its mode.
+bool MakeStateDir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return true;
+    spdlog::critical("state dir {} exists and is not a directory", dir);
+    return false;
+  }
   std::error_code ec;
-  std::filesystem::create_directories(d.state_dir, ec);
+  std::filesystem::create_directories(dir, ec);
   if (ec) {
-    spdlog::critical("cannot create state dir {}: {}", d.state_dir, ec.message());
+    spdlog::critical("cannot create state dir {}: {}", dir, ec.message());
     return false;
   }
-  ::chmod(d.state_dir.c_str(), 0700);
-  const std::string socket_dir = std::filesystem::path(d.socket_path).parent_path();
-  std::filesystem::create_directories(socket_dir.empty() ? "." : socket_dir, ec);
-  int lock_fd = ::open((d.state_dir + "/shoald.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {  // held until we exit
-    spdlog::critical("another shoald uses state dir {}", d.state_dir);
-    return false;
-  }
-  if (SocketInUse(d.socket_path)) {
-    spdlog::critical("another process is listening on {}", d.socket_path);
-    return false;
-  }
-  ::unlink(d.socket_path.c_str());
+  ::chmod(dir.c_str(), 0700);
   return true;
+}
+
+// One shoald per state dir: a lock on the directory itself, held until exit, which a cleaner
+// cannot delete from under it as it could a lock file's name.
+bool LockStateDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || ::access(dir.c_str(), W_OK) != 0) {
+    spdlog::critical("cannot use state dir {}: {}", dir, std::strerror(errno));
+    return false;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      spdlog::critical("another shoald uses state dir {}", dir);
+    } else {
+      spdlog::critical("cannot lock state dir {}: {}", dir, std::strerror(errno));
+    }
+    return false;
+  }
+  return true;
+}
+
+// The socket's path: free, or a socket nobody listens on (a crashed daemon's). Anything else
+// there is not shoald's to delete.
+bool FreeSocketPath(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  std::filesystem::create_directories(dir.empty() ? "." : dir, ec);
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return true;
+  if (!S_ISSOCK(st.st_mode)) {
+    spdlog::critical("--socket {}: something that is not a socket is there; not removing it", path);
+    return false;
+  }
+  if (SocketInUse(path)) {
+    spdlog::critical("another process is listening on {}", path);
+    return false;
+  }
+  ::unlink(path.c_str());
+  return true;
+}
+
+bool ClaimStateDir(const DaemonArgs& d) {
+  return MakeStateDir(d.state_dir) && LockStateDir(d.state_dir) && FreeSocketPath(d.socket_path);
 }
 
 // Signals are taken by sigwait in main; every thread started after this inherits the mask.

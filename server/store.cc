@@ -220,8 +220,10 @@ Status Store::ThinSamples(const std::string& id, std::optional<uint32_t> node) {
 Status Store::PruneSamples(int keep_experiments) {
   std::lock_guard<std::mutex> l(mu_);
   return ExecWithId(
-      "DELETE FROM samples WHERE id NOT IN (SELECT id FROM experiments ORDER BY submitted DESC, "
-      "rowid DESC LIMIT CAST(?1 AS INTEGER))",
+      // Of the experiments that have samples: a sweep's queued points, newer but without any,
+      // must not push out every earlier run's.
+      "DELETE FROM samples WHERE id NOT IN (SELECT id FROM experiments WHERE id IN (SELECT "
+      "DISTINCT id FROM samples) ORDER BY submitted DESC, rowid DESC LIMIT CAST(?1 AS INTEGER))",
       std::to_string(keep_experiments));
 }
 

@@ -395,6 +395,39 @@ TEST_F(E2E, RmAndPruneDeleteEndedRecordsOnly) {
             0u);
 }
 
+// What shoald refuses to start on, each in one line naming it; and what it must not touch: a
+// file at the socket's path that is not a socket, the mode of a state dir it did not create.
+TEST_F(E2E, ADaemonRefusesWhatItCannotOwnAndTouchesNothingElse) {
+  auto shoald = [&](const std::string& state, const std::string& socket) {
+    return testing::RunCommand(
+        {testing::BinDir() + "/shoald", "--state-dir", state, "--socket", socket});
+  };
+  // The running daemon holds its state dir, lock file or not.
+  std::filesystem::remove(dir_ / "state/shoald.lock");
+  CommandResult second = shoald(dir_ / "state", dir_ / "other.sock");
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE((second.out + second.err).find("another shoald uses state dir"), std::string::npos)
+      << second.out;
+  // A regular file where the socket would go stays.
+  const std::string file = dir_ / "notes.txt";
+  std::ofstream(file) << "mine";
+  std::filesystem::create_directories(dir_ / "shared");
+  std::filesystem::permissions(dir_ / "shared", std::filesystem::perms::all);
+  CommandResult clash = shoald(dir_ / "shared", file);
+  EXPECT_NE(clash.exit_code, 0);
+  EXPECT_NE(
+      (clash.out + clash.err).find("something that is not a socket is there; not removing it"),
+      std::string::npos)
+      << clash.out;
+  EXPECT_TRUE(std::filesystem::is_regular_file(file));
+  EXPECT_EQ(std::filesystem::status(dir_ / "shared").permissions(), std::filesystem::perms::all);
+  // A state dir too long for the fork-server's socket path.
+  CommandResult deep = shoald(dir_ / std::string(120, 'd'), dir_ / "deep.sock");
+  EXPECT_NE((deep.out + deep.err).find("is too long for the fork-server's socket"),
+            std::string::npos)
+      << deep.out;
+}
+
 TEST_F(E2E, NodeReportsNoGpuCleanly) {
   json n = MustJson(daemon_->Cli({"node", "--json"}));
   EXPECT_GT(n["cores"].get<int>(), 0);

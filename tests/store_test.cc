@@ -107,6 +107,12 @@ TEST(StoreTest, SamplesAreThinnedEvenlyAndPrunedToTheNewestExperiments) {
   for (const auto& smp : *e2) t.push_back(smp.t_ms());
   EXPECT_EQ(t, (std::vector<double>{0, 2, 4}));  // every other one, from the first
   EXPECT_EQ((*s)->Samples("e1")->size(), 6u);    // others untouched
+  for (int i = 3; i < 6; ++i) {  // newer, queued: no samples yet, so they keep none from pruning
+    v1::Experiment q;
+    q.set_id("e" + std::to_string(i));
+    q.set_submitted_unix_ms(1000 + i);
+    ASSERT_TRUE((*s)->Put(q).ok());
+  }
   ASSERT_TRUE((*s)->PruneSamples(2).ok());
   EXPECT_TRUE((*s)->Samples("e0")->empty());  // the oldest experiment's samples are gone
   EXPECT_EQ((*s)->Samples("e1")->size(), 6u);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <memory>
@@ -28,11 +29,12 @@ class UnixListener {
   void Serve(grpc::Server* server, PeerTable* peers);
 
  private:
-  UnixListener(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  UnixListener(std::string path, int fd, ino_t ino) : path_(std::move(path)), fd_(fd), ino_(ino) {}
   void AcceptLoop(grpc::Server* server, PeerTable* peers);
 
   std::string path_;
   int fd_;
+  ino_t ino_;  // the socket file we made
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
