@@ -221,6 +221,10 @@ StatusOr<v1::DeleteResponse> Coordinator::DeleteRecord(const std::string& id) {
     return resp;
   }
   ASSIGN_OR_RETURN(v1::Experiment e, queue_.Get(id));
+  if (queue_.IsUnsaved(id)) {
+    return Unavailable("experiment " + id + " ended but its record is not stored yet (the " +
+                       "database refused it; shoald retries): try again");
+  }
   if (!IsTerminal(e.state()) || queue_.IsLive(id)) {
     return FailedPrecondition("experiment " + id + " is " + v1::ExperimentState_Name(e.state()) +
                               ": cancel it first");
@@ -362,6 +366,7 @@ void Coordinator::AddEvent(const std::string& id, double t_ms, const std::string
 void Coordinator::SchedulerLoop() {
   for (;;) {
     reaper_.Poll();
+    queue_.RetryUnsaved();
     std::optional<v1::Experiment> e = queue_.Next(std::chrono::milliseconds(250));
     if (queue_.stopping()) break;
     if (!e) {
@@ -370,6 +375,7 @@ void Coordinator::SchedulerLoop() {
     }
     RunOne(std::move(*e));
   }
+  queue_.RetryUnsaved();  // a last try; what still fails is logged, and lost with this process
   fork_server_.Stop();
 }
 

@@ -8,12 +8,12 @@
 
 namespace shoal {
 
-Status ExperimentQueue::Enqueue(const std::vector<v1::Experiment>& es) {
+Status ExperimentQueue::Enqueue(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep) {
   {
     // Checked and written under the lock: a shutdown must not leave a record it then runs later.
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return Unavailable("shoald is shutting down");
-    for (const auto& e : es) RETURN_IF_ERROR(store_->Put(e));
+    RETURN_IF_ERROR(store_->PutBatch(es, sweep));
     for (const auto& e : es) {
       live_[e.id()] = e;
       queue_.push_back(e.id());
@@ -60,8 +60,40 @@ void ExperimentQueue::Update(const v1::Experiment& e) {
       live_[e.id()] = e;
     }
   }
-  if (Status st = store_->Put(e); !st.ok()) spdlog::error("{}", st.ToString());
+  Save(e);
   Notify(e);
+}
+
+// A final state the store refused (locked, full disk) is kept and retried: dropped, the stored
+// record said "running" for good, and nothing could cancel or delete it.
+void ExperimentQueue::Save(const v1::Experiment& e) {
+  const Status st = store_->Put(e);
+  if (st.ok() || !IsTerminal(e.state())) {
+    if (!st.ok()) spdlog::error("{}", st.ToString());
+    return;
+  }
+  spdlog::error("{}; kept, and stored again until it is", st.ToString());
+  std::lock_guard<std::mutex> l(mu_);
+  unsaved_[e.id()] = e;
+}
+
+void ExperimentQueue::RetryUnsaved() {
+  std::map<std::string, v1::Experiment> pending;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    pending = unsaved_;
+  }
+  for (const auto& [id, e] : pending) {
+    if (!store_->Put(e).ok()) continue;
+    spdlog::info("{}: its {} record is stored now", id, v1::ExperimentState_Name(e.state()));
+    std::lock_guard<std::mutex> l(mu_);
+    unsaved_.erase(id);
+  }
+}
+
+bool ExperimentQueue::IsUnsaved(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return unsaved_.count(id) > 0;
 }
 
 void ExperimentQueue::SetLive(const v1::Experiment& e) {
@@ -91,6 +123,7 @@ StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
   std::unique_lock<std::mutex> l(mu_);
   auto it = live_.find(id);
   if (it == live_.end()) {
+    if (auto u = unsaved_.find(id); u != unsaved_.end()) return u->second;  // ended
     l.unlock();
     return store_->Get(id);  // already ended (or unknown): cancelling is a no-op
   }
@@ -108,7 +141,7 @@ StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
   l.unlock();
   e.set_state(v1::CANCELLED);
   e.set_finished_unix_ms(RealtimeMs());
-  RETURN_IF_ERROR(store_->Put(e));
+  Save(e);
   Notify(e);
   return e;
 }
@@ -131,6 +164,7 @@ StatusOr<v1::Experiment> ExperimentQueue::Get(const std::string& id) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (auto it = live_.find(id); it != live_.end()) return it->second;
+    if (auto it = unsaved_.find(id); it != unsaved_.end()) return it->second;
   }
   return store_->Get(id);
 }
@@ -140,6 +174,7 @@ StatusOr<std::vector<v1::Experiment>> ExperimentQueue::List() {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& e : all) {
     if (auto it = live_.find(e.id()); it != live_.end()) e = it->second;
+    if (auto it = unsaved_.find(e.id()); it != unsaved_.end()) e = it->second;
   }
   return all;
 }

@@ -28,8 +28,9 @@ class ExperimentQueue {
   // Called (outside the queue's lock) with every record after it is stored. Before Start.
   void Listen(Listener fn) { listeners_.push_back(std::move(fn)); }
 
-  // Stores the records and queues them, in order, at once. UNAVAILABLE once stopping.
-  Status Enqueue(const std::vector<v1::Experiment>& es);
+  // Stores the records (with the sweep they are points of, when given: all or none) and queues
+  // them, in order, at once. UNAVAILABLE once stopping.
+  Status Enqueue(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep = nullptr);
   // Stores a record that runs elsewhere (a coordinated experiment: its parts run on the nodes) and
   // keeps it live, outside the queue: Get, List, Cancel and StopRequest know it, Next never
   // returns it, and it does not hold up the queue. It leaves like any record: a terminal Update.
@@ -47,6 +48,10 @@ class ExperimentQueue {
   void Checkpoint(const v1::Experiment& e);
   // The running experiment ended; the next may start.
   void Done(const std::string& id);
+  // Stores again the final states the store refused (kept meanwhile: Get, List and Cancel see
+  // them); the scheduler calls it between runs.
+  void RetryUnsaved();
+  bool IsUnsaved(const std::string& id);
 
   // A queued experiment is cancelled at once; the running one is asked to stop (it ends
   // cancelled once every process is gone); an ended or unknown one is returned as it is.
@@ -63,6 +68,7 @@ class ExperimentQueue {
 
  private:
   void Notify(const v1::Experiment& e);
+  void Save(const v1::Experiment& e);
 
   Store* store_;
   std::vector<Listener> listeners_;
@@ -72,7 +78,8 @@ class ExperimentQueue {
   std::map<std::string, v1::Experiment> live_;  // queued and running
   std::string running_;
   bool cancel_running_ = false;
-  std::map<std::string, bool> adopted_;  // live records run elsewhere -> cancel asked
+  std::map<std::string, bool> adopted_;            // live records run elsewhere -> cancel asked
+  std::map<std::string, v1::Experiment> unsaved_;  // ended, the store refused the final state
   bool stopping_ = false;
 };
 

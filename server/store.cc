@@ -98,6 +98,10 @@ Status Store::Exec(const char* sql) {
 
 Status Store::Put(const v1::Experiment& e) {
   std::lock_guard<std::mutex> l(mu_);
+  return PutLocked(e);
+}
+
+Status Store::PutLocked(const v1::Experiment& e) {
   Stmt st;
   if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?)", -1, &st.s,
                          nullptr) != SQLITE_OK) {
@@ -234,6 +238,23 @@ StatusOr<std::vector<v1::Sample>> Store::Samples(const std::string& id) {
 
 Status Store::PutSweep(const v1::Sweep& sw) {
   std::lock_guard<std::mutex> l(mu_);
+  return PutSweepLocked(sw);
+}
+
+// All or nothing: a sweep whose submission failed half-way left 807 queued records pointing at
+// a sweep that did not exist, which nothing ran, cancelled or deleted.
+Status Store::PutBatch(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep) {
+  std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status st = Status::Ok();
+  for (size_t i = 0; i < es.size() && st.ok(); ++i) st = PutLocked(es[i]);
+  if (st.ok() && sweep != nullptr) st = PutSweepLocked(*sweep);
+  if (st.ok()) st = Exec("COMMIT");
+  if (!st.ok()) (void)Exec("ROLLBACK");
+  return st;
+}
+
+Status Store::PutSweepLocked(const v1::Sweep& sw) {
   Stmt st;
   if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO sweeps VALUES (?,?,?)", -1, &st.s, nullptr) !=
       SQLITE_OK) {

@@ -38,6 +38,8 @@ class Store {
   Status PruneSamples(int keep_experiments);
 
   Status PutSweep(const v1::Sweep& s);
+  // The records, and the sweep they are points of when given, in one transaction: all or none.
+  Status PutBatch(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep);
   // Deletes a record with everything kept of it (an experiment's events and samples too).
   Status DeleteExperiment(const std::string& id);
   Status DeleteSweep(const std::string& id);
@@ -45,6 +47,8 @@ class Store {
   StatusOr<std::vector<v1::Sweep>> ListSweeps();
 
  private:
+  Status PutLocked(const v1::Experiment& e);
+  Status PutSweepLocked(const v1::Sweep& s);
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
   Status AddNodeColumn();

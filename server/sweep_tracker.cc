@@ -64,10 +64,9 @@ StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const std:
   {
     // Under the lock: a point that starts at once cannot store its sweep before this first copy.
     std::lock_guard<std::mutex> l(mu_);
-    // Experiments first: a sweep on record always points at experiments that exist.
-    RETURN_IF_ERROR(queue_->Enqueue(exps));
+    // The points and their sweep in one transaction: on record together or not at all.
+    RETURN_IF_ERROR(queue_->Enqueue(exps, &sw));
     sweeps_[sw.id()] = sw;
-    RETURN_IF_ERROR(store_->PutSweep(sw));
   }
   spdlog::info("queued sweep {}: {} points, {} to run", sw.id(), sw.points_size(), exps.size());
   return sw.id();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include "server/experiment_queue.h"
 #include "tests/testutil.h"
 
 namespace shoal {
@@ -167,6 +168,86 @@ TEST(StoreTest, AStoreMadeBeforeNodesGainsTheColumnAndKeepsItsSamples) {
   ASSERT_TRUE(samples.ok());
   ASSERT_EQ(samples->size(), 2u);
   EXPECT_EQ((*samples)[0].t_ms(), 5);
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Another connection hides a table: every write to it fails at once, as a full disk or a lock
+// held past the busy timeout would make it fail, until the table is back.
+class Sabotage {
+ public:
+  explicit Sabotage(const std::string& path) { sqlite3_open(path.c_str(), &db_); }
+  ~Sabotage() { sqlite3_close(db_); }
+  void Hide(const std::string& table = "experiments") {
+    table_ = table;
+    Run("ALTER TABLE " + table_ + " RENAME TO hidden");
+  }
+  void Restore() { Run("ALTER TABLE hidden RENAME TO " + table_); }
+
+ private:
+  void Run(const std::string& sql) {
+    ASSERT_EQ(sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  sqlite3* db_ = nullptr;
+  std::string table_;
+};
+
+v1::Experiment Record(const std::string& id, const std::string& sweep = "") {
+  v1::Experiment e;
+  e.set_id(id);
+  e.set_state(v1::QUEUED);
+  e.set_sweep_id(sweep);
+  return e;
+}
+
+// A sweep's points go on record with their sweep or not at all.
+TEST(StoreTest, ABatchIsStoredWhollyOrNotAtAll) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  v1::Sweep sw;
+  sw.set_id("s1");
+  Sabotage sabotage(d / "db");
+  sabotage.Hide("sweeps");  // the records are written, then their sweep fails
+  EXPECT_FALSE((*s)->PutBatch({Record("x1", "s1"), Record("x2", "s1")}, &sw).ok());
+  sabotage.Restore();
+  EXPECT_EQ((*s)->List()->size(), 0u);  // rolled back with it
+  EXPECT_FALSE((*s)->GetSweep("s1").ok());
+  ASSERT_TRUE((*s)->PutBatch({Record("x1", "s1"), Record("x2", "s1")}, &sw).ok());
+  EXPECT_EQ((*s)->List()->size(), 2u);
+  EXPECT_TRUE((*s)->GetSweep("s1").ok());
+}
+
+// A final state the store refused is kept (get, list and cancel see it) and stored once it can.
+TEST(StoreTest, AFinalStateTheStoreRefusedIsKeptAndStoredLater) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  ExperimentQueue q(s->get());
+  ASSERT_TRUE(q.Enqueue({Record("x1")}).ok());
+  std::optional<v1::Experiment> e = q.Next(std::chrono::milliseconds(0));
+  ASSERT_TRUE(e.has_value());
+  e->set_state(v1::RUNNING);
+  q.Update(*e);
+  Sabotage sabotage(d / "db");
+  sabotage.Hide();
+  e->set_state(v1::SUCCEEDED);
+  q.Update(*e);
+  q.Done("x1");
+  EXPECT_TRUE(q.IsUnsaved("x1"));
+  EXPECT_EQ(q.Get("x1")->state(), v1::SUCCEEDED);
+  EXPECT_EQ(q.Cancel("x1")->state(), v1::SUCCEEDED);  // ended: nothing to cancel
+  q.RetryUnsaved();                                   // still refused
+  sabotage.Restore();
+  EXPECT_EQ(q.List()->at(0).state(), v1::SUCCEEDED);
+  EXPECT_EQ((*s)->Get("x1")->state(), v1::RUNNING);  // what the store still says
+  q.RetryUnsaved();
+  EXPECT_FALSE(q.IsUnsaved("x1"));
+  EXPECT_EQ((*s)->Get("x1")->state(), v1::SUCCEEDED);
 }
 
 }  // namespace
