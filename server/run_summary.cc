@@ -422,14 +422,21 @@ LiveFigures Live(const ipc::v1::Progress& p) {
 }
 
 void LiveRate::Feed(uint64_t count, uint64_t now_ns) {
-  if (prev_ns_ != 0 && now_ns > prev_ns_) {
-    const double inst = double(count - std::min(count, prev_)) / (double(now_ns - prev_ns_) / 1e9);
-    // Restarted while 0 (set-up ticks before the first step): an average from 0 would reach
-    // the training rate only over several ticks.
-    rate_ = rate_ && *rate_ > 0 ? 0.7 * *rate_ + 0.3 * inst : inst;
-  }
-  prev_ = count;
-  prev_ns_ = now_ns;
+  constexpr uint64_t kWindowNs = 10'000'000'000ull;
+  now_ns_ = now_ns;
+  if (last_ && count < *last_) changes_.clear();  // a count that went back is a new one
+  if (last_ && count != *last_) changes_.emplace_back(now_ns, count);
+  last_ = count;
+  while (changes_.size() > 2 && now_ns - changes_[1].first > kWindowNs) changes_.pop_front();
+}
+
+std::optional<double> LiveRate::per_sec() const {
+  if (changes_.size() < 2) return std::nullopt;
+  const auto& [t0, c0] = changes_.front();
+  const auto& [t1, c1] = changes_.back();
+  const double mean_gap = double(t1 - t0) / double(changes_.size() - 1);
+  const double span = now_ns_ - t1 > mean_gap ? double(now_ns_ - t0) : double(t1 - t0);
+  return span > 0 ? std::optional<double>(double(c1 - c0) / (span / 1e9)) : std::nullopt;
 }
 
 }  // namespace shoal

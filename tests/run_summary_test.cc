@@ -210,18 +210,35 @@ TEST(RunSummaryTest, AVariantHasOnlyTheFiguresItsWorkerGave) {
   EXPECT_FALSE(r.variants(1).has_peak_pss_bytes());
 }
 
-// Unknown before a second tick; 0 through the set-up ticks before the first step; then the
-// first training tick's own rate, not 30% of it averaged with the zeros.
+// Unknown through the set-up ticks and the first step (a rate needs two step ends); then the
+// rise between changes over the time between them, whatever the ticks in between.
 TEST(RunSummaryTest, ALiveRateStartsFromTheFirstStepsNotFromZero) {
   LiveRate rate;
   rate.Feed(0, 1 * kS);
-  EXPECT_FALSE(rate.per_sec().has_value());
   rate.Feed(0, 2 * kS);
-  EXPECT_EQ(rate.per_sec(), 0.0);
+  EXPECT_FALSE(rate.per_sec().has_value());
   rate.Feed(50, 3 * kS);
-  EXPECT_EQ(rate.per_sec(), 50.0);
+  EXPECT_FALSE(rate.per_sec().has_value());  // set-up time is not training time
   rate.Feed(150, 4 * kS);
-  EXPECT_DOUBLE_EQ(*rate.per_sec(), 0.7 * 50 + 0.3 * 100);
+  EXPECT_DOUBLE_EQ(*rate.per_sec(), 100);
+}
+
+// Steps of 2.5 s against ticks of 200 ms: 64 samples a step read as 25.6/s within the ticks'
+// rounding at every tick while the steps keep coming, where a per-tick average swung from 2.8
+// to 340.
+TEST(RunSummaryTest, ALiveRateOfStepsLongerThanATickIsSteady) {
+  LiveRate rate;
+  uint64_t samples = 0;
+  for (uint64_t ms = 0; ms <= 20000; ms += 200) {
+    samples = ms / 2500 * 64;  // the steps that ended by this tick
+    rate.Feed(samples, ms * 1'000'000);
+    if (ms < 5200) continue;  // two step ends seen from the tick after 5 s
+    ASSERT_TRUE(rate.per_sec().has_value()) << ms;
+    EXPECT_NEAR(*rate.per_sec(), 25.6, 1.1) << ms;  // a tick either way over 2.5 s: 24.6..26.7
+  }
+  // Then it stalls: past the mean interval, the rate falls.
+  rate.Feed(samples, 26000ull * 1'000'000);
+  EXPECT_LT(*rate.per_sec(), 25.6 * 0.6);
 }
 
 TEST(RunSummaryTest, ACancelledRunReportsWhatItDid) {

@@ -390,14 +390,17 @@ TEST_F(RunnerTest, LiveSamplesPerSecondCountsTheWorkersSamples) {
   progress(0, 0);
   r->Advance();
   clock_.Advance(200 * kMs);
-  progress(10, 40);  // 20 steps of the two stages, 40 samples through the pipeline, in 200 ms
+  progress(10, 40);  // the first steps: a rate needs two step ends
+  r->Advance();
+  clock_.Advance(200 * kMs);
+  progress(20, 80);  // 20 steps of the two stages, 40 samples through the pipeline, in 200 ms
   r->Advance();
   std::vector<const v1::Sample*> samples;
   for (const auto& p : published_)
     if (p.has_sample()) samples.push_back(&p.sample());
   ASSERT_GE(samples.size(), 2u);
   const v1::Sample *first = samples.front(), *last = samples.back();
-  // One tick has counted nothing against anything: its rates are unknown, not 0.
+  // The first ticks have no two step ends to count between: their rates are unknown, not 0.
   EXPECT_FALSE(first->has_steps_per_sec());
   EXPECT_FALSE(first->has_samples_per_sec());
   EXPECT_DOUBLE_EQ(last->steps_per_sec(), 100.0);
