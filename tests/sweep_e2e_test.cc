@@ -118,6 +118,12 @@ TEST_F(SweepE2E, KilledDaemonResumesWithoutRerunningFinishedPoints) {
   for (const auto& e : l["experiments"]) interrupted += e["state"] == "INTERRUPTED";
   EXPECT_EQ(interrupted, 1);
   EXPECT_EQ(l["experiments"].size(), 5u);
+  // Deleting the sweep deletes that attempt too: no command could remove it once its sweep was
+  // gone.
+  CommandResult rm = daemon_->Cli({"rm", id});
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_NE(rm.out.find("(5 experiments)"), std::string::npos) << rm.out;
+  EXPECT_EQ(Parse(daemon_->Cli({"list", "--json"})).value("experiments", json::array()).size(), 0u);
 }
 
 TEST_F(SweepE2E, CancelStopsTheSweep) {
