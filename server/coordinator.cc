@@ -84,12 +84,19 @@ void Coordinator::Shutdown() {
   coordinated_.clear();
 }
 
-Status Coordinator::Admit(const v1::ExperimentSpec& spec) {
+// `queued`: at submit, behind the running experiment (if any), whose memory and segments are
+// then free again; at the start of a run, nothing else runs.
+Status Coordinator::Admit(const v1::ExperimentSpec& spec, bool queued) {
   if (spec.force()) return Status::Ok();
   const KindRules* kind = FindKind(spec.kind());
   if (kind == nullptr || kind->estimate == nullptr) return Status::Ok();
   ASSIGN_OR_RETURN(ExperimentEstimate need, kind->estimate(spec));
   ASSIGN_OR_RETURN(NodeCapacity have, ReadNodeCapacity());
+  std::lock_guard<std::mutex> l(latest_mu_);
+  if (queued && latest_) {
+    have.running_memory_bytes = latest_->sample.total_pss_bytes();
+    have.running_shm_bytes = latest_->sample.shared_bytes();
+  }
   return shoal::Admit(need, have);
 }
 
@@ -98,7 +105,7 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
   if (spec.has_node_daemons()) return SubmitCoordinated(spec, submitter);
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
-  RETURN_IF_ERROR(Admit(spec));
+  RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
   v1::Experiment e = NewExperimentRecord(NewId("x"), spec, RealtimeMs());
   e.set_submitter(submitter);
   RETURN_IF_ERROR(queue_.Enqueue({e}));
@@ -320,7 +327,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
   }
   return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
     RETURN_IF_ERROR(check(s.dataset()));
-    Status st = Admit(s);
+    Status st = Admit(s, /*queued=*/true);
     return st.ok() ? st : ResourceExhausted(st.message());
   });
 }
@@ -448,7 +455,8 @@ void Coordinator::RunOne(v1::Experiment e) {
     EndUnstarted(std::move(e), v1::CANCELLED, "");
   } else if (!ready.ok()) {
     EndUnstarted(std::move(e), v1::FAILED, "starting the workers: " + ready.message());
-  } else if (Status admitted = Admit(e.spec()); !admitted.ok()) {  // what fit at submit may not now
+  } else if (Status admitted = Admit(e.spec(), /*queued=*/false);
+             !admitted.ok()) {  // what fit at submit may not now
     EndUnstarted(std::move(e), v1::FAILED, admitted.message());
   } else {
     // Samples are kept for the newest experiments only: the store does not grow without bound.

@@ -99,7 +99,7 @@ class Coordinator : public ExperimentService {
   void RunOne(v1::Experiment e);
   void EndUnstarted(v1::Experiment e, v1::ExperimentState state, const std::string& why);
   Status PrepareForkServer(const v1::Experiment& e);
-  Status Admit(const v1::ExperimentSpec& spec);
+  Status Admit(const v1::ExperimentSpec& spec, bool queued);
   RunnerHooks HooksFor(const std::string& id);
   RunnerEnv EnvFor();
   void Publish(const std::string& id, v1::WatchEvent ev);

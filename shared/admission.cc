@@ -63,13 +63,20 @@ StatusOr<NodeCapacity> ReadNodeCapacity() {
 }
 
 Status Admit(const ExperimentEstimate& need, const NodeCapacity& have) {
-  if (need.shm_bytes > have.shm_free_bytes) {
+  auto plus_running = [](uint64_t bytes) {
+    return bytes == 0 ? std::string()
+                      : " and the running experiment, which ends first, holds " + Gib(bytes);
+  };
+  if (need.shm_bytes > have.shm_free_bytes + have.running_shm_bytes) {
     return ResourceExhausted("does not fit: needs ~" + Gib(need.shm_bytes) + " of /dev/shm, " +
-                             Gib(have.shm_free_bytes) + " is free (use --force to start anyway)");
+                             Gib(have.shm_free_bytes) + " is free" +
+                             plus_running(have.running_shm_bytes) +
+                             " (use --force to start anyway)");
   }
-  if (need.memory_bytes > have.memory_available_bytes) {
+  if (need.memory_bytes > have.memory_available_bytes + have.running_memory_bytes) {
     return ResourceExhausted("does not fit: needs ~" + Gib(need.memory_bytes) +
                              " of memory, MemAvailable is " + Gib(have.memory_available_bytes) +
+                             plus_running(have.running_memory_bytes) +
                              " (use --force to start anyway)");
   }
   return Status::Ok();

@@ -30,6 +30,10 @@ StatusOr<ExperimentEstimate> EstimateExperiment(const v1::ExperimentSpec& spec);
 struct NodeCapacity {
   uint64_t shm_free_bytes = 0;
   uint64_t memory_available_bytes = 0;
+  // What the running experiment holds (its latest PSS sum, its segments): a run queued behind it
+  // starts only once it has ended and given them back.
+  uint64_t running_memory_bytes = 0;
+  uint64_t running_shm_bytes = 0;
 };
 StatusOr<NodeCapacity> ReadNodeCapacity();
 

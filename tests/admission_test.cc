@@ -79,6 +79,18 @@ TEST(AdmissionTest, RefusalNamesBothFigures) {
   EXPECT_TRUE(ReadNodeCapacity().ok());
 }
 
+// Queued behind a running experiment, a run counts what that one will give back as it ends.
+TEST(AdmissionTest, WhatTheRunningExperimentHoldsCountsForOneQueuedBehindIt) {
+  ExperimentEstimate need{1ull << 30, 10ull << 30};
+  EXPECT_TRUE(Admit(need, {2ull << 30, 5ull << 30, 6ull << 30, 0}).ok());
+  Status st = Admit(need, {2ull << 30, 5ull << 30, 4ull << 30, 0});
+  EXPECT_NE(st.message().find("MemAvailable is 5.00 GiB and the running experiment, which ends "
+                              "first, holds 4.00 GiB"),
+            std::string::npos)
+      << st.message();
+  EXPECT_TRUE(Admit(need, {512ull << 20, 20ull << 30, 0, 512ull << 20}).ok());
+}
+
 TEST(DataRootsTest, OnlyBelowARoot) {
   testing::TempDir root, other;
   std::filesystem::create_directories(root / "a");
