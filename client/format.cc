@@ -33,7 +33,9 @@ std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20));
 // An optional figure: "-" when it is unknown.
 std::string MibIf(bool known, uint64_t b) { return known ? Mib(b) : "-"; }
 // GiB from 1 GiB up, MiB below: a small model's 5 MB is not "0.00 GiB".
-std::string Size(uint64_t b) { return b >= (1ull << 30) ? Gib(b) : Mib(b); }
+std::string SizeIf(bool known, uint64_t b) {
+  return !known ? "-" : b >= (1ull << 30) ? Gib(b) : Mib(b);
+}
 std::string GibIf(bool known, uint64_t b) { return known ? Gib(b) : "-"; }
 std::string MsIf(bool known, double ms) { return known ? F("%.0f", ms) : "-"; }
 
@@ -142,9 +144,9 @@ std::string PipelineLines(const v1::Result& r) {
         "memory %s; peak allocated %s, activations %s (summed over stages); step %s ms, bubble "
         "%s\n",
         p.stages(), p.chunks(), p.micro_batch(), p.checkpoint().c_str(),
-        double(p.parameters()) / 1e6, Size(p.model_memory_bytes()).c_str(),
-        p.has_peak_allocated_sum_bytes() ? Size(p.peak_allocated_sum_bytes()).c_str() : "-",
-        p.has_peak_activation_sum_bytes() ? Size(p.peak_activation_sum_bytes()).c_str() : "-",
+        double(p.parameters()) / 1e6, SizeIf(true, p.model_memory_bytes()).c_str(),
+        SizeIf(p.has_peak_allocated_sum_bytes(), p.peak_allocated_sum_bytes()).c_str(),
+        SizeIf(p.has_peak_activation_sum_bytes(), p.peak_activation_sum_bytes()).c_str(),
         MsIf(p.has_step_ms(), p.step_ms()).c_str(),
         p.has_bubble() ? F("%.0f%%", 100 * p.bubble()).c_str() : "-");
   o += F("  %-11s %-5s %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s %-8s\n", "stages",

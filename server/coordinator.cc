@@ -92,10 +92,12 @@ Status Coordinator::Admit(const v1::ExperimentSpec& spec, bool queued) {
   if (kind == nullptr || kind->estimate == nullptr) return Status::Ok();
   ASSIGN_OR_RETURN(ExperimentEstimate need, kind->estimate(spec));
   ASSIGN_OR_RETURN(NodeCapacity have, ReadNodeCapacity());
-  std::lock_guard<std::mutex> l(latest_mu_);
-  if (queued && latest_) {
-    have.running_memory_bytes = latest_->sample.total_pss_bytes();
-    have.running_shm_bytes = latest_->sample.shared_bytes();
+  if (queued) {
+    std::lock_guard<std::mutex> l(latest_mu_);
+    if (latest_) {
+      have.running_memory_bytes = latest_->sample.total_pss_bytes();
+      have.running_shm_bytes = latest_->sample.shared_bytes();
+    }
   }
   return shoal::Admit(need, have);
 }

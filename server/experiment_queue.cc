@@ -68,8 +68,9 @@ void ExperimentQueue::Update(const v1::Experiment& e) {
 // record said "running" for good, and nothing could cancel or delete it.
 void ExperimentQueue::Save(const v1::Experiment& e) {
   const Status st = store_->Put(e);
-  if (st.ok() || !IsTerminal(e.state())) {
-    if (!st.ok()) spdlog::error("{}", st.ToString());
+  if (st.ok()) return;
+  if (!IsTerminal(e.state())) {  // a later Update or Checkpoint stores it again
+    spdlog::error("{}", st.ToString());
     return;
   }
   spdlog::error("{}; kept, and stored again until it is", st.ToString());

@@ -267,7 +267,6 @@ std::shared_ptr<grpc::ServerCredentials> TcpCredentials(const DaemonArgs& d) {
   return grpc::SslServerCredentials(o);
 }
 
-// The state directory (0700), its lock (one daemon per directory) and a free socket path.
 // The state dir, made 0700 when shoald creates it; one that exists (a group's shared directory)
 // keeps its mode.
 bool MakeStateDir(const std::string& dir) {
@@ -290,8 +289,12 @@ bool MakeStateDir(const std::string& dir) {
 // One shoald per state dir: a lock on the directory itself, held until exit, which a cleaner
 // cannot delete from under it as it could a lock file's name.
 bool LockStateDir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || ::access(dir.c_str(), W_OK) != 0) {
+  if (::access(dir.c_str(), W_OK) != 0) {
+    spdlog::critical("cannot use state dir {}: {}", dir, std::strerror(errno));
+    return false;
+  }
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // held until exit
+  if (fd < 0) {
     spdlog::critical("cannot use state dir {}: {}", dir, std::strerror(errno));
     return false;
   }
@@ -326,6 +329,7 @@ bool FreeSocketPath(const std::string& path) {
   return true;
 }
 
+// The state directory, its lock (one daemon per directory) and a free socket path.
 bool ClaimStateDir(const DaemonArgs& d) {
   return MakeStateDir(d.state_dir) && LockStateDir(d.state_dir) && FreeSocketPath(d.socket_path);
 }

@@ -1,7 +1,6 @@
 #include "server/sweep_tracker.h"
 
 #include <algorithm>
-#include <set>
 
 #include "shared/process.h"
 #include "spdlog/spdlog.h"
@@ -152,16 +151,15 @@ StatusOr<uint32_t> SweepTracker::Delete(const std::string& id) {
       return FailedPrecondition("sweep " + id + ": its experiment " + p.experiment_id() +
                                 " is still stopping; try again when it has ended");
   }
-  // Every record of the sweep: its points' and the earlier attempts of points recovery ran
-  // again, which point to the sweep but are no point's now (and no command could delete them).
-  std::set<std::string> ids;
-  for (const auto& p : it->second.points())
-    if (!p.experiment_id().empty()) ids.insert(p.experiment_id());
+  // Every record that names the sweep: its points', and the earlier attempts of points recovery
+  // ran again, which are no point's now (and no other command could delete them).
   ASSIGN_OR_RETURN(std::vector<v1::Experiment> all, queue_->List());
-  for (const auto& e : all)
-    if (e.sweep_id() == id && !queue_->IsLive(e.id())) ids.insert(e.id());
-  for (const auto& x : ids) RETURN_IF_ERROR(store_->DeleteExperiment(x));
-  const uint32_t deleted = uint32_t(ids.size());
+  uint32_t deleted = 0;
+  for (const auto& e : all) {
+    if (e.sweep_id() != id) continue;
+    RETURN_IF_ERROR(store_->DeleteExperiment(e.id()));
+    ++deleted;
+  }
   RETURN_IF_ERROR(store_->DeleteSweep(id));
   sweeps_.erase(it);
   return deleted;

@@ -356,6 +356,17 @@ TEST(SamplerTest, TheParentOfANewProcessIsWalkedNext) {
   }
 }
 
+// Makes `pid` move and ticks with walks ten times dearer than the 5 ms burst: `pid` is walked,
+// rationed, and the bucket is left in debt, so that any rationed walk after it must wait.
+void LeaveTheBucketInDebt(FakeProc& proc, ProcessSampler& s, pid_t pid, uint64_t now_ns) {
+  proc.walk_cost_ns = 50'000'000;
+  proc.procs[pid].rss_kb = 200000;
+  const int walks = proc.walks[pid];
+  v1::Sample out;
+  s.Tick(now_ns, &out);
+  ASSERT_EQ(proc.walks[pid], walks + 1);
+}
+
 // A fork with the bucket in debt: the parent's walk is not rationed either, or its pre-fork
 // private pages count again in every child for ticks (a multi_model leader read 80 MiB for
 // three ticks that a walk found to be 42, and the run's peak PSS sum 30% high).
@@ -367,12 +378,8 @@ TEST(SamplerTest, TheParentOfANewProcessIsWalkedAtOnceEvenInDebt) {
   ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
   s.Track(5, "leader", -1);
   v1::Sample out;
-  s.Tick(1000 * kMs, &out);        // its first walk
-  proc.walk_cost_ns = 50'000'000;  // a dear walk: ten times the burst
-  proc.procs[5].rss_kb = 200000;   // it moves: walked, rationed, and the bucket left in debt
-  out.Clear();
-  s.Tick(1200 * kMs, &out);
-  ASSERT_EQ(proc.walks[5], 2);
+  s.Tick(1000 * kMs, &out);  // its first walk
+  LeaveTheBucketInDebt(proc, s, 5, 1200 * kMs);
   proc.procs[20] = {};  // it forks a worker: its pages are now the worker's too
   proc.procs[20].ppid = 5;
   proc.procs[5].pss_kb = 42000;
@@ -401,11 +408,7 @@ TEST(SamplerTest, TheParentOfAProcessThatLeftIsWalkedAtOnceEvenInDebt) {
   s.Track(20, "worker", 0);
   v1::Sample out;
   s.Tick(1000 * kMs, &out);  // first walks of both
-  proc.walk_cost_ns = 50'000'000;
-  proc.procs[20].rss_kb = 200000;  // the worker moves: walked, rationed, the bucket in debt
-  out.Clear();
-  s.Tick(1200 * kMs, &out);
-  ASSERT_EQ(proc.walks[20], 2);
+  LeaveTheBucketInDebt(proc, s, 20, 1200 * kMs);
   proc.procs.erase(20);  // it exits
   s.Untrack(20);
   proc.procs[5].uss_kb = 40000;
