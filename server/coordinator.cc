@@ -180,11 +180,12 @@ FederationHooks Coordinator::CoordinatedHooks(const std::string& id) {
 
 StatusOr<Page<v1::Experiment>> Coordinator::List(const PageRequest& page,
                                                  const ExperimentFilter& filter) {
-  ASSIGN_OR_RETURN(std::vector<v1::Experiment> all, queue_.List());
-  std::vector<v1::Experiment> kept;
-  for (auto& e : all)
-    if (filter.Matches(e)) kept.push_back(std::move(e));
-  return TakePage(std::move(kept), page);
+  return CollectPage<v1::Experiment>(
+      page,
+      [this](const std::optional<RecordKey>& after, size_t n) {
+        return queue_.ListAfter(after, n);
+      },
+      [&](const v1::Experiment& e) { return filter.Matches(e); });
 }
 
 StatusOr<Page<v1::Sweep>> Coordinator::ListSweeps(const PageRequest& page) {

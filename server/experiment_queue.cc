@@ -172,12 +172,23 @@ StatusOr<v1::Experiment> ExperimentQueue::Get(const std::string& id) {
 
 StatusOr<std::vector<v1::Experiment>> ExperimentQueue::List() {
   ASSIGN_OR_RETURN(auto all, store_->List());
+  Overlay(all);
+  return all;
+}
+
+StatusOr<std::vector<v1::Experiment>> ExperimentQueue::ListAfter(
+    const std::optional<RecordKey>& after, size_t limit) {
+  ASSIGN_OR_RETURN(auto some, store_->ListAfter(after, limit));
+  Overlay(some);
+  return some;
+}
+
+void ExperimentQueue::Overlay(std::vector<v1::Experiment>& stored) {
   std::lock_guard<std::mutex> l(mu_);
-  for (auto& e : all) {
+  for (auto& e : stored) {
     if (auto it = live_.find(e.id()); it != live_.end()) e = it->second;
     if (auto it = unsaved_.find(e.id()); it != unsaved_.end()) e = it->second;
   }
-  return all;
 }
 
 void ExperimentQueue::Shutdown() {

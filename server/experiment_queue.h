@@ -62,12 +62,16 @@ class ExperimentQueue {
 
   StatusOr<v1::Experiment> Get(const std::string& id);
   StatusOr<std::vector<v1::Experiment>> List();
+  // Store::ListAfter, with the live and unsaved states in place of the stored ones.
+  StatusOr<std::vector<v1::Experiment>> ListAfter(const std::optional<RecordKey>& after,
+                                                  size_t limit);
 
   void Shutdown();
   bool stopping();
 
  private:
   void Notify(const v1::Experiment& e);
+  void Overlay(std::vector<v1::Experiment>& stored);  // live and unsaved states in place
   void Save(const v1::Experiment& e);
 
   Store* store_;

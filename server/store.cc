@@ -44,6 +44,20 @@ void BindNode(sqlite3_stmt* st, int i, std::optional<uint32_t> node) {
   node ? sqlite3_bind_int64(st, i, *node) : sqlite3_bind_null(st, i);
 }
 
+// A listed row (id, submitted, state, body): a body that does not parse is still listed, by its
+// key, saying so (skipping it would end the listing's chunk early and hide the record).
+v1::Experiment ListedRow(sqlite3_stmt* st) {
+  v1::Experiment e;
+  if (e.ParseFromArray(sqlite3_column_blob(st, 3), sqlite3_column_bytes(st, 3))) return e;
+  e.Clear();
+  e.set_id(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  e.set_submitted_unix_ms(sqlite3_column_int64(st, 1));
+  const int state = sqlite3_column_int(st, 2);
+  if (v1::ExperimentState_IsValid(state)) e.set_state(v1::ExperimentState(state));
+  e.set_error("store: this record is corrupt (its body does not parse)");
+  return e;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
@@ -67,6 +81,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
       "CREATE INDEX IF NOT EXISTS events_id ON events(id);"
       "CREATE TABLE IF NOT EXISTS samples (id TEXT, t_ms REAL, body BLOB, node INTEGER);"
       "CREATE INDEX IF NOT EXISTS samples_id ON samples(id);"
+      "CREATE INDEX IF NOT EXISTS experiments_key ON experiments(submitted, id);"
       "CREATE TABLE IF NOT EXISTS sweeps (id TEXT PRIMARY KEY, submitted INTEGER, body BLOB);"));
   RETURN_IF_ERROR(store->AddNodeColumn());
   return store;
@@ -168,6 +183,28 @@ StatusOr<std::vector<v1::Experiment>> Store::List() {
   std::lock_guard<std::mutex> l(mu_);
   return ReadAll<v1::Experiment>(db_, "SELECT body FROM experiments ORDER BY submitted, rowid",
                                  nullptr);
+}
+
+StatusOr<std::vector<v1::Experiment>> Store::ListAfter(const std::optional<RecordKey>& after,
+                                                       size_t limit) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  const char* sql = after ? "SELECT id, submitted, state, body FROM experiments "
+                            "WHERE (submitted, id) > (?, ?) ORDER BY submitted, id LIMIT ?"
+                          : "SELECT id, submitted, state, body FROM experiments "
+                            "ORDER BY submitted, id LIMIT ?";
+  if (sqlite3_prepare_v2(db_, sql, -1, &st.s, nullptr) != SQLITE_OK) return Error("prepare list");
+  int i = 1;
+  if (after) {
+    sqlite3_bind_int64(st.s, i++, after->ms);
+    sqlite3_bind_text(st.s, i++, after->id.data(), int(after->id.size()), SQLITE_TRANSIENT);
+  }
+  sqlite3_bind_int64(st.s, i, int64_t(std::min<size_t>(limit, INT64_MAX)));
+  std::vector<v1::Experiment> out;
+  int rc;
+  while ((rc = sqlite3_step(st.s)) == SQLITE_ROW) out.push_back(ListedRow(st.s));
+  if (rc != SQLITE_DONE) return Error("list");
+  return out;
 }
 
 Status Store::AddEvent(const std::string& id, const v1::Event& ev) {

@@ -9,12 +9,20 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
+
+// Where a record sits in a listing: its submission time, then its id.
+struct RecordKey {
+  int64_t ms = 0;
+  std::string id;
+  bool operator<(const RecordKey& o) const { return std::tie(ms, id) < std::tie(o.ms, o.id); }
+};
 
 class Store {
  public:
@@ -24,6 +32,10 @@ class Store {
   Status Put(const v1::Experiment& e);  // insert or replace
   StatusOr<v1::Experiment> Get(const std::string& id);
   StatusOr<std::vector<v1::Experiment>> List();  // in submission order
+  // Up to `limit` records after `after` (none: from the first) in key order: a listing's page
+  // reads only what it shows, through the index on the key.
+  StatusOr<std::vector<v1::Experiment>> ListAfter(const std::optional<RecordKey>& after,
+                                                  size_t limit);
   // How many records are in each state, counted by SQLite (no record is read): /metrics.
   StatusOr<std::map<v1::ExperimentState, uint64_t>> CountByState();
   Status AddEvent(const std::string& id, const v1::Event& ev);

@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 
 #include "server/experiment_queue.h"
+#include "server/paging.h"
 #include "tests/testutil.h"
 
 namespace shoal {
@@ -248,6 +249,74 @@ TEST(StoreTest, AFinalStateTheStoreRefusedIsKeptAndStoredLater) {
   q.RetryUnsaved();
   EXPECT_FALSE(q.IsUnsaved("x1"));
   EXPECT_EQ((*s)->Get("x1")->state(), v1::SUCCEEDED);
+}
+
+// A listing follows its pages by key: each page seeks to its token, so following every page
+// reads each record about once, whatever the filter refuses, in (submitted, id) order.
+TEST(StoreTest, AListingsPagesReadEachRecordAboutOnce) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  std::vector<v1::Experiment> put;
+  for (int i = 0; i < 700; ++i) {
+    v1::Experiment e = Record("x" + std::to_string((i * 7919) % 1000));
+    e.set_submitted_unix_ms(i / 3);  // ties: ordered by id within a millisecond
+    if (i % 50 == 0) e.set_state(v1::FAILED);
+    put.push_back(e);
+  }
+  ASSERT_TRUE((*s)->PutBatch(put, nullptr).ok());
+  size_t read = 0;
+  auto fetch = [&](const std::optional<RecordKey>& after, size_t n) {
+    auto got = (*s)->ListAfter(after, n);
+    read += got.ok() ? got->size() : 0;
+    return got;
+  };
+  auto follow = [&](uint32_t size, auto keep) {
+    std::vector<RecordKey> keys;
+    PageRequest req{size, ""};
+    do {
+      auto page = CollectPage<v1::Experiment>(req, fetch, keep);
+      EXPECT_TRUE(page.ok());
+      if (!page.ok()) break;
+      EXPECT_LE(page->items.size(), size);
+      for (const auto& e : page->items) keys.push_back(KeyOf(e));
+      req.token = page->next;
+    } while (!req.token.empty());
+    return keys;
+  };
+  std::vector<RecordKey> all = follow(7, [](const v1::Experiment&) { return true; });
+  ASSERT_EQ(all.size(), 700u);
+  EXPECT_TRUE(std::is_sorted(all.begin(), all.end()));
+  EXPECT_LE(read, 700u + 100u);  // one record past each page's end is read twice
+  read = 0;
+  std::vector<RecordKey> failed =
+      follow(3, [](const v1::Experiment& e) { return e.state() == v1::FAILED; });
+  EXPECT_EQ(failed.size(), 14u);
+  EXPECT_TRUE(std::is_sorted(failed.begin(), failed.end()));
+  EXPECT_LE(read, 2 * 700u);  // the refused are read past, not read again from the start
+}
+
+// A record whose body no longer parses is still listed, by its key, saying so.
+TEST(StoreTest, ACorruptRecordIsListedNotSkipped) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  v1::Experiment a = Record("xa"), c = Record("xc");
+  c.set_submitted_unix_ms(9);
+  ASSERT_TRUE((*s)->PutBatch({a, c}, nullptr).ok());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((d / "db").c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "INSERT INTO experiments VALUES ('xb', 5, 4, x'ffffffff')", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto got = (*s)->ListAfter(RecordKey{0, "xa"}, 10);
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].id(), "xb");
+  EXPECT_EQ((*got)[0].submitted_unix_ms(), 5);
+  EXPECT_NE((*got)[0].error().find("corrupt"), std::string::npos);
+  EXPECT_EQ((*got)[1].id(), "xc");
 }
 
 }  // namespace
