@@ -34,6 +34,16 @@ std::string NewId(const char* prefix) {
   return id;
 }
 
+IdSource FreshIds(Store* store, IdSource draw) {
+  return [store, draw = std::move(draw)](const char* prefix) {
+    for (;;) {
+      std::string id = draw(prefix);
+      // A store that cannot answer refuses a clash itself, when the record is inserted.
+      if (StatusOr<bool> taken = store->Taken(id); !taken.ok() || !*taken) return id;
+    }
+  };
+}
+
 Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hub,
                          CoordinatorSeams seams)
     : opts_(std::move(opts)),
@@ -44,7 +54,8 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
       fork_server_({opts_.worker_bin, opts_.zygote_socket, opts_.fork_server_pool, ::getpid()},
                    seams.proc, seams.clock, &reaper_),
       queue_(store),
-      sweeps_(store, &queue_, NewId) {
+      new_id_(FreshIds(store)),
+      sweeps_(store, &queue_, new_id_) {
   queue_.Listen([this](const v1::Experiment& e) { sweeps_.OnExperiment(e); });
   queue_.Listen([this](const v1::Experiment& e) {
     // Cancelled before it started: no runner will tell its watchers, so this does.
@@ -59,7 +70,7 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
 Coordinator::~Coordinator() { Shutdown(); }
 
 Status Coordinator::Recover() {
-  ASSIGN_OR_RETURN(Recovered r, shoal::Recover(store_, os_.segments, NewId));
+  ASSIGN_OR_RETURN(Recovered r, shoal::Recover(store_, os_.segments, new_id_));
   queue_.Restore(r.queue);
   sweeps_.Restore(r.sweeps);
   // A coordinated experiment cut short here may still have parts running on the nodes.
@@ -108,7 +119,7 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
   if (spec.has_node_daemons()) return SubmitCoordinated(spec, submitter);
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
-  v1::Experiment e = NewExperimentRecord(NewId("x"), spec, RealtimeMs());
+  v1::Experiment e = NewExperimentRecord(new_id_("x"), spec, RealtimeMs());
   e.set_submitter(submitter);
   RETURN_IF_ERROR(queue_.Enqueue({e}));
   spdlog::info("queued {}: {} {} workers, start {}, share {}", e.id(), spec.kind(), spec.workers(),
@@ -128,7 +139,7 @@ StatusOr<std::string> Coordinator::SubmitCoordinated(const v1::ExperimentSpec& s
         "other nodes' daemons");
   }
   ASSIGN_OR_RETURN(std::vector<std::string> daemons, ParseNodeDaemons(spec.node_daemons()));
-  v1::Experiment e = NewCoordinatedRecord(NewId("x"), spec, daemons, RealtimeMs());
+  v1::Experiment e = NewCoordinatedRecord(new_id_("x"), spec, daemons, RealtimeMs());
   e.set_submitter(submitter);
   RETURN_IF_ERROR(queue_.Adopt(e));
   spdlog::info("coordinating {}: data_parallel over {} nodes", e.id(), daemons.size());

@@ -114,6 +114,7 @@ class Coordinator : public ExperimentService {
   ChildReaper reaper_;
   ForkServerSupervisor fork_server_;
   ExperimentQueue queue_;
+  std::function<std::string(const char*)> new_id_;  // FreshIds: before sweeps_, which keeps it
   SweepTracker sweeps_;
   std::thread scheduler_;
   // One thread per coordinated experiment (or leftover parts to cancel); the ended ones are joined
@@ -129,5 +130,9 @@ class Coordinator : public ExperimentService {
 
 // A new id: the prefix and 10 random hex digits.
 std::string NewId(const char* prefix);
+// Ids drawn by `draw` until one is on no record: 40 random bits clash with one of 20,000 records
+// about once in 5,000 draws, and a new record must not take an old one's id.
+using IdSource = std::function<std::string(const char* prefix)>;
+IdSource FreshIds(Store* store, IdSource draw = NewId);
 
 }  // namespace shoal

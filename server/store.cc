@@ -101,6 +101,30 @@ Status Store::Error(const std::string& what) {
   return Internal("store: " + what + ": " + sqlite3_errmsg(db_));
 }
 
+// Runs a write; an id already taken says so (a new record drew an old one's id).
+Status Store::Stepped(sqlite3_stmt* st, const std::string& what) {
+  const int rc = sqlite3_step(st);
+  if (rc == SQLITE_DONE) return Status::Ok();
+  if (sqlite3_extended_errcode(db_) == SQLITE_CONSTRAINT_PRIMARYKEY)
+    return Internal("store: " + what + ": the id is already on record");
+  return Error(what);
+}
+
+StatusOr<bool> Store::Taken(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt st;
+  if (sqlite3_prepare_v2(db_,
+                         "SELECT 1 FROM experiments WHERE id=?1 UNION ALL "
+                         "SELECT 1 FROM sweeps WHERE id=?1",
+                         -1, &st.s, nullptr) != SQLITE_OK) {
+    return Error("prepare taken");
+  }
+  sqlite3_bind_text(st.s, 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
+  const int rc = sqlite3_step(st.s);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("taken " + id);
+  return rc == SQLITE_ROW;
+}
+
 Status Store::Exec(const char* sql) {
   char* err = nullptr;
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -116,19 +140,17 @@ Status Store::Put(const v1::Experiment& e) {
   return PutLocked(e);
 }
 
-Status Store::PutLocked(const v1::Experiment& e) {
+Status Store::PutLocked(const v1::Experiment& e, const char* verb) {
   Stmt st;
-  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO experiments VALUES (?,?,?,?)", -1, &st.s,
-                         nullptr) != SQLITE_OK) {
+  const std::string sql = std::string(verb) + " INTO experiments VALUES (?,?,?,?)";
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK)
     return Error("prepare put");
-  }
   std::string body = e.SerializeAsString();
   sqlite3_bind_text(st.s, 1, e.id().data(), int(e.id().size()), SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 2, e.submitted_unix_ms());
   sqlite3_bind_int(st.s, 3, e.state());
   sqlite3_bind_blob(st.s, 4, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
-  if (sqlite3_step(st.s) != SQLITE_DONE) return Error("put " + e.id());
-  return Status::Ok();
+  return Stepped(st.s, "put " + e.id());
 }
 
 Status Store::DeleteExperiment(const std::string& id) {
@@ -284,25 +306,23 @@ Status Store::PutBatch(const std::vector<v1::Experiment>& es, const v1::Sweep* s
   std::lock_guard<std::mutex> l(mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   Status st = Status::Ok();
-  for (size_t i = 0; i < es.size() && st.ok(); ++i) st = PutLocked(es[i]);
-  if (st.ok() && sweep != nullptr) st = PutSweepLocked(*sweep);
+  for (size_t i = 0; i < es.size() && st.ok(); ++i) st = PutLocked(es[i], "INSERT");
+  if (st.ok() && sweep != nullptr) st = PutSweepLocked(*sweep, "INSERT");
   if (st.ok()) st = Exec("COMMIT");
   if (!st.ok()) (void)Exec("ROLLBACK");
   return st;
 }
 
-Status Store::PutSweepLocked(const v1::Sweep& sw) {
+Status Store::PutSweepLocked(const v1::Sweep& sw, const char* verb) {
   Stmt st;
-  if (sqlite3_prepare_v2(db_, "INSERT OR REPLACE INTO sweeps VALUES (?,?,?)", -1, &st.s, nullptr) !=
-      SQLITE_OK) {
+  const std::string sql = std::string(verb) + " INTO sweeps VALUES (?,?,?)";
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &st.s, nullptr) != SQLITE_OK)
     return Error("prepare put sweep");
-  }
   std::string body = sw.SerializeAsString();
   sqlite3_bind_text(st.s, 1, sw.id().data(), int(sw.id().size()), SQLITE_TRANSIENT);
   sqlite3_bind_int64(st.s, 2, sw.submitted_unix_ms());
   sqlite3_bind_blob(st.s, 3, body.data(), static_cast<int>(body.size()), SQLITE_TRANSIENT);
-  if (sqlite3_step(st.s) != SQLITE_DONE) return Error("put sweep " + sw.id());
-  return Status::Ok();
+  return Stepped(st.s, "put sweep " + sw.id());
 }
 
 StatusOr<v1::Sweep> Store::GetSweep(const std::string& id) {

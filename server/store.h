@@ -50,8 +50,11 @@ class Store {
   Status PruneSamples(int keep_experiments);
 
   Status PutSweep(const v1::Sweep& s);
-  // The records, and the sweep they are points of when given, in one transaction: all or none.
+  // New records, and the sweep they are points of when given, in one transaction: all or none.
+  // An id already on record is refused, never replaced.
   Status PutBatch(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep);
+  // Whether an experiment or a sweep has this id.
+  StatusOr<bool> Taken(const std::string& id);
   // Deletes a record with everything kept of it (an experiment's events and samples too).
   Status DeleteExperiment(const std::string& id);
   Status DeleteSweep(const std::string& id);
@@ -59,13 +62,15 @@ class Store {
   StatusOr<std::vector<v1::Sweep>> ListSweeps();
 
  private:
-  Status PutLocked(const v1::Experiment& e);
-  Status PutSweepLocked(const v1::Sweep& s);
+  // `verb`: "INSERT" (new records) or "INSERT OR REPLACE" (updates).
+  Status PutLocked(const v1::Experiment& e, const char* verb = "INSERT OR REPLACE");
+  Status PutSweepLocked(const v1::Sweep& s, const char* verb = "INSERT OR REPLACE");
   explicit Store(sqlite3* db) : db_(db) {}
   Status Exec(const char* sql);
   Status AddNodeColumn();
   Status ExecWithId(const char* sql, const std::string& id);
   Status Error(const std::string& what);
+  Status Stepped(sqlite3_stmt* st, const std::string& what);
 
   std::mutex mu_;
   sqlite3* db_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include "server/coordinator.h"
 #include "server/experiment_queue.h"
 #include "server/paging.h"
 #include "tests/testutil.h"
@@ -317,6 +318,31 @@ TEST(StoreTest, ACorruptRecordIsListedNotSkipped) {
   EXPECT_EQ((*got)[0].submitted_unix_ms(), 5);
   EXPECT_NE((*got)[0].error().find("corrupt"), std::string::npos);
   EXPECT_EQ((*got)[1].id(), "xc");
+}
+
+// A new record never replaces one on record: ids are drawn again until free, and a clash that
+// reaches the store is refused with the old record kept.
+TEST(StoreTest, ANewRecordNeverTakesAnOldOnesId) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  v1::Experiment old = Record("xold");
+  old.set_state(v1::SUCCEEDED);
+  v1::Sweep sw;
+  sw.set_id("sold");
+  ASSERT_TRUE((*s)->PutBatch({old}, &sw).ok());
+  EXPECT_TRUE((*s)->Taken("xold").value());
+  EXPECT_TRUE((*s)->Taken("sold").value());
+  EXPECT_FALSE((*s)->Taken("xnew").value());
+  Status clash = (*s)->PutBatch({Record("xnew"), Record("xold")}, nullptr);
+  EXPECT_NE(clash.message().find("already on record"), std::string::npos) << clash.message();
+  EXPECT_EQ((*s)->Get("xold")->state(), v1::SUCCEEDED);
+  EXPECT_FALSE((*s)->Get("xnew").ok());  // the batch went whole or not at all
+  std::vector<std::string> drawn = {"xold", "sold", "xold", "xnew"};
+  size_t next = 0;
+  IdSource ids = FreshIds(s->get(), [&](const char*) { return drawn.at(next++); });
+  EXPECT_EQ(ids("x"), "xnew");
+  EXPECT_EQ(next, 4u);
 }
 
 }  // namespace
