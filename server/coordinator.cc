@@ -53,7 +53,7 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
       reaper_(seams.waiter),
       fork_server_({opts_.worker_bin, opts_.zygote_socket, opts_.fork_server_pool, ::getpid()},
                    seams.proc, seams.clock, &reaper_),
-      queue_(store),
+      queue_(store, opts_.max_queued),
       new_id_(FreshIds(store)),
       sweeps_(store, &queue_, new_id_) {
   queue_.Listen([this](const v1::Experiment& e) { sweeps_.OnExperiment(e); });

@@ -38,6 +38,7 @@ struct CoordinatorOptions {
   std::string zygote_socket;  // where the fork-server listens
   std::string logs_dir;       // each run's captured output (empty: not captured)
   uint32_t fork_server_pool = 16;
+  size_t max_queued = ExperimentQueue::kDefaultMaxQueued;  // experiments waiting at once
   // How this daemon reaches other nodes' daemons to coordinate an experiment across them (spec
   // node_daemons); null: it coordinates none (shoald without --peer-token-file).
   PeerConnector connect_peer;

@@ -13,6 +13,7 @@ Status ExperimentQueue::Enqueue(const std::vector<v1::Experiment>& es, const v1:
     // Checked and written under the lock: a shutdown must not leave a record it then runs later.
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return Unavailable("shoald is shutting down");
+    RETURN_IF_ERROR(Room(es.size()));
     RETURN_IF_ERROR(store_->PutBatch(es, sweep));
     for (const auto& e : es) {
       live_[e.id()] = e;
@@ -21,6 +22,15 @@ Status ExperimentQueue::Enqueue(const std::vector<v1::Experiment>& es, const v1:
   }
   cv_.notify_all();
   return Status::Ok();
+}
+
+// A queue without bound would take the node's memory and the store's disk, a record at a time.
+Status ExperimentQueue::Room(size_t more) const {
+  if (queue_.size() + more <= max_queued_) return Status::Ok();
+  return ResourceExhausted("queue: " + std::to_string(queue_.size()) +
+                           " experiments are waiting and this adds " + std::to_string(more) +
+                           ", over shoald's --max-queued " + std::to_string(max_queued_) +
+                           ": wait for some to run, or cancel some");
 }
 
 Status ExperimentQueue::Adopt(const v1::Experiment& e) {

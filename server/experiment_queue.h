@@ -24,7 +24,10 @@ class ExperimentQueue {
   using Listener = std::function<void(const v1::Experiment&)>;
   enum Stop { kNone = 0, kCancel = 1, kShutdown = 2 };
 
-  explicit ExperimentQueue(Store* store) : store_(store) {}
+  // `max_queued`: how many experiments may wait at once (shoald --max-queued); more are refused.
+  explicit ExperimentQueue(Store* store, size_t max_queued = kDefaultMaxQueued)
+      : store_(store), max_queued_(max_queued) {}
+  static constexpr size_t kDefaultMaxQueued = 10000;
   // Called (outside the queue's lock) with every record after it is stored. Before Start.
   void Listen(Listener fn) { listeners_.push_back(std::move(fn)); }
 
@@ -71,10 +74,12 @@ class ExperimentQueue {
 
  private:
   void Notify(const v1::Experiment& e);
+  Status Room(size_t more) const;                     // under mu_
   void Overlay(std::vector<v1::Experiment>& stored);  // live and unsaved states in place
   void Save(const v1::Experiment& e);
 
   Store* store_;
+  const size_t max_queued_;
   std::vector<Listener> listeners_;
   std::mutex mu_;
   std::condition_variable cv_;

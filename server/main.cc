@@ -145,6 +145,11 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
                  "a directory datasets must lie under (repeatable; default /usr/share/datasets and "
                  "STATE_DIR/data)")
       ->check(CLI::ExistingDirectory);
+  app.add_option("--max-queued", opts.max_queued,
+                 "most experiments waiting at once (a sweep's points count; more are refused: "
+                 "RESOURCE_EXHAUSTED)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
   app.add_option("--max-watchers", d.max_watchers,
                  "most concurrent watch streams (more are refused: RESOURCE_EXHAUSTED)")
       ->capture_default_str()

@@ -411,6 +411,27 @@ TEST(WatchersE2E, StreamsCostNoThreadAndTheCapHolds) {
   }
 }
 
+// shoald --max-queued bounds the queue: a sweep with more points than room is refused whole,
+// naming the cap, and nothing of it is kept.
+TEST(QueueE2E, ASweepBeyondMaxQueuedIsRefusedWhole) {
+  TempDir dir;
+  Daemon daemon(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(daemon.Start({"--max-queued", "2"}));
+  auto sweep = [&](const std::string& workers) {
+    return daemon.Cli(
+        {"sweep", "--batches", "100000", "--dataset", "synthetic", "--json", "--workers", workers});
+  };
+  auto refused = sweep("1,2,3");
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("over shoald's --max-queued 2"), std::string::npos) << refused.err;
+  EXPECT_EQ(testing::Parse(daemon.Cli({"list", "--json"}))["experiments"].size(), 0u);
+  EXPECT_EQ(testing::Parse(daemon.Cli({"sweeps", "--json"}))["sweeps"].size(), 0u);
+  auto taken = sweep("1,2");
+  ASSERT_EQ(taken.exit_code, 0) << taken.err;
+  const std::string id = testing::Parse(taken)["id"];
+  EXPECT_EQ(daemon.Cli({"cancel", id}).exit_code, 0);
+}
+
 // Watches cancelled at once, before or while the daemon reads the request, for unknown, bad and
 // ended ids: the call finishes once (a second Finish would abort the daemon) and it keeps serving.
 TEST(WatchersE2E, WatchesCancelledAtOnceLeaveTheDaemonServing) {

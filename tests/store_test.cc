@@ -345,5 +345,27 @@ TEST(StoreTest, ANewRecordNeverTakesAnOldOnesId) {
   EXPECT_EQ(next, 4u);
 }
 
+// Beyond --max-queued a submission is refused whole, naming the cap; a running one makes room.
+TEST(StoreTest, TheQueueHoldsAtMostItsCap) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  ExperimentQueue q(s->get(), 3);
+  ASSERT_TRUE(q.Enqueue({Record("x1"), Record("x2")}).ok());
+  Status full = q.Enqueue({Record("x3"), Record("x4")});
+  EXPECT_EQ(full.code(), Code::kResourceExhausted);
+  EXPECT_NE(full.message().find("2 experiments are waiting and this adds 2, over shoald's "
+                                "--max-queued 3"),
+            std::string::npos)
+      << full.message();
+  EXPECT_FALSE((*s)->Get("x3").ok());  // nothing of it stored
+  ASSERT_TRUE(q.Enqueue({Record("x3")}).ok());
+  EXPECT_FALSE(q.Enqueue({Record("x4")}).ok());
+  ASSERT_TRUE(q.Next(std::chrono::milliseconds(0)).has_value());  // x1 runs: no longer waiting
+  EXPECT_TRUE(q.Enqueue({Record("x4")}).ok());
+  EXPECT_EQ(q.Cancel("x2")->state(), v1::CANCELLED);
+  EXPECT_TRUE(q.Enqueue({Record("x5")}).ok());
+}
+
 }  // namespace
 }  // namespace shoal
