@@ -88,7 +88,11 @@ void SweepTracker::OnExperiment(const v1::Experiment& e) {
     sw.set_finished_unix_ms(RealtimeMs());
     spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
   }
-  // Written under the lock so that an older copy can never land after a newer one.
+  if (cancelling_.count(sw.id()) == 0) Save(sw);
+}
+
+// Under the lock, so that an older copy can never land after a newer one.
+void SweepTracker::Save(const v1::Sweep& sw) {
   if (Status st = store_->PutSweep(sw); !st.ok()) spdlog::error("{}", st.ToString());
 }
 
@@ -132,9 +136,12 @@ StatusOr<v1::Sweep> SweepTracker::Cancel(const std::string& id) {
       if (queue_->IsLive(p.experiment_id())) to_cancel.push_back(p.experiment_id());
     it->second.set_state(SweepState(it->second, true));
     RETURN_IF_ERROR(store_->PutSweep(it->second));
+    cancelling_.insert(id);
   }
   for (const auto& e : to_cancel) (void)queue_->Cancel(e);
   std::lock_guard<std::mutex> l(mu_);
+  cancelling_.erase(id);
+  Save(sweeps_[id]);  // the points' ends, all at once
   return sweeps_[id];
 }
 

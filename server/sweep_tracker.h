@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,12 @@ class SweepTracker {
   Store* store_;
   ExperimentQueue* queue_;
   NewId new_id_;
+  void Save(const v1::Sweep& sw);  // under mu_
   std::mutex mu_;
   std::map<std::string, v1::Sweep> sweeps_;
+  // Sweeps whose points Cancel is stopping: their points' ends are kept in memory and the sweep
+  // stored once after (a write per point would rewrite a 1,000-point record 1,000 times).
+  std::set<std::string> cancelling_;
 };
 
 // A queued record for a spec, submitted at `submitted_ms`.

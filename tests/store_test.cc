@@ -6,6 +6,7 @@
 #include "server/coordinator.h"
 #include "server/experiment_queue.h"
 #include "server/paging.h"
+#include "server/sweep_tracker.h"
 #include "tests/testutil.h"
 
 namespace shoal {
@@ -365,6 +366,49 @@ TEST(StoreTest, TheQueueHoldsAtMostItsCap) {
   EXPECT_TRUE(q.Enqueue({Record("x4")}).ok());
   EXPECT_EQ(q.Cancel("x2")->state(), v1::CANCELLED);
   EXPECT_TRUE(q.Enqueue({Record("x5")}).ok());
+}
+
+// Cancelling a sweep stores the sweep twice (the request, then its points' ends together), not
+// once per point: a trigger of another connection counts the writes.
+TEST(StoreTest, CancellingASweepStoresItOnceForAllItsPoints) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  ExperimentQueue q(s->get());
+  int next = 0;
+  SweepTracker sweeps(s->get(), &q,
+                      [&](const char* prefix) { return prefix + std::to_string(next++); });
+  q.Listen([&](const v1::Experiment& e) { sweeps.OnExperiment(e); });
+  v1::SweepSpec spec;
+  spec.mutable_base()->set_dataset("synthetic");
+  v1::Axis* seeds = spec.add_axes();
+  seeds->set_field("seed");
+  for (int i = 1; i <= 50; ++i) seeds->add_values(std::to_string(i));
+  auto id = sweeps.Submit(spec, "uid 0", SpecLimits{},
+                          [](const v1::ExperimentSpec&) { return Status::Ok(); });
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((d / "db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE writes (n INTEGER); INSERT INTO writes VALUES (0);"
+                         "CREATE TRIGGER counted AFTER INSERT ON sweeps BEGIN "
+                         "UPDATE writes SET n = n + 1; END;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  auto cancelled = sweeps.Cancel(*id);
+  ASSERT_TRUE(cancelled.ok());
+  EXPECT_EQ(cancelled->state(), v1::CANCELLED);
+  int writes = -1;
+  sqlite3_exec(
+      db, "SELECT n FROM writes",
+      [](void* out, int, char** v, char**) { return *static_cast<int*>(out) = std::atoi(v[0]), 0; },
+      &writes, nullptr);
+  sqlite3_close(db);
+  EXPECT_EQ(writes, 2);
+  auto stored = (*s)->GetSweep(*id);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->state(), v1::CANCELLED);
+  for (const auto& p : stored->points()) EXPECT_EQ(p.state(), v1::CANCELLED);
 }
 
 }  // namespace
