@@ -146,6 +146,7 @@ StatusOr<std::string> Coordinator::SubmitCoordinated(const v1::ExperimentSpec& s
   StartCoordinated([this, e] {
     RunCoordinated(e, opts_.connect_peer, opts_.federation, CoordinatedHooks(e.id()));
     hub_->Close(e.id());
+    queue_.Done(e.id());
   });
   return e.id();
 }

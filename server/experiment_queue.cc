@@ -64,8 +64,7 @@ void ExperimentQueue::Update(const v1::Experiment& e) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (IsTerminal(e.state())) {
-      live_.erase(e.id());
-      adopted_.erase(e.id());
+      live_.erase(e.id());  // adopted_ and running_ keep it live until Done
     } else {
       live_[e.id()] = e;
     }
@@ -124,6 +123,7 @@ void ExperimentQueue::Checkpoint(const v1::Experiment& e) {
 void ExperimentQueue::Done(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
   if (running_ == id) running_.clear();
+  adopted_.erase(id);
 }
 
 void ExperimentQueue::Notify(const v1::Experiment& e) {
@@ -168,7 +168,7 @@ ExperimentQueue::Stop ExperimentQueue::StopRequest(const std::string& id) {
 
 bool ExperimentQueue::IsLive(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
-  return live_.count(id) > 0;
+  return live_.count(id) > 0 || running_ == id || adopted_.count(id) > 0;
 }
 
 StatusOr<v1::Experiment> ExperimentQueue::Get(const std::string& id) {

@@ -49,7 +49,8 @@ class ExperimentQueue {
   // The live copy, stored too (no listener is told): what a running record has learnt (its
   // processes, environment, steps) outlives a shoald killed mid-run.
   void Checkpoint(const v1::Experiment& e);
-  // The running experiment ended; the next may start.
+  // The running (or adopted) experiment ended, its last event written and its watchers closed;
+  // the next may start.
   void Done(const std::string& id);
   // Stores again the final states the store refused (kept meanwhile: Get, List and Cancel see
   // them); the scheduler calls it between runs.
@@ -61,6 +62,8 @@ class ExperimentQueue {
   StatusOr<v1::Experiment> Cancel(const std::string& id);
   // What the running experiment `id` should do now: nothing, cancel, or stop for shutdown.
   Stop StopRequest(const std::string& id);
+  // Queued, running, or ended but not yet Done (its runner still writes its last event and
+  // closes its watchers: it may not be deleted yet).
   bool IsLive(const std::string& id);
 
   StatusOr<v1::Experiment> Get(const std::string& id);

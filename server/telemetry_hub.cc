@@ -107,4 +107,23 @@ void TelemetryHub::Close(const std::string& id) {
   }
 }
 
+void TelemetryHub::Unsubscribe(const std::string& id, const std::shared_ptr<Subscription>& sub) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (auto it = subs_.find(id); it != subs_.end()) {
+      auto& v = it->second;
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [&](const auto& w) { return w.expired() || w.lock() == sub; }),
+              v.end());
+      if (v.empty()) subs_.erase(it);  // no entry left behind for an ended experiment
+    }
+  }
+  sub->Close();
+}
+
+size_t TelemetryHub::watched() {
+  std::lock_guard<std::mutex> l(mu_);
+  return subs_.size();
+}
+
 }  // namespace shoal

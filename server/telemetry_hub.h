@@ -51,6 +51,10 @@ class TelemetryHub {
   void Publish(const std::string& experiment_id, const v1::WatchEvent& ev);
   // Ends every subscription of the experiment (after its last event).
   void Close(const std::string& experiment_id);
+  // Ends this one subscription only (a watcher that found its experiment already over: the
+  // others may still be waiting for its last event).
+  void Unsubscribe(const std::string& experiment_id, const std::shared_ptr<Subscription>& sub);
+  size_t watched();  // experiments with a subscription entry
 
  private:
   std::mutex mu_;

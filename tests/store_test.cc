@@ -411,5 +411,31 @@ TEST(StoreTest, CancellingASweepStoresItOnceForAllItsPoints) {
   for (const auto& p : stored->points()) EXPECT_EQ(p.state(), v1::CANCELLED);
 }
 
+// An ended experiment stays live until its runner is Done (last event written, watchers closed):
+// `rm` in between would leave that event's row behind.
+TEST(StoreTest, AnEndedRunStaysLiveUntilItsRunnerIsDone) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  ExperimentQueue q(s->get());
+  ASSERT_TRUE(q.Enqueue({Record("x1")}).ok());
+  std::optional<v1::Experiment> e = q.Next(std::chrono::milliseconds(0));
+  ASSERT_TRUE(e.has_value());
+  e->set_state(v1::SUCCEEDED);
+  q.Update(*e);
+  EXPECT_EQ(q.Get("x1")->state(), v1::SUCCEEDED);
+  EXPECT_TRUE(q.IsLive("x1"));
+  q.Done("x1");
+  EXPECT_FALSE(q.IsLive("x1"));
+  v1::Experiment adopted = Record("x2");
+  adopted.set_state(v1::RUNNING);
+  ASSERT_TRUE(q.Adopt(adopted).ok());
+  adopted.set_state(v1::FAILED);
+  q.Update(adopted);
+  EXPECT_TRUE(q.IsLive("x2"));
+  q.Done("x2");
+  EXPECT_FALSE(q.IsLive("x2"));
+}
+
 }  // namespace
 }  // namespace shoal

@@ -62,5 +62,25 @@ TEST(TelemetryHubTest, GoneWatchersAreForgotten) {
   EXPECT_EQ(ev.sample().steps(), 2u);
 }
 
+// A watcher that finds its experiment over ends alone: the others still get the last event the
+// runner is about to publish, and no entry is left once the last one goes.
+TEST(TelemetryHubTest, UnsubscribeEndsOnlyThatWatcher) {
+  TelemetryHub hub;
+  auto early = hub.Subscribe("x");
+  auto late = hub.Subscribe("x");
+  hub.Unsubscribe("x", late);
+  EXPECT_TRUE(late->Finished());
+  EXPECT_FALSE(early->Finished());
+  hub.Publish("x", Ev(7));  // the final state, published after the record was stored
+  v1::WatchEvent ev;
+  ASSERT_TRUE(early->Next(&ev, std::chrono::milliseconds(10)));
+  EXPECT_EQ(ev.sample().steps(), 7u);
+  EXPECT_EQ(hub.watched(), 1u);
+  hub.Unsubscribe("x", early);
+  EXPECT_EQ(hub.watched(), 0u);
+  hub.Unsubscribe("x", early);  // twice, or for an id with no entry: nothing happens
+  EXPECT_EQ(hub.watched(), 0u);
+}
+
 }  // namespace
 }  // namespace shoal

@@ -95,11 +95,13 @@ void WatchCall::OnReadDone(bool ok) {
   sub_ = hub_->Subscribe(req.id());
   auto e = coord_->Get(req.id());
   if (!e.ok()) {
-    sub_->Close();  // deleted meanwhile; other watchers are not this call's to end
+    hub_->Unsubscribe(req.id(), sub_);  // deleted meanwhile; other watchers are not ours to end
     std::lock_guard<std::mutex> l(mu_);
     return FinishOnce(ToGrpc(e.status()));
   }
-  if (IsTerminal(e->state())) hub_->Close(req.id());  // it has ended: nothing will close it later
+  // Ended: its runner may not have published the last event yet, so only this watcher ends here
+  // (closing them all would end the others' streams before they see the final state).
+  if (IsTerminal(e->state())) hub_->Unsubscribe(req.id(), sub_);
   {
     std::lock_guard<std::mutex> l(mu_);
     first_.set_experiment_id(e->id());
