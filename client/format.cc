@@ -239,7 +239,8 @@ std::string EpochLines(const v1::Result& r) {
   auto secs = [](bool has, double ms) { return has ? F("%9.2f", ms / 1000) : F("%9s", "-"); };
   for (const auto& x : r.epochs()) {
     const std::string acc = x.has_test_accuracy() ? F("%.3f", x.test_accuracy()) : "-";
-    const std::string cpu = x.has_load_cpu_ms() ? F(" %11.2f", x.load_cpu_ms() / 1000) : "";
+    // To the millisecond: a trainer's own batch making takes a few (0.00 read as none).
+    const std::string cpu = x.has_load_cpu_ms() ? F(" %11.3f", x.load_cpu_ms() / 1000) : "";
     o += F("              %-5u %9.2f %s %s %9.4f %9s%s\n", x.epoch(), x.wall_ms() / 1000,
            secs(x.has_data_ms(), x.data_ms()).c_str(), secs(x.has_train_ms(), x.train_ms()).c_str(),
            x.mean_loss(), acc.c_str(), cpu.c_str());
@@ -298,21 +299,26 @@ std::string ProcessLines(const v1::Experiment& e) {
   std::string o = F("  processes   %s%-7s %-7s %-5s %-8s %-9s %-9s %-8s %s%s%s\n",
                     nodes ? "node " : "", "pid", "role", "index", "start", "peak RSS", "peak PSS",
                     "steps", cuda ? "device " : "", gpu ? "peak GPU  " : "", "exit");
-  for (const auto& p : e.processes()) {
+  // The fork-server's processes (a forkserver run's) follow the experiment's own: their memory
+  // is in the sums, though they are shoald's (no steps, no exit of theirs to tell).
+  auto row = [&](const v1::ProcessInfo& p, bool own) {
     const std::string g =
         (!cuda ? ""
                : F("%-7s ", p.has_cuda_device() ? F("cuda:%u", p.cuda_device()).c_str() : "-")) +
         (!gpu
              ? ""
              : F("%-9s ", MibIf(p.has_peak_gpu_memory_bytes(), p.peak_gpu_memory_bytes()).c_str()));
-    o += F("              %s%-7d %-7s %-5s %-8s %-9s %-9s %-8lu %s%s\n",
+    o += F("              %s%-7d %-7s %-5s %-8s %-9s %-9s %-8s %s%s\n",
            nodes ? F("%-4u ", p.node()).c_str() : "", p.pid(), RoleName(e, p).c_str(),
            p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
            p.has_start_ms() ? F("%.0f ms", p.start_ms()).c_str() : "-",
            MibIf(p.has_peak_rss_bytes(), p.peak_rss_bytes()).c_str(),
-           MibIf(p.has_peak_pss_bytes(), p.peak_pss_bytes()).c_str(), UL(p.steps()), g.c_str(),
-           ExitText(p).c_str());
-  }
+           MibIf(p.has_peak_pss_bytes(), p.peak_pss_bytes()).c_str(),
+           own ? std::to_string(p.steps()).c_str() : "-", g.c_str(),
+           own ? ExitText(p).c_str() : "shoald's");
+  };
+  for (const auto& p : e.processes()) row(p, true);
+  for (const auto& p : e.fork_server_processes()) row(p, false);
   return o;
 }
 

@@ -30,6 +30,15 @@ v1::ProcessInfo NewProcess(pid_t pid, const std::string& role, int index) {
   return p;
 }
 
+// Each sampled process's peak PSS; those that are not the experiment's are its helpers.
+void TakePeaks(const ProcessSampler& sampler, const std::map<pid_t, v1::ProcessInfo>& procs,
+               SamplerFigures* f) {
+  for (const auto& [pid, peak] : sampler.Peaks()) {
+    f->peak_pss[pid] = peak.pss;
+    if (!procs.count(pid)) f->helpers[pid] = peak.role;
+  }
+}
+
 }  // namespace
 
 ExperimentRunner::ExperimentRunner(v1::Experiment e, RunnerEnv env, RunnerHooks hooks)
@@ -346,8 +355,7 @@ void ExperimentRunner::Tick(uint64_t now) {
     *ev.mutable_sample() = s;
     hooks_.publish(ev);
   }
-  e_.clear_processes();  // the live record's process list stays current for `get`
-  for (auto& [pid, p] : facts_.procs) *e_.add_processes() = p;
+  LiveProcesses();
   if (hooks_.live) hooks_.live(e_);
   // Stored now and then, so that a shoald killed mid-run leaves the record its successor marks
   // interrupted with its processes, environment and steps, not a bare spec.
@@ -377,8 +385,7 @@ void ExperimentRunner::Finish() {
     f.cpu_ns = sampler_->cpu_ns() + gpu_->cpu_ns();
     f.smaps_reads = sampler_->smaps_reads();
     f.statm_reads = sampler_->statm_reads();
-    for (const auto& [pid, p] : facts_.procs)
-      if (auto peak = sampler_->PeakPss(pid)) facts_.sampler.peak_pss[pid] = *peak;
+    TakePeaks(*sampler_, facts_.procs, &f);
   }
   if (gpu_)
     for (const auto& [pid, p] : facts_.procs)
@@ -407,6 +414,22 @@ void ExperimentRunner::Finish() {
 bool ExperimentRunner::AnyTraining() const {
   return std::any_of(phases_.begin(), phases_.end(),
                      [](const auto& kv) { return kv.second == uint32_t(ipc::v1::TRAINING); });
+}
+
+// The live record's process list stays current for `get`, with the peaks sampled so far (the
+// final record's come from the same sampler).
+void ExperimentRunner::LiveProcesses() {
+  SamplerFigures f;
+  TakePeaks(*sampler_, facts_.procs, &f);
+  e_.clear_processes();
+  for (const auto& [pid, known] : facts_.procs) {
+    v1::ProcessInfo* p = e_.add_processes();
+    *p = known;
+    if (auto it = f.peak_pss.find(pid); it != f.peak_pss.end()) p->set_peak_pss_bytes(it->second);
+    if (auto peak = gpu_->PeakOf(pid)) p->set_peak_gpu_memory_bytes(*peak);
+  }
+  e_.clear_fork_server_processes();
+  AddHelperRows(f, &e_);
 }
 
 void ExperimentRunner::FillGpu() {

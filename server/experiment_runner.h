@@ -100,6 +100,7 @@ class ExperimentRunner {
   void OpenLog(std::vector<std::pair<int, int>>* fd_map);
   bool AnyTraining() const;
   void FillGpu();
+  void LiveProcesses();
   void StartDraining(uint64_t now);
   void Finish();
   void AddEvent(const std::string& text);

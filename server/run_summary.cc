@@ -384,6 +384,18 @@ void FillProcesses(const RunFacts& f, v1::Experiment* e) {
       p.set_peak_pss_bytes(it->second);
     *e->add_processes() = p;
   }
+  e->clear_fork_server_processes();
+  AddHelperRows(f.sampler, e);
+}
+
+void AddHelperRows(const SamplerFigures& f, v1::Experiment* e) {
+  for (const auto& [pid, role] : f.helpers) {
+    v1::ProcessInfo* p = e->add_fork_server_processes();
+    p->set_pid(pid);
+    p->set_role(role);
+    p->set_index(-1);
+    if (auto it = f.peak_pss.find(pid); it != f.peak_pss.end()) p->set_peak_pss_bytes(it->second);
+  }
 }
 
 std::pair<v1::ExperimentState, std::string> FinalState(const RunFacts& f) {

@@ -32,7 +32,7 @@ void ProcessSampler::Track(pid_t pid, const std::string& role, int index) {
 void ProcessSampler::Untrack(pid_t pid) {
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;
-  if (it->second.read) finished_peaks_[pid] = it->second.peak_pss;
+  if (it->second.read) finished_peaks_[pid] = {it->second.role, it->second.peak_pss};
   // Its parent most of all: the pages they shared since the fork are its alone again (a
   // multi_model leader's USS, walked only as the budget allowed, read 0.71x a reader's).
   if (auto parent = procs_.find(it->second.ppid); parent != procs_.end())
@@ -45,8 +45,15 @@ void ProcessSampler::Untrack(pid_t pid) {
 
 std::optional<uint64_t> ProcessSampler::PeakPss(pid_t pid) const {
   if (auto it = procs_.find(pid); it != procs_.end() && it->second.read) return it->second.peak_pss;
-  if (auto it = finished_peaks_.find(pid); it != finished_peaks_.end()) return it->second;
+  if (auto it = finished_peaks_.find(pid); it != finished_peaks_.end()) return it->second.pss;
   return std::nullopt;
+}
+
+std::map<pid_t, ProcessSampler::Peak> ProcessSampler::Peaks() const {
+  std::map<pid_t, Peak> out = finished_peaks_;
+  for (const auto& [pid, p] : procs_)
+    if (p.read) out[pid] = {p.role, p.peak_pss};
+  return out;
 }
 
 void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
@@ -220,8 +227,7 @@ bool ProcessSampler::ReadAny() const {
 std::optional<uint64_t> ProcessSampler::sum_of_peak_pss() const {
   if (!ReadAny()) return std::nullopt;
   uint64_t sum = 0;
-  for (const auto& [pid, p] : procs_) sum += p.peak_pss;  // 0 for one never read: it adds none
-  for (const auto& [pid, peak] : finished_peaks_) sum += peak;
+  for (const auto& [pid, peak] : Peaks()) sum += peak.pss;
   return sum;
 }
 

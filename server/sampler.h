@@ -58,6 +58,13 @@ class ProcessSampler {
   // The sum over processes of each one's own peak PSS (what N processes each need), beside
   // peak_pss_sum (what the machine held at once); over the processes read.
   std::optional<uint64_t> sum_of_peak_pss() const;
+  // Every process a tick read, tracked now or before: its role and its own peak PSS (what
+  // sum_of_peak_pss adds up).
+  struct Peak {
+    std::string role;
+    uint64_t pss = 0;
+  };
+  std::map<pid_t, Peak> Peaks() const;
 
  private:
   struct Proc {
@@ -101,7 +108,7 @@ class ProcessSampler {
   uint64_t page_size_;
   double ticks_per_sec_;
   std::map<pid_t, Proc> procs_;
-  std::map<pid_t, uint64_t> finished_peaks_;
+  std::map<pid_t, Peak> finished_peaks_;
   double tokens_ns_;
   uint64_t last_tick_ns_ = 0;
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;

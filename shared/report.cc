@@ -419,7 +419,8 @@ Cell EpochSeconds(const v1::Experiment& e, size_t column) {
     if (!x.has_load_cpu_ms()) return std::nullopt;
     return x.load_cpu_ms();
   });
-  return v ? Value(*v / 1000, "%.2f") : Missing();
+  // Load CPU to the millisecond: a trainer's own batch making takes a few (0.00 read as none).
+  return v ? Value(*v / 1000, column == 3 ? "%.3f" : "%.2f") : Missing();
 }
 
 // The trainer's peak PSS, the loaders' summed (every loader sampled, else unknown), and the peak

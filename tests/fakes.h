@@ -91,6 +91,7 @@ class FakeProc : public ProcReader {
     pid_t ppid = 1;
   };
   std::map<pid_t, P> procs;
+  std::map<pid_t, std::string> children;  // task/PID/children: "501 502"
   std::map<pid_t, int> walks;
   uint64_t cpu_ns = 0;
   uint64_t walk_cost_ns = 1'500'000;
@@ -102,6 +103,7 @@ class FakeProc : public ProcReader {
     if (it == procs.end()) return NotFound("gone");
     P& p = it->second;
     const std::string f = file;
+    if (f.rfind("task/", 0) == 0) return children[pid];
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     if (f == "statm")
       return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " " +

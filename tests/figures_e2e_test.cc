@@ -267,8 +267,15 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   for (const auto& p : e["processes"])
     if (p["role"] == "leader" || p["role"] == "worker") hwm_kb += reader.HwmKb(p["pid"].get<int>());
   ExpectAgrees("VmHWM", r["peak_rss_hwm_sum_bytes"].get<double>(), hwm_kb, 0.02);
-  // The sum of each process's own peak is at least the peak of the sum.
+  // The sum of each process's own peak is at least the peak of the sum, and is the table's
+  // column summed: the experiment's processes and (forkserver) the fork-server's.
   EXPECT_GE(r["sum_of_peak_pss_bytes"].get<double>(), pss * 0.999);
+  uint64_t table = 0;
+  for (const char* list : {"processes", "fork_server_processes"})
+    for (const auto& p : e.value(list, json::array())) table += p.value("peak_pss_bytes", 0ull);
+  EXPECT_EQ(table, r["sum_of_peak_pss_bytes"].get<uint64_t>());
+  EXPECT_EQ(!e.value("fork_server_processes", json::array()).empty(),
+            std::string(start) == "forkserver");
   ExpectSamplesReadBack(id, workers, pss);
   // What its steps go to: workers x batches, or multi_model's workers x iterations.
   const json kept = Parse(daemon_->Cli({"get", id, "--samples", "--format", "json"}));

@@ -173,6 +173,22 @@ TEST(FormatTest, UnknownTimesThroughputAndVmHwmSumAreDashes) {
   EXPECT_EQ(out.find(" ms   "), std::string::npos) << "no process start time: " << out;
 }
 
+// A forkserver run's fork-server and its idle children follow the experiment's processes, with
+// their peak PSS, and neither steps nor an exit of their own.
+TEST(FormatTest, TheForkServersProcessesFollowTheExperimentsOwn) {
+  v1::Experiment e = Finished();
+  v1::ProcessInfo* z = e.add_fork_server_processes();
+  z->set_pid(4242);
+  z->set_role("zygote");
+  z->set_index(-1);
+  z->set_peak_pss_bytes(30ull << 20);
+  const std::string out = FormatExperiment(e);
+  EXPECT_NE(out.find("4242    zygote  -     -        -         30M       -        shoald's\n"),
+            std::string::npos)
+      << out;
+  EXPECT_LT(out.find(std::to_string(e.processes(0).pid())), out.find("4242"));
+}
+
 // A data_parallel run that failed before any replica ended a step has its set-up, not per-step
 // figures of 0 ms.
 TEST(FormatTest, DataParallelWithoutAStepHasNoPerStepFigures) {

@@ -481,7 +481,8 @@ TEST(ReportTest, DataLoadingTablesAverageEpochsAfterTheFirst) {
     Epoch(r, 9000, 8000, 1000, std::nullopt);  // warm-up, left out
     Epoch(r, 3000, 1000 * (k + 1), 2000 - 1000 * k, std::nullopt);
     Epoch(r, 5000, 1000 * (k + 1), 4000 - 1000 * k, std::nullopt);
-    for (auto& e : *r->mutable_epochs()) e.set_load_cpu_ms(1500);
+    // The trainer's own batch making (no loaders) takes milliseconds.
+    for (auto& e : *r->mutable_epochs()) e.set_load_cpu_ms(k == 0 ? 3 : 1500);
   }
   ReportInput in = b.Build();
   Worker(&in.experiments["e0"], 0, 300ull << 20);
@@ -499,6 +500,7 @@ TEST(ReportTest, DataLoadingTablesAverageEpochsAfterTheFirst) {
   EXPECT_DOUBLE_EQ(t.rows[1].cells[1].value, 2.0);
   EXPECT_DOUBLE_EQ(t.rows[1].cells[2].value, 4.0);
   EXPECT_DOUBLE_EQ(t.rows[1].cells[3].value, 1.5);
+  EXPECT_EQ(t.rows[0].cells[3].text, "0.003");  // not 0.00, which reads as none
   const Table& m = tables.back();
   ASSERT_EQ(m.key, "data_loading_memory_mib");
   EXPECT_EQ(m.rows[0].cells[0].text, "300");

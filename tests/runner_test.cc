@@ -373,6 +373,26 @@ TEST_F(RunnerTest, TheRunningRecordIsStoredAsProcessesStartAndEveryFewSeconds) {
   EXPECT_EQ(saved.size(), 3u);
 }
 
+// `get` of a running experiment shows each process's peak PSS sampled so far, as the final
+// record does from the same sampler.
+TEST_F(RunnerTest, TheLiveRecordCarriesThePeaksSampledSoFar) {
+  RunnerHooks hooks = Hooks();
+  std::optional<v1::Experiment> live;
+  hooks.live = [&](const v1::Experiment& x) { live = x; };
+  ExperimentRunner r(Queued({}), Env(), hooks);
+  ASSERT_TRUE(r.Launch());
+  procfs_.procs[leader()].pss_kb = 70000;
+  r.Advance();
+  procfs_.procs[leader()].pss_kb = 20000;  // fell: the peak stays
+  clock_.Advance(1000 * kMs);
+  r.Advance();
+  ASSERT_TRUE(live.has_value());
+  ASSERT_EQ(live->processes_size(), 1);
+  ASSERT_TRUE(live->processes(0).has_peak_pss_bytes());
+  EXPECT_EQ(live->processes(0).peak_pss_bytes(), 70000ull << 10);
+  EXPECT_FALSE(live->processes(0).has_peak_gpu_memory_bytes());  // no GPU seen: absent
+}
+
 // Live samples/s counts the samples the workers report, not steps x batch_size: here two
 // pipeline stages step on the same samples and only the last counts them.
 TEST_F(RunnerTest, LiveSamplesPerSecondCountsTheWorkersSamples) {
@@ -453,6 +473,35 @@ TEST_F(RunnerTest, AForkServerThatDiesUnderAForkserverRunIsAnEvent) {
   EXPECT_EQ(std::count(events_.begin(), events_.end(),
                        "the fork-server killed by signal 9; the daemon restarts it"),
             1);
+}
+
+// A forkserver run samples the fork-server and its idle children (their pages are shared with
+// the workers, and their peaks are in the sum of peak PSS): the process table lists them too.
+TEST_F(RunnerTest, AForkserverRunListsTheForkServerAndItsIdleChildren) {
+  v1::Experiment e = Queued({});
+  e.mutable_spec()->set_start("forkserver");
+  RunnerEnv env = Env();
+  env.fork_server_pid = [] { return pid_t(500); };
+  procfs_.procs[500].pss_kb = 30000;
+  procfs_.procs[501].pss_kb = 1000;
+  procfs_.children[500] = "501";
+  RunnerHooks hooks = Hooks();
+  std::optional<v1::Experiment> live;
+  hooks.live = [&](const v1::Experiment& x) { live = x; };
+  ExperimentRunner r(e, env, hooks);
+  ASSERT_TRUE(r.Launch());
+  for (int i = 0; i < 5; ++i) {
+    r.Advance();
+    clock_.Advance(250 * kMs);
+  }
+  ASSERT_TRUE(live.has_value());
+  std::map<std::string, uint64_t> peak;
+  for (const auto& p : live->processes()) peak[p.role()] = p.peak_pss_bytes();
+  for (const auto& p : live->fork_server_processes()) peak[p.role()] = p.peak_pss_bytes();
+  EXPECT_EQ(live->processes_size(), 1);  // the experiment's own: its leader
+  EXPECT_EQ(peak,
+            (std::map<std::string, uint64_t>{
+                {"leader", 60000ull << 10}, {"zygote", 30000ull << 10}, {"pool", 1000ull << 10}}));
 }
 
 TEST_F(RunnerTest, StepsTotalIsAbsentWhenTheDaemonCannotKnowIt) {
