@@ -193,6 +193,8 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
       sampler_->MarkAllDue();
       next_tick_ = std::min(next_tick_, env_.clock->MonotonicNs());
     }
+  } else if (ev.has_self_memory()) {
+    sampler_->NoteOwnReading(facts_.leader, ev.self_memory().pss_bytes());
   } else if (ev.has_result()) {
     facts_.result = ev.result();
   } else if (ev.has_error()) {

@@ -29,10 +29,22 @@ void ProcessSampler::Track(pid_t pid, const std::string& role, int index) {
   p.index = index;
 }
 
+void ProcessSampler::NoteOwnReading(pid_t pid, uint64_t pss_bytes) {
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) return;
+  it->second.own_peak = std::max(it->second.own_peak.value_or(0), pss_bytes);
+}
+
+// A process's own peak: the highest its ticks read, or it read of itself; none if neither did.
+std::optional<ProcessSampler::Peak> ProcessSampler::PeakOf(const Proc& p) {
+  if (!p.read && !p.own_peak) return std::nullopt;
+  return Peak{p.role, std::max(p.read ? p.peak_pss : 0, p.own_peak.value_or(0))};
+}
+
 void ProcessSampler::Untrack(pid_t pid) {
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;
-  if (it->second.read) finished_peaks_[pid] = {it->second.role, it->second.peak_pss};
+  if (auto peak = PeakOf(it->second)) finished_peaks_[pid] = *peak;
   // Its parent most of all: the pages they shared since the fork are its alone again (a
   // multi_model leader's USS, walked only as the budget allowed, read 0.71x a reader's).
   if (auto parent = procs_.find(it->second.ppid); parent != procs_.end())
@@ -44,7 +56,10 @@ void ProcessSampler::Untrack(pid_t pid) {
 }
 
 std::optional<uint64_t> ProcessSampler::PeakPss(pid_t pid) const {
-  if (auto it = procs_.find(pid); it != procs_.end() && it->second.read) return it->second.peak_pss;
+  if (auto it = procs_.find(pid); it != procs_.end()) {
+    auto peak = PeakOf(it->second);
+    return peak ? std::optional<uint64_t>(peak->pss) : std::nullopt;
+  }
   if (auto it = finished_peaks_.find(pid); it != finished_peaks_.end()) return it->second.pss;
   return std::nullopt;
 }
@@ -52,7 +67,7 @@ std::optional<uint64_t> ProcessSampler::PeakPss(pid_t pid) const {
 std::map<pid_t, ProcessSampler::Peak> ProcessSampler::Peaks() const {
   std::map<pid_t, Peak> out = finished_peaks_;
   for (const auto& [pid, p] : procs_)
-    if (p.read) out[pid] = {p.role, p.peak_pss};
+    if (auto peak = PeakOf(p)) out[pid] = *peak;
   return out;
 }
 

@@ -43,6 +43,10 @@ class ProcessSampler {
   // Every process's sharing may have changed (a worker loaded its libraries, or started
   // training): walk each again, first in line, as the budget allows.
   void MarkAllDue();
+  // A reading a tracked process took of its own PSS (a leader's, just before its workers start):
+  // its own peak counts it; the sums over processes, which need every process at one instant,
+  // do not.
+  void NoteOwnReading(pid_t pid, uint64_t pss_bytes);
   // One tick at monotonic time now_ns; fills processes and totals of `out`.
   void Tick(uint64_t now_ns, v1::Sample* out);
 
@@ -85,10 +89,12 @@ class ProcessSampler {
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
     std::optional<double> cpu_percent;  // none until a second reading
     uint64_t peak_pss = 0;
-    bool read = false;  // some tick emitted it: peak_pss is a reading
-    bool gone = false;  // not readable (exited, or a zombie) at this tick
+    bool read = false;                 // some tick emitted it: peak_pss is a reading
+    std::optional<uint64_t> own_peak;  // the highest reading it gave of itself
+    bool gone = false;                 // not readable (exited, or a zombie) at this tick
   };
 
+  static std::optional<Peak> PeakOf(const Proc& p);
   // Some tick emitted some process (one untracked since left its peak behind).
   bool ReadAny() const;
   std::optional<uint64_t> Known(uint64_t peak) const {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -136,6 +137,25 @@ std::optional<uint64_t> ReadOomKills() {
   if (!text.ok()) return std::nullopt;
   auto n = ParseVmstatOomKills(*text);
   return n.ok() ? std::optional<uint64_t>(*n) : std::nullopt;
+}
+
+namespace {
+std::atomic<uint64_t> own_pss_peak{0};  // 0: none read
+}  // namespace
+
+void NoteOwnPss() {
+  auto text = ReadSmallFile("/proc/self/smaps_rollup");
+  if (!text.ok()) return;
+  auto rollup = ParseSmapsRollup(*text);
+  if (!rollup.ok()) return;
+  uint64_t seen = own_pss_peak.load();
+  while (rollup->pss > seen && !own_pss_peak.compare_exchange_weak(seen, rollup->pss)) {
+  }
+}
+
+std::optional<uint64_t> OwnPssPeak() {
+  const uint64_t v = own_pss_peak.load();
+  return v > 0 ? std::optional<uint64_t>(v) : std::nullopt;
 }
 
 StatusOr<std::string> ReadSmallFile(const std::string& path) {

@@ -46,6 +46,13 @@ StatusOr<uint64_t> ParseVmstatOomKills(std::string_view text);
 // /proc/vmstat's count, read now; nullopt where it cannot be read.
 std::optional<uint64_t> ReadOomKills();
 
+// This process's own PSS (its /proc/self/smaps_rollup), read at moments it knows to be peaks
+// (a leader's: its decoded data set and the data segment both resident, then just before its
+// workers start), which a sampler ticking from outside mostly misses. OwnPssPeak: the highest
+// read so far; none before the first readable one.
+void NoteOwnPss();
+std::optional<uint64_t> OwnPssPeak();
+
 // Reads /proc/<pid>/<file>. Virtual so the sampler can run on fakes in unit tests.
 class ProcReader {
  public:

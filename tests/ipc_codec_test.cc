@@ -55,6 +55,10 @@ std::vector<LeaderEvent> EveryLeaderEvent() {
   out.push_back(e);
 
   e.Clear();
+  e.mutable_self_memory()->set_pss_bytes(195ull << 20);
+  out.push_back(e);
+
+  e.Clear();
   auto* r = e.mutable_result();
   r->set_ok(true);
   r->set_initial_checksum(0xdeadbeefcafef00dull);

@@ -112,6 +112,29 @@ TEST(SamplerTest, WhatNoTickReadHasNoPeak) {
   EXPECT_EQ(s.sum_of_peak_pss(), 60000ull * 1024);
 }
 
+// A leader's reading of itself, taken between ticks at its peak, raises its own peak and the sum
+// of peaks, not the peak of the sum (that needs every process at one instant); a lower reading
+// changes nothing, and it outlives the process.
+TEST(SamplerTest, AProcesssOwnReadingRaisesItsOwnPeakOnly) {
+  FakeProc proc;
+  proc.procs[7] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(7, "leader", -1);
+  s.NoteOwnReading(7, 90000ull * 1024);
+  EXPECT_EQ(s.PeakPss(7), 90000ull * 1024);
+  EXPECT_FALSE(s.peak_pss_sum().has_value());  // no tick yet
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  s.NoteOwnReading(7, 1000);
+  EXPECT_EQ(s.PeakPss(7), 90000ull * 1024);
+  EXPECT_EQ(s.sum_of_peak_pss(), 90000ull * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), 60000ull * 1024);  // what the tick read
+  s.Untrack(7);
+  EXPECT_EQ(s.PeakPss(7), 90000ull * 1024);
+  s.NoteOwnReading(9, 5);  // not tracked: ignored
+  EXPECT_FALSE(s.PeakPss(9).has_value());
+}
+
 }  // namespace
 }  // namespace shoal
 

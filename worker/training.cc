@@ -15,6 +15,7 @@
 
 #include "shared/idx.h"
 #include "shared/process.h"
+#include "shared/procfs.h"
 #include "worker/planned_allocator.h"
 #include "worker/scoreboard.h"
 #include "worker/step_cache_allocator.h"
@@ -124,6 +125,7 @@ StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::
     std::memcpy(seg.data(), &h, sizeof h);
     FillSynthetic(kSyntheticTrain, kSyntheticTest, spec.seed(), h,
                   static_cast<uint8_t*>(seg.data()));
+    NoteOwnPss();
     return seg;
   }
   ASSIGN_OR_RETURN(MnistSet set, LoadMnistDir(spec.dataset()));
@@ -137,6 +139,7 @@ StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::
     std::memcpy(base + h.test_images, set.test_images.data.data(), set.test_images.data.size());
     std::memcpy(base + h.test_labels, set.test_labels.data.data(), set.test_labels.data.size());
   }
+  NoteOwnPss();  // the decoded set and the segment both resident: the leader's peak, until freed
   return seg;
 }
 
