@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "server/log_capture.h"
 #include "server/paging.h"
@@ -35,11 +37,28 @@ std::string NewId(const char* prefix) {
 }
 
 IdSource FreshIds(Store* store, IdSource draw) {
-  return [store, draw = std::move(draw)](const char* prefix) {
+  // The ids handed out lately, not yet on record (a sweep's points are drawn before their batch
+  // is stored): bounded, as a batch is.
+  struct Recent {
+    std::mutex mu;
+    std::set<std::string> ids;
+    std::deque<std::string> order;
+  };
+  auto recent = std::make_shared<Recent>();
+  return [store, draw = std::move(draw), recent](const char* prefix) {
     for (;;) {
       std::string id = draw(prefix);
+      std::lock_guard<std::mutex> l(recent->mu);
+      if (recent->ids.count(id)) continue;
       // A store that cannot answer refuses a clash itself, when the record is inserted.
-      if (StatusOr<bool> taken = store->Taken(id); !taken.ok() || !*taken) return id;
+      if (StatusOr<bool> taken = store->Taken(id); taken.ok() && *taken) continue;
+      recent->ids.insert(id);
+      recent->order.push_back(id);
+      if (recent->order.size() > 4 * kMaxSweepPoints) {
+        recent->ids.erase(recent->order.front());
+        recent->order.pop_front();
+      }
+      return id;
     }
   };
 }
@@ -93,6 +112,7 @@ void Coordinator::Shutdown() {
   std::lock_guard<std::mutex> l(coordinated_mu_);
   for (auto& t : coordinated_) t.thread.join();  // each ends on the shutdown: it cancels its parts
   coordinated_.clear();
+  coordinated_closed_ = true;  // a submit admitted just before the shutdown runs on its own thread
 }
 
 // `queued`: at submit, behind the running experiment (if any), whose memory and segments are
@@ -152,7 +172,11 @@ StatusOr<std::string> Coordinator::SubmitCoordinated(const v1::ExperimentSpec& s
 }
 
 void Coordinator::StartCoordinated(std::function<void()> fn) {
-  std::lock_guard<std::mutex> l(coordinated_mu_);
+  std::unique_lock<std::mutex> l(coordinated_mu_);
+  if (coordinated_closed_) {  // Shutdown has joined the others: this one runs (and ends) here
+    l.unlock();
+    return fn();
+  }
   for (auto it = coordinated_.begin(); it != coordinated_.end();) {
     if (!it->ended->load()) {
       ++it;
@@ -247,9 +271,13 @@ StatusOr<v1::DeleteResponse> Coordinator::DeleteRecord(const std::string& id) {
     return Unavailable("experiment " + id + " ended but its record is not stored yet (the " +
                        "database refused it; shoald retries): try again");
   }
-  if (!IsTerminal(e.state()) || queue_.IsLive(id)) {
+  if (!IsTerminal(e.state())) {
     return FailedPrecondition("experiment " + id + " is " + v1::ExperimentState_Name(e.state()) +
                               ": cancel it first");
+  }
+  if (queue_.IsLive(id)) {  // ended, its runner still writing its last event
+    return FailedPrecondition("experiment " + id + " is " + v1::ExperimentState_Name(e.state()) +
+                              " and still ending (its last event is being written): try again");
   }
   if (!e.sweep_id().empty()) {
     return FailedPrecondition("experiment " + id + " is point " + std::to_string(e.sweep_index()) +

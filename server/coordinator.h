@@ -126,6 +126,7 @@ class Coordinator : public ExperimentService {
   };
   std::mutex coordinated_mu_;
   std::vector<CoordinatedThread> coordinated_;
+  bool coordinated_closed_ = false;  // under coordinated_mu_: Shutdown joined them
   bool shut_down_ = false;
 };
 

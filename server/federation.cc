@@ -311,6 +311,7 @@ std::string CoordinatedRun::Reasons() {
 void CoordinatedRun::PublishLive() {
   std::lock_guard<std::mutex> l(mu_);
   e_.clear_processes();
+  e_.clear_fork_server_processes();
   for (size_t i = 0; i < parts_.size(); ++i) {
     const PartView& p = parts_[i];
     v1::NodePart* part = e_.mutable_parts(int(i));
@@ -325,6 +326,11 @@ void CoordinatedRun::PublishLive() {
     }
     for (const auto& proc : p.record->processes()) {
       v1::ProcessInfo* q = e_.add_processes();
+      *q = proc;
+      q->set_node(uint32_t(i));
+    }
+    for (const auto& proc : p.record->fork_server_processes()) {
+      v1::ProcessInfo* q = e_.add_fork_server_processes();
       *q = proc;
       q->set_node(uint32_t(i));
     }

@@ -234,10 +234,7 @@ std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {
   return {pss, add(p.uss, anon_delta)};
 }
 
-bool ProcessSampler::ReadAny() const {
-  return !finished_peaks_.empty() ||
-         std::any_of(procs_.begin(), procs_.end(), [](const auto& e) { return e.second.read; });
-}
+bool ProcessSampler::ReadAny() const { return ticked_read_; }
 
 std::optional<uint64_t> ProcessSampler::sum_of_peak_pss() const {
   if (!ReadAny()) return std::nullopt;
@@ -263,6 +260,7 @@ void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
     if (p.walked) ps->set_pss_age_ms(double(now_ns - p.walked_at_ns) / 1e6);
     p.peak_pss = std::max(p.peak_pss, pss);
     p.read = true;
+    ticked_read_ = true;
     rss_sum += p.rss_now;
     pss_sum += pss;
     uss_sum += uss;

@@ -115,6 +115,7 @@ class ProcessSampler {
   double ticks_per_sec_;
   std::map<pid_t, Proc> procs_;
   std::map<pid_t, Peak> finished_peaks_;
+  bool ticked_read_ = false;  // some tick emitted some process: the sums are readings
   double tokens_ns_;
   uint64_t last_tick_ns_ = 0;
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;

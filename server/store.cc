@@ -44,17 +44,20 @@ void BindNode(sqlite3_stmt* st, int i, std::optional<uint32_t> node) {
   node ? sqlite3_bind_int64(st, i, *node) : sqlite3_bind_null(st, i);
 }
 
-// A listed row (id, submitted, state, body): a body that does not parse is still listed, by its
-// key, saying so (skipping it would end the listing's chunk early and hide the record).
+// A listed row (id, submitted, state, body), keyed by its columns whatever its body says (the
+// listing seeks by them): a body that does not parse is still listed, by its key, saying so
+// (skipping it would end the listing's chunk early and hide the record).
 v1::Experiment ListedRow(sqlite3_stmt* st) {
+  const auto* id = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
   v1::Experiment e;
-  if (e.ParseFromArray(sqlite3_column_blob(st, 3), sqlite3_column_bytes(st, 3))) return e;
-  e.Clear();
-  e.set_id(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  if (!e.ParseFromArray(sqlite3_column_blob(st, 3), sqlite3_column_bytes(st, 3))) {
+    e.Clear();
+    const int state = sqlite3_column_int(st, 2);
+    if (v1::ExperimentState_IsValid(state)) e.set_state(v1::ExperimentState(state));
+    e.set_error("store: this record is corrupt (its body does not parse)");
+  }
+  e.set_id(id != nullptr ? id : "");
   e.set_submitted_unix_ms(sqlite3_column_int64(st, 1));
-  const int state = sqlite3_column_int(st, 2);
-  if (v1::ExperimentState_IsValid(state)) e.set_state(v1::ExperimentState(state));
-  e.set_error("store: this record is corrupt (its body does not parse)");
   return e;
 }
 

@@ -140,9 +140,12 @@ StatusOr<v1::Sweep> SweepTracker::Cancel(const std::string& id) {
   }
   for (const auto& e : to_cancel) (void)queue_->Cancel(e);
   std::lock_guard<std::mutex> l(mu_);
-  cancelling_.erase(id);
-  Save(sweeps_[id]);  // the points' ends, all at once
-  return sweeps_[id];
+  cancelling_.erase(cancelling_.find(id));  // this call's mark only: another cancel may hold one
+  // Deleted meanwhile (its points had all ended): nothing to store, nothing to return.
+  auto it = sweeps_.find(id);
+  if (it == sweeps_.end()) return NotFound("sweep " + id + " was deleted while it was cancelled");
+  Save(it->second);  // the points' ends, all at once
+  return it->second;
 }
 
 StatusOr<uint32_t> SweepTracker::Delete(const std::string& id) {

@@ -47,7 +47,7 @@ class SweepTracker {
   std::map<std::string, v1::Sweep> sweeps_;
   // Sweeps whose points Cancel is stopping: their points' ends are kept in memory and the sweep
   // stored once after (a write per point would rewrite a 1,000-point record 1,000 times).
-  std::set<std::string> cancelling_;
+  std::multiset<std::string> cancelling_;
 };
 
 // A queued record for a spec, submitted at `submitted_ms`.

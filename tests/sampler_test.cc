@@ -133,6 +133,13 @@ TEST(SamplerTest, AProcesssOwnReadingRaisesItsOwnPeakOnly) {
   EXPECT_EQ(s.PeakPss(7), 90000ull * 1024);
   s.NoteOwnReading(9, 5);  // not tracked: ignored
   EXPECT_FALSE(s.PeakPss(9).has_value());
+  ProcessSampler early(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  early.Track(5, "leader", -1);
+  early.NoteOwnReading(5, 4096);
+  early.Untrack(5);  // gone before any tick: its own reading stays, the sums stay unknown
+  EXPECT_EQ(early.PeakPss(5), 4096u);
+  EXPECT_FALSE(early.peak_pss_sum().has_value());
+  EXPECT_FALSE(early.sum_of_peak_pss().has_value());
 }
 
 }  // namespace
