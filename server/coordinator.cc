@@ -112,7 +112,7 @@ void Coordinator::Shutdown() {
   std::lock_guard<std::mutex> l(coordinated_mu_);
   for (auto& t : coordinated_) t.thread.join();  // each ends on the shutdown: it cancels its parts
   coordinated_.clear();
-  coordinated_closed_ = true;  // a submit admitted just before the shutdown runs on its own thread
+  coordinated_closed_ = true;  // a submit admitted just before the shutdown runs on its caller's
 }
 
 // `queued`: at submit, behind the running experiment (if any), whose memory and segments are

@@ -430,8 +430,7 @@ void ExperimentRunner::LiveProcesses() {
     if (auto it = f.peak_pss.find(pid); it != f.peak_pss.end()) p->set_peak_pss_bytes(it->second);
     if (auto peak = gpu_->PeakOf(pid)) p->set_peak_gpu_memory_bytes(*peak);
   }
-  e_.clear_fork_server_processes();
-  AddHelperRows(f, &e_);
+  SetHelperRows(f, &e_);
 }
 
 void ExperimentRunner::FillGpu() {

@@ -384,11 +384,11 @@ void FillProcesses(const RunFacts& f, v1::Experiment* e) {
       p.set_peak_pss_bytes(it->second);
     *e->add_processes() = p;
   }
-  e->clear_fork_server_processes();
-  AddHelperRows(f.sampler, e);
+  SetHelperRows(f.sampler, e);
 }
 
-void AddHelperRows(const SamplerFigures& f, v1::Experiment* e) {
+void SetHelperRows(const SamplerFigures& f, v1::Experiment* e) {
+  e->clear_fork_server_processes();
   for (const auto& [pid, role] : f.helpers) {
     v1::ProcessInfo* p = e->add_fork_server_processes();
     p->set_pid(pid);

@@ -47,9 +47,9 @@ struct RunFacts {
 // The workers' reports: the final ones when the leader sent a result, else the latest progress.
 const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>* WorkerReports(const RunFacts& f);
 
-// The fork-server's processes sampled with the run (f.helpers) into fork_server_processes: pid,
+// fork_server_processes: the fork-server's processes sampled with the run (f.helpers), with pid,
 // role and peak PSS, so that the process table adds up to the sum of peak PSS.
-void AddHelperRows(const SamplerFigures& f, v1::Experiment* e);
+void SetHelperRows(const SamplerFigures& f, v1::Experiment* e);
 
 // Fills every figure of the result that the facts determine; leaves unknown ones absent.
 void FillResult(const RunFacts& f, v1::Result* r);

@@ -225,32 +225,38 @@ TEST(StoreTest, ABatchIsStoredWhollyOrNotAtAll) {
   EXPECT_TRUE((*s)->GetSweep("s1").ok());
 }
 
+// A store and its queue, x1 taken off the queue as the scheduler takes a run to start it.
+v1::Experiment StartOne(ExperimentQueue& q) {
+  EXPECT_TRUE(q.Enqueue({Record("x1")}).ok());
+  return q.Next(std::chrono::milliseconds(0)).value();
+}
+struct OneStarted {
+  testing::TempDir d;
+  std::unique_ptr<Store> store = Store::Open(d / "db").value();
+  ExperimentQueue q{store.get()};
+  v1::Experiment e = StartOne(q);
+};
+
 // A final state the store refused is kept (get, list and cancel see it) and stored once it can.
 TEST(StoreTest, AFinalStateTheStoreRefusedIsKeptAndStoredLater) {
-  testing::TempDir d;
-  auto s = Store::Open(d / "db");
-  ASSERT_TRUE(s.ok());
-  ExperimentQueue q(s->get());
-  ASSERT_TRUE(q.Enqueue({Record("x1")}).ok());
-  std::optional<v1::Experiment> e = q.Next(std::chrono::milliseconds(0));
-  ASSERT_TRUE(e.has_value());
-  e->set_state(v1::RUNNING);
-  q.Update(*e);
-  Sabotage sabotage(d / "db");
+  OneStarted t;
+  t.e.set_state(v1::RUNNING);
+  t.q.Update(t.e);
+  Sabotage sabotage(t.d / "db");
   sabotage.Hide();
-  e->set_state(v1::SUCCEEDED);
-  q.Update(*e);
-  q.Done("x1");
-  EXPECT_TRUE(q.IsUnsaved("x1"));
-  EXPECT_EQ(q.Get("x1")->state(), v1::SUCCEEDED);
-  EXPECT_EQ(q.Cancel("x1")->state(), v1::SUCCEEDED);  // ended: nothing to cancel
-  q.RetryUnsaved();                                   // still refused
+  t.e.set_state(v1::SUCCEEDED);
+  t.q.Update(t.e);
+  t.q.Done("x1");
+  EXPECT_TRUE(t.q.IsUnsaved("x1"));
+  EXPECT_EQ(t.q.Get("x1")->state(), v1::SUCCEEDED);
+  EXPECT_EQ(t.q.Cancel("x1")->state(), v1::SUCCEEDED);  // ended: nothing to cancel
+  t.q.RetryUnsaved();                                   // still refused
   sabotage.Restore();
-  EXPECT_EQ(q.List()->at(0).state(), v1::SUCCEEDED);
-  EXPECT_EQ((*s)->Get("x1")->state(), v1::RUNNING);  // what the store still says
-  q.RetryUnsaved();
-  EXPECT_FALSE(q.IsUnsaved("x1"));
-  EXPECT_EQ((*s)->Get("x1")->state(), v1::SUCCEEDED);
+  EXPECT_EQ(t.q.List()->at(0).state(), v1::SUCCEEDED);
+  EXPECT_EQ(t.store->Get("x1")->state(), v1::RUNNING);  // what the store still says
+  t.q.RetryUnsaved();
+  EXPECT_FALSE(t.q.IsUnsaved("x1"));
+  EXPECT_EQ(t.store->Get("x1")->state(), v1::SUCCEEDED);
 }
 
 // A listing follows its pages by key: each page seeks to its token, so following every page
@@ -424,27 +430,21 @@ TEST(StoreTest, CancellingASweepStoresItOnceForAllItsPoints) {
 // An ended experiment stays live until its runner is Done (last event written, watchers closed):
 // `rm` in between would leave that event's row behind.
 TEST(StoreTest, AnEndedRunStaysLiveUntilItsRunnerIsDone) {
-  testing::TempDir d;
-  auto s = Store::Open(d / "db");
-  ASSERT_TRUE(s.ok());
-  ExperimentQueue q(s->get());
-  ASSERT_TRUE(q.Enqueue({Record("x1")}).ok());
-  std::optional<v1::Experiment> e = q.Next(std::chrono::milliseconds(0));
-  ASSERT_TRUE(e.has_value());
-  e->set_state(v1::SUCCEEDED);
-  q.Update(*e);
-  EXPECT_EQ(q.Get("x1")->state(), v1::SUCCEEDED);
-  EXPECT_TRUE(q.IsLive("x1"));
-  q.Done("x1");
-  EXPECT_FALSE(q.IsLive("x1"));
+  OneStarted t;
+  t.e.set_state(v1::SUCCEEDED);
+  t.q.Update(t.e);
+  EXPECT_EQ(t.q.Get("x1")->state(), v1::SUCCEEDED);
+  EXPECT_TRUE(t.q.IsLive("x1"));
+  t.q.Done("x1");
+  EXPECT_FALSE(t.q.IsLive("x1"));
   v1::Experiment adopted = Record("x2");
   adopted.set_state(v1::RUNNING);
-  ASSERT_TRUE(q.Adopt(adopted).ok());
+  ASSERT_TRUE(t.q.Adopt(adopted).ok());
   adopted.set_state(v1::FAILED);
-  q.Update(adopted);
-  EXPECT_TRUE(q.IsLive("x2"));
-  q.Done("x2");
-  EXPECT_FALSE(q.IsLive("x2"));
+  t.q.Update(adopted);
+  EXPECT_TRUE(t.q.IsLive("x2"));
+  t.q.Done("x2");
+  EXPECT_FALSE(t.q.IsLive("x2"));
 }
 
 }  // namespace

@@ -125,8 +125,7 @@ StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::
     std::memcpy(seg.data(), &h, sizeof h);
     FillSynthetic(kSyntheticTrain, kSyntheticTest, spec.seed(), h,
                   static_cast<uint8_t*>(seg.data()));
-    NoteOwnPss();
-    return seg;
+    return seg;  // nothing to free: the leader's reading before its workers start covers it
   }
   ASSIGN_OR_RETURN(MnistSet set, LoadMnistDir(spec.dataset()));
   DataHeader h = PlanData(set.train_images.count(), set.test_images.count(), set.rows, set.cols);
