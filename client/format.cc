@@ -269,10 +269,11 @@ std::string PartLines(const v1::Experiment& e) {
   bool every = true;  // the sum is known only where every part's figure is
   for (const auto& p : e.parts()) {
     const std::string figures =
-        p.has_samples_per_sec() || p.has_peak_pss_sum_bytes()
-            ? F(", %s samples/s, peak PSS sum %s",
+        p.has_samples_per_sec() || p.has_peak_pss_sum_bytes() || p.has_sum_of_peak_pss_bytes()
+            ? F(", %s samples/s, peak PSS sum %s (sum of peak PSS %s)",
                 p.has_samples_per_sec() ? F("%.1f", p.samples_per_sec()).c_str() : "-",
-                GibIf(p.has_peak_pss_sum_bytes(), p.peak_pss_sum_bytes()).c_str())
+                GibIf(p.has_peak_pss_sum_bytes(), p.peak_pss_sum_bytes()).c_str(),
+                GibIf(p.has_sum_of_peak_pss_bytes(), p.sum_of_peak_pss_bytes()).c_str())
             : "";
     total += p.samples_per_sec();
     every = every && p.has_samples_per_sec();
@@ -282,7 +283,7 @@ std::string PartLines(const v1::Experiment& e) {
            p.error().c_str());
   }
   return o + F("  %-11s %s samples/s over all nodes; below: node 0's part's figures, and every "
-               "node's processes\n",
+               "node's processes (a node's rows add up to its sum of peak PSS)\n",
                "", every ? F("%.1f", total).c_str() : "-");
 }
 

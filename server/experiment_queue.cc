@@ -48,6 +48,16 @@ void ExperimentQueue::Restore(const std::vector<v1::Experiment>& es) {
     live_[e.id()] = e;
     queue_.push_back(e.id());
   }
+  if (queue_.size() > max_queued_)
+    spdlog::warn(
+        "{} experiments restored to the queue, over --max-queued {}: all are kept, and "
+        "new ones are refused until it drains under",
+        queue_.size(), max_queued_);
+}
+
+size_t ExperimentQueue::Waiting() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return queue_.size();
 }
 
 std::optional<v1::Experiment> ExperimentQueue::Next(std::chrono::milliseconds wait) {

@@ -38,8 +38,10 @@ class ExperimentQueue {
   // keeps it live, outside the queue: Get, List, Cancel and StopRequest know it, Next never
   // returns it, and it does not hold up the queue. It leaves like any record: a terminal Update.
   Status Adopt(const v1::Experiment& e);
-  // Queues records already stored (recovery), in the given order.
+  // Queues records already stored (recovery), in the given order: all of them, over the cap too
+  // (each was accepted under the cap of its time); new ones wait until it drains under.
   void Restore(const std::vector<v1::Experiment>& es);
+  size_t Waiting() const;
   // Waits up to `wait` for the next queued experiment and makes it the running one.
   std::optional<v1::Experiment> Next(std::chrono::milliseconds wait);
   // Stores a changed record and tells the listeners; a terminal one leaves the live set.
@@ -84,7 +86,7 @@ class ExperimentQueue {
   Store* store_;
   const size_t max_queued_;
   std::vector<Listener> listeners_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;
   std::map<std::string, v1::Experiment> live_;  // queued and running

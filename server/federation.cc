@@ -323,6 +323,8 @@ void CoordinatedRun::PublishLive() {
         part->set_samples_per_sec(p.record->result().samples_per_sec());
       if (p.record->result().has_peak_pss_sum_bytes())
         part->set_peak_pss_sum_bytes(p.record->result().peak_pss_sum_bytes());
+      if (p.record->result().has_sum_of_peak_pss_bytes())
+        part->set_sum_of_peak_pss_bytes(p.record->result().sum_of_peak_pss_bytes());
     }
     for (const auto& proc : p.record->processes()) {
       v1::ProcessInfo* q = e_.add_processes();

@@ -209,6 +209,7 @@ TEST_F(FederationTest, EachNodeGetsItsRankAndTheWholeSucceedsWithNodeZerosResult
     EXPECT_EQ(part.master(), "a:29500");
     EXPECT_FALSE(part.has_node_daemons());  // a part never coordinates in turn
     nodes_[i].part.mutable_result()->set_samples(100 + i);
+    nodes_[i].part.mutable_result()->set_sum_of_peak_pss_bytes(1000 + i);
     v1::ProcessInfo* w = nodes_[i].part.add_processes();
     w->set_role("worker");
     w->set_pid(int(1000 + i));
@@ -221,6 +222,8 @@ TEST_F(FederationTest, EachNodeGetsItsRankAndTheWholeSucceedsWithNodeZerosResult
   ASSERT_EQ(e.parts_size(), 2);
   EXPECT_EQ(e.parts(1).experiment_id(), "p1");
   EXPECT_EQ(e.parts(1).state(), v1::SUCCEEDED);
+  EXPECT_EQ(e.parts(1).sum_of_peak_pss_bytes(), 1001u);  // each part's own, for its table rows
+  EXPECT_FALSE(e.parts(1).has_peak_pss_sum_bytes());     // unknown stays unknown
   ASSERT_EQ(e.processes_size(), 2);
   EXPECT_EQ(e.processes(1).pid(), 1001);
   EXPECT_EQ(e.processes(1).node(), 1u);

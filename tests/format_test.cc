@@ -216,12 +216,17 @@ TEST(FormatTest, PartsSumOnlyWhatEveryPartKnows) {
     p->set_samples_per_sec(80.5);
     p->set_peak_pss_sum_bytes(1ull << 30);
   }
+  e.mutable_parts(0)->set_sum_of_peak_pss_bytes(3ull << 29);
   EXPECT_NE(FormatExperiment(e).find("  161.0 samples/s over all nodes"), std::string::npos)
       << FormatExperiment(e);
   e.mutable_parts(1)->clear_samples_per_sec();  // its daemon was lost before it said
   const std::string out = FormatExperiment(e);
   EXPECT_NE(out.find("  - samples/s over all nodes"), std::string::npos) << out;
-  EXPECT_NE(out.find(", - samples/s, peak PSS sum 1.00 GiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("80.5 samples/s, peak PSS sum 1.00 GiB (sum of peak PSS 1.50 GiB)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(", - samples/s, peak PSS sum 1.00 GiB (sum of peak PSS -)"), std::string::npos)
+      << out;
 }
 
 TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {

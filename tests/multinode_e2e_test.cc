@@ -232,6 +232,14 @@ TEST_F(TwoNodes, OneDaemonCoordinatesAndBothTrainOneModel) {
   std::set<int> nodes;
   for (const auto& p : e["processes"]) nodes.insert(p.value("node", -1));
   EXPECT_EQ(nodes, (std::set<int>{0, 1}));
+  // Each node's rows of the table add up to its part's sum of peak PSS.
+  for (int node : {0, 1}) {
+    uint64_t rows = 0;
+    for (const char* table : {"processes", "fork_server_processes"})
+      for (const auto& p : e.value(table, json::array()))
+        if (p.value("node", -1) == node) rows += p["peak_pss_bytes"].get<uint64_t>();
+    EXPECT_EQ(rows, e["parts"][node]["sum_of_peak_pss_bytes"].get<uint64_t>()) << node;
+  }
   // The coordinator keeps each part's samples under the record, with their node.
   const CommandResult samples = daemons_[0]->Cli({"get", id, "--samples", "--format", "json"});
   ASSERT_EQ(samples.exit_code, 0) << samples.err;

@@ -384,6 +384,22 @@ TEST(StoreTest, TheQueueHoldsAtMostItsCap) {
   EXPECT_TRUE(q.Enqueue({Record("x5")}).ok());
 }
 
+// A restarted shoald given a lower cap keeps every queued run it restores (each was accepted);
+// new ones wait until the queue has drained under the cap.
+TEST(StoreTest, ARestoredQueueOverTheCapIsKeptWholeAndNewOnesWait) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  ExperimentQueue q(s->get(), 2);
+  q.Restore({Record("x1"), Record("x2"), Record("x3")});
+  EXPECT_EQ(q.Waiting(), 3u);
+  EXPECT_EQ(q.Enqueue({Record("x4")}).code(), Code::kResourceExhausted);
+  ASSERT_TRUE(q.Next(std::chrono::milliseconds(0)).has_value());          // x1 runs
+  EXPECT_EQ(q.Enqueue({Record("x4")}).code(), Code::kResourceExhausted);  // 2 wait: at the cap
+  EXPECT_EQ(q.Cancel("x3")->state(), v1::CANCELLED);
+  EXPECT_TRUE(q.Enqueue({Record("x4")}).ok());
+}
+
 // Cancelling a sweep stores the sweep twice (the request, then its points' ends together), not
 // once per point: a trigger of another connection counts the writes.
 TEST(StoreTest, CancellingASweepStoresItOnceForAllItsPoints) {
