@@ -180,6 +180,7 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   auto* list = app.add_subcommand("list", "all experiments");
   list->add_flag("--json", s->json, "print one JSON object");
   list->add_option("--page-size", s->page_size, "records per call (the CLI follows every page)")
+      ->check(WholeNumber())
       ->check(CLI::Range(1, 1000));
   list->add_option("--state", s->state, "only experiments in this state (queued, running, ...)");
   list->add_option("--kind", s->kind, "only experiments of this kind");
@@ -201,7 +202,10 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
     cmd->add_flag("--json", s->json, "print one JSON object");
     if (!cancel) AddSampleOptions(cmd, s);
     out->push_back({cmd, [s, cancel](ShoalClient& c) {
-                      if (s->samples) return PrintSamples(c, s->id, s->format, s->output);
+                      if (s->samples) {
+                        if (s->json) Die("--json with --samples: use --format json");
+                        return PrintSamples(c, s->id, s->format, s->output);
+                      }
                       for (const CLI::Option* o : s->sample_options)
                         if (o->count() > 0) Die(o->get_name() + " goes with --samples");
                       return GetOrCancel(c, s->id, cancel, s->json);

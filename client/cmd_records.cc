@@ -5,6 +5,7 @@
 
 #include "client/commands.h"
 #include "client/format.h"
+#include "shared/cli_checks.h"
 
 namespace shoal::cli {
 namespace {
@@ -52,9 +53,12 @@ void AddRecordCommands(CLI::App& app, std::vector<Command>* out) {
   out->push_back({rm, [s](ShoalClient& c) { return Remove(c, s->ids); }});
 
   auto* prune = app.add_subcommand("prune", "delete ended records by age and/or count");
-  prune->add_option("--older-than", s->older_than,
-                    "those that ended longer ago than this: 30d, 12h, 90m, 45s, 500ms");
-  prune->add_option("--keep", s->keep, "all but the newest N experiments and the newest N sweeps");
+  prune
+      ->add_option("--older-than", s->older_than,
+                   "those that ended longer ago than this: 30d, 12h, 90m, 45s, 500ms")
+      ->check(NonEmpty("empty: give an age such as 30d"));
+  prune->add_option("--keep", s->keep, "all but the newest N experiments and the newest N sweeps")
+      ->check(WholeNumber());
   out->push_back({prune, [s](ShoalClient& c) { return Prune(c, s->older_than, s->keep); }});
 }
 

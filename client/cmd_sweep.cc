@@ -128,6 +128,7 @@ int Report(ShoalClient& c, const ReportArgs& a) {
   if (a.compare) {
     if (a.ids.size() != 2) Die("report --compare takes two sweep ids: SWEEP_A SWEEP_B");
     if (a.format != "md") Die("report --compare prints Markdown only (--format md)");
+    if (!a.plot.empty()) Die("--plot chooses what svg and png draw; --compare prints Markdown");
     Emit(RenderCompareMarkdown(FetchReport(c, a.ids[0]), FetchReport(c, a.ids[1])), a.output);
     return 0;
   }

@@ -547,8 +547,12 @@ StatusOr<uint64_t> ParseDurationMs(const std::string& text) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   const std::string unit = text.substr(digits);
   for (const auto& [name, ms] : units) {
-    if (unit != name || digits == 0 || digits > 12) continue;
-    return std::stoull(text.substr(0, digits)) * ms;
+    if (unit != name || digits == 0) continue;
+    // Over ~5.8e8 years in ms would wrap, and wrap to a short age that prunes nearly everything.
+    const uint64_t n = digits > 19 ? 0 : std::stoull(text.substr(0, digits));
+    if (digits > 19 || n > UINT64_MAX / ms)
+      return InvalidArgument("duration: '" + text.substr(0, 40) + "' is too long to count in ms");
+    return n * ms;
   }
   return InvalidArgument("duration: '" + text.substr(0, 40) +
                          "' is not a number with a unit (ms, s, m, h, d), e.g. 30d");

@@ -8,6 +8,8 @@
 
 #include "client/commands.h"
 #include "client/shoal_client.h"
+#include "shared/cli_checks.h"
+#include "shared/data_parallel.h"
 #include "shared/endpoint.h"
 #include "shared/procfs.h"
 
@@ -24,6 +26,22 @@ shoal::Status Prepare(shoal::cli::Endpoint* e, const std::string& token_file,
     return shoal::CheckSocketTrust(e->socket, ::getuid(), owner);
   }
   if (e->target.empty()) return shoal::InvalidArgument("--target: empty; give HOST:PORT");
+  // The socket's options without the socket would be silently unused, as TCP's are without TCP.
+  for (const char* unix_only : {"--socket", "--socket-owner"})
+    if (app.count(unix_only) > 0)
+      return shoal::InvalidArgument(std::string(unix_only) +
+                                    " is for the unix socket, not --target");
+  if (e->insecure) {
+    // The token would cross the network in plaintext: only to this host, as shoald allows.
+    ASSIGN_OR_RETURN(auto hp, shoal::ParseHostPort("target", e->target));
+    if (!shoal::IsLoopbackHost(hp.first))
+      return shoal::InvalidArgument("--insecure: " + e->target +
+                                    " is not a loopback address (plaintext would send the token "
+                                    "over the network)");
+    for (const char* tls : {"--tls-ca", "--tls-cert", "--tls-key"})
+      if (app.count(tls) > 0)
+        return shoal::InvalidArgument(std::string(tls) + " with --insecure: TLS or plaintext?");
+  }
   if (token_file.empty()) return shoal::InvalidArgument("--target needs --token-file");
   ASSIGN_OR_RETURN(std::string token, shoal::ReadSmallFile(token_file));
   e->token = token.substr(0, token.find_first_of("\r\n"));
@@ -51,11 +69,13 @@ int main(int argc, char** argv) {
   app.add_option("--socket", socket,
                  "shoald's unix socket (env SHOAL_SOCKET, else $XDG_RUNTIME_DIR/shoal.sock, else "
                  "~/.local/state/shoal/shoal.sock)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(shoal::NonEmpty());
   std::optional<uid_t> owner;
   app.add_option(
-      "--socket-owner", owner,
-      "a uid besides yours and root's trusted to own the socket (a shared daemon's user)");
+         "--socket-owner", owner,
+         "a uid besides yours and root's trusted to own the socket (a shared daemon's user)")
+      ->check(shoal::WholeNumber());
   shoal::cli::Endpoint endpoint;
   std::string token_file;
   app.add_option("--target", endpoint.target, "shoald over TCP, HOST:PORT (instead of the socket)");

@@ -18,8 +18,9 @@ void SpecFlags::Add(CLI::App* cmd, bool lists) {
     std::string help = f.help + " [default: " + f.fallback + "]";
     if (lists) help += f.axis ? "; a comma-separated list makes it an axis" : "; not an axis";
     // No CLI11 delimiter: it drops empty pieces ("1,,2" would be 1 and 2), and each typed value
-    // must be kept or refused. Lists are split in Sweep().
-    options_[f.name] = cmd->add_option(flag, values_[f.name], help);
+    // must be kept or refused. Lists are split in Sweep(). No extra arguments either: with them
+    // CLI11 reads "[a,b]" as a list, unwrapping a typed name or path.
+    options_[f.name] = cmd->add_option(flag, values_[f.name], help)->allow_extra_args(false);
   }
 }
 
@@ -36,17 +37,19 @@ std::vector<SpecFlags::Given> SpecFlags::GivenFields() const {
 StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
   v1::ExperimentSpec spec;
   for (const auto& g : GivenFields()) {
-    const bool list =
-        // A field that is no axis (name, node_daemons, balance) or a path may hold commas.
-        g.values.size() != 1 ||
-        (g.values[0].find(',') != std::string::npos && g.field->axis && g.field->name != "dataset");
-    if (list) {
+    if (g.values.size() != 1) {
+      return InvalidArgument(g.field->name + ": given " + std::to_string(g.values.size()) +
+                             " times; it takes one value");
+    }
+    // A field that is no axis (name, node_daemons, balance) or a path may hold commas.
+    if (g.values[0].find(',') != std::string::npos && g.field->axis && g.field->name != "dataset") {
       return InvalidArgument(g.field->name +
                              ": submit takes one value (a list is a sweep: " + "shoal sweep)");
     }
     RETURN_IF_ERROR(SetSpecField(&spec, *g.field, g.values[0]));
   }
-  if (force_opt_ != nullptr && force_opt_->count() > 0) spec.set_force(true);
+  // --force=no is typed too: it means no (CLI11 counts it as given).
+  if (force_opt_ != nullptr && force_opt_->count() > 0) spec.set_force(force_);
   return spec;
 }
 
@@ -66,8 +69,10 @@ StatusOr<v1::SweepSpec> SpecFlags::Sweep() const {
   v1::SweepSpec sweep;
   for (const auto& g : GivenFields()) {
     if (g.values.size() != 1) {
-      return InvalidArgument(g.field->name + ": " + std::to_string(g.values.size()) +
-                             " values given apart; a sweep takes one comma-separated list");
+      return InvalidArgument(g.field->name + ": given " + std::to_string(g.values.size()) +
+                             " times; " +
+                             (g.field->axis ? "a sweep takes one comma-separated list"
+                                            : "it takes one value (not an axis)"));
     }
     std::vector<std::string> values = {g.values[0]};
     if (g.field->axis) {
@@ -81,7 +86,7 @@ StatusOr<v1::SweepSpec> SpecFlags::Sweep() const {
     a->set_field(g.field->name);
     for (const auto& v : values) a->add_values(v);
   }
-  if (force_opt_ != nullptr && force_opt_->count() > 0) sweep.mutable_base()->set_force(true);
+  if (force_opt_ != nullptr && force_opt_->count() > 0) sweep.mutable_base()->set_force(force_);
   sweep.set_name(sweep.base().name());
   return sweep;
 }

@@ -57,6 +57,7 @@ struct DaemonArgs {
   std::string peer_token_file;
   shoal::PeerCredentials peer;
   int peer_timeout_ms = 10000;
+  bool peer_timeout_given = false;  // on the command line or in the --config file
   int max_watchers = 1024;
   shoal::CoordinatorOptions opts;
 };
@@ -88,6 +89,7 @@ void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--peer-timeout-ms", d.peer_timeout_ms,
                  "a peer daemon unreachable this long is lost: the experiment ends everywhere")
       ->capture_default_str()
+      ->check(shoal::WholeNumber())
       ->check(CLI::Range(500, 600000));
 }
 
@@ -95,7 +97,10 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   auto& opts = d.opts;
   // A TOML (or INI) file of the same options, `key = value` with the flag's name ("max-workers =
   // 8"); a flag on the command line overrides the file.
-  app.set_config("--config", "", "read options from this file (flags given here override it)");
+  // An empty name would make CLI11 read no file at all: a unit's unset ${CONF} starting the
+  // daemon on built-in defaults.
+  app.set_config("--config", "", "read options from this file (flags given here override it)")
+      ->check(shoal::NonEmpty("empty: name the configuration file"));
   app.allow_config_extras(false);  // a misspelt key is an error, not silently ignored
   app.add_option("--socket", d.socket_path,
                  "unix socket to listen on (mode 0600); env SHOAL_SOCKET, else "
@@ -128,18 +133,22 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--max-workers", opts.limits.max_workers,
                  "most workers one experiment may ask for")
       ->capture_default_str()
+      ->check(shoal::WholeNumber())
       ->check(CLI::Range(1, 1024));
   app.add_option("--sampler-budget", opts.sampler.budget_fraction,
                  "CPU share of one core the smaps_rollup walks may use")
       ->capture_default_str()
+      ->check(shoal::DecimalNumber())
       ->check(Finite())
       ->check(CLI::Range(0.0001, 1.0));
   app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")
       ->capture_default_str()
+      ->check(shoal::WholeNumber())
       ->check(CLI::Range(0, 600000));
   app.add_option("--fork-server-pool", opts.fork_server_pool,
                  "idle workers the fork-server keeps forked ahead of demand")
       ->capture_default_str()
+      ->check(shoal::WholeNumber())
       ->check(CLI::Range(0, 1024));
   app.add_option("--data-root", opts.limits.data_roots,
                  "a directory datasets must lie under (repeatable; default /usr/share/datasets and "
@@ -149,10 +158,12 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
                  "most experiments waiting at once (a sweep's points count; more are refused: "
                  "RESOURCE_EXHAUSTED)")
       ->capture_default_str()
+      ->check(shoal::WholeNumber())
       ->check(CLI::Range(1, 1 << 24));
   app.add_option("--max-watchers", d.max_watchers,
                  "most concurrent watch streams (more are refused: RESOURCE_EXHAUSTED)")
       ->capture_default_str()
+      ->check(shoal::WholeNumber())
       ->check(CLI::Range(1, 1 << 20));
   // spdlog reads an unknown name as "off", which would hide even a critical error.
   app.add_option("--log-level", d.log_level, "trace|debug|info|warn|error")
@@ -208,9 +219,13 @@ bool IsLoopback(const std::string& host_port) {
 
 // --listen's rules: tokens always; TLS unless the address is loopback and --insecure is given.
 bool CheckTcp(DaemonArgs& d) {
-  if (d.listen.empty()) {
-    if (d.insecure || !d.token_file.empty() || !d.tls_cert.empty())
-      spdlog::warn("--insecure, --token-file and --tls-* do nothing without --listen");
+  if (d.listen.empty()) {  // TCP's options without TCP: the user meant something else
+    for (auto [given, flag] : {std::pair{d.insecure, "--insecure"},
+                               {!d.token_file.empty(), "--token-file"},
+                               {!d.tls_cert.empty(), "--tls-cert"},
+                               {!d.tls_key.empty(), "--tls-key"},
+                               {!d.tls_client_ca.empty(), "--tls-client-ca"}})
+      if (given) return spdlog::critical("{} needs --listen", flag), false;
     return true;
   }
   if (d.token_file.empty()) return spdlog::critical("--listen needs --token-file"), false;
@@ -220,6 +235,10 @@ bool CheckTcp(DaemonArgs& d) {
   const bool tls = !d.tls_cert.empty() || !d.tls_key.empty();
   if (tls && (d.tls_cert.empty() || d.tls_key.empty()))
     return spdlog::critical("--tls-cert and --tls-key go together"), false;
+  if (!d.tls_client_ca.empty() && !tls)  // plaintext would check no client certificate
+    return spdlog::critical("--tls-client-ca needs --tls-cert and --tls-key"), false;
+  if (tls && d.insecure)
+    return spdlog::critical("--insecure with --tls-*: TLS or plaintext?"), false;
   // From here on the --tls-* options hold the PEM texts, not their paths.
   for (std::string* pem : {&d.tls_cert, &d.tls_key, &d.tls_client_ca}) {
     if (pem->empty()) continue;
@@ -239,11 +258,18 @@ bool CheckTcp(DaemonArgs& d) {
 
 // --peer-*: read once here; the connector holds the texts.
 bool CheckPeers(DaemonArgs& d) {
-  if (d.peer_token_file.empty()) {
-    if (d.peer.insecure || !d.peer.tls_ca.empty() || !d.peer.tls_cert.empty())
-      spdlog::warn("--peer-insecure and --peer-tls-* do nothing without --peer-token-file");
+  if (d.peer_token_file.empty()) {  // without it this daemon coordinates nothing
+    for (auto [given, flag] : {std::pair{d.peer.insecure, "--peer-insecure"},
+                               {!d.peer.tls_ca.empty(), "--peer-tls-ca"},
+                               {!d.peer.tls_cert.empty(), "--peer-tls-cert"},
+                               {!d.peer.tls_key.empty(), "--peer-tls-key"},
+                               {d.peer_timeout_given, "--peer-timeout-ms"}})
+      if (given) return spdlog::critical("{} needs --peer-token-file", flag), false;
     return true;
   }
+  const bool peer_tls = !d.peer.tls_ca.empty() || !d.peer.tls_cert.empty();
+  if (peer_tls && d.peer.insecure)
+    return spdlog::critical("--peer-insecure with --peer-tls-*: TLS or plaintext?"), false;
   auto token = shoal::ReadSmallFile(d.peer_token_file);
   if (!token.ok()) return spdlog::critical("{}", token.status().message()), false;
   d.peer.token = token->substr(0, token->find_first_of("\r\n"));
@@ -470,6 +496,7 @@ int main(int argc, char** argv) {
   d.opts.limits.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
   AddOptions(app, d);
   CLI11_PARSE(app, argc, argv);
+  d.peer_timeout_given = app.count("--peer-timeout-ms") > 0;
   spdlog::set_level(spdlog::level::from_str(d.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ shoald: %v");
   if (!Resolve(d) || !ClaimStateDir(d)) return 1;

@@ -37,17 +37,28 @@ StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& fiel
   const unsigned long p = std::stoul(port);
   if (p < 1 || p > 65535) return InvalidArgument(why);
   std::string host = master.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')  // [IPv6]:PORT
-    host = host.substr(1, host.size() - 2);
+  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']';  // [IPv6]:PORT
+  if (v6) host = host.substr(1, host.size() - 2);
+  // A space or a stray character would pass here and fail only when the run connects.
+  const char* allowed = v6 ? "0123456789abcdefABCDEF:."
+                           : "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-_";
+  if (host.find_first_not_of(allowed) != std::string::npos) {
+    return InvalidArgument(field + ": '" + master + "': '" + host + "' is not a host name or " +
+                           (v6 ? "an IPv6 address" : "an IPv4 address ([IPv6]:PORT for IPv6)"));
+  }
   return std::make_pair(host, uint16_t(p));
 }
 
 StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text) {
   const std::vector<std::string> out = SplitCommas(text);
-  for (auto it = out.begin(); it != out.end(); ++it) {
-    RETURN_IF_ERROR(ParseHostPort("node_daemons", *it).status());
-    if (std::count(out.begin(), it, *it) > 0)
-      return InvalidArgument("node_daemons: '" + *it + "' is named twice");
+  std::vector<std::pair<std::string, uint16_t>> seen;  // "H:1" and "h:01" are one daemon
+  for (const std::string& daemon : out) {
+    ASSIGN_OR_RETURN(auto hp, ParseHostPort("node_daemons", daemon));
+    std::transform(hp.first.begin(), hp.first.end(), hp.first.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
+    if (std::count(seen.begin(), seen.end(), hp) > 0)
+      return InvalidArgument("node_daemons: '" + daemon + "' is named twice");
+    seen.push_back(hp);
   }
   if (out.size() < 2 || out.size() > 64) {
     return InvalidArgument("node_daemons: " + std::to_string(out.size()) +

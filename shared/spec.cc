@@ -213,8 +213,10 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_batch_size()) s->set_batch_size(64);
   if (!s->has_batches() && !s->has_epochs()) s->set_batches(kDefaultBatches);
   DefaultOptimizer(s->mutable_optimizer(), s);
-  if (!s->has_threads())
-    s->set_threads(std::max<uint32_t>(1, limits.cores / std::max<uint32_t>(1, s->workers())));
+  if (!s->has_threads()) {  // a default is never refused: held to the cap a typed value meets
+    s->set_threads(std::clamp<uint32_t>(limits.cores / std::max<uint32_t>(1, s->workers()), 1,
+                                        limits.max_threads));
+  }
   if (!s->has_seed()) s->set_seed(1);
   if (!s->has_sample_interval_ms()) s->set_sample_interval_ms(200);
   if (!s->has_allocator()) s->set_allocator("cache");

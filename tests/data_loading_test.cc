@@ -97,6 +97,14 @@ TEST(DataLoadingSpecTest, DefaultsGiveTheTrainerEveryCoreAndOneWorkerPerLoader) 
   EXPECT_EQ(DataLoadingRingSlots(s), 6u);
   EXPECT_GT(DataLoadingRingBytes(s), 6 * LoaderBatchBytes(s.batch_size(), 784));
   EXPECT_EQ(DataLoadingRingBytes(DataLoading(0)), 0u);
+  // A node with more cores than a worker may take threads: the default is held to the cap, not
+  // refused as if the user had typed it.
+  l.cores = 384;
+  for (v1::ExperimentSpec big : {DataLoading(1), v1::ExperimentSpec()}) {
+    ApplyDefaults(&big, l);
+    EXPECT_EQ(big.threads(), l.max_threads);
+    EXPECT_TRUE(ValidateSpec(big, l).ok()) << ValidateSpec(big, l).message();
+  }
 }
 
 TEST(DataLoadingSpecTest, WrongFieldsAreRefusedByName) {
@@ -124,6 +132,8 @@ TEST(DataLoadingSpecTest, WrongFieldsAreRefusedByName) {
   refused(s, "prefetch: 0 is outside the allowed range 1..64");
   s = DataLoading(64);
   refused(s, "loaders: 64 is outside the allowed range 0..63");
+  s = DataLoading(4294967295u);  // + 1 (the trainer) wraps to 0
+  refused(s, "loaders: 4294967295 is outside the allowed range 0..63");
   s = DataLoading(1);
   s.set_batches(5);
   refused(s, "batches: not a field of kind data_loading");

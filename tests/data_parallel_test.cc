@@ -190,9 +190,22 @@ TEST(DataParallelTest, NodeDaemonsRefusalsNameTheField) {
       {"node0:7443,node0:7443", "node_daemons: 'node0:7443' is named twice"},
       {"node0:7443,,node1:7443", "node_daemons: '' is not HOST:PORT with a port 1..65535"},
       {"node0:7443,node1", "node_daemons: 'node1' is not HOST:PORT with a port 1..65535"},
+      {"Node0:7443,node0:07443", "node_daemons: 'node0:07443' is named twice"},
+      {"a:50051, b:50051",
+       "node_daemons: ' b:50051': ' b' is not a host name or an IPv4 address ([IPv6]:PORT for "
+       "IPv6)"},
+      {"a:1,[fd00::x]:2",
+       "node_daemons: '[fd00::x]:2': 'fd00::x' is not a host name or an IPv6 "
+       "address"},
   };
   for (const auto& [daemons, why] : cases)
     EXPECT_EQ(ValidateSpec(Coordinated(daemons), l).message(), why) << daemons;
+  EXPECT_TRUE(ValidateSpec(Coordinated("a.example:1,[fd00::3]:2,10.0.0.7:3"), l).ok());
+  auto spaced = Coordinated("a:1,b:2");
+  spaced.set_master(" node0:29500");
+  EXPECT_EQ(ValidateSpec(spaced, l).message(),
+            "master: ' node0:29500': ' node0' is not a host name or an IPv4 address ([IPv6]:PORT "
+            "for IPv6)");
   auto ranked = Coordinated("a:1,b:2");
   ranked.set_node_rank(1);
   EXPECT_EQ(ValidateSpec(ranked, l).message().rfind("node_rank: the coordinator gives", 0), 0u);

@@ -385,6 +385,20 @@ TEST_F(E2E, RmAndPruneDeleteEndedRecordsOnly) {
   // Prune all but the newest.
   EXPECT_NE(daemon_->Cli({"prune"}).exit_code, 0);
   EXPECT_NE(daemon_->Cli({"prune", "--older-than", "30 days"}).exit_code, 0);
+  // An empty age, one that would wrap to a few hours, and an octal-looking count are refused
+  // naming the option, and delete nothing (the --keep 1 below still finds every record).
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--older-than", ""},
+                                       {"--keep", "1", "--older-than", ""},
+                                       {"--older-than", "213503982335d"},
+                                       {"--keep", "010"}}) {
+    bad.insert(bad.begin(), "prune");
+    auto r = daemon_->Cli(bad);
+    EXPECT_NE(r.exit_code, 0) << bad[1];
+    EXPECT_TRUE(r.err.find("--older-than") != std::string::npos ||
+                r.err.find("--keep") != std::string::npos ||
+                r.err.find("duration") != std::string::npos)
+        << r.err;
+  }
   auto pruned = daemon_->Cli({"prune", "--keep", "1"});
   EXPECT_EQ(pruned.exit_code, 0) << pruned.err;
   all = MustJson(daemon_->Cli({"list", "--json"}));
@@ -464,6 +478,9 @@ TEST_F(E2E, OptionsThatDoNotApplyAreRefusedNotIgnored) {
       {{"get", "x0123456789", "--samples", "-o", ""}, "--output: needs a file name"},
       {{"report", "s0123456789", "--plot", "loss"}, "--plot chooses what svg and png draw"},
       {{"report", "s0123456789", "-o", ""}, "--output: needs a file name"},
+      {{"get", "x0123456789", "--samples", "--json"}, "--json with --samples: use --format json"},
+      {{"report", "s0123456789", "s0123456788", "--compare", "--plot", "loss"},
+       "--compare prints Markdown"},
       {{"list", "--insecure"}, "--insecure needs --target"},
       {{"list", "--token-file", dir_ / "t"}, "--token-file needs --target"},
       {{"list", "--target", ""}, "--target: empty"},
@@ -476,6 +493,52 @@ TEST_F(E2E, OptionsThatDoNotApplyAreRefusedNotIgnored) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir_ / "out"));
   EXPECT_TRUE(MustJson(daemon_->Cli({"sweeps", "--json"})).value("sweeps", json::array()).empty());
+  // The connection's options, typed without the test's --socket.
+  std::ofstream(dir_ / "t") << "token\n";
+  const std::string shoal = testing::BinDir() + "/shoal", t = dir_ / "t";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> connection = {
+      {{"--target", "192.0.2.1:7443", "--insecure", "--token-file", t, "list"},
+       "--insecure: 192.0.2.1:7443 is not a loopback address"},
+      {{"--target", "127.0.0.1:1", "--insecure", "--tls-ca", t, "--token-file", t, "list"},
+       "--tls-ca with --insecure"},
+      {{"--target", "127.0.0.1:1", "--socket", daemon_->socket(), "--token-file", t, "list"},
+       "--socket is for the unix socket, not --target"},
+      {{"--socket", daemon_->socket(), "--socket-owner", "01000", "list"},
+       "'01000' is not a whole number"},
+      {{"--socket", daemon_->socket(), "list", "--page-size", "0x10"},
+       "'0x10' is not a whole number"},
+  };
+  for (auto [args, why] : connection) {
+    args.insert(args.begin(), shoal);
+    const CommandResult r = testing::RunCommand(args);
+    EXPECT_NE(r.exit_code, 0) << why;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+}
+
+// shoald refuses a flag that could not apply, or a number it would read otherwise than typed.
+TEST_F(E2E, ADaemonRefusesFlagsItWouldIgnoreOrMisread) {
+  std::ofstream(dir_ / "f") << "x\n";
+  const std::string f = dir_ / "f";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--config", ""}, "--config: empty"},
+      {{"--insecure"}, "--insecure needs --listen"},
+      {{"--tls-client-ca", f}, "--tls-client-ca needs --listen"},
+      {{"--peer-timeout-ms", "5000"}, "--peer-timeout-ms needs --peer-token-file"},
+      {{"--peer-token-file", f, "--peer-insecure", "--peer-tls-ca", f},
+       "--peer-insecure with --peer-tls-*"},
+      {{"--max-workers", "010"}, "'010' is not a whole number"},
+      {{"--grace-ms", "0x100"}, "'0x100' is not a whole number"},
+      {{"--sampler-budget", " 0.01"}, "' 0.01' is not a plain decimal number"},
+  };
+  for (auto [args, why] : cases) {
+    args.insert(args.begin(), {testing::BinDir() + "/shoald", "--state-dir", dir_ / "other",
+                               "--socket", dir_ / "other.sock"});
+    const CommandResult r = testing::RunCommand(args);
+    EXPECT_NE(r.exit_code, 0) << why;
+    EXPECT_NE((r.out + r.err).find(why), std::string::npos) << r.out << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "other.sock"));
 }
 
 TEST_F(E2E, CliWithoutDaemonSaysSoInOneLine) {

@@ -579,18 +579,13 @@ TEST(SpecFlagsTest, SubmitRefusesAList) {
     Parse(app, {"--workers", "1", "--workers", "2"});
     auto spec = flags.Spec();
     ASSERT_FALSE(spec.ok());
-    EXPECT_EQ(spec.status().message(),
-              "workers: submit takes one value (a list is a sweep: shoal sweep)");
+    EXPECT_EQ(spec.status().message(), "workers: given 2 times; it takes one value");
   }
   {
     CLI::App app;
     SpecFlags flags;
     flags.Add(&app, false);
-    Parse(app, {"--lr", "0.1", "0.2"});
-    auto spec = flags.Spec();
-    ASSERT_FALSE(spec.ok());
-    EXPECT_EQ(spec.status().message(),
-              "lr: submit takes one value (a list is a sweep: shoal sweep)");
+    EXPECT_THROW(Parse(app, {"--lr", "0.1", "0.2"}), CLI::ExtrasError);
   }
   {
     // A comma list is a list too, except in the fields whose values may hold commas.
@@ -625,6 +620,36 @@ TEST(SpecFlagsTest, ForceSetsForce) {
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   ExpectOnly(*spec, {"force"});
   EXPECT_TRUE(spec->force());
+  for (const char* no : {"--force=no", "--force=false", "--force=0"}) {  // typed: it means no
+    CLI::App app2;
+    SpecFlags flags2;
+    flags2.Add(&app2, true);
+    Parse(app2, {no});
+    auto sweep = flags2.Sweep();
+    ASSERT_TRUE(sweep.ok()) << sweep.status().message();
+    EXPECT_TRUE(sweep->base().has_force()) << no;
+    EXPECT_FALSE(sweep->base().force()) << no;
+  }
+}
+
+// A value in brackets is the value: CLI11 would otherwise unwrap it as a list.
+TEST(SpecFlagsTest, BracketsAreKeptInAValue) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  Parse(app, {"--name", "[baseline]", "--dataset", "[data]"});
+  auto spec = flags.Spec();
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ(spec->name(), "[baseline]");
+  EXPECT_EQ(spec->dataset(), "[data]");
+}
+
+TEST(FormatTest, AnAgeIsADurationThatFitsInMilliseconds) {
+  EXPECT_EQ(ParseDurationMs("30d").value(), 30ull * 86'400'000);
+  EXPECT_EQ(ParseDurationMs("500ms").value(), 500u);
+  EXPECT_EQ(ParseDurationMs("213503982334d").value(), 213503982334ull * 86'400'000);
+  for (const char* bad : {"", "d", "30", "30 d", "-1d", "213503982335d", "99999999999999999999ms"})
+    EXPECT_FALSE(ParseDurationMs(bad).ok()) << bad;
 }
 
 TEST(SpecFlagsTest, AnUnknownFlagIsAParseError) {
@@ -704,7 +729,10 @@ TEST(SpecFlagsTest, SweepRefusesEmptyPiecesAndRepeatedFlags) {
   auto twice = sweep({"--workers", "1,2", "--workers", "3"});
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.status().message(),
-            "workers: 2 values given apart; a sweep takes one comma-separated list");
+            "workers: given 2 times; a sweep takes one comma-separated list");
+  auto named = sweep({"--name", "a", "--name", "b"});
+  ASSERT_FALSE(named.ok());
+  EXPECT_EQ(named.status().message(), "name: given 2 times; it takes one value (not an axis)");
   auto empty = sweep({"--name", ""});  // not an axis: the text whole, refused or kept by the daemon
   ASSERT_TRUE(empty.ok()) << empty.status().message();
   EXPECT_TRUE(empty->base().has_name());

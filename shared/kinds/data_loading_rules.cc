@@ -22,11 +22,11 @@ void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_epochs()) s->set_epochs(1);
   // The trainer takes every core, as a PyTorch training loop does; loaders run one thread each
   // (DataLoader workers call torch.set_num_threads(1)), so loaders and trainer compete on purpose.
-  if (!s->has_threads()) s->set_threads(std::max<uint32_t>(1, limits.cores));
+  if (!s->has_threads()) s->set_threads(std::clamp<uint32_t>(limits.cores, 1, limits.max_threads));
 }
 
 Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
-  if (s.loaders() + 1 > limits.max_workers) {
+  if (uint64_t(s.loaders()) + 1 > limits.max_workers) {  // 2^32-1 + 1 would wrap to 0
     return InvalidArgument("loaders: " + std::to_string(s.loaders()) +
                            " is outside the allowed range 0.." +
                            std::to_string(limits.max_workers - 1));
