@@ -126,7 +126,9 @@ std::string DataParallelLines(const v1::Result& r) {
            UL(d.parameters()), d.buckets(),
            (d.steps_per_worker() > 0 ? Mib(d.allreduce_bytes_per_step()) : std::string("-"))
                .c_str(),
-           d.replicas_identical() ? "yes" : "no") +
+           !d.has_replicas_identical() ? "-"
+           : d.replicas_identical()    ? "yes"
+                                       : "no") +
          (d.steps_per_worker() == 0
               ? std::string("  per step    - (no step ended)\n")
               : F("  per step    %.1f ms: data %.1f, compute %.1f, comm %.1f (blocked), update "
@@ -140,11 +142,12 @@ std::string PipelineLines(const v1::Result& r) {
   if (!r.has_pipeline()) return "";
   const auto& p = r.pipeline();
   std::string o =
-      F("  pipeline    %u stages x %u micro-batches of %u, checkpoint %s; %.2fM parameters, model "
+      F("  pipeline    %u stages x %u micro-batches of %u, checkpoint %s; %s parameters, model "
         "memory %s; peak allocated %s, activations %s (summed over stages); step %s ms, bubble "
         "%s\n",
         p.stages(), p.chunks(), p.micro_batch(), p.checkpoint().c_str(),
-        double(p.parameters()) / 1e6, SizeIf(true, p.model_memory_bytes()).c_str(),
+        p.has_parameters() ? F("%.2fM", double(p.parameters()) / 1e6).c_str() : "-",
+        SizeIf(p.has_model_memory_bytes(), p.model_memory_bytes()).c_str(),
         SizeIf(p.has_peak_allocated_sum_bytes(), p.peak_allocated_sum_bytes()).c_str(),
         SizeIf(p.has_peak_activation_sum_bytes(), p.peak_activation_sum_bytes()).c_str(),
         MsIf(p.has_step_ms(), p.step_ms()).c_str(),
@@ -152,15 +155,19 @@ std::string PipelineLines(const v1::Result& r) {
   o += F("  %-11s %-5s %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s %-8s\n", "stages",
          "stage", "layers", "params", "model", "peak alloc", "activation", "peak RSS", "peak PSS",
          "fwd ms", "bwd ms", "wait ms", "other ms");
+  auto ms = [](bool known, double v) { return known ? F("%.0f", v) : std::string("-"); };
   for (const auto& s : p.stage()) {
-    o += F("  %-11s %-5u %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8.0f %-8.0f %-8.0f %-8.0f\n", "",
+    o += F("  %-11s %-5u %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s %-8s\n", "",
            s.stage(), F("%u-%u", s.first_layer(), s.end_layer() - 1).c_str(),
-           F("%.2fM", double(s.parameters()) / 1e6).c_str(), Mib(s.model_memory_bytes()).c_str(),
+           s.has_parameters() ? F("%.2fM", double(s.parameters()) / 1e6).c_str() : "-",
+           MibIf(s.has_model_memory_bytes(), s.model_memory_bytes()).c_str(),
            MibIf(s.has_peak_allocated_bytes(), s.peak_allocated_bytes()).c_str(),
            MibIf(s.has_peak_activation_bytes(), s.peak_activation_bytes()).c_str(),
            MibIf(s.has_peak_rss_bytes(), s.peak_rss_bytes()).c_str(),
-           MibIf(s.has_peak_pss_bytes(), s.peak_pss_bytes()).c_str(), s.forward_ms(),
-           s.backward_ms(), s.wait_ms(), s.other_ms());
+           MibIf(s.has_peak_pss_bytes(), s.peak_pss_bytes()).c_str(),
+           ms(s.has_forward_ms(), s.forward_ms()).c_str(),
+           ms(s.has_backward_ms(), s.backward_ms()).c_str(),
+           ms(s.has_wait_ms(), s.wait_ms()).c_str(), ms(s.has_other_ms(), s.other_ms()).c_str());
     if (s.has_cuda_device() || s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {
       o += F("  %-11s %-5s cuda%s: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
              s.has_cuda_device() ? F(":%u", s.cuda_device()).c_str() : "",

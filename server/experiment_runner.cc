@@ -431,6 +431,11 @@ void ExperimentRunner::LiveProcesses() {
     if (auto peak = gpu_->PeakOf(pid)) p->set_peak_gpu_memory_bytes(*peak);
   }
   SetHelperRows(f, &e_);
+  v1::Result* r = e_.mutable_result();  // and the memory peaks so far (Finish writes the last)
+  if (auto v = sampler_->peak_pss_sum()) r->set_peak_pss_sum_bytes(*v);
+  if (auto v = sampler_->peak_rss_sum()) r->set_peak_rss_sum_bytes(*v);
+  if (auto v = sampler_->peak_uss_sum()) r->set_peak_uss_sum_bytes(*v);
+  if (auto v = sampler_->sum_of_peak_pss()) r->set_sum_of_peak_pss_bytes(*v);
 }
 
 void ExperimentRunner::FillGpu() {

@@ -167,7 +167,7 @@ void FillDataParallel(const RunFacts& f, const Reports& ws, v1::Result* r) {
   if (auto bw =
           BusBandwidthGbps(bytes / steps, WorldSize(f.spec), double(busy) / double(steps) / 1e9))
     d->set_bus_bandwidth_gbps(*bw);
-  d->set_replicas_identical(finished == f.spec.workers() && sums.size() == 1);
+  if (finished == f.spec.workers()) d->set_replicas_identical(sums.size() == 1);
 }
 
 // pipeline: each stage's memory the seed's way and its share of the step; the whole's sums.
@@ -180,8 +180,10 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
     s.set_first_layer(begin);
     s.set_end_layer(end);
   }
-  s.set_parameters(w.parameters());
-  s.set_model_memory_bytes(12 * w.parameters());
+  if (w.parameters() > 0) {  // every AmoebaNet stage has weights: 0 is a stage that died first
+    s.set_parameters(w.parameters());
+    s.set_model_memory_bytes(12 * w.parameters());
+  }
   // On CUDA the stage's tensors are on the device: its allocator's figures are the seed's, and a
   // worker built without them has no known peak (its CPU allocations are not the model's). A
   // stage records its peak after each step: none finished, none known.
@@ -190,7 +192,7 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   const bool known = w.steps() > 0 && (!cuda || w.has_device_alloc_peak_bytes());
   const uint64_t allocated = cuda ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();
   if (known) s.set_peak_allocated_bytes(allocated);
-  if (known && allocated >= s.model_memory_bytes())
+  if (known && s.has_model_memory_bytes() && allocated >= s.model_memory_bytes())
     s.set_peak_activation_bytes(allocated - s.model_memory_bytes());
   if (w.has_device_reserved_peak_bytes()) s.set_peak_reserved_bytes(w.device_reserved_peak_bytes());
   if (auto it = f.sampler.peak_gpu.find(w.pid()); it != f.sampler.peak_gpu.end())
@@ -198,7 +200,8 @@ v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
   if (w.vmhwm_bytes() > 0) s.set_peak_rss_bytes(w.vmhwm_bytes());
   if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
     s.set_peak_pss_bytes(it->second);
-  const double steps = double(std::max<uint64_t>(1, w.steps()));
+  if (w.steps() == 0) return s;  // no step: its times are unknown, not 0
+  const double steps = double(w.steps());
   s.set_forward_ms(NsToMs(w.forward_ns()) / steps);
   s.set_backward_ms(NsToMs(w.backward_ns()) / steps);
   s.set_wait_ms(NsToMs(w.comm_ns()) / steps);
@@ -222,22 +225,27 @@ void FillPipeline(const RunFacts& f, const Reports& ws, v1::Result* r) {
   double bubble = 0;
   uint32_t stepped = 0;
   bool allocated = !ws.empty(), activation = !ws.empty();  // every stage's known
-  uint64_t allocated_sum = 0, activation_sum = 0;
+  bool parameters = !ws.empty();
+  uint64_t allocated_sum = 0, activation_sum = 0, parameter_sum = 0;
   for (const auto& w : ws) {
     v1::StageResult s = StageFigures(f, w, layout->balance);
-    if (w.steps() > 0 && s.step_ms() > 0) {
+    if (s.has_step_ms() && s.step_ms() > 0) {
       p->set_step_ms(std::max(p->step_ms(), s.step_ms()));
       bubble += s.wait_ms() / s.step_ms();
       ++stepped;
     }
-    p->set_parameters(p->parameters() + s.parameters());
+    parameters = parameters && s.has_parameters();
+    parameter_sum += s.parameters();
     allocated = allocated && s.has_peak_allocated_bytes();
     activation = activation && s.has_peak_activation_bytes();
     allocated_sum += s.peak_allocated_bytes();
     activation_sum += s.peak_activation_bytes();
     *p->add_stage() = s;
   }
-  p->set_model_memory_bytes(12 * p->parameters());
+  if (parameters) {
+    p->set_parameters(parameter_sum);
+    p->set_model_memory_bytes(12 * parameter_sum);
+  }
   if (allocated) p->set_peak_allocated_sum_bytes(allocated_sum);
   if (activation) p->set_peak_activation_sum_bytes(activation_sum);
   if (stepped > 0) p->set_bubble(bubble / double(stepped));
@@ -284,7 +292,9 @@ void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v
     p->set_ready_ms(NsToMs(ready - std::min(ready, start_real_ns)));
     if (w.requested_ns() > 0) p->set_start_ms(NsToMs(ready - std::min(ready, w.requested_ns())));
   }
-  if (w.phase() == ipc::v1::FINISHED) p->set_weights_checksum(Hex64(w.weights_checksum()));
+  // 0: the kind takes no fingerprint (multi_model, pipeline, data_loading's loaders).
+  if (w.phase() == ipc::v1::FINISHED && w.weights_checksum() != 0)
+    p->set_weights_checksum(Hex64(w.weights_checksum()));
 }
 
 void RecordExit(v1::ProcessInfo* p, int status) {
@@ -337,7 +347,8 @@ void FillResult(const RunFacts& f, v1::Result* r) {
   uint64_t hwm = f.result ? f.result->leader_vmhwm_bytes() : 0;
   bool hwm_known = hwm > 0;
   if (f.result) {
-    r->set_initial_weights_checksum(Hex64(f.result->initial_checksum()));
+    if (f.result->initial_checksum() != 0)  // hogwild and data_parallel take one
+      r->set_initial_weights_checksum(Hex64(f.result->initial_checksum()));
     if (f.result->final_checksum() != 0)  // data_parallel: no weights are shared
       r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
   }

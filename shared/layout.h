@@ -78,7 +78,15 @@ struct RendezvousHeader {
 
 // ---- scoreboard: one cache-line-separated slot per worker, lock-free (a crash holds no lock).
 // Each slot is written by its worker only; the leader reads it.
-enum class WorkerPhase : uint32_t { kStarting = 0, kTraining = 1, kFinished = 2, kFailed = 3 };
+// kEvaluating: trained and fingerprinted, evaluating its final weights (not training: GPU
+// utilisation "while training" leaves it out; the step timeout still watches it).
+enum class WorkerPhase : uint32_t {
+  kStarting = 0,
+  kTraining = 1,
+  kFinished = 2,
+  kFailed = 3,
+  kEvaluating = 4
+};
 
 constexpr size_t kMaxEpochRecords = 64;  // epochs past this are trained but not itemised
 constexpr size_t kCurvePoints = 128;     // loss curve points per worker

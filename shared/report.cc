@@ -75,8 +75,9 @@ std::vector<Metric> Metrics() {
          return r.start_ms();
        }},
       {"epoch_train_s",
-       "Training time of epoch 2 (s): forward, backward and update of the slowest worker; data "
-       "loading excluded, epoch 1 is warm-up (epoch 1 when there is only one)",
+       "Training time of epoch 2 (s): the slowest worker's epoch less its data loading (forward, "
+       "backward, update; data_parallel's all-reduce wait too); epoch 1 is warm-up (epoch 1 when "
+       "there is only one)",
        "%.2f", false, EpochTrainS},
       {"final_loss", "Training loss (mean of the last batches of every worker)", "%.4f", false,
        [](const v1::Result& r) -> std::optional<double> {
@@ -315,8 +316,9 @@ constexpr size_t kCurveColumns = 6;
 // Loss of worker 0 at evenly spaced steps and training times, common to every point.
 std::vector<Table> CurveTables(const std::vector<PointView>& points,
                                const std::vector<std::string>& fields) {
-  // Steps run to the longest curve; times span what every point covers (from the last first
-  // point to the first last point), so every cell holds a loss that was measured.
+  // Steps run to the longest curve ("-" past a shorter one's end); times span what every point
+  // covers (from the last first point to the first last point), so every cell holds a loss that
+  // was measured.
   uint64_t max_step = 0;
   double t_from = 0, t_to = -1;
   for (const auto& v : points) {
@@ -344,12 +346,14 @@ std::vector<Table> CurveTables(const std::vector<PointView>& points,
       time_cols.push_back(heading);
     }
   }
-  // The latest curve point at or before x (steps or ms); missing before the first.
+  // The latest curve point at or before x (steps or ms); missing before the first and past the
+  // last (a point that stopped at step 20 has no loss at step 40).
   auto at = [](const v1::Result& r, auto key, double x) {
     const v1::CurvePoint* best = nullptr;
     for (const auto& p : r.curve())
       if (double(key(p)) <= x + 1e-9) best = &p;
-    return best ? Value(best->loss(), "%.4f") : Missing();
+    const bool past = !r.curve().empty() && double(key(*r.curve().rbegin())) < x - 1e-9;
+    return best && !past ? Value(best->loss(), "%.4f") : Missing();
   };
   return {PointTable(points, fields, "loss_by_step", "Training loss of worker 0 against its steps",
                      "step", step_cols,
@@ -670,7 +674,7 @@ Cell DataParallelScale(const std::vector<PointView>& points, const v1::Experimen
       return ValueIf(d.has_bus_bandwidth_gbps(), d.bus_bandwidth_gbps(), "%.3f");
     default: {
       Cell c;
-      c.text = d.replicas_identical() ? "yes" : "no";
+      c.text = !d.has_replicas_identical() ? "-" : d.replicas_identical() ? "yes" : "no";
       return c;
     }
   }
@@ -711,9 +715,9 @@ Cell PipelineCell(const v1::Experiment& e, size_t col) {
   const double gib = double(1ull << 30);
   switch (col) {
     case 0:
-      return Value(double(p.parameters()) / 1e6, "%.2f");
+      return ValueIf(p.has_parameters(), double(p.parameters()) / 1e6, "%.2f");
     case 1:
-      return Value(double(p.model_memory_bytes()) / gib, "%.3f");
+      return ValueIf(p.has_model_memory_bytes(), double(p.model_memory_bytes()) / gib, "%.3f");
     case 2:
       return ValueIf(p.has_peak_activation_sum_bytes(), double(p.peak_activation_sum_bytes()) / gib,
                      "%.3f");

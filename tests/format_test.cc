@@ -198,7 +198,7 @@ TEST(FormatTest, DataParallelWithoutAStepHasNoPerStepFigures) {
   d->set_scaling("weak");
   std::string out = FormatExperiment(e);
   EXPECT_NE(out.find("  per step    - (no step ended)\n"), std::string::npos) << out;
-  EXPECT_NE(out.find(", - all-reduced per step"), std::string::npos) << out;
+  EXPECT_NE(out.find(", - all-reduced per step; replicas identical: -"), std::string::npos) << out;
   d->set_steps_per_worker(5);
   d->set_step_ms(12.5);
   out = FormatExperiment(e);

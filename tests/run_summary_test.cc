@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "client/format.h"
+
 namespace shoal {
 namespace {
 
@@ -159,6 +161,70 @@ TEST(RunSummaryTest, APipelineThatNeverSteppedHasNoStepOrBubble) {
   EXPECT_FALSE(r.pipeline().has_step_ms());
   EXPECT_FALSE(r.pipeline().has_bubble());
   EXPECT_FALSE(r.pipeline().has_peak_allocated_sum_bytes());  // a stage's peak: after a step
+  for (const auto& st : r.pipeline().stage()) {               // its times: unknown, not 0 ms
+    EXPECT_FALSE(st.has_step_ms() || st.has_forward_ms() || st.has_backward_ms() ||
+                 st.has_wait_ms() || st.has_optimizer_ms() || st.has_data_ms() ||
+                 st.has_other_ms());
+    EXPECT_EQ(st.parameters(), 1000u);  // said before its first step
+  }
+  EXPECT_EQ(r.pipeline().parameters(), 2000u);
+  // A stage that died before it said its parameters leaves the whole's count unknown.
+  f.result->mutable_workers(1)->set_parameters(0);
+  v1::Result cut;
+  FillResult(f, &cut);
+  EXPECT_FALSE(cut.pipeline().stage(1).has_parameters());
+  EXPECT_FALSE(cut.pipeline().stage(1).has_model_memory_bytes());
+  EXPECT_FALSE(cut.pipeline().has_parameters());
+  EXPECT_FALSE(cut.pipeline().has_model_memory_bytes());
+  v1::Experiment e;
+  e.set_state(v1::FAILED);
+  *e.mutable_result() = cut;
+  const std::string out = cli::FormatExperiment(e);
+  EXPECT_NE(out.find("; - parameters, model memory -;"), std::string::npos) << out;
+  EXPECT_NE(out.find("-        -        -        -       \n"), std::string::npos) << out;
+}
+
+// data_parallel: whether the replicas ended alike is known only when every one ended; before any
+// step there is no per-step figure (absent, not 0 ms in the JSON and CSV).
+TEST(RunSummaryTest, ReplicasIdenticalOnlyWhenEveryReplicaFinished) {
+  RunFacts f = Finished(true);
+  f.spec.set_kind("data_parallel");
+  for (auto& w : *f.result->mutable_workers()) w.set_weights_checksum(7);
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_TRUE(r.data_parallel().replicas_identical());
+  EXPECT_TRUE(r.data_parallel().has_step_ms());
+  f.result->mutable_workers(1)->set_weights_checksum(8);
+  FillResult(f, &r);
+  EXPECT_FALSE(r.data_parallel().replicas_identical());
+  f.result->mutable_workers(1)->set_phase(ipc::v1::TRAINING);  // cut short: cannot say
+  r.Clear();
+  FillResult(f, &r);
+  EXPECT_FALSE(r.data_parallel().has_replicas_identical());
+  for (auto& w : *f.result->mutable_workers()) w.set_steps(0);
+  r.Clear();
+  FillResult(f, &r);
+  const auto& d = r.data_parallel();
+  EXPECT_FALSE(d.has_step_ms() || d.has_compute_ms() || d.has_comm_ms() || d.has_data_ms() ||
+               d.has_optimizer_ms() || d.has_allreduce_busy_ms() ||
+               d.has_allreduce_bytes_per_step() || d.has_steps_per_worker());
+}
+
+// A kind that takes no fingerprint of its weights shows none, not sixteen zeros that would read
+// as one, and as every stage "identical".
+TEST(RunSummaryTest, NoFingerprintTakenIsNoneShown) {
+  RunFacts f = TwoStages("cpu");
+  v1::Result r;
+  FillResult(f, &r);
+  EXPECT_TRUE(r.initial_weights_checksum().empty());
+  ipc::v1::WorkerReport w = f.result->workers(0);
+  w.set_phase(ipc::v1::FINISHED);
+  v1::ProcessInfo p;
+  ApplyWorkerReport(w, 0, &p);
+  EXPECT_TRUE(p.weights_checksum().empty());
+  w.set_weights_checksum(0xabcdef);  // hogwild's
+  ApplyWorkerReport(w, 0, &p);
+  EXPECT_EQ(p.weights_checksum(), "0000000000abcdef");
 }
 
 // A stage's step is its wall time: what no phase times (the sends into the neighbours' slots,

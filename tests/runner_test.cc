@@ -373,8 +373,8 @@ TEST_F(RunnerTest, TheRunningRecordIsStoredAsProcessesStartAndEveryFewSeconds) {
   EXPECT_EQ(saved.size(), 3u);
 }
 
-// `get` of a running experiment shows each process's peak PSS sampled so far, as the final
-// record does from the same sampler.
+// `get` of a running experiment shows each process's peak PSS sampled so far, and the sums', as
+// the final record does from the same sampler.
 TEST_F(RunnerTest, TheLiveRecordCarriesThePeaksSampledSoFar) {
   RunnerHooks hooks = Hooks();
   std::optional<v1::Experiment> live;
@@ -391,6 +391,11 @@ TEST_F(RunnerTest, TheLiveRecordCarriesThePeaksSampledSoFar) {
   ASSERT_TRUE(live->processes(0).has_peak_pss_bytes());
   EXPECT_EQ(live->processes(0).peak_pss_bytes(), 70000ull << 10);
   EXPECT_FALSE(live->processes(0).has_peak_gpu_memory_bytes());  // no GPU seen: absent
+  // And the result's memory peaks so far, as "What a result holds" says.
+  EXPECT_EQ(live->result().peak_pss_sum_bytes(), 70000ull << 10);
+  EXPECT_EQ(live->result().sum_of_peak_pss_bytes(), 70000ull << 10);
+  EXPECT_TRUE(live->result().has_peak_rss_sum_bytes());
+  EXPECT_FALSE(live->result().has_wall_ms());  // still running
 }
 
 // Live samples/s counts the samples the workers report, not steps x batch_size: here two

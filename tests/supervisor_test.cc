@@ -161,8 +161,9 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
   spec_.set_step_timeout_ms(300);
   kill_on_term_ = false;
   std::atomic<bool> done{false};
-  for (uint32_t i = 0; i < 2; ++i) {
-    board_->slot(i)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+  for (uint32_t i = 0; i < 2; ++i) {  // worker 1 trained and evaluates: watched all the same
+    board_->slot(i)->phase.store(
+        static_cast<uint32_t>(i == 0 ? WorkerPhase::kTraining : WorkerPhase::kEvaluating));
     board_->slot(i)->steps.store(5 + i);
     board_->slot(i)->progress_ns.store(MonotonicNs());
   }

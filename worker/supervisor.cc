@@ -9,6 +9,16 @@
 #include "shared/process.h"
 
 namespace shoal {
+namespace {
+
+// Training, or evaluating its final weights: either may deadlock, and both mark progress.
+bool Busy(const WorkerSlot& w) {
+  const uint32_t phase = w.phase.load();
+  return phase == static_cast<uint32_t>(WorkerPhase::kTraining) ||
+         phase == static_cast<uint32_t>(WorkerPhase::kEvaluating);
+}
+
+}  // namespace
 
 WorkerSupervisor::WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
                                    WorkerLauncher& launcher, Hooks hooks)
@@ -95,7 +105,7 @@ void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) 
   if (NoProgress(t)) {
     std::string steps;
     for (auto& [p, i] : live_) {
-      if (board_.slot(i)->phase.load() != static_cast<uint32_t>(WorkerPhase::kTraining)) continue;
+      if (!Busy(*board_.slot(i))) continue;
       Signal(p, SIGKILL);  // a deadlocked process may never act on SIGTERM
       steps += (steps.empty() ? "" : ", ") + std::string("worker ") + std::to_string(i) + ": " +
                std::to_string(board_.slot(i)->steps.load()) + LastMoved(*board_.slot(i), t);
@@ -134,7 +144,7 @@ bool WorkerSupervisor::NoProgress(uint64_t t) {
   bool training = false;
   for (auto& [p, i] : live_) {
     const WorkerSlot* w = board_.slot(i);
-    if (w->phase.load() != static_cast<uint32_t>(WorkerPhase::kTraining)) continue;
+    if (!Busy(*w)) continue;
     training = true;
     latest = std::max(latest, w->progress_ns.load(std::memory_order_relaxed));
   }

@@ -48,6 +48,7 @@ int DataLoadingTrainer::Run() {
     recorder_.Epoch(e, t);
   }
   slot_->weights_checksum.store(ParamsChecksum(model_));
+  slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kEvaluating));
   Evaluate();
   slot_->vmhwm_bytes.store(SelfVmHwm());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));

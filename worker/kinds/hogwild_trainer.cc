@@ -85,6 +85,7 @@ int HogwildTrainer::Run() {
   if (!WaitForPeers()) return kLeaderGoneExit;
   slot_->weights_checksum.store(ParamsChecksum(model_));
   if (env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0) {
+    slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kEvaluating));
     EvaluateInto(&slot_->accuracy_bits);
     const uint32_t last = spec_.epochs();
     if (spec_.has_epochs() && last <= kMaxEpochRecords)
