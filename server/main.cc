@@ -62,17 +62,6 @@ struct DaemonArgs {
   shoal::CoordinatorOptions opts;
 };
 
-// CLI11's Range lets NaN through (every comparison with it is false).
-const CLI::Validator& Finite() {
-  static const CLI::Validator v(
-      [](std::string& text) {
-        const double x = std::strtod(text.c_str(), nullptr);
-        return std::isfinite(x) ? std::string() : "'" + text + "' is not a finite number";
-      },
-      "NUMBER");
-  return v;
-}
-
 void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--peer-token-file", d.peer_token_file,
                  "the bearer token this daemon presents to other nodes' daemons when it "
@@ -138,8 +127,7 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--sampler-budget", opts.sampler.budget_fraction,
                  "CPU share of one core the smaps_rollup walks may use")
       ->capture_default_str()
-      ->check(shoal::DecimalNumber())
-      ->check(Finite())
+      ->check(shoal::DecimalNumber())  // no nan, which CLI11's Range lets through
       ->check(CLI::Range(0.0001, 1.0));
   app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")
       ->capture_default_str()

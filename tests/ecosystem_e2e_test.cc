@@ -155,7 +155,8 @@ TEST(ConfigE2E, EmptyUnknownAndNonFiniteValuesAreRefusedNamingTheOption) {
       {{"--worker-bin", ""}, "--worker-bin: empty"},
       {{"--metrics-listen", ""}, "--metrics-listen: empty"},
       {{"--log-level", "bogus"}, "--log-level: bogus not in"},
-      {{"--sampler-budget", "nan"}, "--sampler-budget: 'nan' is not a finite number"},
+      {{"--sampler-budget", "nan"}, "--sampler-budget: 'nan' is not a plain decimal number"},
+      {{"--sampler-budget", "1e999"}, "--sampler-budget: Value 1e999 not in range"},
       {{"--data-root", dir / "none"}, "--data-root: Directory does not exist"},
   };
   for (const auto& [flags, why] : cases) {
