@@ -239,10 +239,14 @@ StatusOr<v1::DeleteResponse> Coordinator::Delete(const std::string& id) {
 void Coordinator::RemoveOrphanLogs() {
   if (opts_.logs_dir.empty()) return;
   std::error_code ec;
-  for (const auto& f : std::filesystem::directory_iterator(opts_.logs_dir, ec)) {
-    if (f.path().extension() != ".log") continue;
-    auto e = queue_.Get(f.path().stem().string());
-    if (!e.ok() && e.status().code() == Code::kNotFound) std::filesystem::remove(f.path(), ec);
+  // increment(ec), not ++: a read error would throw from a gRPC thread and end shoald.
+  for (std::filesystem::directory_iterator it(opts_.logs_dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::filesystem::path& f = it->path();
+    if (f.extension() != ".log") continue;
+    auto e = queue_.Get(f.stem().string());
+    std::error_code rm;
+    if (!e.ok() && e.status().code() == Code::kNotFound) std::filesystem::remove(f, rm);
   }
 }
 

@@ -43,7 +43,8 @@ Status ForkServerSupervisor::WaitReady(uint64_t timeout_ns, const std::function<
   while (clock_->MonotonicNs() < until && !give_up()) {
     EnsureRunning();
     if (pid_ > 0) {
-      auto fd = ConnectPacket(opts_.socket);  // it listens only once warm
+      // It listens only once warm; a stopped one's full backlog must not hold this thread.
+      auto fd = ConnectPacket(opts_.socket, /*wait=*/false);
       if (fd.ok()) {
         ::close(*fd);
         return Status::Ok();

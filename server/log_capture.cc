@@ -30,8 +30,15 @@ void LogCapture::CloseWriteEnd() {
 void LogCapture::Append(const char* data, size_t n) {
   const uint64_t room = cap_ - std::min(cap_, written_);
   const size_t keep = size_t(std::min<uint64_t>(room, n));
-  if (keep > 0 && ::write(file_, data, keep) == ssize_t(keep)) written_ += keep;
-  dropped_ += n - keep;
+  size_t done = 0;  // a short write (a full disk) is counted as dropped, not lost unsaid
+  while (done < keep) {
+    const ssize_t w = ::write(file_, data + done, keep - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += size_t(w);
+  }
+  written_ += done;
+  dropped_ += n - done;
 }
 
 bool LogCapture::Drain() {

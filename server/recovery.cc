@@ -19,6 +19,12 @@ Status RecoverExperiments(Store* store, std::vector<v1::Experiment>& all,
                           const std::set<std::string>& cancelled, SegmentJanitor* segments,
                           Recovered* out) {
   std::vector<v1::Experiment>& queued = out->queue;
+  // Segments first: nothing runs yet, so no experiment of ours owns one, and a store write that
+  // fails below (ending the start-up) must not leave them in /dev/shm.
+  for (const auto& e : all) {
+    if (int n = segments->Remove(SegmentPrefix(e.id())); n > 0)
+      spdlog::warn("removed {} leftover shared memory segment(s) of {}", n, e.id());
+  }
   for (auto& e : all) {
     if (e.state() == v1::RUNNING) {
       e.set_state(v1::INTERRUPTED);
@@ -36,9 +42,6 @@ Status RecoverExperiments(Store* store, std::vector<v1::Experiment>& all,
       RETURN_IF_ERROR(store->Put(e));
     }
     if (e.state() == v1::QUEUED) queued.push_back(e);
-    // Nothing runs yet, so no experiment of ours owns a segment.
-    if (int n = segments->Remove(SegmentPrefix(e.id())); n > 0)
-      spdlog::warn("removed {} leftover shared memory segment(s) of {}", n, e.id());
   }
   return Status::Ok();
 }

@@ -40,9 +40,9 @@ StatusOr<int> ListenPacket(const std::string& path) {
   return fd;
 }
 
-StatusOr<int> ConnectPacket(const std::string& path) {
+StatusOr<int> ConnectPacket(const std::string& path, bool wait) {
   ASSIGN_OR_RETURN(sockaddr_un addr, Address(path));
-  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | (wait ? 0 : SOCK_NONBLOCK), 0);
   if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const int e = errno;

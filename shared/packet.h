@@ -11,7 +11,9 @@ namespace shoal {
 
 // Listens on `path` (mode 0600), replacing a stale socket file.
 StatusOr<int> ListenPacket(const std::string& path);
-StatusOr<int> ConnectPacket(const std::string& path);
+// `wait`: false fails at once (Unavailable) where a blocking connect would wait for room in a
+// listener's backlog that a stopped listener never makes.
+StatusOr<int> ConnectPacket(const std::string& path, bool wait = true);
 
 Status SendPacket(int fd, const std::string& data, const std::vector<int>& fds = {});
 // Receives one packet; an orderly close by the peer is kUnavailable. Received fds are CLOEXEC.

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -24,7 +25,22 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&fa);
   posix_spawnattr_init(&attr);
-  for (auto [from, to] : opts.dup_fds) posix_spawn_file_actions_adddup2(&fa, from, to);
+  int last_kept = 2;  // stdin, stdout, stderr, and the fds given by number
+  for (auto [from, to] : opts.dup_fds) {
+    posix_spawn_file_actions_adddup2(&fa, from, to);
+    last_kept = std::max(last_kept, to);
+  }
+#if defined(__GLIBC__) && __GLIBC_PREREQ(2, 34)
+  // Nothing else of ours crosses: an fd a library opened without O_CLOEXEC (Asio's metrics
+  // sockets, zlib's data-set file, another thread's in its open-to-fcntl window) would otherwise
+  // live on in a long-lived child, holding a port or a file.
+  for (int fd = 3; fd < last_kept; ++fd) {  // the gaps below the highest given fd
+    const bool given = std::any_of(opts.dup_fds.begin(), opts.dup_fds.end(),
+                                   [fd](const auto& d) { return d.second == fd; });
+    if (!given) posix_spawn_file_actions_addclose(&fa, fd);  // one not open is no error
+  }
+  posix_spawn_file_actions_addclosefrom_np(&fa, last_kept + 1);
+#endif
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   if (opts.new_process_group) {
     flags |= POSIX_SPAWN_SETPGROUP;

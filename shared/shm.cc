@@ -1,6 +1,7 @@
 #include "shared/shm.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -32,6 +33,12 @@ StatusOr<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
                                   bip::permissions(0600));
     try {
       obj.truncate(static_cast<bip::offset_t>(bytes));
+      // ftruncate reserves nothing on tmpfs: without this a full /dev/shm kills whoever first
+      // touches a page past its room (SIGBUS), where the caller should get this error.
+      if (int rc = ::posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes)); rc != 0) {
+        throw bip::interprocess_exception(
+            ("no room in /dev/shm: " + std::string(std::strerror(rc))).c_str());
+      }
       ShmSegment s;
       s.name_ = name;
       s.region_ = std::make_unique<bip::mapped_region>(obj, bip::read_write);

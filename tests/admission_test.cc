@@ -143,5 +143,26 @@ TEST(PacketTest, CarriesMessagesAndFileDescriptors) {
   for (int f : {sfd, *lfd, pipefd[0], pipefd[1], fds[0]}) ::close(f);
 }
 
+// A listener that stopped accepting (a wedged fork-server) fills its backlog; a probe that does
+// not wait is refused then, where a blocking connect would hang its thread for good.
+TEST(PacketTest, AProbeOfAListenerThatNeverAcceptsFailsAtOnce) {
+  testing::TempDir d;
+  auto lfd = ListenPacket(d / "p.sock");
+  ASSERT_TRUE(lfd.ok()) << lfd.status().message();
+  std::vector<int> held;
+  Status refused = Status::Ok();
+  for (int i = 0; i < 1000 && refused.ok(); ++i) {
+    auto fd = ConnectPacket(d / "p.sock", /*wait=*/false);
+    if (fd.ok())
+      held.push_back(*fd);
+    else
+      refused = fd.status();
+  }
+  EXPECT_EQ(refused.code(), Code::kUnavailable) << held.size() << " connected";
+  EXPECT_GE(held.size(), 1u);
+  for (int f : held) ::close(f);
+  ::close(*lfd);
+}
+
 }  // namespace
 }  // namespace shoal

@@ -1,9 +1,13 @@
 #include "server/child_reaper.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "server/fork_server_supervisor.h"
+#include "shared/process.h"
 #include "tests/fakes.h"
 
 namespace shoal {
@@ -97,6 +101,24 @@ TEST(ForkServerSupervisorTest, WaitReadyGivesUpAfterTheTimeoutOrWhenAsked) {
   st = fs.WaitReady(60'000'000'000ull, [&] { return ++asked == 3; });
   EXPECT_EQ(st.code(), Code::kUnavailable);
   EXPECT_EQ(asked, 3);
+}
+
+// A spawned process holds the fds it was given and no other of ours, even one opened without
+// O_CLOEXEC (as Asio's sockets and zlib's files are).
+TEST(SpawnTest, OnlyTheGivenFdsCrossIntoTheChild) {
+  const int stray = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC
+  const int given = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(stray, 0);
+  ASSERT_GE(given, 0);
+  const std::string script = "test ! -e /proc/self/fd/" + std::to_string(stray) +
+                             " && test -e /proc/self/fd/7 && test -e /proc/self/fd/2";
+  auto pid = SpawnProcess({"/bin/sh", "-c", script}, {{{given, 7}}, false});
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  int status = 0;
+  ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ::close(stray);
+  ::close(given);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "shared/layout.h"
 
 #include <gtest/gtest.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "shared/shm.h"
 
@@ -66,6 +68,21 @@ TEST(ShmTest, CreateRefusesAStaleNameAndRemoveCleansUp) {
   EXPECT_EQ(RemoveSegments(SegmentPrefix(id)), 1);
   EXPECT_TRUE(ListSegments(SegmentPrefix(id)).empty());
   EXPECT_FALSE(ShmSegment::Open(SegmentName(id, "x"), false).ok());
+}
+
+// More than /dev/shm holds is refused when the segment is made (it is reserved then), not met
+// as a SIGBUS when a page past the room is first touched; nothing is left behind.
+TEST(ShmTest, ASegmentLargerThanDevShmIsRefusedWhenMade) {
+  struct statvfs fs {};
+  ASSERT_EQ(::statvfs("/dev/shm", &fs), 0);
+  const uint64_t total = uint64_t(fs.f_blocks) * fs.f_frsize;  // past it: refused before any page
+  const std::string id = "t" + std::to_string(getpid());
+  auto big = ShmSegment::Create(SegmentName(id, "big"), total + (1ull << 30));
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), Code::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("no room in /dev/shm"), std::string::npos)
+      << big.status().message();
+  EXPECT_TRUE(ListSegments(SegmentPrefix(id)).empty());
 }
 
 }  // namespace

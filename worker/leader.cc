@@ -187,6 +187,9 @@ void InstallTerminateHandler(const std::string& id, const WorkerKind& kind) {
   sa.sa_handler = OnTerminate;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGHUP, SIGINT}) ::sigaction(sig, &sa, nullptr);
+  // A write to shoald's pipe after shoald died must fail (EPIPE), not kill us by SIGPIPE before
+  // the kernel's SIGTERM arrives: that death would skip the cleanup above.
+  ::signal(SIGPIPE, SIG_IGN);
 }
 
 }  // namespace

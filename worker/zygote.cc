@@ -86,7 +86,7 @@ class Zygote {
 
  private:
   void ChildSetup();  // in a new child: drop every fd of the zygote's
-  void Prefork();
+  bool Prefork();     // false: the fork (or its socketpair) failed
   pid_t StartWorker(const std::string& msg, const ForkRequest& req, int lifetime, int output);
   void ReapChildren();
   void Serve(int client);
@@ -100,6 +100,7 @@ class Zygote {
   std::map<pid_t, int> owner_;  // worker pid -> the leader connection that asked for it
   std::vector<int> clients_;
   std::deque<Idle> pool_;
+  bool prefork_failed_ = false;
 };
 
 void Zygote::ChildSetup() {
@@ -112,9 +113,9 @@ void Zygote::ChildSetup() {
 
 // A fork costs ~5 ms here (the page tables of a process with LibTorch loaded), so the zygote forks
 // ahead of demand: a request is handed to a waiting child in microseconds.
-void Zygote::Prefork() {
+bool Zygote::Prefork() {
   int sp[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return;
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return false;
   const pid_t pid = ::fork();
   if (pid == 0) {
     ChildSetup();
@@ -132,9 +133,10 @@ void Zygote::Prefork() {
   ::close(sp[1]);
   if (pid < 0) {
     ::close(sp[0]);
-    return;
+    return false;
   }
   pool_.push_back({pid, sp[0]});
+  return true;
 }
 
 // Hands the request to a waiting child, or forks one now; returns the worker's pid.
@@ -227,12 +229,14 @@ int Zygote::Run() {
   for (;;) {
     std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {sfd_, POLLIN, 0}};
     for (int c : clients_) fds.push_back({c, POLLIN, 0});
-    // Refill the pool only when nothing else is waiting.
-    const int ready = ::poll(fds.data(), fds.size(), pool_.size() < a_.pool ? 0 : -1);
+    // Refill the pool only when nothing else is waiting; after a failed fork (a pids limit, no
+    // fds) wait 100 ms before the next try rather than spin a core the runs are measured on.
+    const int wait_ms = pool_.size() >= a_.pool ? -1 : prefork_failed_ ? 100 : 0;
+    const int ready = ::poll(fds.data(), fds.size(), wait_ms);
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) return 1;
     if (ready == 0) {
-      Prefork();
+      prefork_failed_ = !Prefork();
       continue;
     }
     if (fds[0].revents & POLLIN) {
