@@ -12,9 +12,12 @@
 #include <set>
 #include <thread>
 
+#include "shared/ipc_codec.h"
+#include "shared/packet.h"
 #include "shared/process.h"
 #include "shared/shm.h"
 #include "tests/testutil.h"
+#include "worker/launchers.h"
 
 namespace shoal {
 namespace {
@@ -254,6 +257,47 @@ TEST_F(SupervisorTest, AnEarlyFailureStopsWhatStarted) {
   EXPECT_EQ(Run("starting worker 2: fork: out of memory"),
             "starting worker 2: fork: out of memory");
   EXPECT_EQ(signals_.size(), 2u);
+}
+
+// A fork-server that refuses worker 0 has already been asked for worker 1 and forks it: the
+// launcher takes that reply too, so the leader knows and stops every worker there is.
+TEST(ForkServerLauncherTest, WorkersForkedAfterAFailedOneAreStillReported) {
+  testing::TempDir d;
+  auto lfd = ListenPacket(d / "z.sock");
+  ASSERT_TRUE(lfd.ok()) << lfd.status().message();
+  std::thread zygote([&] {
+    const int c = ::accept(*lfd, nullptr, nullptr);
+    for (int i = 0; i < 2; ++i) {
+      std::string msg;
+      std::vector<int> fds;
+      if (!RecvPacket(c, &msg, &fds).ok()) break;
+      for (int f : fds) ::close(f);
+      ipc::v1::ForkServerReply r;
+      if (i == 0)
+        r.mutable_error()->set_message("fork: Resource temporarily unavailable");
+      else
+        r.mutable_forked()->set_pid(4242);
+      (void)SendPacket(c, EncodePacket(r));
+    }
+    ::close(c);
+  });
+  int life[2];
+  ASSERT_EQ(::pipe(life), 0);
+  LaunchContext c;
+  c.spec.set_start("forkserver");
+  c.spec.set_stall_timeout_ms(5000);
+  c.zygote_socket = d / "z.sock";
+  c.lifetime_read_fd = life[0];
+  auto launcher = MakeLauncher(c, nullptr);
+  ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+  std::vector<pid_t> pids;
+  const Status st = (*launcher)->StartAll(
+      2, [](uint32_t) {}, &pids);
+  zygote.join();
+  EXPECT_NE(st.message().find("Resource temporarily unavailable"), std::string::npos)
+      << st.message();
+  EXPECT_EQ(pids, (std::vector<pid_t>{-1, 4242}));
+  for (int f : {life[0], life[1], *lfd}) ::close(f);
 }
 
 }  // namespace

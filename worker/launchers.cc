@@ -120,13 +120,28 @@ Status ForkServerLauncher::StartAll(uint32_t n, const std::function<void(uint32_
                                     std::vector<pid_t>* pids) {
   constexpr uint32_t kWindow = 32;
   uint32_t sent = 0;
-  while (pids->size() < n) {
-    while (sent < n && sent - pids->size() < kWindow) {
+  uint32_t answered = 0;
+  while (answered < n) {
+    while (sent < n && sent - answered < kWindow) {
       requested(sent);
       RETURN_IF_ERROR(Request(sent++));
     }
-    ASSIGN_OR_RETURN(pid_t pid, Reply());
-    pids->push_back(pid);
+    auto pid = Reply();
+    ++answered;
+    if (!pid.ok()) {
+      // The requests already sent are forked all the same: take their replies (-1 where a fork
+      // failed), so that the caller knows and stops every worker there is. A silent fork-server
+      // ends the wait.
+      pids->push_back(-1);
+      while (answered < sent && pid.status().code() != Code::kUnavailable) {
+        auto late = Reply();
+        ++answered;
+        if (!late.ok() && late.status().code() == Code::kUnavailable) break;
+        pids->push_back(late.ok() ? *late : -1);
+      }
+      return pid.status();
+    }
+    pids->push_back(*pid);
   }
   return Status::Ok();
 }

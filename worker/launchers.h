@@ -23,8 +23,9 @@ class WorkerLauncher {
   };
   virtual ~WorkerLauncher() = default;
   virtual StatusOr<pid_t> Start(uint32_t index) = 0;
-  // Starts workers 0..n-1, calling `requested(i)` just before asking for worker i; pids gets one
-  // entry per worker started. Stops at the first failure.
+  // Starts workers 0..n-1, calling `requested(i)` just before asking for worker i; pids[i] is
+  // worker i's. Stops at the first failure; a fork-server may already have been asked for later
+  // workers, whose pids follow (-1 for the failed one, and for any other that failed).
   virtual Status StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
                           std::vector<pid_t>* pids);
   // Workers that ended since the last call. A non-OK status: we lost track of them.
