@@ -85,8 +85,8 @@ Started StartWorkers(WorkerLauncher& launcher, const Scoreboard& board, uint32_t
 }
 
 // Its PSS peak, read by itself: the data set loaded (noted then), the model built, no worker
-// sharing its pages yet. The daemon's 200 ms samples read a 2-worker fork leader's peak as
-// 147 MiB to an independent reader's 201.
+// sharing its pages yet; and once more when its workers are gone. The daemon's 200 ms samples
+// read a 2-worker fork leader's peak as 147 MiB to an independent reader's 201.
 void ReportOwnMemory(StatusPipe& out) {
   NoteOwnPss();
   const std::optional<uint64_t> peak = OwnPssPeak();
@@ -145,6 +145,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     out.Emit(e);
   };
   hooks.progress = [&] {
+    NoteOwnPss();  // its own peak at the sample rate: the daemon's walks are rationed
     LeaderEvent e;
     *e.mutable_progress() = ReadBoard(*board, spec.workers(), false);
     out.Emit(e);
@@ -161,6 +162,9 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   for (const auto& x : sup.exits()) *r->add_exits() = x;
   r->set_leader_vmhwm_bytes(SelfVmHwm());
   kind.Finish(r);
+  // Again with the workers gone and the result built: the pages they shared are the leader's
+  // alone now, so its PSS rises at the very end, often after the daemon's last sample.
+  ReportOwnMemory(out);
   out.Emit(e);
   return failure.empty() ? 0 : 1;
 }
