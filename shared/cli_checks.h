@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "shared/number_text.h"
+
 namespace shoal {
 
 // Refuses a typed "" with `why`: for a file or an address it would otherwise silently mean the
@@ -13,39 +15,24 @@ inline CLI::Validator NonEmpty(const std::string& why = "empty") {
                         "TEXT");
 }
 
-// Digits only. CLI11 converts with strtoull(text, base 0): "010" would be 8, "0x100" 256, " 7" 7,
-// and Range checks only what that made of the text.
+// Decimal digits, no leading 0. CLI11 converts with strtoull(text, base 0): "010" would be 8,
+// "0x100" 256, " 7" 7, and Range checks only what that made of the text.
 inline CLI::Validator WholeNumber() {
   return CLI::Validator(
       [](std::string& text) {
-        const bool digits = !text.empty() && text.find_first_not_of("0123456789") == text.npos &&
-                            (text[0] != '0' || text.size() == 1);  // "010" would be octal
-        return digits ? std::string()
-                      : "'" + text + "' is not a whole number (decimal digits, no leading 0)";
+        const bool ok = IsWholeNumberText(text) && (text[0] != '0' || text.size() == 1);
+        return ok ? std::string()
+                  : "'" + text + "' is not a whole number (decimal digits, no leading 0)";
       },
       "UINT");
 }
 
-// A plain decimal number ("0.01", "5", "1e-3"): no sign, space, hex or inf/nan (strtod takes all).
+// A plain decimal number ("0.01", "5", "1e-3"): no space, hex or inf/nan (strtod takes all).
 inline CLI::Validator DecimalNumber() {
   return CLI::Validator(
       [](std::string& text) {
-        size_t i = 0, digits = 0;
-        auto run = [&] {
-          size_t n = 0;
-          while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i, ++n;
-          return n;
-        };
-        digits += run();
-        if (i < text.size() && text[i] == '.') ++i, digits += run();
-        bool ok = digits > 0;
-        if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
-          ++i;
-          if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
-          ok = run() > 0;
-        }
-        return ok && i == text.size() ? std::string()
-                                      : "'" + text + "' is not a plain decimal number";
+        return IsPlainDecimalText(text) ? std::string()
+                                        : "'" + text + "' is not a plain decimal number";
       },
       "NUMBER");
 }

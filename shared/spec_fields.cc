@@ -10,6 +10,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "shared/number_text.h"
+
 namespace shoal {
 namespace {
 
@@ -168,8 +170,7 @@ std::string Quote(const std::string& text) {
 }
 
 Status ParseUnsigned(const SpecField& f, const std::string& t, uint64_t max, uint64_t* out) {
-  bool digits = !t.empty() && t.size() <= 20;
-  for (char c : t) digits = digits && c >= '0' && c <= '9';
+  const bool digits = IsWholeNumberText(t);
   errno = 0;
   const unsigned long long v = digits ? std::strtoull(t.c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE || v > max) {
@@ -181,12 +182,11 @@ Status ParseUnsigned(const SpecField& f, const std::string& t, uint64_t max, uin
 }
 
 Status ParseDouble(const SpecField& f, const std::string& t, double* out) {
-  char* end = nullptr;
   errno = 0;
   // Plain decimal only: strtod would also take leading blanks, hex ("0x1p-3") and inf/nan.
-  const bool decimal = !t.empty() && t.find_first_not_of("0123456789+-.eE") == std::string::npos;
-  const double v = decimal ? std::strtod(t.c_str(), &end) : 0;
-  if (!decimal || end != t.c_str() + t.size() || errno == ERANGE || !std::isfinite(v)) {
+  const bool decimal = IsPlainDecimalText(t);
+  const double v = decimal ? std::strtod(t.c_str(), nullptr) : 0;
+  if (!decimal || errno == ERANGE || !std::isfinite(v)) {
     return InvalidArgument(f.name + ": " + Quote(t) + " is not a finite number");
   }
   *out = v;

@@ -505,6 +505,22 @@ void Parse(CLI::App& app, std::vector<std::string> args) {
   app.parse(int(argv.size()), argv.data());
 }
 
+// The spec (submit) or the sweep the flags make of `args`.
+StatusOr<v1::ExperimentSpec> SubmitOf(std::vector<std::string> args) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, false);
+  Parse(app, std::move(args));
+  return flags.Spec();
+}
+StatusOr<v1::SweepSpec> SweepOf(std::vector<std::string> args) {
+  CLI::App app;
+  SpecFlags flags;
+  flags.Add(&app, true);
+  Parse(app, std::move(args));
+  return flags.Sweep();
+}
+
 // Exactly the fields in `given` are present in the spec.
 void ExpectOnly(const v1::ExperimentSpec& spec, const std::set<std::string>& given) {
   for (const auto& f : SpecFields())
@@ -621,11 +637,7 @@ TEST(SpecFlagsTest, ForceSetsForce) {
   ExpectOnly(*spec, {"force"});
   EXPECT_TRUE(spec->force());
   for (const char* no : {"--force=no", "--force=false", "--force=0"}) {  // typed: it means no
-    CLI::App app2;
-    SpecFlags flags2;
-    flags2.Add(&app2, true);
-    Parse(app2, {no});
-    auto sweep = flags2.Sweep();
+    auto sweep = SweepOf({no});
     ASSERT_TRUE(sweep.ok()) << sweep.status().message();
     EXPECT_TRUE(sweep->base().has_force()) << no;
     EXPECT_FALSE(sweep->base().force()) << no;
@@ -634,11 +646,7 @@ TEST(SpecFlagsTest, ForceSetsForce) {
 
 // A value in brackets is the value: CLI11 would otherwise unwrap it as a list.
 TEST(SpecFlagsTest, BracketsAreKeptInAValue) {
-  CLI::App app;
-  SpecFlags flags;
-  flags.Add(&app, false);
-  Parse(app, {"--name", "[baseline]", "--dataset", "[data]"});
-  auto spec = flags.Spec();
+  auto spec = SubmitOf({"--name", "[baseline]", "--dataset", "[data]"});
   ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(spec->name(), "[baseline]");
   EXPECT_EQ(spec->dataset(), "[data]");
@@ -713,27 +721,21 @@ TEST(SpecFlagsTest, SweepWithOneValueOfEachIsAllBase) {
 // Every typed value is kept or refused: an empty piece of a list is not dropped, and a flag given
 // twice is not merged into one list.
 TEST(SpecFlagsTest, SweepRefusesEmptyPiecesAndRepeatedFlags) {
-  auto sweep = [](std::vector<std::string> args) {
-    CLI::App app;
-    SpecFlags flags;
-    flags.Add(&app, true);
-    Parse(app, args);
-    return flags.Sweep();
-  };
   for (const char* list : {"1,,2", "1,", ",1"}) {
-    auto s = sweep({"--workers", list});
+    auto s = SweepOf({"--workers", list});
     ASSERT_FALSE(s.ok()) << list;
     EXPECT_EQ(s.status().message(),
               std::string("workers: an empty value in the list '") + list + "'");
   }
-  auto twice = sweep({"--workers", "1,2", "--workers", "3"});
+  auto twice = SweepOf({"--workers", "1,2", "--workers", "3"});
   ASSERT_FALSE(twice.ok());
   EXPECT_EQ(twice.status().message(),
             "workers: given 2 times; a sweep takes one comma-separated list");
-  auto named = sweep({"--name", "a", "--name", "b"});
+  auto named = SweepOf({"--name", "a", "--name", "b"});
   ASSERT_FALSE(named.ok());
   EXPECT_EQ(named.status().message(), "name: given 2 times; it takes one value (not an axis)");
-  auto empty = sweep({"--name", ""});  // not an axis: the text whole, refused or kept by the daemon
+  auto empty =
+      SweepOf({"--name", ""});  // not an axis: the text whole, refused or kept by the daemon
   ASSERT_TRUE(empty.ok()) << empty.status().message();
   EXPECT_TRUE(empty->base().has_name());
 }

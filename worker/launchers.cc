@@ -133,11 +133,11 @@ Status ForkServerLauncher::StartAll(uint32_t n, const std::function<void(uint32_
       // failed), so that the caller knows and stops every worker there is. A silent fork-server
       // ends the wait.
       pids->push_back(-1);
-      while (answered < sent && pid.status().code() != Code::kUnavailable) {
+      for (Status why = pid.status(); answered < sent && why.code() != Code::kUnavailable;) {
         auto late = Reply();
         ++answered;
-        if (!late.ok() && late.status().code() == Code::kUnavailable) break;
-        pids->push_back(late.ok() ? *late : -1);
+        why = late.status();
+        if (why.code() != Code::kUnavailable) pids->push_back(late.ok() ? *late : -1);
       }
       return pid.status();
     }

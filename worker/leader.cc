@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -68,18 +69,15 @@ Started StartWorkers(WorkerLauncher& launcher, const Scoreboard& board, uint32_t
         s.requested_mono[i] = MonotonicNs();
       },
       &pids);
-  uint32_t failed = uint32_t(pids.size());  // the first index without a worker
   for (uint32_t i = 0; i < pids.size(); ++i) {
-    if (pids[i] <= 0) {
-      failed = std::min(failed, i);
-      continue;
-    }
+    if (pids[i] <= 0) continue;  // its fork failed (later ones may have started)
     s.live[pids[i]] = i;
     LeaderEvent e;
     e.mutable_worker_started()->set_index(i);
     e.mutable_worker_started()->set_pid(pids[i]);
     out.Emit(e);
   }
+  const auto failed = std::find(pids.begin(), pids.end(), -1) - pids.begin();  // or the next
   if (!st.ok()) s.failure = "starting worker " + std::to_string(failed) + ": " + st.message();
   return s;
 }
