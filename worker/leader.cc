@@ -143,7 +143,6 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     out.Emit(e);
   };
   hooks.progress = [&] {
-    NoteOwnPss();  // its own peak at the sample rate: the daemon's walks are rationed
     LeaderEvent e;
     *e.mutable_progress() = ReadBoard(*board, spec.workers(), false);
     out.Emit(e);
