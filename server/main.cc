@@ -399,6 +399,8 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
 // Runs the daemon until a signal; returns the exit code.
 int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
+  if (worker.torch_version.rfind("unknown", 0) == 0)
+    spdlog::warn("{}: experiments will fail until it runs", worker.cuda_why);
   const std::unique_ptr<shoal::GpuMonitor> gpu = shoal::OpenNvml();
   shoal::CoordinatorOptions opts = d.opts;
   opts.limits.cuda_missing = shoal::CudaMissing(gpu->Probe(), worker);

@@ -3,12 +3,16 @@
 #include <fcntl.h>
 #include <google/protobuf/stubs/common.h>
 #include <grpcpp/grpcpp.h>
+#include <poll.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <sstream>
 
@@ -32,23 +36,59 @@ WorkerInfo ParseWorkerVersion(const std::string& text) {
   return w;
 }
 
-WorkerInfo QueryWorker(const std::string& worker_bin) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return ParseWorkerVersion("");
-  auto pid = SpawnProcess({worker_bin, "--version"}, {{{fds[1], 1}}, false});
-  ::close(fds[1]);
-  std::string out;
-  if (pid.ok()) {
+namespace {
+
+// Reads fd until EOF or the deadline (monotonic ns); false when the deadline came first.
+bool ReadUntil(int fd, uint64_t deadline_ns, std::string* out) {
+  for (;;) {
+    const uint64_t now = MonotonicNs();
+    if (now >= deadline_ns) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int left_ms = int(std::min<uint64_t>((deadline_ns - now) / 1'000'000 + 1, 60'000));
+    const int r = ::poll(&p, 1, left_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;  // the deadline is checked at the top
     char buf[256];
-    ssize_t n;
-    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) out.append(buf, size_t(n));
-    int st;
-    ::waitpid(*pid, &st, 0);
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return true;
+    out->append(buf, size_t(n));
   }
-  ::close(fds[0]);
-  WorkerInfo w = ParseWorkerVersion(out);
-  if (out.empty()) w.torch_version = "unknown (cannot run " + worker_bin + ")";
+}
+
+WorkerInfo Unanswered(const std::string& why) {
+  WorkerInfo w;
+  w.torch_version = "unknown (" + why + ")";
+  w.cuda_why = why;
   return w;
+}
+
+}  // namespace
+
+WorkerInfo QueryWorker(const std::string& worker_bin, uint64_t timeout_ms) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Unanswered("no pipe to ask " + worker_bin);
+  // Its own group: a binary that hangs (a CUDA initialisation that never returns) is killed
+  // with whatever it started, and shoald starts without it rather than not at all.
+  auto pid = SpawnProcess({worker_bin, "--version"}, {{{fds[1], 1}}, true});
+  ::close(fds[1]);
+  if (!pid.ok()) {
+    ::close(fds[0]);
+    return Unanswered("cannot run " + worker_bin + ": " + pid.status().message());
+  }
+  std::string out;
+  const bool answered = ReadUntil(fds[0], MonotonicNs() + timeout_ms * 1'000'000, &out);
+  ::close(fds[0]);
+  if (!answered) ::kill(-*pid, SIGKILL);
+  int st = 0;
+  while (::waitpid(*pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!answered)
+    return Unanswered(worker_bin + " --version did not answer within " +
+                      std::to_string(timeout_ms) + " ms; killed");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || out.empty())
+    return Unanswered("cannot run " + worker_bin + " --version: " + DescribeWaitStatus(st));
+  return ParseWorkerVersion(out);
 }
 
 std::string CudaMissing(const GpuProbe& gpus, const WorkerInfo& worker) {

@@ -4,8 +4,17 @@
 #include "server/gpu_sampler.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "server/node_info.h"
+#include "shared/process.h"
+#include "shared/procfs.h"
+#include "tests/testutil.h"
 
 namespace shoal {
 namespace {
@@ -198,4 +207,47 @@ TEST(NodeInfoTest, WorkerVersionSaysWhetherItsLibTorchHasCuda) {
 }
 
 }  // namespace
+// A worker binary written as a script: the body runs under /bin/sh.
+std::string WorkerScript(const std::string& dir, const std::string& body) {
+  const std::string path = dir + "/shoal-worker";
+  std::ofstream(path) << "#!/bin/sh\n" << body << "\n";
+  ::chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST(NodeInfoTest, AWorkerThatDoesNotAnswerIsKilledAndShoaldGoesOn) {
+  testing::TempDir dir;
+  // It starts a child of its own that would outlive it, then hangs.
+  const std::string bin =
+      WorkerScript(dir.path(), "sleep 60 & echo $! > " + dir.path() + "/child; echo $$ > " +
+                                   dir.path() + "/pid; echo 'libtorch 9.9'; exec sleep 60");
+  const uint64_t t0 = MonotonicNs();
+  const WorkerInfo w = QueryWorker(bin, 300);
+  EXPECT_LT(MonotonicNs() - t0, 5'000'000'000u);
+  EXPECT_EQ(w.torch_version,
+            "unknown (" + bin + " --version did not answer within 300 ms; killed)");
+  EXPECT_EQ(w.cuda_devices, -1);
+  EXPECT_EQ(w.cuda_why, bin + " --version did not answer within 300 ms; killed");
+  // Reaped (not a zombie of ours), and its child killed with it.
+  const pid_t pid = std::stoi(ReadSmallFile(dir.path() + "/pid").value());
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);
+  const pid_t child = std::stoi(ReadSmallFile(dir.path() + "/child").value());
+  for (int i = 0; i < 100 && testing::ProcessAlive(child); ++i) ::usleep(20'000);
+  EXPECT_FALSE(testing::ProcessAlive(child)) << "the worker's child outlived it";
+}
+
+TEST(NodeInfoTest, AWorkerThatFailsSaysHow) {
+  testing::TempDir dir;
+  const std::string bin = WorkerScript(dir.path(), "echo 'libtorch 9.9'; exit 3");
+  EXPECT_EQ(QueryWorker(bin, 10'000).cuda_why,
+            "cannot run " + bin + " --version: exited with code 3");
+  const std::string missing = dir.path() + "/absent";
+  EXPECT_EQ(QueryWorker(missing, 10'000).torch_version.rfind("unknown (cannot run " + missing, 0),
+            0u);
+  const std::string good = WorkerScript(dir.path(), "echo 'libtorch 9.9'; echo 'cuda 2'");
+  const WorkerInfo w = QueryWorker(good, 10'000);
+  EXPECT_EQ(w.torch_version, "9.9");
+  EXPECT_EQ(w.cuda_devices, 2);
+}
+
 }  // namespace shoal
