@@ -2,14 +2,18 @@
 // fork-server killed, admission and data roots; and a chaos loop that kills a random process.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <zlib.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "shared/shm.h"
@@ -495,6 +499,64 @@ TEST(Logs, EveryWorkerOfEveryStartMethodIsCapturedAndGoesWithItsRecord) {
   const CommandResult gone = d.Cli({"logs", ids["fork"]});
   EXPECT_NE(gone.exit_code, 0);
   EXPECT_NE(gone.err.find("no experiment with id"), std::string::npos) << gone.err;
+}
+
+// utime + stime of a process, in clock ticks.
+uint64_t CpuTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), {});
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::vector<std::string> f{std::istream_iterator<std::string>(rest), {}};
+  return f.size() > 12 ? std::stoull(f[11]) + std::stoull(f[12]) : 0;
+}
+
+std::vector<pid_t> Children(pid_t pid) {
+  const std::string p = std::to_string(pid);
+  std::ifstream in("/proc/" + p + "/task/" + p + "/children");
+  return {std::istream_iterator<pid_t>(in), {}};
+}
+
+// A fork-server that cannot fork (here: out of fds, as under a pids limit) tries again every
+// 100 ms instead of spinning a core the runs are measured on, and fills its pool once it can.
+TEST(ForkServer, AFailedForkWaitsBeforeTryingAgainAndThePoolRefillsLater) {
+  TempDir dir;
+  const std::string bin = testing::BinDir() + "/shoal-worker", sock = dir / "z.sock";
+  const std::string parent = std::to_string(::getpid());
+  const pid_t z = ::fork();
+  if (z == 0) {
+    rlimit few;  // LibTorch's and the zygote's own fds, then some children; the hard limit kept
+    ::getrlimit(RLIMIT_NOFILE, &few);
+    few.rlim_cur = 40;
+    ::setrlimit(RLIMIT_NOFILE, &few);
+    ::execl(bin.c_str(), bin.c_str(), "--role", "zygote", "--socket", sock.c_str(), "--pool", "64",
+            "--parent", parent.c_str(), nullptr);
+    _exit(127);
+  }
+  size_t stuck = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const size_t before = Children(z).size();
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        stuck = Children(z).size();
+        return stuck > 0 && stuck == before;
+      },
+      30));
+  EXPECT_LT(stuck, 64u) << "the fd limit did not stop the pool";
+  const uint64_t t0 = CpuTicks(z);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const uint64_t ticks = CpuTicks(z) - t0;
+  EXPECT_LT(double(ticks) / double(::sysconf(_SC_CLK_TCK)), 0.15)
+      << "the fork-server spun on its failed forks";
+  rlimit more;
+  ASSERT_EQ(::prlimit(z, RLIMIT_NOFILE, nullptr, &more), 0) << std::strerror(errno);
+  more.rlim_cur = std::min<rlim_t>(more.rlim_max, 1024);
+  ASSERT_EQ(::prlimit(z, RLIMIT_NOFILE, &more, nullptr), 0) << std::strerror(errno);
+  EXPECT_TRUE(WaitFor([&] { return Children(z).size() == 64; }, 20)) << Children(z).size();
+  const std::vector<pid_t> pool = Children(z);
+  ::kill(z, SIGKILL);
+  ::waitpid(z, nullptr, 0);
+  for (pid_t c : pool)  // the idle children die with it
+    EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(c); }, 10)) << c;
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include "server/coordinator.h"
 #include "server/experiment_queue.h"
 #include "server/paging.h"
+#include "server/recovery.h"
 #include "server/sweep_tracker.h"
+#include "shared/shm.h"
+#include "tests/fakes.h"
 #include "tests/testutil.h"
 
 namespace shoal {
@@ -190,6 +193,11 @@ class Sabotage {
     Run("ALTER TABLE " + table_ + " RENAME TO hidden");
   }
   void Restore() { Run("ALTER TABLE hidden RENAME TO " + table_); }
+  // Reads still work; every new row (a record's update too: INSERT OR REPLACE) fails.
+  void RefuseWrites(const std::string& table = "experiments") {
+    Run("CREATE TRIGGER refuse BEFORE INSERT ON " + table +
+        " BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END");
+  }
 
  private:
   void Run(const std::string& sql) {
@@ -461,6 +469,104 @@ TEST(StoreTest, AnEndedRunStaysLiveUntilItsRunnerIsDone) {
   EXPECT_TRUE(t.q.IsLive("x2"));
   t.q.Done("x2");
   EXPECT_FALSE(t.q.IsLive("x2"));
+}
+
+// What the previous shoald left: x1 was running (two processes alive on record, two segments in
+// /dev/shm), x2 queued, x3 done.
+struct LeftBehind {
+  testing::TempDir d;
+  std::unique_ptr<Store> store = Store::Open(d / "db").value();
+  testing::FakeSegmentJanitor segments;
+  int ids = 0;
+  std::function<std::string(const char*)> new_id = [this](const char* p) {
+    return std::string(p) + "-new" + std::to_string(++ids);
+  };
+  LeftBehind() {
+    v1::Experiment x1 = Record("x1");
+    x1.set_state(v1::RUNNING);
+    x1.add_processes()->set_alive(true);
+    x1.add_processes()->set_alive(true);
+    v1::Experiment x2 = Record("x2");
+    x2.set_submitted_unix_ms(2);
+    v1::Experiment x3 = Record("x3");
+    x3.set_state(v1::SUCCEEDED);
+    for (const auto& e : {x1, x2, x3}) EXPECT_TRUE(store->Put(e).ok());
+    segments.left[SegmentPrefix("x1")] = 2;
+  }
+  // Makes experiment `id` the one point of a sweep s1, returned to be stored.
+  v1::Sweep PointOf(const std::string& id) {
+    v1::Experiment e = store->Get(id).value();
+    e.set_sweep_id("s1");
+    EXPECT_TRUE(store->Put(e).ok());
+    v1::Sweep sw;
+    sw.set_id("s1");
+    sw.add_points()->set_experiment_id(id);
+    return sw;
+  }
+};
+
+TEST(RecoveryTest, ARunningRecordIsInterruptedAndNoSegmentIsLeft) {
+  LeftBehind t;
+  auto r = Recover(t.store.get(), &t.segments, t.new_id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->interrupted.size(), 1u);
+  const v1::Experiment x1 = t.store->Get("x1").value();
+  EXPECT_EQ(x1.state(), v1::INTERRUPTED);
+  EXPECT_EQ(x1.error(), "shoald stopped while this experiment ran");
+  EXPECT_GT(x1.finished_unix_ms(), 0);
+  for (const auto& p : x1.processes()) EXPECT_FALSE(p.alive());
+  ASSERT_EQ(r->queue.size(), 1u);
+  EXPECT_EQ(r->queue[0].id(), "x2");
+  EXPECT_EQ(t.store->Get("x3")->state(), v1::SUCCEEDED);
+  EXPECT_EQ(t.segments.Count(SegmentPrefix("x1")), 0u);
+  // Every recorded experiment's prefix is swept, not only the running one's.
+  EXPECT_EQ(t.segments.removed.size(), 3u);
+}
+
+// A write that fails ends shoald's start-up, and then nothing would remove the segments: they
+// go first.
+TEST(RecoveryTest, SegmentsAreRemovedEvenWhenTheStoreCannotBeWritten) {
+  LeftBehind t;
+  Sabotage sabotage(t.d / "db");
+  sabotage.RefuseWrites();
+  auto r = Recover(t.store.get(), &t.segments, t.new_id);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("disk I/O error"), std::string::npos)
+      << r.status().ToString();
+  EXPECT_EQ(t.segments.Count(SegmentPrefix("x1")), 0u);
+  EXPECT_EQ(t.store->Get("x1")->state(), v1::RUNNING);  // nothing half-written
+}
+
+TEST(RecoveryTest, AnInterruptedSweepPointRunsAgainAsANewAttempt) {
+  LeftBehind t;
+  v1::Sweep sw = t.PointOf("x1");
+  sw.set_state(v1::RUNNING);
+  sw.mutable_points(0)->set_state(v1::RUNNING);
+  sw.mutable_points(0)->set_attempts(1);
+  ASSERT_TRUE(t.store->PutSweep(sw).ok());
+  auto r = Recover(t.store.get(), &t.segments, t.new_id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const v1::SweepPoint point = t.store->GetSweep("s1")->points(0);
+  EXPECT_EQ(point.experiment_id(), "x-new1");
+  EXPECT_EQ(point.state(), v1::QUEUED);
+  EXPECT_EQ(point.attempts(), 2u);
+  ASSERT_EQ(r->queue.size(), 2u);
+  EXPECT_EQ(r->queue[0].id(), "x-new1");  // submitted with its sweep, before x2
+  EXPECT_EQ(t.store->Get("x-new1")->sweep_id(), "s1");
+  EXPECT_EQ(t.store->Get("x1")->state(), v1::INTERRUPTED);  // the old attempt stays on record
+}
+
+// A sweep cancelled whose queued point the dead daemon had not reached yet.
+TEST(RecoveryTest, AQueuedPointOfACancelledSweepIsCancelled) {
+  LeftBehind t;
+  v1::Sweep sw = t.PointOf("x2");
+  sw.set_error("cancelled by uid 0");
+  ASSERT_TRUE(t.store->PutSweep(sw).ok());
+  auto r = Recover(t.store.get(), &t.segments, t.new_id);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->queue.empty());
+  EXPECT_EQ(t.store->Get("x2")->state(), v1::CANCELLED);
+  EXPECT_EQ(t.store->GetSweep("s1")->points(0).state(), v1::CANCELLED);
 }
 
 }  // namespace
