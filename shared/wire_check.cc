@@ -40,6 +40,9 @@ size_t MaxBytesOf(const std::string& path) {
   const std::string field = path.rfind("base.", 0) == 0 ? path.substr(5) : path;
   if (field == "name") return kMaxNameBytes;
   if (field == "dataset") return kMaxPathBytes;
+  if (field == "master") return kMaxHostPortBytes;
+  if (field == "node_daemons" || field == "balance" || field == "cuda_devices")
+    return kMaxListBytes;
   return kMaxWordBytes;
 }
 

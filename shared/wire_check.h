@@ -14,7 +14,12 @@ namespace shoal {
 constexpr size_t kMaxNameBytes = 128;   // experiment and sweep names
 constexpr size_t kMaxPathBytes = 4095;  // dataset directories (PATH_MAX less the NUL)
 constexpr size_t kMaxWordBytes = 64;    // every other string: kind, model, start, axis values, ...
-constexpr int kMaxAxisValues = 256;     // values of one sweep axis (the grid has its own bound)
+// A host name (253 bytes in DNS), or an IPv6 address in brackets, and a port: `master`.
+constexpr size_t kMaxHostPortBytes = 253 + 2 + 1 + 5;
+// Comma-separated lists bounded by their own rules (64 node daemons, a stage's layer count per
+// stage, device ordinals), whose entries may be host names: node_daemons, balance, cuda_devices.
+constexpr size_t kMaxListBytes = 64 * (kMaxHostPortBytes + 1);
+constexpr int kMaxAxisValues = 256;  // values of one sweep axis (the grid has its own bound)
 
 // 'value' with control and non-ASCII bytes as \xNN, cut after 40 characters with the full size.
 std::string QuoteShort(std::string_view value);

@@ -60,6 +60,34 @@ TEST(WireCheckTest, EverySpecStringIsBoundedAndPrintable) {
   EXPECT_TRUE(CheckSpecStrings(named).ok());
 }
 
+// Lists and host names have room for what their own rules allow: 64 node daemons with fully
+// qualified names, a balance for many stages, a long master name; past that they are refused.
+TEST(WireCheckTest, ListsAndHostNamesHaveRoomForWhatTheirRulesAllow) {
+  std::string daemons, balance;
+  for (int i = 0; i < 64; ++i) {
+    daemons += (i ? "," : "") + std::string("gpu-node-") + std::to_string(i) +
+               ".rack12.cluster.example.org:7443";
+    balance += (i ? ",12" : "12");
+  }
+  v1::ExperimentSpec spec;
+  spec.set_node_daemons(daemons);
+  spec.set_balance(balance);
+  spec.set_master(std::string(253, 'h') + ":29500");
+  EXPECT_TRUE(CheckSpecStrings(spec).ok()) << CheckSpecStrings(spec).message();
+  v1::SweepSpec sweep;
+  *sweep.mutable_base() = spec;
+  auto* axis = sweep.add_axes();
+  axis->set_field("balance");
+  axis->add_values(balance);
+  EXPECT_TRUE(CheckSweepStrings(sweep).ok()) << CheckSweepStrings(sweep).message();
+  spec.set_master(std::string(300, 'h') + ":29500");
+  EXPECT_NE(CheckSpecStrings(spec).message().find("master: 306 bytes"), std::string::npos)
+      << CheckSpecStrings(spec).message();
+  spec.clear_master();
+  spec.set_node_daemons(std::string(kMaxListBytes + 1, 'n'));
+  EXPECT_EQ(CheckSpecStrings(spec).code(), Code::kInvalidArgument);
+}
+
 // A name is UTF-8 without control characters: C1 (U+009B is a terminal's CSI) and broken or
 // overlong sequences are refused like C0; ordinary UTF-8 is kept.
 TEST(WireCheckTest, NamesAreUtf8WithoutControlCharacters) {
