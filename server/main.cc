@@ -333,7 +333,10 @@ bool LockStateDir(const std::string& dir) {
 bool FreeSocketPath(const std::string& path) {
   const std::string dir = std::filesystem::path(path).parent_path();
   std::error_code ec;
-  std::filesystem::create_directories(dir.empty() ? "." : dir, ec);
+  // A directory made here for the socket (the default state directory's when --state-dir is
+  // another) is the user's alone, as the state directory is.
+  if (!dir.empty() && std::filesystem::create_directories(dir, ec))
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return true;
   if (!S_ISSOCK(st.st_mode)) {
@@ -396,6 +399,23 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
   return server;
 }
 
+// The --metrics-listen endpoint, or none without the flag; false when it cannot listen.
+bool StartMetrics(const DaemonArgs& d, shoal::Coordinator& coord,
+                  std::unique_ptr<shoal::MetricsServer>* metrics) {
+  if (d.metrics_listen.empty()) return true;
+  auto started = shoal::MetricsServer::Start(d.metrics_listen, [&coord] {
+    auto m = coord.Metrics();
+    return m.ok() ? shoal::RenderMetrics(*m) : "# " + m.status().message() + "\n";
+  });
+  if (!started.ok()) {
+    spdlog::critical("{}", started.status().message());
+    return false;
+  }
+  *metrics = std::move(started).value();
+  spdlog::info("metrics on http://{}/metrics", d.metrics_listen);
+  return true;
+}
+
 // Runs the daemon until a signal; returns the exit code.
 int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
@@ -424,6 +444,8 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;
   }
+  std::unique_ptr<shoal::MetricsServer> metrics;
+  if (!StartMetrics(d, coord, &metrics)) return 1;
   coord.Start();
   shoal::PeerTable peers;
   auto identify = [&](grpc::GenericCallbackServerContext* ctx) -> shoal::StatusOr<shoal::Caller> {
@@ -443,29 +465,19 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
         return info;
       },
       identify, d.max_watchers);
-  auto listener = shoal::UnixListener::Open(d.socket_path, d.access.group);
-  std::unique_ptr<grpc::Server> server = listener.ok() ? StartServer(d, &service) : nullptr;
+  std::unique_ptr<grpc::Server> server = StartServer(d, &service);
   if (!server) {
-    spdlog::critical("cannot listen on unix:{}: {}", d.socket_path,
-                     listener.ok() ? "the gRPC server did not start" : listener.status().message());
-    coord.Shutdown();
+    spdlog::critical("the gRPC server did not start");
+    return 1;
+  }
+  // Last: a client that finds the socket accepting finds the whole daemon up (TCP, /metrics).
+  auto listener = shoal::UnixListener::Open(d.socket_path, d.access.group);
+  if (!listener.ok()) {
+    spdlog::critical("cannot listen on unix:{}: {}", d.socket_path, listener.status().message());
+    server->Shutdown(std::chrono::system_clock::now());
     return 1;
   }
   (*listener)->Serve(server.get(), &peers);
-  std::unique_ptr<shoal::MetricsServer> metrics;
-  if (!d.metrics_listen.empty()) {
-    auto started = shoal::MetricsServer::Start(d.metrics_listen, [&coord] {
-      auto m = coord.Metrics();
-      return m.ok() ? shoal::RenderMetrics(*m) : "# " + m.status().message() + "\n";
-    });
-    if (!started.ok()) {
-      spdlog::critical("{}", started.status().message());
-      coord.Shutdown();
-      return 1;
-    }
-    metrics = std::move(started).value();
-    spdlog::info("metrics on http://{}/metrics", d.metrics_listen);
-  }
   spdlog::info("listening on unix:{} (state {}, worker {}, libtorch {})", d.socket_path,
                d.state_dir, d.worker_bin, worker.torch_version);
   int sig = 0;

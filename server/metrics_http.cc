@@ -1,11 +1,10 @@
 #include "server/metrics_http.h"
 
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <chrono>
+#include <memory>
 #include <thread>
 
 namespace shoal {
@@ -16,12 +15,50 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+// One scrape: read the request and write the answer, each within 2 s, asynchronously, so a
+// scraper that sends nothing (or half a request, or drops off the network) holds neither the
+// other scrapes nor the daemon's shutdown. (A blocking read with SO_RCVTIMEO does not do it:
+// Asio waits again, without a limit, when the timeout fires on a blocking socket.)
+class Scrape : public std::enable_shared_from_this<Scrape> {
+ public:
+  Scrape(tcp::socket sock, const MetricsServer::Render& render)
+      : stream_(std::move(sock)), render_(render) {}
+  void Start() {
+    stream_.expires_after(std::chrono::seconds(2));
+    http::async_read(stream_, buf_, req_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (!ec) self->Answer();
+                     });
+  }
+
+ private:
+  void Answer() {
+    const bool ok = req_.method() == http::verb::get && req_.target() == "/metrics";
+    res_ = {ok ? http::status::ok : http::status::not_found, req_.version()};
+    res_.set(http::field::content_type,
+             ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8");
+    res_.body() = ok ? render_() : "only GET /metrics is served here\n";
+    res_.keep_alive(false);
+    res_.prepare_payload();
+    stream_.expires_after(std::chrono::seconds(2));
+    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    });
+  }
+
+  beast::tcp_stream stream_;
+  const MetricsServer::Render& render_;
+  beast::flat_buffer buf_;
+  http::request<http::string_body> req_;
+  http::response<http::string_body> res_;
+};
+
 class BeastMetricsServer final : public MetricsServer {
  public:
   BeastMetricsServer(const tcp::endpoint& at, Render render)
       : acceptor_(io_, at), render_(std::move(render)) {}
   ~BeastMetricsServer() override {
-    io_.stop();
+    io_.stop();  // every scrape waits asynchronously: run() returns at once
     if (thread_.joinable()) thread_.join();
   }
   void Run() {
@@ -34,31 +71,12 @@ class BeastMetricsServer final : public MetricsServer {
   void Accept() {
     acceptor_.async_accept([this](beast::error_code ec, tcp::socket sock) {
       if (ec) return;  // stopped
-      Serve(std::move(sock));
+      std::make_shared<Scrape>(std::move(sock), render_)->Start();
       Accept();
     });
   }
-  void Serve(tcp::socket sock) {
-    timeval two_s{2, 0};  // a scraper that sends nothing does not hold the thread
-    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &two_s, sizeof two_s);
-    ::setsockopt(sock.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &two_s, sizeof two_s);
-    beast::flat_buffer buf;
-    http::request<http::string_body> req;
-    beast::error_code ec;
-    http::read(sock, buf, req, ec);
-    if (ec) return;
-    const bool ok = req.method() == http::verb::get && req.target() == "/metrics";
-    http::response<http::string_body> res{ok ? http::status::ok : http::status::not_found,
-                                          req.version()};
-    res.set(http::field::content_type,
-            ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain; charset=utf-8");
-    res.body() = ok ? render_() : "only GET /metrics is served here\n";
-    res.keep_alive(false);
-    res.prepare_payload();
-    http::write(sock, res, ec);
-    sock.shutdown(tcp::socket::shutdown_send, ec);
-  }
 
+  // Declared before what uses it: destroyed last, after the scrapes its handlers still hold.
   asio::io_context io_;
   tcp::acceptor acceptor_;
   Render render_;

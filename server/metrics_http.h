@@ -1,7 +1,7 @@
 // The --metrics-listen endpoint: GET /metrics answers the Prometheus text exposition, anything
-// else 404. Boost.Beast over one Asio thread; each request is read with a short timeout, so a
-// stuck scraper delays the next scrape, never the daemon. Unauthenticated, like every exporter:
-// bind it to loopback or a monitoring network.
+// else 404. Boost.Beast over one Asio thread, every scrape asynchronous with a 2 s limit on its
+// read and its write, so a stuck scraper delays neither the other scrapes nor the daemon.
+// Unauthenticated, like every exporter: bind it to loopback or a monitoring network.
 #pragma once
 
 #include <functional>

@@ -541,6 +541,17 @@ TEST_F(E2E, ADaemonRefusesFlagsItWouldIgnoreOrMisread) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "other.sock"));
 }
 
+// The default socket may sit outside --state-dir (the default state directory's, so that the CLI
+// finds it): a directory shoald makes for it is as private as the state directory.
+TEST(SocketE2E, ADirectoryMadeForTheSocketIsTheUsersAlone) {
+  TempDir dir;
+  Daemon d(dir / "state", dir / "run/shoal/s.sock");
+  ASSERT_TRUE(d.Start());
+  EXPECT_EQ(std::filesystem::status(dir / "run/shoal").permissions(),
+            std::filesystem::perms::owner_all);
+  EXPECT_EQ(d.Cli({"list"}).exit_code, 0);
+}
+
 TEST_F(E2E, CliWithoutDaemonSaysSoInOneLine) {
   CommandResult r =
       testing::RunCommand({testing::BinDir() + "/shoal", "--socket", dir_ / "none.sock", "list"});

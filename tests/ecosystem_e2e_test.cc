@@ -1,7 +1,12 @@
 // The ecosystem end to end: /metrics of a running two-worker experiment, scraped and parsed by
 // prometheus_client's own parser (tests/parse_metrics.py): states, the queue, every process's
 // memory labelled; the configuration file; the Python client made from the same proto.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -70,6 +75,44 @@ TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
                                           "http://127.0.0.1:" + port + "/other"});
   EXPECT_EQ(other.out, "404\n");
   EXPECT_EQ(d.Cli({"cancel", id}).exit_code, 0);
+}
+
+// An open TCP connection to 127.0.0.1:port that has sent `bytes` and then nothing.
+int SilentScraper(const std::string& port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(std::stoi(port)));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), 0), ssize_t(bytes.size()));
+  return fd;
+}
+
+// Scrapers that connect and go quiet (or send half a request) hold neither the next scrape nor
+// shoald's shutdown.
+TEST(MetricsE2E, ASilentScraperHoldsNeitherTheNextScrapeNorTheShutdown) {
+  testing::TempDir dir;
+  testing::Daemon d(dir / "state", dir / "s.sock");
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  ASSERT_TRUE(d.Start({"--metrics-listen", "127.0.0.1:" + port}));
+  const int quiet = SilentScraper(port, ""), half = SilentScraper(port, "GET /metr");
+  const CommandResult scrape = RunCommand(
+      {"/usr/bin/python3", "-c",
+       "import urllib.request,sys\nprint(urllib.request.urlopen(sys.argv[1], timeout=20).status)",
+       "http://127.0.0.1:" + port + "/metrics"});
+  EXPECT_EQ(scrape.out, "200\n") << scrape.err;
+  const CommandResult late =
+      RunCommand({"/usr/bin/python3", "-c",
+                  "import urllib.request,sys,time\ntime.sleep(3)\n"
+                  "print(urllib.request.urlopen(sys.argv[1], timeout=20).status)",
+                  "http://127.0.0.1:" + port + "/metrics"});
+  EXPECT_EQ(late.out, "200\n") << late.err;  // after the quiet ones' 2 s ran out
+  const pid_t pid = d.pid();
+  ::kill(pid, SIGTERM);
+  EXPECT_TRUE(testing::WaitFor([&] { return !testing::ProcessAlive(pid); }, 15))
+      << "shoald did not stop while a scraper was connected";
+  for (int fd : {quiet, half}) ::close(fd);
 }
 
 // The service unit as systemd reads it: `systemd-analyze verify` (no running systemd needed)

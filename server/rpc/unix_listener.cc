@@ -50,20 +50,22 @@ StatusOr<std::unique_ptr<UnixListener>> UnixListener::Open(const std::string& pa
   std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Unavailable(std::string("socket: ") + std::strerror(errno));
-  const mode_t old = ::umask(0177);  // born 0600: no one else can connect before the chmod
-  const int bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::umask(old);
-  if (bound != 0 || ::listen(fd, 128) != 0) {
+  // Mode and owner are set between bind and listen: nothing can connect to a socket that does
+  // not listen yet, so no umask is needed (it is the process's, and other threads' files would
+  // be made under it).
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);
     return Unavailable("cannot listen on " + path + ": " + why);
   }
-  if (group &&
-      (::chown(path.c_str(), uid_t(-1), *group) != 0 || ::chmod(path.c_str(), 0660) != 0)) {
+  if ((group && ::chown(path.c_str(), uid_t(-1), *group) != 0) ||
+      ::chmod(path.c_str(), group ? 0660 : 0600) != 0 || ::listen(fd, 128) != 0) {
     const std::string why = std::strerror(errno);
     ::close(fd);
-    ::unlink(path.c_str());
-    return Unavailable("cannot give " + path + " to group " + std::to_string(*group) + ": " + why);
+    ::unlink(path.c_str());  // ours: bound just now
+    return Unavailable((group ? "cannot give " + path + " to group " + std::to_string(*group)
+                              : "cannot listen on " + path) +
+                       ": " + why);
   }
   struct stat st {};
   const ino_t ino = ::lstat(path.c_str(), &st) == 0 ? st.st_ino : 0;
