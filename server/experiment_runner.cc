@@ -58,15 +58,23 @@ void ExperimentRunner::PublishState() {
   hooks_.publish(ev);
 }
 
-bool ExperimentRunner::Launch() {
+// The run's clocks: wall_ms, ready_ms and the samples' times count from here.
+void ExperimentRunner::StartClocks() {
   start_mono_ = env_.clock->MonotonicNs();
   facts_.start_real_ns = env_.clock->RealtimeNs();
-  facts_.spec = e_.spec();
-  e_.set_state(v1::RUNNING);
   e_.set_started_unix_ms(static_cast<int64_t>(facts_.start_real_ns / 1000000));
   e_.mutable_result()->set_queued_ms(double(e_.started_unix_ms() - e_.submitted_unix_ms()));
+}
+
+bool ExperimentRunner::Launch() {
+  facts_.spec = e_.spec();
+  e_.set_state(v1::RUNNING);
+  StartClocks();
   hooks_.update(e_);
   PublishState();
+  // Again after the record is stored, which may wait (for SQLite's lock held by another process,
+  // or for a sweep being deleted): that wait is the daemon's, not the run's.
+  StartClocks();
   sampler_ = std::make_unique<ProcessSampler>(env_.procfs, env_.sampler, env_.sampler_cpu);
   gpu_ = std::make_unique<GpuSampler>(env_.gpu, env_.sampler_cpu, env_.sampler.budget_fraction);
   int fds[2];

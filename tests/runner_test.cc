@@ -158,6 +158,25 @@ TEST_F(RunnerTest, OkResultAndCleanExitSucceed) {
   EXPECT_EQ(updates_.back().state(), v1::SUCCEEDED);
 }
 
+// Storing the running record may wait (SQLite's lock held by another process): the wait is
+// queueing, not the run's time.
+TEST_F(RunnerTest, TheRunsClocksStartAfterItsRecordIsStored) {
+  RunnerHooks hooks = Hooks();
+  hooks.update = [this](const v1::Experiment& x) {
+    if (x.state() == v1::RUNNING && updates_.empty()) clock_.Advance(5000 * kMs);
+    updates_.push_back(x);
+  };
+  v1::Experiment queued = Queued({});
+  queued.set_submitted_unix_ms(int64_t(clock_.real / 1'000'000));
+  ExperimentRunner r(queued, Env(), hooks);
+  ASSERT_TRUE(RunsCleanly(r));
+  const auto& e = r.experiment();
+  EXPECT_EQ(e.state(), v1::SUCCEEDED) << e.error();
+  EXPECT_EQ(e.result().queued_ms(), 5000);
+  EXPECT_LT(e.result().wall_ms(), 1000);  // the run took no fake time; the store took 5 s
+  EXPECT_EQ(e.started_unix_ms(), queued.submitted_unix_ms() + 5000);
+}
+
 TEST_F(RunnerTest, CancelSendsTermThenKillAfterTheGracePeriod) {
   auto r = Make();
   ASSERT_TRUE(r->Launch());
