@@ -128,9 +128,19 @@ bool CoordinatedRun::Connect(const PeerConnector& connect) {
   return true;
 }
 
-// Node by node, node 0 first; a refusal cancels the parts already accepted.
+// Node by node, node 0 first; a refusal, a cancel or shoald's shutdown cancels the parts
+// already accepted.
 bool CoordinatedRun::SubmitParts() {
   for (size_t i = 0; i < parts_.size(); ++i) {
+    if (const int stop = hooks_.stop(); stop != ExperimentQueue::kNone) {
+      CancelAll();
+      if (stop == ExperimentQueue::kCancel) End(v1::CANCELLED, "");
+      if (stop == ExperimentQueue::kShutdown)
+        End(v1::INTERRUPTED,
+            "shoald stopped while submitting the parts; those submitted were "
+            "cancelled");
+      return false;
+    }
     v1::NodePart* part = e_.mutable_parts(int(i));
     auto id = parts_[i].peer->Submit(PartSpec(e_.spec(), e_.id(), part->node_rank()));
     if (!id.ok()) {
@@ -270,14 +280,26 @@ void CoordinatedRun::CancelAll() {
   for (auto& c : calls) c.wait();
 }
 
+// Waits for every part to end or be lost, up to lost_after_ms + settle_ms, or until shoald
+// stops (a shutdown is not held up for the parts' ends).
 void CoordinatedRun::AwaitSettled() {
-  std::unique_lock<std::mutex> l(mu_);
-  cv_.wait_for(l, milliseconds(opts_.lost_after_ms + opts_.settle_ms), [&] {
+  const auto until = SteadyClock::now() + milliseconds(opts_.lost_after_ms + opts_.settle_ms);
+  const auto settled = [&] {
     return std::all_of(parts_.begin(), parts_.end(), [](const PartView& p) { return p.settled(); });
-  });
+  };
+  bool shutdown = false;
+  std::unique_lock<std::mutex> l(mu_);
+  while (!settled() && SteadyClock::now() < until) {
+    l.unlock();
+    shutdown = hooks_.stop() == ExperimentQueue::kShutdown;
+    l.lock();
+    if (shutdown) break;
+    cv_.wait_for(l, milliseconds(opts_.poll_ms), settled);
+  }
   for (auto& p : parts_) {
     if (p.settled()) continue;
-    p.lost = "still ending when the coordinator gave up waiting";
+    p.lost = shutdown ? "still ending when shoald stopped"
+                      : "still ending when the coordinator gave up waiting";
     p.trouble_unix_ms = RealtimeMs();
   }
 }

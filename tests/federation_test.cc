@@ -27,6 +27,7 @@ struct FakeNode {
   v1::Experiment part;
   Status refuse = Status::Ok();  // what Submit answers
   bool reachable = true;
+  bool ignores_cancel = false;  // a part that takes long to end
   int cancels = 0;
   std::vector<v1::WatchEvent> samples;  // sent by the next Watch
 
@@ -65,7 +66,7 @@ class FakePeer : public PeerDaemon {
     std::lock_guard<std::mutex> l(n_->mu);
     ++n_->cancels;
     if (!n_->reachable) return Unavailable("connection refused");
-    if (!IsTerminal(n_->part.state())) {
+    if (!IsTerminal(n_->part.state()) && !n_->ignores_cancel) {
       n_->part.set_state(v1::CANCELLED);
       n_->part.set_finished_unix_ms(RealtimeMs());
     }
@@ -284,6 +285,33 @@ TEST_F(FederationTest, CancellingTheRecordCancelsEveryPart) {
   EXPECT_EQ(e.state(), v1::CANCELLED);
   EXPECT_EQ(nodes_[0].cancels, 1);
   EXPECT_EQ(nodes_[1].cancels, 1);
+}
+
+// A cancelled run waits for its parts' ends, but not past shoald's shutdown.
+TEST_F(FederationTest, AShutdownEndsTheWaitForACancelledRunsParts) {
+  opts_.settle_ms = 60'000;
+  nodes_[1].ignores_cancel = true;
+  Start();
+  ASSERT_TRUE(Submitted());
+  stop_ = ExperimentQueue::kCancel;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  stop_ = ExperimentQueue::kShutdown;
+  const v1::Experiment e = Join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(e.state(), v1::CANCELLED);
+  EXPECT_EQ(e.parts(1).error(), "lost: still ending when shoald stopped");
+}
+
+// A stop asked for while the parts are submitted is honoured before the next one.
+TEST_F(FederationTest, AStopBeforeThePartsAreSubmittedSubmitsNone) {
+  for (const int stop : {ExperimentQueue::kCancel, ExperimentQueue::kShutdown}) {
+    stop_ = stop;
+    Start();
+    const v1::Experiment e = Join();
+    EXPECT_EQ(e.state(), stop == ExperimentQueue::kCancel ? v1::CANCELLED : v1::INTERRUPTED);
+    for (auto& n : nodes_) EXPECT_TRUE(n.submitted.empty());
+  }
 }
 
 TEST_F(FederationTest, SamplesAreRelayedLabelledByTheirNode) {
