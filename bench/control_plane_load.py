@@ -69,10 +69,11 @@ def caller(stub, exp_id, stop, latencies, counts, errors):
 def run_loaded(stub, cli, args):
     exp_id = stub.Submit(shoal_pb2.SubmitRequest(spec=spec(args.batches))).id
     stop, latencies, counts, errors, watched = threading.Event(), [], [], [], []
-    threads = [threading.Thread(target=watcher, args=(stub, exp_id, watched, errors))
+    # Daemon threads: a SIGTERM (timeout(1)) ends the benchmark even while they wait on streams.
+    threads = [threading.Thread(target=watcher, args=(stub, exp_id, watched, errors), daemon=True)
                for _ in range(args.watchers)]
-    threads += [threading.Thread(target=caller, args=(stub, exp_id, stop, latencies, counts, errors))
-                for _ in range(args.clients)]
+    threads += [threading.Thread(target=caller, args=(stub, exp_id, stop, latencies, counts, errors),
+                                 daemon=True) for _ in range(args.clients)]
     cpu0 = cpu_seconds(cli.pid)
     for t in threads:
         t.start()
