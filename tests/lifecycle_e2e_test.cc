@@ -145,6 +145,22 @@ INSTANTIATE_TEST_SUITE_P(StartMethods, WorkerKilled,
 
 // A data_loading loader that dies fails the run at once: the trainer waiting on its batch is
 // stopped, nothing is left in /dev/shm (the ring included).
+// A forked worker does not keep the leader's cleanup handler: a SIGINT (or SIGHUP) sent to it
+// kills that worker, which is then the run's reason, instead of taking the group down unexplained.
+TEST_F(Lifecycle, ASigintToAForkedWorkerIsThatWorkersDeath) {
+  const std::string id = Submit(
+      {"--workers", "2", "--start", "fork", "--batches", "100000", "--dataset", "synthetic"});
+  json e = WaitTraining(id, 2);
+  ASSERT_EQ(e["state"], "RUNNING") << e.dump();
+  const auto pids = Pids(e);
+  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGINT), 0);
+  e = WaitEnded(id);
+  EXPECT_EQ(e["state"], "FAILED");
+  EXPECT_NE(e["error"].get<std::string>().find("worker 1 killed by signal 2"), std::string::npos)
+      << e["error"];
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
+}
+
 TEST_F(Lifecycle, DeadLoaderFailsTheRunCleanly) {
   const std::string id = Submit({"--kind", "data_loading", "--loaders", "2", "--start", "fork",
                                  "--epochs", "100", "--dataset", "synthetic"});

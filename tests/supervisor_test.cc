@@ -228,6 +228,58 @@ TEST_F(SupervisorTest, OneWorkerMovingKeepsTheRunAlive) {
   EXPECT_EQ(why.find("worker 1"), std::string::npos) << why;
 }
 
+// multi_model's workers train in turn: worker 1 starts training after worker 0 trained for
+// longer than the step timeout, and has not moved yet: it is not stuck.
+TEST_F(SupervisorTest, AWorkerThatStartsAfterWaitingItsTurnIsNotStuck) {
+  spec_.set_stall_timeout_ms(0);
+  spec_.set_step_timeout_ms(300);
+  board_->slot(0)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+  std::thread turns([this] {
+    for (uint32_t w : {0u, 1u}) {
+      if (w == 1) board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its first step
+      const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+      while (std::chrono::steady_clock::now() < end) {
+        board_->slot(w)->progress_ns.store(MonotonicNs());
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      board_->slot(w)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+      launcher_.End(w == 0 ? kPid0 : kPid1, 0);
+    }
+  });
+  EXPECT_EQ(Run(), "");
+  turns.join();
+  EXPECT_TRUE(signals_.empty());
+}
+
+// Hogwild's worker 0 waits for its peers (no step of its own) and then evaluates: the peers'
+// steps and then its phase change are the run's progress.
+TEST_F(SupervisorTest, AWorkerThatEvaluatesAfterWaitingForItsPeersIsNotStuck) {
+  spec_.set_stall_timeout_ms(0);
+  spec_.set_step_timeout_ms(300);
+  for (uint32_t i = 0; i < 2; ++i) {
+    board_->slot(i)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+    board_->slot(i)->progress_ns.store(MonotonicNs());
+  }
+  std::thread run([this] {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
+    while (std::chrono::steady_clock::now() < end) {
+      board_->slot(1)->progress_ns.store(MonotonicNs());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+    launcher_.End(kPid1, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    board_->slot(0)->phase.store(static_cast<uint32_t>(WorkerPhase::kEvaluating));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its first evaluation batch
+    board_->slot(0)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+    launcher_.End(kPid0, 0);
+  });
+  EXPECT_EQ(Run(), "");
+  run.join();
+  EXPECT_TRUE(signals_.empty());
+}
+
 // Off, or a worker not yet training (still starting: loading, warming up), is never stuck.
 TEST_F(SupervisorTest, NoStepTimeoutOrNoTrainingMeansNotStuck) {
   for (uint32_t timeout : {0u, 100u}) {

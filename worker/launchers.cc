@@ -35,7 +35,9 @@ class ForkLauncher : public WorkerLauncher {
     pid_t pid = ::fork();
     if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
-      ::signal(SIGTERM, SIG_DFL);  // the leader's cleanup handler is not the worker's
+      // The leader's cleanup handler is not the worker's: a SIGINT sent to one worker would
+      // have removed the segments and killed the whole group, the leader with it, unexplained.
+      for (int sig : {SIGTERM, SIGHUP, SIGINT}) ::signal(sig, SIG_DFL);
       DieWithParent(leader);
       ::close(c_.status_fd);  // only the leader reports to shoald: its EOF means the leader is gone
       ::close(c_.lifetime_write_fd);  // or the pipe would never read EOF while we live

@@ -163,7 +163,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   // alone now, so its PSS rises at the very end, often after the daemon's last sample.
   ReportOwnMemory(out);
   out.Emit(e);
-  return failure.empty() ? 0 : 1;
+  return r->ok() ? 0 : 1;  // Finish may fail the result too (a CUDA download)
 }
 
 // Paths of the experiment's segments, for the SIGTERM handler (which may only make

@@ -46,11 +46,13 @@ std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
     if (!CollectExits()) break;
     if (live_.empty()) break;
     const auto now = std::chrono::steady_clock::now();
+    const bool changed = PhaseChanged();  // first: a phase change is progress (NoProgress)
+    if (changed) phase_changed_ns_ = MonotonicNs();
     if (!stopping_) CheckStalls(requested_mono);
     if (stopping_ && now >= kill_at_) {
       for (auto& [p, i] : live_) Signal(p, SIGKILL);
     }
-    if (now >= next_report || PhaseChanged()) {  // phase changes are sampled at once
+    if (now >= next_report || changed) {  // phase changes are sampled at once
       hooks_.progress();
       next_report = now + interval;
     }
@@ -137,7 +139,9 @@ std::string WorkerSupervisor::Stalled(const WorkerSlot& w, uint64_t requested, u
 // stages, replicas in an all-reduce, a trainer on its loaders, hogwild's peers at an epoch's end),
 // so a worker that is only waiting is not at fault, and a worker deadlocked inside a step stops
 // every other one soon after. True when no training worker has marked progress (MarkProgress)
-// for step_timeout_ms since this supervisor first saw one training.
+// for step_timeout_ms since this supervisor first saw one training, and no worker changed phase
+// since: one that starts training after waiting its turn (multi_model's variants), or evaluates
+// after waiting for its peers, has not moved yet but is not stuck.
 bool WorkerSupervisor::NoProgress(uint64_t t) {
   if (spec_.step_timeout_ms() == 0) return false;
   uint64_t latest = 0;
@@ -150,7 +154,8 @@ bool WorkerSupervisor::NoProgress(uint64_t t) {
   }
   if (!training) return false;
   if (training_seen_ns_ == 0) training_seen_ns_ = t;
-  return t > std::max(latest, training_seen_ns_) + uint64_t(spec_.step_timeout_ms()) * 1000000ull;
+  const uint64_t since = std::max({latest, training_seen_ns_, phase_changed_ns_});
+  return t > since + uint64_t(spec_.step_timeout_ms()) * 1000000ull;
 }
 
 bool WorkerSupervisor::PhaseChanged() {

@@ -63,6 +63,7 @@ class WorkerSupervisor {
   bool stopping_ = false;
   std::vector<uint32_t> phases_;
   uint64_t training_seen_ns_ = 0;  // monotonic, when a worker was first seen training
+  uint64_t phase_changed_ns_ = 0;  // monotonic, when a worker's phase last changed
   std::chrono::steady_clock::time_point kill_at_{};
 };
 
