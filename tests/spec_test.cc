@@ -120,6 +120,16 @@ TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
          s->set_activations("lean");
        },
        "activations: not a field of kind pipeline"},
+      {"batch_size",
+       [](auto* s) {
+         s->Clear();
+         s->set_kind("pipeline");
+         s->set_stages(2);
+         s->set_filters(512);
+         s->set_batch_size(4096);
+         ApplyDefaults(s, SpecLimits{});
+       },
+       "images leaves stage 0 as "},
       {"eval_samples", [](auto* s) { s->set_eval_samples(20000); }, "eval_samples: 20000"},
       {"step_timeout_ms", [](auto* s) { s->set_step_timeout_ms(100); },
        "step_timeout_ms: 100 is outside the allowed range 500..86400000"},

@@ -18,6 +18,7 @@
 #include "shared/shm.h"
 #include "tests/testutil.h"
 #include "worker/launchers.h"
+#include "worker/zygote_exits.h"
 
 namespace shoal {
 namespace {
@@ -110,6 +111,18 @@ TEST_F(SupervisorTest, AFailedWorkersOwnWordsReachTheError) {
   // A message longer than the slot is cut, not overrun.
   EXPECT_EQ(WorkerFails(board_->slot(0), 0, std::string(1000, 'x')), 1);
   EXPECT_EQ(SlotError(*board_->slot(0)), std::string(256, 'x'));
+}
+
+// A fork-server child that could not become the worker says why by its exit code alone.
+TEST_F(SupervisorTest, AForkServerChildsExitCodeIsExplained) {
+  spec_.set_start("forkserver");
+  launcher_.End(kPid1, kNoProcessGroup << 8);
+  EXPECT_EQ(Run(),
+            "worker 1 exited with code 71: the fork-server's child could not join the "
+            "experiment's process group (its leader gone?)");
+  spec_.set_start("spawn");  // the same code from another process is only a code
+  launcher_.End(kPid1, kNoProcessGroup << 8);
+  EXPECT_EQ(Run(), "worker 1 exited with code 71");
 }
 
 TEST_F(SupervisorTest, AWorkerTheOomKillerTookIsSaidToBeOutOfMemory) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "shared/process.h"
+#include "worker/zygote_exits.h"
 
 namespace shoal {
 namespace {
@@ -85,7 +86,8 @@ bool WorkerSupervisor::CollectExits() {
     exits_.push_back(e);
     hooks_.exited(e);
     if (!(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0)) {
-      const std::string why = SlotError(*board_.slot(e.index()));
+      std::string why = SlotError(*board_.slot(e.index()));
+      if (why.empty() && spec_.start() == "forkserver") why = ZygoteChildWhy(x.status);
       StopAll("worker " + std::to_string(e.index()) + " " + DescribeWaitStatus(x.status) +
               OomNote(x.status) + (why.empty() ? "" : ": " + why));
     }

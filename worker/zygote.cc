@@ -29,6 +29,7 @@
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "worker/leader.h"
 #include "worker/training.h"
+#include "worker/zygote_exits.h"
 
 namespace shoal {
 namespace {
@@ -62,10 +63,10 @@ struct Idle {
   ::dup2(output_fd, STDOUT_FILENO);  // the experiment's captured output, not the zygote's
   ::dup2(output_fd, STDERR_FILENO);
   ::close(output_fd);
-  if (::getppid() != zygote) _exit(70);
-  if (::setpgid(0, req.pgid()) != 0) _exit(71);  // the experiment's group, for cancel
+  if (::getppid() != zygote) _exit(kZygoteGone);
+  if (::setpgid(0, req.pgid()) != 0) _exit(kNoProcessGroup);  // the experiment's group, for cancel
   auto it = kinds.find(req.spec().kind());
-  if (it == kinds.end()) _exit(72);
+  if (it == kinds.end()) _exit(kBadRequest);
   _exit(RunAttachedWorker(
       {req.spec(), req.experiment_id(), req.index(), lifetime_fd, it->second.get()}));
 }
@@ -121,13 +122,13 @@ bool Zygote::Prefork() {
     ChildSetup();
     ::close(sp[0]);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != self_) _exit(70);
+    if (::getppid() != self_) _exit(kZygoteGone);
     std::string msg;
     std::vector<int> passed;
     if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 2) _exit(0);  // retired
     ::close(sp[1]);
     ForkRequest req;
-    if (!DecodePacket(msg, &req).ok()) _exit(72);
+    if (!DecodePacket(msg, &req).ok()) _exit(kBadRequest);
     BecomeWorker(req, passed[0], passed[1], self_, kinds_);
   }
   ::close(sp[1]);

@@ -47,6 +47,22 @@ Status ValidateShape(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   return ParseBalance(s.balance(), s.stages(), uint32_t(plan.size())).status();
 }
 
+// A ring slot's message length is 32 bits: a micro-batch's activations at a stage boundary
+// must fit in it (on CUDA too, where the slot's data is a device buffer of the same size).
+Status ValidateSlots(const v1::ExperimentSpec& s) {
+  ASSIGN_OR_RETURN(PipelineLayout layout, PlanPipeline(s));
+  for (size_t r = 0; r < layout.rings.size(); r += 2) {
+    if (layout.rings[r].slot_bytes <= UINT32_MAX) continue;
+    return InvalidArgument(
+        "batch_size: a micro-batch of " + std::to_string(s.batch_size() / s.chunks()) +
+        " images leaves stage " + std::to_string(r / 2) + " as " +
+        std::to_string(layout.rings[r].slot_bytes) +
+        " bytes of activations, more than a slot holds (4 GiB); give more chunks or a smaller "
+        "batch_size or filters");
+  }
+  return Status::Ok();
+}
+
 Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   RETURN_IF_ERROR(ValidateShape(s, limits));
   if (s.workers() != s.stages()) {
@@ -71,7 +87,7 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (s.eval_samples() != 0)
     return InvalidArgument("eval_samples: a pipeline has no test set (random images); give 0");
   if (s.has_epochs()) return InvalidArgument("epochs: a pipeline runs batches (steps)");
-  return Status::Ok();
+  return ValidateSlots(s);
 }
 
 StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {

@@ -122,10 +122,7 @@ int DataLoadingKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   if (env.index > 0) return RunLoader(env, data, *ring);
   SeedCpu(env.spec.seed());
   auto model = MakeModel(env.spec.model(), env.spec.activations());
-  if (!model.ok()) {
-    std::fprintf(stderr, "worker 0: %s\n", model.status().message().c_str());
-    return 1;
-  }
+  if (!model.ok()) return WorkerFails(env.slot, env.index, model.status().message());
   DataLoadingTrainer trainer(env, **model, data, ring ? &*ring : nullptr);
   return trainer.Run();
 }

@@ -28,10 +28,7 @@ int DataLoadingTrainer::Run() {
   at::set_num_threads(int(spec_.threads()));
   model_.train();
   auto opt = MakeOptimizer(ConfigFromSpec(spec_.optimizer()), model_.parameters());
-  if (!opt.ok()) {
-    std::fprintf(stderr, "worker 0: %s\n", opt.status().message().c_str());
-    return 1;
-  }
+  if (!opt.ok()) return WorkerFails(slot_, 0, opt.status().message());
   opt_ = std::move(opt).value();
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
