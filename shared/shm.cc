@@ -27,7 +27,7 @@ void* ShmSegment::data() const { return region_ ? region_->get_address() : nullp
 size_t ShmSegment::size() const { return region_ ? region_->get_size() : 0; }
 void ShmSegment::Unmap() { region_.reset(); }
 
-StatusOr<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
+StatusOr<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes, ShmReserve reserve) {
   try {
     bip::shared_memory_object obj(bip::create_only, name.c_str(), bip::read_write,
                                   bip::permissions(0600));
@@ -35,7 +35,10 @@ StatusOr<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
       obj.truncate(static_cast<bip::offset_t>(bytes));
       // ftruncate reserves nothing on tmpfs: without this a full /dev/shm kills whoever first
       // touches a page past its room (SIGBUS), where the caller should get this error.
-      if (int rc = ::posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes)); rc != 0) {
+      const int rc = reserve == ShmReserve::kAll
+                         ? ::posix_fallocate(obj.get_mapping_handle().handle, 0, off_t(bytes))
+                         : 0;
+      if (rc != 0) {
         throw bip::interprocess_exception(
             ("no room in /dev/shm: " + std::string(std::strerror(rc))).c_str());
       }

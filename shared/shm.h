@@ -19,10 +19,16 @@ namespace shoal {
 std::string SegmentName(const std::string& experiment_id, const std::string& what);
 std::string SegmentPrefix(const std::string& experiment_id);  // "shoal.<id>."
 
+// kAll: every page is reserved in /dev/shm when the segment is made, so a full /dev/shm is an
+// error then, not a SIGBUS later. kSparse: only the pages touched take room, for a segment most
+// of whose pages never are (a CUDA pipeline's ring slots, whose data lives on the GPU).
+enum class ShmReserve { kAll, kSparse };
+
 // A mapped segment. Creating fails if the name exists: a stale segment is never reused silently.
 class ShmSegment {
  public:
-  static StatusOr<ShmSegment> Create(const std::string& name, size_t bytes);
+  static StatusOr<ShmSegment> Create(const std::string& name, size_t bytes,
+                                     ShmReserve reserve = ShmReserve::kAll);
   static StatusOr<ShmSegment> Open(const std::string& name, bool writable);
   static bool Remove(const std::string& name);
 

@@ -1,6 +1,7 @@
 #include "shared/layout.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -82,6 +83,26 @@ TEST(ShmTest, ASegmentLargerThanDevShmIsRefusedWhenMade) {
   EXPECT_EQ(big.status().code(), Code::kResourceExhausted);
   EXPECT_NE(big.status().message().find("no room in /dev/shm"), std::string::npos)
       << big.status().message();
+  EXPECT_TRUE(ListSegments(SegmentPrefix(id)).empty());
+}
+
+// A reserved segment takes its room in /dev/shm at once; a sparse one only the pages touched.
+TEST(ShmTest, ASparseSegmentTakesRoomOnlyForThePagesTouched) {
+  const std::string id = "t" + std::to_string(getpid());
+  const auto used = [&](const std::string& what) {
+    struct stat st {};
+    EXPECT_EQ(::stat(("/dev/shm/" + SegmentName(id, what)).c_str(), &st), 0);
+    return uint64_t(st.st_blocks) * 512;
+  };
+  {
+    auto all = ShmSegment::Create(SegmentName(id, "all"), 64 << 20);
+    auto sparse = ShmSegment::Create(SegmentName(id, "sparse"), 64 << 20, ShmReserve::kSparse);
+    ASSERT_TRUE(all.ok() && sparse.ok());
+    static_cast<char*>(sparse->data())[0] = 1;  // one page, as a slot's headers
+    EXPECT_GE(used("all"), uint64_t(64) << 20);
+    EXPECT_LE(used("sparse"), uint64_t(64) << 10);
+  }
+  for (const std::string what : {"all", "sparse"}) ShmSegment::Remove(SegmentName(id, what));
   EXPECT_TRUE(ListSegments(SegmentPrefix(id)).empty());
 }
 

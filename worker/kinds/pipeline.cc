@@ -124,8 +124,11 @@ int EndStage(WorkerEnv& env, RingLink* link, const TrainDevice& dev) {
 Status PipelineKind::Prepare(LeaderEnv& env) {
   ASSIGN_OR_RETURN(PipelineLayout layout, PlanPipeline(env.spec));
   if (layout.total_bytes == 0) return Status::Ok();  // one stage: nothing crosses
-  ASSIGN_OR_RETURN(rings_,
-                   ShmSegment::Create(SegmentName(env.experiment_id, "rings"), layout.total_bytes));
+  // On CUDA a slot's data is in a device buffer and only its headers are written here: the
+  // rest of its pages are never touched, and admission does not count them (pipeline_rules).
+  const ShmReserve reserve = env.spec.device() == "cuda" ? ShmReserve::kSparse : ShmReserve::kAll;
+  ASSIGN_OR_RETURN(rings_, ShmSegment::Create(SegmentName(env.experiment_id, "rings"),
+                                              layout.total_bytes, reserve));
   for (const auto& r : layout.rings)
     BatchRing::Create(static_cast<uint8_t*>(rings_.data()) + r.offset, r.slots, r.slot_bytes);
   env.segment_created("rings", rings_.size());
