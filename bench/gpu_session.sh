@@ -10,9 +10,12 @@
 #   bench/gpu_session.sh sweep-a DIR    the study's grid beside PyTorch, spawn
 #   bench/gpu_session.sh sweep-b DIR    the grid, forkserver
 #   bench/gpu_session.sh sweep-c DIR    the grid, fork (private weights: shared is impossible)
-#   bench/gpu_session.sh finish DIR     what the 2026-11-24 session left: gpu_check.py's pipeline
-#                                       checks (TF32 off), then sweep-c; one call (~7 min, guessed:
-#                                       the worker's build ~2, the checks ~2, the fork grid ~3)
+#   bench/gpu_session.sh finish DIR     what the 2026-11-24 session left, in one call: every
+#                                       gpu_check.py check (TF32 off), one CUDA pipeline with
+#                                       PyTorch's default TF32 (the loss it moves), then sweep-c
+#                                       with each PyTorch point held to SHOAL_POINT_TIMEOUT_S
+#                                       (45 s: a fork point hung twice); ~7 min, guessed: the
+#                                       worker's build ~2, the checks ~2, the fork grid ~3
 #
 # On an H100 (2026-11-24) check took 5 min 12 s with the build, sweep-a 5 min, sweep-b 5 min.
 # Each part writes DIR/PART/ and packs it into DIR/PART.tgz (one file to bring back: the device
@@ -41,7 +44,8 @@ node() {
 
 # The grid beside PyTorch for the start methods and sharing given.
 grid() {
-  node "python3 bench/gpu_sweep_vs_pytorch.py --start $1 --share $2 --out $q/sweep" \
+  node "python3 bench/gpu_sweep_vs_pytorch.py --start $1 --share $2 --out $q/sweep \
+    --point-timeout ${SHOAL_POINT_TIMEOUT_S:-120}" \
     shoald-sweep.log > >(tee "$out/sweep.log") 2>&1
 }
 
@@ -70,8 +74,16 @@ gpu_check() {
 
 case $part in
   finish)
-    gpu_check --only pipeline
-    grid fork no
+    gpu_check
+    # The same 2-stage pipeline with TF32 as PyTorch defaults it: how far it moves the loss
+    # gpu_check compared with TF32 off (the CPU's loss is in gpu_check.log).
+    node "\$SHOAL submit --kind pipeline --device cuda --dataset synthetic --layers 18 \
+      --filters 64 --batch-size 8 --batches 1 --stages 2 --chunks 4 --checkpoint except_last \
+      --start spawn --wait --json >$q/pipeline_tf32.json" shoald-tf32.log 2>&1
+    python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))
+print("pipeline spawn 2 stages, TF32 as PyTorch defaults it:", e["state"],
+      "loss", (e.get("result") or {}).get("last_loss"))' "$out/pipeline_tf32.json" || status=1
+    SHOAL_POINT_TIMEOUT_S=${SHOAL_POINT_TIMEOUT_S:-45} grid fork no
     ;;
   check | gpu-check)
     gpu_check
