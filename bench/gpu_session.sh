@@ -14,8 +14,8 @@
 #                                       gpu_check.py check (TF32 off), one CUDA pipeline with
 #                                       PyTorch's default TF32 (the loss it moves), then sweep-c
 #                                       with each PyTorch point held to SHOAL_POINT_TIMEOUT_S
-#                                       (45 s: a fork point hung twice); ~7 min, guessed: the
-#                                       worker's build ~2, the checks ~2, the fork grid ~3
+#                                       (45 s: a fork point hung twice); 5 min 20 s on an H100
+#                                       on 2026-11-26, the worker's build included
 #
 # On an H100 (2026-11-24) check took 5 min 12 s with the build, sweep-a 5 min, sweep-b 5 min.
 # Each part writes DIR/PART/ and packs it into DIR/PART.tgz (one file to bring back: the device

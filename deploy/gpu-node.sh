@@ -33,10 +33,12 @@ export LD_LIBRARY_PATH=$BUNDLE/lib:$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PAT
 "$WORKER" --version
 
 DIR=${SHOAL_GPU_DIR:-$(mktemp -d /tmp/shoal-gpu.XXXXXX)}
+mkdir -p "$DIR"
 export SHOAL_DIR=$DIR
 export SHOAL="$BUNDLE/bin/shoal --socket $DIR/shoal.sock"
+# Its log (stdout and stderr) both shown and kept in $SHOAL_DIR/shoald.log.
 "$BUNDLE/bin/shoald" --socket "$DIR/shoal.sock" --state-dir "$DIR/state" \
-  --worker-bin "$WORKER" --log-level info 2>"$DIR/shoald.log" &
+  --worker-bin "$WORKER" --log-level info > >(tee "$DIR/shoald.log") 2>&1 &
 DAEMON=$!
 trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -S "$DIR/shoal.sock" ] && break; sleep 0.1; done
