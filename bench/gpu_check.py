@@ -12,11 +12,12 @@ pipeline stages on CUDA (activations through CUDA IPC slots) train to the CPU's 
 configuration (within 1e-3: run it with NVIDIA_TF32_OVERRIDE=0 in shoald's environment, as
 bench/gpu_session.sh does; PyTorch's default TF32 convolutions put a 2-stage AmoebaNet's first
 loss 0.6% off on an H100) and report each stage's CUDA allocator figures, on the devices cuda_devices names (and
-across devices where the node has two); nothing is left on the GPU or in /dev/shm.
+across devices where the node has two); a run past the GPU's memory fails with CUDA's own
+out-of-memory message and the daemon runs the next; nothing is left on the GPU or in /dev/shm.
 
 Each check runs on after another's failure (a failed expectation ends only the run it is about), so
 one call of a short-lived GPU machine says everything that is wrong; exits non-zero if anything
-failed, naming each failure again at the end. --only modes,nvidia-smi,cuda-sync,pipeline runs
+failed, naming each failure again at the end. --only modes,nvidia-smi,cuda-sync,pipeline,oom runs
 those checks alone (the refusals and the leftovers are always checked)."""
 import argparse
 import json
@@ -252,8 +253,26 @@ def check_pipeline_start(args, tag, want, devices):
                    f"reserved {res / 2**20:.0f} < NVML {gpu / 2**20:.0f}", fatal=False)
 
 
+def check_out_of_memory():
+    """A run that outgrows the GPU fails cleanly: the experiment FAILED with the worker's own CUDA
+    out-of-memory message, the daemon still runs the next one, and (check_leftovers, after every
+    check) nothing is left on the GPU or in /dev/shm. 64 private workers at batch 4096 need about
+    64 x (1.3 GiB of context and cache + 8.8 GiB of activations), far past an 80 GiB H100's."""
+    r = shoal("submit", "--device", "cuda", "--dataset", "synthetic", "--workers", "64",
+              "--start", "spawn", "--share", "no", "--batch-size", "4096", "--batches", "20",
+              "--eval-samples", "0", "--force", "--wait", "--json", check=False)
+    e = json.loads(r.stdout)  # a failed run exits 1 and still prints its record
+    err, wall = e.get("error", ""), (e.get("result") or {}).get("wall_ms") or 0
+    expect(r.returncode == 1 and e["state"] == "FAILED" and "out of memory" in err,
+           f"out of memory: {e['state']} in {wall / 1000:.1f} s ({err[:300]})")
+    after = submit("--workers", "1", "--start", "spawn", "--share", "no", "--batches", "20",
+                   "--eval-samples", "0")
+    expect(after["state"] == "SUCCEEDED", f"out of memory: the next run succeeded ({after.get('error', '')})")
+
+
 CHECKS = {"modes": check_modes, "nvidia-smi": check_against_nvidia_smi,
-          "cuda-sync": check_cuda_sync_step, "pipeline": None}  # pipeline: needs the devices
+          "cuda-sync": check_cuda_sync_step, "pipeline": None,  # pipeline: needs the devices
+          "oom": check_out_of_memory}
 
 
 def check_refusals():
