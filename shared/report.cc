@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <set>
@@ -758,6 +759,49 @@ bool AnyDataParallel(const std::vector<PointView>& points) {
   });
 }
 
+// The row of `grid` (a memory table whose columns are the worker counts `workers`) as what each
+// extra worker costs and the fixed part (the peak at the fewest workers less that many workers'
+// share), from its fewest and its most workers with a figure; a footnote when those are not the
+// sweep's fewest and most; "-" without two worker counts to go by.
+Row PerWorkerRow(const Row& row, const std::vector<double>& workers, Table& t) {
+  std::optional<size_t> lo, hi;
+  for (size_t k = 0; k < row.cells.size(); ++k) {
+    if (!row.cells[k].has_value) continue;
+    if (!lo || workers[k] < workers[*lo]) lo = k;
+    if (!hi || workers[k] > workers[*hi]) hi = k;
+  }
+  if (!lo || workers[*hi] == workers[*lo]) return {row.labels, {Missing(), Missing()}};
+  const double per = (row.cells[*hi].value - row.cells[*lo].value) / (workers[*hi] - workers[*lo]);
+  Row out{row.labels,
+          {Value(per, "%.2f"), Value(row.cells[*lo].value - per * workers[*lo], "%.2f")}};
+  const auto [min, max] = std::minmax_element(workers.begin(), workers.end());
+  if (workers[*lo] != *min || workers[*hi] != *max) {
+    const int note =
+        Footnote(t, "from " + Fmt("%.0f", workers[*lo]) + " and " + Fmt("%.0f", workers[*hi]) +
+                        " workers: the other counts have no figure");
+    for (auto& c : out.cells) c.footnote = note;
+  }
+  return out;
+}
+
+// The study's question of a worker count grid, answered per row of a memory table (`grid`, its
+// columns the worker counts): what each extra worker costs and the part that does not grow.
+Table PerWorkerTable(const Table& grid, const char* what) {
+  std::vector<double> workers;
+  for (const auto& c : grid.columns) workers.push_back(std::strtod(c.c_str(), nullptr));
+  Table t;
+  t.key = Lower(what) + "_memory_per_worker_gib";
+  t.title = std::string(what) +
+            " memory per extra worker (GiB): the peak at the most workers less the peak at the "
+            "fewest, over the workers between them; fixed: the peak at the fewest less that many "
+            "workers' share (the leader, shared weights, whatever does not grow with workers)";
+  t.column_field = "figure";
+  t.columns = {"per worker", "fixed"};
+  t.row_fields = grid.row_fields;
+  for (const auto& g : grid.rows) t.rows.push_back(PerWorkerRow(g, workers, t));
+  return t;
+}
+
 bool AnyVariants(const std::vector<PointView>& points) {
   return std::any_of(points.begin(), points.end(), [](const PointView& v) {
     return v.experiment != nullptr && !v.experiment->result().variants().empty();
@@ -776,6 +820,13 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     if (std::string(m.key) == "epoch_train_s" && !epochs) continue;
     if (std::string(m.key) == "test_accuracy" && NoneEvaluated(points)) continue;
     tables.push_back(GridTable(points, l, m));
+    // After each memory table: what each worker adds, where the worker count is the columns.
+    const std::string key = m.key;
+    if ((key == "host_memory_gib" || key == "gpu_memory_gib") && l.column_field == "workers" &&
+        l.columns.size() > 1) {
+      Table per = PerWorkerTable(tables.back(), key == "host_memory_gib" ? "Host" : "GPU");
+      tables.push_back(std::move(per));
+    }
   }
   std::vector<std::string> fields;
   for (const auto& a : VaryingAxes(in.sweep)) fields.push_back(a.field());

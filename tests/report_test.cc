@@ -32,6 +32,10 @@ const char* const kImpossible =
     "impossible: fork + cuda + shared weights (a forked child cannot use the CUDA context of its "
     "parent)";
 const char* const kNoGpu = "no GPU: this shoald runs CPU experiments only";
+const char* const kPerWorkerTitle =
+    " memory per extra worker (GiB): the peak at the most workers less the peak at the fewest, "
+    "over the workers between them; fixed: the peak at the fewest less that many workers' share "
+    "(the leader, shared weights, whatever does not grow with workers)";
 
 SpecLimits Limits() {
   SpecLimits l;
@@ -290,20 +294,25 @@ TEST(ReportTest, MarkdownThreeAxesGolden) {
 
 TEST(ReportTest, WorkersAreTheColumnsWhenTheyVary) {
   const auto tables = BuildTables(ThreeAxes());
-  EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "gpu_memory_gib",
+  EXPECT_EQ(Keys(tables), (std::vector<std::string>{"host_memory_gib", "host_memory_per_worker_gib",
+                                                    "gpu_memory_gib", "gpu_memory_per_worker_gib",
                                                     "gpu_util_percent", "samples_per_sec",
                                                     "start_ms", "final_loss", "test_accuracy"}));
   for (const auto& t : tables) {
     SCOPED_TRACE(t.key);
-    EXPECT_EQ(t.column_field, "workers");
-    EXPECT_EQ(t.columns, (std::vector<std::string>{"1", "2"}));
+    const bool per_worker = t.key.find("per_worker") != std::string::npos;
+    EXPECT_EQ(t.column_field, per_worker ? "figure" : "workers");
+    EXPECT_EQ(t.columns, per_worker ? (std::vector<std::string>{"per worker", "fixed"})
+                                    : (std::vector<std::string>{"1", "2"}));
     EXPECT_EQ(t.row_fields, (std::vector<std::string>{"start", "device"}));
   }
   // The GPU tables hold the cuda points only.
-  ASSERT_EQ(tables[1].rows.size(), 2u);
-  EXPECT_EQ(tables[1].rows[0].labels, (std::vector<std::string>{"fork", "cuda"}));
-  EXPECT_EQ(tables[1].rows[1].labels, (std::vector<std::string>{"spawn", "cuda"}));
-  EXPECT_EQ(tables[1].footnotes, (std::vector<std::string>{kImpossible, kNoGpu}));
+  for (const size_t k : {2, 3}) {
+    ASSERT_EQ(tables[k].rows.size(), 2u);
+    EXPECT_EQ(tables[k].rows[0].labels, (std::vector<std::string>{"fork", "cuda"}));
+    EXPECT_EQ(tables[k].rows[1].labels, (std::vector<std::string>{"spawn", "cuda"}));
+  }
+  EXPECT_EQ(tables[2].footnotes, (std::vector<std::string>{kImpossible, kNoGpu}));
 }
 
 TEST(ReportTest, TheLastVaryingAxisIsTheColumnsOtherwise) {
@@ -586,13 +595,105 @@ TEST(ReportTest, GpuTablesCarryNvmlFiguresOfEveryPointSeenOnAGpu) {
   auto* two = b.Run(b.Point({{"workers", "2"}}), v1::SUCCEEDED);
   two->set_peak_gpu_memory_bytes(3 * kGiB);  // seen on a GPU, utilisation never read
   const auto tables = BuildTables(b.Build());
-  ASSERT_EQ(tables[1].key, "gpu_memory_gib");
-  ASSERT_EQ(tables[1].rows.size(), 1u);
-  EXPECT_EQ(tables[1].rows[0].cells[0].text, "1.50");
-  EXPECT_EQ(tables[1].rows[0].cells[1].text, "3.00");
-  ASSERT_EQ(tables[2].key, "gpu_util_percent");
-  EXPECT_EQ(tables[2].rows[0].cells[0].text, "41");
-  EXPECT_EQ(tables[2].rows[0].cells[1].text, "-");
+  ASSERT_EQ(tables[2].key, "gpu_memory_gib");
+  ASSERT_EQ(tables[2].rows.size(), 1u);
+  EXPECT_EQ(tables[2].rows[0].cells[0].text, "1.50");
+  EXPECT_EQ(tables[2].rows[0].cells[1].text, "3.00");
+  ASSERT_EQ(tables[4].key, "gpu_util_percent");
+  EXPECT_EQ(tables[4].rows[0].cells[0].text, "41");
+  EXPECT_EQ(tables[4].rows[0].cells[1].text, "-");
+}
+
+// --- Memory per extra worker. ---
+
+// workers 1, 2, 4 x share yes, no on cuda; `host[share]` and `gpu[share]` are each point's peaks
+// in GiB (nullopt: the point failed).
+ReportInput WorkerGrid(const std::map<std::string, std::vector<std::optional<double>>>& host,
+                       const std::map<std::string, std::vector<std::optional<double>>>& gpu) {
+  v1::ExperimentSpec base;
+  base.set_device("cuda");
+  SweepBuilder b("s12", "", base);
+  b.Axis("workers", {"1", "2", "4"}).Axis("share", {"yes", "no"}).State(v1::SUCCEEDED);
+  for (const std::string share : {"yes", "no"}) {
+    for (size_t k = 0; k < 3; ++k) {
+      const int i = b.Point({{"share", share}, {"workers", std::to_string(1 << k)}});
+      const auto h = host.at(share)[k], g = gpu.at(share)[k];
+      v1::Result* r = b.Run(i, h && g ? v1::SUCCEEDED : v1::FAILED, h && g ? "" : "oom");
+      if (h) r->set_peak_pss_sum_bytes(uint64_t(*h * double(kGiB)));
+      if (g) r->set_peak_gpu_memory_bytes(uint64_t(*g * double(kGiB)));
+    }
+  }
+  return b.Build();
+}
+
+const Table& ByKey(const std::vector<Table>& tables, const std::string& key) {
+  auto t = std::find_if(tables.begin(), tables.end(), [&](const Table& x) { return x.key == key; });
+  EXPECT_NE(t, tables.end()) << key;
+  return *t;
+}
+
+std::vector<std::string> Texts(const Row& r) {
+  std::vector<std::string> out;
+  for (const auto& c : r.cells) out.push_back(c.text);
+  return out;
+}
+
+TEST(ReportTest, PerExtraWorkerIsTheSlopeFromTheFewestToTheMostWorkersOfEachRow) {
+  // GPU, shared: a 0.5 GiB leader and 1.25 GiB a worker; private: 1.25 a worker, no leader.
+  const auto tables =
+      BuildTables(WorkerGrid({{"yes", {1.0, 1.5, 2.5}}, {"no", {1.0, 1.25, 1.75}}},
+                             {{"yes", {1.75, 3.0, 5.5}}, {"no", {1.25, 2.5, 5.0}}}));
+  const Table& host = ByKey(tables, "host_memory_per_worker_gib");
+  const Table& gpu = ByKey(tables, "gpu_memory_per_worker_gib");
+  EXPECT_EQ(tables[1].key, host.key);  // each right after its memory table
+  EXPECT_EQ(tables[3].key, gpu.key);
+  EXPECT_EQ(gpu.title.rfind("GPU memory per extra worker (GiB)", 0), 0u) << gpu.title;
+  ASSERT_EQ(host.rows.size(), 2u);
+  EXPECT_EQ(host.rows[0].labels, (std::vector<std::string>{"yes"}));
+  EXPECT_EQ(Texts(host.rows[0]), (std::vector<std::string>{"0.50", "0.50"}));
+  EXPECT_EQ(Texts(host.rows[1]), (std::vector<std::string>{"0.25", "0.75"}));
+  ASSERT_EQ(gpu.rows.size(), 2u);
+  EXPECT_EQ(Texts(gpu.rows[0]), (std::vector<std::string>{"1.25", "0.50"}));
+  EXPECT_EQ(Texts(gpu.rows[1]), (std::vector<std::string>{"1.25", "0.00"}));
+  EXPECT_DOUBLE_EQ(gpu.rows[0].cells[0].value, 1.25);
+  EXPECT_TRUE(host.footnotes.empty());
+}
+
+TEST(ReportTest, PerExtraWorkerGoesByTheCountsWithAFigureAndSaysWhich) {
+  // share no: 4 workers failed, so its slope is from 1 and 2; share yes: only 2 succeeded.
+  const auto tables = BuildTables(
+      WorkerGrid({{"yes", {std::nullopt, 1.5, std::nullopt}}, {"no", {1.0, 1.25, std::nullopt}}},
+                 {{"yes", {1.75, 3.0, 5.5}}, {"no", {1.25, 2.5, 6.0}}}));
+  const Table& host = ByKey(tables, "host_memory_per_worker_gib");
+  EXPECT_EQ(Texts(host.rows[0]), (std::vector<std::string>{"-", "-"}));  // one count: no slope
+  EXPECT_FALSE(host.rows[0].cells[0].has_value);
+  EXPECT_EQ(Texts(host.rows[1]), (std::vector<std::string>{"0.25", "0.75"}));
+  EXPECT_EQ(host.rows[1].cells[0].footnote, 1);
+  EXPECT_EQ(host.footnotes,
+            (std::vector<std::string>{"from 1 and 2 workers: the other counts have no figure"}));
+  // A failed point's figures are not used, though its record holds them (6 GiB at 4 would make
+  // it 1.58).
+  const Table& gpu = ByKey(tables, "gpu_memory_per_worker_gib");
+  EXPECT_EQ(Texts(gpu.rows[1]), (std::vector<std::string>{"1.25", "0.00"}));
+  EXPECT_EQ(gpu.rows[1].cells[0].footnote, 1);
+}
+
+TEST(ReportTest, NoPerWorkerTableUnlessTheWorkerCountIsTheColumns) {
+  for (const auto& in : {TwoAxes(), OneAxis()}) {
+    for (const auto& key : Keys(BuildTables(in)))
+      EXPECT_EQ(key.find("per_worker"), std::string::npos) << in.sweep.id() << " " << key;
+  }
+  // A CPU sweep over workers: host memory's only.
+  SweepBuilder b("s13", "");
+  b.Axis("workers", {"1", "2"}).State(v1::SUCCEEDED);
+  b.Run(b.Point({{"workers", "1"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
+  b.Run(b.Point({{"workers", "2"}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
+  const auto tables = BuildTables(b.Build());
+  EXPECT_EQ(Keys(tables)[1], "host_memory_per_worker_gib");
+  EXPECT_EQ(Texts(tables[1].rows[0]), (std::vector<std::string>{"0.00", "1.00"}));
+  EXPECT_EQ(std::count_if(tables.begin(), tables.end(),
+                          [](const Table& t) { return t.key.find("gpu") != std::string::npos; }),
+            0);
 }
 
 TEST(ReportTest, LegacyPointsWithoutValuesAreLaidOutByTheirColumns) {
@@ -910,7 +1011,7 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
 TEST(ReportTest, JsonHasTablesWithRowLabels) {
   const ReportInput in = ThreeAxes();
   const nlohmann::json j = nlohmann::json::parse(RenderJson(in).dump());
-  ASSERT_EQ(j["tables"].size(), 7u);
+  ASSERT_EQ(j["tables"].size(), 9u);
   const auto& host = j["tables"][0];
   EXPECT_EQ(host["key"], "host_memory_gib");
   EXPECT_EQ(host["title"], "Host memory: peak sum of PSS over all processes (GiB)");
@@ -932,8 +1033,13 @@ TEST(ReportTest, JsonHasTablesWithRowLabels) {
   EXPECT_EQ(host["rows"][3]["cells"][1],
             nlohmann::json({{"value", nullptr}, {"text", "n/a"}, {"footnote", 2}}));
   EXPECT_FALSE(host.contains("empty_note"));
-  EXPECT_EQ(j["tables"][1]["key"], "gpu_memory_gib");
-  EXPECT_EQ(j["tables"][1]["rows"].size(), 2u);
+  EXPECT_EQ(j["tables"][2]["key"], "gpu_memory_gib");
+  EXPECT_EQ(j["tables"][2]["rows"].size(), 2u);
+  const auto& per = j["tables"][1];
+  EXPECT_EQ(per["key"], "host_memory_per_worker_gib");
+  EXPECT_EQ(per["columns"], nlohmann::json({"per worker", "fixed"}));
+  EXPECT_EQ(per["rows"][0]["cells"][0],
+            nlohmann::json({{"value", 1.0}, {"text", "1.00"}, {"footnote", 0}}));
 
   EXPECT_EQ(j["fixed"]["threads"], "per point");
   EXPECT_EQ(j["fixed"]["batches"], "10");
@@ -1081,11 +1187,24 @@ TEST(ReportTest, CompareIsTheRatioOfCellsMatchedByLabelsAndHeadings) {
     if (!gpu) t += "| spawn | cpu | " + spawn_cpu + " |\n";
     return t + "| spawn | cuda | - | - |\n";
   };
+  // What each worker adds: fork's 2 GiB a worker in b against 1 in a; the fixed parts are both
+  // 0 (no ratio), spawn's 2-worker point failed in a.
+  auto per_worker = [](const std::string& what, const std::string& fork_cpu, bool gpu) {
+    std::string t = "\n## " + what + kPerWorkerTitle +
+                    "\n\nColumns: figure.\n\n| start | device | per worker | fixed |\n" +
+                    "| --- | --- | --- | --- |\n";
+    if (!gpu) t += "| fork | cpu | " + fork_cpu + " |\n";
+    t += "| fork | cuda | - | - |\n";
+    if (!gpu) t += "| spawn | cpu | - | - |\n";
+    return t + "| spawn | cuda | - | - |\n";
+  };
   const std::string want =
       "# Sweep s3b / sweep s3 (ratio of each cell)\n" +
       table("Host memory: peak sum of PSS over all processes (GiB)", "2.00 | 2.00", "2.00 | -",
             false) +
+      per_worker("Host", "2.00 | -", false) +
       table("GPU memory: peak sum over the experiment's processes (GiB, NVML)", "", "", true) +
+      per_worker("GPU", "", true) +
       table("GPU utilisation: mean while training, its devices (%, NVML)", "", "", true) +
       table("Throughput (samples/s, all workers)", "1.50 | 1.00", "0.50 | -", false) +
       table("start_ms: first worker requested -> every worker training (ms)", "1.50 | 1.50",
@@ -1107,7 +1226,7 @@ TEST(ReportTest, CompareSkipsTablesTheOtherSweepLacks) {
   EXPECT_EQ(md.find("GPU"), std::string::npos) << md;
   // Rows are labelled by start and device in a, by nothing in b: no cell matches.
   EXPECT_NE(md.find("| fork | cpu | - | - |\n"), std::string::npos) << md;
-  EXPECT_EQ(Count(md, "\n## "), 5u) << md;
+  EXPECT_EQ(Count(md, "\n## "), 6u) << md;  // host memory's per-worker table too
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
   EXPECT_EQ(j["experiments"].size(), 8u);
   int tables_checked = 0;
   for (const auto& t : j["tables"]) {
-    EXPECT_NE(t["key"], "gpu_memory_gib");  // a CPU-only sweep has no GPU tables
+    EXPECT_NE(t["key"], "gpu_memory_gib");                   // a CPU-only sweep has no GPU tables
+    if (t["key"] == "host_memory_per_worker_gib") continue;  // checked below, against memory's
     ASSERT_EQ(t["rows"].size(), 4u) << t["key"];
     EXPECT_EQ(t["columns"], json::array({"1", "2"}));
     EXPECT_EQ(t["row_fields"], json::array({"start", "share"}));
@@ -59,6 +60,21 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
     ++tables_checked;
   }
   EXPECT_EQ(tables_checked, 4);  // memory, throughput, ready, loss
+  // What each extra worker costs, row by row: memory(2) - memory(1), and memory(1) less it.
+  ASSERT_GE(j["tables"].size(), 2u);
+  const json& mem = j["tables"][0];
+  const json& per = j["tables"][1];
+  ASSERT_EQ(per["key"], "host_memory_per_worker_gib");
+  EXPECT_EQ(per["columns"], json::array({"per worker", "fixed"}));
+  ASSERT_EQ(per["rows"].size(), mem["rows"].size());
+  for (size_t i = 0; i < mem["rows"].size(); ++i) {
+    const json &m = mem["rows"][i]["cells"], &p = per["rows"][i]["cells"];
+    EXPECT_EQ(per["rows"][i]["labels"], mem["rows"][i]["labels"]);
+    const double one = m[0]["value"], two = m[1]["value"];
+    EXPECT_GT(p[0]["value"].get<double>(), 0) << "a second worker costs memory";
+    EXPECT_DOUBLE_EQ(p[0]["value"].get<double>(), two - one);
+    EXPECT_DOUBLE_EQ(p[1]["value"].get<double>(), one - (two - one));
+  }
   // Listed, reportable in every format.
   json l = Parse(daemon_->Cli({"sweeps", "--json"}));
   ASSERT_EQ(l["sweeps"].size(), 1u);
