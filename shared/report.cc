@@ -759,10 +759,13 @@ bool AnyDataParallel(const std::vector<PointView>& points) {
   });
 }
 
+// A figure to two decimals, where rounding to 0 reads 0.00, never -0.00.
+Cell Hundredths(double v) { return Value(std::fabs(v) < 0.005 ? 0.0 : v, "%.2f"); }
+
 // The row of `grid` (a memory table whose columns are the worker counts `workers`) as what each
 // extra worker costs and the fixed part (the peak at the fewest workers less that many workers'
-// share), from its fewest and its most workers with a figure; a footnote when those are not the
-// sweep's fewest and most; "-" without two worker counts to go by.
+// share), from its fewest and its most workers with a figure; a footnote naming the counts
+// outside those that have none, when there are such; "-" without two worker counts to go by.
 Row PerWorkerRow(const Row& row, const std::vector<double>& workers, Table& t) {
   std::optional<size_t> lo, hi;
   for (size_t k = 0; k < row.cells.size(); ++k) {
@@ -772,13 +775,18 @@ Row PerWorkerRow(const Row& row, const std::vector<double>& workers, Table& t) {
   }
   if (!lo || workers[*hi] == workers[*lo]) return {row.labels, {Missing(), Missing()}};
   const double per = (row.cells[*hi].value - row.cells[*lo].value) / (workers[*hi] - workers[*lo]);
-  Row out{row.labels,
-          {Value(per, "%.2f"), Value(row.cells[*lo].value - per * workers[*lo], "%.2f")}};
-  const auto [min, max] = std::minmax_element(workers.begin(), workers.end());
-  if (workers[*lo] != *min || workers[*hi] != *max) {
-    const int note =
-        Footnote(t, "from " + Fmt("%.0f", workers[*lo]) + " and " + Fmt("%.0f", workers[*hi]) +
-                        " workers: the other counts have no figure");
+  Row out{row.labels, {Hundredths(per), Hundredths(row.cells[*lo].value - per * workers[*lo])}};
+  out.cells[1].ratio = false;
+  std::vector<double> outside;
+  for (double w : workers)
+    if (w < workers[*lo] || w > workers[*hi]) outside.push_back(w);
+  if (!outside.empty()) {
+    std::sort(outside.begin(), outside.end());
+    std::string none;
+    for (double w : outside) none += (none.empty() ? "" : ", ") + Fmt("%.0f", w);
+    const int note = Footnote(t, "from " + Fmt("%.0f", workers[*lo]) + " and " +
+                                     Fmt("%.0f", workers[*hi]) + " workers: " + none +
+                                     (outside.size() == 1 ? " has" : " have") + " no figure");
     for (auto& c : out.cells) c.footnote = note;
   }
   return out;
@@ -1001,6 +1009,14 @@ std::string RenderSvg(const ReportInput& in, const std::string& plot) {
   return plot == "loss" ? LossSvg(in) : MemorySvg(in);
 }
 
+namespace {
+
+std::string FootnoteText(const Table& t, const Cell& c) {
+  return c.footnote > 0 ? t.footnotes[size_t(c.footnote - 1)] : "";
+}
+
+}  // namespace
+
 std::string RenderCompareMarkdown(const ReportInput& a, const ReportInput& b) {
   const auto ta = BuildTables(a), tb = BuildTables(b);
   std::ostringstream o;
@@ -1017,9 +1033,13 @@ std::string RenderCompareMarkdown(const ReportInput& a, const ReportInput& b) {
         Cell out = Missing();
         auto col = std::find(y->columns.begin(), y->columns.end(), x.columns[i]);
         if (other != y->rows.end() && col != y->columns.end()) {
+          const Cell& ca = r.cells[i];
           const Cell& cb = other->cells[size_t(col - y->columns.begin())];
-          if (r.cells[i].has_value && cb.has_value && r.cells[i].value != 0)
-            out = Value(cb.value / r.cells[i].value, "%.2f");
+          // Figures made the same way only: neither an intercept, both with the same footnote
+          // (a per-worker figure from other worker counts is another figure).
+          if (ca.has_value && cb.has_value && ca.value != 0 && ca.ratio && cb.ratio &&
+              FootnoteText(x, ca) == FootnoteText(*y, cb))
+            out = Value(cb.value / ca.value, "%.2f");
         }
         r.cells[i] = out;
       }

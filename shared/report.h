@@ -21,8 +21,9 @@ struct ReportInput {
 struct Cell {
   bool has_value = false;
   double value = 0;
-  std::string text;  // a number, "-" (impossible), "n/a" (cannot run here), or a state
-  int footnote = 0;  // 1-based index into Table::footnotes, 0 for none
+  std::string text;   // a number, "-" (impossible), "n/a" (cannot run here), or a state
+  int footnote = 0;   // 1-based index into Table::footnotes, 0 for none
+  bool ratio = true;  // --compare may divide it: not an intercept, which may be near 0 or below
 };
 
 struct Row {

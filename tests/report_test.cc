@@ -669,13 +669,64 @@ TEST(ReportTest, PerExtraWorkerGoesByTheCountsWithAFigureAndSaysWhich) {
   EXPECT_FALSE(host.rows[0].cells[0].has_value);
   EXPECT_EQ(Texts(host.rows[1]), (std::vector<std::string>{"0.25", "0.75"}));
   EXPECT_EQ(host.rows[1].cells[0].footnote, 1);
-  EXPECT_EQ(host.footnotes,
-            (std::vector<std::string>{"from 1 and 2 workers: the other counts have no figure"}));
+  EXPECT_EQ(host.footnotes, (std::vector<std::string>{"from 1 and 2 workers: 4 has no figure"}));
   // A failed point's figures are not used, though its record holds them (6 GiB at 4 would make
   // it 1.58).
   const Table& gpu = ByKey(tables, "gpu_memory_per_worker_gib");
   EXPECT_EQ(Texts(gpu.rows[1]), (std::vector<std::string>{"1.25", "0.00"}));
   EXPECT_EQ(gpu.rows[1].cells[0].footnote, 1);
+}
+
+// Workers listed 4,1,2 x start fork, spawn, forkserver on the CPU; `peaks[start]` in that column
+// order (nullopt: the point failed).
+ReportInput UnorderedWorkerGrid(
+    const std::map<std::string, std::vector<std::optional<double>>>& peaks) {
+  SweepBuilder b("s14", "");
+  const std::vector<std::string> workers = {"4", "1", "2"};
+  b.Axis("workers", workers).Axis("start", {"fork", "spawn", "forkserver"}).State(v1::SUCCEEDED);
+  for (const std::string start : {"fork", "spawn", "forkserver"}) {
+    for (size_t k = 0; k < workers.size(); ++k) {
+      const auto peak = peaks.at(start)[k];
+      v1::Result* r = b.Run(b.Point({{"start", start}, {"workers", workers[k]}}),
+                            peak ? v1::SUCCEEDED : v1::FAILED, peak ? "" : "oom");
+      r->set_peak_pss_sum_bytes(uint64_t(peak.value_or(9.0) * double(kGiB)));
+    }
+  }
+  return b.Build();
+}
+
+TEST(ReportTest, PerExtraWorkerTakesTheFewestAndMostWorkersNotTheFirstAndLastColumns) {
+  const auto in = UnorderedWorkerGrid({
+      {"fork", {2.5, 1.0, 2.0}},            // not linear: 1 -> 4 is 0.5 a worker, 1 -> 2 is 1.0
+      {"spawn", {3.0, std::nullopt, 2.0}},  // the fewest failed: from 2 and 4
+      {"forkserver", {3.999, 0.999, 1.5}},  // fixed -0.001: reads 0.00
+  });
+  const auto tables = BuildTables(in);
+  const Table& host = ByKey(tables, "host_memory_per_worker_gib");
+  ASSERT_EQ(host.rows.size(), 3u);
+  EXPECT_EQ(Texts(host.rows[0]), (std::vector<std::string>{"0.50", "0.50"}));
+  EXPECT_EQ(host.rows[0].cells[0].footnote, 0);
+  EXPECT_EQ(Texts(host.rows[1]), (std::vector<std::string>{"0.50", "1.00"}));
+  EXPECT_EQ(host.rows[1].cells[1].footnote, 1);
+  EXPECT_EQ(Texts(host.rows[2]), (std::vector<std::string>{"1.00", "0.00"}));
+  EXPECT_EQ(host.footnotes, (std::vector<std::string>{"from 2 and 4 workers: 1 has no figure"}));
+}
+
+TEST(ReportTest, CompareDividesPerWorkerFiguresMadeAlikeAndNeverTheFixedPart) {
+  const auto a = UnorderedWorkerGrid(
+      {{"fork", {2.5, 1.0, 2.0}}, {"spawn", {3.0, 1.0, 2.0}}, {"forkserver", {4.0, 1.0, 1.5}}});
+  // b: fork's slope doubled; spawn's fewest failed (a slope from other counts); forkserver alike.
+  const auto b = UnorderedWorkerGrid({{"fork", {4.0, 1.0, 2.0}},
+                                      {"spawn", {3.0, std::nullopt, 2.0}},
+                                      {"forkserver", {4.0, 1.0, 1.5}}});
+  const std::string md = RenderCompareMarkdown(a, b);
+  const std::string title = "## Host" + std::string(kPerWorkerTitle);
+  const size_t at = md.find(title);
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string per = md.substr(at, md.find("\n## ", at + 1) - at);
+  EXPECT_NE(per.find("| fork | 2.00 | - |"), std::string::npos) << per;
+  EXPECT_NE(per.find("| spawn | - | - |"), std::string::npos) << per;
+  EXPECT_NE(per.find("| forkserver | 1.00 | - |"), std::string::npos) << per;
 }
 
 TEST(ReportTest, NoPerWorkerTableUnlessTheWorkerCountIsTheColumns) {
