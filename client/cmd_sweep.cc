@@ -143,6 +143,8 @@ int Report(ShoalClient& c, const ReportArgs& a) {
     for (const auto& ax : VaryingAxes(in.sweep))
       if (ax.field() == "optimizer") plot = "loss";
   }
+  if (plot.rfind("gpu-", 0) == 0 && !HasGpuFigures(in))
+    Die("--plot " + plot + ": sweep " + a.ids[0] + " has no point on a GPU");
   if (a.format == "md") Emit(RenderMarkdown(in), a.output);
   if (a.format == "csv") Emit(RenderCsv(in), a.output);
   if (a.format == "json") Emit(RenderJson(in).dump(2) + "\n", a.output);
@@ -196,8 +198,9 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
       ->check(CLI::IsMember({"md", "csv", "json", "svg", "png"}));
   report
       ->add_option("--plot", s->report.plot,
-                   "what svg/png draw: memory | loss (default: loss when the optimiser varies)")
-      ->check(CLI::IsMember({"memory", "loss"}));
+                   "what svg/png draw: memory | gpu-memory | gpu-util | loss (default: loss "
+                   "when the optimiser varies, else memory: the host's)")
+      ->check(CLI::IsMember({"memory", "gpu-memory", "gpu-util", "loss"}));
   report
       ->add_option("--output,-o", s->report.output,
                    "write to this file instead of stdout (required for png)")

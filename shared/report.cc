@@ -966,15 +966,20 @@ bool Dashed(const Table& t, const Row& r) {
   return false;
 }
 
-std::string MemorySvg(const ReportInput& in) {
-  const Table t = BuildTables(in)[0];  // host memory
+// One grid table (`key`) drawn against its columns, one polyline per row; a chart of nothing
+// (it says so) when the sweep has no such table (GPU figures of a CPU sweep).
+std::string GridSvg(const ReportInput& in, const std::string& key, const std::string& title,
+                    const std::string& y_label) {
+  const auto tables = BuildTables(in);
+  auto t = std::find_if(tables.begin(), tables.end(), [&](const Table& x) { return x.key == key; });
   LineChart c;
-  c.title = "Peak host memory (sum of PSS) — sweep " + in.sweep.id();
-  c.x_label = t.column_field.empty() ? "" : t.column_field;
-  c.y_label = "host memory, GiB (sum of PSS)";
-  for (size_t i = 0; i < t.columns.size(); ++i) c.x_ticks.push_back({double(i), t.columns[i]});
-  for (const auto& r : t.rows) {
-    Series s{RowLabel(t, r), Dashed(t, r), {}};
+  c.title = title + " — sweep " + in.sweep.id();
+  c.y_label = y_label;
+  if (t == tables.end()) return RenderLineChart(c);
+  c.x_label = t->column_field;
+  for (size_t i = 0; i < t->columns.size(); ++i) c.x_ticks.push_back({double(i), t->columns[i]});
+  for (const auto& r : t->rows) {
+    Series s{RowLabel(*t, r), Dashed(*t, r), {}};
     for (size_t i = 0; i < r.cells.size(); ++i)
       if (r.cells[i].has_value) s.points.push_back({double(i), r.cells[i].value});
     c.series.push_back(std::move(s));
@@ -1006,8 +1011,18 @@ std::string LossSvg(const ReportInput& in) {
 }  // namespace
 
 std::string RenderSvg(const ReportInput& in, const std::string& plot) {
-  return plot == "loss" ? LossSvg(in) : MemorySvg(in);
+  if (plot == "loss") return LossSvg(in);
+  if (plot == "gpu-memory")
+    return GridSvg(in, "gpu_memory_gib", "Peak GPU memory (NVML, summed over the processes)",
+                   "GPU memory, GiB (NVML)");
+  if (plot == "gpu-util")
+    return GridSvg(in, "gpu_util_percent", "GPU utilisation (NVML, mean while training)",
+                   "GPU utilisation, %");
+  return GridSvg(in, "host_memory_gib", "Peak host memory (sum of PSS)",
+                 "host memory, GiB (sum of PSS)");
 }
+
+bool HasGpuFigures(const ReportInput& in) { return AnyGpu(Points(in)); }
 
 namespace {
 

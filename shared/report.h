@@ -53,9 +53,12 @@ std::string RenderMarkdown(const ReportInput& in);
 // One line per grid point: its axis values, every spec field and every figure of its result.
 std::string RenderCsv(const ReportInput& in);
 nlohmann::json RenderJson(const ReportInput& in);
-// "memory": peak host memory against the column axis, one polyline per row.
+// "memory": peak host memory against the column axis, one polyline per row ("gpu-memory" and
+// "gpu-util": the GPU tables', of the rows on a GPU).
 // "loss": worker 0's training loss against steps, one polyline per point.
 std::string RenderSvg(const ReportInput& in, const std::string& plot = "memory");
+// Whether any point is on a GPU (the GPU tables and plots exist).
+bool HasGpuFigures(const ReportInput& in);
 // The ratio b / a of every numeric cell the two sweeps share.
 std::string RenderCompareMarkdown(const ReportInput& a, const ReportInput& b);
 

@@ -114,6 +114,16 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
   EXPECT_NE(md.out.find("## GPU memory"), std::string::npos) << md.out;
   const CommandResult get = d.Cli({"get", e["id"]});
   EXPECT_NE(get.out.find("GPU         peak memory"), std::string::npos) << get.out;
+  // The GPU pictures: the cpu point's utilisation, drawn against the device axis.
+  const CommandResult svg =
+      d.Cli({"report", j["sweep"]["id"], "--format", "svg", "--plot", "gpu-util"});
+  ASSERT_EQ(svg.exit_code, 0) << svg.err;
+  EXPECT_NE(svg.out.find("GPU utilisation (NVML, mean while training)"), std::string::npos);
+  size_t circles = 0;
+  for (size_t at = svg.out.find("<circle"); at != std::string::npos;
+       at = svg.out.find("<circle", at + 1))
+    ++circles;
+  EXPECT_EQ(circles, 1u) << svg.out;  // cpu: 37%; cuda did not run
 }
 
 }  // namespace

@@ -1181,6 +1181,29 @@ TEST(ReportTest, MemorySvgHasOnePolylinePerRowWithData) {
   EXPECT_EQ(Count(svg, "<circle"), 3u);
 }
 
+TEST(ReportTest, GpuSvgsDrawTheGpuTablesRows) {
+  const auto in = WorkerGrid({{"yes", {1.0, 1.5, 2.5}}, {"no", {1.0, 1.25, 1.75}}},
+                             {{"yes", {1.75, 3.0, 5.5}}, {"no", {1.25, 2.5, 5.0}}});
+  ASSERT_TRUE(HasGpuFigures(in));
+  const std::string mem = RenderSvg(in, "gpu-memory");
+  ExpectSvgShape(mem);
+  EXPECT_NE(mem.find("Peak GPU memory (NVML, summed over the processes) — sweep s12"),
+            std::string::npos);
+  EXPECT_EQ(Count(mem, ">GPU memory, GiB (NVML)</text>"), 1u);
+  EXPECT_EQ(Count(mem, "<polyline"), 2u);  // share yes and no
+  EXPECT_EQ(Count(mem, "<circle"), 6u);
+  EXPECT_EQ(Count(mem, "<title>share yes</title>"), 1u);
+  // No utilisation was read: the rows are there, without data.
+  const std::string util = RenderSvg(in, "gpu-util");
+  EXPECT_EQ(Count(util, "<polyline"), 0u);
+  EXPECT_EQ(Count(util, "(no data)"), 2u);
+  // The host picture is the default, whatever the device.
+  EXPECT_NE(RenderSvg(in).find("Peak host memory (sum of PSS)"), std::string::npos);
+  // A CPU sweep has no GPU figures to draw.
+  EXPECT_FALSE(HasGpuFigures(OneAxis()));
+  EXPECT_EQ(Count(RenderSvg(OneAxis(), "gpu-memory"), "<polyline"), 0u);
+}
+
 TEST(ReportTest, LossSvgHasOnePolylinePerPointWithACurve) {
   const std::string svg = RenderSvg(TwoAxes(), "loss");
   ExpectSvgShape(svg);

@@ -86,6 +86,11 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
   EXPECT_EQ(std::count(csv.out.begin(), csv.out.end(), '\n'), 9);
   CommandResult svg = daemon_->Cli({"report", id, "--format", "svg", "--output", dir_ / "m.svg"});
   EXPECT_EQ(svg.exit_code, 0) << svg.err;
+  CommandResult gpu = daemon_->Cli({"report", id, "--format", "svg", "--plot", "gpu-memory"});
+  EXPECT_NE(gpu.exit_code, 0);
+  EXPECT_NE(gpu.err.find("--plot gpu-memory: sweep " + id + " has no point on a GPU"),
+            std::string::npos)
+      << gpu.err;
   CommandResult cmp = daemon_->Cli({"report", "--compare", id, id});
   EXPECT_NE(cmp.out.find("| fork | yes | 1.00 | 1.00 |"), std::string::npos) << cmp.out;
 }
