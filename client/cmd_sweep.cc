@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -121,21 +122,43 @@ void WritePng(const std::string& svg, const std::string& output) {
 struct ReportArgs {
   std::vector<std::string> ids;
   std::string format = "md", output, plot;
-  bool compare = false;
+  bool compare = false, from_json = false;
 };
 
+// A report saved as JSON (on a GPU node, say), read back without a daemon.
+ReportInput LoadReport(const std::string& path, bool printable) {
+  std::ifstream f(path);
+  if (!f) Die(path + ": cannot read it");
+  const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) Die(path + ": not JSON");
+  StatusOr<ReportInput> in = ReportFromJson(j);
+  if (!in.ok()) Die(path + ": " + in.status().message());
+  if (!printable) return *in;
+  v1::SweepReport r;  // as a daemon's answer is made safe for a terminal
+  *r.mutable_sweep() = in->sweep;
+  for (const auto& [id, e] : in->experiments) *r.add_experiments() = e;
+  MakePrintable(&r);
+  ReportInput out;
+  out.sweep = r.sweep();
+  for (const auto& e : r.experiments()) out.experiments[e.id()] = e;
+  return out;
+}
+
 int Report(ShoalClient& c, const ReportArgs& a) {
+  auto input = [&](const std::string& id, bool printable = true) {
+    return a.from_json ? LoadReport(id, printable) : FetchReport(c, id, printable);
+  };
   if (a.compare) {
     if (a.ids.size() != 2) Die("report --compare takes two sweep ids: SWEEP_A SWEEP_B");
     if (a.format != "md") Die("report --compare prints Markdown only (--format md)");
     if (!a.plot.empty()) Die("--plot chooses what svg and png draw; --compare prints Markdown");
-    Emit(RenderCompareMarkdown(FetchReport(c, a.ids[0]), FetchReport(c, a.ids[1])), a.output);
+    Emit(RenderCompareMarkdown(input(a.ids[0]), input(a.ids[1])), a.output);
     return 0;
   }
   if (a.ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
   if (!a.plot.empty() && a.format != "svg" && a.format != "png")
     Die("--plot chooses what svg and png draw; --format is " + a.format);
-  const ReportInput in = FetchReport(c, a.ids[0], a.format != "json");
+  const ReportInput in = input(a.ids[0], a.format != "json");
   // An optimiser sweep is drawn as loss curves unless asked otherwise.
   std::string plot = a.plot;
   if (plot.empty()) {
@@ -206,7 +229,11 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
                    "write to this file instead of stdout (required for png)")
       ->check(NonEmpty("needs a file name"));
   report->add_flag("--compare", s->report.compare, "print B / A for every cell of two sweeps");
-  out->push_back({report, [s](ShoalClient& c) { return Report(c, s->report); }});
+  report->add_flag("--from-json", s->report.from_json,
+                   "the ids are files written by report --format json or sweep --wait --json: "
+                   "read them instead of asking shoald");
+  out->push_back({report, [s](ShoalClient& c) { return Report(c, s->report); },
+                  [s] { return !s->report.from_json; }});
 }
 
 }  // namespace shoal::cli

@@ -15,6 +15,8 @@ namespace shoal::cli {
 struct Command {
   CLI::App* app = nullptr;
   std::function<int(ShoalClient&)> run;  // returns the exit code
+  // Whether, as parsed, it talks to shoald (its socket or target is checked first).
+  std::function<bool()> needs_daemon = [] { return true; };
 };
 
 void AddNodeCommands(CLI::App& app, std::vector<Command>* out);

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -91,12 +92,15 @@ int main(int argc, char** argv) {
   shoal::cli::AddRecordCommands(app, &commands);
   CLI11_PARSE(app, argc, argv);
   endpoint.socket = socket;
-  if (shoal::Status st = Prepare(&endpoint, token_file, owner, app); !st.ok()) {
-    std::fprintf(stderr, "shoal: %s\n", st.message().c_str());
-    return 1;
+  auto parsed = std::find_if(commands.begin(), commands.end(),
+                             [](const shoal::cli::Command& c) { return c.app->parsed(); });
+  if (parsed == commands.end()) return 2;
+  if (parsed->needs_daemon()) {
+    if (shoal::Status st = Prepare(&endpoint, token_file, owner, app); !st.ok()) {
+      std::fprintf(stderr, "shoal: %s\n", st.message().c_str());
+      return 1;
+    }
   }
-  shoal::cli::ShoalClient client(endpoint);
-  for (const auto& c : commands)
-    if (c.app->parsed()) return c.run(client);
-  return 2;
+  shoal::cli::ShoalClient client(endpoint);  // connects at its first call, if any
+  return parsed->run(client);
 }

@@ -1,5 +1,7 @@
 #include "shared/report.h"
 
+#include <google/protobuf/util/json_util.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -917,6 +919,28 @@ std::string RenderCsv(const ReportInput& in) {
     o << "\n";
   }
   return o.str();
+}
+
+StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("sweep") || !j["sweep"].is_object())
+    return InvalidArgument("no \"sweep\" object (want what report --format json writes)");
+  ReportInput in;
+  google::protobuf::util::JsonParseOptions strict;  // a field of another version is an error
+  if (auto st = google::protobuf::util::JsonStringToMessage(j["sweep"].dump(), &in.sweep, strict);
+      !st.ok())
+    return InvalidArgument("sweep: " + std::string(st.message()));
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json& experiments = j.contains("experiments") ? j["experiments"] : none;
+  if (!experiments.is_array()) return InvalidArgument("experiments: not a list");
+  for (size_t i = 0; i < experiments.size(); ++i) {
+    v1::Experiment e;
+    if (auto st = google::protobuf::util::JsonStringToMessage(experiments[i].dump(), &e, strict);
+        !st.ok())
+      return InvalidArgument("experiments[" + std::to_string(i) +
+                             "]: " + std::string(st.message()));
+    in.experiments[e.id()] = std::move(e);
+  }
+  return in;
 }
 
 nlohmann::json RenderJson(const ReportInput& in) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
@@ -48,6 +49,10 @@ std::vector<v1::Axis> VaryingAxes(const v1::Sweep& sweep);
 std::vector<std::pair<std::string, std::string>> FixedFields(const ReportInput& in);
 
 std::vector<Table> BuildTables(const ReportInput& in);
+
+// A report's input back from what RenderJson wrote (`report --format json`, `sweep --wait
+// --json`): its "sweep" and "experiments"; InvalidArgument naming what does not parse.
+StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j);
 
 std::string RenderMarkdown(const ReportInput& in);
 // One line per grid point: its axis values, every spec field and every figure of its result.

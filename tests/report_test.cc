@@ -1107,6 +1107,28 @@ TEST(ReportTest, JsonHasTablesWithRowLabels) {
   }
 }
 
+TEST(ReportTest, ReportFromJsonReadsBackWhatRenderJsonWrote) {
+  for (const ReportInput& in : {OneAxis(), TwoAxes(), ThreeAxes()}) {
+    StatusOr<ReportInput> back = ReportFromJson(RenderJson(in));
+    ASSERT_TRUE(back.ok()) << back.status().message();
+    EXPECT_EQ(RenderMarkdown(*back), RenderMarkdown(in)) << in.sweep.id();
+    EXPECT_EQ(back->experiments.size(), in.experiments.size());
+  }
+}
+
+TEST(ReportTest, ReportFromJsonSaysWhatDoesNotParse) {
+  EXPECT_EQ(ReportFromJson(nlohmann::json::array()).status().message(),
+            "no \"sweep\" object (want what report --format json writes)");
+  nlohmann::json j = RenderJson(ThreeAxes());
+  j["experiments"][1]["result"]["peak_pss_sum_bytes"] = "lots";
+  const Status st = ReportFromJson(j).status();
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_EQ(st.message().rfind("experiments[1]: ", 0), 0u) << st.message();
+  j = RenderJson(ThreeAxes());
+  j["sweep"]["colour"] = "blue";  // written by another version: refused, not dropped
+  EXPECT_EQ(ReportFromJson(j).status().message().rfind("sweep: ", 0), 0u);
+}
+
 TEST(ReportTest, JsonPerPointTablesLabelEveryAxis) {
   const nlohmann::json j = RenderJson(TwoAxes());
   const auto& steps = j["tables"][6];

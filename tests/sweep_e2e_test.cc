@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -93,6 +94,24 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
       << gpu.err;
   CommandResult cmp = daemon_->Cli({"report", "--compare", id, id});
   EXPECT_NE(cmp.out.find("| fork | yes | 1.00 | 1.00 |"), std::string::npos) << cmp.out;
+
+  // The sweep's JSON, saved, reports the same with no daemon at all (a GPU node's, brought back).
+  const std::string saved = dir_ / "sweep.json";
+  std::ofstream(saved) << r.out;
+  const std::vector<std::string> offline = {testing::BinDir() + "/shoal", "--socket",
+                                            dir_ / "no-daemon.sock", "report", "--from-json"};
+  auto run_offline = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), offline.begin(), offline.end());
+    return testing::RunCommand(args);
+  };
+  CommandResult from = run_offline({saved});
+  EXPECT_EQ(from.exit_code, 0) << from.err;
+  EXPECT_EQ(from.out, md.out);
+  CommandResult both = run_offline({"--compare", saved, saved});
+  EXPECT_EQ(both.out, cmp.out) << both.err;
+  CommandResult bad = run_offline({dir_ / "m.svg"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_EQ(bad.err, "shoal: " + (dir_ / "m.svg") + ": not JSON\n");
 }
 
 TEST_F(SweepE2E, KilledDaemonResumesWithoutRerunningFinishedPoints) {
