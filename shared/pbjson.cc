@@ -24,8 +24,13 @@ nlohmann::json Scalar(const Message& m, const Reflection* r, const FieldDescript
       return rep ? r->GetRepeatedFloat(m, f, i) : r->GetFloat(m, f);
     case FieldDescriptor::CPPTYPE_BOOL:
       return rep ? r->GetRepeatedBool(m, f, i) : r->GetBool(m, f);
-    case FieldDescriptor::CPPTYPE_ENUM:
-      return (rep ? r->GetRepeatedEnum(m, f, i) : r->GetEnum(m, f))->name();
+    case FieldDescriptor::CPPTYPE_ENUM: {
+      // A value this version does not name (a newer peer's) is its number, as the proto3 JSON
+      // mapping writes it, so that it reads back as itself.
+      const int v = rep ? r->GetRepeatedEnumValue(m, f, i) : r->GetEnumValue(m, f);
+      const auto* known = f->enum_type()->FindValueByNumber(v);
+      return known != nullptr ? nlohmann::json(known->name()) : nlohmann::json(v);
+    }
     case FieldDescriptor::CPPTYPE_STRING:
       return rep ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
     case FieldDescriptor::CPPTYPE_MESSAGE:

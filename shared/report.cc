@@ -258,12 +258,17 @@ std::vector<v1::Axis> VaryingAxes(const v1::Sweep& sweep) {
 std::vector<std::pair<std::string, std::string>> FixedFields(const ReportInput& in) {
   std::set<std::string> varying;
   for (const auto& a : VaryingAxes(in.sweep)) varying.insert(a.field());
+  const auto points = Points(in);
+  const bool ran = std::any_of(points.begin(), points.end(),
+                               [](const PointView& v) { return v.experiment != nullptr; });
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& f : SpecFields()) {
     if (varying.count(f.name) || f.name == "name" || f.name == "force") continue;
+    // The experiments the tables show (an earlier attempt of a point run again is not one).
     std::set<std::string> seen;
-    for (const auto& [id, e] : in.experiments) seen.insert(SpecFieldText(e.spec(), f));
-    if (in.experiments.empty()) seen.insert(SpecFieldText(in.sweep.spec().base(), f));
+    for (const auto& v : points)
+      if (v.experiment != nullptr) seen.insert(SpecFieldText(v.experiment->spec(), f));
+    if (!ran) seen.insert(SpecFieldText(in.sweep.spec().base(), f));
     // Absent at some points and present at others (an option of one optimiser) is "per point".
     if (seen.size() == 1 && !seen.begin()->empty()) out.push_back({f.name, *seen.begin()});
     if (seen.size() > 1) out.push_back({f.name, "per point"});
@@ -921,6 +926,21 @@ std::string RenderCsv(const ReportInput& in) {
   return o.str();
 }
 
+Status CheckReportInput(const ReportInput& in) {
+  const auto points = Points(in);
+  for (const auto& a : VaryingAxes(in.sweep)) {
+    for (const auto& v : points) {
+      const std::string where = "sweep point " + std::to_string(v.point->index()) + ": ";
+      auto value = v.values.find(a.field());
+      if (value == v.values.end()) return InvalidArgument(where + "no value of axis " + a.field());
+      if (std::find(a.values().begin(), a.values().end(), value->second) == a.values().end())
+        return InvalidArgument(where + a.field() + " '" + value->second +
+                               "' is not one of its axis's values");
+    }
+  }
+  return {};
+}
+
 StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("sweep") || !j["sweep"].is_object())
     return InvalidArgument("no \"sweep\" object (want what report --format json writes)");
@@ -940,6 +960,7 @@ StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j) {
                              "]: " + std::string(st.message()));
     in.experiments[e.id()] = std::move(e);
   }
+  if (Status st = CheckReportInput(in); !st.ok()) return st;
   return in;
 }
 

@@ -50,6 +50,10 @@ std::vector<std::pair<std::string, std::string>> FixedFields(const ReportInput& 
 
 std::vector<Table> BuildTables(const ReportInput& in);
 
+// What the tables take for granted of a daemon's record, for one that came from elsewhere: every
+// point names a value of each varying axis, and it is one of that axis's values.
+Status CheckReportInput(const ReportInput& in);
+
 // A report's input back from what RenderJson wrote (`report --format json`, `sweep --wait
 // --json`): its "sweep" and "experiments"; InvalidArgument naming what does not parse.
 StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j);

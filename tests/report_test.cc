@@ -1116,6 +1116,29 @@ TEST(ReportTest, ReportFromJsonReadsBackWhatRenderJsonWrote) {
   }
 }
 
+TEST(ReportTest, AStateThisVersionDoesNotNameIsWrittenAsItsNumberAndReadBack) {
+  ReportInput in = OneAxis();
+  in.experiments.begin()->second.set_state(static_cast<v1::ExperimentState>(99));  // a newer one
+  const nlohmann::json j = RenderJson(in);
+  EXPECT_EQ(j["experiments"][0]["state"], 99) << j["experiments"][0]["state"];
+  StatusOr<ReportInput> back = ReportFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(int(back->experiments.begin()->second.state()), 99);
+}
+
+TEST(ReportTest, FixedFieldsAreThoseOfTheExperimentsThePointsShow) {
+  ReportInput in = OneAxis();
+  v1::Experiment earlier = in.experiments.begin()->second;  // an attempt a rerun replaced
+  earlier.set_id("earlier");
+  earlier.mutable_spec()->set_seed(7);
+  in.experiments["earlier"] = earlier;
+  std::string seed;
+  for (const auto& [field, value] : FixedFields(in)) {
+    if (field == "seed") seed = value;
+  }
+  EXPECT_EQ(seed, "1");  // not "per point"
+}
+
 TEST(ReportTest, ReportFromJsonSaysWhatDoesNotParse) {
   EXPECT_EQ(ReportFromJson(nlohmann::json::array()).status().message(),
             "no \"sweep\" object (want what report --format json writes)");
@@ -1127,6 +1150,13 @@ TEST(ReportTest, ReportFromJsonSaysWhatDoesNotParse) {
   j = RenderJson(ThreeAxes());
   j["sweep"]["colour"] = "blue";  // written by another version: refused, not dropped
   EXPECT_EQ(ReportFromJson(j).status().message().rfind("sweep: ", 0), 0u);
+  // A point outside its own grid would have no column: named, not drawn out of bounds.
+  j = RenderJson(ThreeAxes());
+  j["sweep"]["points"][1]["values"][2]["value"] = "3";  // workers 3 of an axis of 1 and 2
+  EXPECT_EQ(ReportFromJson(j).status().message(),
+            "sweep point 1: workers '3' is not one of its axis's values");
+  j["sweep"]["points"][1]["values"].erase(2);
+  EXPECT_EQ(ReportFromJson(j).status().message(), "sweep point 1: no value of axis workers");
 }
 
 TEST(ReportTest, JsonPerPointTablesLabelEveryAxis) {
