@@ -27,10 +27,7 @@ namespace {
 ReportInput FetchReport(ShoalClient& c, const std::string& id, bool printable = true) {
   v1::SweepReport r = OrDie(c.GetSweep(id));
   if (printable) MakePrintable(&r);
-  ReportInput in;
-  in.sweep = r.sweep();
-  for (const auto& e : r.experiments()) in.experiments[e.id()] = e;
-  return in;
+  return ReportInputOf(r);
 }
 
 std::string Clock(double seconds) {
@@ -131,17 +128,10 @@ ReportInput LoadReport(const std::string& path, bool printable) {
   if (!f) Die(path + ": cannot read it");
   const nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) Die(path + ": not JSON");
-  StatusOr<ReportInput> in = ReportFromJson(j);
-  if (!in.ok()) Die(path + ": " + in.status().message());
-  if (!printable) return *in;
-  v1::SweepReport r;  // as a daemon's answer is made safe for a terminal
-  *r.mutable_sweep() = in->sweep;
-  for (const auto& [id, e] : in->experiments) *r.add_experiments() = e;
-  MakePrintable(&r);
-  ReportInput out;
-  out.sweep = r.sweep();
-  for (const auto& e : r.experiments()) out.experiments[e.id()] = e;
-  return out;
+  StatusOr<v1::SweepReport> r = SweepReportFromJson(j);
+  if (!r.ok()) Die(path + ": " + r.status().message());
+  if (printable) MakePrintable(&*r);  // as a daemon's answer is
+  return ReportInputOf(*r);
 }
 
 int Report(ShoalClient& c, const ReportArgs& a) {

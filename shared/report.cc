@@ -941,27 +941,40 @@ Status CheckReportInput(const ReportInput& in) {
   return {};
 }
 
-StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j) {
+ReportInput ReportInputOf(const v1::SweepReport& r) {
+  ReportInput in;
+  in.sweep = r.sweep();
+  for (const auto& e : r.experiments()) in.experiments[e.id()] = e;
+  return in;
+}
+
+StatusOr<v1::SweepReport> SweepReportFromJson(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("sweep") || !j["sweep"].is_object())
     return InvalidArgument("no \"sweep\" object (want what report --format json writes)");
-  ReportInput in;
+  v1::SweepReport r;
   google::protobuf::util::JsonParseOptions strict;  // a field of another version is an error
-  if (auto st = google::protobuf::util::JsonStringToMessage(j["sweep"].dump(), &in.sweep, strict);
+  if (auto st =
+          google::protobuf::util::JsonStringToMessage(j["sweep"].dump(), r.mutable_sweep(), strict);
       !st.ok())
     return InvalidArgument("sweep: " + std::string(st.message()));
   const nlohmann::json none = nlohmann::json::array();
   const nlohmann::json& experiments = j.contains("experiments") ? j["experiments"] : none;
   if (!experiments.is_array()) return InvalidArgument("experiments: not a list");
   for (size_t i = 0; i < experiments.size(); ++i) {
-    v1::Experiment e;
-    if (auto st = google::protobuf::util::JsonStringToMessage(experiments[i].dump(), &e, strict);
+    if (auto st = google::protobuf::util::JsonStringToMessage(experiments[i].dump(),
+                                                              r.add_experiments(), strict);
         !st.ok())
       return InvalidArgument("experiments[" + std::to_string(i) +
                              "]: " + std::string(st.message()));
-    in.experiments[e.id()] = std::move(e);
   }
-  if (Status st = CheckReportInput(in); !st.ok()) return st;
-  return in;
+  if (Status st = CheckReportInput(ReportInputOf(r)); !st.ok()) return st;
+  return r;
+}
+
+StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j) {
+  StatusOr<v1::SweepReport> r = SweepReportFromJson(j);
+  if (!r.ok()) return r.status();
+  return ReportInputOf(*r);
 }
 
 nlohmann::json RenderJson(const ReportInput& in) {

@@ -54,8 +54,13 @@ std::vector<Table> BuildTables(const ReportInput& in);
 // point names a value of each varying axis, and it is one of that axis's values.
 Status CheckReportInput(const ReportInput& in);
 
-// A report's input back from what RenderJson wrote (`report --format json`, `sweep --wait
-// --json`): its "sweep" and "experiments"; InvalidArgument naming what does not parse.
+// A daemon's answer (or one read back from a file) as the report's input, experiments by id.
+ReportInput ReportInputOf(const v1::SweepReport& r);
+
+// A sweep's report back from what RenderJson wrote (`report --format json`, `sweep --wait
+// --json`): its "sweep" and "experiments", checked by CheckReportInput; InvalidArgument naming
+// what does not parse or does not hold.
+StatusOr<v1::SweepReport> SweepReportFromJson(const nlohmann::json& j);
 StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j);
 
 std::string RenderMarkdown(const ReportInput& in);

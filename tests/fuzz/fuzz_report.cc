@@ -9,9 +9,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shoal::v1::SweepReport r;
   if (!r.ParseFromArray(data, int(size))) return 0;
-  shoal::ReportInput in;
-  in.sweep = r.sweep();
-  for (const auto& e : r.experiments()) in.experiments[e.id()] = e;
+  const shoal::ReportInput in = shoal::ReportInputOf(r);
   if (!shoal::CheckReportInput(in).ok()) return 0;
   const std::string md = shoal::RenderMarkdown(in);
   shoal::RenderCsv(in);
