@@ -1,12 +1,16 @@
 // Shoal's figures against an independent reading: a reader written here, not in the project,
-// walks /proc/<pid>/smaps_rollup of every process under shoald every 50 ms and keeps the peaks of
-// the summed PSS, RSS and USS, and each process's VmHWM; Shoal's must agree within 2% (USS: 4%).
+// walks /proc/<pid>/smaps_rollup of every process under shoald every 50 ms (multi_model: 5 ms)
+// and keeps the peaks of the summed PSS, RSS and USS, and each process's VmHWM; Shoal's must agree
+// within 2% (USS: 4%), or, where the peak is a moment, lie between what the reader saw held and
+// its highest read.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -101,22 +105,47 @@ bool OfTheExperiment(pid_t pid, bool fork_server) {
   return argv.find(std::string("--role\0", 7)) != std::string::npos;
 }
 
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// The highest level a series of reads held for 100 ms at least (every read of a stretch that
+// long): a level no sampler ticking every 50 ms can miss, whatever moments above it it missed.
+class HeldLevel {
+ public:
+  void Add(SteadyTime t, uint64_t value) {
+    const auto window = std::chrono::milliseconds(100);
+    recent_.push_back({t, value});
+    // Keeps the reads of the last 100 ms and the one before them.
+    while (recent_.size() > 2 && t - recent_[1].first >= window) recent_.pop_front();
+    if (t - recent_.front().first < window) return;
+    uint64_t least = UINT64_MAX;
+    for (const auto& [when, v] : recent_) least = std::min(least, v);
+    level_ = std::max(level_, least);
+  }
+  uint64_t level() const { return level_; }
+
+ private:
+  std::deque<std::pair<SteadyTime, uint64_t>> recent_;
+  uint64_t level_ = 0;
+};
+
 // Sums the RSS, PSS and USS of every process under shoald (the experiment's leader and workers,
-// and, in a forkserver run, the fork-server with its children), every 50 ms, until stopped, and
-// keeps the peak of each sum.
+// and, in a forkserver run, the fork-server with its children), every `interval`, until stopped,
+// and keeps the peak of each sum.
 class IndependentReader {
  public:
-  IndependentReader(pid_t daemon, bool fork_server)
-      : daemon_(daemon), fork_server_(fork_server), thread_([this] { Loop(); }) {}
+  IndependentReader(pid_t daemon, bool fork_server, std::chrono::milliseconds interval)
+      : daemon_(daemon),
+        fork_server_(fork_server),
+        interval_(interval),
+        thread_([this] { Loop(); }) {}
   ~IndependentReader() { Stop(); }
   void Stop() {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
   Memory peak() const { return peak_; }  // after Stop
-  // The highest level each sum held for three reads in a row (100 ms at least): a peak no
-  // sampler ticking every 50 ms can miss.
-  Memory sustained() const { return sustained_; }
+  // The highest level each sum held (see HeldLevel).
+  Memory sustained() const { return {held_rss_.level(), held_pss_.level(), held_uss_.level()}; }
   int reads() const { return reads_; }
   // The highest PSS read of each process (after Stop).
   uint64_t PssKb(pid_t pid) const {
@@ -132,9 +161,9 @@ class IndependentReader {
  private:
   void Loop() {
     while (!stop_) {
+      const SteadyTime now = std::chrono::steady_clock::now();
       Memory sum;
-      for (pid_t pid : Descendants(daemon_)) {
-        if (!OfTheExperiment(pid, fork_server_)) continue;
+      for (pid_t pid : Experiment(now)) {
         const std::string status = Slurp("/proc/" + std::to_string(pid) + "/status");
         if (const auto at = status.find("VmHWM:"); at != std::string::npos)
           hwm_kb_[pid] = std::max<uint64_t>(hwm_kb_[pid], std::stoull(status.substr(at + 6)));
@@ -147,23 +176,32 @@ class IndependentReader {
       peak_.rss_kb = std::max(peak_.rss_kb, sum.rss_kb);
       peak_.pss_kb = std::max(peak_.pss_kb, sum.pss_kb);
       peak_.uss_kb = std::max(peak_.uss_kb, sum.uss_kb);
-      last_[reads_ % 3] = sum;
-      if (reads_ >= 2) {
-        auto held = [&](uint64_t Memory::*f) {
-          return std::min({last_[0].*f, last_[1].*f, last_[2].*f});
-        };
-        sustained_.rss_kb = std::max(sustained_.rss_kb, held(&Memory::rss_kb));
-        sustained_.pss_kb = std::max(sustained_.pss_kb, held(&Memory::pss_kb));
-        sustained_.uss_kb = std::max(sustained_.uss_kb, held(&Memory::uss_kb));
-      }
+      held_rss_.Add(now, sum.rss_kb);
+      held_pss_.Add(now, sum.pss_kb);
+      held_uss_.Add(now, sum.uss_kb);
       ++reads_;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(interval_);
     }
+  }
+  // The experiment's processes, found again every 50 ms: walking all of /proc takes most of a
+  // read's 15 ms here, and a 10 ms reader that walked it every time read every 26 ms and missed
+  // a multi_model handover whose RSS Shoal's statm read exactly.
+  const std::vector<pid_t>& Experiment(SteadyTime now) {
+    if (now - scanned_at_ < std::chrono::milliseconds(50)) return experiment_;
+    experiment_.clear();
+    for (pid_t pid : Descendants(daemon_))
+      if (OfTheExperiment(pid, fork_server_)) experiment_.push_back(pid);
+    scanned_at_ = now;
+    return experiment_;
   }
   pid_t daemon_;
   bool fork_server_;
+  std::chrono::milliseconds interval_;
+  std::vector<pid_t> experiment_;
+  SteadyTime scanned_at_{};
   std::atomic<bool> stop_{false};
-  Memory peak_, sustained_, last_[3];
+  Memory peak_;
+  HeldLevel held_rss_, held_pss_, held_uss_;
   std::map<pid_t, uint64_t> hwm_kb_, pss_kb_;
   std::atomic<int> reads_{0};
   std::thread thread_;
@@ -231,8 +269,15 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
     args.insert(args.end(), {"--workers", std::to_string(workers), "--batches", "8", "--dataset",
                              kFashion, "--eval-samples", "0"});
   }
-  // Started before the submit: it sees every process born.
-  IndependentReader reader(daemon_->pid(), std::string(start) == "forkserver");
+  // Started before the submit: it sees every process born. multi_model's peak is a handover of
+  // 10-30 ms (see below). A reader ticking every 50 ms caught it in 5 runs of 8 here and missed
+  // it on CI, where Shoal's ticks caught it 12.5% above the reader's highest read: there it reads
+  // every 5 ms (a read every 15 ms, as reading the four processes takes 10), and its highest
+  // PSS read was 170-189 MiB in 12 runs to Shoal's 164-177. hogwild's peak is a level held for
+  // seconds, and reading five 300 MB processes every 5 ms would take a core from the run.
+  const bool handover = std::string(kind) == "multi_model";
+  IndependentReader reader(daemon_->pid(), std::string(start) == "forkserver",
+                           std::chrono::milliseconds(handover ? 5 : 50));
   const std::string id = Parse(daemon_->Cli(args))["id"];
   ASSERT_FALSE(id.empty());
   json e;
@@ -250,11 +295,11 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
               reader.reads());
   const double pss = r["peak_pss_sum_bytes"].get<double>();
   // multi_model's peak sum is a handover: the next worker's first steps while the last one
-  // exits, tens of ms that either reader's 50 ms ticks may catch and the other miss (measured:
-  // Shoal 0.88-1.04x the reader's peak PSS, 0.93-1.07x its RSS). So Shoal's must reach what the
-  // reader saw held for three reads, and stay within 12% of its highest read: before the parent
-  // of a fork was walked at once, Shoal read 29-36% high; before the parent of a worker that
-  // left was, its USS read down to 0.71x.
+  // exits, which Shoal's 50 ms ticks may catch or miss (measured against the 5 ms reader: Shoal
+  // 0.87-1.04x its highest PSS read, 0.93-1.07x its RSS). So Shoal's must reach what the reader
+  // saw held for 100 ms, and stay within 12% of its highest read: before the parent of a fork
+  // was walked at once, Shoal read 29-36% high; before the parent of a worker that left was,
+  // its USS read down to 0.71x.
   if (std::string(kind) == "multi_model") {
     ExpectWithin("PSS", pss, reader.sustained().pss_kb, reader.peak().pss_kb);
     ExpectWithin("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.sustained().rss_kb,
@@ -276,9 +321,10 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   // The leader's own peak PSS falls just before its workers start, between two samples: it
   // reads itself then, at every sample tick and at its end. Sampled only, a 2-worker fork leader
   // read 147 MiB to the reader's 201. A multi_model leader (no data set: its peak is LibTorch's
-  // pages once no worker shares them) has a transient a few MiB higher that none of those reads
-  // meets: 145-146 MiB to the reader's 145-151 (2026-11-25, 12 runs), so 0.95 there.
-  const double leader_tolerance = std::string(kind) == "multi_model" ? 0.95 : 0.98;
+  // pages once no worker shares them) grows 3-7 MiB more as it exits, after its last reading
+  // has been sent: 147-153 MiB to the 5 ms reader's highest 150-154 (0.956-1.00, 2026-11-26, 12
+  // runs), so 0.94 there.
+  const double leader_tolerance = std::string(kind) == "multi_model" ? 0.94 : 0.98;
   for (const auto& p : e["processes"]) {
     if (p["role"] != "leader") continue;
     const double reader_kb = double(reader.PssKb(p["pid"].get<int>()));
