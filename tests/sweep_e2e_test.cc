@@ -34,11 +34,31 @@ class SweepE2E : public ::testing::Test {
   std::unique_ptr<Daemon> daemon_;
 };
 
+// Samples every 50 ms: a point's workers train for about 250 ms, one or two ticks at the default
+// 200, and a 2-worker point whose ticks both fell before its workers grew would read no more
+// memory than a 1-worker point (the per-worker check below failed once in a full ctest).
 TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
-  CommandResult r =
-      daemon_->Cli({"sweep", "--workers", "1,2", "--start", "fork,forkserver", "--share", "yes,no",
-                    "--device", "cpu", "--batches", "2", "--batch-size", "16", "--eval-samples",
-                    "0", "--dataset", kFashion, "--wait", "--json"});
+  CommandResult r = daemon_->Cli({"sweep",
+                                  "--workers",
+                                  "1,2",
+                                  "--start",
+                                  "fork,forkserver",
+                                  "--share",
+                                  "yes,no",
+                                  "--device",
+                                  "cpu",
+                                  "--batches",
+                                  "2",
+                                  "--batch-size",
+                                  "16",
+                                  "--eval-samples",
+                                  "0",
+                                  "--dataset",
+                                  kFashion,
+                                  "--sample-interval-ms",
+                                  "50",
+                                  "--wait",
+                                  "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = Parse(r);
   const std::string id = j["sweep"]["id"];
