@@ -103,6 +103,12 @@ TEST_F(AccessDaemonE2E, GroupMembersSubmitButChangeOnlyTheirOwn) {
   EXPECT_EQ(CliAsNobody(socket_, {"cancel", theirs}, true).exit_code, 0);
   EXPECT_EQ(CliAsNobody(socket_, {"prune", "--keep", "0"}, true).exit_code, 1);  // admins only
   EXPECT_EQ(daemon_->Cli({"cancel", mine}).exit_code, 0);                        // root may
+  // A running experiment is cancelled once every process of it is gone, after the call returns.
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        return testing::Parse(daemon_->Cli({"get", mine, "--json"}))["state"] == "CANCELLED";
+      },
+      30));
   const auto got = testing::Parse(daemon_->Cli({"get", theirs, "--json"}));
   EXPECT_EQ(got["submitter"], "uid 65534");
   EXPECT_EQ(got["state"], "CANCELLED");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "shared/shm.h"
@@ -87,9 +88,12 @@ TEST_F(DataParallelE2E, WeakAndStrongOverOneTwoThreeWorkersFillTheSeedTables) {
     EXPECT_GT(d["compute_ms"].get<double>(), 0);
     EXPECT_GT(d["allreduce_busy_ms"].get<double>(), 0);
     // The per-step split, summed over the steps, is the training window the clock saw (replicas
-    // run in lockstep from one start gate).
+    // run in lockstep from one start gate). The window is 16 short steps, 50-100 ms: below it,
+    // 30% or 40 ms, whichever is more, for the skews at the gate and the end and a replica
+    // preempted outside its timed phases (three replicas on two cores).
     const double steps_ms = d["step_ms"].get<double>() * 16, window = r["train_ms"].get<double>();
-    EXPECT_NEAR(steps_ms, window, 0.3 * window) << d.dump();
+    EXPECT_LE(steps_ms, window * 1.3) << d.dump();
+    EXPECT_GE(steps_ms, window - std::max(0.3 * window, 40.0)) << d.dump();
     if (k == 1) {
       EXPECT_FALSE(
           d.value("bus_bandwidth_gbps", json()).is_number());  // one replica: nothing moves

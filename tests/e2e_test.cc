@@ -91,13 +91,14 @@ TEST_P(HogwildE2E, TrainsOnRealDataAndSharingIsWhatItSays) {
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   const json& r = e["result"];
   // The times against this test's stopwatch, which encloses the whole submit and wait; the
-  // sampler's CPU against the daemon's own, read from /proc (one clock tick of slack).
+  // sampler's CPU against the daemon's own, read from /proc (two clock ticks of slack: utime and
+  // stime are each truncated to whole ticks, in both readings).
   EXPECT_LT(r["queued_ms"].get<double>() + r["wall_ms"].get<double>(), elapsed_ms);
   EXPECT_LT(r["ready_ms"].get<double>(), r["wall_ms"].get<double>());
   EXPECT_GT(r["train_ms"].get<double>(), 0);
   EXPECT_LT(r["train_ms"].get<double>(), r["wall_ms"].get<double>());
   EXPECT_LE(r["sampler_cpu_ms"].get<double>(),
-            daemon_cpu_ms + 1000.0 / double(sysconf(_SC_CLK_TCK)));
+            daemon_cpu_ms + 2000.0 / double(sysconf(_SC_CLK_TCK)));
   EXPECT_EQ(r["steps"], 6);
   EXPECT_EQ(r["samples"], 6 * 64);
   EXPECT_GT(r["samples_per_sec"].get<double>(), 0);

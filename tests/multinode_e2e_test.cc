@@ -101,10 +101,26 @@ class TwoNodes : public ::testing::Test {
 
   // Submits one experiment across both nodes through daemon 0; returns its id there.
   std::string SubmitCoordinated(const std::string& batches) {
-    CommandResult r = daemons_[0]->Cli({"submit", "--kind", "data_parallel", "--node-daemons",
-                                        kDaemons, "--workers", "1", "--batch-size", "16",
-                                        "--batches", batches, "--eval-samples", "0", "--start",
-                                        "spawn", "--stall-timeout-ms", "20000", "--json"});
+    CommandResult r = daemons_[0]->Cli({"submit",
+                                        "--kind",
+                                        "data_parallel",
+                                        "--node-daemons",
+                                        kDaemons,
+                                        "--workers",
+                                        "1",
+                                        "--batch-size",
+                                        "16",
+                                        "--batches",
+                                        batches,
+                                        "--eval-samples",
+                                        "0",
+                                        "--start",
+                                        "spawn",
+                                        "--stall-timeout-ms",
+                                        "20000",
+                                        "--sample-interval-ms",
+                                        "50",
+                                        "--json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return Parse(r).value("id", "");
   }

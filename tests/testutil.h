@@ -158,7 +158,9 @@ class Daemon {
     envp.push_back(nullptr);
     if (posix_spawn(&pid_, argv[0].c_str(), nullptr, nullptr, args.data(), envp.data()) != 0)
       return false;
-    for (int i = 0; i < 200; ++i) {  // up to 10 s until it accepts connections
+    // Up to 60 s until it accepts connections, as long as shoald itself gives `shoal-worker
+    // --version` (LibTorch loaded from a cold page cache) before it listens; an exit fails at once.
+    for (int i = 0; i < 1200; ++i) {
       if (Connectable()) return true;
       int status;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
