@@ -435,9 +435,13 @@ TEST_F(Lifecycle, Chaos) {
   const char* env = std::getenv("SHOAL_CHAOS_ROUNDS");
   const int rounds = env ? std::atoi(env) : 4;
   ASSERT_GT(rounds, 0) << "SHOAL_CHAOS_ROUNDS=" << env << ": no rounds would pass without a test";
-  std::mt19937 rng(env && std::getenv("SHOAL_CHAOS_SEED")
-                       ? std::atoi(std::getenv("SHOAL_CHAOS_SEED"))
-                       : std::random_device{}());
+  // The seed is printed and SHOAL_CHAOS_SEED replays it: a failed round can be run again.
+  const char* seed_env = std::getenv("SHOAL_CHAOS_SEED");
+  const unsigned seed =
+      seed_env ? unsigned(std::strtoul(seed_env, nullptr, 10)) : std::random_device{}();
+  std::printf("chaos: %d rounds, SHOAL_CHAOS_SEED=%u\n", rounds, seed);
+  RecordProperty("chaos_seed", std::to_string(seed));
+  std::mt19937 rng(seed);
   const char* targets[] = {"worker", "leader", "fork-server", "daemon"};
   int faults = 0, leaks = 0, lost = 0, wrong = 0;
   std::vector<std::string> ids;

@@ -99,30 +99,37 @@ class TwoNodes : public ::testing::Test {
     for (const char* f : {"tokens", "peer.tok"}) ::chmod((dir_ / f).c_str(), 0600);
   }
 
-  // Submits one experiment across both nodes through daemon 0; returns its id there.
-  std::string SubmitCoordinated(const std::string& batches) {
-    CommandResult r = daemons_[0]->Cli({"submit",
-                                        "--kind",
-                                        "data_parallel",
-                                        "--node-daemons",
-                                        kDaemons,
-                                        "--workers",
-                                        "1",
-                                        "--batch-size",
-                                        "16",
-                                        "--batches",
-                                        batches,
-                                        "--eval-samples",
-                                        "0",
-                                        "--start",
-                                        "spawn",
-                                        "--stall-timeout-ms",
-                                        "20000",
-                                        "--sample-interval-ms",
-                                        "50",
-                                        "--json"});
+  // A data_parallel submit of one replica a node, `batches` of 16, and whatever `more` adds;
+  // returns the experiment's id on the daemon of `node`.
+  std::string SubmitDataParallel(int node, const std::string& batches,
+                                 const std::vector<std::string>& more) {
+    std::vector<std::string> args = {"submit",
+                                     "--kind",
+                                     "data_parallel",
+                                     "--workers",
+                                     "1",
+                                     "--batch-size",
+                                     "16",
+                                     "--batches",
+                                     batches,
+                                     "--eval-samples",
+                                     "0",
+                                     "--start",
+                                     "spawn",
+                                     "--stall-timeout-ms",
+                                     "20000",
+                                     "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    CommandResult r = daemons_[node]->Cli(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return Parse(r).value("id", "");
+  }
+
+  // Submits one experiment across both nodes through daemon 0; returns its id there. Samples
+  // every 50 ms: the watch must see node 1's, and a short run gives the default 200 ms few.
+  std::string SubmitCoordinated(const std::string& batches) {
+    return SubmitDataParallel(0, batches,
+                              {"--node-daemons", kDaemons, "--sample-interval-ms", "50"});
   }
   // The coordinated record's part on `node`, read from that node's own daemon.
   json Part(const json& e, int node) { return Get(node, e["parts"][node]["experiment_id"]); }
@@ -167,30 +174,8 @@ class TwoNodes : public ::testing::Test {
 
   // Submits node `node`'s part; returns the experiment's id on that daemon.
   std::string SubmitPart(int node, const std::string& batches, const std::string& master) {
-    CommandResult r = daemons_[node]->Cli({"submit",
-                                           "--kind",
-                                           "data_parallel",
-                                           "--nodes",
-                                           "2",
-                                           "--node-rank",
-                                           std::to_string(node),
-                                           "--master",
-                                           master,
-                                           "--workers",
-                                           "1",
-                                           "--batch-size",
-                                           "16",
-                                           "--batches",
-                                           batches,
-                                           "--eval-samples",
-                                           "0",
-                                           "--start",
-                                           "spawn",
-                                           "--stall-timeout-ms",
-                                           "20000",
-                                           "--json"});
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return Parse(r).value("id", "");
+    return SubmitDataParallel(
+        node, batches, {"--nodes", "2", "--node-rank", std::to_string(node), "--master", master});
   }
   json Get(int node, const std::string& id) {
     return Parse(daemons_[node]->Cli({"get", id, "--json"}));
