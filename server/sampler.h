@@ -4,8 +4,10 @@
 // walks the page tables (1.5-16 ms for a training worker, by machine), is read under a CPU budget
 // (default 1% of one core, a token bucket filled with wall time and drained by the measured cost
 // of each read; a walk may leave it in debt; a process's first walk is not rationed), first for
-// processes never walked or whose sharing changed, then for those not walked for refresh_after,
-// then for those whose RSS moved most (WalkCandidates says why, and who goes first in a tier).
+// processes never walked or whose sharing changed, then for those whose pages the others may have
+// mapped since (the others' file+shmem resident grew), then for those not walked for
+// refresh_after, then for those whose RSS moved most (WalkCandidates says why, and who goes first
+// in a tier).
 // Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
 // since count whole (they are private), while file and shared-memory pages (the shared data and
 // weight segments, the libraries) count at the share of them the walk found to be this process's.
@@ -85,6 +87,9 @@ class ProcessSampler {
     uint64_t pss_anon = 0, pss_shared = 0;  // the walk's Pss_Anon and Pss_File + Pss_Shmem
     bool split = false;                     // the kernel gave that split
     uint64_t rss_now = 0, shared_now = 0;
+    // The other processes' file+shmem resident at its walk: as they map more, some of it may be
+    // its pages, whose share of its PSS falls while its own RSS stands still.
+    uint64_t others_shared_at_walk = 0;
     uint64_t walked_at_ns = 0;
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
     std::optional<double> cpu_percent;  // none until a second reading
@@ -102,6 +107,8 @@ class ProcessSampler {
   }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
   void MarkParentsOfNew();
+  uint64_t OthersShared(const Proc& p) const;  // shared_sum_ less p's own
+  static double Mappable(const Proc& p);
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns);
   void Emit(uint64_t now_ns, v1::Sample* out);
@@ -120,6 +127,7 @@ class ProcessSampler {
   uint64_t last_tick_ns_ = 0;
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;
   uint64_t peak_pss_sum_ = 0, peak_rss_sum_ = 0, peak_uss_sum_ = 0;
+  uint64_t shared_sum_ = 0;  // this tick's file+shmem resident, summed over the live processes
 };
 
 }  // namespace shoal

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <map>
 
 #include "tests/fakes.h"
@@ -267,6 +268,52 @@ TEST(SamplerTest, AStaleProcessOutranksMovingOnes) {
   s.Tick(t, &out);
   ASSERT_EQ(out.processes(0).pid(), 100);
   EXPECT_EQ(out.processes(0).pss_bytes(), 30000ull * 1024);
+}
+
+// A process whose walk gives the kernel's split: its RSS, the file+shmem part of it, its PSS of
+// anonymous, file and shmem pages (which add up to its PSS), and its USS.
+FakeProc::P SplitProcess(uint64_t rss_kb, uint64_t shared_kb, std::array<uint64_t, 3> pss_kb,
+                         uint64_t uss_kb) {
+  FakeProc::P p;
+  p.rss_kb = rss_kb;
+  p.shared_kb = shared_kb;
+  p.split = true;
+  p.pss_anon_kb = pss_kb[0];
+  p.pss_file_kb = pss_kb[1];
+  p.pss_shmem_kb = pss_kb[2];
+  p.pss_kb = pss_kb[0] + pss_kb[1] + pss_kb[2];
+  p.uss_kb = uss_kb;
+  return p;
+}
+
+// Workers read a leader's data set segment for seconds after they start: its PSS falls while its
+// RSS stands still, and what statm shows of it is the workers' shared pages growing. The leader
+// is walked again within a second, not after refresh_after (a 2-worker spawn run's leader read
+// 142 MiB at the peak where a walk found 116).
+TEST(SamplerTest, ALeaderWhosePagesTheOthersMapIsWalkedAgainSoon) {
+  FakeProc proc;
+  proc.walk_cost_ns = 10'000'000;  // one walk a second fits the budget
+  proc.procs[100] = SplitProcess(211000, 150000, {60000, 32000, 50000}, 100000);  // the leader
+  proc.procs[101] = SplitProcess(680000, 107000, {570000, 35000, 0}, 570000);     // workers
+  proc.procs[102] = proc.procs[101];
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(100, "leader", -1);
+  s.Track(101, "worker", 0);
+  s.Track(102, "worker", 1);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);  // the first walks
+  ASSERT_EQ(proc.walks[100], 1);
+  for (int i = 1; i <= 10; ++i) {  // 2 s: each worker maps 3 MB more of the segment a tick
+    for (pid_t w : {101, 102}) proc.procs[w].shared_kb += 3000;
+    proc.procs[100].pss_kb -= 1000;  // the leader's share of those pages, gone to the workers
+    proc.procs[100].pss_shmem_kb -= 1000;
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);
+  }
+  EXPECT_GE(proc.walks[100], 2) << "the leader waited for refresh_after";
+  EXPECT_EQ(out.processes(0).pid(), 100);
+  EXPECT_LE(out.processes(0).pss_bytes(), 138000ull * 1024);
 }
 
 // When every process's sharing changed, the one whose estimate can be most wrong is walked
