@@ -307,7 +307,12 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
     ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
                  reader.peak().uss_kb);
   } else {
-    ExpectAgrees("PSS", pss, reader.peak().pss_kb, 0.02);
+    // A forkserver run's 20 processes wait their turn for walks of about 10 ms each against a
+    // budget of 10 ms a second, and its peak PSS sum reads high by what their stale shares hold:
+    // 1.004-1.017x the reader's on 2026-11-26 (1.015-1.019x before the sampler's tier for pages
+    // the others mapped), so 3% there; spawn and fork read 1.000-1.008x.
+    ExpectAgrees("PSS", pss, reader.peak().pss_kb,
+                 std::string(start) == "forkserver" ? 0.03 : 0.02);
     // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
     ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
     ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.peak().uss_kb, 0.04);
