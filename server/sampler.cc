@@ -82,7 +82,7 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
   shared_sum_ = 0;
   for (auto& [pid, p] : procs_) {
     ReadCheap(pid, p, now_ns);
-    if (!p.gone) shared_sum_ += std::min(p.shared_now, p.rss_now);
+    if (!p.gone) shared_sum_ += SharedNow(p);
   }
   MarkParentsOfNew();
   const uint64_t walk_ns = Walk(WalkCandidates(now_ns), now_ns);
@@ -144,7 +144,7 @@ double ProcessSampler::Mappable(const Proc& p) {
 }
 
 uint64_t ProcessSampler::OthersShared(const Proc& p) const {
-  return shared_sum_ - std::min(shared_sum_, std::min(p.shared_now, p.rss_now));
+  return shared_sum_ - std::min(shared_sum_, SharedNow(p));
 }
 
 // Who deserves a page-table walk, in tiers: never walked, then the parents of those; sharing
@@ -181,8 +181,9 @@ std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
       want.push_back({{4, -1.0}, pid});
     } else if (p.due) {
       want.push_back({{3, double(p.pss)}, pid});
-    } else if (others_grew >= opts_.move_threshold && Mappable(p) > 0) {
-      want.push_back({{2, Mappable(p) * others_grew}, pid});
+    } else if (const double mappable = Mappable(p);
+               others_grew >= opts_.move_threshold && mappable > 0) {
+      want.push_back({{2, mappable * others_grew}, pid});
     } else if (age_ns > opts_.refresh_after_ns) {
       want.push_back({{1, shared_pss * double(age_ns) / 1e9}, pid});
     } else if (move >= opts_.move_threshold) {
@@ -250,7 +251,7 @@ std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {
     const int64_t delta = int64_t(p.rss_now) - int64_t(p.rss);
     return {add(p.pss, delta), add(p.uss, delta)};
   }
-  const uint64_t shared_now = std::min(p.shared_now, p.rss_now);
+  const uint64_t shared_now = SharedNow(p);
   const int64_t anon_delta = int64_t(p.rss_now - shared_now) - int64_t(p.anon);
   // Shared pages touched since count at the share the walk found; with none seen then, whole.
   const double share = p.shared > 0 ? double(p.pss_shared) / double(p.shared) : 1.0;

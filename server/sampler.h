@@ -15,6 +15,7 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -107,6 +108,8 @@ class ProcessSampler {
   }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
   void MarkParentsOfNew();
+  // Its file+shmem resident by this tick's statm (never above its RSS: the two are read apart).
+  static uint64_t SharedNow(const Proc& p) { return std::min(p.shared_now, p.rss_now); }
   uint64_t OthersShared(const Proc& p) const;  // shared_sum_ less p's own
   static double Mappable(const Proc& p);
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first

@@ -839,8 +839,7 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     const std::string key = m.key;
     if ((key == "host_memory_gib" || key == "gpu_memory_gib") && l.column_field == "workers" &&
         l.columns.size() > 1) {
-      Table per = PerWorkerTable(tables.back(), key == "host_memory_gib" ? "Host" : "GPU");
-      tables.push_back(std::move(per));
+      tables.push_back(PerWorkerTable(tables.back(), key == "host_memory_gib" ? "Host" : "GPU"));
     }
   }
   std::vector<std::string> fields;

@@ -260,23 +260,69 @@ void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, u
   EXPECT_LE(shoal_bytes, peak * 1.12) << what;
 }
 
+// multi_model's peak sum is a handover: the next worker's first steps while the last one
+// exits, which Shoal's 50 ms ticks may catch or miss (measured against the 5 ms reader: Shoal
+// 0.87-1.04x its highest PSS read, 0.93-1.07x its RSS). So Shoal's must reach what the reader
+// saw held for 100 ms, and stay within 12% of its highest read: before the parent of a fork
+// was walked at once, Shoal read 29-36% high; before the parent of a worker that left was,
+// its USS read down to 0.71x.
+void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover,
+                    bool forkserver) {
+  const double pss = r["peak_pss_sum_bytes"].get<double>();
+  if (handover) {
+    ExpectWithin("PSS", pss, reader.sustained().pss_kb, reader.peak().pss_kb);
+    ExpectWithin("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.sustained().rss_kb,
+                 reader.peak().rss_kb);
+    ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
+                 reader.peak().uss_kb);
+  } else {
+    // A forkserver run's 20 processes wait their turn for walks of about 10 ms each against a
+    // budget of 10 ms a second, and its peak PSS sum reads high by what their stale shares hold:
+    // 1.004-1.017x the reader's on 2026-11-26 (1.015-1.019x before the sampler's tier for pages
+    // the others mapped), so 3% there; spawn and fork read 1.000-1.008x.
+    ExpectAgrees("PSS", pss, reader.peak().pss_kb, forkserver ? 0.03 : 0.02);
+    // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
+    ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
+    ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.peak().uss_kb, 0.04);
+  }
+}
+
+// The leader's own peak PSS falls just before its workers start, between two samples: it
+// reads itself then, at every sample tick and at its end. Sampled only, a 2-worker fork leader
+// read 147 MiB to the reader's 201. A multi_model leader (no data set: its peak is LibTorch's
+// pages once no worker shares them) grows 3-9 MiB more as it exits, after its last reading
+// has been sent: file pages, the code of the exit path faulting in (traced every 2 ms: file
+// PSS 89 -> 98 MiB while anonymous fell 57 -> 55). 147-153 MiB to the 5 ms reader's highest
+// 150-154 (0.956-1.00, 2026-11-26, 12 runs), so 0.94 there.
+void ExpectLeaderPeak(const json& e, const IndependentReader& reader, bool handover) {
+  const double leader_tolerance = handover ? 0.94 : 0.98;
+  for (const auto& p : e["processes"]) {
+    if (p["role"] != "leader") continue;
+    const double reader_kb = double(reader.PssKb(p["pid"].get<int>()));
+    std::printf("  leader peak PSS: Shoal %.1f MiB, independent %.1f MiB\n",
+                p["peak_pss_bytes"].get<double>() / 1048576, reader_kb / 1024);
+    EXPECT_GE(p["peak_pss_bytes"].get<double>(), reader_kb * 1024 * leader_tolerance);
+  }
+}
+
 TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   const auto [workers, start, kind] = GetParam();
+  const bool handover = std::string(kind) == "multi_model";
+  const bool forkserver = std::string(start) == "forkserver";
   std::vector<std::string> args = {"submit", "--start", start, "--kind", kind, "--json"};
-  if (std::string(kind) == "multi_model") {  // 3 workers for n = 2: mlinear, mconv1d, gconv1d
+  if (handover) {  // 3 workers for n = 2: mlinear, mconv1d, gconv1d
     args.insert(args.end(), {"--models", "2", "--iterations", "200", "--sample-interval-ms", "50"});
   } else {
     args.insert(args.end(), {"--workers", std::to_string(workers), "--batches", "8", "--dataset",
                              kFashion, "--eval-samples", "0"});
   }
   // Started before the submit: it sees every process born. multi_model's peak is a handover of
-  // 10-30 ms (see below). A reader ticking every 50 ms caught it in 5 runs of 8 here and missed
-  // it on CI, where Shoal's ticks caught it 12.5% above the reader's highest read: there it reads
-  // every 5 ms (a read every 15 ms, as reading the four processes takes 10), and its highest
+  // 10-30 ms (see ExpectPeakSums). A reader ticking every 50 ms caught it in 5 runs of 8 here and
+  // missed it on CI, where Shoal's ticks caught it 12.5% above the reader's highest read: there it
+  // reads every 5 ms (a read every 15 ms, as reading the four processes takes 10), and its highest
   // PSS read was 170-189 MiB in 12 runs to Shoal's 164-177. hogwild's peak is a level held for
   // seconds, and reading five 300 MB processes every 5 ms would take a core from the run.
-  const bool handover = std::string(kind) == "multi_model";
-  IndependentReader reader(daemon_->pid(), std::string(start) == "forkserver",
+  IndependentReader reader(daemon_->pid(), forkserver,
                            std::chrono::milliseconds(handover ? 5 : 50));
   const std::string id = Parse(daemon_->Cli(args))["id"];
   ASSERT_FALSE(id.empty());
@@ -294,50 +340,14 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   std::printf("peak sums, %s, %d workers %s, over %d reads:\n", kind, workers, start,
               reader.reads());
   const double pss = r["peak_pss_sum_bytes"].get<double>();
-  // multi_model's peak sum is a handover: the next worker's first steps while the last one
-  // exits, which Shoal's 50 ms ticks may catch or miss (measured against the 5 ms reader: Shoal
-  // 0.87-1.04x its highest PSS read, 0.93-1.07x its RSS). So Shoal's must reach what the reader
-  // saw held for 100 ms, and stay within 12% of its highest read: before the parent of a fork
-  // was walked at once, Shoal read 29-36% high; before the parent of a worker that left was,
-  // its USS read down to 0.71x.
-  if (std::string(kind) == "multi_model") {
-    ExpectWithin("PSS", pss, reader.sustained().pss_kb, reader.peak().pss_kb);
-    ExpectWithin("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.sustained().rss_kb,
-                 reader.peak().rss_kb);
-    ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
-                 reader.peak().uss_kb);
-  } else {
-    // A forkserver run's 20 processes wait their turn for walks of about 10 ms each against a
-    // budget of 10 ms a second, and its peak PSS sum reads high by what their stale shares hold:
-    // 1.004-1.017x the reader's on 2026-11-26 (1.015-1.019x before the sampler's tier for pages
-    // the others mapped), so 3% there; spawn and fork read 1.000-1.008x.
-    ExpectAgrees("PSS", pss, reader.peak().pss_kb,
-                 std::string(start) == "forkserver" ? 0.03 : 0.02);
-    // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
-    ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
-    ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.peak().uss_kb, 0.04);
-  }
+  ExpectPeakSums(r, reader, handover, forkserver);
   // Each process's own high-water mark, summed over the leader and the workers: the reader's
   // last VmHWM of each is at most 50 ms older than the one the process read as it ended.
   uint64_t hwm_kb = 0;
   for (const auto& p : e["processes"])
     if (p["role"] == "leader" || p["role"] == "worker") hwm_kb += reader.HwmKb(p["pid"].get<int>());
   ExpectAgrees("VmHWM", r["peak_rss_hwm_sum_bytes"].get<double>(), hwm_kb, 0.02);
-  // The leader's own peak PSS falls just before its workers start, between two samples: it
-  // reads itself then, at every sample tick and at its end. Sampled only, a 2-worker fork leader
-  // read 147 MiB to the reader's 201. A multi_model leader (no data set: its peak is LibTorch's
-  // pages once no worker shares them) grows 3-9 MiB more as it exits, after its last reading
-  // has been sent: file pages, the code of the exit path faulting in (traced every 2 ms: file
-  // PSS 89 -> 98 MiB while anonymous fell 57 -> 55). 147-153 MiB to the 5 ms reader's highest
-  // 150-154 (0.956-1.00, 2026-11-26, 12 runs), so 0.94 there.
-  const double leader_tolerance = std::string(kind) == "multi_model" ? 0.94 : 0.98;
-  for (const auto& p : e["processes"]) {
-    if (p["role"] != "leader") continue;
-    const double reader_kb = double(reader.PssKb(p["pid"].get<int>()));
-    std::printf("  leader peak PSS: Shoal %.1f MiB, independent %.1f MiB\n",
-                p["peak_pss_bytes"].get<double>() / 1048576, reader_kb / 1024);
-    EXPECT_GE(p["peak_pss_bytes"].get<double>(), reader_kb * 1024 * leader_tolerance);
-  }
+  ExpectLeaderPeak(e, reader, handover);
   // The sum of each process's own peak is at least the peak of the sum, and is the table's
   // column summed: the experiment's processes and (forkserver) the fork-server's.
   EXPECT_GE(r["sum_of_peak_pss_bytes"].get<double>(), pss * 0.999);
@@ -345,13 +355,11 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   for (const char* list : {"processes", "fork_server_processes"})
     for (const auto& p : e.value(list, json::array())) table += p.value("peak_pss_bytes", 0ull);
   EXPECT_EQ(table, r["sum_of_peak_pss_bytes"].get<uint64_t>());
-  EXPECT_EQ(!e.value("fork_server_processes", json::array()).empty(),
-            std::string(start) == "forkserver");
+  EXPECT_EQ(!e.value("fork_server_processes", json::array()).empty(), forkserver);
   ExpectSamplesReadBack(id, workers, pss);
   // What its steps go to: workers x batches, or multi_model's workers x iterations.
   const json kept = Parse(daemon_->Cli({"get", id, "--samples", "--format", "json"}));
-  EXPECT_EQ(kept["samples"].back()["steps_total"],
-            workers * (std::string(kind) == "multi_model" ? 200 : 8));
+  EXPECT_EQ(kept["samples"].back()["steps_total"], workers * (handover ? 200 : 8));
 }
 
 // Each start method once, two counts, and multi_model (the full grid cost a minute of CI's 25 for

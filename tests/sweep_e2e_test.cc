@@ -30,9 +30,71 @@ class SweepE2E : public ::testing::Test {
     return daemon_->Start({"--grace-ms", "1000"});
   }
   json Sweep(const std::string& id) { return Parse(daemon_->Cli({"get", id, "--json"}))["sweep"]; }
+  // The sweep's JSON (`sweep_json`, what sweep --wait --json printed), saved, reports the same
+  // Markdown and comparison with no daemon at all (a GPU node's, brought back); a file that is not
+  // JSON (the SVG the test wrote) is named.
+  void ExpectTheSavedJsonReportsTheSame(const std::string& sweep_json, const std::string& md,
+                                        const std::string& cmp) {
+    const std::string saved = dir_ / "sweep.json";
+    std::ofstream(saved) << sweep_json;
+    const std::vector<std::string> offline = {testing::BinDir() + "/shoal", "--socket",
+                                              dir_ / "no-daemon.sock", "report", "--from-json"};
+    auto run_offline = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), offline.begin(), offline.end());
+      return testing::RunCommand(args);
+    };
+    CommandResult from = run_offline({saved});
+    EXPECT_EQ(from.exit_code, 0) << from.err;
+    EXPECT_EQ(from.out, md);
+    CommandResult both = run_offline({"--compare", saved, saved});
+    EXPECT_EQ(both.out, cmp) << both.err;
+    CommandResult bad = run_offline({dir_ / "m.svg"});
+    EXPECT_NE(bad.exit_code, 0);
+    EXPECT_EQ(bad.err, "shoal: " + (dir_ / "m.svg") + ": not JSON\n");
+  }
   TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
 };
+
+// Every table of the 2x2x2 grid (start x share rows, 1 and 2 workers) has a figure in every cell,
+// and no table of what was not measured (the GPU's, test accuracy).
+void ExpectEveryCellFilled(const json& j) {
+  int tables_checked = 0;
+  for (const auto& t : j["tables"]) {
+    EXPECT_NE(t["key"], "gpu_memory_gib");                   // a CPU-only sweep has no GPU tables
+    if (t["key"] == "host_memory_per_worker_gib") continue;  // against memory's: next function
+    ASSERT_EQ(t["rows"].size(), 4u) << t["key"];
+    EXPECT_EQ(t["columns"], json::array({"1", "2"}));
+    EXPECT_EQ(t["row_fields"], json::array({"start", "share"}));
+    EXPECT_NE(t["key"], "test_accuracy");  // --eval-samples 0: measured nowhere, so no table
+    for (const auto& row : t["rows"]) {
+      for (const auto& c : row["cells"]) {
+        ASSERT_TRUE(c["value"].is_number()) << t["key"] << " " << row.dump();
+        EXPECT_GT(c["value"].get<double>(), 0) << t["key"];
+      }
+    }
+    ++tables_checked;
+  }
+  EXPECT_EQ(tables_checked, 4);  // memory, throughput, ready, loss
+}
+
+// What each extra worker costs, row by row: memory(2) - memory(1), and memory(1) less it.
+void ExpectPerWorkerFromTheMemoryTable(const json& j) {
+  ASSERT_GE(j["tables"].size(), 2u);
+  const json& mem = j["tables"][0];
+  const json& per = j["tables"][1];
+  ASSERT_EQ(per["key"], "host_memory_per_worker_gib");
+  EXPECT_EQ(per["columns"], json::array({"per worker", "fixed"}));
+  ASSERT_EQ(per["rows"].size(), mem["rows"].size());
+  for (size_t i = 0; i < mem["rows"].size(); ++i) {
+    const json &m = mem["rows"][i]["cells"], &p = per["rows"][i]["cells"];
+    EXPECT_EQ(per["rows"][i]["labels"], mem["rows"][i]["labels"]);
+    const double one = m[0]["value"], two = m[1]["value"];
+    EXPECT_GT(p[0]["value"].get<double>(), 0) << "a second worker costs memory";
+    EXPECT_DOUBLE_EQ(p[0]["value"].get<double>(), two - one);
+    EXPECT_DOUBLE_EQ(p[1]["value"].get<double>(), one - (two - one));
+  }
+}
 
 // Samples every 50 ms: a point's workers train for about 250 ms, one or two ticks at the default
 // 200, and a 2-worker point whose ticks both fell before its workers grew would read no more
@@ -64,38 +126,8 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
   const std::string id = j["sweep"]["id"];
   EXPECT_EQ(j["sweep"]["state"], "SUCCEEDED");
   EXPECT_EQ(j["experiments"].size(), 8u);
-  int tables_checked = 0;
-  for (const auto& t : j["tables"]) {
-    EXPECT_NE(t["key"], "gpu_memory_gib");                   // a CPU-only sweep has no GPU tables
-    if (t["key"] == "host_memory_per_worker_gib") continue;  // checked below, against memory's
-    ASSERT_EQ(t["rows"].size(), 4u) << t["key"];
-    EXPECT_EQ(t["columns"], json::array({"1", "2"}));
-    EXPECT_EQ(t["row_fields"], json::array({"start", "share"}));
-    EXPECT_NE(t["key"], "test_accuracy");  // --eval-samples 0: measured nowhere, so no table
-    for (const auto& row : t["rows"]) {
-      for (const auto& c : row["cells"]) {
-        ASSERT_TRUE(c["value"].is_number()) << t["key"] << " " << row.dump();
-        EXPECT_GT(c["value"].get<double>(), 0) << t["key"];
-      }
-    }
-    ++tables_checked;
-  }
-  EXPECT_EQ(tables_checked, 4);  // memory, throughput, ready, loss
-  // What each extra worker costs, row by row: memory(2) - memory(1), and memory(1) less it.
-  ASSERT_GE(j["tables"].size(), 2u);
-  const json& mem = j["tables"][0];
-  const json& per = j["tables"][1];
-  ASSERT_EQ(per["key"], "host_memory_per_worker_gib");
-  EXPECT_EQ(per["columns"], json::array({"per worker", "fixed"}));
-  ASSERT_EQ(per["rows"].size(), mem["rows"].size());
-  for (size_t i = 0; i < mem["rows"].size(); ++i) {
-    const json &m = mem["rows"][i]["cells"], &p = per["rows"][i]["cells"];
-    EXPECT_EQ(per["rows"][i]["labels"], mem["rows"][i]["labels"]);
-    const double one = m[0]["value"], two = m[1]["value"];
-    EXPECT_GT(p[0]["value"].get<double>(), 0) << "a second worker costs memory";
-    EXPECT_DOUBLE_EQ(p[0]["value"].get<double>(), two - one);
-    EXPECT_DOUBLE_EQ(p[1]["value"].get<double>(), one - (two - one));
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectEveryCellFilled(j));
+  ASSERT_NO_FATAL_FAILURE(ExpectPerWorkerFromTheMemoryTable(j));
   // Listed, reportable in every format.
   json l = Parse(daemon_->Cli({"sweeps", "--json"}));
   ASSERT_EQ(l["sweeps"].size(), 1u);
@@ -115,23 +147,7 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
   CommandResult cmp = daemon_->Cli({"report", "--compare", id, id});
   EXPECT_NE(cmp.out.find("| fork | yes | 1.00 | 1.00 |"), std::string::npos) << cmp.out;
 
-  // The sweep's JSON, saved, reports the same with no daemon at all (a GPU node's, brought back).
-  const std::string saved = dir_ / "sweep.json";
-  std::ofstream(saved) << r.out;
-  const std::vector<std::string> offline = {testing::BinDir() + "/shoal", "--socket",
-                                            dir_ / "no-daemon.sock", "report", "--from-json"};
-  auto run_offline = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), offline.begin(), offline.end());
-    return testing::RunCommand(args);
-  };
-  CommandResult from = run_offline({saved});
-  EXPECT_EQ(from.exit_code, 0) << from.err;
-  EXPECT_EQ(from.out, md.out);
-  CommandResult both = run_offline({"--compare", saved, saved});
-  EXPECT_EQ(both.out, cmp.out) << both.err;
-  CommandResult bad = run_offline({dir_ / "m.svg"});
-  EXPECT_NE(bad.exit_code, 0);
-  EXPECT_EQ(bad.err, "shoal: " + (dir_ / "m.svg") + ": not JSON\n");
+  ExpectTheSavedJsonReportsTheSame(r.out, md.out, cmp.out);
 }
 
 TEST_F(SweepE2E, KilledDaemonResumesWithoutRerunningFinishedPoints) {
