@@ -12,6 +12,7 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/spec_flags.h"
+#include "client/uploads.h"
 #include "shared/cli_checks.h"
 #include "shared/pbjson.h"
 #include "shared/timeline.h"
@@ -52,7 +53,9 @@ v1::ExperimentState Watch(ShoalClient& c, const std::string& id, bool json, bool
 }
 
 int Submit(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
-  const std::string id = OrDie(c.Submit(OrDie(flags.Spec())));
+  v1::ExperimentSpec spec = OrDie(flags.Spec());
+  OrDie(UploadModelFiles(c, &spec));
+  const std::string id = OrDie(c.Submit(spec));
   if (!wait) {
     std::cout << (json ? nlohmann::json{{"id", id}}.dump() : id) << "\n";
     return 0;

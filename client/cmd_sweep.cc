@@ -12,6 +12,7 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/spec_flags.h"
+#include "client/uploads.h"
 #include "shared/cli_checks.h"
 #include "shared/pbjson.h"
 #include "shared/process.h"
@@ -81,7 +82,9 @@ v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet)
 }
 
 int SubmitSweep(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
-  const std::string id = OrDie(c.SubmitSweep(OrDie(flags.Sweep())));
+  v1::SweepSpec spec = OrDie(flags.Sweep());
+  OrDie(UploadModelFiles(c, &spec));
+  const std::string id = OrDie(c.SubmitSweep(spec));
   if (!wait) {
     std::cout << (json ? nlohmann::json{{"id", id}}.dump() : id) << "\n";
     return 0;

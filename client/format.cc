@@ -391,11 +391,29 @@ std::string VariantBlocks(const v1::Result& r) {
   return o;
 }
 
+// A model file: which one (name, size, hash), what it takes, and what its leader's probe step
+// measured.
+std::string ModelFileLines(const v1::Experiment& e) {
+  const auto& s = e.spec();
+  if (!s.has_model_file()) return "";
+  const auto& f = e.model_file();
+  std::string o =
+      "  model file  " + (f.name().empty() ? std::string("(no longer stored)") : f.name());
+  if (f.size_bytes() > 0) o += ", " + Mib(f.size_bytes());
+  o += ", " + s.model_file() + "\n";
+  o += "  input       " + s.input() + ", loss " + s.loss();
+  if (s.has_classes()) o += F(", %u classes", s.classes());
+  if (e.result().has_model_step_bytes())
+    o += ", one step " + Mib(e.result().model_step_bytes()) + " (the leader's probe)";
+  return o + "\n";
+}
+
 std::string FormatExperiment(const v1::Experiment& raw) {
   const v1::Experiment e = Printable(raw);
   std::string o = F("experiment %s  %s%s%s\n", e.id().c_str(), StateName(e.state()).c_str(),
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
+  o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
   return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +
          VariantBlocks(e.result()) + ProcessLines(e) + StepMemoryLines(e);

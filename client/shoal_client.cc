@@ -2,7 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 namespace shoal::cli {
 namespace {
@@ -83,6 +87,35 @@ StatusOr<std::string> ShoalClient::Submit(const v1::ExperimentSpec& spec) {
   v1::SubmitResponse r;
   RETURN_IF_ERROR(Convert(stub_->Submit(Ctx().get(), req, &r)));
   return r.id();
+}
+
+StatusOr<v1::StoredFile> ShoalClient::Upload(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot be read (" + std::strerror(errno) + ")");
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec || !std::filesystem::is_regular_file(path)) return InvalidArgument(path + ": not a file");
+  auto ctx = Ctx();
+  // A large file on a slow link: 30 s, and a second more for every 16 MiB.
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30 + (size >> 24)));
+  v1::StoredFile r;
+  auto writer = stub_->Upload(ctx.get(), &r);
+  v1::UploadChunk chunk;
+  chunk.set_name(std::filesystem::path(path).filename().string());
+  chunk.set_size(size);
+  std::string buf(1 << 20, '\0');
+  uint64_t sent = 0;
+  do {  // the first chunk names the file even when it is empty
+    in.read(buf.data(), std::streamsize(buf.size()));
+    chunk.set_data(buf.data(), size_t(in.gcount()));
+    sent += uint64_t(in.gcount());
+    if (!writer->Write(chunk)) break;  // the daemon refused it: Finish says why
+    chunk.clear_name();
+    chunk.clear_size();
+  } while (in && sent < size);
+  writer->WritesDone();
+  RETURN_IF_ERROR(Convert(writer->Finish()));
+  return r;
 }
 
 StatusOr<v1::Experiment> ShoalClient::Get(const std::string& id) {

@@ -33,6 +33,8 @@ class ShoalClient {
 
   StatusOr<v1::NodeInfoResponse> NodeInfo();
   StatusOr<std::string> Submit(const v1::ExperimentSpec& spec);
+  // Streams the file at `path` to shoald in chunks; where it stored it ("sha256:<hex>").
+  StatusOr<v1::StoredFile> Upload(const std::string& path);
   StatusOr<v1::Experiment> Get(const std::string& id);
   // Every page, `page_size` records a call (0: the daemon's default).
   // `filter`: a ListRequest holding only filter fields (state, kind, submitter, mine).

@@ -42,7 +42,9 @@ StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
                              " times; it takes one value");
     }
     // A field that is no axis (name, node_daemons, balance) or a path may hold commas.
-    if (g.values[0].find(',') != std::string::npos && g.field->axis && g.field->name != "dataset") {
+    // A comma inside brackets is an input's dimension's.
+    auto parts = SplitList(g.field->name, g.values[0]);
+    if (g.field->axis && g.field->name != "dataset" && (!parts.ok() || parts->size() > 1)) {
       return InvalidArgument(g.field->name +
                              ": submit takes one value (a list is a sweep: " + "shoal sweep)");
     }
@@ -53,17 +55,21 @@ StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
   return spec;
 }
 
-namespace {
-
-// "1,2,4" -> 1, 2, 4; an empty piece ("1,,2", "1,") is refused, not dropped.
 StatusOr<std::vector<std::string>> SplitList(const std::string& field, const std::string& text) {
-  std::vector<std::string> out = SplitCommas(text);
+  std::vector<std::string> out(1);
+  int depth = 0;  // a comma inside [...] is a dimension's, not the list's
+  for (char c : text) {
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    if (c == ',' && depth <= 0) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
   if (out.size() > 1 && std::count(out.begin(), out.end(), "") > 0)
     return InvalidArgument(field + ": an empty value in the list '" + text + "'");
   return out;
 }
-
-}  // namespace
 
 StatusOr<v1::SweepSpec> SpecFlags::Sweep() const {
   v1::SweepSpec sweep;

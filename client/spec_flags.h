@@ -14,6 +14,10 @@
 
 namespace shoal::cli {
 
+// "1,2,4" -> 1, 2, 4; a comma inside brackets stays ("float32[B,3,32,32],float32[B,784]" is
+// two values); an empty piece ("1,,2", "1,") is refused, not dropped.
+StatusOr<std::vector<std::string>> SplitList(const std::string& field, const std::string& text);
+
 class SpecFlags {
  public:
   // `lists`: each option takes a comma-separated list (sweep); otherwise one value (submit).

@@ -69,6 +69,7 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
       store_(store),
       hub_(hub),
       os_(seams),
+      blobs_(opts_.blobs_dir, opts_.max_upload_bytes),
       reaper_(seams.waiter),
       fork_server_({opts_.worker_bin, opts_.zygote_socket, opts_.fork_server_pool, ::getpid()},
                    seams.proc, seams.clock, &reaper_),
@@ -89,6 +90,7 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
 Coordinator::~Coordinator() { Shutdown(); }
 
 Status Coordinator::Recover() {
+  if (!opts_.blobs_dir.empty()) RETURN_IF_ERROR(blobs_.Init());
   ASSIGN_OR_RETURN(Recovered r, shoal::Recover(store_, os_.segments, new_id_));
   queue_.Restore(r.queue);
   sweeps_.Restore(r.sweeps);
@@ -138,6 +140,7 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
   if (spec.has_node_daemons()) return SubmitCoordinated(spec, submitter);
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
+  RETURN_IF_ERROR(CheckModelFile(spec));
   RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
   v1::Experiment e = NewExperimentRecord(new_id_("x"), spec, RealtimeMs());
   e.set_submitter(submitter);
@@ -148,6 +151,32 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
 }
 
 StatusOr<v1::Experiment> Coordinator::Cancel(const std::string& id) { return queue_.Cancel(id); }
+
+Status Coordinator::CheckModelFile(const v1::ExperimentSpec& spec) const {
+  return spec.has_model_file() ? blobs_.Find(spec.model_file()).status() : Status::Ok();
+}
+
+v1::Experiment Coordinator::WithStoredFile(v1::Experiment e) const {
+  if (!e.spec().has_model_file()) return e;
+  auto f = blobs_.Find(e.spec().model_file());
+  if (f.ok()) {
+    *e.mutable_model_file() = *f;
+  } else {
+    e.mutable_model_file()->set_ref(e.spec().model_file());  // removed since: the hash stays
+  }
+  return e;
+}
+
+StatusOr<v1::Experiment> Coordinator::Get(const std::string& id) {
+  ASSIGN_OR_RETURN(v1::Experiment e, queue_.Get(id));
+  return WithStoredFile(std::move(e));
+}
+
+StatusOr<v1::SweepReport> Coordinator::GetSweep(const std::string& id) {
+  ASSIGN_OR_RETURN(v1::SweepReport r, sweeps_.Get(id));
+  for (auto& e : *r.mutable_experiments()) e = WithStoredFile(std::move(e));
+  return r;
+}
 
 // Its parts are checked and admitted by their own daemons (data sets, memory): this one only
 // keeps the record and runs the coordination on a thread of its own.
@@ -232,7 +261,26 @@ StatusOr<Page<v1::Sweep>> Coordinator::ListSweeps(const PageRequest& page) {
 StatusOr<v1::DeleteResponse> Coordinator::Delete(const std::string& id) {
   auto r = DeleteRecord(id);
   RemoveOrphanLogs();
+  RemoveUnusedFiles();
   return r;
+}
+
+void Coordinator::RemoveUnusedFiles() {
+  if (opts_.blobs_dir.empty()) return;
+  std::set<std::string> in_use;
+  auto experiments = queue_.List();
+  auto sweeps = sweeps_.List();
+  if (!experiments.ok() || !sweeps.ok()) return;  // keep everything rather than guess
+  for (const auto& e : *experiments)
+    if (e.spec().has_model_file()) in_use.insert(e.spec().model_file());
+  for (const auto& sw : *sweeps) {  // points not made into experiments yet
+    if (sw.spec().base().has_model_file()) in_use.insert(sw.spec().base().model_file());
+    for (const auto& axis : sw.spec().axes())
+      if (axis.field() == "model_file") in_use.insert(axis.values().begin(), axis.values().end());
+  }
+  // An hour's grace: a file uploaded for a submit that has not arrived yet is not removed.
+  const size_t removed = blobs_.RemoveUnreferenced(in_use, std::chrono::hours(1));
+  if (removed > 0) spdlog::info("removed {} uploaded file(s) no record uses", removed);
 }
 
 // A log whose experiment is no longer on record goes too (rm, prune, a sweep's points).
@@ -337,6 +385,7 @@ StatusOr<v1::DeleteResponse> Coordinator::Prune(const v1::PruneRequest& req) {
     total.set_sweeps(total.sweeps() + r->sweeps());
   }
   RemoveOrphanLogs();
+  RemoveUnusedFiles();
   return total;
 }
 
@@ -374,6 +423,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
   }
   return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
     RETURN_IF_ERROR(check(s.dataset()));
+    RETURN_IF_ERROR(CheckModelFile(s));
     Status st = Admit(s, /*queued=*/true);
     return st.ok() ? st : ResourceExhausted(st.message());
   });

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/blob_store.h"
 #include "server/child_reaper.h"
 #include "server/experiment_queue.h"
 #include "server/experiment_runner.h"
@@ -37,6 +38,8 @@ struct CoordinatorOptions {
   int grace_ms = 3000;        // SIGTERM -> SIGKILL
   std::string zygote_socket;  // where the fork-server listens
   std::string logs_dir;       // each run's captured output (empty: not captured)
+  std::string blobs_dir;      // uploaded files (models), by content hash
+  uint64_t max_upload_bytes = 1ull << 30;
   uint32_t fork_server_pool = 16;
   size_t max_queued = ExperimentQueue::kDefaultMaxQueued;  // experiments waiting at once
   // How this daemon reaches other nodes' daemons to coordinate an experiment across them (spec
@@ -68,19 +71,23 @@ class Coordinator : public ExperimentService {
   void Shutdown();
 
   StatusOr<std::string> Submit(v1::ExperimentSpec spec, const std::string& submitter) override;
-  StatusOr<v1::Experiment> Get(const std::string& id) override { return queue_.Get(id); }
+  StatusOr<v1::Experiment> Get(const std::string& id) override;
   StatusOr<Page<v1::Experiment>> List(const PageRequest& page,
                                       const ExperimentFilter& filter) override;
   StatusOr<v1::Experiment> Cancel(const std::string& id) override;
   StatusOr<std::string> SubmitSweep(const v1::SweepSpec& spec,
                                     const std::string& submitter) override;
-  StatusOr<v1::SweepReport> GetSweep(const std::string& id) override { return sweeps_.Get(id); }
+  StatusOr<v1::SweepReport> GetSweep(const std::string& id) override;
   StatusOr<Page<v1::Sweep>> ListSweeps(const PageRequest& page) override;
   StatusOr<v1::Sweep> CancelSweep(const std::string& id) override { return sweeps_.Cancel(id); }
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id) override;
   StatusOr<v1::LogsResponse> Logs(const v1::LogsRequest& req) override;
   StatusOr<v1::DeleteResponse> Delete(const std::string& id) override;
   StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req) override;
+  StatusOr<std::unique_ptr<BlobUpload>> BeginUpload(const std::string& name,
+                                                    uint64_t size) override {
+    return blobs_.Begin(name, size);
+  }
   pid_t fork_server_pid() const override { return fork_server_.pid(); }
   int fork_server_restarts() const override { return fork_server_.restarts(); }
 
@@ -94,6 +101,12 @@ class Coordinator : public ExperimentService {
   FederationHooks CoordinatedHooks(const std::string& id);
   void StartCoordinated(std::function<void()> fn);
   void RemoveOrphanLogs();
+  // Uploaded files no record refers to (rm, prune), once their grace has passed.
+  void RemoveUnusedFiles();
+  // OK when every model file the spec names is stored here.
+  Status CheckModelFile(const v1::ExperimentSpec& spec) const;
+  // The record with its model file's name and size (from the blob store).
+  v1::Experiment WithStoredFile(v1::Experiment e) const;
   void KeepSample(const std::string& id, const v1::Sample& s);
   void ThinSamples(const std::string& id, std::optional<uint32_t> node);
   void SchedulerLoop();
@@ -112,6 +125,7 @@ class Coordinator : public ExperimentService {
   std::mutex latest_mu_;
   std::optional<MetricsSnapshot::Running> latest_;  // the running experiment's last sample
   CoordinatorSeams os_;
+  BlobStore blobs_;
   ChildReaper reaper_;
   ForkServerSupervisor fork_server_;
   ExperimentQueue queue_;

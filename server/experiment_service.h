@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "server/blob_store.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -58,6 +59,9 @@ class ExperimentService {
   virtual StatusOr<v1::DeleteResponse> Delete(const std::string& id) = 0;
   // Deletes ended records by age and/or count (see PruneRequest).
   virtual StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req) = 0;
+  // An upload of a file (a model) of `size` bytes (see server/blob_store.h).
+  virtual StatusOr<std::unique_ptr<BlobUpload>> BeginUpload(const std::string& name,
+                                                            uint64_t size) = 0;
   virtual pid_t fork_server_pid() const = 0;
   virtual int fork_server_restarts() const = 0;
 };

@@ -59,6 +59,7 @@ struct DaemonArgs {
   int peer_timeout_ms = 10000;
   bool peer_timeout_given = false;  // on the command line or in the --config file
   int max_watchers = 1024;
+  uint64_t max_upload_mb = 1024;
   shoal::CoordinatorOptions opts;
 };
 
@@ -148,6 +149,11 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(shoal::WholeNumber())
       ->check(CLI::Range(1, 1 << 24));
+  app.add_option("--max-upload-mb", d.max_upload_mb,
+                 "largest file (a model) a client may upload, in MiB")
+      ->capture_default_str()
+      ->check(shoal::WholeNumber())
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-watchers", d.max_watchers,
                  "most concurrent watch streams (more are refused: RESOURCE_EXHAUSTED)")
       ->capture_default_str()
@@ -187,6 +193,11 @@ bool Resolve(DaemonArgs& d) {
     return false;
   }
   opts.logs_dir = d.state_dir + "/logs";
+  // Absolute: workers open models there, whatever their working directory. Set before any
+  // thread starts; every process shoald starts is given it (PassedEnvironmentNames).
+  opts.blobs_dir = std::filesystem::absolute(d.state_dir + "/blobs").lexically_normal().string();
+  ::setenv("SHOAL_BLOB_DIR", opts.blobs_dir.c_str(), 1);
+  opts.max_upload_bytes = d.max_upload_mb << 20;
   d.access.daemon_uid = ::geteuid();
   if (!CheckTcp(d) || !CheckPeers(d)) return false;
   if (!d.socket_group.empty()) {

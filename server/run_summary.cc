@@ -351,6 +351,7 @@ void FillResult(const RunFacts& f, v1::Result* r) {
       r->set_initial_weights_checksum(Hex64(f.result->initial_checksum()));
     if (f.result->final_checksum() != 0)  // data_parallel: no weights are shared
       r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
+    if (f.result->model_step_bytes() > 0) r->set_model_step_bytes(f.result->model_step_bytes());
   }
   if (const Reports* ws = WorkerReports(f)) {
     const bool phases_timed = TimesEachPhase(f.spec);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "shared/idx.h"
+#include "shared/input_spec.h"
 #include "shared/layout.h"
 #include "shared/procfs.h"
 
@@ -25,9 +26,23 @@ std::string Gib(uint64_t b) {
   return buf;
 }
 
+// A model file: its synthetic set and the scoreboard in /dev/shm; its weights and step are not
+// known before the leader loads it, which measures one step and checks again (worker/leader).
+StatusOr<ExperimentEstimate> EstimateModelFile(const v1::ExperimentSpec& spec) {
+  ASSIGN_OR_RETURN(std::vector<InputSpec> inputs, ParseInputs(spec.input()));
+  int64_t sample = 8;  // a class index
+  for (const auto& in : inputs) sample += in.SampleBytes();
+  ExperimentEstimate e;
+  e.shm_bytes = uint64_t(SyntheticSamples(sample, spec.batch_size())) * uint64_t(sample) +
+                BoardBytes(spec.workers());
+  e.memory_bytes = e.shm_bytes + kLeaderBytes + uint64_t(spec.workers()) * kWorkerBaseBytes;
+  return e;
+}
+
 }  // namespace
 
 StatusOr<ExperimentEstimate> EstimateExperiment(const v1::ExperimentSpec& spec) {
+  if (spec.model() == "torchscript") return EstimateModelFile(spec);
   uint64_t n_train = 6000, n_test = 1000, pixels = 784;  // the synthetic set
   if (spec.dataset() != "synthetic") {
     ASSIGN_OR_RETURN(MnistFiles files, FindMnistFiles(spec.dataset()));

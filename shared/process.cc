@@ -78,7 +78,9 @@ const std::vector<std::string>& PassedEnvironmentNames() {
       "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
       // 0: cuBLAS and cuDNN without TF32 (exactness)
       "NVIDIA_TF32_OVERRIDE", "SHOAL_NVML_LIBRARY", "SHOAL_CUDA_LIBRARY", "SHOAL_ALLOC_STATS",
-      "GLOO_SOCKET_IFNAME"};
+      "GLOO_SOCKET_IFNAME",
+      // Where shoald stores uploaded models (a worker opens the spec's model_file there).
+      "SHOAL_BLOB_DIR"};
   return names;
 }
 

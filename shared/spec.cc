@@ -10,6 +10,7 @@
 
 #include "shared/data_parallel.h"
 #include "shared/idx.h"
+#include "shared/input_spec.h"
 #include "shared/kind_rules.h"
 #include "shared/spec_fields.h"
 
@@ -204,7 +205,11 @@ void DefaultCudaDevices(v1::ExperimentSpec* s, const SpecLimits& limits) {
 }
 
 void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
-  if (!s->has_model()) s->set_model("mnist_convnet");
+  if (!s->has_model()) s->set_model(s->has_model_file() ? "torchscript" : "mnist_convnet");
+  if (s->has_model_file()) {
+    if (!s->has_loss()) s->set_loss("cross_entropy");
+    if (!s->has_eval_samples()) s->set_eval_samples(0);  // a model file comes with no test set
+  }
   if (!s->has_dataset()) s->set_dataset("synthetic");
   if (!s->has_workers()) s->set_workers(1);
   if (!s->has_start()) s->set_start("fork");
@@ -300,6 +305,53 @@ Status ValidateCudaSync(const v1::ExperimentSpec& s) {
 
 }  // namespace
 
+bool IsSha256Ref(const std::string& ref) {
+  return ref.size() == 71 && ref.compare(0, 7, "sha256:") == 0 &&
+         ref.find_first_not_of("0123456789abcdef", 7) == std::string::npos;
+}
+
+namespace {
+
+// A model file's description (input, loss, classes), and the fields that need one.
+Status ValidateModelFile(const v1::ExperimentSpec& s) {
+  if (!s.has_model_file()) {
+    for (const char* f : {"input", "loss", "classes"})
+      if (HasSpecField(s, *FindSpecField(f)))
+        return InvalidArgument(std::string(f) + ": only with model_file (a model of your own)");
+    if (s.model() == "torchscript")
+      return InvalidArgument("model: torchscript is a model file's: give model_file");
+    return Status::Ok();
+  }
+  if (!IsSha256Ref(s.model_file()))
+    return InvalidArgument("model_file: '" + s.model_file().substr(0, 80) +
+                           "' is not sha256:<64 hex digits> (the CLI uploads a file path and "
+                           "sends its hash)");
+  if (s.model() != "torchscript")
+    return InvalidArgument("model: '" + s.model() +
+                           "' beside model_file; the file is the model (leave model out)");
+  if (!s.has_input())
+    return InvalidArgument("input: required with model_file (e.g. float32[B,784])");
+  RETURN_IF_ERROR(ParseInputs(s.input()).status());
+  RETURN_IF_ERROR(OneOf("loss", s.loss(), LossNames()));
+  if (s.loss() == "mse" && s.has_classes())
+    return InvalidArgument(
+        "classes: loss mse has no classes (its targets are shaped like the output)");
+  if (s.loss() != "mse" && !s.has_classes())
+    return InvalidArgument("classes: required with loss " + s.loss() +
+                           " (targets in [0, classes))");
+  if (s.has_classes()) RETURN_IF_ERROR(InRange("classes", s.classes(), 2, 1000000));
+  if (s.device() != "cpu")
+    return InvalidArgument(
+        "device: a model file trains on cpu for now (its CUDA path is on the roadmap)");
+  if (s.dataset() != "synthetic")
+    return InvalidArgument("dataset: a model file trains on synthetic data for now");
+  if (s.eval_samples() != 0)
+    return InvalidArgument("eval_samples: a model file has no test set to evaluate (give 0)");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   const KindRules* kind = FindKind(s.kind());
   if (kind == nullptr) return OneOf("kind", s.kind(), KindNames());
@@ -308,6 +360,7 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
       return InvalidArgument(name + ": not a field of kind " + s.kind());
   }
   RETURN_IF_ERROR(OneOf("model", s.model(), kind->models));
+  RETURN_IF_ERROR(ValidateModelFile(s));
   RETURN_IF_ERROR(InRange("workers", s.workers(), 1, limits.max_workers));
   RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn", "forkserver"}));
   RETURN_IF_ERROR(OneOf("device", s.device(), {"cpu", "cuda"}));

@@ -71,6 +71,9 @@ StatusOr<std::vector<uint32_t>> ParseCommaList(const std::string& field, const s
 uint32_t CudaOrdinal(const v1::ExperimentSpec& spec, uint32_t index);
 constexpr uint32_t kMaxCudaOrdinal = 63;
 
+// "sha256:" and 64 lowercase hex digits: how an uploaded file (model_file) is named.
+bool IsSha256Ref(const std::string& ref);
+
 // Fills every absent field with its default; never touches a present one. Idempotent.
 void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
 

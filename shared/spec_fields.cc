@@ -26,8 +26,9 @@ std::vector<SpecField> CommonFields() {
        "hogwild"},
       {"model", "model",
        "network: mnist_convnet (hogwild, data_loading, data_parallel), resnet18_cifar "
-       "(data_parallel), linear_256_512 (multi_model), amoebanet_d (pipeline)",
-       "per kind"},
+       "(data_parallel), linear_256_512 (multi_model), amoebanet_d (pipeline), torchscript "
+       "(the model_file)",
+       "per kind (torchscript with model_file)"},
       {"dataset", "dataset", "directory of MNIST IDX files (gzipped or not), or 'synthetic'",
        "synthetic"},
       {"start", "start", "how workers start: fork | spawn | forkserver", "fork"},
@@ -96,6 +97,20 @@ std::vector<SpecField> CommonFields() {
 // which every kind reads but several derive, and the label and switch last.
 std::vector<SpecField> KindFields() {
   return {
+      {"model_file", "model_file",
+       "hogwild, data_parallel: your TorchScript model (a file path; the CLI uploads it and sends "
+       "its sha256:HASH)",
+       "none"},
+      {"input", "input",
+       "model_file: what forward takes, e.g. float32[B,3,32,32]; several separated by ';'; "
+       "integer inputs with their range, int64[B,16]:1000",
+       "none (required with model_file)"},
+      {"loss", "loss",
+       "model_file: cross_entropy (targets in [0, classes)) | mse (targets shaped like the "
+       "output) | output (forward(inputs..., targets) returns the loss)",
+       "cross_entropy (with model_file)"},
+      {"classes", "classes", "model_file with loss cross_entropy or output: target classes",
+       "none (required with those losses)"},
       {"models", "models", "multi_model: independent models trained at once (n)", "1"},
       {"iterations", "iterations", "multi_model: training iterations of each variant", "1000"},
       {"loaders", "loaders", "data_loading: loader processes feeding the trainer (0: it loads)",

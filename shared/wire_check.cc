@@ -43,6 +43,8 @@ size_t MaxBytesOf(const std::string& path) {
   if (field == "master") return kMaxHostPortBytes;
   if (field == "node_daemons" || field == "balance" || field == "cuda_devices")
     return kMaxListBytes;
+  if (field == "model_file") return kMaxRefBytes;
+  if (field == "input") return kMaxInputBytes;
   return kMaxWordBytes;
 }
 

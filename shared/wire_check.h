@@ -13,6 +13,8 @@ namespace shoal {
 
 constexpr size_t kMaxNameBytes = 128;   // experiment and sweep names
 constexpr size_t kMaxPathBytes = 4095;  // dataset directories (PATH_MAX less the NUL)
+constexpr size_t kMaxRefBytes = 71;     // an uploaded file: "sha256:" and 64 hex digits
+constexpr size_t kMaxInputBytes = 512;  // a model file's inputs: up to 8 specs
 constexpr size_t kMaxWordBytes = 64;    // every other string: kind, model, start, axis values, ...
 // A host name (253 bytes in DNS), or an IPv6 address in brackets, and a port: `master`.
 constexpr size_t kMaxHostPortBytes = 253 + 2 + 1 + 5;

@@ -78,13 +78,20 @@ void StepRecorder::Epoch(uint32_t epoch, const EpochTotals& t) {
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
                     const torch::Tensor& y, float* loss, const std::function<void()>& sync,
                     const std::function<uint64_t()>& after_backward) {
+  return TrainStep(model, opt, std::vector<torch::Tensor>{x}, y, loss, sync, after_backward);
+}
+
+StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt,
+                    const std::vector<torch::Tensor>& inputs, const torch::Tensor& y, float* loss,
+                    const std::function<void()>& sync,
+                    const std::function<uint64_t()>& after_backward) {
   // On a GPU each phase's time is its work done, not queued: sync before every reading.
   auto now = [&] {
     if (sync) sync();
     return SteadyClock::now();
   };
   const auto t0 = now();
-  auto l = torch::nll_loss(model.forward(x), y);
+  auto l = model.Loss(inputs, y);
   const auto t1 = now();
   opt.zero_grad();
   l.backward();

@@ -146,6 +146,44 @@ void WatchCall::OnCancel() {
   if (!writing_) FinishOnce(grpc::Status::CANCELLED);  // else OnWriteDone finishes
 }
 
+// Upload: chunks in, one StoredFile out. The file is written as the chunks arrive; a call that
+// fails or is cancelled drops its BlobUpload, which removes what was written.
+class UploadCall : public grpc::ServerGenericBidiReactor {
+ public:
+  explicit UploadCall(ExperimentService* coord) : coord_(coord) { StartRead(&in_); }
+  void OnReadDone(bool ok) override {
+    if (!ok) return Commit();  // the client has sent its last chunk
+    v1::UploadChunk chunk;
+    grpc::Status st = ParseRequest(ToBytes(in_), &chunk);
+    if (st.ok() && upload_ == nullptr) {
+      auto begun = coord_->BeginUpload(chunk.name(), chunk.size());
+      if (begun.ok()) upload_ = std::move(begun).value();
+      st = ToGrpc(begun.status());
+    }
+    if (st.ok()) st = ToGrpc(upload_->Append(chunk.data()));
+    if (!st.ok()) {
+      upload_.reset();
+      return Finish(st);
+    }
+    StartRead(&in_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Commit() {
+    if (upload_ == nullptr) return Finish(Invalid("upload: no chunk arrived"));
+    StatusOr<v1::StoredFile> f = upload_->Commit();
+    upload_.reset();
+    if (!f.ok()) return Finish(ToGrpc(f.status()));
+    out_ = FromBytes(f->SerializeAsString());
+    StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
+  }
+
+  ExperimentService* coord_;
+  std::unique_ptr<BlobUpload> upload_;
+  grpc::ByteBuffer in_, out_;
+};
+
 }  // namespace
 
 grpc::Status ToGrpc(const Status& s) {
@@ -197,6 +235,7 @@ grpc::ServerGenericBidiReactor* ShoalService::CreateReactor(
     return new FailedCall(ToGrpc(caller.status()));
   }
   if (method == kPrefix + "Watch") return NewWatch();
+  if (method == kPrefix + "Upload") return new UploadCall(coord_);
   if (method == kReflectionMethod) return NewReflectionCall();
   auto it = unary_.find(method);
   if (it == unary_.end())

@@ -84,9 +84,10 @@ KindRules DataLoadingRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"share",   "batches",   "models",  "iterations",   "scaling",
-                      "nodes",   "node_rank", "master",  "node_daemons", "layers",
-                      "filters", "stages",    "balance", "chunks",       "checkpoint"};
+  k.foreign_fields = {"model_file", "input",   "loss",         "classes",   "share",
+                      "batches",    "models",  "iterations",   "scaling",   "nodes",
+                      "node_rank",  "master",  "node_daemons", "layers",    "filters",
+                      "stages",     "balance", "chunks",       "checkpoint"};
   return k;
 }
 

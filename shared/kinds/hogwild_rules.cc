@@ -9,7 +9,7 @@ KindRules HogwildRules() {
   k.devices = {"cpu", "cuda"};
   k.marks_steps = true;
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
-  k.models = {"mnist_convnet"};
+  k.models = {"mnist_convnet", "torchscript"};
   k.estimate = EstimateExperiment;
   k.foreign_fields = {"models", "iterations", "loaders", "prefetch",     "pin_memory", "scaling",
                       "nodes",  "node_rank",  "master",  "node_daemons", "layers",     "filters",

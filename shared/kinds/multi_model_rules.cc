@@ -65,11 +65,11 @@ KindRules MultiModelRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"activations",   "dataset",      "share",     "batches",  "epochs",
-                      "epoch_samples", "eval_samples", "loaders",   "prefetch", "pin_memory",
-                      "scaling",       "nodes",        "node_rank", "master",   "node_daemons",
-                      "layers",        "filters",      "stages",    "balance",  "chunks",
-                      "checkpoint"};
+  k.foreign_fields = {"model_file",   "input",     "loss",     "classes",      "activations",
+                      "dataset",      "share",     "batches",  "epochs",       "epoch_samples",
+                      "eval_samples", "loaders",   "prefetch", "pin_memory",   "scaling",
+                      "nodes",        "node_rank", "master",   "node_daemons", "layers",
+                      "filters",      "stages",    "balance",  "chunks",       "checkpoint"};
   return k;
 }
 

@@ -134,7 +134,8 @@ KindRules PipelineRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"activations", "models",     "iterations",   "loaders",
+  k.foreign_fields = {"model_file",  "input",      "loss",         "classes",
+                      "activations", "models",     "iterations",   "loaders",
                       "prefetch",    "pin_memory", "scaling",      "nodes",
                       "node_rank",   "master",     "node_daemons", "cuda_sync"};
   return k;

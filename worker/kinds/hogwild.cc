@@ -6,6 +6,7 @@
 
 #include "shared/spec.h"
 #include "worker/kinds/hogwild_trainer.h"
+#include "worker/model_file.h"
 #include "worker/scoreboard.h"
 #include "worker/train_device.h"
 #include "worker/training.h"
@@ -19,14 +20,34 @@ void HogwildKind::Warm() {
   WarmConvNetOnce();  // one tiny step on a throwaway copy
 }
 
+// The built-in models' image set, or a model file's tensors (after the file is checked).
+Status HogwildKind::PrepareModelAndData(LeaderEnv& env) {
+  const auto& spec = env.spec;
+  const std::string name = SegmentName(env.experiment_id, "data");
+  if (spec.model() != "torchscript") {
+    ASSIGN_OR_RETURN(data_, LoadDataSegment(spec, name));
+    env.segment_created("data", data_.size());
+    RETURN_IF_ERROR(CheckTrainingSet(spec, static_cast<const DataHeader*>(data_.data())->n_train));
+    SeedCpu(spec.seed());
+    ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
+    return Status::Ok();
+  }
+  SeedCpu(spec.seed());
+  ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> scripted, LoadModelFile(spec));
+  ASSIGN_OR_RETURN(ModelFileProbe probe, ProbeModelFile(*scripted, spec));
+  model_step_bytes_ = probe.step_bytes;
+  RETURN_IF_ERROR(AdmitModelFileWorkers(spec, probe));
+  ASSIGN_OR_RETURN(data_, MakeModelFileData(spec, probe.target, name));
+  env.segment_created("data", data_.size());
+  RETURN_IF_ERROR(CheckTrainingSet(spec, static_cast<const TensorSetHeader*>(data_.data())->n));
+  SeedCpu(spec.seed());  // the probe drew from the generator: dropout starts where PyTorch's would
+  model_ = std::move(scripted);
+  return Status::Ok();
+}
+
 Status HogwildKind::Prepare(LeaderEnv& env) {
   const auto& spec = env.spec;
-  ASSIGN_OR_RETURN(data_, LoadDataSegment(spec, SegmentName(env.experiment_id, "data")));
-  env.segment_created("data", data_.size());
-  const auto* dh = static_cast<const DataHeader*>(data_.data());
-  RETURN_IF_ERROR(CheckTrainingSet(spec, dh->n_train));
-  SeedCpu(spec.seed());
-  ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
+  RETURN_IF_ERROR(PrepareModelAndData(env));
   ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
   ASSIGN_OR_RETURN(
       weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
@@ -73,14 +94,18 @@ Status HogwildKind::Attach(WorkerEnv& env) {
   const bool shared_on_cpu = spec.share() && spec.device() != "cuda";
   ASSIGN_OR_RETURN(weights_,
                    ShmSegment::Open(SegmentName(env.experiment_id, "weights"), shared_on_cpu));
-  const auto* dh = static_cast<const DataHeader*>(data_.data());
   const auto* wh = static_cast<const WeightsHeader*>(weights_.data());
-  RETURN_IF_ERROR(ValidateData(*dh, data_.size()));
   RETURN_IF_ERROR(ValidateWeights(*wh, weights_.size()));
-  if (prototype_ != nullptr && spec.model() == "mnist_convnet") {
+  if (spec.model() == "torchscript") {
+    RETURN_IF_ERROR(
+        ValidateTensorSet(*static_cast<const TensorSetHeader*>(data_.data()), data_.size()));
+    ASSIGN_OR_RETURN(model_, LoadModelFile(spec));  // after the fork: nothing to inherit
+  } else if (prototype_ != nullptr && spec.model() == "mnist_convnet") {
+    RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
     model_ = prototype_;
     static_cast<MnistConvNet&>(*model_).lean_ = spec.activations() == "lean";
   } else {
+    RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
     ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
   }
   if (shared_on_cpu) return BindParamsToSegment(*model_, *wh, weights_.data());
@@ -100,14 +125,21 @@ int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   StepSync sync;
   if (st.ok()) st = BeforeTraining(env, *model_, &sync);
   if (!st.ok()) return WorkerFails(env.slot, env.index, st.message());
+  const StepSync* step_sync = sync.after_backward ? &sync : nullptr;
+  if (env.spec.model() == "torchscript") {
+    HogwildTrainer trainer(env, *model_, static_cast<const TensorSetHeader*>(data_.data()),
+                           *device_, step_sync);
+    return trainer.Run();
+  }
   const auto* dh = static_cast<const DataHeader*>(data_.data());
   HogwildTrainer trainer(env, *model_, DataView{dh, static_cast<const uint8_t*>(data_.data())},
-                         *device_, sync.after_backward ? &sync : nullptr);
+                         *device_, step_sync);
   return trainer.Run();
 }
 
 void HogwildKind::Finish(ipc::v1::LeaderResult* result) {
   result->set_initial_checksum(initial_checksum_);
+  result->set_model_step_bytes(model_step_bytes_);
   if (owner_ != nullptr) {  // the workers trained the device buffer: fingerprint what it holds
     Status st = owner_->Download(weights_.data());
     if (!st.ok() && result->ok()) {

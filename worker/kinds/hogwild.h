@@ -30,6 +30,8 @@ class HogwildKind : public WorkerKind {
   }
 
  private:
+  // The leader: the data segment and the model (built in, or the spec's model file, checked).
+  Status PrepareModelAndData(LeaderEnv& env);
   // Attaches to the leader's segments; binds (shared) or copies (private) the weights.
   Status Attach(WorkerEnv& env);
   // The leader, cuda and shared: the device buffer, exported in the segment's header.
@@ -43,6 +45,7 @@ class HogwildKind : public WorkerKind {
   ModelPtr model_;      // the leader's (fork) or this worker's
   ModelPtr prototype_;  // built once in the fork-server: workers rebind it instead of building
   uint64_t initial_checksum_ = 0;
+  uint64_t model_step_bytes_ = 0;                             // a model file's probe step
   std::shared_ptr<TrainDevice> device_ = TrainDevice::Cpu();  // a worker's
   std::unique_ptr<CudaDriver> leader_cuda_;                   // the leader's, cuda and shared
   std::unique_ptr<DeviceBufferOwner> owner_;                  // the leader's device buffer

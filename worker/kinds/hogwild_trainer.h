@@ -13,6 +13,7 @@
 #include "worker/kind.h"
 #include "worker/models/models.h"
 #include "worker/step_recorder.h"
+#include "worker/tensor_set.h"
 #include "worker/train_device.h"
 #include "worker/training.h"
 
@@ -29,6 +30,9 @@ class HogwildTrainer {
  public:
   HogwildTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device,
                  const StepSync* sync = nullptr);
+  // A model file's: batches gathered from its tensor set (worker/tensor_set.h), no test set.
+  HogwildTrainer(WorkerEnv& env, Model& model, const TensorSetHeader* tensors,
+                 const TrainDevice& device, const StepSync* sync = nullptr);
   // Returns the worker's exit code.
   int Run();
 
@@ -38,6 +42,9 @@ class HogwildTrainer {
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
   bool Step(const int64_t* idx, int64_t n, EpochTotals* totals);
   bool WaitForPeers();
+  // A model file: TorchScript's profiling executor specialises the graph over its first runs;
+  // they run here, before the start gate, so the steps timed are the optimised graph's.
+  void WarmUpScript();
   void EvaluateInto(std::atomic<uint32_t>* bits);
   std::vector<int64_t> EpochShard(uint32_t epoch) const;
 
@@ -45,6 +52,7 @@ class HogwildTrainer {
   const v1::ExperimentSpec& spec_;
   Model& model_;
   DataView data_;
+  const TensorSetHeader* tensors_ = nullptr;  // a model file's training set
   const TrainDevice& device_;
   DeviceData on_device_;        // cuda: the training set, uploaded once
   std::function<void()> sync_;  // cuda: waits for the device before a time is read

@@ -14,6 +14,12 @@ namespace shoal {
 
 struct Model : torch::nn::Module {
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // The step's loss on a batch: the nll of forward's log-probabilities for every built-in model;
+  // a model file's own rule (worker/models/scripted_model.h).
+  virtual torch::Tensor Loss(const std::vector<torch::Tensor>& inputs,
+                             const torch::Tensor& target) {
+    return torch::nll_loss(forward(inputs[0]), target);
+  }
 };
 using ModelPtr = std::shared_ptr<Model>;
 

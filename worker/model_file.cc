@@ -1,0 +1,141 @@
+#include "worker/model_file.h"
+
+#include <cstring>
+
+#include "shared/admission.h"
+#include "shared/input_spec.h"
+#include "shared/procfs.h"
+
+namespace shoal {
+namespace {
+
+uint64_t SelfRss() {
+  auto text = ReadSmallFile("/proc/self/status");
+  if (!text.ok()) return 0;
+  auto v = ParseStatusKb(*text, "VmRSS");
+  return v.ok() ? *v : 0;
+}
+
+std::string Shape(const torch::Tensor& t) {
+  std::string out = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) out += (i ? "," : "") + std::to_string(t.size(i));
+  return out + "]";
+}
+
+std::string MiB(uint64_t b) { return std::to_string(b >> 20) + " MiB"; }
+
+// What the target of one sample must be, from the output forward gave for a batch of `batch`.
+StatusOr<TargetSpec> TargetFor(const v1::ExperimentSpec& spec, const torch::Tensor& out,
+                               int64_t batch) {
+  TargetSpec t;
+  if (spec.loss() == "output") {
+    t.classes = spec.classes();
+    return t;
+  }
+  if (out.dim() < 1 || out.size(0) != batch)
+    return InvalidArgument("model_file: forward returned " + Shape(out) + " for a batch of " +
+                           std::to_string(batch) +
+                           "; the batch must be the output's first dimension");
+  if (spec.loss() == "mse") {
+    t.dtype = out.scalar_type();
+    t.dims.assign(out.sizes().begin() + 1, out.sizes().end());
+    return t;
+  }
+  if (out.dim() != 2 || out.size(1) != int64_t(spec.classes()))
+    return InvalidArgument(
+        "model_file: loss cross_entropy wants forward to return [B, classes] = [" +
+        std::to_string(batch) + "," + std::to_string(spec.classes()) + "], it returned " +
+        Shape(out));
+  t.classes = spec.classes();
+  return t;
+}
+
+torch::Tensor ProbeTargets(const TargetSpec& t, int64_t batch) {
+  if (t.classes > 0) return torch::randint(0, t.classes, {batch}, torch::kLong);
+  std::vector<int64_t> shape = {batch};
+  shape.insert(shape.end(), t.dims.begin(), t.dims.end());
+  return torch::randn(shape).to(t.dtype);
+}
+
+// The measured step: forward and backward, resident memory read after each.
+StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::Tensor>& x,
+                                const torch::Tensor& y) {
+  const uint64_t rss0 = SelfRss();
+  torch::Tensor loss = model.Loss(x, y);
+  const uint64_t rss1 = SelfRss();
+  if (loss.numel() != 1 || !loss.is_floating_point())
+    return InvalidArgument("model_file: the loss is " + Shape(loss) + " " +
+                           std::string(c10::toString(loss.scalar_type())) +
+                           ", not one floating-point number (loss output: forward must return it)");
+  loss.backward();
+  const uint64_t rss2 = SelfRss();
+  return std::max(rss1, rss2) > rss0 ? std::max(rss1, rss2) - rss0 : 0;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec) {
+  ASSIGN_OR_RETURN(std::string path, BlobPath(spec.model_file()));
+  ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> model, ScriptedModel::Load(path, spec.loss()));
+  const std::string why = model->Untrainable();
+  if (!why.empty()) return FailedPrecondition("model_file: cannot train this module: " + why);
+  return model;
+}
+
+StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::ExperimentSpec& spec) {
+  ASSIGN_OR_RETURN(std::vector<InputSpec> inputs, ParseInputs(spec.input()));
+  const int64_t batch = spec.batch_size();
+  ModelFileProbe p;
+  for (const auto& t : model.parameters()) p.param_bytes += uint64_t(t.numel()) * 4;
+  std::vector<torch::Tensor> saved;
+  for (const auto& b : model.buffers()) saved.push_back(b.clone());
+  model.train();
+  const std::vector<torch::Tensor> x = RandomInputs(inputs, batch, spec.seed());
+  torch::Tensor out;
+  if (spec.loss() != "output") {
+    torch::NoGradGuard no_grad;
+    ASSIGN_OR_RETURN(out, model.TryForward(x));
+  }
+  ASSIGN_OR_RETURN(p.target, TargetFor(spec, out, batch));
+  try {
+    ASSIGN_OR_RETURN(p.step_bytes, MeasuredStep(model, x, ProbeTargets(p.target, batch)));
+  } catch (const std::exception& e) {
+    return InvalidArgument("model_file: one training step failed: " + TorchMessage(e));
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& t : model.parameters()) t.mutable_grad().reset();
+  auto buffers = model.buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  return p;
+}
+
+StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const TargetSpec& target,
+                                       const std::string& name) {
+  ASSIGN_OR_RETURN(std::vector<InputSpec> inputs, ParseInputs(spec.input()));
+  ASSIGN_OR_RETURN(TensorSetHeader one, PlanTensorSet(inputs, target, 1));
+  uint64_t sample = 0;
+  for (uint32_t i = 0; i < one.count; ++i) sample += one.entries[i].sample_bytes;
+  const int64_t n = SyntheticSamples(int64_t(sample), spec.batch_size());
+  ASSIGN_OR_RETURN(TensorSetHeader h, PlanTensorSet(inputs, target, n));
+  ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
+  std::memcpy(seg.data(), &h, sizeof h);
+  FillSyntheticTensors(h, inputs, target, spec.seed(), seg.data());
+  return seg;
+}
+
+Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe) {
+  if (spec.force()) return Status::Ok();
+  // Each worker: LibTorch, its step, its gradients and optimiser state, and (private) its weights.
+  const uint64_t per_worker =
+      kWorkerBaseBytes + probe.step_bytes + probe.param_bytes * (spec.share() ? 2 : 3);
+  const uint64_t need = per_worker * spec.workers();
+  ASSIGN_OR_RETURN(NodeCapacity have, ReadNodeCapacity());
+  if (need <= have.memory_available_bytes) return Status::Ok();
+  return ResourceExhausted("model_file: one step of this model took " + MiB(probe.step_bytes) +
+                           " in the leader (parameters " + MiB(probe.param_bytes) + "), so " +
+                           std::to_string(spec.workers()) + " workers need about " + MiB(need) +
+                           " and the node has " + MiB(have.memory_available_bytes) +
+                           " available (force yes starts anyway)");
+}
+
+}  // namespace shoal

@@ -1,0 +1,40 @@
+// The leader's half of a user's model (spec model_file): load the uploaded TorchScript archive,
+// refuse what cannot train, run one forward and backward on one batch (the inputs the spec
+// describes) to learn the target's shape and what a step costs, and lay out the training set.
+// Nothing here runs in shoald: a file that crashes LibTorch takes only its experiment's leader.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "shared/shm.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+#include "worker/models/scripted_model.h"
+#include "worker/tensor_set.h"
+
+namespace shoal {
+
+struct ModelFileProbe {
+  TargetSpec target;
+  uint64_t step_bytes = 0;   // resident memory one forward and backward of a batch added
+  uint64_t param_bytes = 0;  // the parameters, float32
+};
+
+// The spec's model file, loaded and checked trainable (FAILED_PRECONDITION saying why not).
+StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec);
+
+// One forward and backward of a batch of batch_size random inputs; INVALID_ARGUMENT with
+// TorchScript's message when forward refuses them or the loss cannot be taken. The model's
+// gradients and buffers are as they were before (the step trains nothing).
+StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::ExperimentSpec& spec);
+
+// The synthetic training set in a new segment called `name`.
+StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const TargetSpec& target,
+                                       const std::string& name);
+
+// RESOURCE_EXHAUSTED, with the figures, when the workers' measured need is more than the node's
+// available memory (unless the spec says force).
+Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe);
+
+}  // namespace shoal

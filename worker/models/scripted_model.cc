@@ -1,0 +1,136 @@
+#include "worker/models/scripted_model.h"
+
+#include <torch/nn/functional/loss.h>
+
+#include <cstdlib>
+
+#include "shared/layout.h"
+#include "shared/spec.h"
+
+namespace shoal {
+namespace {
+
+// A Model name for a module's dotted name: '/' for '.', which register_parameter refuses; a name
+// too long for the weight segment's header keeps its index and its tail, so it stays unique.
+std::string LocalName(const std::string& dotted, size_t index) {
+  std::string name = dotted;
+  for (char& c : name)
+    if (c == '.') c = '/';
+  const size_t room = sizeof(TensorEntry::name) - 1;
+  if (name.size() <= room) return name;
+  const std::string head = "p" + std::to_string(index) + ":";
+  return head + name.substr(name.size() - (room - head.size()));
+}
+
+}  // namespace
+
+std::string TorchMessage(const std::exception& e, size_t limit) {
+  std::string raw = e.what();
+  // c10::Error appends the C++ stack after the message; TorchScript its source excerpts.
+  for (const char* cut : {"\nException raised from", "\nFrame ", "\n:\n"}) {
+    const size_t at = raw.find(cut);
+    if (at != std::string::npos) raw.resize(at);
+  }
+  std::string out;
+  for (unsigned char c : raw) {
+    if (out.size() >= limit) return out + "...";
+    if (c == '\n') {
+      out += " | ";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+StatusOr<std::string> BlobPath(const std::string& ref) {
+  if (!IsSha256Ref(ref)) return InvalidArgument("model_file: '" + ref + "' is not sha256:<hex>");
+  const char* dir = std::getenv("SHOAL_BLOB_DIR");
+  if (dir == nullptr || *dir == '\0')
+    return FailedPrecondition("model_file: SHOAL_BLOB_DIR is not set (shoald sets it)");
+  return std::string(dir) + "/" + ref.substr(7);
+}
+
+ScriptedModel::ScriptedModel(torch::jit::Module module, std::string loss)
+    : module_(std::move(module)), loss_(std::move(loss)) {
+  size_t i = 0;
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
+    names_.push_back(p.name);
+    register_parameter(LocalName(p.name, i++), p.value, p.value.requires_grad());
+  }
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
+    if (b.value.defined()) register_buffer(LocalName(b.name, i++), b.value);
+  }
+}
+
+StatusOr<std::shared_ptr<ScriptedModel>> ScriptedModel::Load(const std::string& path,
+                                                             const std::string& loss) {
+  try {
+    torch::jit::Module m = torch::jit::load(path, torch::kCPU);
+    return std::shared_ptr<ScriptedModel>(new ScriptedModel(std::move(m), loss));
+  } catch (const std::exception& e) {
+    return FailedPrecondition("model_file: not a TorchScript archive LibTorch can load: " +
+                              TorchMessage(e));
+  }
+}
+
+std::string ScriptedModel::Untrainable() {
+  size_t trainable = 0;
+  size_t i = 0;
+  for (const auto& p : parameters()) {
+    const std::string& name = names_[i++];
+    if (p.scalar_type() != torch::kFloat)
+      return "parameter " + name + " is " + std::string(c10::toString(p.scalar_type())) +
+             "; Shoal trains float32 parameters";
+    if (p.dim() > int64_t(kMaxRank))
+      return "parameter " + name + " has rank " + std::to_string(p.dim()) + "; at most " +
+             std::to_string(kMaxRank);
+    if (p.requires_grad()) ++trainable;
+  }
+  if (parameters().size() > kMaxTensors)
+    return "it has " + std::to_string(parameters().size()) + " parameter tensors; at most " +
+           std::to_string(kMaxTensors) + " fit the weight segment";
+  if (trainable == 0)
+    return "it has no trainable parameter (frozen, or saved by optimize_for_inference: save the "
+           "module before freezing it)";
+  return "";
+}
+
+torch::Tensor ScriptedModel::forward(torch::Tensor x) { return module_.forward({x}).toTensor(); }
+
+StatusOr<torch::Tensor> ScriptedModel::TryForward(const std::vector<torch::Tensor>& inputs) {
+  try {
+    std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
+    torch::jit::IValue out = module_.forward(args);
+    if (!out.isTensor())
+      return InvalidArgument("forward returned " + out.tagKind() + ", not a Tensor");
+    return out.toTensor();
+  } catch (const std::exception& e) {
+    return InvalidArgument("forward refused the inputs: " + TorchMessage(e));
+  }
+}
+
+torch::Tensor ScriptedModel::Loss(const std::vector<torch::Tensor>& inputs,
+                                  const torch::Tensor& target) {
+  namespace F = torch::nn::functional;
+  if (loss_ == "output") {
+    std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
+    args.emplace_back(target);
+    return module_.forward(args).toTensor();
+  }
+  std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
+  torch::Tensor out = module_.forward(args).toTensor();
+  if (loss_ == "mse") return F::mse_loss(out, target);
+  return F::cross_entropy(out, target);
+}
+
+void ScriptedModel::train(bool on) {
+  module_.train(on);
+  Model::train(on);
+}
+
+}  // namespace shoal

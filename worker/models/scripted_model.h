@@ -1,0 +1,54 @@
+// A user's model: a TorchScript archive (torch.jit.script or torch.jit.trace, then save) loaded
+// with torch::jit::load and trained as a Model, so every trainer, the weight segment and the
+// optimisers take it as they take the built-in networks. Its parameters and buffers are
+// registered on the Model under '/'-joined names: they are the very tensors the scripted module
+// computes with, so set_data (shared weights) reaches its forward.
+#pragma once
+
+#include <torch/script.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+#include "worker/models/models.h"
+
+namespace shoal {
+
+class ScriptedModel : public Model {
+ public:
+  // Loads the archive at `path`. `loss`: cross_entropy | mse | output (shared/input_spec.h).
+  // FAILED_PRECONDITION with TorchScript's own message (escaped, cut) for a file it cannot load.
+  static StatusOr<std::shared_ptr<ScriptedModel>> Load(const std::string& path,
+                                                       const std::string& loss);
+
+  torch::Tensor forward(torch::Tensor x) override;
+  // forward(inputs...) as a tensor; INVALID_ARGUMENT naming what forward did with them.
+  StatusOr<torch::Tensor> TryForward(const std::vector<torch::Tensor>& inputs);
+  torch::Tensor Loss(const std::vector<torch::Tensor>& inputs,
+                     const torch::Tensor& target) override;
+  void train(bool on = true) override;
+
+  // The module's own parameter names, in registration order (the Model's are '/'-joined).
+  const std::vector<std::string>& parameter_names() const { return names_; }
+  // Why this module cannot be trained by Shoal ("" when it can): no trainable parameter, a
+  // parameter that is not float32 or of rank over 4, more than the weight segment holds.
+  std::string Untrainable();
+
+ private:
+  ScriptedModel(torch::jit::Module module, std::string loss);
+  torch::jit::Module module_;
+  std::string loss_;
+  std::vector<std::string> names_;
+};
+
+// The message of a LibTorch exception for a user: its first line(s), control characters
+// escaped, at most `limit` bytes (TorchScript's messages carry whole source excerpts and stacks).
+std::string TorchMessage(const std::exception& e, size_t limit = 600);
+
+// Where the daemon stored the uploaded file `ref` ("sha256:<hex>"): $SHOAL_BLOB_DIR/<hex>, the
+// directory shoald gives every process it starts.
+StatusOr<std::string> BlobPath(const std::string& ref);
+
+}  // namespace shoal

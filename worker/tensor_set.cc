@@ -1,0 +1,153 @@
+#include "worker/tensor_set.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstring>
+
+#include "shared/layout.h"
+
+namespace shoal {
+namespace {
+
+torch::ScalarType ScalarOf(const std::string& dtype) {
+  if (dtype == "float64") return torch::kDouble;
+  if (dtype == "float16") return torch::kHalf;
+  if (dtype == "bfloat16") return torch::kBFloat16;
+  if (dtype == "int64") return torch::kLong;
+  if (dtype == "int32") return torch::kInt;
+  if (dtype == "uint8") return torch::kByte;
+  if (dtype == "bool") return torch::kBool;
+  return torch::kFloat;
+}
+
+// One sample's shape, the batch dimension left out.
+std::vector<int64_t> SampleDims(const InputSpec& in) {
+  std::vector<int64_t> dims;
+  for (int64_t d : in.dims)
+    if (d != kBatchDim) dims.push_back(d);
+  return dims;
+}
+
+// `n` samples of one input, [n, sample dims...].
+torch::Tensor DrawInput(const InputSpec& in, int64_t n, at::Generator& gen) {
+  std::vector<int64_t> shape = {n};
+  for (int64_t d : SampleDims(in)) shape.push_back(d);
+  if (in.floating()) return torch::randn(shape, gen, torch::kFloat).to(ScalarOf(in.dtype));
+  const int64_t high = in.dtype == "bool" ? 2 : in.high;
+  return torch::randint(0, high, shape, gen, torch::kLong).to(ScalarOf(in.dtype));
+}
+
+// Targets that follow from the first input: its samples, flattened, through a fixed random
+// projection (classes: the argmax; mse: the projection itself, shaped like the output).
+torch::Tensor DrawTarget(const torch::Tensor& first, const TargetSpec& t, at::Generator& gen) {
+  const int64_t n = first.size(0);
+  torch::Tensor x = first.reshape({n, -1}).to(torch::kFloat);
+  if (!first.is_floating_point()) x = x.remainder(97).sub(48).div(28);  // tokens: spread out
+  int64_t out = t.classes;
+  if (t.classes == 0) {
+    out = 1;
+    for (int64_t d : t.dims) out *= d;
+  }
+  torch::Tensor w =
+      torch::randn({x.size(1), out}, gen, torch::kFloat).div(std::sqrt(double(x.size(1))));
+  torch::Tensor z = x.matmul(w);
+  if (t.classes > 0) return z.argmax(1);
+  std::vector<int64_t> shape = {n};
+  for (int64_t d : t.dims) shape.push_back(d);
+  return z.tanh().reshape(shape).to(t.dtype);
+}
+
+TensorSetEntry EntryFor(torch::ScalarType dtype, const std::vector<int64_t>& dims,
+                        int64_t batch_pos) {
+  TensorSetEntry e{};
+  e.dtype = int32_t(dtype);
+  e.ndim = uint32_t(dims.size());
+  int64_t elements = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    e.dims[i] = dims[i];
+    elements *= dims[i];
+  }
+  e.batch_pos = batch_pos;
+  e.sample_bytes = uint64_t(elements) * c10::elementSize(dtype);
+  return e;
+}
+
+torch::Tensor Whole(const TensorSetHeader& h, const void* base, uint32_t i) {
+  const TensorSetEntry& e = h.entries[i];
+  std::vector<int64_t> shape = {int64_t(h.n)};
+  shape.insert(shape.end(), e.dims, e.dims + e.ndim);
+  return torch::from_blob(const_cast<char*>(static_cast<const char*>(base)) + e.offset, shape,
+                          torch::ScalarType(e.dtype));
+}
+
+}  // namespace
+
+StatusOr<TensorSetHeader> PlanTensorSet(const std::vector<InputSpec>& inputs,
+                                        const TargetSpec& target, int64_t n) {
+  if (inputs.empty() || inputs.size() > kMaxInputs) return InvalidArgument("input: 1 to 8 inputs");
+  if (target.dims.size() > kMaxInputRank)
+    return InvalidArgument("the model's output has rank " + std::to_string(target.dims.size() + 1) +
+                           "; mse targets of at most " + std::to_string(kMaxInputRank + 1));
+  TensorSetHeader h{};
+  h.magic = kTensorSetMagic;
+  h.n = uint64_t(n);
+  h.count = uint32_t(inputs.size() + 1);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    h.entries[i] = EntryFor(ScalarOf(inputs[i].dtype), SampleDims(inputs[i]), inputs[i].batch_pos);
+  h.entries[inputs.size()] = EntryFor(target.dtype, target.dims, 0);
+  uint64_t off = AlignUp(sizeof(TensorSetHeader));
+  for (uint32_t i = 0; i < h.count; ++i) {
+    h.entries[i].offset = off;
+    off = AlignUp(off + h.entries[i].sample_bytes * h.n);
+  }
+  h.total_bytes = off;
+  return h;
+}
+
+void FillSyntheticTensors(const TensorSetHeader& h, const std::vector<InputSpec>& inputs,
+                          const TargetSpec& target, uint64_t seed, void* base) {
+  auto gen = at::detail::createCPUGenerator(seed * 2654435761ull + 17);
+  const int64_t n = int64_t(h.n);
+  torch::Tensor first;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    torch::Tensor t = DrawInput(inputs[i], n, gen);
+    if (i == 0) first = t;
+    Whole(h, base, uint32_t(i)).copy_(t);
+  }
+  Whole(h, base, uint32_t(inputs.size())).copy_(DrawTarget(first, target, gen));
+}
+
+void GatherBatch(const TensorSetHeader& h, const void* base, const int64_t* idx, int64_t n,
+                 std::vector<torch::Tensor>* inputs, torch::Tensor* target) {
+  torch::Tensor rows = torch::from_blob(const_cast<int64_t*>(idx), {n}, torch::kLong);
+  inputs->clear();
+  for (uint32_t i = 0; i + 1 < h.count; ++i) {
+    torch::Tensor b = Whole(h, base, i).index_select(0, rows);
+    const int64_t pos = h.entries[i].batch_pos;
+    inputs->push_back(pos == 0 ? b : b.movedim(0, pos).contiguous());
+  }
+  *target = Whole(h, base, h.count - 1).index_select(0, rows);
+}
+
+std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, int64_t n,
+                                        uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  std::vector<torch::Tensor> out;
+  for (const auto& in : inputs) {
+    torch::Tensor t = DrawInput(in, n, gen);
+    out.push_back(in.batch_pos == 0 ? t : t.movedim(0, in.batch_pos).contiguous());
+  }
+  return out;
+}
+
+Status ValidateTensorSet(const TensorSetHeader& h, uint64_t size) {
+  if (size < sizeof h || h.magic != kTensorSetMagic || h.total_bytes > size || h.count < 2 ||
+      h.count > kMaxInputs + 1)
+    return DataLoss("the model file's data segment is not a tensor set");
+  for (uint32_t i = 0; i < h.count; ++i)
+    if (h.entries[i].offset + h.entries[i].sample_bytes * h.n > size)
+      return DataLoss("the model file's data segment is shorter than its header says");
+  return Status::Ok();
+}
+
+}  // namespace shoal
