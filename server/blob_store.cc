@@ -90,9 +90,14 @@ Status BlobUpload::Append(const std::string& bytes) {
 
 StatusOr<v1::StoredFile> BlobUpload::Commit() {
   if (fd_ < 0) return FailedPrecondition("upload: already finished");
-  if (written_ != size_)
+  if (written_ != size_) {
+    ::close(fd_);  // nothing of a short upload is kept
+    fd_ = -1;
+    ::unlink(part_.c_str());
+    part_.clear();
     return InvalidArgument("upload: ended after " + std::to_string(written_) + " of the " +
                            std::to_string(size_) + " bytes it declared");
+  }
   const int fd = fd_;
   fd_ = -1;
   if (::fsync(fd) != 0 || ::close(fd) != 0) return ResourceExhausted(Errno("upload: " + part_));

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "shared/layout.h"
 #include "shared/shm.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
@@ -32,6 +33,12 @@ StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::Experime
 // The synthetic training set in a new segment called `name`.
 StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const TargetSpec& target,
                                        const std::string& name);
+
+// In a worker, before its start gate and before data_parallel hooks its gradients: TorchScript's
+// profiling executor specialises the graph over its first runs, so forward and backward run here
+// on the set's first batch, leaving gradients and buffers as they were; the steps timed are the
+// optimised graph's.
+void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, WorkerSlot* slot);
 
 // RESOURCE_EXHAUSTED, with the figures, when the workers' measured need is more than the node's
 // available memory (unless the spec says force).

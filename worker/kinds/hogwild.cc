@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "shared/data_parallel.h"
 #include "shared/spec.h"
 #include "worker/kinds/hogwild_trainer.h"
 #include "worker/model_file.h"
@@ -122,6 +123,14 @@ int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   at::set_num_threads(1);  // until the trainer sets the spec's count
   // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
   Status st = forked_from_leader ? PlaceOnDevice(env.spec, env.index, plan_) : Attach(env);
+  if (st.ok() && env.spec.model() == "torchscript") {
+    model_->train();
+    WarmUpModelFile(
+        *model_, *static_cast<const TensorSetHeader*>(data_.data()),
+        std::min<int64_t>(WorkerBatch(env.spec),
+                          int64_t(static_cast<const TensorSetHeader*>(data_.data())->n)),
+        env.slot);
+  }
   StepSync sync;
   if (st.ok()) st = BeforeTraining(env, *model_, &sync);
   if (!st.ok()) return WorkerFails(env.slot, env.index, st.message());

@@ -21,11 +21,6 @@ namespace {
 
 using Clock = SteadyClock;
 
-// Runs of a model file's step before the gate: the profiling executor profiles the first and
-// optimises from the second (torch._C._jit_set_num_profiled_runs, 1 by default); a third runs
-// the optimised graph once before it is timed.
-constexpr int kScriptWarmUpRuns = 3;
-
 void PrintAllocatorStats(uint32_t index) {
   auto st = StepCacheAllocator::Stats();
   std::fprintf(stderr,
@@ -79,24 +74,6 @@ HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, const TensorSetHead
       batch_(std::min<int64_t>(WorkerBatch(env.spec), n_train_)),
       recorder_(env.slot, StepsPerWorker(env.spec, uint64_t(n_train_))) {}
 
-void HogwildTrainer::WarmUpScript() {
-  std::vector<int64_t> idx(static_cast<size_t>(batch_));
-  for (int64_t i = 0; i < batch_; ++i) idx[i] = i;
-  std::vector<torch::Tensor> x;
-  torch::Tensor y;
-  GatherBatch(*tensors_, tensors_, idx.data(), batch_, &x, &y);
-  std::vector<torch::Tensor> saved;
-  for (const auto& b : model_.buffers()) saved.push_back(b.clone());
-  for (int run = 0; run < kScriptWarmUpRuns; ++run) {
-    model_.Loss(x, y).backward();
-    slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
-  }
-  torch::NoGradGuard no_grad;
-  for (auto& p : model_.parameters()) p.mutable_grad().reset();
-  auto buffers = model_.buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
-}
-
 int HogwildTrainer::Run() {
   slot_->pid.store(getpid());
   slot_->accuracy_bits.store(FloatToBits(std::nanf("")));
@@ -114,7 +91,6 @@ int HogwildTrainer::Run() {
     // cuda_sync step: no wait but the loss read at the step's end.
     if (TimesEachPhase(spec_)) sync_ = [this] { device_.Sync(); };
   }
-  if (tensors_ != nullptr) WarmUpScript();
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));

@@ -42,9 +42,6 @@ class HogwildTrainer {
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
   bool Step(const int64_t* idx, int64_t n, EpochTotals* totals);
   bool WaitForPeers();
-  // A model file: TorchScript's profiling executor specialises the graph over its first runs;
-  // they run here, before the start gate, so the steps timed are the optimised graph's.
-  void WarmUpScript();
   void EvaluateInto(std::atomic<uint32_t>* bits);
   std::vector<int64_t> EpochShard(uint32_t epoch) const;
 

@@ -1,0 +1,119 @@
+"""Makes the user models the tests train, at test time, with the PyTorch beside the tests
+(Debian's python3-torch; never committed as binaries), and PyTorch's own first-step gradients for
+them: python3 make_models.py OUT_DIR writes OUT_DIR/<name>.pt and OUT_DIR/<name>.grads.json.
+
+Each .grads.json holds the batch (inputs, targets), the loss and every parameter's gradient after
+one forward and backward of the eager module -- the module before it was scripted or traced --
+from the same weights the archive holds."""
+import json
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(64, 32)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class Cnn(nn.Module):
+    """BatchNorm and Dropout: per-worker buffers, a random mask. Average pooling keeps the
+    logits small enough for SGD at lr 0.01 on normal inputs."""
+
+    def __init__(self, dropout=0.1):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.drop = nn.Dropout(dropout)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = F.avg_pool2d(F.relu(self.bn(self.conv(x))), 4)
+        return self.fc(self.drop(x.flatten(1)))
+
+
+class Encoder(nn.Module):
+    """A small transformer over token ids: embedding, two encoder layers, a mean-pooled head."""
+
+    def __init__(self, dropout=0.1):
+        super().__init__()
+        self.emb = nn.Embedding(100, 32)
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=dropout, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, tokens):
+        return self.head(self.enc(self.emb(tokens)).mean(1))
+
+
+class OwnLoss(nn.Module):
+    """forward(inputs, targets) returns the loss itself (--loss output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(20, 4)
+
+    def forward(self, x, y):
+        return F.cross_entropy(self.fc(x), y)
+
+
+def first_step(module, inputs, target, loss):
+    module.train()
+    module.zero_grad()
+    if loss == "output":
+        value = module(*inputs, target)
+    else:
+        out = module(*inputs)
+        value = F.cross_entropy(out, target) if loss == "cross_entropy" else F.mse_loss(out, target)
+    value.backward()
+    return {
+        "inputs": [{"shape": list(x.shape), "dtype": str(x.dtype), "data": x.flatten().tolist()}
+                   for x in inputs],
+        "target": target.flatten().tolist(),
+        "loss": value.item(),
+        "grads": {n: p.grad.flatten().tolist() for n, p in module.named_parameters()},
+    }
+
+
+def save(out, name, eager, archive, inputs, target, loss="cross_entropy"):
+    archive.save(f"{out}/{name}.pt")
+    with open(f"{out}/{name}.grads.json", "w") as f:
+        json.dump(first_step(eager, inputs, target, loss), f)
+
+
+def main(out):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    mlp = Mlp()
+    save(out, "mlp", mlp, torch.jit.script(mlp), [torch.randn(8, 64, generator=g)],
+         torch.randint(0, 10, (8,), generator=g))
+    cnn = Cnn()
+    # Traced in training mode, as a user tracing for training would; check_trace off: the
+    # dropout mask differs between the trace and its check.
+    traced = torch.jit.trace(cnn.train(), torch.randn(4, 3, 16, 16), check_trace=False)
+    traced.save(f"{out}/cnn.pt")
+    cnn_exact = Cnn(dropout=0.0)  # the gradient check: no random mask to reproduce
+    save(out, "cnn_exact", cnn_exact, torch.jit.trace(cnn_exact.train(), torch.randn(4, 3, 16, 16)),
+         [torch.randn(8, 3, 16, 16, generator=g)], torch.randint(0, 10, (8,), generator=g))
+    torch.jit.script(Encoder()).save(f"{out}/encoder.pt")
+    enc_exact = Encoder(dropout=0.0)
+    save(out, "encoder_exact", enc_exact, torch.jit.script(enc_exact),
+         [torch.randint(0, 100, (4, 6), generator=g)], torch.randint(0, 5, (4,), generator=g))
+    own = OwnLoss()
+    save(out, "own_loss", own, torch.jit.script(own), [torch.randn(8, 20, generator=g)],
+         torch.randint(0, 4, (8,), generator=g), loss="output")
+    frozen = torch.jit.script(Mlp())
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    frozen.save(f"{out}/frozen.pt")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

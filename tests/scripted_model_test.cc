@@ -1,0 +1,161 @@
+// A user's TorchScript model as Shoal trains it: its first-step gradients are PyTorch's for the
+// same weights and batch (the eager module, computed by Debian's PyTorch when the tests run), its
+// weights bind to the shared segment, what cannot train is refused, and a tensor set's batches
+// put B where the input spec says.
+#include "worker/models/scripted_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "shared/layout.h"
+#include "shared/shm.h"
+#include "tests/testutil.h"
+#include "worker/tensor_set.h"
+#include "worker/training.h"
+
+namespace shoal {
+namespace {
+
+using nlohmann::json;
+
+// The models of tests/models/make_models.py, made once for the suite.
+class ScriptedModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    auto r = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
+                                  std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_models.py",
+                                  dir_->path()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string Path(const std::string& name) { return *dir_ / (name + ".pt"); }
+  static testing::TempDir* dir_;
+};
+testing::TempDir* ScriptedModelTest::dir_ = nullptr;
+
+torch::Tensor FromJson(const json& t) {
+  std::vector<int64_t> shape = t["shape"].get<std::vector<int64_t>>();
+  if (t["dtype"] == "torch.int64")
+    return torch::tensor(t["data"].get<std::vector<int64_t>>(), torch::kLong).reshape(shape);
+  return torch::tensor(t["data"].get<std::vector<float>>(), torch::kFloat).reshape(shape);
+}
+
+// forward and backward of the batch PyTorch used; the largest difference from its gradients.
+double MaxGradDiff(const std::string& name, const std::string& loss, const std::string& path,
+                   const std::string& grads_path) {
+  json ref = json::parse(std::ifstream(grads_path));
+  auto model = ScriptedModel::Load(path, loss);
+  EXPECT_TRUE(model.ok()) << model.status().message();
+  std::vector<torch::Tensor> inputs;
+  for (const auto& t : ref["inputs"]) inputs.push_back(FromJson(t));
+  torch::Tensor target = torch::tensor(ref["target"].get<std::vector<int64_t>>(), torch::kLong);
+  (*model)->train();
+  torch::Tensor l = (*model)->Loss(inputs, target);
+  EXPECT_NEAR(l.item<double>(), ref["loss"].get<double>(), 1e-5) << name;
+  l.backward();
+  double worst = 0;
+  auto params = (*model)->parameters();
+  const auto& names = (*model)->parameter_names();
+  EXPECT_EQ(params.size(), ref["grads"].size()) << name;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const json& g = ref["grads"][names[i]];
+    EXPECT_FALSE(g.is_null()) << name << ": PyTorch has no gradient named " << names[i];
+    if (g.is_null()) continue;
+    torch::Tensor want = torch::tensor(g.get<std::vector<float>>(), torch::kFloat);
+    worst = std::max(worst, (params[i].grad().flatten() - want).abs().max().item<double>());
+  }
+  return worst;
+}
+
+TEST_F(ScriptedModelTest, FirstStepGradientsArePyTorchs) {
+  for (const auto& [name, loss] :
+       std::vector<std::pair<std::string, std::string>>{{"mlp", "cross_entropy"},
+                                                        {"cnn_exact", "cross_entropy"},
+                                                        {"encoder_exact", "cross_entropy"},
+                                                        {"own_loss", "output"}}) {
+    const double diff = MaxGradDiff(name, loss, Path(name), *dir_ / (name + ".grads.json"));
+    std::printf("%s: max |gradient - PyTorch's| = %.3g\n", name.c_str(), diff);
+    EXPECT_LE(diff, 1e-5) << name;
+  }
+}
+
+TEST_F(ScriptedModelTest, WeightsBoundToTheSegmentAreTheModules) {
+  auto a = ScriptedModel::Load(Path("mlp"), "cross_entropy").value();
+  auto b = ScriptedModel::Load(Path("mlp"), "cross_entropy").value();
+  auto plan = PlanWeights(ModelTensors(*a));
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->entries[0].name, std::string("fc1/weight"));
+  const std::string name = "shoal.scripted-test." + std::to_string(::getpid());
+  auto seg = ShmSegment::Create(name, plan->total_bytes);
+  ASSERT_TRUE(seg.ok());
+  CopyParamsToSegment(*a, *plan, seg->data());
+  ASSERT_TRUE(BindParamsToSegment(*a, *plan, seg->data()).ok());
+  ASSERT_TRUE(BindParamsToSegment(*b, *plan, seg->data()).ok());
+  torch::Tensor x = torch::randn({4, 64});
+  torch::Tensor y = torch::tensor({1, 2, 3, 4}, torch::kLong);
+  const torch::Tensor before = b->forward(x).clone();
+  torch::optim::SGD opt(a->parameters(), torch::optim::SGDOptions(0.5));
+  a->Loss({x}, y).backward();
+  opt.step();                                          // a step through one module...
+  EXPECT_TRUE(b->forward(x).allclose(a->forward(x)));  // ...is the other's: the scripted forward
+  EXPECT_FALSE(b->forward(x).allclose(before));        // computes with the segment's memory
+  EXPECT_EQ(b->parameters()[0].data_ptr(),
+            static_cast<void*>(static_cast<char*>(seg->data()) + plan->entries[0].offset));
+}
+
+TEST_F(ScriptedModelTest, RefusesWhatCannotTrain) {
+  auto frozen = ScriptedModel::Load(Path("frozen"), "cross_entropy");
+  ASSERT_TRUE(frozen.ok());
+  EXPECT_NE((*frozen)->Untrainable().find("no trainable parameter"), std::string::npos);
+  EXPECT_EQ(ScriptedModel::Load(Path("mlp"), "cross_entropy").value()->Untrainable(), "");
+  std::ofstream(*dir_ / "garbage.pt") << "PK\x03\x04 certainly not a zip archive";
+  auto garbage = ScriptedModel::Load(*dir_ / "garbage.pt", "cross_entropy");
+  EXPECT_EQ(garbage.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(garbage.status().message().find("not a TorchScript archive"), std::string::npos);
+  auto mlp = ScriptedModel::Load(Path("mlp"), "cross_entropy").value();
+  auto wrong = mlp->TryForward({torch::randn({2, 3, 32, 32})});
+  EXPECT_EQ(wrong.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("forward refused the inputs"), std::string::npos);
+  EXPECT_EQ(wrong.status().message().find('\n'), std::string::npos);  // escaped, one line
+  EXPECT_LE(wrong.status().message().size(), 700u);                   // and cut
+}
+
+TEST(TensorSetTest, BatchesPutBWhereTheSpecSaysAndTargetsFollowTheInput) {
+  auto inputs = ParseInputs("float32[3,B,4];int64[B,2]:7").value();
+  TargetSpec target;
+  target.classes = 5;
+  auto h = PlanTensorSet(inputs, target, 10).value();
+  std::vector<char> buf(h.total_bytes);
+  std::memcpy(buf.data(), &h, sizeof h);
+  FillSyntheticTensors(h, inputs, target, 3, buf.data());
+  ASSERT_TRUE(ValidateTensorSet(h, buf.size()).ok());
+  std::vector<torch::Tensor> x;
+  torch::Tensor y;
+  const int64_t idx[] = {1, 3};
+  GatherBatch(h, buf.data(), idx, 2, &x, &y);
+  EXPECT_EQ(x[0].sizes().vec(), (std::vector<int64_t>{3, 2, 4}));
+  EXPECT_EQ(x[1].sizes().vec(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(x[1].scalar_type(), torch::kLong);
+  EXPECT_TRUE(x[1].ge(0).all().item<bool>() && x[1].lt(7).all().item<bool>());
+  EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2}));
+  EXPECT_TRUE(y.ge(0).all().item<bool>() && y.lt(5).all().item<bool>());
+  // Sample 3 is the second of the batch, whatever dimension B is.
+  std::vector<torch::Tensor> x3;
+  torch::Tensor y3;
+  const int64_t three[] = {3};
+  GatherBatch(h, buf.data(), three, 1, &x3, &y3);
+  EXPECT_TRUE(x[0].select(1, 1).equal(x3[0].select(1, 0)));
+  EXPECT_EQ(y[1].item<int64_t>(), y3[0].item<int64_t>());
+  // The same seed, the same set.
+  std::vector<char> again(h.total_bytes);
+  FillSyntheticTensors(h, inputs, target, 3, again.data());
+  EXPECT_EQ(std::memcmp(buf.data() + sizeof h, again.data() + sizeof h, h.total_bytes - sizeof h),
+            0);
+}
+
+}  // namespace
+}  // namespace shoal
