@@ -278,8 +278,8 @@ void Coordinator::RemoveUnusedFiles() {
     for (const auto& axis : sw.spec().axes())
       if (axis.field() == "model_file") in_use.insert(axis.values().begin(), axis.values().end());
   }
-  // An hour's grace: a file uploaded for a submit that has not arrived yet is not removed.
-  const size_t removed = blobs_.RemoveUnreferenced(in_use, std::chrono::hours(1));
+  const size_t removed =
+      blobs_.RemoveUnreferenced(in_use, std::chrono::seconds(opts_.upload_grace_s));
   if (removed > 0) spdlog::info("removed {} uploaded file(s) no record uses", removed);
 }
 

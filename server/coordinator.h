@@ -40,6 +40,9 @@ struct CoordinatorOptions {
   std::string logs_dir;       // each run's captured output (empty: not captured)
   std::string blobs_dir;      // uploaded files (models), by content hash
   uint64_t max_upload_bytes = 1ull << 30;
+  // An uploaded file no record uses is removed (rm, prune) once this long has passed since it
+  // was last uploaded: a file uploaded for a submit still on its way stays.
+  uint32_t upload_grace_s = 3600;
   uint32_t fork_server_pool = 16;
   size_t max_queued = ExperimentQueue::kDefaultMaxQueued;  // experiments waiting at once
   // How this daemon reaches other nodes' daemons to coordinate an experiment across them (spec

@@ -154,6 +154,11 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(shoal::WholeNumber())
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--upload-grace-s", opts.upload_grace_s,
+                 "an uploaded model no record uses is removed by rm/prune once this old")
+      ->capture_default_str()
+      ->check(shoal::WholeNumber())
+      ->check(CLI::Range(0, 86400 * 365));
   app.add_option("--max-watchers", d.max_watchers,
                  "most concurrent watch streams (more are refused: RESOURCE_EXHAUSTED)")
       ->capture_default_str()

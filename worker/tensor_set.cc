@@ -37,24 +37,42 @@ torch::Tensor DrawInput(const InputSpec& in, int64_t n, at::Generator& gen) {
   return torch::randint(0, high, shape, gen, torch::kLong).to(ScalarOf(in.dtype));
 }
 
-// Targets that follow from the first input: its samples, flattened, through a fixed random
-// projection (classes: the argmax; mse: the projection itself, shaped like the output).
-torch::Tensor DrawTarget(const torch::Tensor& first, const TargetSpec& t, at::Generator& gen) {
+// mse: targets that follow from the first input, its samples flattened through a fixed random
+// projection (tanh of it, shaped like the output).
+torch::Tensor ProjectedTarget(const torch::Tensor& first, const TargetSpec& t, at::Generator& gen) {
   const int64_t n = first.size(0);
   torch::Tensor x = first.reshape({n, -1}).to(torch::kFloat);
   if (!first.is_floating_point()) x = x.remainder(97).sub(48).div(28);  // tokens: spread out
-  int64_t out = t.classes;
-  if (t.classes == 0) {
-    out = 1;
-    for (int64_t d : t.dims) out *= d;
-  }
+  int64_t out = 1;
+  for (int64_t d : t.dims) out *= d;
   torch::Tensor w =
       torch::randn({x.size(1), out}, gen, torch::kFloat).div(std::sqrt(double(x.size(1))));
-  torch::Tensor z = x.matmul(w);
-  if (t.classes > 0) return z.argmax(1);
   std::vector<int64_t> shape = {n};
-  for (int64_t d : t.dims) shape.push_back(d);
-  return z.tanh().reshape(shape).to(t.dtype);
+  shape.insert(shape.end(), t.dims.begin(), t.dims.end());
+  return x.matmul(w).tanh().reshape(shape).to(t.dtype);
+}
+
+// Classes: every input carries its sample's class, as a fixed random pattern added to the noise
+// (floating inputs) or as half its values drawn from the class's own share of [0, N) (integer
+// inputs), so any model that can see its inputs can learn them.
+void MarkClasses(torch::Tensor* input, const torch::Tensor& labels, const InputSpec& in,
+                 int64_t classes, at::Generator& gen) {
+  const int64_t n = input->size(0);
+  if (in.floating()) {
+    std::vector<int64_t> shape = {classes};
+    for (int64_t d : SampleDims(in)) shape.push_back(d);
+    torch::Tensor patterns = torch::randn(shape, gen, torch::kFloat);
+    *input = input->to(torch::kFloat).add_(patterns.index_select(0, labels)).to(ScalarOf(in.dtype));
+    return;
+  }
+  const int64_t share = in.high / classes;
+  if (share == 0) return;  // fewer values than classes: nothing to mark with
+  torch::Tensor own =
+      labels.view({n, 1}) * share + torch::randint(0, share, {n, 1}, gen, torch::kLong);
+  torch::Tensor flat = input->reshape({n, -1}).to(torch::kLong);
+  torch::Tensor pick = torch::rand(flat.sizes(), gen).lt(0.5);
+  *input =
+      torch::where(pick, own.expand_as(flat), flat).reshape(input->sizes()).to(ScalarOf(in.dtype));
 }
 
 TensorSetEntry EntryFor(torch::ScalarType dtype, const std::vector<int64_t>& dims,
@@ -108,13 +126,17 @@ void FillSyntheticTensors(const TensorSetHeader& h, const std::vector<InputSpec>
                           const TargetSpec& target, uint64_t seed, void* base) {
   auto gen = at::detail::createCPUGenerator(seed * 2654435761ull + 17);
   const int64_t n = int64_t(h.n);
+  torch::Tensor labels;
+  if (target.classes > 0) labels = torch::randint(0, target.classes, {n}, gen, torch::kLong);
   torch::Tensor first;
   for (size_t i = 0; i < inputs.size(); ++i) {
     torch::Tensor t = DrawInput(inputs[i], n, gen);
+    if (target.classes > 0) MarkClasses(&t, labels, inputs[i], target.classes, gen);
     if (i == 0) first = t;
     Whole(h, base, uint32_t(i)).copy_(t);
   }
-  Whole(h, base, uint32_t(inputs.size())).copy_(DrawTarget(first, target, gen));
+  Whole(h, base, uint32_t(inputs.size()))
+      .copy_(target.classes > 0 ? labels : ProjectedTarget(first, target, gen));
 }
 
 void GatherBatch(const TensorSetHeader& h, const void* base, const int64_t* idx, int64_t n,

@@ -1,8 +1,9 @@
 // A model file's training set in shared memory: each input, then the target, as one [n, ...]
 // array of its dtype (the batch dimension first), made once by the leader and gathered into
 // batches by every worker. Synthetic by default: inputs drawn from the --input specs (normal for
-// floating inputs, uniform in [0, N) for integer ones) and targets that follow from the first
-// input by a fixed random projection, so the loss can fall; seeded by the spec's seed.
+// floating inputs, uniform in [0, N) for integer ones) marked with each sample's class (or, for
+// mse, targets that follow from the first input by a fixed random projection), so the loss can
+// fall; seeded by the spec's seed.
 #pragma once
 
 #include <torch/torch.h>

@@ -14,10 +14,10 @@ import torch.nn.functional as F
 
 
 class Mlp(nn.Module):
-    def __init__(self):
+    def __init__(self, hidden=32):
         super().__init__()
-        self.fc1 = nn.Linear(64, 32)
-        self.fc2 = nn.Linear(32, 10)
+        self.fc1 = nn.Linear(64, hidden)
+        self.fc2 = nn.Linear(hidden, 10)
 
     def forward(self, x):
         return self.fc2(F.relu(self.fc1(x)))
@@ -94,6 +94,7 @@ def main(out):
     mlp = Mlp()
     save(out, "mlp", mlp, torch.jit.script(mlp), [torch.randn(8, 64, generator=g)],
          torch.randint(0, 10, (8,), generator=g))
+    torch.jit.script(Mlp(hidden=256)).save(f"{out}/mlp_wide.pt")
     cnn = Cnn()
     # Traced in training mode, as a user tracing for training would; check_trace off: the
     # dropout mask differs between the trace and its check.

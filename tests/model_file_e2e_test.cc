@@ -1,0 +1,238 @@
+// A user's TorchScript model end to end: the real CLI uploads it, the real shoald stores it and
+// starts the leader and workers, which train it under every start method; a sweep takes model
+// files as an axis; every bad file, input and upload is refused or failed with what is wrong,
+// the daemon serving after each and nothing left in /dev/shm or the blob directory.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "shared/shm.h"
+#include "shoal/v1/shoal.grpc.pb.h"
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::CommandResult;
+using testing::Daemon;
+using testing::Parse;
+using testing::TempDir;
+
+// One model of tests/models/make_models.py and how to train it.
+struct UserModel {
+  std::string file, input, loss, classes;
+  std::vector<std::string> optimiser;  // flags
+};
+
+const std::vector<UserModel>& Models() {
+  static const std::vector<UserModel> models = {
+      {"mlp", "float32[B,64]", "cross_entropy", "10", {"--lr", "0.05"}},
+      {"cnn", "float32[B,3,16,16]", "cross_entropy", "10", {"--lr", "0.02"}},
+      {"encoder", "int64[B,6]:100", "cross_entropy", "5", {"--optimizer", "adam", "--lr", "0.003"}},
+      {"own_loss", "float32[B,20]", "output", "4", {"--lr", "0.2"}},
+  };
+  return models;
+}
+
+class ModelFileE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    models_ = new TempDir();
+    auto r = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
+                                  std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_models.py",
+                                  models_->path()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete models_; }
+  void SetUp() override {
+    daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
+    ASSERT_TRUE(
+        daemon_->Start({"--grace-ms", "1000", "--max-upload-mb", "1", "--upload-grace-s", "0"}));
+  }
+  static std::string Model(const std::string& name) { return *models_ / (name + ".pt"); }
+  std::vector<std::string> Submit(const UserModel& m, const std::string& start) {
+    std::vector<std::string> args = {
+        "submit",    "--model-file", Model(m.file), "--input", m.input,   "--loss", m.loss,
+        "--classes", m.classes,      "--workers",   "2",       "--start", start,    "--batch-size",
+        "16",        "--batches",    "25",          "--wait",  "--json"};
+    args.insert(args.end(), m.optimiser.begin(), m.optimiser.end());
+    return args;
+  }
+  // What the blob directory holds, partial uploads included.
+  std::vector<std::string> Blobs() const {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir_ / "state/blobs", ec), end; !ec && it != end; ++it)
+      out.push_back(it->path().filename().string());
+    return out;
+  }
+  // The daemon still answers, and nothing of experiment `id` is in /dev/shm.
+  void ServesWithNothingLeft(const std::string& id) {
+    EXPECT_EQ(daemon_->Cli({"list"}).exit_code, 0);
+    if (!id.empty()) {
+      EXPECT_TRUE(ListSegments(SegmentPrefix(id)).empty()) << id;
+    }
+  }
+  static TempDir* models_;
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+TempDir* ModelFileE2E::models_ = nullptr;
+
+void ExpectTrained(const json& e, const std::string& what) {
+  ASSERT_EQ(e["state"], "SUCCEEDED") << what << ": " << e["error"];
+  const json& r = e["result"];
+  EXPECT_EQ(r["steps"].get<uint64_t>(), 50u) << what;
+  std::printf("%s: loss %.4f -> %.4f\n", what.c_str(), r["first_loss"].get<double>(),
+              r["last_loss"].get<double>());
+  EXPECT_LT(r["last_loss"].get<double>(), r["first_loss"].get<double>()) << what;
+  EXPECT_GT(r["samples_per_sec"].get<double>(), 0) << what;
+  EXPECT_GT(r["peak_pss_sum_bytes"].get<double>(), 0) << what;
+  EXPECT_GT(r["model_step_bytes"].get<double>(), 0) << what;  // the leader's probe
+  EXPECT_TRUE(r["test_accuracy"].is_null()) << what;          // no test set: absent, not 0
+  EXPECT_EQ(e["spec"]["model"], "torchscript");
+  EXPECT_EQ(e["model_file"]["ref"], e["spec"]["model_file"]);
+  EXPECT_GT(e["model_file"]["size_bytes"].get<double>(), 0);
+  for (const auto& p : e["processes"]) EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>()));
+  EXPECT_TRUE(ListSegments(SegmentPrefix(e["id"].get<std::string>())).empty()) << what;
+}
+
+TEST_F(ModelFileE2E, EachModelTrainsUnderEveryStartMethod) {
+  for (const UserModel& m : Models()) {
+    for (const std::string start : {"fork", "spawn", "forkserver"}) {
+      CommandResult r = daemon_->Cli(Submit(m, start));
+      ASSERT_EQ(r.exit_code, 0) << m.file << " " << start << ": " << r.err << r.out;
+      const json e = Parse(r);
+      ExpectTrained(e, m.file + " " + start);
+      EXPECT_EQ(e["model_file"]["name"], m.file + ".pt");
+      EXPECT_EQ(e["spec"]["start"], start);
+    }
+  }
+  EXPECT_EQ(Blobs().size(), 2 * Models().size());  // each file once (and its name), however used
+}
+
+TEST_F(ModelFileE2E, DataParallelReplicasStayIdentical) {
+  const UserModel& cnn = Models()[1];
+  std::vector<std::string> args = Submit(cnn, "spawn");
+  args.insert(args.begin() + 1, {"--kind", "data_parallel"});
+  CommandResult r = daemon_->Cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json e = Parse(r);
+  ExpectTrained(e, "data_parallel");
+  EXPECT_EQ(e["result"]["data_parallel"]["replicas_identical"], true);
+  EXPECT_EQ(e["spec"]["share"], false);
+}
+
+TEST_F(ModelFileE2E, ASweepTakesModelFilesAsAnAxis) {
+  const std::string two = Model("mlp") + "," + Model("mlp_wide");
+  CommandResult r = daemon_->Cli({"sweep", "--model-file", two, "--input", "float32[B,64]",
+                                  "--classes", "10", "--workers", "1,2", "--batches", "10",
+                                  "--batch-size", "16", "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Parse(r);
+  ASSERT_EQ(j["experiments"].size(), 4u);
+  std::set<std::string> refs;
+  for (const auto& e : j["experiments"]) {
+    EXPECT_EQ(e["state"], "SUCCEEDED") << e["error"];
+    refs.insert(e["spec"]["model_file"].get<std::string>());
+  }
+  EXPECT_EQ(refs.size(), 2u);
+  CommandResult md = daemon_->Cli({"report", j["sweep"]["id"].get<std::string>()});
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  for (const auto& ref : refs)
+    EXPECT_NE(md.out.find(ref.substr(0, 20)), std::string::npos) << md.out;
+}
+
+// Submits `args` and returns the failed experiment's error (the CLI exits non-zero).
+std::string FailedWith(const Daemon& d, const std::vector<std::string>& args, std::string* id) {
+  CommandResult r = d.Cli(args);
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  const json e = Parse(r);
+  if (e.is_object() && e.contains("id")) {
+    *id = e["id"];
+    EXPECT_EQ(e["state"], "FAILED");
+    return e["error"].get<std::string>();
+  }
+  return r.err;
+}
+
+TEST_F(ModelFileE2E, BadFilesAndInputsFailNamingTheProblem) {
+  std::ofstream(dir_ / "garbage.pt") << std::string(5000, 'g');
+  {
+    std::ifstream in(Model("cnn"), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(dir_ / "truncated.pt", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--model-file", dir_ / "garbage.pt", "--input", "float32[B,64]", "--classes", "10"},
+       "not a TorchScript archive"},
+      {{"--model-file", dir_ / "truncated.pt", "--input", "float32[B,3,16,16]", "--classes", "10"},
+       "not a TorchScript archive"},
+      {{"--model-file", Model("mlp"), "--input", "float32[B,3,16,16]", "--classes", "10"},
+       "forward refused the inputs"},
+      {{"--model-file", Model("mlp"), "--input", "float32[B,64]", "--classes", "7"},
+       "returned [16,10]"},
+      {{"--model-file", Model("frozen"), "--input", "float32[B,64]", "--classes", "10"},
+       "no trainable parameter"},
+  };
+  for (const auto& [flags, why] : cases) {
+    std::vector<std::string> args = {"submit", "--batch-size", "16", "--workers", "2"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--wait", "--json"});
+    std::string id;
+    const std::string error = FailedWith(*daemon_, args, &id);
+    EXPECT_NE(error.find(why), std::string::npos) << why << ": " << error;
+    ServesWithNothingLeft(id);
+  }
+  // Refused before anything starts: no file uploaded, or more than --max-upload-mb.
+  std::ofstream(dir_ / "big.pt") << std::string(1536 << 10, 'b');
+  CommandResult big = daemon_->Cli(
+      {"submit", "--model-file", dir_ / "big.pt", "--input", "float32[B,64]", "--classes", "10"});
+  EXPECT_NE(big.exit_code, 0);
+  EXPECT_NE(big.err.find("at most 1 MiB"), std::string::npos) << big.err;
+  CommandResult unknown = daemon_->Cli({"submit", "--model-file", "sha256:" + std::string(64, 'e'),
+                                        "--input", "float32[B,64]", "--classes", "10"});
+  EXPECT_NE(unknown.err.find("is not stored on this daemon"), std::string::npos) << unknown.err;
+  CommandResult missing = daemon_->Cli({"submit", "--model-file", dir_ / "nothing.pt", "--input",
+                                        "float32[B,64]", "--classes", "10"});
+  EXPECT_NE(missing.err.find("nothing.pt: cannot be read"), std::string::npos) << missing.err;
+  ServesWithNothingLeft("");
+  for (const auto& f : Blobs()) EXPECT_NE(f.rfind(".part-", 0), 0u) << f;
+}
+
+TEST_F(ModelFileE2E, AnUploadCutHalfwayLeavesNoFile) {
+  auto channel =
+      grpc::CreateChannel("unix:" + daemon_->socket(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Shoal::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::StoredFile out;
+  auto writer = stub->Upload(&ctx, &out);
+  v1::UploadChunk chunk;
+  chunk.set_name("half.pt");
+  chunk.set_size(100000);
+  chunk.set_data(std::string(50000, 'h'));
+  ASSERT_TRUE(writer->Write(chunk));
+  ASSERT_TRUE(testing::WaitFor([&] { return Blobs().size() == 1; }, 10));  // being written
+  ctx.TryCancel();
+  writer->Finish();
+  EXPECT_TRUE(testing::WaitFor([&] { return Blobs().empty(); }, 10));
+  ServesWithNothingLeft("");
+}
+
+TEST_F(ModelFileE2E, RmRemovesAFileNoRecordUses) {
+  const UserModel& m = Models()[3];
+  CommandResult r = daemon_->Cli(Submit(m, "fork"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = Parse(r)["id"];
+  EXPECT_EQ(Blobs().size(), 2u);
+  ASSERT_EQ(daemon_->Cli({"rm", id}).exit_code, 0);
+  EXPECT_TRUE(Blobs().empty());
+}
+
+}  // namespace
+}  // namespace shoal
