@@ -399,7 +399,9 @@ std::string ModelFileLines(const v1::Experiment& e) {
   const auto& f = e.model_file();
   std::string o =
       "  model file  " + (f.name().empty() ? std::string("(no longer stored)") : f.name());
-  if (f.size_bytes() > 0) o += ", " + Mib(f.size_bytes());
+  if (f.size_bytes() >= (1u << 20)) o += F(", %.1f MiB", double(f.size_bytes()) / (1 << 20));
+  if (f.size_bytes() > 0 && f.size_bytes() < (1u << 20))
+    o += F(", %.0f KiB", double(f.size_bytes()) / 1024);
   o += ", " + s.model_file() + "\n";
   o += "  input       " + s.input() + ", loss " + s.loss();
   if (s.has_classes()) o += F(", %u classes", s.classes());

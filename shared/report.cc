@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -99,12 +101,26 @@ struct PointView {
   const v1::SweepPoint* point;
   const v1::Experiment* experiment;  // nullptr when none ran
   std::map<std::string, std::string> values;
+  // How a row shows a model file: "mynet.pt (sha256:0123abcd)", by its hash.
+  std::shared_ptr<const std::map<std::string, std::string>> file_names;
 };
+
+// The names the sweep's model files were uploaded under, by hash (the daemon fills them in).
+std::shared_ptr<const std::map<std::string, std::string>> FileNames(const ReportInput& in) {
+  auto names = std::make_shared<std::map<std::string, std::string>>();
+  for (const auto& [id, e] : in.experiments) {
+    const std::string& ref = e.spec().model_file();
+    if (!ref.empty() && !e.model_file().name().empty())
+      (*names)[ref] = e.model_file().name() + " (" + ref.substr(0, 15) + ")";
+  }
+  return names;
+}
 
 std::vector<PointView> Points(const ReportInput& in) {
   std::vector<PointView> out;
+  const auto file_names = FileNames(in);
   for (const auto& p : in.sweep.points()) {
-    PointView v{&p, nullptr, {}};
+    PointView v{&p, nullptr, {}, file_names};
     if (auto it = in.experiments.find(p.experiment_id()); it != in.experiments.end())
       v.experiment = &it->second;
     for (const auto& x : p.values()) v.values[x.field()] = x.value();
@@ -180,7 +196,12 @@ Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const 
 
 std::vector<std::string> Labels(const PointView& v, const std::vector<std::string>& fields) {
   std::vector<std::string> out;
-  for (const auto& f : fields) out.push_back(v.values.count(f) ? v.values.at(f) : "");
+  for (const auto& f : fields) {
+    out.push_back(v.values.count(f) ? v.values.at(f) : "");
+    if (f != "model_file" || v.file_names == nullptr) continue;
+    auto named = v.file_names->find(out.back());
+    if (named != v.file_names->end()) out.back() = named->second;
+  }
   return out;
 }
 

@@ -105,6 +105,7 @@ TEST_F(ScriptedModelTest, WeightsBoundToTheSegmentAreTheModules) {
   EXPECT_FALSE(b->forward(x).allclose(before));        // computes with the segment's memory
   EXPECT_EQ(b->parameters()[0].data_ptr(),
             static_cast<void*>(static_cast<char*>(seg->data()) + plan->entries[0].offset));
+  ShmSegment::Remove(name);
 }
 
 TEST_F(ScriptedModelTest, RefusesWhatCannotTrain) {

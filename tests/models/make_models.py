@@ -53,6 +53,26 @@ class Encoder(nn.Module):
         return self.head(self.enc(self.emb(tokens)).mean(1))
 
 
+class BenchCnn(nn.Module):
+    """bench/user_model_vs_pytorch.py's model: a CIFAR-shaped CNN of a user's kind (two conv
+    blocks with BatchNorm, Dropout, a linear head; 0.3 M parameters)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(32)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(64)
+        self.drop = nn.Dropout(0.25)
+        self.fc = nn.Linear(64 * 8 * 8, 64)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return self.head(F.relu(self.fc(self.drop(x.flatten(1)))))
+
+
 class OwnLoss(nn.Module):
     """forward(inputs, targets) returns the loss itself (--loss output)."""
 
@@ -110,6 +130,7 @@ def main(out):
     own = OwnLoss()
     save(out, "own_loss", own, torch.jit.script(own), [torch.randn(8, 20, generator=g)],
          torch.randint(0, 4, (8,), generator=g), loss="output")
+    torch.jit.script(BenchCnn()).save(f"{out}/bench_cnn.pt")
     frozen = torch.jit.script(Mlp())
     for p in frozen.parameters():
         p.requires_grad_(False)
