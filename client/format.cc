@@ -405,6 +405,9 @@ std::string ModelFileLines(const v1::Experiment& e) {
   o += ", " + s.model_file() + "\n";
   o += "  input       " + s.input() + ", loss " + s.loss();
   if (s.has_classes()) o += F(", %u classes", s.classes());
+  if (e.has_dataset_file())
+    o += ", data " + e.dataset_file().name() +
+         F(" (%.0f KiB)", double(e.dataset_file().size_bytes()) / 1024);
   if (e.result().has_model_step_bytes())
     o += ", one step " + Mib(e.result().model_step_bytes()) + " (the leader's probe)";
   return o + "\n";

@@ -1,6 +1,7 @@
 // A model file named by its local path on the command line travels to shoald before the spec
 // does: uploaded (ShoalClient::Upload), then named in the spec by what the daemon stored it as
-// ("sha256:<hex>"). A value that already is such a name is sent as it is.
+// ("sha256:<hex>"). A value that already is such a name is sent as it is. With a model file, a
+// --dataset naming a file here (a tensor file) travels the same way.
 #pragma once
 
 #include "client/shoal_client.h"

@@ -17,6 +17,7 @@
 #include "shared/data_parallel.h"
 #include "shared/kind_rules.h"
 #include "shared/process.h"
+#include "shared/spec.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {
@@ -139,7 +140,8 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
   if (spec.has_node_daemons()) return SubmitCoordinated(spec, submitter);
-  RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
+  if (!IsSha256Ref(spec.dataset()))  // an uploaded tensor file: CheckModelFile finds it
+    RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(CheckModelFile(spec));
   RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
   v1::Experiment e = NewExperimentRecord(new_id_("x"), spec, RealtimeMs());
@@ -153,10 +155,18 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
 StatusOr<v1::Experiment> Coordinator::Cancel(const std::string& id) { return queue_.Cancel(id); }
 
 Status Coordinator::CheckModelFile(const v1::ExperimentSpec& spec) const {
-  return spec.has_model_file() ? blobs_.Find(spec.model_file()).status() : Status::Ok();
+  if (spec.has_model_file()) RETURN_IF_ERROR(blobs_.Find(spec.model_file()).status());
+  if (!IsSha256Ref(spec.dataset())) return Status::Ok();
+  auto f = blobs_.Find(spec.dataset());
+  if (f.ok()) return Status::Ok();
+  return Status(f.status().code(), "dataset: " + spec.dataset() + " is not stored on this daemon");
 }
 
 v1::Experiment Coordinator::WithStoredFile(v1::Experiment e) const {
+  if (IsSha256Ref(e.spec().dataset())) {
+    auto d = blobs_.Find(e.spec().dataset());
+    if (d.ok()) *e.mutable_dataset_file() = *d;
+  }
   if (!e.spec().has_model_file()) return e;
   auto f = blobs_.Find(e.spec().model_file());
   if (f.ok()) {
@@ -271,12 +281,16 @@ void Coordinator::RemoveUnusedFiles() {
   auto experiments = queue_.List();
   auto sweeps = sweeps_.List();
   if (!experiments.ok() || !sweeps.ok()) return;  // keep everything rather than guess
-  for (const auto& e : *experiments)
-    if (e.spec().has_model_file()) in_use.insert(e.spec().model_file());
+  for (const auto& e : *experiments) {
+    in_use.insert(e.spec().model_file());
+    in_use.insert(e.spec().dataset());
+  }
   for (const auto& sw : *sweeps) {  // points not made into experiments yet
-    if (sw.spec().base().has_model_file()) in_use.insert(sw.spec().base().model_file());
+    in_use.insert(sw.spec().base().model_file());
+    in_use.insert(sw.spec().base().dataset());
     for (const auto& axis : sw.spec().axes())
-      if (axis.field() == "model_file") in_use.insert(axis.values().begin(), axis.values().end());
+      if (axis.field() == "model_file" || axis.field() == "dataset")
+        in_use.insert(axis.values().begin(), axis.values().end());
   }
   const size_t removed =
       blobs_.RemoveUnreferenced(in_use, std::chrono::seconds(opts_.upload_grace_s));
@@ -410,6 +424,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
   // Each data set is read once, however many points use it.
   std::map<std::string, Status> checked;
   auto check = [&](const std::string& dataset) {
+    if (IsSha256Ref(dataset)) return Status::Ok();  // an uploaded tensor file: CheckModelFile
     auto it = checked.find(dataset);
     if (it == checked.end())
       it = checked.emplace(dataset, CheckDataset(dataset, opts_.limits.data_roots)).first;

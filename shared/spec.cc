@@ -315,6 +315,8 @@ namespace {
 // A model file's description (input, loss, classes), and the fields that need one.
 Status ValidateModelFile(const v1::ExperimentSpec& s) {
   if (!s.has_model_file()) {
+    if (IsSha256Ref(s.dataset()))
+      return InvalidArgument("dataset: an uploaded tensor file is for a model_file's training");
     for (const char* f : {"input", "loss", "classes"})
       if (HasSpecField(s, *FindSpecField(f)))
         return InvalidArgument(std::string(f) + ": only with model_file (a model of your own)");
@@ -343,8 +345,11 @@ Status ValidateModelFile(const v1::ExperimentSpec& s) {
   if (s.device() != "cpu")
     return InvalidArgument(
         "device: a model file trains on cpu for now (its CUDA path is on the roadmap)");
-  if (s.dataset() != "synthetic")
-    return InvalidArgument("dataset: a model file trains on synthetic data for now");
+  if (s.dataset() != "synthetic" && !IsSha256Ref(s.dataset()))
+    return InvalidArgument(
+        "dataset: a model file trains on synthetic data or on a tensor file (the CLI uploads "
+        "--dataset FILE.pt and sends sha256:HASH), not on '" +
+        s.dataset().substr(0, 80) + "'");
   if (s.eval_samples() != 0)
     return InvalidArgument("eval_samples: a model file has no test set to evaluate (give 0)");
   return Status::Ok();

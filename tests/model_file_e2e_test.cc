@@ -224,6 +224,41 @@ TEST_F(ModelFileE2E, AnUploadCutHalfwayLeavesNoFile) {
   ServesWithNothingLeft("");
 }
 
+// --dataset FILE.pt: the user's own tensors, uploaded like the model, checked against --input.
+TEST_F(ModelFileE2E, ADataSetOfTheUsersOwnTrainsAndAWrongOneIsNamed) {
+  const UserModel& m = Models()[0];
+  std::vector<std::string> args = Submit(m, "spawn");
+  args.insert(args.begin() + 1, {"--dataset", *models_ / "mlp_data.pt"});
+  CommandResult r = daemon_->Cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json e = Parse(r);
+  ExpectTrained(e, "mlp on its own data");
+  EXPECT_EQ(e["dataset_file"]["name"], "mlp_data.pt");
+  EXPECT_EQ(e["dataset_file"]["ref"], e["spec"]["dataset"]);
+  EXPECT_EQ(e["result"]["data_bytes"].get<double>() > 256 * 64 * 4, true);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"state_dict.pt", "LibTorch cannot read it: isGenericDict()"},  // an OrderedDict
+      {"mlp.pt", "Unpickler found unknown type __torch__.Mlp"},       // a model, not tensors
+  };
+  for (const auto& [file, why] : bad) {
+    std::vector<std::string> a = Submit(m, "fork");
+    a.insert(a.begin() + 1, {"--dataset", *models_ / file});
+    std::string id;
+    const std::string error = FailedWith(*daemon_, a, &id);
+    EXPECT_NE(error.find(why), std::string::npos) << file << ": " << error;
+    ServesWithNothingLeft(id);
+  }
+  std::vector<std::string> wrong = Submit(m, "fork");  // its inputs are [256, 32]
+  wrong.insert(wrong.begin() + 1, {"--dataset", *models_ / "mlp_data_wrong.pt"});
+  std::string id;
+  const std::string error = FailedWith(*daemon_, wrong, &id);
+  EXPECT_NE(error.find("input 0 is [256,32] Float; float32[B,64] with 256 samples wants "
+                       "[256,64], batch first"),
+            std::string::npos)
+      << error;
+  ServesWithNothingLeft(id);
+}
+
 TEST_F(ModelFileE2E, RmRemovesAFileNoRecordUses) {
   const UserModel& m = Models()[3];
   CommandResult r = daemon_->Cli(Submit(m, "fork"));

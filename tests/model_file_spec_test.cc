@@ -135,6 +135,13 @@ TEST(ModelFileSpecTest, ItsFieldsNeedAModelFile) {
   v1::ExperimentSpec s;
   s.set_model("torchscript");
   EXPECT_NE(Checked(s).message().find("give model_file"), std::string::npos);
+  v1::ExperimentSpec d;
+  d.set_dataset(kRef);
+  EXPECT_NE(Checked(d).message().find("an uploaded tensor file is for a model_file"),
+            std::string::npos);
+  v1::ExperimentSpec t = WithModelFile();  // a tensor file with a model file is taken
+  t.set_dataset(kRef);
+  EXPECT_TRUE(Checked(t).ok()) << Checked(t).message();
 }
 
 TEST(ModelFileSpecTest, CudaIsRefusedWithTheReason) {

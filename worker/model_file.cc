@@ -1,6 +1,7 @@
 #include "worker/model_file.h"
 
 #include <cstring>
+#include <fstream>
 
 #include "shared/admission.h"
 #include "shared/input_spec.h"
@@ -73,6 +74,91 @@ StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::T
   return std::max(rss1, rss2) > rss0 ? std::max(rss1, rss2) - rss0 : 0;
 }
 
+// What a --dataset tensor file holds: {"inputs": Tensor or [Tensor, ...], "targets": Tensor}.
+struct TensorFile {
+  std::vector<torch::Tensor> inputs;
+  torch::Tensor targets;
+};
+
+const char* const kTensorFileHelp =
+    " (want torch.save({'inputs': x, 'targets': y}) of CPU tensors, batch first; several inputs "
+    "as a list; a state_dict is an OrderedDict, which LibTorch cannot read: save dict(...) of it)";
+
+StatusOr<torch::IValue> Unpickled(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+  if (!in.good() && !in.eof()) return Unavailable("dataset: cannot read " + path);
+  try {
+    return torch::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    return FailedPrecondition("dataset: LibTorch cannot read it: " + TorchMessage(e, 300) +
+                              kTensorFileHelp);
+  }
+}
+
+StatusOr<TensorFile> ReadTensorFile(const std::string& path) {
+  ASSIGN_OR_RETURN(torch::IValue v, Unpickled(path));
+  if (!v.isGenericDict())
+    return FailedPrecondition("dataset: it holds " + v.tagKind() + ", not a dict" +
+                              kTensorFileHelp);
+  TensorFile f;
+  for (const auto& kv : v.toGenericDict()) {
+    const std::string key = kv.key().isString() ? kv.key().toStringRef() : "";
+    const torch::IValue& value = kv.value();
+    if (key == "targets" && value.isTensor()) f.targets = value.toTensor();
+    if (key == "inputs" && value.isTensor()) f.inputs = {value.toTensor()};
+    if (key == "inputs" && (value.isList() || value.isTuple())) {
+      for (const auto& x : value.isList() ? value.toListRef() : value.toTupleRef().elements()) {
+        if (!x.isTensor())
+          return FailedPrecondition("dataset: an input is not a tensor" +
+                                    std::string(kTensorFileHelp));
+        f.inputs.push_back(x.toTensor());
+      }
+    }
+  }
+  if (f.inputs.empty() || !f.targets.defined())
+    return FailedPrecondition("dataset: no 'inputs' and 'targets' tensors" +
+                              std::string(kTensorFileHelp));
+  return f;
+}
+
+// The file against the spec: each input's dtype and sample shape, as many samples in each, at
+// least a batch, and targets the loss can take.
+Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs,
+                       const TargetSpec& t, int64_t batch) {
+  if (f.inputs.size() != inputs.size())
+    return InvalidArgument("dataset: " + std::to_string(f.inputs.size()) + " inputs, input names " +
+                           std::to_string(inputs.size()));
+  const int64_t n = f.targets.dim() > 0 ? f.targets.size(0) : 0;
+  if (n < batch)
+    return InvalidArgument("dataset: " + std::to_string(n) + " samples, fewer than a batch of " +
+                           std::to_string(batch));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<int64_t> want = {n};
+    for (int64_t d : SampleShape(inputs[i])) want.push_back(d);
+    if (f.inputs[i].sizes().vec() != want || f.inputs[i].scalar_type() != DtypeOf(inputs[i]))
+      return InvalidArgument("dataset: input " + std::to_string(i) + " is " + Shape(f.inputs[i]) +
+                             " " + std::string(c10::toString(f.inputs[i].scalar_type())) + "; " +
+                             InputText(inputs[i]) + " with " + std::to_string(n) +
+                             " samples wants " + Shape(torch::empty(want)) + ", batch first");
+    if (inputs[i].high > 0 && (f.inputs[i].min().item<int64_t>() < 0 ||
+                               f.inputs[i].max().item<int64_t>() >= inputs[i].high))
+      return InvalidArgument("dataset: input " + std::to_string(i) + " has values outside [0, " +
+                             std::to_string(inputs[i].high) + ")");
+  }
+  std::vector<int64_t> want = {n};
+  want.insert(want.end(), t.dims.begin(), t.dims.end());
+  if (f.targets.sizes().vec() != want)
+    return InvalidArgument("dataset: targets are " + Shape(f.targets) + ", the loss wants " +
+                           Shape(torch::empty(want)));
+  if (t.classes > 0 &&
+      (f.targets.scalar_type() != torch::kLong || f.targets.min().item<int64_t>() < 0 ||
+       f.targets.max().item<int64_t>() >= t.classes))
+    return InvalidArgument("dataset: targets must be int64 class indices in [0, " +
+                           std::to_string(t.classes) + ")");
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec) {
@@ -110,9 +196,25 @@ StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::Experime
   return p;
 }
 
+static StatusOr<ShmSegment> LoadTensorFile(const v1::ExperimentSpec& spec,
+                                           const std::vector<InputSpec>& inputs,
+                                           const TargetSpec& target, const std::string& name) {
+  ASSIGN_OR_RETURN(std::string path, BlobPath(spec.dataset()));
+  ASSIGN_OR_RETURN(TensorFile f, ReadTensorFile(path));
+  RETURN_IF_ERROR(CheckTensorFile(f, inputs, target, spec.batch_size()));
+  const int64_t n = f.targets.size(0);
+  ASSIGN_OR_RETURN(TensorSetHeader h, PlanTensorSet(inputs, target, n));
+  ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
+  std::memcpy(seg.data(), &h, sizeof h);
+  CopyTensors(h, f.inputs, f.targets.to(target.dtype), seg.data());
+  NoteOwnPss();  // the file's tensors and the segment both resident: the leader's peak
+  return seg;
+}
+
 StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const TargetSpec& target,
                                        const std::string& name) {
   ASSIGN_OR_RETURN(std::vector<InputSpec> inputs, ParseInputs(spec.input()));
+  if (spec.dataset() != "synthetic") return LoadTensorFile(spec, inputs, target, name);
   ASSIGN_OR_RETURN(TensorSetHeader one, PlanTensorSet(inputs, target, 1));
   uint64_t sample = 0;
   for (uint32_t i = 0; i < one.count; ++i) sample += one.entries[i].sample_bytes;

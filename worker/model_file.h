@@ -30,7 +30,9 @@ StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec&
 // gradients and buffers are as they were before (the step trains nothing).
 StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::ExperimentSpec& spec);
 
-// The synthetic training set in a new segment called `name`.
+// The training set in a new segment called `name`: synthetic, or the spec's dataset, a tensor
+// file the user uploaded (torch.save of {"inputs": ..., "targets": ...}), checked against the
+// inputs and the target (FAILED_PRECONDITION / INVALID_ARGUMENT naming what does not fit).
 StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const TargetSpec& target,
                                        const std::string& name);
 

@@ -162,6 +162,16 @@ std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, in
   return out;
 }
 
+torch::ScalarType DtypeOf(const InputSpec& in) { return ScalarOf(in.dtype); }
+
+std::vector<int64_t> SampleShape(const InputSpec& in) { return SampleDims(in); }
+
+void CopyTensors(const TensorSetHeader& h, const std::vector<torch::Tensor>& inputs,
+                 const torch::Tensor& target, void* base) {
+  for (size_t i = 0; i < inputs.size(); ++i) Whole(h, base, uint32_t(i)).copy_(inputs[i]);
+  Whole(h, base, uint32_t(inputs.size())).copy_(target);
+}
+
 Status ValidateTensorSet(const TensorSetHeader& h, uint64_t size) {
   if (size < sizeof h || h.magic != kTensorSetMagic || h.total_bytes > size || h.count < 2 ||
       h.count > kMaxInputs + 1)

@@ -57,6 +57,13 @@ void GatherBatch(const TensorSetHeader& h, const void* base, const int64_t* idx,
 // A batch of `n` samples of these inputs, drawn afresh (the leader's probe of the model).
 std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, int64_t n,
                                         uint64_t seed);
+// The LibTorch dtype an input spec names.
+torch::ScalarType DtypeOf(const InputSpec& in);
+// One sample's shape under `in` (its batch dimension left out).
+std::vector<int64_t> SampleShape(const InputSpec& in);
+// Copies a data set the user gave ([n, sample...] each, batch first) into the segment at `base`.
+void CopyTensors(const TensorSetHeader& h, const std::vector<torch::Tensor>& inputs,
+                 const torch::Tensor& target, void* base);
 // OK when the header at the start of a segment of `size` bytes is a whole tensor set.
 Status ValidateTensorSet(const TensorSetHeader& h, uint64_t size);
 

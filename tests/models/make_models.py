@@ -1,4 +1,4 @@
-"""Makes the user models the tests train, at test time, with the PyTorch beside the tests
+"""Makes the user models (and a data set) the tests train, at test time, with the PyTorch beside the tests
 (Debian's python3-torch; never committed as binaries), and PyTorch's own first-step gradients for
 them: python3 make_models.py OUT_DIR writes OUT_DIR/<name>.pt and OUT_DIR/<name>.grads.json.
 
@@ -131,6 +131,12 @@ def main(out):
     save(out, "own_loss", own, torch.jit.script(own), [torch.randn(8, 20, generator=g)],
          torch.randint(0, 4, (8,), generator=g), loss="output")
     torch.jit.script(BenchCnn()).save(f"{out}/bench_cnn.pt")
+    # A data set of the user's own for mlp (--dataset): 256 samples, classes marked in the inputs.
+    labels = torch.randint(0, 10, (256,), generator=g)
+    inputs = torch.randn(256, 64, generator=g) + 2 * torch.randn(10, 64, generator=g)[labels]
+    torch.save({"inputs": inputs, "targets": labels}, f"{out}/mlp_data.pt")
+    torch.save(mlp.state_dict(), f"{out}/state_dict.pt")  # an OrderedDict: not a data set
+    torch.save({"inputs": torch.randn(256, 32), "targets": labels}, f"{out}/mlp_data_wrong.pt")
     frozen = torch.jit.script(Mlp())
     for p in frozen.parameters():
         p.requires_grad_(False)
