@@ -1,9 +1,11 @@
 #include "client/uploads.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 
+#include "shared/input_spec.h"
 #include "shared/spec.h"
 
 namespace shoal::cli {
@@ -25,17 +27,25 @@ Status Resolve(ShoalClient& c, const std::string& field, std::string* value,
   return Status::Ok();
 }
 
-}  // namespace
-
 // With a model file, a --dataset that is a file here is a tensor file to upload (a directory of
 // IDX files is the daemon's path, and the daemon refuses it for a model file).
-static bool IsLocalFile(const std::string& value) {
+bool IsLocalFile(const std::string& value) {
   std::error_code ec;
   return value != "synthetic" && !IsSha256Ref(value) && std::filesystem::is_regular_file(value, ec);
 }
 
+// What the daemon would refuse anyway, before a large file travels for nothing.
+Status CheckDescription(const v1::ExperimentSpec& spec) {
+  if (!spec.has_input())
+    return InvalidArgument("input: required with model_file (e.g. float32[B,784])");
+  return ParseInputs(spec.input()).status();
+}
+
+}  // namespace
+
 Status UploadModelFiles(ShoalClient& c, v1::ExperimentSpec* spec) {
   if (!spec->has_model_file()) return Status::Ok();
+  RETURN_IF_ERROR(CheckDescription(*spec));
   std::map<std::string, std::string> done;
   RETURN_IF_ERROR(Resolve(c, "model_file", spec->mutable_model_file(), &done));
   if (IsLocalFile(spec->dataset()))
@@ -44,23 +54,24 @@ Status UploadModelFiles(ShoalClient& c, v1::ExperimentSpec* spec) {
 }
 
 Status UploadModelFiles(ShoalClient& c, v1::SweepSpec* sweep) {
-  std::map<std::string, std::string> done;
   v1::ExperimentSpec* base = sweep->mutable_base();
-  bool model_files = base->has_model_file();
+  auto axis_of = [&](const char* field) {
+    return std::any_of(sweep->axes().begin(), sweep->axes().end(),
+                       [&](const v1::Axis& a) { return a.field() == field; });
+  };
+  if (!base->has_model_file() && !axis_of("model_file")) return Status::Ok();
+  if (!base->has_input() && !axis_of("input"))
+    return InvalidArgument("input: required with model_file (e.g. float32[B,784])");
+  std::map<std::string, std::string> done;
   if (base->has_model_file())
     RETURN_IF_ERROR(Resolve(c, "model_file", base->mutable_model_file(), &done));
-  for (auto& axis : *sweep->mutable_axes()) {
-    if (axis.field() != "model_file") continue;
-    model_files = true;
-    for (auto& v : *axis.mutable_values()) RETURN_IF_ERROR(Resolve(c, "model_file", &v, &done));
-  }
-  if (!model_files) return Status::Ok();
   if (IsLocalFile(base->dataset()))
     RETURN_IF_ERROR(Resolve(c, "dataset", base->mutable_dataset(), &done));
   for (auto& axis : *sweep->mutable_axes()) {
-    if (axis.field() != "dataset") continue;
+    const bool model = axis.field() == "model_file";
+    if (!model && axis.field() != "dataset") continue;
     for (auto& v : *axis.mutable_values())
-      if (IsLocalFile(v)) RETURN_IF_ERROR(Resolve(c, "dataset", &v, &done));
+      if (model || IsLocalFile(v)) RETURN_IF_ERROR(Resolve(c, axis.field(), &v, &done));
   }
   return Status::Ok();
 }

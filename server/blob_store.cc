@@ -100,7 +100,13 @@ StatusOr<v1::StoredFile> BlobUpload::Commit() {
   }
   const int fd = fd_;
   fd_ = -1;
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return ResourceExhausted(Errno("upload: " + part_));
+  std::string error = ::fsync(fd) == 0 ? "" : Errno("upload: " + part_);
+  if (::close(fd) != 0 && error.empty()) error = Errno("upload: " + part_);
+  if (!error.empty()) {  // the descriptor is closed either way; nothing of it is kept
+    ::unlink(part_.c_str());
+    part_.clear();
+    return ResourceExhausted(error);
+  }
   auto stored = store_->Store(part_, hash_->HexDigest(), name_, size_);
   part_.clear();  // renamed into place, or removed by Store
   return stored;
@@ -148,8 +154,10 @@ StatusOr<v1::StoredFile> BlobStore::Store(const std::string& part, const std::st
   } else {
     std::ofstream(path + ".name") << name;
     if (::rename(part.c_str(), path.c_str()) != 0) {
+      const Status st = Unavailable(Errno("upload: storing " + path));
       ::unlink(part.c_str());
-      return Unavailable(Errno("upload: storing " + path));
+      ::unlink((path + ".name").c_str());
+      return st;
     }
   }
   v1::StoredFile f;

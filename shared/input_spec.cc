@@ -77,6 +77,7 @@ StatusOr<InputSpec> ParseOne(const std::string& part) {
   } else {
     if (tail.empty() || tail[0] != ':' || (in.high = PositiveNumber(tail.substr(1))) < 0)
       return Bad(part, "is an integer input without its range: add :N for values in [0, N)");
+    if (in.dtype == "uint8" && in.high > 256) return Bad(part, "ranges past uint8's 256 values");
   }
   if (in.SampleBytes() > kMaxSampleBytes)
     return Bad(part, "is " + std::to_string(in.SampleBytes()) + " bytes a sample; at most " +

@@ -328,6 +328,10 @@ Status ValidateModelFile(const v1::ExperimentSpec& s) {
     return InvalidArgument("model_file: '" + s.model_file().substr(0, 80) +
                            "' is not sha256:<64 hex digits> (the CLI uploads a file path and "
                            "sends its hash)");
+  if (s.has_node_daemons())
+    return InvalidArgument(
+        "node_daemons: a model file is uploaded to one daemon; run each node's part with "
+        "--nodes and --node-rank on its own daemon (uploading the file to each)");
   if (s.model() != "torchscript")
     return InvalidArgument("model: '" + s.model() +
                            "' beside model_file; the file is the model (leave model out)");

@@ -126,6 +126,18 @@ TEST_F(ModelFileE2E, DataParallelReplicasStayIdentical) {
   ExpectTrained(e, "data_parallel");
   EXPECT_EQ(e["result"]["data_parallel"]["replicas_identical"], true);
   EXPECT_EQ(e["spec"]["share"], false);
+  // A frozen backbone: only the trained head's gradients are averaged (a hook on a frozen
+  // parameter would throw).
+  UserModel partly = Models()[0];
+  partly.file = "partly_frozen";
+  std::vector<std::string> head = Submit(partly, "fork");
+  head.insert(head.begin() + 1, {"--kind", "data_parallel"});
+  CommandResult h = daemon_->Cli(head);
+  ASSERT_EQ(h.exit_code, 0) << h.err << h.out;
+  const json p = Parse(h);
+  ExpectTrained(p, "data_parallel, frozen backbone");
+  EXPECT_EQ(p["result"]["data_parallel"]["replicas_identical"], true);
+  EXPECT_EQ(p["result"]["data_parallel"]["parameters"].get<uint64_t>(), 32u * 10 + 10);
 }
 
 TEST_F(ModelFileE2E, ASweepTakesModelFilesAsAnAxis) {
@@ -136,16 +148,18 @@ TEST_F(ModelFileE2E, ASweepTakesModelFilesAsAnAxis) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = Parse(r);
   ASSERT_EQ(j["experiments"].size(), 4u);
-  std::set<std::string> refs;
+  std::set<std::string> labels;  // how a row names each file: its name and its hash's start
   for (const auto& e : j["experiments"]) {
     EXPECT_EQ(e["state"], "SUCCEEDED") << e["error"];
-    refs.insert(e["spec"]["model_file"].get<std::string>());
+    const std::string ref = e["spec"]["model_file"];
+    labels.insert("| " + e["model_file"]["name"].get<std::string>() + " (" + ref.substr(0, 15) +
+                  ") |");
   }
-  EXPECT_EQ(refs.size(), 2u);
+  EXPECT_EQ(labels.size(), 2u);
   CommandResult md = daemon_->Cli({"report", j["sweep"]["id"].get<std::string>()});
   ASSERT_EQ(md.exit_code, 0) << md.err;
-  for (const auto& ref : refs)
-    EXPECT_NE(md.out.find(ref.substr(0, 20)), std::string::npos) << md.out;
+  for (const auto& label : labels) EXPECT_NE(md.out.find(label), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("| mlp_wide.pt (sha256:"), std::string::npos) << md.out;
 }
 
 // Submits `args` and returns the failed experiment's error (the CLI exits non-zero).

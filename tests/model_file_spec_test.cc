@@ -36,6 +36,7 @@ TEST(InputSpecTest, RefusesNamingThePartAndWhatIsWrong) {
       {"int64[B,16]", "without its range"},
       {"int64[B,16]:0", "without its range"},
       {"float32[B,3]:10", "only integer inputs take :N"},
+      {"uint8[B,3]:300", "past uint8's 256 values"},
       {"float32[B,0]", "dimension '0'"},
       {"float32[B,-3]", "dimension '-3'"},
       {"float32[B,1,1,1,1,1,1]", "at most 6"},
@@ -110,6 +111,12 @@ TEST(ModelFileSpecTest, EveryBadDescriptionIsNamed) {
       {[](auto* s) { s->set_dataset("/usr/share/datasets/fashion-mnist"); }, "synthetic"},
       {[](auto* s) { s->set_eval_samples(100); }, "no test set"},
       {[](auto* s) { s->set_activations("lean"); }, "lean"},
+      {[](auto* s) {
+         s->set_kind("data_parallel");
+         s->set_share(false);
+         s->set_node_daemons("a:1,b:1");
+       },
+       "node_daemons: a model file is uploaded to one daemon"},
       {[](auto* s) { s->set_kind("pipeline"); }, "model_file: not a field of kind pipeline"},
       {[](auto* s) { s->set_kind("multi_model"); }, "not a field of kind multi_model"},
   };

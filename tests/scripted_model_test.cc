@@ -76,7 +76,8 @@ TEST_F(ScriptedModelTest, FirstStepGradientsArePyTorchs) {
        std::vector<std::pair<std::string, std::string>>{{"mlp", "cross_entropy"},
                                                         {"cnn_exact", "cross_entropy"},
                                                         {"encoder_exact", "cross_entropy"},
-                                                        {"own_loss", "output"}}) {
+                                                        {"own_loss", "output"},
+                                                        {"tied", "cross_entropy"}}) {
     const double diff = MaxGradDiff(name, loss, Path(name), *dir_ / (name + ".grads.json"));
     std::printf("%s: max |gradient - PyTorch's| = %.3g\n", name.c_str(), diff);
     EXPECT_LE(diff, 1e-5) << name;
@@ -123,6 +124,20 @@ TEST_F(ScriptedModelTest, RefusesWhatCannotTrain) {
   EXPECT_NE(wrong.status().message().find("forward refused the inputs"), std::string::npos);
   EXPECT_EQ(wrong.status().message().find('\n'), std::string::npos);  // escaped, one line
   EXPECT_LE(wrong.status().message().size(), 700u);                   // and cut
+}
+
+// A tied weight is one parameter (one optimiser step, one slot in the segment); a frozen one is
+// a buffer (no optimiser, no gradient bucket, not in the segment).
+TEST_F(ScriptedModelTest, TiedWeightsOnceAndFrozenOnesAsBuffers) {
+  auto tied = ScriptedModel::Load(Path("tied"), "cross_entropy").value();
+  EXPECT_EQ(tied->parameters().size(), 3u);  // emb.weight (= out.weight), mix.weight, mix.bias
+  EXPECT_EQ(tied->parameter_names()[0], "emb.weight");
+  auto partly = ScriptedModel::Load(Path("partly_frozen"), "cross_entropy").value();
+  EXPECT_EQ(partly->parameters().size(), 2u);  // fc2's
+  EXPECT_EQ(partly->frozen(), 2u);             // fc1's
+  EXPECT_EQ(partly->parameter_names()[0], "fc2.weight");
+  EXPECT_EQ(partly->Untrainable(), "");
+  for (const auto& p : partly->parameters()) EXPECT_TRUE(p.requires_grad());
 }
 
 TEST(TensorSetTest, BatchesPutBWhereTheSpecSaysAndTargetsFollowTheInput) {

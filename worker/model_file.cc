@@ -162,7 +162,7 @@ Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs
 }  // namespace
 
 StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec) {
-  ASSIGN_OR_RETURN(std::string path, BlobPath(spec.model_file()));
+  ASSIGN_OR_RETURN(std::string path, BlobPath("model_file", spec.model_file()));
   ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> model, ScriptedModel::Load(path, spec.loss()));
   const std::string why = model->Untrainable();
   if (!why.empty()) return FailedPrecondition("model_file: cannot train this module: " + why);
@@ -199,7 +199,7 @@ StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::Experime
 static StatusOr<ShmSegment> LoadTensorFile(const v1::ExperimentSpec& spec,
                                            const std::vector<InputSpec>& inputs,
                                            const TargetSpec& target, const std::string& name) {
-  ASSIGN_OR_RETURN(std::string path, BlobPath(spec.dataset()));
+  ASSIGN_OR_RETURN(std::string path, BlobPath("dataset", spec.dataset()));
   ASSIGN_OR_RETURN(TensorFile f, ReadTensorFile(path));
   RETURN_IF_ERROR(CheckTensorFile(f, inputs, target, spec.batch_size()));
   const int64_t n = f.targets.size(0);

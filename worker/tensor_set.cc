@@ -45,11 +45,15 @@ torch::Tensor ProjectedTarget(const torch::Tensor& first, const TargetSpec& t, a
   if (!first.is_floating_point()) x = x.remainder(97).sub(48).div(28);  // tokens: spread out
   int64_t out = 1;
   for (int64_t d : t.dims) out *= d;
-  torch::Tensor w =
-      torch::randn({x.size(1), out}, gen, torch::kFloat).div(std::sqrt(double(x.size(1))));
+  // Through a rank-64 bottleneck: a features x outputs matrix of an autoencoder's images would
+  // hold gigabytes.
+  constexpr int64_t kRank = 64;
+  torch::Tensor down =
+      torch::randn({x.size(1), kRank}, gen, torch::kFloat).div(std::sqrt(double(x.size(1))));
+  torch::Tensor up = torch::randn({kRank, out}, gen, torch::kFloat).div(std::sqrt(double(kRank)));
   std::vector<int64_t> shape = {n};
   shape.insert(shape.end(), t.dims.begin(), t.dims.end());
-  return x.matmul(w).tanh().reshape(shape).to(t.dtype);
+  return x.matmul(down).matmul(up).tanh().reshape(shape).to(t.dtype);
 }
 
 // Classes: every input carries its sample's class, as a fixed random pattern added to the noise
@@ -59,10 +63,14 @@ void MarkClasses(torch::Tensor* input, const torch::Tensor& labels, const InputS
                  int64_t classes, at::Generator& gen) {
   const int64_t n = input->size(0);
   if (in.floating()) {
-    std::vector<int64_t> shape = {classes};
+    // At most 64 MiB of patterns: past that, classes share them (label mod the patterns made).
+    const int64_t fit = std::max<int64_t>(1, (int64_t(64) << 20) / (4 * in.SampleElements()));
+    std::vector<int64_t> shape = {std::min(classes, fit)};
     for (int64_t d : SampleDims(in)) shape.push_back(d);
     torch::Tensor patterns = torch::randn(shape, gen, torch::kFloat);
-    *input = input->to(torch::kFloat).add_(patterns.index_select(0, labels)).to(ScalarOf(in.dtype));
+    *input = input->to(torch::kFloat)
+                 .add_(patterns.index_select(0, labels.remainder(shape[0])))
+                 .to(ScalarOf(in.dtype));
     return;
   }
   const int64_t share = in.high / classes;

@@ -73,6 +73,20 @@ class BenchCnn(nn.Module):
         return self.head(F.relu(self.fc(self.drop(x.flatten(1)))))
 
 
+class Tied(nn.Module):
+    """A language-model head tied to its embedding: one tensor under two names."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(50, 16)
+        self.mix = nn.Linear(16, 16)
+        self.out = nn.Linear(16, 50, bias=False)
+        self.out.weight = self.emb.weight
+
+    def forward(self, tokens):
+        return self.out(torch.tanh(self.mix(self.emb(tokens).mean(1))))
+
+
 class OwnLoss(nn.Module):
     """forward(inputs, targets) returns the loss itself (--loss output)."""
 
@@ -98,7 +112,8 @@ def first_step(module, inputs, target, loss):
                    for x in inputs],
         "target": target.flatten().tolist(),
         "loss": value.item(),
-        "grads": {n: p.grad.flatten().tolist() for n, p in module.named_parameters()},
+        "grads": {n: p.grad.flatten().tolist() for n, p in module.named_parameters()
+                  if p.grad is not None},
     }
 
 
@@ -130,6 +145,12 @@ def main(out):
     own = OwnLoss()
     save(out, "own_loss", own, torch.jit.script(own), [torch.randn(8, 20, generator=g)],
          torch.randint(0, 4, (8,), generator=g), loss="output")
+    tied = Tied()
+    save(out, "tied", tied, torch.jit.script(tied), [torch.randint(0, 50, (8, 5), generator=g)],
+         torch.randint(0, 50, (8,), generator=g))
+    partly = Mlp()
+    partly.fc1.requires_grad_(False)  # a frozen backbone, a trained head
+    torch.jit.script(partly).save(f"{out}/partly_frozen.pt")
     torch.jit.script(BenchCnn()).save(f"{out}/bench_cnn.pt")
     # A data set of the user's own for mlp (--dataset): 256 samples, classes marked in the inputs.
     labels = torch.randint(0, 10, (256,), generator=g)

@@ -1,8 +1,10 @@
 #include "worker/models/scripted_model.h"
 
+#include <sys/stat.h>
 #include <torch/nn/functional/loss.h>
 
 #include <cstdlib>
+#include <set>
 
 #include "shared/layout.h"
 #include "shared/spec.h"
@@ -47,23 +49,39 @@ std::string TorchMessage(const std::exception& e, size_t limit) {
   return out;
 }
 
-StatusOr<std::string> BlobPath(const std::string& ref) {
-  if (!IsSha256Ref(ref)) return InvalidArgument("model_file: '" + ref + "' is not sha256:<hex>");
+StatusOr<std::string> BlobPath(const std::string& field, const std::string& ref) {
+  if (!IsSha256Ref(ref)) return InvalidArgument(field + ": '" + ref + "' is not sha256:<hex>");
   const char* dir = std::getenv("SHOAL_BLOB_DIR");
   if (dir == nullptr || *dir == '\0')
-    return FailedPrecondition("model_file: SHOAL_BLOB_DIR is not set (shoald sets it)");
-  return std::string(dir) + "/" + ref.substr(7);
+    return FailedPrecondition(field + ": SHOAL_BLOB_DIR is not set (shoald sets it)");
+  const std::string path = std::string(dir) + "/" + ref.substr(7);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return NotFound(field + ": the uploaded file " + ref + " is no longer in " + dir +
+                    " (removed by rm or prune since it was submitted?)");
+  return path;
 }
 
 ScriptedModel::ScriptedModel(torch::jit::Module module, std::string loss)
     : module_(std::move(module)), loss_(std::move(loss)) {
+  // A tied weight is one tensor under two names: registered once, or the optimiser would step it
+  // twice. A frozen parameter is a buffer here: the optimiser, the gradient buckets of
+  // data_parallel and the shared segment are for what trains.
+  std::set<const void*> seen;
   size_t i = 0;
   for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
-    names_.push_back(p.name);
-    register_parameter(LocalName(p.name, i++), p.value, p.value.requires_grad());
+    if (!seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
+    if (p.value.requires_grad()) {
+      names_.push_back(p.name);
+      register_parameter(LocalName(p.name, i++), p.value);
+    } else {
+      frozen_ += 1;
+      register_buffer(LocalName(p.name, i++), p.value);
+    }
   }
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
-    if (b.value.defined()) register_buffer(LocalName(b.name, i++), b.value);
+    if (b.value.defined() && seen.insert(b.value.unsafeGetTensorImpl()).second)
+      register_buffer(LocalName(b.name, i++), b.value);
   }
 }
 
@@ -79,7 +97,6 @@ StatusOr<std::shared_ptr<ScriptedModel>> ScriptedModel::Load(const std::string& 
 }
 
 std::string ScriptedModel::Untrainable() {
-  size_t trainable = 0;
   size_t i = 0;
   for (const auto& p : parameters()) {
     const std::string& name = names_[i++];
@@ -89,12 +106,12 @@ std::string ScriptedModel::Untrainable() {
     if (p.dim() > int64_t(kMaxRank))
       return "parameter " + name + " has rank " + std::to_string(p.dim()) + "; at most " +
              std::to_string(kMaxRank);
-    if (p.requires_grad()) ++trainable;
   }
   if (parameters().size() > kMaxTensors)
-    return "it has " + std::to_string(parameters().size()) + " parameter tensors; at most " +
-           std::to_string(kMaxTensors) + " fit the weight segment";
-  if (trainable == 0)
+    return "it has " + std::to_string(parameters().size()) +
+           " trainable parameter tensors; at most " + std::to_string(kMaxTensors) +
+           " fit the weight segment";
+  if (parameters().empty())
     return "it has no trainable parameter (frozen, or saved by optimize_for_inference: save the "
            "module before freezing it)";
   return "";

@@ -30,10 +30,12 @@ class ScriptedModel : public Model {
                      const torch::Tensor& target) override;
   void train(bool on = true) override;
 
-  // The module's own parameter names, in registration order (the Model's are '/'-joined).
+  // The module's own names of its trainable parameters, in registration order (the Model's are
+  // '/'-joined); frozen parameters are the Model's buffers.
   const std::vector<std::string>& parameter_names() const { return names_; }
+  size_t frozen() const { return frozen_; }
   // Why this module cannot be trained by Shoal ("" when it can): no trainable parameter, a
-  // parameter that is not float32 or of rank over 4, more than the weight segment holds.
+  // trainable parameter that is not float32 or of rank over 4, more than the segment holds.
   std::string Untrainable();
 
  private:
@@ -41,6 +43,7 @@ class ScriptedModel : public Model {
   torch::jit::Module module_;
   std::string loss_;
   std::vector<std::string> names_;
+  size_t frozen_ = 0;
 };
 
 // The message of a LibTorch exception for a user: its first line(s), control characters
@@ -48,7 +51,7 @@ class ScriptedModel : public Model {
 std::string TorchMessage(const std::exception& e, size_t limit = 600);
 
 // Where the daemon stored the uploaded file `ref` ("sha256:<hex>"): $SHOAL_BLOB_DIR/<hex>, the
-// directory shoald gives every process it starts.
-StatusOr<std::string> BlobPath(const std::string& ref);
+// directory shoald gives every process it starts; NOT_FOUND, naming `field`, once it is gone.
+StatusOr<std::string> BlobPath(const std::string& field, const std::string& ref);
 
 }  // namespace shoal
