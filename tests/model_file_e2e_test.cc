@@ -273,6 +273,43 @@ TEST_F(ModelFileE2E, ADataSetOfTheUsersOwnTrainsAndAWrongOneIsNamed) {
   ServesWithNothingLeft(id);
 }
 
+// Each upload in progress holds a descriptor and a partial file: the ninth at once is refused,
+// and the eight ended leave nothing.
+TEST_F(ModelFileE2E, EightUploadsAtOnceAndNoMore) {
+  auto stub = v1::Shoal::NewStub(
+      grpc::CreateChannel("unix:" + daemon_->socket(), grpc::InsecureChannelCredentials()));
+  struct Open {
+    grpc::ClientContext ctx;
+    v1::StoredFile out;
+    std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer;
+  };
+  std::vector<std::unique_ptr<Open>> open;
+  v1::UploadChunk chunk;
+  chunk.set_name("part.pt");
+  chunk.set_size(1000);
+  chunk.set_data("x");
+  for (int i = 0; i < 8; ++i) {
+    open.push_back(std::make_unique<Open>());
+    open.back()->writer = stub->Upload(&open.back()->ctx, &open.back()->out);
+    ASSERT_TRUE(open.back()->writer->Write(chunk)) << i;
+  }
+  ASSERT_TRUE(testing::WaitFor([&] { return Blobs().size() == 8; }, 10));
+  Open ninth;
+  ninth.writer = stub->Upload(&ninth.ctx, &ninth.out);
+  ninth.writer->Write(chunk);
+  ninth.writer->WritesDone();
+  const grpc::Status refused = ninth.writer->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("8 uploads are in progress"), std::string::npos)
+      << refused.error_message();
+  for (auto& o : open) {
+    o->ctx.TryCancel();
+    o->writer->Finish();
+  }
+  EXPECT_TRUE(testing::WaitFor([&] { return Blobs().empty(); }, 10));
+  ServesWithNothingLeft("");
+}
+
 TEST_F(ModelFileE2E, RmRemovesAFileNoRecordUses) {
   const UserModel& m = Models()[3];
   CommandResult r = daemon_->Cli(Submit(m, "fork"));

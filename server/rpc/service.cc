@@ -150,7 +150,9 @@ void WatchCall::OnCancel() {
 // fails or is cancelled drops its BlobUpload, which removes what was written.
 class UploadCall : public grpc::ServerGenericBidiReactor {
  public:
-  explicit UploadCall(ExperimentService* coord) : coord_(coord) { StartRead(&in_); }
+  UploadCall(ExperimentService* coord, std::atomic<int>* count) : coord_(coord), count_(count) {
+    StartRead(&in_);
+  }
   void OnReadDone(bool ok) override {
     if (!ok) return Commit();  // the client has sent its last chunk
     v1::UploadChunk chunk;
@@ -167,7 +169,11 @@ class UploadCall : public grpc::ServerGenericBidiReactor {
     }
     StartRead(&in_);
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    upload_.reset();  // an upload cut short: its partial file goes before the slot is freed
+    count_->fetch_sub(1);
+    delete this;
+  }
 
  private:
   void Commit() {
@@ -180,6 +186,7 @@ class UploadCall : public grpc::ServerGenericBidiReactor {
   }
 
   ExperimentService* coord_;
+  std::atomic<int>* count_;
   std::unique_ptr<BlobUpload> upload_;
   grpc::ByteBuffer in_, out_;
 };
@@ -235,12 +242,22 @@ grpc::ServerGenericBidiReactor* ShoalService::CreateReactor(
     return new FailedCall(ToGrpc(caller.status()));
   }
   if (method == kPrefix + "Watch") return NewWatch();
-  if (method == kPrefix + "Upload") return new UploadCall(coord_);
+  if (method == kPrefix + "Upload") return NewUpload();
   if (method == kReflectionMethod) return NewReflectionCall();
   auto it = unary_.find(method);
   if (it == unary_.end())
     return new FailedCall({grpc::StatusCode::UNIMPLEMENTED, "no method " + QuoteShort(method)});
   return new UnaryCall(&it->second, std::move(caller).value());
+}
+
+grpc::ServerGenericBidiReactor* ShoalService::NewUpload() {
+  if (uploads_.fetch_add(1) >= kMaxUploads) {
+    uploads_.fetch_sub(1);
+    return new FailedCall({grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           "upload: " + std::to_string(kMaxUploads) +
+                               " uploads are in progress; try again when one has ended"});
+  }
+  return new UploadCall(coord_, &uploads_);
 }
 
 grpc::ServerGenericBidiReactor* ShoalService::NewWatch() {

@@ -42,6 +42,9 @@ class ShoalService final : public grpc::CallbackGenericService {
   // admin); PERMISSION_DENIED naming who submitted it otherwise.
   Status MayChange(const Caller& caller, const std::string& id);
   grpc::ServerGenericBidiReactor* NewWatch();
+  // At most kMaxUploads at once: each holds a descriptor and a partial file until it ends.
+  grpc::ServerGenericBidiReactor* NewUpload();
+  static constexpr int kMaxUploads = 8;
 
   ExperimentService* coord_;
   TelemetryHub* hub_;
@@ -49,6 +52,7 @@ class ShoalService final : public grpc::CallbackGenericService {
   IdentifyFn identify_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};
+  std::atomic<int> uploads_{0};
   std::map<std::string, Unary> unary_;  // by full method name, "/shoal.v1.Shoal/Get"
 };
 
