@@ -2,7 +2,7 @@
 // queue, and the running experiment's latest sample (per-process memory with experiment, kind,
 // role and worker labels, throughput, the sampler's own cost). Pure: tested on made-up snapshots
 // and, end to end, with prometheus_client's parser. Names follow Prometheus conventions (base
-// units, _bytes, _total); the README maps them to dcgm-exporter's for GPU nodes.
+// units, _bytes, _total); docs/operations.md maps them to dcgm-exporter's for GPU nodes.
 #pragma once
 
 #include <map>

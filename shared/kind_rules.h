@@ -16,7 +16,7 @@ namespace shoal {
 
 struct KindRules {
   std::string name;
-  std::string summary;              // one line for --help and the README
+  std::string summary;              // one line for --help and docs/cli.md
   std::vector<std::string> models;  // the models it can train
   // Checks beyond the common fields (the spec has its defaults); nullptr: none.
   Status (*validate)(const v1::ExperimentSpec&, const SpecLimits&) = nullptr;

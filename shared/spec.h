@@ -1,5 +1,5 @@
 // Defaults and validation of an experiment spec. Defaults live here and nowhere else: the CLI
-// sends only what the user gave, shoald fills the rest with ApplyDefaults, and the README's field
+// sends only what the user gave, shoald fills the rest with ApplyDefaults, and docs/cli.md's field
 // table quotes this file. A spec that passes ValidateSpec() can be started; anything else is
 // refused before a process exists.
 #pragma once

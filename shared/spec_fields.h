@@ -1,5 +1,5 @@
 // The fields of an experiment spec a user can set, each under one name: the CLI flag (--name, '_'
-// written '-'), the sweep axis, the report's column and the README's field table all use it.
+// written '-'), the sweep axis, the report's column and docs/cli.md's field table all use it.
 // Values travel as text and are parsed here, strictly, by the field's protobuf type.
 #pragma once
 
@@ -14,7 +14,7 @@ namespace shoal {
 struct SpecField {
   std::string name;      // "batch_size", "optimizer", "lr"
   std::string path;      // the proto field: "batch_size", "optimizer.name", "optimizer.lr"
-  std::string help;      // one line, for --help and the README
+  std::string help;      // one line, for --help and docs/cli.md
   std::string fallback;  // what an unset field becomes, in words ("64", "per optimizer")
   bool axis = true;      // may be swept (name, force are labels and switches, not parameters)
 };

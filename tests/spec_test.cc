@@ -290,9 +290,10 @@ TEST(SpecTest, MultiModelDefaultsAndForeignFields) {
   EXPECT_NE(ValidateSpec(big, l).message().find("models: 300 is outside"), std::string::npos);
 }
 
-// The README's option table quotes the field table: a default changed in one place shows here.
-TEST(SpecTest, TheReadmeQuotesEveryFieldAndItsDefault) {
-  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/README.md");
+// The CLI reference's option table quotes the field table: a default changed in one place shows
+// here.
+TEST(SpecTest, TheCliReferenceQuotesEveryFieldAndItsDefault) {
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/docs/cli.md");
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();
@@ -302,11 +303,11 @@ TEST(SpecTest, TheReadmeQuotesEveryFieldAndItsDefault) {
     for (auto& c : flag)
       if (c == '_') c = '-';
     const std::string row = "| `" + flag + "` | " + f.fallback + " |";
-    EXPECT_NE(readme.find(row), std::string::npos) << "README lacks: " << row;
+    EXPECT_NE(readme.find(row), std::string::npos) << "docs/cli.md lacks: " << row;
   }
 }
 
-// Each default a kind gets is in the words the README and --help quote: a kind whose default
+// Each default a kind gets is in the words docs/cli.md and --help quote: a kind whose default
 // differs from hogwild's is named there, and a field only some kinds read quotes its default.
 TEST(SpecTest, EveryKindsOwnDefaultIsQuoted) {
   SpecLimits l;

@@ -30,7 +30,7 @@ TEST(SeedCpuTest, DeviceSeedOnCpuIsSeedCpu) {
 TEST(BackwardTouchesCudaTest, FalseWithoutCuda) {
   // Debian's LibTorch has no CUDA: a backward pass cannot touch it, so the fork-server keeps its
   // full warm-up step. (On a GPU node, LibTorch registers the CUDA guard and the answer flips;
-  // the fork-server's CUDA workers ran there: README, "Running on a GPU node".)
+  // the fork-server's CUDA workers ran there: docs/gpu-node.md.)
   ASSERT_FALSE(at::hasCUDA()) << "written for a LibTorch without CUDA";
   EXPECT_FALSE(BackwardTouchesCuda());
 }
