@@ -173,7 +173,10 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   auto* watch = app.add_subcommand("watch", "live samples of an experiment until it ends");
   watch->add_option("id", s->id, "experiment id")->required();
   watch->add_flag("--json", s->json, "one JSON object per line");
-  out->push_back({watch, [s](ShoalClient& c) { return Watch(c, s->id, s->json, false), 0; }});
+  out->push_back({watch, [s](ShoalClient& c) {
+                    Watch(c, s->id, s->json, false);
+                    return 0;
+                  }});
 
   auto* logs = app.add_subcommand("logs", "what an experiment's processes wrote to stdout/stderr");
   logs->add_option("id", s->id, "experiment id")->required();
@@ -192,10 +195,14 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   out->push_back({list, [s](ShoalClient& c) {
                     auto all = OrDie(
                         c.List(s->page_size, ListFilter(s->state, s->kind, s->submitter, s->mine)));
-                    if (!s->json) return std::fputs(FormatList(all).c_str(), stdout), 0;
+                    if (!s->json) {
+                      std::fputs(FormatList(all).c_str(), stdout);
+                      return 0;
+                    }
                     v1::ListResponse r;
                     for (auto& e : all) *r.add_experiments() = e;
-                    return PrintJson(r), 0;
+                    PrintJson(r);
+                    return 0;
                   }});
 
   for (const bool cancel : {false, true}) {

@@ -198,10 +198,14 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   sweeps->add_flag("--json", s->json, "print one JSON object");
   out->push_back({sweeps, [s](ShoalClient& c) {
                     auto all = OrDie(c.ListSweeps());
-                    if (!s->json) return std::fputs(FormatSweeps(all).c_str(), stdout), 0;
+                    if (!s->json) {
+                      std::fputs(FormatSweeps(all).c_str(), stdout);
+                      return 0;
+                    }
                     v1::ListSweepsResponse r;
                     for (auto& sw : all) *r.add_sweeps() = sw;
-                    return PrintJson(r), 0;
+                    PrintJson(r);
+                    return 0;
                   }});
 
   auto* report =

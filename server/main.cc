@@ -222,6 +222,13 @@ bool IsLoopback(const std::string& host_port) {
 }
 
 // --listen's rules: tokens always; TLS unless the address is loopback and --insecure is given.
+// Logs why shoald cannot start as asked; false, for the check that found it to return.
+template <typename... Args>
+bool Refuse(spdlog::format_string_t<Args...> format, Args&&... args) {
+  spdlog::critical(format, std::forward<Args>(args)...);
+  return false;
+}
+
 bool CheckTcp(DaemonArgs& d) {
   if (d.listen.empty()) {  // TCP's options without TCP: the user meant something else
     for (auto [given, flag] : {std::pair{d.insecure, "--insecure"},
@@ -229,25 +236,24 @@ bool CheckTcp(DaemonArgs& d) {
                                {!d.tls_cert.empty(), "--tls-cert"},
                                {!d.tls_key.empty(), "--tls-key"},
                                {!d.tls_client_ca.empty(), "--tls-client-ca"}})
-      if (given) return spdlog::critical("{} needs --listen", flag), false;
+      if (given) return Refuse("{} needs --listen", flag);
     return true;
   }
-  if (d.token_file.empty()) return spdlog::critical("--listen needs --token-file"), false;
+  if (d.token_file.empty()) return Refuse("--listen needs --token-file");
   auto tokens = shoal::TokenTable::Load(d.token_file);
-  if (!tokens.ok()) return spdlog::critical("{}", tokens.status().message()), false;
+  if (!tokens.ok()) return Refuse("{}", tokens.status().message());
   d.tokens = std::move(tokens).value();
   const bool tls = !d.tls_cert.empty() || !d.tls_key.empty();
   if (tls && (d.tls_cert.empty() || d.tls_key.empty()))
-    return spdlog::critical("--tls-cert and --tls-key go together"), false;
+    return Refuse("--tls-cert and --tls-key go together");
   if (!d.tls_client_ca.empty() && !tls)  // plaintext would check no client certificate
-    return spdlog::critical("--tls-client-ca needs --tls-cert and --tls-key"), false;
-  if (tls && d.insecure)
-    return spdlog::critical("--insecure with --tls-*: TLS or plaintext?"), false;
+    return Refuse("--tls-client-ca needs --tls-cert and --tls-key");
+  if (tls && d.insecure) return Refuse("--insecure with --tls-*: TLS or plaintext?");
   // From here on the --tls-* options hold the PEM texts, not their paths.
   for (std::string* pem : {&d.tls_cert, &d.tls_key, &d.tls_client_ca}) {
     if (pem->empty()) continue;
     auto text = shoal::ReadSmallFile(*pem);
-    if (!text.ok()) return spdlog::critical("{}", text.status().message()), false;
+    if (!text.ok()) return Refuse("{}", text.status().message());
     *pem = std::move(text).value();
   }
   if (!tls && !(d.insecure && IsLoopback(d.listen))) {
@@ -268,23 +274,23 @@ bool CheckPeers(DaemonArgs& d) {
                                {!d.peer.tls_cert.empty(), "--peer-tls-cert"},
                                {!d.peer.tls_key.empty(), "--peer-tls-key"},
                                {d.peer_timeout_given, "--peer-timeout-ms"}})
-      if (given) return spdlog::critical("{} needs --peer-token-file", flag), false;
+      if (given) return Refuse("{} needs --peer-token-file", flag);
     return true;
   }
   const bool peer_tls = !d.peer.tls_ca.empty() || !d.peer.tls_cert.empty();
   if (peer_tls && d.peer.insecure)
-    return spdlog::critical("--peer-insecure with --peer-tls-*: TLS or plaintext?"), false;
+    return Refuse("--peer-insecure with --peer-tls-*: TLS or plaintext?");
   auto token = shoal::ReadSmallFile(d.peer_token_file);
-  if (!token.ok()) return spdlog::critical("{}", token.status().message()), false;
+  if (!token.ok()) return Refuse("{}", token.status().message());
   d.peer.token = token->substr(0, token->find_first_of("\r\n"));
   if (d.peer.token.empty())
-    return spdlog::critical("--peer-token-file {}: no token in it", d.peer_token_file), false;
+    return Refuse("--peer-token-file {}: no token in it", d.peer_token_file);
   if (d.peer.tls_cert.empty() != d.peer.tls_key.empty())
-    return spdlog::critical("--peer-tls-cert and --peer-tls-key go together"), false;
+    return Refuse("--peer-tls-cert and --peer-tls-key go together");
   for (std::string* pem : {&d.peer.tls_ca, &d.peer.tls_cert, &d.peer.tls_key}) {
     if (pem->empty()) continue;
     auto text = shoal::ReadSmallFile(*pem);
-    if (!text.ok()) return spdlog::critical("{}", text.status().message()), false;
+    if (!text.ok()) return Refuse("{}", text.status().message());
     *pem = std::move(text).value();
   }
   d.opts.connect_peer = shoal::GrpcPeers(d.peer);

@@ -21,7 +21,7 @@ enum class Code {
   kUnauthenticated,   // a caller that did not prove who it is
 };
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -51,7 +51,7 @@ inline Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, s
 
 // Either a value or a non-OK Status.
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : v_(std::move(status)) {}  // NOLINT

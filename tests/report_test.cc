@@ -1182,28 +1182,32 @@ TEST(ReportTest, JsonPerPointTablesLabelEveryAxis) {
 
 // Tags open and close in order: enough to call the SVG well-formed for our purposes.
 bool WellFormed(const std::string& xml, std::string* why) {
+  auto fail = [why](const std::string& what) {
+    *why = what;
+    return false;
+  };
   std::vector<std::string> stack;
   size_t i = 0;
   while ((i = xml.find('<', i)) != std::string::npos) {
     const size_t end = xml.find('>', i);
-    if (end == std::string::npos) return (*why = "unterminated tag"), false;
+    if (end == std::string::npos) return fail("unterminated tag");
     std::string tag = xml.substr(i + 1, end - i - 1);
     i = end + 1;
-    if (tag.empty()) return (*why = "empty tag"), false;
+    if (tag.empty()) return fail("empty tag");
     if (tag[0] == '?' || tag[0] == '!') continue;
     if (tag[0] == '/') {
       if (stack.empty() || stack.back() != tag.substr(1))
-        return (*why = "mismatched </" + tag.substr(1) + ">"), false;
+        return fail("mismatched </" + tag.substr(1) + ">");
       stack.pop_back();
       continue;
     }
     const bool self_closing = tag.back() == '/';
     const std::string name = tag.substr(0, tag.find_first_of(" /"));
     if (std::count(tag.begin(), tag.end(), '"') % 2 != 0)
-      return (*why = "unbalanced quotes in <" + name + ">"), false;
+      return fail("unbalanced quotes in <" + name + ">");
     if (!self_closing) stack.push_back(name);
   }
-  if (!stack.empty()) return (*why = "unclosed <" + stack.back() + ">"), false;
+  if (!stack.empty()) return fail("unclosed <" + stack.back() + ">");
   return true;
 }
 

@@ -441,7 +441,10 @@ TEST(StoreTest, CancellingASweepStoresItOnceForAllItsPoints) {
   int writes = -1;
   sqlite3_exec(
       db, "SELECT n FROM writes",
-      [](void* out, int, char** v, char**) { return *static_cast<int*>(out) = std::atoi(v[0]), 0; },
+      [](void* out, int, char** v, char**) {
+        *static_cast<int*>(out) = std::atoi(v[0]);
+        return 0;
+      },
       &writes, nullptr);
   sqlite3_close(db);
   EXPECT_EQ(writes, 2);

@@ -38,6 +38,12 @@ class StatusPipe {
   int fd_;
 };
 
+// Sends the leader's error to shoald; the exit code of a leader that failed.
+int Fail(StatusPipe& out, const std::string& message) {
+  out.Error(message);
+  return 1;
+}
+
 // Removes the experiment's segments when the leader leaves RunLeader, however it leaves.
 // (Forked workers _exit and never run it.) shoald removes them too, in case we are killed.
 struct SegmentCleanup {
@@ -106,16 +112,16 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     out.Emit(e);
   };
   LeaderEnv env{spec, a.experiment_id, segment};
-  if (Status st = kind.Prepare(env); !st.ok()) return out.Error(st.message()), 1;
+  if (Status st = kind.Prepare(env); !st.ok()) return Fail(out, st.message());
   auto board = Scoreboard::Create(SegmentName(a.experiment_id, "scoreboard"), spec.workers());
-  if (!board.ok()) return out.Error(board.status().message()), 1;
+  if (!board.ok()) return Fail(out, board.status().message());
   segment("scoreboard", board->size());
 
   // The lifetime pipe: workers watch the read end and leave when we are gone, whoever their
   // parent is (a forkserver worker's parent is the zygote).
   int lifetime[2];
   if (::pipe2(lifetime, O_CLOEXEC) != 0)
-    return out.Error(std::string("pipe: ") + std::strerror(errno)), 1;
+    return Fail(out, std::string("pipe: ") + std::strerror(errno));
   LaunchContext lc{spec,        a.experiment_id, a.worker_bin, a.zygote_socket,
                    lifetime[0], lifetime[1],     a.status_fd};
   auto launcher = MakeLauncher(lc, [&](uint32_t i) {
@@ -128,7 +134,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
       return WorkerFails(w.slot, i, e.what());
     }
   });
-  if (!launcher.ok()) return out.Error(launcher.status().message()), 1;
+  if (!launcher.ok()) return Fail(out, launcher.status().message());
   const std::optional<uint64_t> oom_kills_before = ReadOomKills();
   ReportOwnMemory(out);
   Started started = StartWorkers(**launcher, *board, spec.workers(), out);
@@ -205,7 +211,7 @@ int RunLeader(const LeaderArgs& a) {
   StatusPipe out(a.status_fd);
   std::unique_ptr<WorkerKind> kind = MakeWorkerKind(a.spec.kind());
   if (kind == nullptr)
-    return out.Error("kind: '" + a.spec.kind() + "' is not in this shoal-worker"), 1;
+    return Fail(out, "kind: '" + a.spec.kind() + "' is not in this shoal-worker");
   InstallTerminateHandler(a.experiment_id, *kind);
   DieWithParent(a.parent, SIGTERM);
   try {
