@@ -107,7 +107,7 @@ StatusOr<v1::StoredFile> BlobUpload::Commit() {
     part_.clear();
     return ResourceExhausted(error);
   }
-  auto stored = store_->Store(part_, hash_->HexDigest(), name_, size_);
+  auto stored = store_->Store(part_, hash_->HexDigest(), name_);
   part_.clear();  // renamed into place, or removed by Store
   return stored;
 }
@@ -145,7 +145,7 @@ StatusOr<std::unique_ptr<BlobUpload>> BlobStore::Begin(const std::string& name, 
 }
 
 StatusOr<v1::StoredFile> BlobStore::Store(const std::string& part, const std::string& hex,
-                                          const std::string& name, uint64_t size) {
+                                          const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
   const std::string path = dir_ + "/" + hex;
   if (::access(path.c_str(), F_OK) == 0) {
@@ -160,13 +160,8 @@ StatusOr<v1::StoredFile> BlobStore::Store(const std::string& part, const std::st
       return st;
     }
   }
-  v1::StoredFile f;
-  f.set_ref("sha256:" + hex);
-  f.set_size_bytes(size);
-  std::ifstream in(path + ".name");
-  std::string first;
-  std::getline(in, first);
-  f.set_name(first.empty() ? name : first);
+  StatusOr<v1::StoredFile> f = Find("sha256:" + hex);  // its first name, if it had one
+  if (f.ok() && f->name().empty()) f->set_name(name);
   return f;
 }
 

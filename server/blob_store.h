@@ -60,7 +60,7 @@ class BlobStore {
  private:
   friend class BlobUpload;
   StatusOr<v1::StoredFile> Store(const std::string& part, const std::string& hex,
-                                 const std::string& name, uint64_t size);
+                                 const std::string& name);
   std::string dir_;
   uint64_t max_bytes_;
   std::mutex mu_;  // a commit against a removal of the same file

@@ -140,8 +140,7 @@ StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::st
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
   if (spec.has_node_daemons()) return SubmitCoordinated(spec, submitter);
-  if (!IsSha256Ref(spec.dataset()))  // an uploaded tensor file: CheckModelFile finds it
-    RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
+  RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(CheckModelFile(spec));
   RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
   v1::Experiment e = NewExperimentRecord(new_id_("x"), spec, RealtimeMs());
@@ -424,7 +423,6 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
   // Each data set is read once, however many points use it.
   std::map<std::string, Status> checked;
   auto check = [&](const std::string& dataset) {
-    if (IsSha256Ref(dataset)) return Status::Ok();  // an uploaded tensor file: CheckModelFile
     auto it = checked.find(dataset);
     if (it == checked.end())
       it = checked.emplace(dataset, CheckDataset(dataset, opts_.limits.data_roots)).first;

@@ -63,6 +63,20 @@ struct DaemonArgs {
   shoal::CoordinatorOptions opts;
 };
 
+// Files clients upload (a model, a tensor data set): their size, and how long an unused one stays.
+void AddUploadOptions(CLI::App& app, DaemonArgs& d) {
+  app.add_option("--max-upload-mb", d.max_upload_mb,
+                 "largest file (a model) a client may upload, in MiB")
+      ->capture_default_str()
+      ->check(shoal::WholeNumber())
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--upload-grace-s", d.opts.upload_grace_s,
+                 "an uploaded model no record uses is removed by rm/prune once this old")
+      ->capture_default_str()
+      ->check(shoal::WholeNumber())
+      ->check(CLI::Range(0, 86400 * 365));
+}
+
 void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--peer-token-file", d.peer_token_file,
                  "the bearer token this daemon presents to other nodes' daemons when it "
@@ -149,16 +163,6 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(shoal::WholeNumber())
       ->check(CLI::Range(1, 1 << 24));
-  app.add_option("--max-upload-mb", d.max_upload_mb,
-                 "largest file (a model) a client may upload, in MiB")
-      ->capture_default_str()
-      ->check(shoal::WholeNumber())
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--upload-grace-s", opts.upload_grace_s,
-                 "an uploaded model no record uses is removed by rm/prune once this old")
-      ->capture_default_str()
-      ->check(shoal::WholeNumber())
-      ->check(CLI::Range(0, 86400 * 365));
   app.add_option("--max-watchers", d.max_watchers,
                  "most concurrent watch streams (more are refused: RESOURCE_EXHAUSTED)")
       ->capture_default_str()
@@ -169,6 +173,7 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   AddPeerOptions(app, d);
+  AddUploadOptions(app, d);
 }
 
 }  // namespace

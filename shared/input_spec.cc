@@ -91,6 +91,13 @@ bool InputSpec::floating() const {
   return dtype == "float32" || dtype == "float64" || dtype == "float16" || dtype == "bfloat16";
 }
 
+std::vector<int64_t> InputSpec::SampleDims() const {
+  std::vector<int64_t> out;
+  for (int64_t d : dims)
+    if (d != kBatchDim) out.push_back(d);
+  return out;
+}
+
 int64_t InputSpec::SampleElements() const {
   int64_t n = 1;
   for (int64_t d : dims) {

@@ -18,6 +18,8 @@ struct InputSpec {
   int64_t batch_pos = 0;      // the index of the batch dimension in dims
   int64_t high = 0;           // integer inputs: values drawn from [0, high)
   bool floating() const;
+  // One sample's shape: dims with the batch dimension left out.
+  std::vector<int64_t> SampleDims() const;
   // Elements and bytes of one sample (the batch dimension left out).
   int64_t SampleElements() const;
   int64_t SampleBytes() const;

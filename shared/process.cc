@@ -130,11 +130,13 @@ std::string DescribeWaitStatus(int status) {
   return "stopped (status " + std::to_string(status) + ")";
 }
 
-uint64_t SelfVmHwm() {
+uint64_t SelfStatusBytes(std::string_view key) {
   auto text = ReadSmallFile("/proc/self/status");
   if (!text.ok()) return 0;
-  auto v = ParseStatusKb(*text, "VmHWM");
+  auto v = ParseStatusKb(*text, key);
   return v.ok() ? *v : 0;
 }
+
+uint64_t SelfVmHwm() { return SelfStatusBytes("VmHWM"); }
 
 }  // namespace shoal

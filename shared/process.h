@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,5 +52,7 @@ void VolunteerForOomKiller();
 
 // Peak RSS of this process from the kernel's high-water mark (VmHWM), in bytes.
 uint64_t SelfVmHwm();
+// A bytes figure of this process's /proc/self/status ("VmRSS", "VmHWM"); 0 when unreadable.
+uint64_t SelfStatusBytes(std::string_view key);
 
 }  // namespace shoal

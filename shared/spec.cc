@@ -435,6 +435,8 @@ bool ForkCudaShare(const v1::ExperimentSpec& s) {
 
 Status CheckDataset(const std::string& dataset, const std::vector<std::string>& data_roots) {
   if (dataset == "synthetic" || dataset.empty()) return Status::Ok();  // empty: a kind without data
+  // An uploaded tensor file: no path on this machine; the daemon's blob store looks it up.
+  if (IsSha256Ref(dataset)) return Status::Ok();
   if (!data_roots.empty()) {
     char buf[PATH_MAX];
     if (::realpath(dataset.c_str(), buf) == nullptr) {

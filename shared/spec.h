@@ -87,7 +87,7 @@ const std::vector<std::pair<std::string, std::string>>& OptimizerDefaults(const 
 const std::vector<std::string>& OptimizerNamesAllowed();
 
 // The dataset field names an existing MNIST-format directory below one of the data roots, or is
-// "synthetic".
+// "synthetic", or an uploaded tensor file ("sha256:<hex>", which the daemon's store checks).
 Status CheckDataset(const std::string& dataset, const std::vector<std::string>& data_roots = {});
 
 // The spec as one line of proto3 JSON, and back: how it travels on a worker's argv.

@@ -11,18 +11,33 @@
 namespace shoal {
 namespace {
 
-uint64_t SelfRss() {
-  auto text = ReadSmallFile("/proc/self/status");
-  if (!text.ok()) return 0;
-  auto v = ParseStatusKb(*text, "VmRSS");
-  return v.ok() ? *v : 0;
-}
-
-std::string Shape(const torch::Tensor& t) {
+std::string Shape(c10::IntArrayRef dims) {
   std::string out = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) out += (i ? "," : "") + std::to_string(t.size(i));
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? "," : "") + std::to_string(dims[i]);
   return out + "]";
 }
+std::string Shape(const torch::Tensor& t) { return Shape(t.sizes()); }
+
+// Forward and backward passes that train nothing (the leader's probe, a worker's warm-up): the
+// buffers (BatchNorm's statistics) are put back and the gradients dropped when it ends.
+class LeavesNoTrace {
+ public:
+  explicit LeavesNoTrace(Model& model) : model_(model) {
+    for (const auto& b : model_.buffers()) saved_.push_back(b.clone());
+  }
+  ~LeavesNoTrace() {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model_.parameters()) p.mutable_grad().reset();
+    auto buffers = model_.buffers();
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_[i]);
+  }
+  LeavesNoTrace(const LeavesNoTrace&) = delete;
+  LeavesNoTrace& operator=(const LeavesNoTrace&) = delete;
+
+ private:
+  Model& model_;
+  std::vector<torch::Tensor> saved_;
+};
 
 std::string MiB(uint64_t b) { return std::to_string(b >> 20) + " MiB"; }
 
@@ -62,15 +77,15 @@ torch::Tensor ProbeTargets(const TargetSpec& t, int64_t batch) {
 // The measured step: forward and backward, resident memory read after each.
 StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::Tensor>& x,
                                 const torch::Tensor& y) {
-  const uint64_t rss0 = SelfRss();
+  const uint64_t rss0 = SelfStatusBytes("VmRSS");
   torch::Tensor loss = model.Loss(x, y);
-  const uint64_t rss1 = SelfRss();
+  const uint64_t rss1 = SelfStatusBytes("VmRSS");
   if (loss.numel() != 1 || !loss.is_floating_point())
     return InvalidArgument("model_file: the loss is " + Shape(loss) + " " +
                            std::string(c10::toString(loss.scalar_type())) +
                            ", not one floating-point number (loss output: forward must return it)");
   loss.backward();
-  const uint64_t rss2 = SelfRss();
+  const uint64_t rss2 = SelfStatusBytes("VmRSS");
   return std::max(rss1, rss2) > rss0 ? std::max(rss1, rss2) - rss0 : 0;
 }
 
@@ -135,12 +150,12 @@ Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs
                            std::to_string(batch));
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::vector<int64_t> want = {n};
-    for (int64_t d : SampleShape(inputs[i])) want.push_back(d);
+    for (int64_t d : inputs[i].SampleDims()) want.push_back(d);
     if (f.inputs[i].sizes().vec() != want || f.inputs[i].scalar_type() != DtypeOf(inputs[i]))
       return InvalidArgument("dataset: input " + std::to_string(i) + " is " + Shape(f.inputs[i]) +
                              " " + std::string(c10::toString(f.inputs[i].scalar_type())) + "; " +
                              InputText(inputs[i]) + " with " + std::to_string(n) +
-                             " samples wants " + Shape(torch::empty(want)) + ", batch first");
+                             " samples wants " + Shape(want) + ", batch first");
     if (inputs[i].high > 0 && (f.inputs[i].min().item<int64_t>() < 0 ||
                                f.inputs[i].max().item<int64_t>() >= inputs[i].high))
       return InvalidArgument("dataset: input " + std::to_string(i) + " has values outside [0, " +
@@ -150,7 +165,7 @@ Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs
   want.insert(want.end(), t.dims.begin(), t.dims.end());
   if (f.targets.sizes().vec() != want)
     return InvalidArgument("dataset: targets are " + Shape(f.targets) + ", the loss wants " +
-                           Shape(torch::empty(want)));
+                           Shape(want));
   if (t.classes > 0 &&
       (f.targets.scalar_type() != torch::kLong || f.targets.min().item<int64_t>() < 0 ||
        f.targets.max().item<int64_t>() >= t.classes))
@@ -174,8 +189,7 @@ StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::Experime
   const int64_t batch = spec.batch_size();
   ModelFileProbe p;
   for (const auto& t : model.parameters()) p.param_bytes += uint64_t(t.numel()) * 4;
-  std::vector<torch::Tensor> saved;
-  for (const auto& b : model.buffers()) saved.push_back(b.clone());
+  LeavesNoTrace untrained(model);
   model.train();
   const std::vector<torch::Tensor> x = RandomInputs(inputs, batch, spec.seed());
   torch::Tensor out;
@@ -189,10 +203,6 @@ StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::Experime
   } catch (const std::exception& e) {
     return InvalidArgument("model_file: one training step failed: " + TorchMessage(e));
   }
-  torch::NoGradGuard no_grad;
-  for (auto& t : model.parameters()) t.mutable_grad().reset();
-  auto buffers = model.buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
   return p;
 }
 
@@ -235,16 +245,11 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
   std::vector<torch::Tensor> x;
   torch::Tensor y;
   GatherBatch(set, &set, idx.data(), batch, &x, &y);
-  std::vector<torch::Tensor> saved;
-  for (const auto& b : model.buffers()) saved.push_back(b.clone());
+  LeavesNoTrace untrained(model);
   for (int run = 0; run < kRuns; ++run) {
     model.Loss(x, y).backward();
     slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
   }
-  torch::NoGradGuard no_grad;
-  for (auto& p : model.parameters()) p.mutable_grad().reset();
-  auto buffers = model.buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
 }
 
 Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe) {

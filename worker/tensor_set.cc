@@ -7,34 +7,28 @@
 #include "shared/layout.h"
 
 namespace shoal {
-namespace {
 
-torch::ScalarType ScalarOf(const std::string& dtype) {
-  if (dtype == "float64") return torch::kDouble;
-  if (dtype == "float16") return torch::kHalf;
-  if (dtype == "bfloat16") return torch::kBFloat16;
-  if (dtype == "int64") return torch::kLong;
-  if (dtype == "int32") return torch::kInt;
-  if (dtype == "uint8") return torch::kByte;
-  if (dtype == "bool") return torch::kBool;
+torch::ScalarType DtypeOf(const InputSpec& in) {
+  const std::string& d = in.dtype;
+  if (d == "float64") return torch::kDouble;
+  if (d == "float16") return torch::kHalf;
+  if (d == "bfloat16") return torch::kBFloat16;
+  if (d == "int64") return torch::kLong;
+  if (d == "int32") return torch::kInt;
+  if (d == "uint8") return torch::kByte;
+  if (d == "bool") return torch::kBool;
   return torch::kFloat;
 }
 
-// One sample's shape, the batch dimension left out.
-std::vector<int64_t> SampleDims(const InputSpec& in) {
-  std::vector<int64_t> dims;
-  for (int64_t d : in.dims)
-    if (d != kBatchDim) dims.push_back(d);
-  return dims;
-}
+namespace {
 
 // `n` samples of one input, [n, sample dims...].
 torch::Tensor DrawInput(const InputSpec& in, int64_t n, at::Generator& gen) {
   std::vector<int64_t> shape = {n};
-  for (int64_t d : SampleDims(in)) shape.push_back(d);
-  if (in.floating()) return torch::randn(shape, gen, torch::kFloat).to(ScalarOf(in.dtype));
+  for (int64_t d : in.SampleDims()) shape.push_back(d);
+  if (in.floating()) return torch::randn(shape, gen, torch::kFloat).to(DtypeOf(in));
   const int64_t high = in.dtype == "bool" ? 2 : in.high;
-  return torch::randint(0, high, shape, gen, torch::kLong).to(ScalarOf(in.dtype));
+  return torch::randint(0, high, shape, gen, torch::kLong).to(DtypeOf(in));
 }
 
 // mse: targets that follow from the first input, its samples flattened through a fixed random
@@ -66,11 +60,11 @@ void MarkClasses(torch::Tensor* input, const torch::Tensor& labels, const InputS
     // At most 64 MiB of patterns: past that, classes share them (label mod the patterns made).
     const int64_t fit = std::max<int64_t>(1, (int64_t(64) << 20) / (4 * in.SampleElements()));
     std::vector<int64_t> shape = {std::min(classes, fit)};
-    for (int64_t d : SampleDims(in)) shape.push_back(d);
+    for (int64_t d : in.SampleDims()) shape.push_back(d);
     torch::Tensor patterns = torch::randn(shape, gen, torch::kFloat);
     *input = input->to(torch::kFloat)
                  .add_(patterns.index_select(0, labels.remainder(shape[0])))
-                 .to(ScalarOf(in.dtype));
+                 .to(DtypeOf(in));
     return;
   }
   const int64_t share = in.high / classes;
@@ -79,8 +73,7 @@ void MarkClasses(torch::Tensor* input, const torch::Tensor& labels, const InputS
       labels.view({n, 1}) * share + torch::randint(0, share, {n, 1}, gen, torch::kLong);
   torch::Tensor flat = input->reshape({n, -1}).to(torch::kLong);
   torch::Tensor pick = torch::rand(flat.sizes(), gen).lt(0.5);
-  *input =
-      torch::where(pick, own.expand_as(flat), flat).reshape(input->sizes()).to(ScalarOf(in.dtype));
+  *input = torch::where(pick, own.expand_as(flat), flat).reshape(input->sizes()).to(DtypeOf(in));
 }
 
 TensorSetEntry EntryFor(torch::ScalarType dtype, const std::vector<int64_t>& dims,
@@ -119,7 +112,7 @@ StatusOr<TensorSetHeader> PlanTensorSet(const std::vector<InputSpec>& inputs,
   h.n = uint64_t(n);
   h.count = uint32_t(inputs.size() + 1);
   for (size_t i = 0; i < inputs.size(); ++i)
-    h.entries[i] = EntryFor(ScalarOf(inputs[i].dtype), SampleDims(inputs[i]), inputs[i].batch_pos);
+    h.entries[i] = EntryFor(DtypeOf(inputs[i]), inputs[i].SampleDims(), inputs[i].batch_pos);
   h.entries[inputs.size()] = EntryFor(target.dtype, target.dims, 0);
   uint64_t off = AlignUp(sizeof(TensorSetHeader));
   for (uint32_t i = 0; i < h.count; ++i) {
@@ -169,10 +162,6 @@ std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, in
   }
   return out;
 }
-
-torch::ScalarType DtypeOf(const InputSpec& in) { return ScalarOf(in.dtype); }
-
-std::vector<int64_t> SampleShape(const InputSpec& in) { return SampleDims(in); }
 
 void CopyTensors(const TensorSetHeader& h, const std::vector<torch::Tensor>& inputs,
                  const torch::Tensor& target, void* base) {

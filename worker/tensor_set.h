@@ -59,8 +59,6 @@ std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, in
                                         uint64_t seed);
 // The LibTorch dtype an input spec names.
 torch::ScalarType DtypeOf(const InputSpec& in);
-// One sample's shape under `in` (its batch dimension left out).
-std::vector<int64_t> SampleShape(const InputSpec& in);
 // Copies a data set the user gave ([n, sample...] each, batch first) into the segment at `base`.
 void CopyTensors(const TensorSetHeader& h, const std::vector<torch::Tensor>& inputs,
                  const torch::Tensor& target, void* base);

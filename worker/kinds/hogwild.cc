@@ -123,24 +123,24 @@ int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   at::set_num_threads(1);  // until the trainer sets the spec's count
   // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
   Status st = forked_from_leader ? PlaceOnDevice(env.spec, env.index, plan_) : Attach(env);
-  if (st.ok() && env.spec.model() == "torchscript") {
+  // A model file's training set (the data segment holds images otherwise).
+  const auto* tensors = env.spec.model() == "torchscript"
+                            ? static_cast<const TensorSetHeader*>(data_.data())
+                            : nullptr;
+  if (st.ok() && tensors != nullptr) {
     // The spec's threads first: the warm-up then also starts the intra-op pool, which would
     // otherwise cost the first timed step (10 ms a step over 10 steps of a small MLP here).
     at::set_num_threads(static_cast<int>(env.spec.threads()));
     model_->train();
-    WarmUpModelFile(
-        *model_, *static_cast<const TensorSetHeader*>(data_.data()),
-        std::min<int64_t>(WorkerBatch(env.spec),
-                          int64_t(static_cast<const TensorSetHeader*>(data_.data())->n)),
-        env.slot);
+    WarmUpModelFile(*model_, *tensors,
+                    std::min<int64_t>(WorkerBatch(env.spec), int64_t(tensors->n)), env.slot);
   }
   StepSync sync;
   if (st.ok()) st = BeforeTraining(env, *model_, &sync);
   if (!st.ok()) return WorkerFails(env.slot, env.index, st.message());
   const StepSync* step_sync = sync.after_backward ? &sync : nullptr;
-  if (env.spec.model() == "torchscript") {
-    HogwildTrainer trainer(env, *model_, static_cast<const TensorSetHeader*>(data_.data()),
-                           *device_, step_sync);
+  if (tensors != nullptr) {
+    HogwildTrainer trainer(env, *model_, tensors, *device_, step_sync);
     return trainer.Run();
   }
   const auto* dh = static_cast<const DataHeader*>(data_.data());

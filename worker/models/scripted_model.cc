@@ -134,15 +134,13 @@ StatusOr<torch::Tensor> ScriptedModel::TryForward(const std::vector<torch::Tenso
 torch::Tensor ScriptedModel::Loss(const std::vector<torch::Tensor>& inputs,
                                   const torch::Tensor& target) {
   namespace F = torch::nn::functional;
-  if (loss_ == "output") {
-    std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
+  std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
+  if (loss_ == "output") {  // forward(inputs..., targets) is the loss
     args.emplace_back(target);
     return module_.forward(args).toTensor();
   }
-  std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
   torch::Tensor out = module_.forward(args).toTensor();
-  if (loss_ == "mse") return F::mse_loss(out, target);
-  return F::cross_entropy(out, target);
+  return loss_ == "mse" ? F::mse_loss(out, target) : F::cross_entropy(out, target);
 }
 
 void ScriptedModel::train(bool on) {
