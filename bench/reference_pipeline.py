@@ -1,7 +1,7 @@
 """The PyTorch reference for pipeline (seed 004): AmoebaNet-D in one process, GPipe's schedule.
 
 The same network as Shoal's (torchgpipe's benchmark AmoebaNet-D, written here from the same
-genotype and channel plan as shared/amoebanet.cc), the same random 3x224x224 mini-batch split into
+genotype and channel plan as shared/kinds/pipeline/amoebanet.cc), the same random 3x224x224 mini-batch split into
 `--chunks` micro-batches, every micro-batch forward (under torch.utils.checkpoint per
 `--checkpoint`: never, except_last, always), then every backward in reverse order, then RMSprop
 with the seed's defaults; threads = the machine's cores (one process, as Shoal's one stage).

@@ -10,7 +10,7 @@
 #include "client/commands.h"
 #include "client/shoal_client.h"
 #include "shared/cli_checks.h"
-#include "shared/data_parallel.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
 #include "shared/procfs.h"
 

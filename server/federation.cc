@@ -14,7 +14,7 @@
 #include "server/experiment_queue.h"
 #include "server/sample_keeper.h"
 #include "server/sweep_tracker.h"
-#include "shared/data_parallel.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/process.h"
 #include "shared/sweep.h"
 #include "spdlog/spdlog.h"

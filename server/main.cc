@@ -24,7 +24,7 @@
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
 #include "shared/cli_checks.h"
-#include "shared/data_parallel.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
 #include "shared/process.h"
 #include "shared/procfs.h"

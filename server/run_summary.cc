@@ -6,10 +6,10 @@
 #include <climits>
 #include <set>
 
-#include "shared/data_parallel.h"
-#include "shared/kind_rules.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
+#include "shared/kinds/kind.h"
 #include "shared/layout.h"
-#include "shared/pipeline.h"
+#include "shared/kinds/pipeline/pipeline.h"
 #include "shared/process.h"
 #include "shared/spec.h"
 

@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "shared/data_parallel.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/pbjson.h"
 #include "shared/spec_fields.h"
 #include "shared/svg_chart.h"

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <map>
 
-#include "shared/data_parallel.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/idx.h"
 #include "shared/input_spec.h"
-#include "shared/kind_rules.h"
+#include "shared/kinds/kind.h"
 #include "shared/spec_fields.h"
 
 namespace shoal {

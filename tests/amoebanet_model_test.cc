@@ -5,9 +5,9 @@
 
 #include <sstream>
 
-#include "worker/checkpoint.h"
+#include "worker/kinds/pipeline/checkpoint.h"
 #include "worker/counting_allocator.h"
-#include "worker/models/amoebanet.h"
+#include "worker/kinds/pipeline/amoebanet_model.h"
 
 namespace shoal {
 namespace {

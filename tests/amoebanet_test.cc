@@ -1,6 +1,6 @@
 // AmoebaNet-D's plan and parameter counts (seed 004), from the definitions: the five configurations
 // of GPipe's Table 1 as torchgpipe counts them, without building a 1.8-billion-parameter model.
-#include "shared/amoebanet.h"
+#include "shared/kinds/pipeline/amoebanet.h"
 
 #include <gtest/gtest.h>
 

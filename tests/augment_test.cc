@@ -1,6 +1,6 @@
 // The data_loading kind's transforms: crop with padding, flip, normalise — exact, seeded, and with
 // the distribution they claim.
-#include "shared/augment.h"
+#include "shared/kinds/data_loading/augment.h"
 
 #include <gtest/gtest.h>
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "shared/kind_rules.h"
-#include "shared/loader_batch.h"
+#include "shared/kinds/kind.h"
+#include "shared/kinds/data_loading/loader_batch.h"
 #include "shared/spec.h"
 
 namespace shoal {

@@ -1,6 +1,6 @@
 // data_parallel's arithmetic (buckets, bandwidth, the batch under weak and strong scaling) and
 // its spec rules.
-#include "shared/data_parallel.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 
 #include <gtest/gtest.h>
 

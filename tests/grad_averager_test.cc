@@ -1,7 +1,7 @@
 // GradAverager against a real ProcessGroupGloo: two ranks in two threads of this process, meeting
 // in an in-memory c10d HashStore. The averaged gradients must be the mean of what each rank's
 // backward made, on both ranks, whatever the bucketing.
-#include "worker/grad_averager.h"
+#include "worker/kinds/data_parallel/grad_averager.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // multi_model's variants compute what they claim, and the counting allocator counts.
-#include "worker/kinds/multi_model.h"
+#include "worker/kinds/multi_model/multi_model.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "shared/amoebanet.h"
+#include "shared/kinds/pipeline/amoebanet.h"
 #include "shared/procfs.h"
 #include "shared/shm.h"
 #include "tests/testutil.h"

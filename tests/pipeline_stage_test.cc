@@ -2,7 +2,7 @@
 // memory or through the kind's rings (with device slots, as between CUDA stages), end a step with
 // the loss and weights one stage over every layer reaches, whatever the checkpoint mode; and the
 // ring message format round-trips, its data beside its headers or apart from them.
-#include "worker/pipeline_stage.h"
+#include "worker/kinds/pipeline/pipeline_stage.h"
 
 #include <gtest/gtest.h>
 
@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "shared/batch_ring.h"
-#include "shared/pipeline.h"
+#include "shared/kinds/pipeline/pipeline.h"
 #include "tests/fake_cuda_driver.h"
-#include "worker/ring_link.h"
+#include "worker/kinds/pipeline/ring_link.h"
 
 namespace shoal {
 namespace {

@@ -1,5 +1,5 @@
 // The worker's half of an experiment kind: what the leader prepares and what each worker process
-// runs. The daemon's half (validation, admission) is shared/kind_rules.h; the runtime around
+// runs. The daemon's half (validation, admission) is shared/kinds/kind.h; the runtime around
 // both (launching, the scoreboard, supervision, telemetry, the store) knows no kind.
 #pragma once
 

@@ -22,7 +22,7 @@
 #include <map>
 
 #include "shared/ipc_codec.h"
-#include "shared/kind_rules.h"
+#include "shared/kinds/kind.h"
 #include "shared/packet.h"
 #include "shared/process.h"
 #include "shared/spec.h"

@@ -2,7 +2,7 @@
 // arguments), then calls it.
 #include "server/rpc/access.h"
 #include "server/rpc/service.h"
-#include "shared/kind_rules.h"
+#include "shared/kinds/kind.h"
 #include "shared/spec.h"
 #include "shared/wire_check.h"
 

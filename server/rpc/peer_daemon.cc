@@ -1,7 +1,7 @@
 #include "server/rpc/peer_daemon.h"
 
 #include "client/shoal_client.h"
-#include "shared/data_parallel.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
 
 namespace shoal {

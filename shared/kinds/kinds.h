@@ -1,7 +1,7 @@
 // One function per kind, returning its rules; registry.cc lists them.
 #pragma once
 
-#include "shared/kind_rules.h"
+#include "shared/kinds/kind.h"
 
 namespace shoal {
 

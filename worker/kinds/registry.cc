@@ -1,10 +1,10 @@
 #include "worker/kind.h"
-#include "worker/kinds/data_loading.h"
-#include "worker/kinds/hogwild.h"
-#include "worker/kinds/multi_model.h"
-#include "worker/kinds/pipeline.h"
+#include "worker/kinds/data_loading/data_loading.h"
+#include "worker/kinds/hogwild/hogwild.h"
+#include "worker/kinds/multi_model/multi_model.h"
+#include "worker/kinds/pipeline/pipeline.h"
 #ifdef SHOAL_WITH_GLOO
-#include "worker/kinds/data_parallel.h"
+#include "worker/kinds/data_parallel/data_parallel.h"
 #endif
 
 namespace shoal {

@@ -1,0 +1,112 @@
+#include "shared/kinds/data_parallel/data_parallel.h"
+
+#include <algorithm>
+
+#include "shared/spec.h"
+
+namespace shoal {
+
+uint32_t WorldSize(const v1::ExperimentSpec& spec) {
+  return std::max<uint32_t>(1, spec.workers()) * std::max<uint32_t>(1, spec.nodes());
+}
+
+uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index) {
+  return spec.node_rank() * std::max<uint32_t>(1, spec.workers()) + index;
+}
+
+uint32_t WorkerBatch(const v1::ExperimentSpec& spec) {
+  if (spec.kind() == "data_parallel" && spec.scaling() == "strong")
+    return spec.batch_size() / WorldSize(spec);
+  return spec.batch_size();
+}
+
+uint32_t TotalBatch(const v1::ExperimentSpec& spec) {
+  if (spec.kind() == "data_parallel" && spec.scaling() == "strong") return spec.batch_size();
+  return spec.batch_size() * WorldSize(spec);
+}
+
+StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& field,
+                                                         const std::string& master) {
+  const size_t colon = master.rfind(':');
+  const std::string why = field + ": '" + master + "' is not HOST:PORT with a port 1..65535";
+  if (colon == std::string::npos || colon == 0 || colon + 1 == master.size())
+    return InvalidArgument(why);
+  const std::string port = master.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return InvalidArgument(why);
+  const unsigned long p = std::stoul(port);
+  if (p < 1 || p > 65535) return InvalidArgument(why);
+  std::string host = master.substr(0, colon);
+  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']';  // [IPv6]:PORT
+  if (v6) host = host.substr(1, host.size() - 2);
+  // A space or a stray character would pass here and fail only when the run connects.
+  const char* allowed = v6 ? "0123456789abcdefABCDEF:."
+                           : "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-_";
+  if (host.find_first_not_of(allowed) != std::string::npos) {
+    return InvalidArgument(field + ": '" + master + "': '" + host + "' is not a host name or " +
+                           (v6 ? "an IPv6 address" : "an IPv4 address ([IPv6]:PORT for IPv6)"));
+  }
+  return std::make_pair(host, uint16_t(p));
+}
+
+StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text) {
+  const std::vector<std::string> out = SplitCommas(text);
+  std::vector<std::pair<std::string, uint16_t>> seen;  // "H:1" and "h:01" are one daemon
+  for (const std::string& daemon : out) {
+    ASSIGN_OR_RETURN(auto hp, ParseHostPort("node_daemons", daemon));
+    std::transform(hp.first.begin(), hp.first.end(), hp.first.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
+    if (std::count(seen.begin(), seen.end(), hp) > 0)
+      return InvalidArgument("node_daemons: '" + daemon + "' is named twice");
+    seen.push_back(hp);
+  }
+  if (out.size() < 2 || out.size() > 64) {
+    return InvalidArgument("node_daemons: " + std::to_string(out.size()) +
+                           " daemon(s); a coordinated experiment spans 2..64 nodes");
+  }
+  return out;
+}
+
+std::string DefaultMaster(const std::string& node0_daemon) {
+  const std::string host = node0_daemon.substr(0, node0_daemon.rfind(':'));
+  return host + ":" + std::to_string(kDefaultMasterPort);  // [IPv6] keeps its brackets
+}
+
+v1::ExperimentSpec PartSpec(const v1::ExperimentSpec& spec, const std::string& group_id,
+                            uint32_t node) {
+  v1::ExperimentSpec part = spec;
+  part.clear_node_daemons();
+  part.set_node_rank(node);
+  part.set_name((spec.has_name() ? spec.name() + " " : "") + group_id + " node " +
+                std::to_string(node));
+  return part;
+}
+
+std::vector<GradBucket> AssignBuckets(const std::vector<uint64_t>& param_bytes, uint64_t first_cap,
+                                      uint64_t cap) {
+  std::vector<GradBucket> out;
+  GradBucket cur;
+  for (size_t k = param_bytes.size(); k-- > 0;) {
+    const uint64_t limit = out.empty() ? first_cap : cap;
+    if (!cur.params.empty() && cur.bytes + param_bytes[k] > limit) {
+      out.push_back(std::move(cur));
+      cur = GradBucket{};
+    }
+    cur.params.push_back(k);
+    cur.bytes += param_bytes[k];
+  }
+  if (!cur.params.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
+double RingBusBytes(uint64_t bytes, uint32_t world) {
+  if (world == 0) return 0;
+  return 2.0 * double(world - 1) / double(world) * double(bytes);
+}
+
+std::optional<double> BusBandwidthGbps(uint64_t bytes, uint32_t world, double seconds) {
+  if (world < 2 || seconds <= 0 || bytes == 0) return std::nullopt;
+  return RingBusBytes(bytes, world) / seconds / 1e9;
+}
+
+}  // namespace shoal

@@ -1,0 +1,166 @@
+#include "worker/kinds/hogwild/hogwild.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+#include "shared/kinds/data_parallel/data_parallel.h"
+#include "shared/spec.h"
+#include "worker/kinds/hogwild/hogwild_trainer.h"
+#include "worker/model_file.h"
+#include "worker/scoreboard.h"
+#include "worker/train_device.h"
+#include "worker/training.h"
+
+namespace shoal {
+
+void HogwildKind::Warm() {
+  at::set_num_threads(1);
+  SeedCpu(0);
+  prototype_ = MakeModel("mnist_convnet").value();
+  WarmConvNetOnce();  // one tiny step on a throwaway copy
+}
+
+// The built-in models' image set, or a model file's tensors (after the file is checked).
+Status HogwildKind::PrepareModelAndData(LeaderEnv& env) {
+  const auto& spec = env.spec;
+  const std::string name = SegmentName(env.experiment_id, "data");
+  if (spec.model() != "torchscript") {
+    ASSIGN_OR_RETURN(data_, LoadDataSegment(spec, name));
+    env.segment_created("data", data_.size());
+    RETURN_IF_ERROR(CheckTrainingSet(spec, static_cast<const DataHeader*>(data_.data())->n_train));
+    SeedCpu(spec.seed());
+    ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
+    return Status::Ok();
+  }
+  SeedCpu(spec.seed());
+  ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> scripted, LoadModelFile(spec));
+  ASSIGN_OR_RETURN(ModelFileProbe probe, ProbeModelFile(*scripted, spec));
+  model_step_bytes_ = probe.step_bytes;
+  RETURN_IF_ERROR(AdmitModelFileWorkers(spec, probe));
+  ASSIGN_OR_RETURN(data_, MakeModelFileData(spec, probe.target, name));
+  env.segment_created("data", data_.size());
+  RETURN_IF_ERROR(CheckTrainingSet(spec, static_cast<const TensorSetHeader*>(data_.data())->n));
+  SeedCpu(spec.seed());  // the probe drew from the generator: dropout starts where PyTorch's would
+  model_ = std::move(scripted);
+  return Status::Ok();
+}
+
+Status HogwildKind::Prepare(LeaderEnv& env) {
+  const auto& spec = env.spec;
+  RETURN_IF_ERROR(PrepareModelAndData(env));
+  ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
+  ASSIGN_OR_RETURN(
+      weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
+  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
+  CopyParamsToSegment(*model_, plan_, weights_.data());
+  initial_checksum_ = SegmentChecksum(plan_, weights_.data());
+  env.segment_created("weights", weights_.size());
+  if (spec.device() == "cuda") return spec.share() ? ExportToDevice(spec) : Status::Ok();
+  // With sharing off the segment is only where attached workers copy their initial weights from;
+  // forked workers inherit the leader's private copy.
+  if (spec.share()) RETURN_IF_ERROR(BindParamsToSegment(*model_, plan_, weights_.data()));
+  return Status::Ok();
+}
+
+// Only here does the leader touch CUDA: shared weights need a buffer that outlives every worker.
+// Without sharing it never does, so `fork` can start cuda workers (their parent has no context).
+Status HogwildKind::ExportToDevice(const v1::ExperimentSpec& spec) {
+  leader_cuda_ = LoadCudaDriver();
+  const int device = int(CudaOrdinal(spec, 0));  // every worker's, as validation made sure
+  RETURN_IF_ERROR(leader_cuda_->Init(device));
+  auto* header = static_cast<WeightsHeader*>(weights_.data());
+  ASSIGN_OR_RETURN(owner_, DeviceBufferOwner::Create(leader_cuda_.get(), device, weights_.data(),
+                                                     plan_.total_bytes, getpid(), &header->cuda));
+  return Status::Ok();
+}
+
+Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index,
+                                  const WeightsHeader& wh) {
+  ASSIGN_OR_RETURN(device_, TrainDevice::ForSpec(spec, index));
+  if (!device_->is_cuda()) return Status::Ok();
+  if (!spec.share()) {  // its own copy, already in the model's (CPU) parameters
+    model_->to(device_->device());
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(view_, DeviceBufferView::Open(device_->driver(), wh.cuda, wh.total_bytes,
+                                                 getpid(), "shared CUDA weights"));
+  return BindParamsToDevice(*model_, wh, view_->base(), device_->device());
+}
+
+Status HogwildKind::Attach(WorkerEnv& env) {
+  const auto& spec = env.spec;
+  ASSIGN_OR_RETURN(data_, ShmSegment::Open(SegmentName(env.experiment_id, "data"), false));
+  // Workers write the segment only when it holds the shared weights (on the CPU).
+  const bool shared_on_cpu = spec.share() && spec.device() != "cuda";
+  ASSIGN_OR_RETURN(weights_,
+                   ShmSegment::Open(SegmentName(env.experiment_id, "weights"), shared_on_cpu));
+  const auto* wh = static_cast<const WeightsHeader*>(weights_.data());
+  RETURN_IF_ERROR(ValidateWeights(*wh, weights_.size()));
+  if (spec.model() == "torchscript") {
+    RETURN_IF_ERROR(
+        ValidateTensorSet(*static_cast<const TensorSetHeader*>(data_.data()), data_.size()));
+    ASSIGN_OR_RETURN(model_, LoadModelFile(spec));  // after the fork: nothing to inherit
+  } else if (prototype_ != nullptr && spec.model() == "mnist_convnet") {
+    RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
+    model_ = prototype_;
+    static_cast<MnistConvNet&>(*model_).lean_ = spec.activations() == "lean";
+  } else {
+    RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
+    ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
+  }
+  if (shared_on_cpu) return BindParamsToSegment(*model_, *wh, weights_.data());
+  if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, env.index, *wh);
+  // A private copy: take the initial weights and let go of the segment, so this worker cannot
+  // quietly train the shared copy (torch.multiprocessing's spawn pitfall).
+  CopyParamsFromSegment(*model_, *wh, weights_.data());
+  weights_.Unmap();
+  return PlaceOnDevice(spec, env.index, *wh);
+}
+
+int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
+  ApplyAllocatorPolicy(env.spec.allocator());
+  at::set_num_threads(1);  // until the trainer sets the spec's count
+  // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
+  Status st = forked_from_leader ? PlaceOnDevice(env.spec, env.index, plan_) : Attach(env);
+  // A model file's training set (the data segment holds images otherwise).
+  const auto* tensors = env.spec.model() == "torchscript"
+                            ? static_cast<const TensorSetHeader*>(data_.data())
+                            : nullptr;
+  if (st.ok() && tensors != nullptr) {
+    // The spec's threads first: the warm-up then also starts the intra-op pool, which would
+    // otherwise cost the first timed step (10 ms a step over 10 steps of a small MLP here).
+    at::set_num_threads(static_cast<int>(env.spec.threads()));
+    model_->train();
+    WarmUpModelFile(*model_, *tensors,
+                    std::min<int64_t>(WorkerBatch(env.spec), int64_t(tensors->n)), env.slot);
+  }
+  StepSync sync;
+  if (st.ok()) st = BeforeTraining(env, *model_, &sync);
+  if (!st.ok()) return WorkerFails(env.slot, env.index, st.message());
+  const StepSync* step_sync = sync.after_backward ? &sync : nullptr;
+  if (tensors != nullptr) {
+    HogwildTrainer trainer(env, *model_, tensors, *device_, step_sync);
+    return trainer.Run();
+  }
+  const auto* dh = static_cast<const DataHeader*>(data_.data());
+  HogwildTrainer trainer(env, *model_, DataView{dh, static_cast<const uint8_t*>(data_.data())},
+                         *device_, step_sync);
+  return trainer.Run();
+}
+
+void HogwildKind::Finish(ipc::v1::LeaderResult* result) {
+  result->set_initial_checksum(initial_checksum_);
+  result->set_model_step_bytes(model_step_bytes_);
+  if (owner_ != nullptr) {  // the workers trained the device buffer: fingerprint what it holds
+    Status st = owner_->Download(weights_.data());
+    if (!st.ok() && result->ok()) {
+      result->set_ok(false);
+      result->set_error("shared CUDA weights: " + st.message());
+    }
+    owner_.reset();  // every worker has ended: free the buffer, no export outlives the run
+  }
+  result->set_final_checksum(SegmentChecksum(plan_, weights_.data()));
+}
+
+}  // namespace shoal

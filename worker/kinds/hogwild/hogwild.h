@@ -1,0 +1,55 @@
+// hogwild (seed 000): N workers train one network on weights in one shared segment (or each on
+// its own copy), reading batches from the data set in shared memory. On device cuda with shared
+// weights the leader owns one device buffer that every worker maps through CUDA IPC.
+#pragma once
+
+#include <memory>
+
+#include "shared/cuda_ipc.h"
+#include "shared/shm.h"
+#include "worker/kind.h"
+#include "worker/kinds/hogwild/hogwild_trainer.h"
+#include "worker/models/models.h"
+#include "worker/train_device.h"
+
+namespace shoal {
+
+class HogwildKind : public WorkerKind {
+ public:
+  void Warm() override;
+  Status Prepare(LeaderEnv& env) override;
+  int RunWorker(WorkerEnv& env, bool forked_from_leader) override;
+  void Finish(ipc::v1::LeaderResult* result) override;
+  std::vector<std::string> SegmentWhats() const override { return {"data", "weights"}; }
+
+ protected:
+  // In the worker, the model in place and about to train: data_parallel joins its replicas here
+  // and fills `sync`; hogwild trains alone.
+  virtual Status BeforeTraining(WorkerEnv& /*env*/, Model& /*model*/, StepSync* /*sync*/) {
+    return Status::Ok();
+  }
+
+ private:
+  // The leader: the data segment and the model (built in, or the spec's model file, checked).
+  Status PrepareModelAndData(LeaderEnv& env);
+  // Attaches to the leader's segments; binds (shared) or copies (private) the weights.
+  Status Attach(WorkerEnv& env);
+  // The leader, cuda and shared: the device buffer, exported in the segment's header.
+  Status ExportToDevice(const v1::ExperimentSpec& spec);
+  // A worker on cuda: the model onto the device, its weights the leader's buffer (shared) or
+  // its own copy. `wh` is the segment's header.
+  Status PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index, const WeightsHeader& wh);
+
+  ShmSegment data_, weights_;
+  WeightsHeader plan_{};
+  ModelPtr model_;      // the leader's (fork) or this worker's
+  ModelPtr prototype_;  // built once in the fork-server: workers rebind it instead of building
+  uint64_t initial_checksum_ = 0;
+  uint64_t model_step_bytes_ = 0;                             // a model file's probe step
+  std::shared_ptr<TrainDevice> device_ = TrainDevice::Cpu();  // a worker's
+  std::unique_ptr<CudaDriver> leader_cuda_;                   // the leader's, cuda and shared
+  std::unique_ptr<DeviceBufferOwner> owner_;                  // the leader's device buffer
+  std::unique_ptr<DeviceBufferView> view_;                    // a worker's mapping of it
+};
+
+}  // namespace shoal

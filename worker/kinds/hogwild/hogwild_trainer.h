@@ -1,0 +1,63 @@
+// One Hogwild worker's training: a start gate shared with its peers, then `batches` steps or
+// `epochs` passes over its shard of the training set, each step timed by phase and published on
+// its scoreboard slot (progress, per-epoch records, a loss curve), then a barrier, a fingerprint of
+// the weights and (worker 0) the test-set evaluation.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "worker/kind.h"
+#include "worker/models/models.h"
+#include "worker/step_recorder.h"
+#include "worker/tensor_set.h"
+#include "worker/train_device.h"
+#include "worker/training.h"
+
+namespace shoal {
+
+// What data_parallel adds around each step (worker/kinds/data_parallel/grad_averager.h); hogwild has none. Each
+// returns the ns it was blocked communicating.
+struct StepSync {
+  std::function<uint64_t()> before_forward;  // rank 0's buffers to every replica
+  std::function<uint64_t()> after_backward;  // the averaged gradients
+};
+
+class HogwildTrainer {
+ public:
+  HogwildTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device,
+                 const StepSync* sync = nullptr);
+  // A model file's: batches gathered from its tensor set (worker/tensor_set.h), no test set.
+  HogwildTrainer(WorkerEnv& env, Model& model, const TensorSetHeader* tensors,
+                 const TrainDevice& device, const StepSync* sync = nullptr);
+  // Returns the worker's exit code.
+  int Run();
+
+ private:
+  bool RunBatches();
+  bool RunEpochs();
+  bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
+  bool Step(const int64_t* idx, int64_t n, EpochTotals* totals);
+  bool WaitForPeers();
+  void EvaluateInto(std::atomic<uint32_t>* bits);
+  std::vector<int64_t> EpochShard(uint32_t epoch) const;
+
+  WorkerEnv& env_;
+  const v1::ExperimentSpec& spec_;
+  Model& model_;
+  DataView data_;
+  const TensorSetHeader* tensors_ = nullptr;  // a model file's training set
+  const TrainDevice& device_;
+  DeviceData on_device_;        // cuda: the training set, uploaded once
+  std::function<void()> sync_;  // cuda: waits for the device before a time is read
+  const StepSync* step_sync_;
+  WorkerSlot* slot_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  int64_t n_train_ = 0, pixels_ = 0, batch_ = 0;
+  StepRecorder recorder_;
+};
+
+}  // namespace shoal
