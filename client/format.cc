@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <map>
 
+#include "shared/kinds/kind.h"
+#include "shared/report/text.h"
 #include "shared/spec.h"
 #include "shared/spec_fields.h"
 #include "shared/sweep.h"
@@ -15,29 +17,7 @@
 namespace shoal::cli {
 namespace {
 
-std::string F(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string F(const char* fmt, ...) {
-  va_list ap, again;
-  va_start(ap, fmt);
-  va_copy(again, ap);
-  const int n = std::vsnprintf(nullptr, 0, fmt, ap);  // sized first: an error may be long
-  va_end(ap);
-  std::string out(n > 0 ? size_t(n) : 0, '\0');
-  if (n > 0) std::vsnprintf(out.data(), out.size() + 1, fmt, again);
-  va_end(again);
-  return out;
-}
-
-std::string Gib(uint64_t b) { return F("%.2f GiB", double(b) / double(1ull << 30)); }
-std::string Mib(uint64_t b) { return F("%.0fM", double(b) / double(1ull << 20)); }
-// An optional figure: "-" when it is unknown.
-std::string MibIf(bool known, uint64_t b) { return known ? Mib(b) : "-"; }
-// GiB from 1 GiB up, MiB below: a small model's 5 MB is not "0.00 GiB".
-std::string SizeIf(bool known, uint64_t b) {
-  return !known ? "-" : b >= (1ull << 30) ? Gib(b) : Mib(b);
-}
-std::string GibIf(bool known, uint64_t b) { return known ? Gib(b) : "-"; }
-std::string MsIf(bool known, double ms) { return known ? F("%.0f", ms) : "-"; }
+using namespace text;
 
 // What the server sent, with every string safe for a terminal (names, errors and events may hold
 // anything another user or a bad server put there).
@@ -47,41 +27,10 @@ M Printable(const M& m) {
   MakePrintable(&out);
   return out;
 }
-using UL = unsigned long;
-
-// "sgd lr 0.01 momentum 0.5 dampening 0 weight_decay 0"
-std::string Optimizer(const v1::ExperimentSpec& s) {
-  std::string out = s.optimizer().name();
-  for (const auto& f : SpecFields()) {
-    if (f.path.rfind("optimizer.", 0) != 0 || f.name == "optimizer") continue;
-    std::string v = SpecFieldText(s, f);
-    if (!v.empty()) out += " " + f.name + " " + v;
-  }
-  return out;
-}
-
-std::string Length(const v1::ExperimentSpec& s) {
-  if (!s.has_epochs()) return F("batch %u x %u batches", s.batch_size(), s.batches());
-  std::string out = F("batch %u x %u epochs", s.batch_size(), s.epochs());
-  if (s.has_epoch_samples()) out += F(" of %u samples", s.epoch_samples());
-  return out;
-}
 
 std::string SpecLines(const v1::ExperimentSpec& s) {
-  if (s.kind() == "multi_model") {
-    return F("  spec        multi_model: %u models, %u iterations, batch %u, %u workers (one per "
-             "variant, in turn), start %s, device %s, %u threads, seed %lu\n",
-             s.models(), s.iterations(), s.batch_size(), s.workers(), s.start().c_str(),
-             s.device().c_str(), s.threads(), UL(s.seed())) +
-           "  optimiser   " + Optimizer(s) + "\n";
-  }
-  if (s.kind() == "data_loading") {
-    return F("  spec        data_loading %s: %u loaders (+ the trainer), prefetch %u, start %s, "
-             "device %s, %s, trainer threads %u, seed %lu\n",
-             s.model().c_str(), s.loaders(), s.prefetch(), s.start().c_str(), s.device().c_str(),
-             Length(s).c_str(), s.threads(), UL(s.seed())) +
-           "  optimiser   " + Optimizer(s) + "\n  dataset     " + s.dataset() + "\n";
-  }
+  if (const KindRules* kind = FindKind(s.kind()); kind && kind->spec_lines)
+    return kind->spec_lines(s);
   std::string o =
       F("  spec        %s %s, %u workers, start %s, share %s, device %s, %s, %u threads\n",
         s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
@@ -114,70 +63,6 @@ std::string GpuLine(const v1::Result& r) {
            Gib(r.peak_gpu_memory_bytes()).c_str(), util.c_str(), UL(r.gpu_reads()));
 }
 
-// data_parallel: how the batch split, and one step's compute against its communication.
-std::string DataParallelLines(const v1::Result& r) {
-  if (!r.has_data_parallel()) return "";
-  const auto& d = r.data_parallel();
-  const std::string bw =
-      d.has_bus_bandwidth_gbps() ? F("%.3f GB/s", d.bus_bandwidth_gbps()) : std::string("-");
-  return F("  replicas    %u (scaling %s: batch %u per worker, %u per step), %lu parameters in %u "
-           "buckets, %s all-reduced per step; replicas identical: %s\n",
-           d.world_size(), d.scaling().c_str(), d.batch_per_worker(), d.batch_total(),
-           UL(d.parameters()), d.buckets(),
-           (d.steps_per_worker() > 0 ? Mib(d.allreduce_bytes_per_step()) : std::string("-"))
-               .c_str(),
-           !d.has_replicas_identical() ? "-"
-           : d.replicas_identical()    ? "yes"
-                                       : "no") +
-         (d.steps_per_worker() == 0
-              ? std::string("  per step    - (no step ended)\n")
-              : F("  per step    %.1f ms: data %.1f, compute %.1f, comm %.1f (blocked), update "
-                  "%.1f; all-reduce busy %.1f ms, bus bandwidth %s\n",
-                  d.step_ms(), d.data_ms(), d.compute_ms(), d.comm_ms(), d.optimizer_ms(),
-                  d.allreduce_busy_ms(), bw.c_str()));
-}
-
-// pipeline: the whole, then a line per stage (the seed's table, one configuration).
-std::string PipelineLines(const v1::Result& r) {
-  if (!r.has_pipeline()) return "";
-  const auto& p = r.pipeline();
-  std::string o =
-      F("  pipeline    %u stages x %u micro-batches of %u, checkpoint %s; %s parameters, model "
-        "memory %s; peak allocated %s, activations %s (summed over stages); step %s ms, bubble "
-        "%s\n",
-        p.stages(), p.chunks(), p.micro_batch(), p.checkpoint().c_str(),
-        p.has_parameters() ? F("%.2fM", double(p.parameters()) / 1e6).c_str() : "-",
-        SizeIf(p.has_model_memory_bytes(), p.model_memory_bytes()).c_str(),
-        SizeIf(p.has_peak_allocated_sum_bytes(), p.peak_allocated_sum_bytes()).c_str(),
-        SizeIf(p.has_peak_activation_sum_bytes(), p.peak_activation_sum_bytes()).c_str(),
-        MsIf(p.has_step_ms(), p.step_ms()).c_str(),
-        p.has_bubble() ? F("%.0f%%", 100 * p.bubble()).c_str() : "-");
-  o += F("  %-11s %-5s %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s %-8s\n", "stages",
-         "stage", "layers", "params", "model", "peak alloc", "activation", "peak RSS", "peak PSS",
-         "fwd ms", "bwd ms", "wait ms", "other ms");
-  auto ms = [](bool known, double v) { return known ? F("%.0f", v) : std::string("-"); };
-  for (const auto& s : p.stage()) {
-    o += F("  %-11s %-5u %-7s %-10s %-9s %-10s %-10s %-9s %-9s %-8s %-8s %-8s %-8s\n", "",
-           s.stage(), F("%u-%u", s.first_layer(), s.end_layer() - 1).c_str(),
-           s.has_parameters() ? F("%.2fM", double(s.parameters()) / 1e6).c_str() : "-",
-           MibIf(s.has_model_memory_bytes(), s.model_memory_bytes()).c_str(),
-           MibIf(s.has_peak_allocated_bytes(), s.peak_allocated_bytes()).c_str(),
-           MibIf(s.has_peak_activation_bytes(), s.peak_activation_bytes()).c_str(),
-           MibIf(s.has_peak_rss_bytes(), s.peak_rss_bytes()).c_str(),
-           MibIf(s.has_peak_pss_bytes(), s.peak_pss_bytes()).c_str(),
-           ms(s.has_forward_ms(), s.forward_ms()).c_str(),
-           ms(s.has_backward_ms(), s.backward_ms()).c_str(),
-           ms(s.has_wait_ms(), s.wait_ms()).c_str(), ms(s.has_other_ms(), s.other_ms()).c_str());
-    if (s.has_cuda_device() || s.has_peak_reserved_bytes() || s.has_peak_gpu_memory_bytes()) {
-      o += F("  %-11s %-5s cuda%s: peak reserved %s, peak GPU memory %s (NVML)\n", "", "",
-             s.has_cuda_device() ? F(":%u", s.cuda_device()).c_str() : "",
-             MibIf(s.has_peak_reserved_bytes(), s.peak_reserved_bytes()).c_str(),
-             MibIf(s.has_peak_gpu_memory_bytes(), s.peak_gpu_memory_bytes()).c_str());
-    }
-  }
-  return o;
-}
-
 // "-" for what is not known yet (running), or never will be (interrupted, never started).
 std::string CountIf(bool known, uint64_t n) { return known ? std::to_string(n) : "-"; }
 
@@ -196,6 +81,19 @@ std::string MemoryLine(const v1::Result& r) {
       GibIf(r.has_peak_rss_hwm_sum_bytes(), r.peak_rss_hwm_sum_bytes()).c_str(),
       MibIf(r.has_shared_bytes(), r.shared_bytes()).c_str(),
       parts.empty() ? "" : (" (" + parts + ")").c_str());
+}
+
+// The kind's own lines (a hook of its rules), or none: a record may be of a kind this CLI lacks.
+std::string KindLines(const v1::ExperimentSpec& s,
+                      std::string (*KindRules::*hook)(const v1::Result&), const v1::Result& r) {
+  const KindRules* kind = FindKind(s.kind());
+  return kind && kind->*hook ? (kind->*hook)(r) : "";
+}
+
+// A process's role as its kind names it (data_loading's "trainer").
+std::string RoleName(const v1::Experiment& e, const v1::ProcessInfo& p) {
+  const KindRules* kind = FindKind(e.spec().kind());
+  return kind && kind->role_name ? kind->role_name(p) : p.role();
 }
 
 std::string ResultLines(const v1::Experiment& e) {
@@ -234,7 +132,7 @@ std::string ResultLines(const v1::Experiment& e) {
   } else {
     o += "  sampler     -\n";
   }
-  return o + DataParallelLines(r) + PipelineLines(r) + GpuLine(r);
+  return o + KindLines(s, &KindRules::result_lines, r) + GpuLine(r);
 }
 
 // data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.
@@ -253,12 +151,6 @@ std::string EpochLines(const v1::Result& r) {
            x.mean_loss(), acc.c_str(), cpu.c_str());
   }
   return o;
-}
-
-// data_loading's workers are its trainer (0) and its loaders (1..L).
-std::string RoleName(const v1::Experiment& e, const v1::ProcessInfo& p) {
-  if (e.spec().kind() != "data_loading" || p.role() != "worker") return p.role();
-  return p.index() == 0 ? "trainer" : "loader";
 }
 
 std::string ExitText(const v1::ProcessInfo& p) {
@@ -363,34 +255,6 @@ std::string StateName(v1::ExperimentState s) {
   return n;
 }
 
-// multi_model: the original's block per variant (its "MB" were KiB; these are what they say).
-std::string VariantBlocks(const v1::Result& r) {
-  std::string o;
-  for (const auto& v : r.variants()) {
-    o += F("  ==============================\n  >> [%s] %u models, %lu iterations\n",
-           v.variant().c_str(), v.models(), UL(v.iterations()));
-    o += F("  >> model define: %.3fs\n       param_cnt: %lu\n", v.define_ms() / 1000,
-           UL(v.parameters()));
-    o +=
-        F("  >> data: %.3fs\n  >> zero grad: %.3fs\n  >> forward: %.3fs\n  >> backward: %.3fs\n"
-          "  >> optim: %.3fs\n",
-          v.data_ms() / 1000, v.zero_grad_ms() / 1000, v.forward_ms() / 1000,
-          v.backward_ms() / 1000, v.optimizer_ms() / 1000);
-    auto mib = [](uint64_t b) { return double(b) / double(1 << 20); };
-    auto known = [](bool has, double x) { return has ? F("%.1f", x) : std::string("-"); };
-    o +=
-        F("  >> memory: max allocated %.2f MiB (LibTorch CPU allocator), peak RSS %s MiB, peak "
-          "PSS %s MiB\n",
-          mib(v.peak_allocated_bytes()),
-          known(v.has_peak_rss_bytes(), mib(v.peak_rss_bytes())).c_str(),
-          known(v.has_peak_pss_bytes(), mib(v.peak_pss_bytes())).c_str());
-    o += F(
-        "  >> %s done in %s\n", v.variant().c_str(),
-        v.has_total_ms() ? F("%.3fs", v.total_ms() / 1000).c_str() : "- (its clock did not move)");
-  }
-  return o;
-}
-
 // A model file: which one (name, size, hash), what it takes, and what its leader's probe step
 // measured.
 std::string ModelFileLines(const v1::Experiment& e) {
@@ -421,7 +285,8 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
   return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +
-         VariantBlocks(e.result()) + ProcessLines(e) + StepMemoryLines(e);
+         KindLines(e.spec(), &KindRules::detail_lines, e.result()) + ProcessLines(e) +
+         StepMemoryLines(e);
 }
 
 // "gpu0 1.5 GiB/80.0 GiB 37%": one device's memory used (by anyone) and utilisation.

@@ -6,10 +6,8 @@
 #include <climits>
 #include <set>
 
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/kind.h"
 #include "shared/layout.h"
-#include "shared/kinds/pipeline/pipeline.h"
 #include "shared/process.h"
 #include "shared/spec.h"
 
@@ -17,8 +15,6 @@ namespace shoal {
 namespace {
 
 using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
-
-double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
 
 void FillMemory(const RunFacts& f, v1::Result* r) {
   if (f.sampler.peak_pss_sum) r->set_peak_pss_sum_bytes(*f.sampler.peak_pss_sum);
@@ -99,156 +95,6 @@ void FillLosses(const Reports& ws, v1::Result* r) {
     if (w.has_test_accuracy()) r->set_eval_ms(NsToMs(w.eval_ns()));  // absent: not evaluated
     *r->mutable_curve() = w.curve();
   }
-}
-
-// multi_model: each finished worker's variant, its phase times and memory.
-void FillVariants(const RunFacts& f, const Reports& ws, v1::Result* r) {
-  const std::vector<std::string> names = MultiModelVariants(f.spec.models());
-  for (const auto& w : ws) {
-    if (w.phase() != ipc::v1::FINISHED || w.index() >= names.size()) continue;
-    v1::VariantResult* v = r->add_variants();
-    v->set_variant(names[w.index()]);
-    v->set_models(f.spec.models());
-    v->set_iterations(w.steps());
-    v->set_parameters(w.parameters());
-    v->set_define_ms(NsToMs(w.define_ns()));
-    v->set_data_ms(NsToMs(w.data_ns()));
-    v->set_zero_grad_ms(NsToMs(w.zero_grad_ns()));
-    v->set_forward_ms(NsToMs(w.forward_ns()));
-    v->set_backward_ms(NsToMs(w.backward_ns()));
-    v->set_optimizer_ms(NsToMs(w.optimizer_ns()));
-    if (w.last_step_ns() > w.first_step_ns())
-      v->set_total_ms(NsToMs(w.last_step_ns() - w.first_step_ns()));
-    v->set_peak_allocated_bytes(w.alloc_peak_bytes());
-    if (w.vmhwm_bytes() > 0) v->set_peak_rss_bytes(w.vmhwm_bytes());
-    if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
-      v->set_peak_pss_bytes(it->second);
-    if (w.has_last_loss()) v->set_final_loss(w.last_loss());
-  }
-}
-
-// data_parallel: per-step means over every step of every replica, and whether the replicas ended
-// with the same weights.
-void FillDataParallel(const RunFacts& f, const Reports& ws, v1::Result* r) {
-  v1::DataParallelResult* d = r->mutable_data_parallel();
-  d->set_scaling(f.spec.scaling());
-  d->set_world_size(WorldSize(f.spec));
-  d->set_batch_per_worker(WorkerBatch(f.spec));
-  d->set_batch_total(TotalBatch(f.spec));
-  uint64_t steps = 0, data = 0, fwd = 0, bwd = 0, comm = 0, busy = 0, opt = 0, bytes = 0;
-  std::set<uint64_t> sums;
-  uint32_t finished = 0;
-  for (const auto& w : ws) {
-    steps += w.steps();
-    data += w.data_ns();
-    fwd += w.forward_ns();
-    bwd += w.backward_ns();
-    comm += w.comm_ns();
-    busy += w.allreduce_busy_ns();
-    opt += w.optimizer_ns();
-    bytes += w.allreduce_bytes();
-    d->set_buckets(std::max(d->buckets(), w.buckets()));
-    d->set_parameters(std::max(d->parameters(), w.parameters()));
-    if (w.phase() != ipc::v1::FINISHED) continue;
-    ++finished;
-    sums.insert(w.weights_checksum());
-  }
-  if (steps == 0) return;
-  auto per_step = [&](uint64_t ns) { return NsToMs(ns) / double(steps); };
-  const uint64_t workers = std::max<uint32_t>(1, f.spec.workers());
-  d->set_steps_per_worker((steps + workers - 1) / workers);  // > 0 once any replica stepped
-  d->set_allreduce_bytes_per_step(bytes / steps);
-  d->set_data_ms(per_step(data));
-  d->set_compute_ms(per_step(fwd + bwd));
-  d->set_comm_ms(per_step(comm));
-  d->set_allreduce_busy_ms(per_step(busy));
-  d->set_optimizer_ms(per_step(opt));
-  d->set_step_ms(per_step(data + fwd + bwd + comm + opt));
-  if (auto bw =
-          BusBandwidthGbps(bytes / steps, WorldSize(f.spec), double(busy) / double(steps) / 1e9))
-    d->set_bus_bandwidth_gbps(*bw);
-  if (finished == f.spec.workers()) d->set_replicas_identical(sums.size() == 1);
-}
-
-// pipeline: each stage's memory the seed's way and its share of the step; the whole's sums.
-v1::StageResult StageFigures(const RunFacts& f, const ipc::v1::WorkerReport& w,
-                             const std::vector<uint32_t>& balance) {
-  v1::StageResult s;
-  s.set_stage(w.index());
-  if (w.index() < balance.size()) {
-    const auto [begin, end] = StageLayers(balance, w.index());
-    s.set_first_layer(begin);
-    s.set_end_layer(end);
-  }
-  if (w.parameters() > 0) {  // every AmoebaNet stage has weights: 0 is a stage that died first
-    s.set_parameters(w.parameters());
-    s.set_model_memory_bytes(12 * w.parameters());
-  }
-  // On CUDA the stage's tensors are on the device: its allocator's figures are the seed's, and a
-  // worker built without them has no known peak (its CPU allocations are not the model's). A
-  // stage records its peak after each step: none finished, none known.
-  const bool cuda = f.spec.device() == "cuda";
-  if (cuda) s.set_cuda_device(CudaOrdinal(f.spec, w.index()));
-  const bool known = w.steps() > 0 && (!cuda || w.has_device_alloc_peak_bytes());
-  const uint64_t allocated = cuda ? w.device_alloc_peak_bytes() : w.alloc_peak_bytes();
-  if (known) s.set_peak_allocated_bytes(allocated);
-  if (known && s.has_model_memory_bytes() && allocated >= s.model_memory_bytes())
-    s.set_peak_activation_bytes(allocated - s.model_memory_bytes());
-  if (w.has_device_reserved_peak_bytes()) s.set_peak_reserved_bytes(w.device_reserved_peak_bytes());
-  if (auto it = f.sampler.peak_gpu.find(w.pid()); it != f.sampler.peak_gpu.end())
-    s.set_peak_gpu_memory_bytes(it->second);
-  if (w.vmhwm_bytes() > 0) s.set_peak_rss_bytes(w.vmhwm_bytes());
-  if (auto it = f.sampler.peak_pss.find(w.pid()); it != f.sampler.peak_pss.end())
-    s.set_peak_pss_bytes(it->second);
-  if (w.steps() == 0) return s;  // no step: its times are unknown, not 0
-  const double steps = double(w.steps());
-  s.set_forward_ms(NsToMs(w.forward_ns()) / steps);
-  s.set_backward_ms(NsToMs(w.backward_ns()) / steps);
-  s.set_wait_ms(NsToMs(w.comm_ns()) / steps);
-  s.set_optimizer_ms(NsToMs(w.optimizer_ns()) / steps);
-  s.set_data_ms(NsToMs(w.data_ns()) / steps);
-  const double timed =
-      s.forward_ms() + s.backward_ms() + s.wait_ms() + s.optimizer_ms() + s.data_ms();
-  s.set_step_ms(std::max(timed, NsToMs(w.step_wall_ns()) / steps));
-  s.set_other_ms(s.step_ms() - timed);
-  return s;
-}
-
-void FillPipeline(const RunFacts& f, const Reports& ws, v1::Result* r) {
-  auto layout = PlanPipeline(f.spec);
-  if (!layout.ok()) return;
-  v1::PipelineResult* p = r->mutable_pipeline();
-  p->set_stages(f.spec.stages());
-  p->set_chunks(f.spec.chunks());
-  p->set_checkpoint(f.spec.checkpoint());
-  p->set_micro_batch(f.spec.batch_size() / std::max<uint32_t>(1, f.spec.chunks()));
-  double bubble = 0;
-  uint32_t stepped = 0;
-  bool allocated = !ws.empty(), activation = !ws.empty();  // every stage's known
-  bool parameters = !ws.empty();
-  uint64_t allocated_sum = 0, activation_sum = 0, parameter_sum = 0;
-  for (const auto& w : ws) {
-    v1::StageResult s = StageFigures(f, w, layout->balance);
-    if (s.has_step_ms() && s.step_ms() > 0) {
-      p->set_step_ms(std::max(p->step_ms(), s.step_ms()));
-      bubble += s.wait_ms() / s.step_ms();
-      ++stepped;
-    }
-    parameters = parameters && s.has_parameters();
-    parameter_sum += s.parameters();
-    allocated = allocated && s.has_peak_allocated_bytes();
-    activation = activation && s.has_peak_activation_bytes();
-    allocated_sum += s.peak_allocated_bytes();
-    activation_sum += s.peak_activation_bytes();
-    *p->add_stage() = s;
-  }
-  if (parameters) {
-    p->set_parameters(parameter_sum);
-    p->set_model_memory_bytes(12 * parameter_sum);
-  }
-  if (allocated) p->set_peak_allocated_sum_bytes(allocated_sum);
-  if (activation) p->set_peak_activation_sum_bytes(activation_sum);
-  if (stepped > 0) p->set_bubble(bubble / double(stepped));
 }
 
 // With epochs, worker 0 evaluates between them while the others train on, so the window from the
@@ -359,9 +205,8 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     FillLosses(*ws, r);
     FillEpochs(*ws, phases_timed, r);
     ExcludeEvaluations(r);
-    if (f.spec.kind() == "multi_model") FillVariants(f, *ws, r);
-    if (f.spec.kind() == "data_parallel") FillDataParallel(f, *ws, r);
-    if (f.spec.kind() == "pipeline") FillPipeline(f, *ws, r);
+    if (const KindRules* kind = FindKind(f.spec.kind()); kind && kind->summarize)
+      kind->summarize({f.spec, *ws, f.sampler.peak_pss, f.sampler.peak_gpu}, r);
     for (const auto& w : *ws) {
       hwm += w.vmhwm_bytes();
       hwm_known = hwm_known && w.vmhwm_bytes() > 0;

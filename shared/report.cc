@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "shared/kinds/data_parallel/data_parallel.h"
+#include "shared/kinds/kind.h"
 #include "shared/pbjson.h"
 #include "shared/spec_fields.h"
 #include "shared/svg_chart.h"
@@ -22,18 +22,7 @@
 namespace shoal {
 namespace {
 
-std::string Fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string Lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(c));
-  return s;
-}
-
-using Getter = std::function<std::optional<double>(const v1::Result&)>;
+using namespace report;
 
 struct Metric {
   const char* key;
@@ -97,14 +86,6 @@ std::vector<Metric> Metrics() {
   };
 }
 
-struct PointView {
-  const v1::SweepPoint* point;
-  const v1::Experiment* experiment;  // nullptr when none ran
-  std::map<std::string, std::string> values;
-  // How a row shows a model file: "mynet.pt (sha256:0123abcd)", by its hash.
-  std::shared_ptr<const std::map<std::string, std::string>> file_names;
-};
-
 // The names the sweep's model files were uploaded under, by hash (the daemon fills them in).
 std::shared_ptr<const std::map<std::string, std::string>> FileNames(const ReportInput& in) {
   auto names = std::make_shared<std::map<std::string, std::string>>();
@@ -135,14 +116,8 @@ std::vector<PointView> Points(const ReportInput& in) {
   return out;
 }
 
-struct Layout {
-  std::string column_field;  // "" when nothing varies
-  std::vector<std::string> columns;
-  std::vector<std::string> row_fields;
-};
-
-Layout MakeLayout(const v1::Sweep& sweep) {
-  Layout l;
+ReportLayout MakeLayout(const v1::Sweep& sweep) {
+  ReportLayout l;
   auto axes = VaryingAxes(sweep);
   auto col = std::find_if(axes.begin(), axes.end(),
                           [](const v1::Axis& a) { return a.field() == "workers"; });
@@ -158,66 +133,12 @@ Layout MakeLayout(const v1::Sweep& sweep) {
   return l;
 }
 
-int Footnote(Table& t, const std::string& note) {
-  auto f = std::find(t.footnotes.begin(), t.footnotes.end(), note);
-  if (f == t.footnotes.end()) f = t.footnotes.insert(t.footnotes.end(), note);
-  return static_cast<int>(f - t.footnotes.begin()) + 1;
-}
-
-// A cell for one point: its figure, or why there is none.
-Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const char* format) {
-  Cell c;
-  const auto& p = *v.point;
-  if (!p.note().empty()) {
-    c.text = p.note().rfind("impossible", 0) == 0 ? "-" : "n/a";
-    c.footnote = Footnote(t, p.note());
-    return c;
-  }
-  if (v.experiment == nullptr) {
-    c.text = Lower(v1::ExperimentState_Name(p.state()));
-    return c;
-  }
-  if (v.experiment->state() != v1::SUCCEEDED) {
-    c.text = Lower(v1::ExperimentState_Name(v.experiment->state()));
-    return c;
-  }
-  auto value = get(v.experiment->result());
-  if (!value) {
-    c.text = "-";
-    const std::string& why = v.experiment->result().gpu_status();
-    if (gpu && !why.empty()) c.footnote = Footnote(t, why);
-    return c;
-  }
-  c.has_value = true;
-  c.value = *value;
-  c.text = Fmt(format, c.value);
-  return c;
-}
-
-std::vector<std::string> Labels(const PointView& v, const std::vector<std::string>& fields) {
-  std::vector<std::string> out;
-  for (const auto& f : fields) {
-    out.push_back(v.values.count(f) ? v.values.at(f) : "");
-    if (f != "model_file" || v.file_names == nullptr) continue;
-    auto named = v.file_names->find(out.back());
-    if (named != v.file_names->end()) out.back() = named->second;
-  }
-  return out;
-}
-
-// The column a point's cell goes in: its value of the column axis (0 when nothing varies).
-size_t ColumnOf(const PointView& v, const Layout& l) {
-  if (l.column_field.empty()) return 0;
-  return size_t(std::find(l.columns.begin(), l.columns.end(), v.values.at(l.column_field)) -
-                l.columns.begin());
-}
-
 bool OnGpu(const PointView& v) {
   return v.point->device() == "cuda" ||
          (v.experiment != nullptr && v.experiment->result().has_peak_gpu_memory_bytes());
 }
 
-Table GridTable(const std::vector<PointView>& points, const Layout& l, const Metric& m) {
+Table GridTable(const std::vector<PointView>& points, const ReportLayout& l, const Metric& m) {
   Table t;
   t.key = m.key;
   t.title = m.title;
@@ -298,47 +219,6 @@ std::vector<std::pair<std::string, std::string>> FixedFields(const ReportInput& 
 }
 
 namespace {
-
-// One row per point, labelled by every varying axis; the columns are given.
-Table PointTable(const std::vector<PointView>& points, const std::vector<std::string>& fields,
-                 const char* key, const char* title, const char* column_field,
-                 std::vector<std::string> columns,
-                 const std::function<Cell(const v1::Experiment&, size_t column)>& cell) {
-  Table t;
-  t.key = key;
-  t.title = title;
-  t.column_field = column_field;
-  t.columns = std::move(columns);
-  t.row_fields = fields;
-  for (const auto& v : points) {
-    Row r{Labels(v, fields), std::vector<Cell>(t.columns.size())};
-    const Cell state = PointCell(
-        v, t, false, [](const v1::Result&) { return 0.0; }, "%.0f");
-    for (size_t k = 0; k < t.columns.size(); ++k)
-      r.cells[k] = state.has_value ? cell(*v.experiment, k) : state;
-    t.rows.push_back(std::move(r));
-  }
-  return t;
-}
-
-Cell Value(double v, const char* format) {
-  Cell c;
-  c.has_value = true;
-  c.value = v;
-  c.text = Fmt(format, v);
-  return c;
-}
-
-Cell Missing() {
-  Cell c;
-  c.text = "-";
-  return c;
-}
-
-// An optional figure's cell: its value where known, "-" where not.
-Cell ValueIf(bool known, double v, const char* format) {
-  return known ? Value(v, format) : Missing();
-}
 
 constexpr size_t kCurveColumns = 6;
 
@@ -428,75 +308,6 @@ std::vector<Table> EpochTables(const std::vector<PointView>& points,
                      "epoch", cols, time)};
 }
 
-// data_loading: a per-epoch figure averaged over the epochs after the first (which warms up),
-// or the only epoch; nullopt when an epoch lacks it.
-std::optional<double> MeanEpoch(
-    const v1::Result& r, const std::function<std::optional<double>(const v1::EpochResult&)>& get) {
-  if (r.epochs().empty()) return std::nullopt;
-  double sum = 0;
-  int n = 0;
-  for (int i = r.epochs_size() > 1 ? 1 : 0; i < r.epochs_size(); ++i) {
-    const auto v = get(r.epochs(i));
-    if (!v) return std::nullopt;
-    sum += *v;
-    ++n;
-  }
-  return sum / n;
-}
-
-Cell EpochSeconds(const v1::Experiment& e, size_t column) {
-  const auto v = MeanEpoch(e.result(), [column](const v1::EpochResult& x) -> std::optional<double> {
-    if (column == 0) return x.has_data_ms() ? std::optional<double>(x.data_ms()) : std::nullopt;
-    if (column == 1) return x.has_train_ms() ? std::optional<double>(x.train_ms()) : std::nullopt;
-    if (column == 2) return x.wall_ms();
-    if (!x.has_load_cpu_ms()) return std::nullopt;
-    return x.load_cpu_ms();
-  });
-  // Load CPU to the millisecond: a trainer's own batch making takes a few (0.00 read as none).
-  return v ? Value(*v / 1000, column == 3 ? "%.3f" : "%.2f") : Missing();
-}
-
-// The trainer's peak PSS, the loaders' summed (every loader sampled, else unknown), and the peak
-// of the sum over all processes.
-Cell LoadingMemory(const v1::Experiment& e, size_t column) {
-  const double mib = double(1 << 20);
-  if (column == 2)
-    return ValueIf(e.result().has_peak_pss_sum_bytes(),
-                   double(e.result().peak_pss_sum_bytes()) / mib, "%.0f");
-  uint64_t trainer = 0, loaders = 0;
-  uint32_t seen = 0;
-  for (const auto& p : e.processes()) {
-    if (p.role() != "worker" || !p.has_peak_pss_bytes()) continue;
-    if (p.index() == 0) trainer = p.peak_pss_bytes();
-    if (p.index() > 0) {
-      loaders += p.peak_pss_bytes();
-      ++seen;
-    }
-  }
-  if (column == 0) return trainer > 0 ? Value(double(trainer) / mib, "%.0f") : Missing();
-  if (e.spec().loaders() == 0 || seen != e.spec().loaders()) return Missing();
-  return Value(double(loaders) / mib, "%.0f");
-}
-
-std::vector<Table> DataLoadingTables(const std::vector<PointView>& points,
-                                     const std::vector<std::string>& fields) {
-  return {PointTable(points, fields, "data_loading_epoch_s",
-                     "data_loading (seed 003), per epoch (s): the trainer's wait for data, its "
-                     "compute (forward, backward, update), the whole epoch, and the CPU time spent "
-                     "making the batches; mean over the epochs after the first",
-                     "figure", {"data wait", "compute", "epoch", "load CPU"}, EpochSeconds),
-          PointTable(points, fields, "data_loading_memory_mib",
-                     "data_loading: peak PSS (MiB) of the trainer, of the loaders summed, and of "
-                     "all processes together (the peak of their sum, leader included)",
-                     "process", {"trainer", "loaders", "all"}, LoadingMemory)};
-}
-
-bool AnyDataLoading(const std::vector<PointView>& points) {
-  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
-    return v.experiment != nullptr && v.experiment->spec().kind() == "data_loading";
-  });
-}
-
 void MarkdownTable(std::ostringstream& o, const Table& t) {
   o << "\n## " << t.title << "\n\n";
   if (!t.empty_note.empty()) {
@@ -538,252 +349,9 @@ std::string JsonScalar(const nlohmann::json& v) {
   return v.dump();
 }
 
-// multi_model: a figure of one variant of a point, for one phase (nullopt: none).
-using VariantGetter = std::function<std::optional<double>(
-    const v1::VariantResult&, const v1::Result&, const std::string& phase)>;
-
-// Rows: the varying axes other than the column, then the variant (and the phase, when given).
-Table VariantTable(const std::vector<PointView>& points, const Layout& l, const char* key,
-                   const char* title, const std::vector<std::string>& phases,
-                   const VariantGetter& get, const char* format) {
-  Table t;
-  t.key = key;
-  t.title = title;
-  t.column_field = l.column_field;
-  t.columns = l.columns;
-  t.row_fields = l.row_fields;
-  t.row_fields.push_back("variant");
-  if (phases.size() > 1) t.row_fields.push_back("phase");
-  for (const auto& v : points) {
-    if (v.experiment == nullptr || v.experiment->state() != v1::SUCCEEDED) continue;
-    for (const auto& vr : v.experiment->result().variants()) {
-      for (const auto& phase : phases) {
-        auto labels = Labels(v, l.row_fields);
-        labels.push_back(vr.variant());
-        if (phases.size() > 1) labels.push_back(phase);
-        auto row = std::find_if(t.rows.begin(), t.rows.end(),
-                                [&](const Row& r) { return r.labels == labels; });
-        if (row == t.rows.end())
-          row =
-              t.rows.insert(t.rows.end(), {labels, std::vector<Cell>(l.columns.size(), Missing())});
-        if (const auto value = get(vr, v.experiment->result(), phase))
-          row->cells[ColumnOf(v, l)] = Value(*value, format);
-      }
-    }
-  }
-  return t;
-}
-
-// The variant that trains n separate Linears at this point: what the others are compared with.
-const v1::VariantResult* Separate(const v1::Result& r) {
-  for (const auto& v : r.variants())
-    if (v.variant() == "linear" || v.variant() == "mlinear") return &v;
-  return nullptr;
-}
-
-double PhaseMs(const v1::VariantResult& v, const std::string& phase) {
-  if (phase == "data") return v.data_ms();
-  if (phase == "zero_grad") return v.zero_grad_ms();
-  if (phase == "forward") return v.forward_ms();
-  if (phase == "backward") return v.backward_ms();
-  return v.optimizer_ms();
-}
-
-std::optional<double> PerIteration(double ms, const v1::VariantResult& v) {
-  if (v.iterations() == 0) return std::nullopt;
-  return ms / double(v.iterations());
-}
-
-std::vector<Table> VariantTables(const std::vector<PointView>& points, const Layout& l) {
-  std::vector<Table> out;
-  out.push_back(VariantTable(
-      points, l, "variant_ms_per_iteration",
-      "multi_model: time per iteration (ms), definition included", {""},
-      [](const auto& v, const auto&, const auto&) -> std::optional<double> {
-        if (!v.has_total_ms()) return std::nullopt;
-        return PerIteration(v.total_ms(), v);
-      },
-      "%.3f"));
-  out.push_back(VariantTable(
-      points, l, "variant_vs_separate", "multi_model: time against n separate Linears (the same n)",
-      {""},
-      [](const auto& v, const auto& r, const auto&) -> std::optional<double> {
-        const v1::VariantResult* base = Separate(r);
-        if (base == nullptr || !base->has_total_ms() || base->total_ms() <= 0 || !v.has_total_ms())
-          return std::nullopt;
-        return v.total_ms() / base->total_ms();
-      },
-      "%.2f"));
-  Table mem = VariantTable(
-      points, l, "variant_peak_allocated_mib",
-      "multi_model: peak allocated by LibTorch's CPU allocator (MiB)", {""},
-      [](const auto& v, const auto&, const auto&) -> std::optional<double> {
-        return double(v.peak_allocated_bytes()) / double(1 << 20);
-      },
-      "%.2f");
-  mem.footnotes.push_back(
-      "MiB. The original printed max_memory_allocated() // 2**10, i.e. KiB, labelled MB.");
-  out.push_back(std::move(mem));
-  out.push_back(VariantTable(
-      points, l, "variant_phase_ms_per_iteration", "multi_model: each phase per iteration (ms)",
-      {"data", "zero_grad", "forward", "backward", "optim"},
-      [](const auto& v, const auto&, const auto& phase) {
-        return PerIteration(PhaseMs(v, phase), v);
-      },
-      "%.4f"));
-  return out;
-}
-
-// data_parallel: the succeeded 1-worker point of the sweep that `e` is measured against — every
-// varying field but the worker count equal (`same_worker_batch`: also the batch each worker
-// takes, whatever the scaling, as the seed's subtractive estimate needs); nullptr when none ran.
-const v1::Experiment* OneWorkerBaseline(const std::vector<PointView>& points,
-                                        const v1::Experiment& e, bool same_worker_batch) {
-  if (WorldSize(e.spec()) == 1) return &e;  // its own baseline, not a rerun's noise
-  auto self = std::find_if(points.begin(), points.end(),
-                           [&](const PointView& v) { return v.experiment == &e; });
-  if (self == points.end()) return nullptr;
-  const std::set<std::string> free = same_worker_batch
-                                         ? std::set<std::string>{"workers", "batch_size", "scaling"}
-                                         : std::set<std::string>{"workers"};
-  for (const auto& q : points) {
-    const v1::Experiment* x = q.experiment;
-    if (x == nullptr || x->state() != v1::SUCCEEDED || WorldSize(x->spec()) != 1) continue;
-    if (!x->result().has_data_parallel()) continue;
-    bool same = true;
-    for (const auto& [field, value] : self->values) {
-      if (free.count(field) == 0 && (q.values.count(field) == 0 || q.values.at(field) != value))
-        same = false;
-    }
-    if (same_worker_batch && x->result().data_parallel().batch_per_worker() !=
-                                 e.result().data_parallel().batch_per_worker())
-      same = false;
-    if (same) return x;
-  }
-  return nullptr;
-}
-
-Cell DataParallelStep(const std::vector<PointView>& points, const v1::Experiment& e, size_t col) {
-  if (!e.result().has_data_parallel()) return Missing();
-  const v1::DataParallelResult& d = e.result().data_parallel();
-  if (d.steps_per_worker() == 0) return Missing();  // no step ended: no per-step figure
-  if (col == 0) return Value(d.step_ms(), "%.1f");
-  if (col == 1) return Value(d.compute_ms(), "%.1f");
-  if (col == 2) return Value(d.comm_ms(), "%.1f");
-  if (col == 3) {  // the seed's way: this step minus a lone worker's step on the same batch
-    const v1::Experiment* base = OneWorkerBaseline(points, e, true);
-    if (base == nullptr || base->result().data_parallel().steps_per_worker() == 0) return Missing();
-    return Value(d.step_ms() - base->result().data_parallel().step_ms(), "%.1f");
-  }
-  if (col == 4) return Value(d.allreduce_busy_ms(), "%.1f");
-  return Value(d.optimizer_ms(), "%.1f");
-}
-
-Cell DataParallelScale(const std::vector<PointView>& points, const v1::Experiment& e, size_t col) {
-  if (!e.result().has_data_parallel()) return Missing();
-  const v1::DataParallelResult& d = e.result().data_parallel();
-  switch (col) {
-    case 0:
-      return Value(d.batch_per_worker(), "%.0f");
-    case 1:
-      return Value(d.batch_total(), "%.0f");
-    case 2:
-      return ValueIf(e.result().has_samples_per_sec(), e.result().samples_per_sec(), "%.1f");
-    case 3: {
-      const v1::Experiment* base = OneWorkerBaseline(points, e, false);
-      if (base == nullptr || !base->result().has_samples_per_sec() ||
-          base->result().samples_per_sec() <= 0 || !e.result().has_samples_per_sec())
-        return Missing();
-      return Value(e.result().samples_per_sec() / base->result().samples_per_sec(), "%.2f");
-    }
-    case 4:
-      if (d.steps_per_worker() == 0) return Missing();
-      return Value(double(d.allreduce_bytes_per_step()) / double(1 << 20), "%.2f");
-    case 5:
-      return ValueIf(d.has_bus_bandwidth_gbps(), d.bus_bandwidth_gbps(), "%.3f");
-    default: {
-      Cell c;
-      c.text = !d.has_replicas_identical() ? "-" : d.replicas_identical() ? "yes" : "no";
-      return c;
-    }
-  }
-}
-
-std::vector<Table> DataParallelTables(const std::vector<PointView>& points,
-                                      const std::vector<std::string>& fields) {
-  using namespace std::placeholders;
-  return {
-      PointTable(points, fields, "data_parallel_step_ms",
-                 "data_parallel (seed 002), one step (ms, mean over every step of every replica): "
-                 "the whole step; compute (forward + backward); communication measured (blocked "
-                 "waiting for the gradient all-reduces after backward, and for BatchNorm's "
-                 "buffers before forward); communication the seed's "
-                 "way (this step minus a 1-worker step on the same per-worker batch, from this "
-                 "sweep); all-reduce busy (an all-reduce in flight, overlapping backward); update",
-                 "figure",
-                 {"step", "compute", "comm", "comm (subtractive)", "all-reduce busy", "update"},
-                 std::bind(DataParallelStep, std::cref(points), _1, _2)),
-      PointTable(points, fields, "data_parallel_scaling",
-                 "data_parallel: batch per worker and per step, throughput (samples/s, all "
-                 "replicas), speed-up over the 1-worker point of the same sweep with every other "
-                 "field equal, gradient MiB all-reduced per step, ring bus bandwidth (GB/s: "
-                 "2(k-1)/k x bytes / all-reduce busy time), and whether this node's replicas ended "
-                 "with identical weights",
-                 "figure",
-                 {"batch/worker", "batch/step", "samples/s", "speed-up", "MiB/step", "bus GB/s",
-                  "replicas identical"},
-                 std::bind(DataParallelScale, std::cref(points), _1, _2)),
-  };
-}
-
-// pipeline (seed 004): GPipe's Table 1 per point — parameters, model memory, peak activation
-// memory (the seed's accounting), the counted peak it comes from, the step and its bubble.
-Cell PipelineCell(const v1::Experiment& e, size_t col) {
-  if (!e.result().has_pipeline()) return Missing();
-  const v1::PipelineResult& p = e.result().pipeline();
-  const double gib = double(1ull << 30);
-  switch (col) {
-    case 0:
-      return ValueIf(p.has_parameters(), double(p.parameters()) / 1e6, "%.2f");
-    case 1:
-      return ValueIf(p.has_model_memory_bytes(), double(p.model_memory_bytes()) / gib, "%.3f");
-    case 2:
-      return ValueIf(p.has_peak_activation_sum_bytes(), double(p.peak_activation_sum_bytes()) / gib,
-                     "%.3f");
-    case 3:
-      return ValueIf(p.has_peak_allocated_sum_bytes(), double(p.peak_allocated_sum_bytes()) / gib,
-                     "%.3f");
-    case 4:
-      return ValueIf(p.has_step_ms(), p.step_ms(), "%.0f");
-    default:
-      return ValueIf(p.has_bubble(), 100 * p.bubble(), "%.0f");
-  }
-}
-
-std::vector<Table> PipelineTables(const std::vector<PointView>& points,
-                                  const std::vector<std::string>& fields) {
-  return {PointTable(
-      points, fields, "pipeline_memory",
-      "pipeline (seed 004, GPipe's Table 1): parameters (millions), model memory "
-      "(GiB: parameters x 12, the seed's), peak activation memory (GiB: each "
-      "stage's counted peak allocation minus its model memory, summed over the "
-      "stages, the seed's accounting), the peak allocations it comes from (GiB, "
-      "summed), the step (ms, slowest stage) and its bubble (% of the step the "
-      "stages sat waiting on a neighbour, their mean)",
-      "figure",
-      {"params (M)", "model GiB", "activation GiB", "allocated GiB", "step ms", "bubble %"},
-      PipelineCell)};
-}
-
-bool AnyPipeline(const std::vector<PointView>& points) {
-  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
-    return v.experiment != nullptr && v.experiment->result().has_pipeline();
-  });
-}
-
-bool AnyDataParallel(const std::vector<PointView>& points) {
-  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
-    return v.experiment != nullptr && v.experiment->result().has_data_parallel();
+bool AnyOfKind(const std::vector<PointView>& points, const std::string& kind) {
+  return std::any_of(points.begin(), points.end(), [&](const PointView& v) {
+    return v.experiment != nullptr && v.experiment->spec().kind() == kind;
   });
 }
 
@@ -838,17 +406,11 @@ Table PerWorkerTable(const Table& grid, const char* what) {
   return t;
 }
 
-bool AnyVariants(const std::vector<PointView>& points) {
-  return std::any_of(points.begin(), points.end(), [](const PointView& v) {
-    return v.experiment != nullptr && !v.experiment->result().variants().empty();
-  });
-}
-
 }  // namespace
 
 std::vector<Table> BuildTables(const ReportInput& in) {
   const auto points = Points(in);
-  const Layout l = MakeLayout(in.sweep);
+  const ReportLayout l = MakeLayout(in.sweep);
   const bool gpu = AnyGpu(points), epochs = AnyEpochs(points);
   std::vector<Table> tables;
   for (const auto& m : Metrics()) {
@@ -869,14 +431,10 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     for (auto& t : CurveTables(points, fields)) tables.push_back(std::move(t));
     for (auto& t : EpochTables(points, fields)) tables.push_back(std::move(t));
   }
-  if (AnyVariants(points))
-    for (auto& t : VariantTables(points, l)) tables.push_back(std::move(t));
-  if (AnyDataLoading(points))
-    for (auto& t : DataLoadingTables(points, fields)) tables.push_back(std::move(t));
-  if (AnyDataParallel(points))
-    for (auto& t : DataParallelTables(points, fields)) tables.push_back(std::move(t));
-  if (AnyPipeline(points))
-    for (auto& t : PipelineTables(points, fields)) tables.push_back(std::move(t));
+  for (const KindRules& kind : AllKinds()) {  // each kind's own tables, in registry order
+    if (kind.report_tables == nullptr || !AnyOfKind(points, kind.name)) continue;
+    for (auto& t : kind.report_tables({points, l, fields})) tables.push_back(std::move(t));
+  }
   return tables;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/report/table.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -17,30 +18,6 @@ namespace shoal {
 struct ReportInput {
   v1::Sweep sweep;
   std::map<std::string, v1::Experiment> experiments;  // by id
-};
-
-struct Cell {
-  bool has_value = false;
-  double value = 0;
-  std::string text;   // a number, "-" (impossible), "n/a" (cannot run here), or a state
-  int footnote = 0;   // 1-based index into Table::footnotes, 0 for none
-  bool ratio = true;  // --compare may divide it: not an intercept, which may be near 0 or below
-};
-
-struct Row {
-  std::vector<std::string> labels;  // one per row field
-  std::vector<Cell> cells;          // one per column
-};
-
-struct Table {
-  std::string key;  // host_memory_gib, samples_per_sec, epoch_train_s, loss_by_step, ...
-  std::string title;
-  std::string column_field;             // what the columns are ("workers", "step", "epoch")
-  std::vector<std::string> columns;     // column headings
-  std::vector<std::string> row_fields;  // what the row labels are
-  std::vector<Row> rows;
-  std::vector<std::string> footnotes;
-  std::string empty_note;  // set when the table has no rows, saying why
 };
 
 // The axes with more than one value, in grid order.

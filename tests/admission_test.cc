@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "shared/kinds/kinds.h"
+#include "shared/kinds/kind.h"
 #include "shared/layout.h"
 #include "shared/packet.h"
 #include "shared/spec.h"

@@ -193,6 +193,7 @@ TEST(FormatTest, TheForkServersProcessesFollowTheExperimentsOwn) {
 // figures of 0 ms.
 TEST(FormatTest, DataParallelWithoutAStepHasNoPerStepFigures) {
   v1::Experiment e = Finished();
+  e.mutable_spec()->set_kind("data_parallel");  // its kind prints its replicas
   auto* d = e.mutable_result()->mutable_data_parallel();
   d->set_world_size(2);
   d->set_scaling("weak");
@@ -288,6 +289,7 @@ TEST(FormatTest, CudaProcessesShowTheirDevice) {
 
 TEST(FormatTest, ACudaPipelineStageShowsItsDeviceFiguresAndOnlyWhatIsKnown) {
   v1::Experiment e = Finished();
+  e.mutable_spec()->set_kind("pipeline");  // its kind prints its stages
   auto* p = e.mutable_result()->mutable_pipeline();
   p->set_stages(2);
   for (uint32_t i = 0; i < 2; ++i) {
@@ -318,6 +320,7 @@ TEST(FormatTest, ACudaPipelineStageShowsItsDeviceFiguresAndOnlyWhatIsKnown) {
 // A small model's memory in MiB, a large one's in GiB: never "0.00 GiB" for 5 MB.
 TEST(FormatTest, PipelineSizesBelowAGibAreInMib) {
   v1::Experiment e = Finished();
+  e.mutable_spec()->set_kind("pipeline");  // its kind prints its stages
   auto* p = e.mutable_result()->mutable_pipeline();
   p->set_model_memory_bytes(5139888);
   p->set_peak_allocated_sum_bytes(3ull << 30);

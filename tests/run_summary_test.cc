@@ -178,6 +178,7 @@ TEST(RunSummaryTest, APipelineThatNeverSteppedHasNoStepOrBubble) {
   EXPECT_FALSE(cut.pipeline().has_model_memory_bytes());
   v1::Experiment e;
   e.set_state(v1::FAILED);
+  *e.mutable_spec() = f.spec;  // a pipeline's record: its kind prints its stages
   *e.mutable_result() = cut;
   const std::string out = cli::FormatExperiment(e);
   EXPECT_NE(out.find("; - parameters, model memory -;"), std::string::npos) << out;

@@ -1,6 +1,6 @@
 // The worker's half of an experiment kind: what the leader prepares and what each worker process
-// runs. The daemon's half (validation, admission) is shared/kinds/kind.h; the runtime around
-// both (launching, the scoreboard, supervision, telemetry, the store) knows no kind.
+// runs. The daemon's half (validation, admission, figures) is shared/kinds/kind.h; the runtime
+// around both (launching, the scoreboard, supervision, telemetry, the store) knows no kind.
 #pragma once
 
 #include <sys/types.h>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "shared/layout.h"
 #include "shared/status.h"
@@ -52,6 +53,11 @@ class WorkerKind {
 
 // A fresh object of the named kind; nullptr when this shoal-worker has no such kind.
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name);
+
+using WorkerKindFactory = std::function<std::unique_ptr<WorkerKind>()>;
+// Adds a kind after the registry's (a test's toy kind), before any worker is made; false when
+// the name is taken.
+bool RegisterWorkerKind(const std::string& name, WorkerKindFactory make);
 
 // Exit code of a worker that saw its leader go away.
 constexpr int kLeaderGoneExit = 75;

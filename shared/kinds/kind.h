@@ -1,18 +1,45 @@
-// The daemon's half of an experiment kind: what shoald (which never loads LibTorch) must know of
-// it to validate, admit and report. The worker's half (prepare, run a worker) is worker/kind.h.
-// Adding a kind: its files under shared/kinds/ and worker/kinds/, and one line in each registry
-// (shared/kinds/registry.cc, worker/kinds/registry.cc).
+// The daemon's half of an experiment kind: what shoald and the CLI (which never load LibTorch) must
+// know of it to validate, admit, summarise and print it. The worker's half (prepare, run a
+// worker) is worker/kind.h. The generic layers (spec, admission, run summary, report, `get`)
+// never name a kind: they call these hooks, each optional, as Triton's server calls a backend's.
+// Adding a kind: its folders shared/kinds/<kind>/ and worker/kinds/<kind>/, and one line in each
+// registry (shared/kinds/registry.cc, worker/kinds/registry.cc).
 #pragma once
 
+#include <sys/types.h>
+
+#include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "shared/admission.h"
+#include "shared/report/table.h"
 #include "shared/spec.h"
 #include "shared/status.h"
+#include "shoal/ipc/v1/ipc.pb.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
+
+// The workers report nanoseconds; results hold milliseconds.
+inline double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
+
+// What a finished (or cut) run left, for the kind's part of its result.
+struct KindRunFacts {
+  const v1::ExperimentSpec& spec;
+  // The workers' reports: the final ones, else the latest progress.
+  const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>& workers;
+  const std::map<pid_t, uint64_t>& peak_pss;  // per process, as the sampler read it
+  const std::map<pid_t, uint64_t>& peak_gpu;  // per process seen on a GPU (NVML)
+};
+
+// A sweep's points, for the kind's own report tables (after the common ones).
+struct KindTablesInput {
+  const std::vector<PointView>& points;    // every point, of every kind
+  const ReportLayout& layout;              // the grid tables' columns and row fields
+  const std::vector<std::string>& fields;  // every varying axis, for one-row-per-point tables
+};
 
 struct KindRules {
   std::string name;
@@ -33,6 +60,18 @@ struct KindRules {
   // With device cuda and no cuda_devices: worker i on device i mod the devices there are (a
   // pipeline's stages, as torchgpipe places partitions), rather than all on device 0.
   bool spreads_over_devices = false;
+
+  // Its part of the result (v1::Result's message of the kind), from the run's facts.
+  void (*summarize)(const KindRunFacts&, v1::Result*) = nullptr;
+  // Its tables in a sweep's report; called when any point is of this kind, returns none when
+  // there is nothing to show.
+  std::vector<Table> (*report_tables)(const KindTablesInput&) = nullptr;
+  // `shoal get`: its spec line(s), instead of the common ones; its lines after the common
+  // figures; its block after the epochs; the name of a worker's role ("trainer").
+  std::string (*spec_lines)(const v1::ExperimentSpec&) = nullptr;
+  std::string (*result_lines)(const v1::Result&) = nullptr;
+  std::string (*detail_lines)(const v1::Result&) = nullptr;
+  std::string (*role_name)(const v1::ProcessInfo&) = nullptr;
 };
 
 // multi_model's variants for n models, in worker order: linear, conv1d (n = 1); mlinear, mconv1d,
@@ -45,7 +84,10 @@ uint32_t DataLoadingRingSlots(const v1::ExperimentSpec& spec);
 uint64_t DataLoadingRingBytes(const v1::ExperimentSpec& spec);
 
 // Every registered kind, in registration order.
-const std::vector<KindRules>& AllKinds();
+const std::deque<KindRules>& AllKinds();
+// Adds a kind after the registry's (a test's toy kind), before any thread reads the registry;
+// false when the name is taken.
+bool RegisterKind(KindRules kind);
 const KindRules* FindKind(const std::string& name);
 std::vector<std::string> KindNames();
 

@@ -1,14 +1,36 @@
+// The daemon's and the CLI's registry of kinds: one line per kind. Its twin for shoal-worker is
+// worker/kinds/registry.cc.
 #include <algorithm>
 
-#include "shared/kinds/kinds.h"
+#include "shared/kinds/kind.h"
 
 namespace shoal {
 
-const std::vector<KindRules>& AllKinds() {
-  static const std::vector<KindRules> kinds = {
+// Each kind's rules, from shared/kinds/<kind>/rules.cc.
+KindRules HogwildRules();
+KindRules MultiModelRules();
+KindRules DataLoadingRules();
+KindRules DataParallelRules();
+KindRules PipelineRules();
+
+namespace {
+
+// A deque: FindKind's pointers stay valid when a kind is registered after.
+std::deque<KindRules>& Kinds() {
+  static std::deque<KindRules> kinds = {
       HogwildRules(), MultiModelRules(), DataLoadingRules(), DataParallelRules(), PipelineRules(),
   };
   return kinds;
+}
+
+}  // namespace
+
+const std::deque<KindRules>& AllKinds() { return Kinds(); }
+
+bool RegisterKind(KindRules kind) {
+  if (FindKind(kind.name) != nullptr) return false;
+  Kinds().push_back(std::move(kind));
+  return true;
 }
 
 const KindRules* FindKind(const std::string& name) {

@@ -1,3 +1,8 @@
+// The worker's registry of kinds: one line per kind. Its twin for shoald and the CLI is
+// shared/kinds/registry.cc.
+#include <algorithm>
+#include <deque>
+
 #include "worker/kind.h"
 #include "worker/kinds/data_loading/data_loading.h"
 #include "worker/kinds/hogwild/hogwild.h"
@@ -8,16 +13,48 @@
 #endif
 
 namespace shoal {
+namespace {
+
+struct Entry {
+  std::string name;
+  WorkerKindFactory make;
+};
+
+template <typename K>
+Entry Kind(const char* name) {
+  return {name, [] { return std::unique_ptr<WorkerKind>(std::make_unique<K>()); }};
+}
+
+std::deque<Entry>& Entries() {
+  static std::deque<Entry> entries = {
+      Kind<HogwildKind>("hogwild"),
+      Kind<MultiModelKind>("multi_model"),
+      Kind<DataLoadingKind>("data_loading"),
+      Kind<PipelineKind>("pipeline"),
+#ifdef SHOAL_WITH_GLOO
+      Kind<DataParallelKind>("data_parallel"),
+#endif
+  };
+  return entries;
+}
+
+const Entry* Find(const std::string& name) {
+  const auto& all = Entries();
+  auto it = std::find_if(all.begin(), all.end(), [&](const Entry& e) { return e.name == name; });
+  return it == all.end() ? nullptr : &*it;
+}
+
+}  // namespace
 
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name) {
-  if (name == "hogwild") return std::make_unique<HogwildKind>();
-  if (name == "multi_model") return std::make_unique<MultiModelKind>();
-  if (name == "data_loading") return std::make_unique<DataLoadingKind>();
-  if (name == "pipeline") return std::make_unique<PipelineKind>();
-#ifdef SHOAL_WITH_GLOO
-  if (name == "data_parallel") return std::make_unique<DataParallelKind>();
-#endif
-  return nullptr;
+  const Entry* e = Find(name);
+  return e == nullptr ? nullptr : e->make();
+}
+
+bool RegisterWorkerKind(const std::string& name, WorkerKindFactory make) {
+  if (Find(name) != nullptr) return false;
+  Entries().push_back({name, std::move(make)});
+  return true;
 }
 
 }  // namespace shoal

@@ -3,8 +3,9 @@
 #include <algorithm>
 
 #include "shared/batch_ring.h"
-#include "shared/kinds/kinds.h"
+#include "shared/kinds/data_loading/figures.h"
 #include "shared/kinds/data_loading/loader_batch.h"
+#include "shared/kinds/kind.h"
 
 namespace shoal {
 namespace {
@@ -88,6 +89,9 @@ KindRules DataLoadingRules() {
                       "batches",    "models",  "iterations",   "scaling",   "nodes",
                       "node_rank",  "master",  "node_daemons", "layers",    "filters",
                       "stages",     "balance", "chunks",       "checkpoint"};
+  k.report_tables = data_loading::ReportTables;
+  k.spec_lines = data_loading::SpecLines;
+  k.role_name = data_loading::RoleName;
   return k;
 }
 

@@ -1,7 +1,8 @@
 // data_parallel (seed 002): k replicas of one network, each on its own batches, their gradients
 // averaged every step by an all-reduce through LibTorch's c10d (ProcessGroupGloo on the CPU).
 #include "shared/kinds/data_parallel/data_parallel.h"
-#include "shared/kinds/kinds.h"
+#include "shared/kinds/data_parallel/figures.h"
+#include "shared/kinds/kind.h"
 #include "shared/layout.h"
 
 namespace shoal {
@@ -114,6 +115,9 @@ KindRules DataParallelRules() {
   k.estimate = Estimate;
   k.foreign_fields = {"models",  "iterations", "loaders", "prefetch", "pin_memory", "layers",
                       "filters", "stages",     "balance", "chunks",   "checkpoint"};
+  k.summarize = data_parallel::Summarize;
+  k.report_tables = data_parallel::ReportTables;
+  k.result_lines = data_parallel::ResultLines;
   return k;
 }
 

@@ -1,5 +1,5 @@
 // hogwild (seed 000): N workers train one network on shared (or private) weights.
-#include "shared/kinds/kinds.h"
+#include "shared/kinds/kind.h"
 
 namespace shoal {
 

@@ -2,7 +2,8 @@
 // its own worker process, one after the other.
 #include <cstdio>
 
-#include "shared/kinds/kinds.h"
+#include "shared/kinds/kind.h"
+#include "shared/kinds/multi_model/figures.h"
 #include "shared/layout.h"
 
 namespace shoal {
@@ -70,6 +71,10 @@ KindRules MultiModelRules() {
                       "eval_samples", "loaders",   "prefetch", "pin_memory",   "scaling",
                       "nodes",        "node_rank", "master",   "node_daemons", "layers",
                       "filters",      "stages",    "balance",  "chunks",       "checkpoint"};
+  k.summarize = multi_model::Summarize;
+  k.report_tables = multi_model::ReportTables;
+  k.spec_lines = multi_model::SpecLines;
+  k.detail_lines = multi_model::DetailLines;
   return k;
 }
 

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "shared/kinds/pipeline/amoebanet.h"
 #include "shared/cuda_ipc.h"
+#include "shared/kinds/pipeline/amoebanet.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 

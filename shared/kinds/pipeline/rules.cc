@@ -2,9 +2,10 @@
 // micro-batches; activations and their gradients cross stage boundaries through shared memory.
 #include <algorithm>
 
-#include "shared/kinds/kinds.h"
-#include "shared/layout.h"
+#include "shared/kinds/kind.h"
+#include "shared/kinds/pipeline/figures.h"
 #include "shared/kinds/pipeline/pipeline.h"
+#include "shared/layout.h"
 
 namespace shoal {
 namespace {
@@ -138,6 +139,9 @@ KindRules PipelineRules() {
                       "activations", "models",     "iterations",   "loaders",
                       "prefetch",    "pin_memory", "scaling",      "nodes",
                       "node_rank",   "master",     "node_daemons", "cuda_sync"};
+  k.summarize = pipeline::Summarize;
+  k.report_tables = pipeline::ReportTables;
+  k.result_lines = pipeline::ResultLines;
   return k;
 }
 
