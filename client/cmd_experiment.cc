@@ -13,10 +13,10 @@
 #include "client/format.h"
 #include "client/spec_flags.h"
 #include "client/uploads.h"
-#include "shared/cli_checks.h"
-#include "shared/pbjson.h"
-#include "shared/timeline.h"
-#include "shared/wire_check.h"
+#include "shared/spec/cli_checks.h"
+#include "client/report/pbjson.h"
+#include "client/report/timeline.h"
+#include "shared/spec/wire_check.h"
 
 namespace shoal::cli {
 

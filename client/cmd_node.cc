@@ -4,8 +4,8 @@
 
 #include "client/commands.h"
 #include "client/format.h"
-#include "shared/pbjson.h"
-#include "shared/wire_check.h"
+#include "client/report/pbjson.h"
+#include "shared/spec/wire_check.h"
 
 namespace shoal::cli {
 

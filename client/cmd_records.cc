@@ -5,7 +5,7 @@
 
 #include "client/commands.h"
 #include "client/format.h"
-#include "shared/cli_checks.h"
+#include "shared/spec/cli_checks.h"
 
 namespace shoal::cli {
 namespace {

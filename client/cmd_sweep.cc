@@ -13,12 +13,12 @@
 #include "client/format.h"
 #include "client/spec_flags.h"
 #include "client/uploads.h"
-#include "shared/cli_checks.h"
-#include "shared/pbjson.h"
-#include "shared/process.h"
-#include "shared/report.h"
-#include "shared/sweep.h"
-#include "shared/wire_check.h"
+#include "shared/spec/cli_checks.h"
+#include "client/report/pbjson.h"
+#include "shared/os/process.h"
+#include "client/report/report.h"
+#include "shared/spec/sweep.h"
+#include "shared/spec/wire_check.h"
 
 namespace shoal::cli {
 namespace {

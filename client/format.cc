@@ -9,10 +9,10 @@
 
 #include "shared/kinds/kind.h"
 #include "shared/report/text.h"
-#include "shared/spec.h"
-#include "shared/spec_fields.h"
-#include "shared/sweep.h"
-#include "shared/wire_check.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/spec_fields.h"
+#include "shared/spec/sweep.h"
+#include "shared/spec/wire_check.h"
 
 namespace shoal::cli {
 namespace {

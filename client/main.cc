@@ -9,10 +9,10 @@
 
 #include "client/commands.h"
 #include "client/shoal_client.h"
-#include "shared/cli_checks.h"
+#include "shared/spec/cli_checks.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
-#include "shared/procfs.h"
+#include "shared/os/procfs.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 
 namespace shoal::cli {
 

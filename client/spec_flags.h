@@ -1,4 +1,4 @@
-// The spec's fields as command-line options: one per field of shared/spec_fields.h, spelled
+// The spec's fields as command-line options: one per field of shared/spec/spec_fields.h, spelled
 // --field-name. Only what the user typed is sent: a field left out is absent on the wire and
 // shoald fills it from its one table of defaults.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/spec_fields.h"
+#include "shared/spec/spec_fields.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 

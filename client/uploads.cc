@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <map>
 
-#include "shared/input_spec.h"
-#include "shared/spec.h"
+#include "shared/spec/input_spec.h"
+#include "shared/spec/spec.h"
 
 namespace shoal::cli {
 namespace {

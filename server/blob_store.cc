@@ -11,7 +11,7 @@
 #include <fstream>
 #include <random>
 
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 namespace fs = std::filesystem;

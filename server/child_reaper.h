@@ -9,7 +9,7 @@
 #include <map>
 #include <mutex>
 
-#include "shared/os_seams.h"
+#include "shared/os/os_seams.h"
 
 namespace shoal {
 

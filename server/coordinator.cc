@@ -13,11 +13,11 @@
 #include "server/log_capture.h"
 #include "server/paging.h"
 #include "server/recovery.h"
-#include "shared/admission.h"
+#include "shared/spec/admission.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/kind.h"
-#include "shared/process.h"
-#include "shared/spec.h"
+#include "shared/os/process.h"
+#include "shared/spec/spec.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

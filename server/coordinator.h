@@ -25,9 +25,9 @@
 #include "server/store.h"
 #include "server/sweep_tracker.h"
 #include "server/telemetry_hub.h"
-#include "shared/os_seams.h"
-#include "shared/procfs.h"
-#include "shared/spec.h"
+#include "shared/os/os_seams.h"
+#include "shared/os/procfs.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "shared/process.h"
-#include "shared/sweep.h"
+#include "shared/os/process.h"
+#include "shared/spec/sweep.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

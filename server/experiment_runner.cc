@@ -12,8 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "shared/shm.h"
-#include "shared/spec.h"
+#include "shared/os/shm.h"
+#include "shared/spec/spec.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

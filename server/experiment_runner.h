@@ -24,9 +24,9 @@
 #include "server/run_summary.h"
 #include "server/sample_keeper.h"
 #include "server/sampler.h"
-#include "shared/ipc_codec.h"
-#include "shared/os_seams.h"
-#include "shared/procfs.h"
+#include "shared/ipc/ipc_codec.h"
+#include "shared/os/os_seams.h"
+#include "shared/os/procfs.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {

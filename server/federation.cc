@@ -15,8 +15,8 @@
 #include "server/sample_keeper.h"
 #include "server/sweep_tracker.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
-#include "shared/process.h"
-#include "shared/sweep.h"
+#include "shared/os/process.h"
+#include "shared/spec/sweep.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

@@ -3,7 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include "shared/packet.h"
+#include "shared/ipc/packet.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

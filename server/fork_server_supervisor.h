@@ -9,7 +9,7 @@
 #include <string>
 
 #include "server/child_reaper.h"
-#include "shared/os_seams.h"
+#include "shared/os/os_seams.h"
 #include "shared/status.h"
 
 namespace shoal {

@@ -22,7 +22,7 @@
 #include <set>
 #include <string>
 
-#include "shared/gpu.h"
+#include "server/gpu_monitor.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {

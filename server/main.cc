@@ -23,11 +23,11 @@
 #include "server/rpc/peer_daemon.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
-#include "shared/cli_checks.h"
+#include "shared/spec/cli_checks.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
-#include "shared/process.h"
-#include "shared/procfs.h"
+#include "shared/os/process.h"
+#include "shared/os/procfs.h"
 #include "spdlog/spdlog.h"
 
 namespace {

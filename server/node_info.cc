@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "shared/gpu.h"
-#include "shared/process.h"
-#include "shared/procfs.h"
+#include "server/gpu_monitor.h"
+#include "shared/os/process.h"
+#include "shared/os/procfs.h"
 
 namespace shoal {
 

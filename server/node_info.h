@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/gpu.h"
+#include "server/gpu_monitor.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {

@@ -6,9 +6,9 @@
 #include <tuple>
 
 #include "server/sweep_tracker.h"
-#include "shared/process.h"
-#include "shared/shm.h"
-#include "shared/sweep.h"
+#include "shared/os/process.h"
+#include "shared/os/shm.h"
+#include "shared/spec/sweep.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

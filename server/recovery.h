@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "server/store.h"
-#include "shared/os_seams.h"
+#include "shared/os/os_seams.h"
 #include "shared/status.h"
 
 namespace shoal {

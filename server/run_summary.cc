@@ -7,9 +7,9 @@
 #include <set>
 
 #include "shared/kinds/kind.h"
-#include "shared/layout.h"
-#include "shared/process.h"
-#include "shared/spec.h"
+#include "shared/ipc/layout.h"
+#include "shared/os/process.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 namespace {

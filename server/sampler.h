@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/procfs.h"
+#include "shared/os/procfs.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {

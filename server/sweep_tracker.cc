@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

@@ -12,9 +12,9 @@
 
 #include "server/experiment_queue.h"
 #include "server/store.h"
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 #include "shared/status.h"
-#include "shared/sweep.h"
+#include "shared/spec/sweep.h"
 
 namespace shoal {
 

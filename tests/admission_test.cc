@@ -1,4 +1,4 @@
-#include "shared/admission.h"
+#include "shared/spec/admission.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "shared/kinds/kind.h"
-#include "shared/layout.h"
-#include "shared/packet.h"
-#include "shared/spec.h"
+#include "shared/ipc/layout.h"
+#include "shared/ipc/packet.h"
+#include "shared/spec/spec.h"
 #include "tests/testutil.h"
 
 namespace shoal {

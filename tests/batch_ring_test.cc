@@ -1,6 +1,6 @@
 // The ring of batch slots between loaders and the trainer: order under many loaders, a slow
 // loader, a loader that dies (in a real forked process), and close.
-#include "shared/batch_ring.h"
+#include "shared/ipc/batch_ring.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "server/fork_server_supervisor.h"
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "tests/fakes.h"
 
 namespace shoal {

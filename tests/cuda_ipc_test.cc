@@ -1,7 +1,7 @@
 // CUDA IPC buffer sharing without a GPU: the export's place in the weights header, the owner and
 // its consumers against a fake driver (every allocation freed and every mapping closed on every
 // path, failures included), and the refusals.
-#include "shared/cuda_ipc.h"
+#include "shared/gpu/cuda_ipc.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 #include "tests/fake_cuda_driver.h"
 
 namespace shoal {

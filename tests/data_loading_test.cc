@@ -7,7 +7,7 @@
 
 #include "shared/kinds/kind.h"
 #include "shared/kinds/data_loading/loader_batch.h"
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 namespace {

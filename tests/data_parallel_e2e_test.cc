@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 
 namespace shoal {

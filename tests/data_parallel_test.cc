@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/cuda_driver.h"
+#include "shared/gpu/cuda_driver.h"
 
 namespace shoal {
 

@@ -1,4 +1,4 @@
-// Fakes of the OS seams (shared/os_seams.h, shared/procfs.h) for unit tests of the daemon's
+// Fakes of the OS seams (shared/os/os_seams.h, shared/os/procfs.h) for unit tests of the daemon's
 // core: no process is started, no signal sent, no clock read.
 #pragma once
 
@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "shared/os_seams.h"
-#include "shared/procfs.h"
+#include "shared/os/os_seams.h"
+#include "shared/os/procfs.h"
 
 namespace shoal::testing {
 

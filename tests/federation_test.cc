@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "server/experiment_queue.h"
-#include "shared/process.h"
-#include "shared/spec.h"
-#include "shared/sweep.h"
+#include "shared/os/process.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/sweep.h"
 
 namespace shoal {
 namespace {

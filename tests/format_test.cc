@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "client/spec_flags.h"
-#include "shared/spec.h"
-#include "shared/spec_fields.h"
-#include "shared/sweep.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/spec_fields.h"
+#include "shared/spec/sweep.h"
 
 namespace shoal::cli {
 namespace {

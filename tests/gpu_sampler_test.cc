@@ -12,8 +12,8 @@
 #include <fstream>
 
 #include "server/node_info.h"
-#include "shared/process.h"
-#include "shared/procfs.h"
+#include "shared/os/process.h"
+#include "shared/os/procfs.h"
 #include "tests/testutil.h"
 
 namespace shoal {

@@ -1,4 +1,4 @@
-// The sweep's grid (shared/sweep.h): axes over any field of the spec table, expanded in the
+// The sweep's grid (shared/spec/sweep.h): axes over any field of the spec table, expanded in the
 // table's order whatever order they were given in, and every way a sweep is refused.
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "shared/spec.h"
-#include "shared/spec_fields.h"
-#include "shared/sweep.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/spec_fields.h"
+#include "shared/spec/sweep.h"
 
 namespace shoal {
 namespace {

@@ -15,7 +15,7 @@
 #include <map>
 #include <random>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "shoal/v1/shoal.grpc.pb.h"
 #include "tests/testutil.h"
 

@@ -1,7 +1,7 @@
-// The codec between Shoal's processes (shared/ipc_codec.h): length-prefixed frames on the
+// The codec between Shoal's processes (shared/ipc/ipc_codec.h): length-prefixed frames on the
 // leader's status pipe, one message per packet on the fork-server's socket, and what corrupt
 // input does to them.
-#include "shared/ipc_codec.h"
+#include "shared/ipc/ipc_codec.h"
 
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 
 namespace shoal {

@@ -1,11 +1,11 @@
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 
 namespace shoal {
 namespace {

@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 
 namespace shoal {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <memory>
 
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 #include "worker/step_recorder.h"
 
 namespace shoal {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "shoal/v1/shoal.grpc.pb.h"
 #include "tests/testutil.h"
 

@@ -5,9 +5,9 @@
 #include <functional>
 
 #include "client/spec_flags.h"
-#include "shared/input_spec.h"
-#include "shared/spec.h"
-#include "shared/spec_fields.h"
+#include "shared/spec/input_spec.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/spec_fields.h"
 
 namespace shoal {
 namespace {

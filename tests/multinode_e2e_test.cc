@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 
 namespace shoal {

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "shared/kinds/pipeline/amoebanet.h"
-#include "shared/procfs.h"
-#include "shared/shm.h"
+#include "shared/os/procfs.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 
 namespace shoal {

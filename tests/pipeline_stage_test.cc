@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "shared/batch_ring.h"
+#include "shared/ipc/batch_ring.h"
 #include "shared/kinds/pipeline/pipeline.h"
 #include "tests/fake_cuda_driver.h"
 #include "worker/kinds/pipeline/ring_link.h"

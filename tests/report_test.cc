@@ -1,7 +1,7 @@
-// The sweep report (shared/report.h): tables laid out by the sweep's varying axes, rendered as
+// The sweep report (client/report/report.h): tables laid out by the sweep's varying axes, rendered as
 // Markdown (golden files tests/golden/report_*.md), CSV, JSON and SVG, and compared cell by cell.
 // Every input is built by hand: the sweep's axes and points, and the experiments' records.
-#include "shared/report.h"
+#include "client/report/report.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "shared/spec.h"
-#include "shared/spec_fields.h"
-#include "shared/sweep.h"
-#include "shared/timeline.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/spec_fields.h"
+#include "shared/spec/sweep.h"
+#include "client/report/timeline.h"
 
 namespace shoal {
 namespace {

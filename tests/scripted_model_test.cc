@@ -10,8 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "shared/layout.h"
-#include "shared/shm.h"
+#include "shared/ipc/layout.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 #include "worker/tensor_set.h"
 #include "worker/training.h"

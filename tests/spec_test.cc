@@ -1,11 +1,11 @@
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <sstream>
 
-#include "shared/spec_fields.h"
+#include "shared/spec/spec_fields.h"
 
 namespace shoal {
 namespace {

@@ -1,7 +1,7 @@
 // PlanStep on traces alone: no two buffers live at once share a byte, every offset is aligned,
 // the arena is what the plan says, buffers that outlive the step stay out of it, and the
 // conflicts a replay checks are exactly the other buffers that share bytes.
-#include "shared/step_plan.h"
+#include "worker/step_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include "server/paging.h"
 #include "server/recovery.h"
 #include "server/sweep_tracker.h"
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "tests/fakes.h"
 #include "tests/testutil.h"
 

@@ -12,10 +12,10 @@
 #include <set>
 #include <thread>
 
-#include "shared/ipc_codec.h"
-#include "shared/packet.h"
-#include "shared/process.h"
-#include "shared/shm.h"
+#include "shared/ipc/ipc_codec.h"
+#include "shared/ipc/packet.h"
+#include "shared/os/process.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 #include "worker/launchers.h"
 #include "worker/zygote_exits.h"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "tests/testutil.h"
 
 namespace shoal {

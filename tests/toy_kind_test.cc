@@ -11,10 +11,10 @@
 
 #include "client/format.h"
 #include "server/run_summary.h"
-#include "shared/ipc_codec.h"
+#include "shared/ipc/ipc_codec.h"
 #include "shared/kinds/kind.h"
-#include "shared/process.h"
-#include "shared/report.h"
+#include "shared/os/process.h"
+#include "client/report/report.h"
 #include "worker/kind.h"
 #include "worker/leader.h"
 #include "worker/scoreboard.h"

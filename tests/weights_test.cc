@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "worker/training.h"
 
 namespace shoal {

@@ -1,6 +1,6 @@
-// What arrives over the wire: ids, strings, lists (shared/wire_check.h), and listing pages
+// What arrives over the wire: ids, strings, lists (shared/spec/wire_check.h), and listing pages
 // (server/paging.h).
-#include "shared/wire_check.h"
+#include "shared/spec/wire_check.h"
 
 #include <gtest/gtest.h>
 

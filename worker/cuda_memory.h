@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 namespace shoal {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 #include "shared/status.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "shoal/v1/shoal.pb.h"

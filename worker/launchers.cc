@@ -10,10 +10,10 @@
 #include <cstring>
 #include <thread>
 
-#include "shared/ipc_codec.h"
-#include "shared/packet.h"
-#include "shared/process.h"
-#include "shared/spec.h"
+#include "shared/ipc/ipc_codec.h"
+#include "shared/ipc/packet.h"
+#include "shared/os/process.h"
+#include "shared/spec/spec.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 
 namespace shoal {

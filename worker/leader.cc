@@ -8,10 +8,10 @@
 #include <cstring>
 #include <map>
 
-#include "shared/ipc_codec.h"
-#include "shared/process.h"
-#include "shared/procfs.h"
-#include "shared/shm.h"
+#include "shared/ipc/ipc_codec.h"
+#include "shared/os/process.h"
+#include "shared/os/procfs.h"
+#include "shared/os/shm.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "worker/launchers.h"
 #include "worker/scoreboard.h"

@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
-#include "shared/process.h"
-#include "shared/spec.h"
+#include "shared/os/process.h"
+#include "shared/spec/spec.h"
 #include "worker/leader.h"
 
 namespace {

@@ -3,10 +3,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "shared/admission.h"
-#include "shared/input_spec.h"
-#include "shared/process.h"
-#include "shared/procfs.h"
+#include "shared/spec/admission.h"
+#include "shared/spec/input_spec.h"
+#include "shared/os/process.h"
+#include "shared/os/procfs.h"
 
 namespace shoal {
 namespace {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "shared/layout.h"
-#include "shared/shm.h"
+#include "shared/ipc/layout.h"
+#include "shared/os/shm.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 #include "worker/models/scripted_model.h"

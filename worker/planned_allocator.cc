@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "shared/step_plan.h"
+#include "worker/step_plan.h"
 
 namespace shoal {
 namespace {

@@ -1,5 +1,5 @@
 // A CPU allocator for LibTorch that serves a training step's buffers from one arena at offsets
-// planned once (shared/step_plan.h), so that after the plan nothing in a step maps, unmaps or
+// planned once (worker/step_plan.h), so that after the plan nothing in a step maps, unmaps or
 // page-faults, and what stays mapped is the step's peak of live bytes plus packing slack: less
 // than glibc (which maps and unmaps, or fragments) and less than a cache of freed blocks (which
 // holds every size it has seen).

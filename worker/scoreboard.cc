@@ -12,7 +12,7 @@
 #include <cstring>
 #include <functional>
 
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "worker/training.h"
 
 namespace shoal {

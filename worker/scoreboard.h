@@ -1,12 +1,12 @@
-// The experiment's scoreboard segment (shared/layout.h): created by the leader, attached by each
+// The experiment's scoreboard segment (shared/ipc/layout.h): created by the leader, attached by each
 // worker, read into typed reports for shoald.
 #pragma once
 
 #include <atomic>
 #include <thread>
 
-#include "shared/layout.h"
-#include "shared/shm.h"
+#include "shared/ipc/layout.h"
+#include "shared/os/shm.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 
 namespace shoal {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "worker/scoreboard.h"
 
 namespace shoal {

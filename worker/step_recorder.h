@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 #include "worker/models/models.h"
 
 namespace shoal {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "worker/zygote_exits.h"
 
 namespace shoal {

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 namespace shoal {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/input_spec.h"
+#include "shared/spec/input_spec.h"
 #include "shared/status.h"
 
 namespace shoal {

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "shared/cuda_driver.h"
+#include "shared/gpu/cuda_driver.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 

@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "shared/idx.h"
-#include "shared/process.h"
-#include "shared/procfs.h"
+#include "shared/os/process.h"
+#include "shared/os/procfs.h"
 #include "worker/planned_allocator.h"
 #include "worker/scoreboard.h"
 #include "worker/step_cache_allocator.h"

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/cuda_driver.h"
-#include "shared/layout.h"
-#include "shared/shm.h"
+#include "shared/gpu/cuda_driver.h"
+#include "shared/ipc/layout.h"
+#include "shared/os/shm.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 #include "worker/models/models.h"

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "shared/procfs.h"
+#include "shared/os/procfs.h"
 
 namespace shoal {
 

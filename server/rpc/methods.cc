@@ -3,8 +3,8 @@
 #include "server/rpc/access.h"
 #include "server/rpc/service.h"
 #include "shared/kinds/kind.h"
-#include "shared/spec.h"
-#include "shared/wire_check.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/wire_check.h"
 
 namespace shoal {
 namespace {

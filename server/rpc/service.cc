@@ -3,8 +3,8 @@
 #include <mutex>
 
 #include "server/rpc/reflection.h"
-#include "shared/sweep.h"
-#include "shared/wire_check.h"
+#include "shared/spec/sweep.h"
+#include "shared/spec/wire_check.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "shared/admission.h"
+#include "shared/spec/admission.h"
 #include "shared/report/table.h"
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 #include "shared/status.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "shoal/v1/shoal.pb.h"

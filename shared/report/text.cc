@@ -3,7 +3,7 @@
 #include <cstdarg>
 #include <cstdio>
 
-#include "shared/spec_fields.h"
+#include "shared/spec/spec_fields.h"
 
 namespace shoal::text {
 

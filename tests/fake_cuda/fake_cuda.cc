@@ -1,4 +1,4 @@
-// A stand-in for libcuda.so.1: the part of the driver API Shoal calls (shared/cuda_driver.cc),
+// A stand-in for libcuda.so.1: the part of the driver API Shoal calls (shared/gpu/cuda_driver.cc),
 // with device memory in host memory and one primary context per device, so that the real driver
 // binding (dlopen, its entry points, the error mapping, and which context each call runs in) is
 // tested on a machine without a GPU, as tests/fake_nvml does for NVML.

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/nvml_abi.h"
+#include "server/nvml_abi.h"
 
 namespace {
 

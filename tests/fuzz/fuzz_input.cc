@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "shared/input_spec.h"
+#include "shared/spec/input_spec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -2,7 +2,7 @@
 // never crash, and a stream that failed stays failed.
 #include <cstdlib>
 
-#include "shared/ipc_codec.h"
+#include "shared/ipc/ipc_codec.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,8 +2,8 @@
 // spec that passes them keeps passing (defaults are idempotent).
 #include <cstdlib>
 
-#include "shared/spec.h"
-#include "shared/wire_check.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/wire_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shoal::v1::ExperimentSpec spec;

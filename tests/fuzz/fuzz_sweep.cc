@@ -2,9 +2,9 @@
 // point limit, and every point they make is valid or says why it cannot run.
 #include <cstdlib>
 
-#include "shared/spec.h"
-#include "shared/sweep.h"
-#include "shared/wire_check.h"
+#include "shared/spec/spec.h"
+#include "shared/spec/sweep.h"
+#include "shared/spec/wire_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   shoal::v1::SweepSpec sweep;

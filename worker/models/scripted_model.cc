@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <set>
 
-#include "shared/layout.h"
-#include "shared/spec.h"
+#include "shared/ipc/layout.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 namespace {

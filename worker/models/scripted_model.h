@@ -18,7 +18,7 @@ namespace shoal {
 
 class ScriptedModel : public Model {
  public:
-  // Loads the archive at `path`. `loss`: cross_entropy | mse | output (shared/input_spec.h).
+  // Loads the archive at `path`. `loss`: cross_entropy | mse | output (shared/spec/input_spec.h).
   // FAILED_PRECONDITION with TorchScript's own message (escaped, cut) for a file it cannot load.
   static StatusOr<std::shared_ptr<ScriptedModel>> Load(const std::string& path,
                                                        const std::string& loss);

@@ -2,7 +2,7 @@
 // shared memory; workers are the trainer (0) and the loaders (1..L).
 #include <algorithm>
 
-#include "shared/batch_ring.h"
+#include "shared/ipc/batch_ring.h"
 #include "shared/kinds/data_loading/figures.h"
 #include "shared/kinds/data_loading/loader_batch.h"
 #include "shared/kinds/kind.h"

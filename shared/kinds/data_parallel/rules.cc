@@ -3,7 +3,7 @@
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/data_parallel/figures.h"
 #include "shared/kinds/kind.h"
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 namespace shoal {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "shared/kinds/kind.h"
 #include "shared/kinds/multi_model/figures.h"
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 namespace shoal {
 namespace {

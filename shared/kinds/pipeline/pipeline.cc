@@ -2,8 +2,8 @@
 
 #include <numeric>
 
-#include "shared/batch_ring.h"
-#include "shared/spec.h"
+#include "shared/ipc/batch_ring.h"
+#include "shared/spec/spec.h"
 
 namespace shoal {
 

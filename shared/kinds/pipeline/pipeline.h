@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "shared/cuda_ipc.h"
+#include "shared/gpu/cuda_ipc.h"
 #include "shared/kinds/pipeline/amoebanet.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"

@@ -5,7 +5,7 @@
 #include "shared/kinds/kind.h"
 #include "shared/kinds/pipeline/figures.h"
 #include "shared/kinds/pipeline/pipeline.h"
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 namespace shoal {
 namespace {

@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "shared/kinds/kind.h"
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "worker/scoreboard.h"
 #include "worker/train_device.h"
 

@@ -10,9 +10,9 @@
 #include <memory>
 #include <vector>
 
-#include "shared/batch_ring.h"
+#include "shared/ipc/batch_ring.h"
 #include "shared/kinds/data_loading/loader_batch.h"
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "worker/kind.h"
 #include "worker/models/models.h"
 #include "worker/step_recorder.h"

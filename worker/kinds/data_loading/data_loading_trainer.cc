@@ -3,7 +3,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "worker/kinds/data_loading/data_loading.h"
 #include "worker/optimizers/from_spec.h"
 #include "worker/scoreboard.h"

@@ -12,8 +12,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "shared/kinds/data_parallel/data_parallel.h"
-#include "shared/process.h"
-#include "shared/spec_fields.h"
+#include "shared/os/process.h"
+#include "shared/spec/spec_fields.h"
 #include "worker/training.h"
 
 namespace shoal {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "shared/kinds/data_parallel/data_parallel.h"
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 #include "worker/step_recorder.h"
 
 namespace shoal {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "shared/kinds/data_parallel/data_parallel.h"
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 #include "worker/kinds/hogwild/hogwild_trainer.h"
 #include "worker/model_file.h"
 #include "worker/scoreboard.h"

@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "shared/cuda_ipc.h"
-#include "shared/shm.h"
+#include "shared/gpu/cuda_ipc.h"
+#include "shared/os/shm.h"
 #include "worker/kind.h"
 #include "worker/kinds/hogwild/hogwild_trainer.h"
 #include "worker/models/models.h"

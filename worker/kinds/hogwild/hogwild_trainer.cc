@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "shared/kinds/data_parallel/data_parallel.h"
-#include "shared/process.h"
-#include "shared/spec.h"
+#include "shared/os/process.h"
+#include "shared/spec/spec.h"
 #include "worker/cuda_memory.h"
 #include "worker/optimizers/from_spec.h"
 #include "worker/planned_allocator.h"

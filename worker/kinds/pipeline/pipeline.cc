@@ -5,9 +5,9 @@
 
 #include <optional>
 
-#include "shared/batch_ring.h"
+#include "shared/ipc/batch_ring.h"
 #include "shared/kinds/pipeline/pipeline.h"
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "worker/counting_allocator.h"
 #include "worker/cuda_memory.h"
 #include "worker/optimizers/from_spec.h"

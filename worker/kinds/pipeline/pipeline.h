@@ -3,7 +3,7 @@
 // micro-batch), so activations are copied once and never pass through a pipe.
 #pragma once
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 #include "worker/kind.h"
 
 namespace shoal {

@@ -2,7 +2,7 @@
 // micro-batch's states go into a ring slot and come out of it copied, once. On the CPU the slot
 // holds them whole. Between CUDA stages the slot holds their headers and the data stays on the
 // GPU, in a device buffer per ring that the ring's writer allocates and exports with CUDA IPC and
-// its reader maps (shared/cuda_ipc.h): a device-to-device copy in, another out.
+// its reader maps (shared/gpu/cuda_ipc.h): a device-to-device copy in, another out.
 #pragma once
 
 #include <sys/types.h>
@@ -13,8 +13,8 @@
 #include <memory>
 #include <optional>
 
-#include "shared/batch_ring.h"
-#include "shared/cuda_ipc.h"
+#include "shared/ipc/batch_ring.h"
+#include "shared/gpu/cuda_ipc.h"
 #include "shared/kinds/pipeline/pipeline.h"
 #include "worker/kinds/pipeline/pipeline_stage.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/process.h"
+#include "shared/os/process.h"
 #include "shared/status.h"
 
 namespace shoal {

@@ -1,4 +1,4 @@
-#include "shared/process.h"
+#include "shared/os/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "shared/procfs.h"
+#include "shared/os/procfs.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "shared/batch_ring.h"
+#include "shared/ipc/batch_ring.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -8,7 +8,7 @@
 #include <ctime>
 #include <new>
 
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 namespace shoal {
 namespace {

@@ -1,4 +1,4 @@
-#include "shared/report.h"
+#include "client/report/report.h"
 
 #include <google/protobuf/util/json_util.h>
 
@@ -14,10 +14,10 @@
 #include <sstream>
 
 #include "shared/kinds/kind.h"
-#include "shared/pbjson.h"
-#include "shared/spec_fields.h"
-#include "shared/svg_chart.h"
-#include "shared/sweep.h"
+#include "client/report/pbjson.h"
+#include "shared/spec/spec_fields.h"
+#include "client/report/svg_chart.h"
+#include "shared/spec/sweep.h"
 
 namespace shoal {
 namespace {

@@ -1,4 +1,4 @@
-#include "shared/svg_chart.h"
+#include "client/report/svg_chart.h"
 
 #include <algorithm>
 #include <cmath>

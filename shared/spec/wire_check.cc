@@ -1,4 +1,4 @@
-#include "shared/wire_check.h"
+#include "shared/spec/wire_check.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/reflection.h>

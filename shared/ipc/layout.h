@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "shared/cuda_ipc.h"
+#include "shared/gpu/cuda_ipc.h"
 #include "shared/status.h"
 
 namespace shoal {

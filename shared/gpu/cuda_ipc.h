@@ -15,7 +15,7 @@
 #include <memory>
 #include <string>
 
-#include "shared/cuda_driver.h"
+#include "shared/gpu/cuda_driver.h"
 #include "shared/status.h"
 
 namespace shoal {

@@ -1,13 +1,13 @@
-#include "shared/admission.h"
+#include "shared/spec/admission.h"
 
 #include <sys/statvfs.h>
 
 #include <cstdio>
 
 #include "shared/idx.h"
-#include "shared/input_spec.h"
-#include "shared/layout.h"
-#include "shared/procfs.h"
+#include "shared/spec/input_spec.h"
+#include "shared/ipc/layout.h"
+#include "shared/os/procfs.h"
 
 namespace shoal {
 namespace {

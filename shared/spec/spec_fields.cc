@@ -1,4 +1,4 @@
-#include "shared/spec_fields.h"
+#include "shared/spec/spec_fields.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "shared/number_text.h"
+#include "shared/spec/number_text.h"
 
 namespace shoal {
 namespace {

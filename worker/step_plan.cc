@@ -1,4 +1,4 @@
-#include "shared/step_plan.h"
+#include "worker/step_plan.h"
 
 #include <algorithm>
 #include <numeric>

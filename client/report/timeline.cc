@@ -1,10 +1,10 @@
-#include "shared/timeline.h"
+#include "client/report/timeline.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
 
-#include "shared/svg_chart.h"
+#include "client/report/svg_chart.h"
 
 namespace shoal {
 namespace {
@@ -46,7 +46,7 @@ std::string Number(double v) {
   return buf;
 }
 
-std::string Row(const std::vector<std::string>& cells, bool md) {
+std::string TextRow(const std::vector<std::string>& cells, bool md) {
   std::string out = md ? "| " : "";
   for (size_t i = 0; i < cells.size(); ++i) {
     if (i) out += md ? " | " : ",";
@@ -69,8 +69,8 @@ std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::st
   std::vector<std::string> head = {"t_s", "total_pss_mib", "total_rss_mib", "total_uss_mib"};
   if (nodes) head.insert(head.begin() + 1, "node");
   for (const auto& n : c.names) head.push_back(n + " pss_mib");
-  std::string out = Row(head, md);
-  if (md) out += Row(std::vector<std::string>(head.size(), "---"), true);
+  std::string out = TextRow(head, md);
+  if (md) out += TextRow(std::vector<std::string>(head.size(), "---"), true);
   for (size_t i = 0; i < samples.size(); ++i) {
     const auto& s = samples[i];
     std::vector<std::string> cells = {Number(s.t_ms() / 1000), Number(s.total_pss_bytes() / kMiB),
@@ -81,7 +81,7 @@ std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::st
       auto it = c.pss_mib[i].find(n);
       cells.push_back(it == c.pss_mib[i].end() ? "" : Number(it->second));
     }
-    out += Row(cells, md);
+    out += TextRow(cells, md);
   }
   return out;
 }

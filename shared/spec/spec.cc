@@ -1,4 +1,4 @@
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 
 #include <google/protobuf/util/json_util.h>
 
@@ -10,9 +10,9 @@
 
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/idx.h"
-#include "shared/input_spec.h"
+#include "shared/spec/input_spec.h"
 #include "shared/kinds/kind.h"
-#include "shared/spec_fields.h"
+#include "shared/spec/spec_fields.h"
 
 namespace shoal {
 namespace {

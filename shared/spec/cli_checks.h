@@ -4,7 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "shared/number_text.h"
+#include "shared/spec/number_text.h"
 
 namespace shoal {
 

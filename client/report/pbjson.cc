@@ -1,4 +1,4 @@
-#include "shared/pbjson.h"
+#include "client/report/pbjson.h"
 
 namespace shoal {
 namespace {

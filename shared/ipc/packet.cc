@@ -1,4 +1,4 @@
-#include "shared/packet.h"
+#include "shared/ipc/packet.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

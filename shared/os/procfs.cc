@@ -1,4 +1,4 @@
-#include "shared/procfs.h"
+#include "shared/os/procfs.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,9 +1,9 @@
-#include "shared/sweep.h"
+#include "shared/spec/sweep.h"
 
 #include <algorithm>
 #include <set>
 
-#include "shared/spec_fields.h"
+#include "shared/spec/spec_fields.h"
 
 namespace shoal {
 namespace {

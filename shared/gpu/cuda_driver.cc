@@ -1,4 +1,4 @@
-#include "shared/cuda_driver.h"
+#include "shared/gpu/cuda_driver.h"
 
 #include <dlfcn.h>
 

@@ -1,5 +1,5 @@
 // The part of NVML's C ABI Shoal uses, declared here so no NVML header is needed to build: the
-// loader (shared/gpu.cc) and the tests' stand-in library (tests/fake_nvml) both use these.
+// loader (server/gpu_monitor.cc) and the tests' stand-in library (tests/fake_nvml) both use these.
 // Layouts as in nvml.h: nvmlMemory_t, nvmlUtilization_t, nvmlProcessInfo_v2_t (which the _v2 and
 // _v3 process queries both fill) and nvmlProcessUtilizationSample_t.
 #pragma once

@@ -1,4 +1,4 @@
-#include "shared/cuda_ipc.h"
+#include "shared/gpu/cuda_ipc.h"
 
 #include <cstring>
 #include <string>

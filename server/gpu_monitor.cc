@@ -1,4 +1,4 @@
-#include "shared/gpu.h"
+#include "server/gpu_monitor.h"
 
 #include <dlfcn.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <mutex>
 
-#include "shared/nvml_abi.h"
+#include "server/nvml_abi.h"
 
 namespace shoal {
 namespace {

@@ -1,4 +1,4 @@
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 
 #include <dirent.h>
 #include <fcntl.h>

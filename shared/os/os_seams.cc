@@ -1,9 +1,9 @@
-#include "shared/os_seams.h"
+#include "shared/os/os_seams.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "shared/shm.h"
+#include "shared/os/shm.h"
 
 namespace shoal {
 

@@ -1,4 +1,4 @@
-#include "shared/ipc_codec.h"
+#include "shared/ipc/ipc_codec.h"
 
 #include <unistd.h>
 

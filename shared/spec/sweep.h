@@ -1,5 +1,5 @@
 // A sweep's grid: the cartesian product of its axes, each any field of the spec table
-// (shared/spec_fields.h). Axes are ordered as the table lists fields, whatever order the user gave
+// (shared/spec/spec_fields.h). Axes are ordered as the table lists fields, whatever order the user gave
 // them in; the first varies slowest and `workers`, last in the table, fastest, so one row of the
 // study's tables runs its worker counts back to back. Points that cannot run are marked and
 // explained.
@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "shared/spec.h"
+#include "shared/spec/spec.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 

@@ -1,4 +1,4 @@
-#include "shared/input_spec.h"
+#include "shared/spec/input_spec.h"
 
 #include <algorithm>
 #include <map>

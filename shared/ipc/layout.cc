@@ -1,4 +1,4 @@
-#include "shared/layout.h"
+#include "shared/ipc/layout.h"
 
 #include <cstdio>
 #include <cstring>
