@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Longer chaos run than CI's: N rounds of killing a random process (worker, leader, fork-server
+# Longer chaos run than CI's: N rounds of killing a random process (worker, leader, forkserver
 # or the daemon) of a running experiment, then checking for leaks and lost records.
 #   bench/chaos_soak.sh [ROUNDS] [SEED]
 set -euo pipefail

@@ -3,7 +3,7 @@
 
 Beside each Shoal experiment, this script (not the project's code) walks
 /proc/<pid>/smaps_rollup of every process under shoald (the experiment's leader and workers, and
-a forkserver run's fork-server with its idle children) every 50 ms and keeps the peak of the
+a forkserver run's forkserver with its idle children) every 50 ms and keeps the peak of the
 summed PSS, RSS and USS (Private_Clean + Private_Dirty). It prints both peaks of each, their
 ratio, and the sampler's own CPU cost. The test suite runs the same check at 2 and 4 workers
 (tests/figures_e2e_test.cc).

@@ -24,7 +24,7 @@ def main():
     args = ap.parse_args()
 
     rows = {}
-    # The settle time lets the fork-server load LibTorch, as it has on a daemon that has been up.
+    # The settle time lets the forkserver load LibTorch, as it has on a daemon that has been up.
     with daemon(args.bin, settle_s=2.0) as shoal_cli:
         for start in ["fork", "forkserver", "spawn"]:
             shoal, ref = [], []

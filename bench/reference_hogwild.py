@@ -4,7 +4,7 @@ Written the way users run it (the published study's script shape), with the same
 batch size and batches per process as the Shoal run it is compared with. --threads 0 leaves
 PyTorch's own thread count (as users run it). --tuning best is PyTorch at its best: glibc's
 MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised (the interpreter re-executes itself with
-them, as glibc reads them at start-up), and with --start forkserver the fork-server preloads torch.
+them, as glibc reads them at start-up), and with --start forkserver the forkserver preloads torch.
 Prints one JSON object: peak PSS/RSS sums over the main process and its children (sampled from
 /proc every --sample-ms), samples/s, and time from interpreter start to all processes training.
 

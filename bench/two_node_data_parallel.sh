@@ -2,7 +2,7 @@
 # data_parallel across two "nodes" on one machine: two network namespaces joined by a veth pair
 # (optionally shaped with tc to RATE, e.g. 1gbit), a shoald in each with its own host name, on TCP
 # with TLS (a certificate made here) and a token. One `shoal submit --node-daemons` to node 0's
-# daemon runs the experiment on both: it prints the coordinated record, then each node's part.
+# daemon runs the experiment on both: it prints the federated record, then each node's part.
 # Needs root; everything it makes (namespaces, link, /etc/netns entries, daemons) is removed on exit.
 #
 #   bench/two_node_data_parallel.sh [RATE|none] [extra submit flags...]

@@ -11,11 +11,11 @@
 
 #include "client/commands.h"
 #include "client/format.h"
+#include "client/report/pbjson.h"
+#include "client/report/timeline.h"
 #include "client/spec_flags.h"
 #include "client/uploads.h"
 #include "shared/spec/cli_checks.h"
-#include "client/report/pbjson.h"
-#include "client/report/timeline.h"
 #include "shared/spec/wire_check.h"
 
 namespace shoal::cli {
@@ -34,7 +34,7 @@ v1::ExperimentState Watch(ShoalClient& c, const std::string& id, bool json, bool
     if (quiet) return;
     if (json) {
       std::cout << ToJson(ev).dump() << std::endl;
-    } else if (ev.has_sample() && ev.has_node()) {  // relayed by a coordinator: one line each
+    } else if (ev.has_sample() && ev.has_node()) {  // relayed by a federating daemon: one line each
       std::printf("node %u %s", ev.node(), FormatSampleLine(ev.sample()).c_str());
       std::fflush(stdout);
     } else if (ev.has_sample()) {

@@ -160,7 +160,7 @@ std::string ExitText(const v1::ProcessInfo& p) {
                     : "code " + std::to_string(p.exit_code());
 }
 
-// A coordinated experiment: each node's part, where it ran and how it ended.
+// A federated experiment: each node's part, where it ran and how it ended.
 std::string PartLines(const v1::Experiment& e) {
   if (e.parts_size() == 0) return "";
   std::string o;
@@ -190,16 +190,16 @@ std::string ProcessLines(const v1::Experiment& e) {
   // The GPU column only where NVML saw some process of this experiment.
   const bool gpu = std::any_of(e.processes().begin(), e.processes().end(),
                                [](const auto& p) { return p.has_peak_gpu_memory_bytes(); });
-  // A coordinated experiment's processes are on several nodes: say which.
+  // A federated experiment's processes are on several nodes: say which.
   const bool nodes = std::any_of(e.processes().begin(), e.processes().end(),
                                  [](const auto& p) { return p.has_node(); });
   // The device column only where a worker trained on CUDA.
   const bool cuda = std::any_of(e.processes().begin(), e.processes().end(),
                                 [](const auto& p) { return p.has_cuda_device(); });
-  std::string o = F("  processes   %s%-7s %-7s %-5s %-8s %-9s %-9s %-8s %s%s%s\n",
+  std::string o = F("  processes   %s%-7s %-10s %-5s %-8s %-9s %-9s %-8s %s%s%s\n",
                     nodes ? "node " : "", "pid", "role", "index", "start", "peak RSS", "peak PSS",
                     "steps", cuda ? "device " : "", gpu ? "peak GPU  " : "", "exit");
-  // The fork-server's processes (a forkserver run's) follow the experiment's own: their memory
+  // The forkserver's processes (a forkserver run's) follow the experiment's own: their memory
   // is in the sums, though they are shoald's (no steps, no exit of theirs to tell).
   auto row = [&](const v1::ProcessInfo& p, bool own) {
     const std::string g =
@@ -208,7 +208,7 @@ std::string ProcessLines(const v1::Experiment& e) {
         (!gpu
              ? ""
              : F("%-9s ", MibIf(p.has_peak_gpu_memory_bytes(), p.peak_gpu_memory_bytes()).c_str()));
-    o += F("              %s%-7d %-7s %-5s %-8s %-9s %-9s %-8s %s%s\n",
+    o += F("              %s%-7d %-10s %-5s %-8s %-9s %-9s %-8s %s%s\n",
            nodes ? F("%-4u ", p.node()).c_str() : "", p.pid(), RoleName(e, p).c_str(),
            p.index() < 0 ? "-" : std::to_string(p.index()).c_str(),
            p.has_start_ms() ? F("%.0f ms", p.start_ms()).c_str() : "-",
@@ -244,7 +244,7 @@ std::string StepMemoryLines(const v1::Experiment& e) {
 }
 
 char RoleLetter(const std::string& role) {
-  return role == "leader" ? 'L' : role == "zygote" ? 'Z' : role == "pool" ? 'P' : 'w';
+  return role == "leader" ? 'L' : role == "forkserver" ? 'F' : role == "pool" ? 'P' : 'w';
 }
 
 }  // namespace
@@ -334,11 +334,11 @@ std::string FormatSampleTable(const v1::Sample& raw, uint64_t dropped) {
   const bool gpu = s.gpus_size() > 0;  // an NVML reading, whatever it could not say
   o += F("%-8s %-7s %10s %10s %10s %7s%s\n", "process", "pid", "RSS", "PSS", "USS", "CPU%",
          gpu ? F(" %10s %5s", "GPU mem", "SM%").c_str() : "");
-  // Leader, fork-server, then workers by index.
+  // Leader, forkserver, then workers by index.
   std::vector<const v1::ProcessSample*> procs;
   for (const auto& p : s.processes()) procs.push_back(&p);
   auto rank = [](const v1::ProcessSample* p) {
-    return p->role() == "leader" ? -2 : p->role() == "zygote" ? -1 : p->index();
+    return p->role() == "leader" ? -2 : p->role() == "forkserver" ? -1 : p->index();
   };
   std::sort(procs.begin(), procs.end(), [&](auto* a, auto* b) { return rank(a) < rank(b); });
   for (const auto* p : procs) {
@@ -430,8 +430,8 @@ std::string FormatNode(const v1::NodeInfoResponse& raw) {
   o += "versions:";
   const std::map<std::string, std::string> versions(r.versions().begin(), r.versions().end());
   for (const auto& [k, v] : versions) o += " " + k + " " + v + ";";  // sorted: a proto map is not
-  o += F("\nstate dir %s, max workers %u, fork-server pid %d (%u restarts)\n",
-         r.state_dir().c_str(), r.max_workers(), r.fork_server_pid(), r.fork_server_restarts());
+  o += F("\nstate dir %s, max workers %u, forkserver pid %d (%u restarts)\n", r.state_dir().c_str(),
+         r.max_workers(), r.fork_server_pid(), r.fork_server_restarts());
   return o;
 }
 

@@ -1,5 +1,5 @@
 // The only waitpid(-1) in shoald. shoald is a child subreaper, so besides the leaders and the
-// fork-server it starts, orphaned workers of a dead leader come to it too: every ended child is
+// forkserver it starts, orphaned workers of a dead leader come to it too: every ended child is
 // reaped here and its exit routed to whoever registered its pid; the rest are just reaped.
 #pragma once
 

@@ -13,17 +13,17 @@
 #include "server/log_capture.h"
 #include "server/paging.h"
 #include "server/recovery.h"
-#include "shared/spec/admission.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/kind.h"
 #include "shared/os/process.h"
+#include "shared/spec/admission.h"
 #include "shared/spec/spec.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {
 
 constexpr int kSampleHistoryExperiments = 200;
-// A fork-server loads and warms LibTorch before it listens: seconds, more on a loaded node.
+// A forkserver loads and warms LibTorch before it listens: seconds, more on a loaded node.
 constexpr uint64_t kForkServerBootNs = 60'000'000'000ull;
 
 std::string NewId(const char* prefix) {
@@ -72,7 +72,7 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
       os_(seams),
       blobs_(opts_.blobs_dir, opts_.max_upload_bytes),
       reaper_(seams.waiter),
-      fork_server_({opts_.worker_bin, opts_.zygote_socket, opts_.fork_server_pool, ::getpid()},
+      fork_server_({opts_.worker_bin, opts_.fork_server_socket, opts_.fork_server_pool, ::getpid()},
                    seams.proc, seams.clock, &reaper_),
       queue_(store, opts_.max_queued),
       new_id_(FreshIds(store)),
@@ -95,10 +95,10 @@ Status Coordinator::Recover() {
   ASSIGN_OR_RETURN(Recovered r, shoal::Recover(store_, os_.segments, new_id_));
   queue_.Restore(r.queue);
   sweeps_.Restore(r.sweeps);
-  // A coordinated experiment cut short here may still have parts running on the nodes.
+  // A federated experiment cut short here may still have parts running on the nodes.
   for (const auto& e : r.interrupted) {
     if (e.parts_size() == 0 || !opts_.connect_peer) continue;
-    StartCoordinated([this, e] { CancelParts(e, opts_.connect_peer); });
+    StartFederated([this, e] { CancelParts(e, opts_.connect_peer); });
   }
   return Status::Ok();
 }
@@ -112,10 +112,10 @@ void Coordinator::Shutdown() {
   shut_down_ = true;
   queue_.Shutdown();
   if (scheduler_.joinable()) scheduler_.join();
-  std::lock_guard<std::mutex> l(coordinated_mu_);
-  for (auto& t : coordinated_) t.thread.join();  // each ends on the shutdown: it cancels its parts
-  coordinated_.clear();
-  coordinated_closed_ = true;  // a submit admitted just before the shutdown runs on its caller's
+  std::lock_guard<std::mutex> l(federated_mu_);
+  for (auto& t : federated_) t.thread.join();  // each ends on the shutdown: it cancels its parts
+  federated_.clear();
+  federated_closed_ = true;  // a submit admitted just before the shutdown runs on its caller's
 }
 
 // `queued`: at submit, behind the running experiment (if any), whose memory and segments are
@@ -139,7 +139,7 @@ Status Coordinator::Admit(const v1::ExperimentSpec& spec, bool queued) {
 StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::string& submitter) {
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
-  if (spec.has_node_daemons()) return SubmitCoordinated(spec, submitter);
+  if (spec.has_node_daemons()) return SubmitFederated(spec, submitter);
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(CheckModelFile(spec));
   RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
@@ -188,50 +188,50 @@ StatusOr<v1::SweepReport> Coordinator::GetSweep(const std::string& id) {
 }
 
 // Its parts are checked and admitted by their own daemons (data sets, memory): this one only
-// keeps the record and runs the coordination on a thread of its own.
-StatusOr<std::string> Coordinator::SubmitCoordinated(const v1::ExperimentSpec& spec,
-                                                     const std::string& submitter) {
+// keeps the record and runs the federation on a thread of its own.
+StatusOr<std::string> Coordinator::SubmitFederated(const v1::ExperimentSpec& spec,
+                                                   const std::string& submitter) {
   if (!opts_.connect_peer) {
     return FailedPrecondition(
         "node_daemons: this shoald was started without --peer-token-file, so it cannot reach "
         "other nodes' daemons");
   }
   ASSIGN_OR_RETURN(std::vector<std::string> daemons, ParseNodeDaemons(spec.node_daemons()));
-  v1::Experiment e = NewCoordinatedRecord(new_id_("x"), spec, daemons, RealtimeMs());
+  v1::Experiment e = NewFederatedRecord(new_id_("x"), spec, daemons, RealtimeMs());
   e.set_submitter(submitter);
   RETURN_IF_ERROR(queue_.Adopt(e));
-  spdlog::info("coordinating {}: data_parallel over {} nodes", e.id(), daemons.size());
-  StartCoordinated([this, e] {
-    RunCoordinated(e, opts_.connect_peer, opts_.federation, CoordinatedHooks(e.id()));
+  spdlog::info("federating {}: data_parallel over {} nodes", e.id(), daemons.size());
+  StartFederated([this, e] {
+    RunFederated(e, opts_.connect_peer, opts_.federation, FederatedHooks(e.id()));
     hub_->Close(e.id());
     queue_.Done(e.id());
   });
   return e.id();
 }
 
-void Coordinator::StartCoordinated(std::function<void()> fn) {
-  std::unique_lock<std::mutex> l(coordinated_mu_);
-  if (coordinated_closed_) {  // Shutdown has joined the others: this one runs (and ends) here
+void Coordinator::StartFederated(std::function<void()> fn) {
+  std::unique_lock<std::mutex> l(federated_mu_);
+  if (federated_closed_) {  // Shutdown has joined the others: this one runs (and ends) here
     l.unlock();
     return fn();
   }
-  for (auto it = coordinated_.begin(); it != coordinated_.end();) {
+  for (auto it = federated_.begin(); it != federated_.end();) {
     if (!it->ended->load()) {
       ++it;
       continue;
     }
     it->thread.join();
-    it = coordinated_.erase(it);
+    it = federated_.erase(it);
   }
   auto ended = std::make_shared<std::atomic<bool>>(false);
-  coordinated_.push_back({std::thread([fn = std::move(fn), ended] {
-                            fn();
-                            ended->store(true);
-                          }),
-                          ended});
+  federated_.push_back({std::thread([fn = std::move(fn), ended] {
+                          fn();
+                          ended->store(true);
+                        }),
+                        ended});
 }
 
-FederationHooks Coordinator::CoordinatedHooks(const std::string& id) {
+FederationHooks Coordinator::FederatedHooks(const std::string& id) {
   FederationHooks h;
   const auto t0 = std::chrono::steady_clock::now();
   h.update = [this](const v1::Experiment& x) { queue_.Update(x); };
@@ -431,7 +431,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
   if (spec.base().has_dataset()) RETURN_IF_ERROR(check(spec.base().dataset()));
   if (spec.base().has_node_daemons()) {
     return InvalidArgument(
-        "node_daemons: a sweep's points run one by one on this daemon; submit each coordinated "
+        "node_daemons: a sweep's points run one by one on this daemon; submit each federated "
         "experiment with shoal submit");
   }
   return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
@@ -496,9 +496,9 @@ void Coordinator::SchedulerLoop() {
   fork_server_.Stop();
 }
 
-// The fork-server's processes map the same libraries as every experiment's: while one that does
+// The forkserver's processes map the same libraries as every experiment's: while one that does
 // not use it runs, it is not kept (its pages would lower that experiment's PSS). A forkserver run
-// waits for it warm, so its start-up times measure the fork-server and not its boot; a cancel or
+// waits for it warm, so its start-up times measure the forkserver and not its boot; a cancel or
 // a shutdown ends the wait at once, and one that never comes up fails the run.
 Status Coordinator::PrepareForkServer(const v1::Experiment& e) {
   (void)fork_server_.TakeLastExit();  // an exit while idle is not this run's story
@@ -523,7 +523,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.sampler = opts_.sampler;
   env.grace_ns = uint64_t(opts_.grace_ms) * 1000000ull;
   env.worker_bin = opts_.worker_bin;
-  env.zygote_socket = opts_.zygote_socket;
+  env.fork_server_socket = opts_.fork_server_socket;
   env.logs_dir = opts_.logs_dir;
   env.daemon_pid = ::getpid();
   env.fork_server_pid = [this] { return fork_server_.pid(); };

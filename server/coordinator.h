@@ -1,5 +1,5 @@
 // The daemon's core put together: the queue, sweeps above it, the scheduler thread that runs one
-// experiment at a time through an ExperimentRunner, the child reaper and the fork-server's
+// experiment at a time through an ExperimentRunner, the child reaper and the forkserver's
 // supervisor. Knows nothing of gRPC.
 #pragma once
 
@@ -35,18 +35,18 @@ struct CoordinatorOptions {
   std::string worker_bin;  // shoal-worker
   SpecLimits limits;
   SamplerOptions sampler;
-  int grace_ms = 3000;        // SIGTERM -> SIGKILL
-  std::string zygote_socket;  // where the fork-server listens
-  std::string logs_dir;       // each run's captured output (empty: not captured)
-  std::string blobs_dir;      // uploaded files (models), by content hash
+  int grace_ms = 3000;             // SIGTERM -> SIGKILL
+  std::string fork_server_socket;  // where the forkserver listens
+  std::string logs_dir;            // each run's captured output (empty: not captured)
+  std::string blobs_dir;           // uploaded files (models), by content hash
   uint64_t max_upload_bytes = 1ull << 30;
   // An uploaded file no record uses is removed (rm, prune) once this long has passed since it
   // was last uploaded: a file uploaded for a submit still on its way stays.
   uint32_t upload_grace_s = 3600;
   uint32_t fork_server_pool = 16;
   size_t max_queued = ExperimentQueue::kDefaultMaxQueued;  // experiments waiting at once
-  // How this daemon reaches other nodes' daemons to coordinate an experiment across them (spec
-  // node_daemons); null: it coordinates none (shoald without --peer-token-file).
+  // How this daemon reaches other nodes' daemons to federate an experiment across them (spec
+  // node_daemons); null: it federates none (shoald without --peer-token-file).
   PeerConnector connect_peer;
   FederationOptions federation;
 };
@@ -99,10 +99,10 @@ class Coordinator : public ExperimentService {
 
  private:
   StatusOr<v1::DeleteResponse> DeleteRecord(const std::string& id);
-  StatusOr<std::string> SubmitCoordinated(const v1::ExperimentSpec& spec,
-                                          const std::string& submitter);
-  FederationHooks CoordinatedHooks(const std::string& id);
-  void StartCoordinated(std::function<void()> fn);
+  StatusOr<std::string> SubmitFederated(const v1::ExperimentSpec& spec,
+                                        const std::string& submitter);
+  FederationHooks FederatedHooks(const std::string& id);
+  void StartFederated(std::function<void()> fn);
   void RemoveOrphanLogs();
   // Uploaded files no record refers to (rm, prune), once their grace has passed.
   void RemoveUnusedFiles();
@@ -135,15 +135,15 @@ class Coordinator : public ExperimentService {
   std::function<std::string(const char*)> new_id_;  // FreshIds: before sweeps_, which keeps it
   SweepTracker sweeps_;
   std::thread scheduler_;
-  // One thread per coordinated experiment (or leftover parts to cancel); the ended ones are joined
+  // One thread per federated experiment (or leftover parts to cancel); the ended ones are joined
   // when the next starts, the rest at Shutdown, so a long-lived daemon does not keep them.
-  struct CoordinatedThread {
+  struct FederatedThread {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> ended;
   };
-  std::mutex coordinated_mu_;
-  std::vector<CoordinatedThread> coordinated_;
-  bool coordinated_closed_ = false;  // under coordinated_mu_: Shutdown joined them
+  std::mutex federated_mu_;
+  std::vector<FederatedThread> federated_;
+  bool federated_closed_ = false;  // under federated_mu_: Shutdown joined them
   bool shut_down_ = false;
 };
 

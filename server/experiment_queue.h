@@ -34,7 +34,7 @@ class ExperimentQueue {
   // Stores the records (with the sweep they are points of, when given: all or none) and queues
   // them, in order, at once. UNAVAILABLE once stopping.
   Status Enqueue(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep = nullptr);
-  // Stores a record that runs elsewhere (a coordinated experiment: its parts run on the nodes) and
+  // Stores a record that runs elsewhere (a federated experiment: its parts run on the nodes) and
   // keeps it live, outside the queue: Get, List, Cancel and StopRequest know it, Next never
   // returns it, and it does not hold up the queue. It leaves like any record: a terminal Update.
   Status Adopt(const v1::Experiment& e);

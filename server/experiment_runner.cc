@@ -93,7 +93,7 @@ bool ExperimentRunner::Launch() {
   auto pid = env_.proc->Spawn(
       {env_.worker_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
        SpecToJson(e_.spec()), "--status-fd", "3", "--parent", std::to_string(env_.daemon_pid),
-       "--worker-bin", env_.worker_bin, "--zygote-socket", env_.zygote_socket},
+       "--worker-bin", env_.worker_bin, "--forkserver-socket", env_.fork_server_socket},
       {fd_map, /*new_process_group=*/true, &environment});
   ::close(fds[1]);
   if (log_) log_->CloseWriteEnd();
@@ -113,7 +113,7 @@ bool ExperimentRunner::Launch() {
   env_.reaper->Watch(*pid, [this](pid_t, int st) { OnLeaderExit(st); });
   if (e_.spec().start() == "forkserver" && env_.fork_server_pid) {
     // Its workers share its pages: its own memory counts, on its own line.
-    if (pid_t z = env_.fork_server_pid(); z > 0) sampler_->Track(z, "zygote", -1);
+    if (pid_t z = env_.fork_server_pid(); z > 0) sampler_->Track(z, "forkserver", -1);
   }
   AddEvent("leader started, pid " + std::to_string(*pid));
   checkpoint_due_ = true;
@@ -285,7 +285,7 @@ bool ExperimentRunner::Advance() {
       }
       break;
     case Phase::kDraining:
-      env_.proc->SignalGroup(facts_.leader, SIGKILL);  // a fork-server child may join it late
+      env_.proc->SignalGroup(facts_.leader, SIGKILL);  // a forkserver child may join it late
       if (!env_.proc->GroupExists(facts_.leader)) {
         Finish();
       } else if (now >= deadline_) {
@@ -309,13 +309,13 @@ void ExperimentRunner::StartDraining(uint64_t now) {
   phase_ = Phase::kDraining;
 }
 
-// In a forkserver run the fork-server's idle children share its pages with the workers: they are
+// In a forkserver run the forkserver's idle children share its pages with the workers: they are
 // sampled too, as "pool" (a child that becomes a worker is a worker from then on).
 void ExperimentRunner::TrackForkServerPool() {
   if (e_.spec().start() != "forkserver" || !env_.fork_server_pid) return;
   if (env_.fork_server_exit)
     if (const std::string how = env_.fork_server_exit(); !how.empty())
-      hooks_.event(TMs(), "the fork-server " + how + "; the daemon restarts it");
+      hooks_.event(TMs(), "the forkserver " + how + "; the daemon restarts it");
   const pid_t z = env_.fork_server_pid();
   if (z <= 0) return;
   const std::string file = "task/" + std::to_string(z) + "/children";

@@ -42,11 +42,11 @@ struct RunnerEnv {
   SamplerOptions sampler;
   uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
   uint64_t drain_ns = 10'000'000'000ull;  // SIGKILL -> give up on the group (D state)
-  std::string worker_bin, zygote_socket;
+  std::string worker_bin, fork_server_socket;
   std::string logs_dir;  // where each run's output is kept (LogCapture); empty: not captured
   pid_t daemon_pid = 0;
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
-  // How the fork-server last ended ("killed by signal 9"), once; empty when it has not. A
+  // How the forkserver last ended ("killed by signal 9"), once; empty when it has not. A
   // forkserver run reports it as an event: its workers' parent died under it.
   std::function<std::string()> fork_server_exit;
 };
@@ -126,7 +126,7 @@ class ExperimentRunner {
   LiveRate steps_rate_, samples_rate_;
   std::map<uint32_t, bool> announced_ready_;
   std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress
-  std::set<pid_t> pool_;                 // the fork-server's idle children being sampled
+  std::set<pid_t> pool_;                 // the forkserver's idle children being sampled
   SampleKeeper keeper_{hooks_.sample, hooks_.thin_samples, kMaxKeptSamples};
 };
 

@@ -24,8 +24,8 @@ namespace shoal {
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-v1::Experiment NewCoordinatedRecord(const std::string& id, const v1::ExperimentSpec& spec,
-                                    const std::vector<std::string>& daemons, int64_t now_ms) {
+v1::Experiment NewFederatedRecord(const std::string& id, const v1::ExperimentSpec& spec,
+                                  const std::vector<std::string>& daemons, int64_t now_ms) {
   v1::Experiment e = NewExperimentRecord(id, spec, now_ms);
   e.set_state(v1::RUNNING);  // it holds no place in this daemon's queue; its parts queue there
   e.set_started_unix_ms(now_ms);
@@ -67,9 +67,9 @@ struct PartView {
   bool bad() const { return !lost.empty() || (ended && record->state() != v1::SUCCEEDED); }
 };
 
-class CoordinatedRun {
+class FederatedRun {
  public:
-  CoordinatedRun(v1::Experiment e, const FederationOptions& opts, const FederationHooks& hooks)
+  FederatedRun(v1::Experiment e, const FederationOptions& opts, const FederationHooks& hooks)
       : e_(std::move(e)), opts_(opts), hooks_(hooks), parts_(size_t(e_.parts_size())) {}
 
   void Run(const PeerConnector& connect);
@@ -101,7 +101,7 @@ class CoordinatedRun {
   uint64_t seq_ = 0;
 };
 
-void CoordinatedRun::Run(const PeerConnector& connect) {
+void FederatedRun::Run(const PeerConnector& connect) {
   if (!Connect(connect) || !SubmitParts()) return;
   std::vector<std::thread> watchers;
   for (size_t i = 0; i < parts_.size(); ++i) watchers.emplace_back([this, i] { Watch(i); });
@@ -116,7 +116,7 @@ void CoordinatedRun::Run(const PeerConnector& connect) {
   Finish(stop);
 }
 
-bool CoordinatedRun::Connect(const PeerConnector& connect) {
+bool FederatedRun::Connect(const PeerConnector& connect) {
   for (size_t i = 0; i < parts_.size(); ++i) {
     auto peer = connect(e_.parts(int(i)).daemon());
     if (!peer.ok()) {
@@ -130,7 +130,7 @@ bool CoordinatedRun::Connect(const PeerConnector& connect) {
 
 // Node by node, node 0 first; a refusal, a cancel or shoald's shutdown cancels the parts
 // already accepted.
-bool CoordinatedRun::SubmitParts() {
+bool FederatedRun::SubmitParts() {
   for (size_t i = 0; i < parts_.size(); ++i) {
     if (const int stop = hooks_.stop(); stop != ExperimentQueue::kNone) {
       CancelAll();
@@ -165,7 +165,7 @@ bool CoordinatedRun::SubmitParts() {
 
 // One part's watcher: relays its events until it ends; when the stream breaks, reads its record
 // until it answers or has not for lost_after_ms.
-void CoordinatedRun::Watch(size_t node) {
+void FederatedRun::Watch(size_t node) {
   const std::string& id = parts_[node].id;
   v1::ExperimentState last = v1::STATE_UNSPECIFIED;
   for (;;) {
@@ -175,7 +175,7 @@ void CoordinatedRun::Watch(size_t node) {
   }
 }
 
-void CoordinatedRun::Relay(size_t node, const v1::WatchEvent& ev, v1::ExperimentState* last) {
+void FederatedRun::Relay(size_t node, const v1::WatchEvent& ev, v1::ExperimentState* last) {
   const std::string& label = parts_[node].label;
   if (ev.has_sample()) {
     v1::WatchEvent out;
@@ -195,7 +195,7 @@ void CoordinatedRun::Relay(size_t node, const v1::WatchEvent& ev, v1::Experiment
 
 // After a stream ended: true to watch again (the part still runs), false when it is settled or
 // the run is over. `trouble_ms`: when the stream ended, the loss's time if it comes to that.
-bool CoordinatedRun::AwaitRecord(size_t node, int64_t trouble_ms) {
+bool FederatedRun::AwaitRecord(size_t node, int64_t trouble_ms) {
   const auto until = SteadyClock::now() + milliseconds(opts_.lost_after_ms);
   const std::string& id = parts_[node].id;
   for (;;) {
@@ -226,7 +226,7 @@ bool CoordinatedRun::AwaitRecord(size_t node, int64_t trouble_ms) {
 }
 
 // The live record follows the part's own (its processes, its state).
-void CoordinatedRun::Read(size_t node) {
+void FederatedRun::Read(size_t node) {
   if (SteadyClock::now() - parts_[node].read_at < milliseconds(1000)) return;
   parts_[node].read_at = SteadyClock::now();  // only its watcher touches it
   auto r = parts_[node].peer->Get(parts_[node].id);
@@ -235,14 +235,14 @@ void CoordinatedRun::Read(size_t node) {
   if (!parts_[node].ended) parts_[node].record = *r;
 }
 
-bool CoordinatedRun::Sleep(uint64_t ms) {
+bool FederatedRun::Sleep(uint64_t ms) {
   std::unique_lock<std::mutex> l(mu_);
   return !cv_.wait_for(l, milliseconds(ms), [&] { return over_; });
 }
 
 // Waits until every part succeeded, one went bad, or a stop was asked; then stops the rest.
 // Returns the stop asked (ExperimentQueue::Stop).
-int CoordinatedRun::Supervise() {
+int FederatedRun::Supervise() {
   int stop = ExperimentQueue::kNone;
   for (;;) {
     stop = hooks_.stop();
@@ -264,7 +264,7 @@ int CoordinatedRun::Supervise() {
 }
 
 // Asks every part not known to have ended to stop, all at once (a dead peer costs one timeout).
-void CoordinatedRun::CancelAll() {
+void FederatedRun::CancelAll() {
   std::vector<std::future<void>> calls;
   for (size_t i = 0; i < parts_.size(); ++i) {
     const std::string& id = parts_[i].id;
@@ -282,7 +282,7 @@ void CoordinatedRun::CancelAll() {
 
 // Waits for every part to end or be lost, up to lost_after_ms + settle_ms, or until shoald
 // stops (a shutdown is not held up for the parts' ends).
-void CoordinatedRun::AwaitSettled() {
+void FederatedRun::AwaitSettled() {
   const auto until = SteadyClock::now() + milliseconds(opts_.lost_after_ms + opts_.settle_ms);
   const auto settled = [&] {
     return std::all_of(parts_.begin(), parts_.end(), [](const PartView& p) { return p.settled(); });
@@ -299,13 +299,13 @@ void CoordinatedRun::AwaitSettled() {
   for (auto& p : parts_) {
     if (p.settled()) continue;
     p.lost = shutdown ? "still ending when shoald stopped"
-                      : "still ending when the coordinator gave up waiting";
+                      : "still ending when the federating daemon gave up waiting";
     p.trouble_unix_ms = RealtimeMs();
   }
 }
 
 // Every part that did not succeed, the first to go wrong first.
-std::string CoordinatedRun::Reasons() {
+std::string FederatedRun::Reasons() {
   std::vector<size_t> bad;
   for (size_t i = 0; i < parts_.size(); ++i)
     if (parts_[i].bad()) bad.push_back(i);
@@ -330,7 +330,7 @@ std::string CoordinatedRun::Reasons() {
 
 // The record as the parts make it: their states and processes; node 0's result (its rank 0
 // saw the world: step times, the all-reduce figures).
-void CoordinatedRun::PublishLive() {
+void FederatedRun::PublishLive() {
   std::lock_guard<std::mutex> l(mu_);
   e_.clear_processes();
   e_.clear_fork_server_processes();
@@ -363,7 +363,7 @@ void CoordinatedRun::PublishLive() {
   hooks_.live(e_);
 }
 
-void CoordinatedRun::Finish(int stop) {
+void FederatedRun::Finish(int stop) {
   PublishLive();
   bool all_good = true;
   for (size_t i = 0; i < parts_.size(); ++i) {
@@ -378,16 +378,16 @@ void CoordinatedRun::Finish(int stop) {
   } else if (stop == ExperimentQueue::kCancel) {
     End(v1::CANCELLED, "");
   } else if (stop == ExperimentQueue::kShutdown) {
-    End(v1::INTERRUPTED, "shoald stopped while coordinating; its parts were cancelled");
+    End(v1::INTERRUPTED, "shoald stopped while federating; its parts were cancelled");
   } else {
     End(v1::FAILED, Reasons());
   }
 }
 
-void CoordinatedRun::Fail(const std::string& error) { End(v1::FAILED, error); }
+void FederatedRun::Fail(const std::string& error) { End(v1::FAILED, error); }
 
 // The final record, stored, and its state to the watchers.
-void CoordinatedRun::End(v1::ExperimentState state, const std::string& error) {
+void FederatedRun::End(v1::ExperimentState state, const std::string& error) {
   e_.set_state(state);
   e_.set_error(error);
   e_.set_finished_unix_ms(RealtimeMs());
@@ -399,9 +399,9 @@ void CoordinatedRun::End(v1::ExperimentState state, const std::string& error) {
 
 }  // namespace
 
-void RunCoordinated(v1::Experiment e, const PeerConnector& connect, const FederationOptions& opts,
-                    const FederationHooks& hooks) {
-  CoordinatedRun(std::move(e), opts, hooks).Run(connect);
+void RunFederated(v1::Experiment e, const PeerConnector& connect, const FederationOptions& opts,
+                  const FederationHooks& hooks) {
+  FederatedRun(std::move(e), opts, hooks).Run(connect);
 }
 
 void CancelParts(const v1::Experiment& e, const PeerConnector& connect) {

@@ -1,4 +1,4 @@
-// Experiments that span several nodes, coordinated from this daemon (spec.node_daemons). Each
+// Experiments that span several nodes, federated from this daemon (spec.node_daemons). Each
 // node's shoald runs its part as an ordinary experiment; this daemon submits the parts, relays
 // their telemetry labelled by node, keeps one record of the whole, and when one part ends badly
 // or its daemon cannot be reached, cancels every other part and says why. It speaks to the peers
@@ -40,7 +40,7 @@ struct FederationOptions {
   uint64_t max_kept_samples = 512;  // per part, in this daemon's store (SampleKeeper)
 };
 
-// What a coordinated run does to the rest of the daemon.
+// What a federated run does to the rest of the daemon.
 struct FederationHooks {
   std::function<void(const v1::Experiment&)> update;   // store it and tell the listeners
   std::function<void(const v1::Experiment&)> live;     // the live copy only
@@ -51,17 +51,17 @@ struct FederationHooks {
   std::function<int()> stop;  // ExperimentQueue::Stop: none, cancel or shutdown asked
 };
 
-// Runs a coordinated experiment (its record has its parts' nodes and daemons) from submitting
+// Runs a federated experiment (its record has its parts' nodes and daemons) from submitting
 // the parts to its end, and leaves the final record with `hooks.update`. Blocks.
-void RunCoordinated(v1::Experiment e, const PeerConnector& connect, const FederationOptions& opts,
-                    const FederationHooks& hooks);
+void RunFederated(v1::Experiment e, const PeerConnector& connect, const FederationOptions& opts,
+                  const FederationHooks& hooks);
 
-// Cancels whatever parts of `e` may still run (a coordinator that stopped mid-run); best effort,
-// each peer given its connection's call timeout.
+// Cancels whatever parts of `e` may still run (a federating daemon that stopped mid-run); best
+// effort, each peer given its connection's call timeout.
 void CancelParts(const v1::Experiment& e, const PeerConnector& connect);
 
-// The record of a newly submitted coordinated experiment: running, one part per daemon.
-v1::Experiment NewCoordinatedRecord(const std::string& id, const v1::ExperimentSpec& spec,
-                                    const std::vector<std::string>& daemons, int64_t now_ms);
+// The record of a newly submitted federated experiment: running, one part per daemon.
+v1::Experiment NewFederatedRecord(const std::string& id, const v1::ExperimentSpec& spec,
+                                  const std::vector<std::string>& daemons, int64_t now_ms);
 
 }  // namespace shoal

@@ -15,21 +15,21 @@ void ForkServerSupervisor::EnsureRunning() {
   started_ns_ = now;
   const std::vector<std::string> environment = CleanEnvironment();
   auto pid =
-      proc_->Spawn({opts_.worker_bin, "--role", "zygote", "--socket", opts_.socket, "--parent",
+      proc_->Spawn({opts_.worker_bin, "--role", "forkserver", "--socket", opts_.socket, "--parent",
                     std::to_string(opts_.parent), "--pool", std::to_string(opts_.pool)},
                    {{}, /*new_process_group=*/true, &environment});
   if (!pid.ok()) {
-    spdlog::error("cannot start the fork-server: {}", pid.status().message());
+    spdlog::error("cannot start the forkserver: {}", pid.status().message());
     return;
   }
   pid_ = *pid;
   reaper_->Watch(*pid, [this](pid_t p, int st) { OnExit(p, st); });
-  spdlog::info("fork-server started, pid {}{}", *pid,
+  spdlog::info("forkserver started, pid {}{}", *pid,
                restarts_ > 0 ? " (restart " + std::to_string(restarts_.load()) + ")" : "");
 }
 
 void ForkServerSupervisor::OnExit(pid_t p, int status) {
-  spdlog::warn("fork-server pid {} {}; restarting it", p, DescribeWaitStatus(status));
+  spdlog::warn("forkserver pid {} {}; restarting it", p, DescribeWaitStatus(status));
   last_exit_ = DescribeWaitStatus(status);
   pid_ = -1;
   ++restarts_;
@@ -38,7 +38,7 @@ void ForkServerSupervisor::OnExit(pid_t p, int status) {
 std::string ForkServerSupervisor::TakeLastExit() { return std::exchange(last_exit_, ""); }
 
 Status ForkServerSupervisor::WaitReady(uint64_t timeout_ns, const std::function<bool()>& give_up) {
-  if (opts_.socket.empty()) return Unavailable("shoald runs no fork-server");
+  if (opts_.socket.empty()) return Unavailable("shoald runs no forkserver");
   const uint64_t until = clock_->MonotonicNs() + timeout_ns;
   while (clock_->MonotonicNs() < until && !give_up()) {
     EnsureRunning();
@@ -53,7 +53,7 @@ Status ForkServerSupervisor::WaitReady(uint64_t timeout_ns, const std::function<
     reaper_->Poll();
     ::usleep(20000);
   }
-  std::string why = "the fork-server did not come up within " +
+  std::string why = "the forkserver did not come up within " +
                     std::to_string(timeout_ns / 1'000'000) + " ms (stopped or still loading?)";
   if (!last_exit_.empty()) why += " (its last end: " + last_exit_ + ")";
   return Unavailable(why);

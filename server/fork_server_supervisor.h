@@ -1,4 +1,4 @@
-// Keeps the fork-server (zygote) running: starts it, restarts it when it dies (at most once a
+// Keeps the forkserver running: starts it, restarts it when it dies (at most once a
 // second), stops it at shutdown. Called from the scheduler thread only; pid() from any thread.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace shoal {
 
 struct ForkServerOptions {
   std::string worker_bin;
-  std::string socket;  // empty: no fork-server
+  std::string socket;  // empty: no forkserver
   uint32_t pool = 16;
   pid_t parent = 0;  // shoald
 };

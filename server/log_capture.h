@@ -1,6 +1,6 @@
 // An experiment's captured output. Its leader and workers write stdout and stderr into one pipe
 // (the leader gets the write end as fds 1 and 2; spawned and forked workers inherit them, and
-// the fork-server hands its workers the leader's fd 2 with the fork request); shoald drains the
+// the forkserver hands its workers the leader's fd 2 with the fork request); shoald drains the
 // pipe into STATE/logs/ID.log up to a cap, beyond which bytes are counted, dropped, and the log
 // ends saying how many. A pipe rather than the file itself, so that a runaway worker cannot fill
 // the disk.

@@ -23,11 +23,11 @@
 #include "server/rpc/peer_daemon.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
-#include "shared/spec/cli_checks.h"
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
+#include "shared/spec/cli_checks.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -53,7 +53,7 @@ struct DaemonArgs {
   bool insecure = false;
   std::optional<shoal::TokenTable> tokens;
   std::string metrics_listen;
-  // Coordinating experiments across nodes (spec node_daemons): how to reach the other daemons.
+  // Federating experiments across nodes (spec node_daemons): how to reach the other daemons.
   std::string peer_token_file;
   shoal::PeerCredentials peer;
   int peer_timeout_ms = 10000;
@@ -80,7 +80,7 @@ void AddUploadOptions(CLI::App& app, DaemonArgs& d) {
 void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--peer-token-file", d.peer_token_file,
                  "the bearer token this daemon presents to other nodes' daemons when it "
-                 "coordinates an experiment across them (node_daemons); without it, it coordinates "
+                 "federates an experiment across them (node_daemons); without it, it federates "
                  "none")
       ->check(shoal::NonEmpty());
   app.add_option("--peer-tls-ca", d.peer.tls_ca, "PEM CA that signed the peers' certificates")
@@ -148,8 +148,8 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(shoal::WholeNumber())
       ->check(CLI::Range(0, 600000));
-  app.add_option("--fork-server-pool", opts.fork_server_pool,
-                 "idle workers the fork-server keeps forked ahead of demand")
+  app.add_option("--forkserver-pool", opts.fork_server_pool,
+                 "idle workers the forkserver keeps forked ahead of demand")
       ->capture_default_str()
       ->check(shoal::WholeNumber())
       ->check(CLI::Range(0, 1024));
@@ -195,11 +195,12 @@ bool Resolve(DaemonArgs& d) {
   opts.worker_bin = d.worker_bin;
   if (opts.limits.data_roots.empty())
     opts.limits.data_roots = {"/usr/share/datasets", d.state_dir + "/data"};
-  opts.zygote_socket = d.state_dir + "/zygote.sock";
-  if (opts.zygote_socket.size() >= sizeof(sockaddr_un{}.sun_path)) {  // else it restarts forever
+  opts.fork_server_socket = d.state_dir + "/forkserver.sock";
+  if (opts.fork_server_socket.size() >=
+      sizeof(sockaddr_un{}.sun_path)) {  // else it restarts forever
     spdlog::critical(
-        "--state-dir: {} is too long for the fork-server's socket {} (at most {} bytes)",
-        d.state_dir, opts.zygote_socket, sizeof(sockaddr_un{}.sun_path) - 1);
+        "--state-dir: {} is too long for the forkserver's socket {} (at most {} bytes)",
+        d.state_dir, opts.fork_server_socket, sizeof(sockaddr_un{}.sun_path) - 1);
     return false;
   }
   opts.logs_dir = d.state_dir + "/logs";
@@ -273,7 +274,7 @@ bool CheckTcp(DaemonArgs& d) {
 
 // --peer-*: read once here; the connector holds the texts.
 bool CheckPeers(DaemonArgs& d) {
-  if (d.peer_token_file.empty()) {  // without it this daemon coordinates nothing
+  if (d.peer_token_file.empty()) {  // without it this daemon federates nothing
     for (auto [given, flag] : {std::pair{d.peer.insecure, "--peer-insecure"},
                                {!d.peer.tls_ca.empty(), "--peer-tls-ca"},
                                {!d.peer.tls_cert.empty(), "--peer-tls-cert"},
@@ -407,7 +408,7 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(service);
-  // A coordinating daemon pings its peers every 2 s, even on a quiet watch, to notice a dead one:
+  // A federating daemon pings its peers every 2 s, even on a quiet watch, to notice a dead one:
   // accept that rather than answer with GOAWAY "too many pings".
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);

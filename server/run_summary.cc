@@ -6,8 +6,8 @@
 #include <climits>
 #include <set>
 
-#include "shared/kinds/kind.h"
 #include "shared/ipc/layout.h"
+#include "shared/kinds/kind.h"
 #include "shared/os/process.h"
 #include "shared/spec/spec.h"
 
@@ -228,7 +228,7 @@ void FillProcesses(const RunFacts& f, v1::Experiment* e) {
         ApplyWorkerReport(w, f.start_real_ns, p);
     }
   }
-  if (f.result) {  // exits the leader (or the fork-server) saw
+  if (f.result) {  // exits the leader (or the forkserver) saw
     for (const auto& x : f.result->exits())
       if (v1::ProcessInfo* p = FindWorker(procs, x.index())) RecordExit(p, x.wait_status());
   }

@@ -21,7 +21,7 @@ struct SamplerFigures {
   std::optional<uint64_t> peak_pss_sum, peak_rss_sum, peak_uss_sum, sum_of_peak_pss;
   uint64_t cpu_ns = 0, smaps_reads = 0, statm_reads = 0;
   std::map<pid_t, uint64_t> peak_pss;  // per process
-  // Sampled but not the experiment's (the fork-server, "zygote", and its idle children, "pool"):
+  // Sampled but not the experiment's (the forkserver, "forkserver", and its idle children, "pool"):
   // their pages are shared with its workers, and their peaks are in sum_of_peak_pss.
   std::map<pid_t, std::string> helpers;
   std::map<pid_t, uint64_t> peak_gpu;  // per process seen on a GPU (NVML)
@@ -47,7 +47,7 @@ struct RunFacts {
 // The workers' reports: the final ones when the leader sent a result, else the latest progress.
 const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>* WorkerReports(const RunFacts& f);
 
-// fork_server_processes: the fork-server's processes sampled with the run (f.helpers), with pid,
+// fork_server_processes: the forkserver's processes sampled with the run (f.helpers), with pid,
 // role and peak PSS, so that the process table adds up to the sum of peak PSS.
 void SetHelperRows(const SamplerFigures& f, v1::Experiment* e);
 

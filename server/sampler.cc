@@ -127,7 +127,7 @@ void ProcessSampler::ReadCheap(pid_t pid, Proc& p, uint64_t now_ns) {
 
 // A process seen for the first time shares its parent's pages: the parent's private pages (its
 // USS) just became shared, and its estimate stays high until it is walked again. A forkserver
-// run's fork-server, walked before it forked the workers' replacements, read 88 MiB of USS
+// run's forkserver, walked before it forked the workers' replacements, read 88 MiB of USS
 // for 2.6 s that a walk then found to be 3, and the run's peak USS sum 7% high.
 void ProcessSampler::MarkParentsOfNew() {
   for (const auto& [pid, p] : procs_) {
@@ -156,10 +156,10 @@ uint64_t ProcessSampler::OthersShared(const Proc& p) const {
 // fork run's peak PSS sum read 3% high). The stale: what drifts unseen is the PSS of its shared
 // pages (PSS - USS at its walk), which falls or rises with its sharers, weighed by its age.
 // Staleness outranks RSS moves because a move is what the estimate follows well (new anonymous
-// pages are private), while what it cannot see moves no RSS: a leader's or a fork-server's PSS
+// pages are private), while what it cannot see moves no RSS: a leader's or a forkserver's PSS
 // falls as workers map pages it holds. Measured: ranked below the movers, a leader went 11 s
 // unwalked in a 4-worker run and read 20% high; ranked without weights, a forkserver run's
-// fork-server (100 MB of shared PSS) waited behind 16 idle children (5 MB each) and read twice its
+// forkserver (100 MB of shared PSS) waited behind 16 idle children (5 MB each) and read twice its
 // PSS. The others mapping more shared pages is what a leader's falling PSS looks like from statm:
 // the workers fault in the data set's segment as they read it, for seconds after they start.
 // Waiting for refresh_after, a 2-worker spawn run's leader read 142 MiB at the peak where a walk

@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "shared/kinds/kind.h"
 #include "shared/ipc/layout.h"
 #include "shared/ipc/packet.h"
+#include "shared/kinds/kind.h"
 #include "shared/spec/spec.h"
 #include "tests/testutil.h"
 
@@ -143,7 +143,7 @@ TEST(PacketTest, CarriesMessagesAndFileDescriptors) {
   for (int f : {sfd, *lfd, pipefd[0], pipefd[1], fds[0]}) ::close(f);
 }
 
-// A listener that stopped accepting (a wedged fork-server) fills its backlog; a probe that does
+// A listener that stopped accepting (a wedged forkserver) fills its backlog; a probe that does
 // not wait is refused then, where a blocking connect would hang its thread for good.
 TEST(PacketTest, AProbeOfAListenerThatNeverAcceptsFailsAtOnce) {
   testing::TempDir d;

@@ -52,7 +52,7 @@ TEST(ForkServerSupervisorTest, RestartsADeadForkServerAtMostOnceASecond) {
   ForkServerSupervisor fs({"/bin/shoal-worker", "/tmp/z.sock", 4, 1}, &proc, &clock, &reaper);
   fs.EnsureRunning();
   ASSERT_EQ(proc.spawned.size(), 1u);
-  EXPECT_EQ(proc.spawned[0][2], "zygote");
+  EXPECT_EQ(proc.spawned[0][2], "forkserver");
   EXPECT_EQ(fs.pid(), 1000);
   fs.EnsureRunning();  // running: nothing to do
   EXPECT_EQ(proc.spawned.size(), 1u);
@@ -93,7 +93,7 @@ TEST(ForkServerSupervisorTest, WaitReadyGivesUpAfterTheTimeoutOrWhenAsked) {
   });
   EXPECT_EQ(st.code(), Code::kUnavailable);
   EXPECT_EQ(st.message(),
-            "the fork-server did not come up within 3000 ms (stopped or still loading?) (its "
+            "the forkserver did not come up within 3000 ms (stopped or still loading?) (its "
             "last end: killed by signal 9)");
   EXPECT_EQ(proc.spawned.size(), 2u);  // restarted once in between
 

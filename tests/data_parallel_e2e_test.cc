@@ -150,7 +150,7 @@ TEST_F(DataParallelE2E, ResNet18ReplicasWithBatchNormStayIdentical) {
   EXPECT_EQ(e["result"]["data_parallel"]["allreduce_bytes_per_step"], 11173962u * 4);
 }
 
-// Coordinating needs a way to the peers, and a sweep's points run here: both refused, saying so.
+// Federating needs a way to the peers, and a sweep's points run here: both refused, saying so.
 TEST_F(DataParallelE2E, NodeDaemonsNeedPeerCredentialsAndAreNotSwept) {
   const CommandResult r = daemon_->Cli({"submit", "--kind", "data_parallel", "--node-daemons",
                                         "node0:7443,node1:7443", "--batches", "1"});

@@ -150,8 +150,8 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   EXPECT_EQ(parsed->second, 80);
 }
 
-// Coordinated: node_daemons gives nodes and the master; each part gets its rank, not the list.
-v1::ExperimentSpec Coordinated(const std::string& daemons) {
+// Federated: node_daemons gives nodes and the master; each part gets its rank, not the list.
+v1::ExperimentSpec Federated(const std::string& daemons) {
   v1::ExperimentSpec s = DataParallel(1, 32, nullptr);
   s.clear_nodes();
   s.clear_node_rank();
@@ -163,7 +163,7 @@ v1::ExperimentSpec Coordinated(const std::string& daemons) {
 TEST(DataParallelTest, NodeDaemonsGiveNodesAndMasterAndEachPartItsRank) {
   SpecLimits l;
   l.cores = 2;
-  auto s = Coordinated("node0:7443,node1:7443,[fd00::3]:7443");
+  auto s = Federated("node0:7443,node1:7443,[fd00::3]:7443");
   ASSERT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   EXPECT_EQ(s.nodes(), 3u);
   EXPECT_EQ(s.master(), "node0:29500");
@@ -186,7 +186,7 @@ TEST(DataParallelTest, NodeDaemonsRefusalsNameTheField) {
   SpecLimits l;
   l.cores = 2;
   const std::pair<const char*, const char*> cases[] = {
-      {"node0:7443", "node_daemons: 1 daemon(s); a coordinated experiment spans 2..64 nodes"},
+      {"node0:7443", "node_daemons: 1 daemon(s); a federated experiment spans 2..64 nodes"},
       {"node0:7443,node0:7443", "node_daemons: 'node0:7443' is named twice"},
       {"node0:7443,,node1:7443", "node_daemons: '' is not HOST:PORT with a port 1..65535"},
       {"node0:7443,node1", "node_daemons: 'node1' is not HOST:PORT with a port 1..65535"},
@@ -199,17 +199,18 @@ TEST(DataParallelTest, NodeDaemonsRefusalsNameTheField) {
        "address"},
   };
   for (const auto& [daemons, why] : cases)
-    EXPECT_EQ(ValidateSpec(Coordinated(daemons), l).message(), why) << daemons;
-  EXPECT_TRUE(ValidateSpec(Coordinated("a.example:1,[fd00::3]:2,10.0.0.7:3"), l).ok());
-  auto spaced = Coordinated("a:1,b:2");
+    EXPECT_EQ(ValidateSpec(Federated(daemons), l).message(), why) << daemons;
+  EXPECT_TRUE(ValidateSpec(Federated("a.example:1,[fd00::3]:2,10.0.0.7:3"), l).ok());
+  auto spaced = Federated("a:1,b:2");
   spaced.set_master(" node0:29500");
   EXPECT_EQ(ValidateSpec(spaced, l).message(),
             "master: ' node0:29500': ' node0' is not a host name or an IPv4 address ([IPv6]:PORT "
             "for IPv6)");
-  auto ranked = Coordinated("a:1,b:2");
+  auto ranked = Federated("a:1,b:2");
   ranked.set_node_rank(1);
-  EXPECT_EQ(ValidateSpec(ranked, l).message().rfind("node_rank: the coordinator gives", 0), 0u);
-  auto counted = Coordinated("a:1,b:2");
+  EXPECT_EQ(ValidateSpec(ranked, l).message().rfind("node_rank: the federating daemon gives", 0),
+            0u);
+  auto counted = Federated("a:1,b:2");
   counted.set_nodes(3);
   EXPECT_EQ(ValidateSpec(counted, l).message(), "nodes: 3 but node_daemons names 2 daemons");
   v1::ExperimentSpec hog;

@@ -436,9 +436,9 @@ TEST_F(E2E, ADaemonRefusesWhatItCannotOwnAndTouchesNothingElse) {
       << clash.out;
   EXPECT_TRUE(std::filesystem::is_regular_file(file));
   EXPECT_EQ(std::filesystem::status(dir_ / "shared").permissions(), std::filesystem::perms::all);
-  // A state dir too long for the fork-server's socket path.
+  // A state dir too long for the forkserver's socket path.
   CommandResult deep = shoald(dir_ / std::string(120, 'd'), dir_ / "deep.sock");
-  EXPECT_NE((deep.out + deep.err).find("is too long for the fork-server's socket"),
+  EXPECT_NE((deep.out + deep.err).find("is too long for the forkserver's socket"),
             std::string::npos)
       << deep.out;
 }

@@ -1,4 +1,4 @@
-// The coordination of an experiment across nodes, against fake peer daemons: what each node is
+// The federation of an experiment across nodes, against fake peer daemons: what each node is
 // given, how one bad part ends the others, how a silent daemon is given up, what is relayed.
 #include "server/federation.h"
 
@@ -150,13 +150,13 @@ class FederationTest : public ::testing::Test {
     limits.cores = 2;
     ApplyDefaults(&spec, limits);
     ASSERT_TRUE(ValidateSpec(spec, limits).ok()) << ValidateSpec(spec, limits).message();
-    const v1::Experiment e = NewCoordinatedRecord("x1", spec, {"a:7443", "b:7443"}, RealtimeMs());
+    const v1::Experiment e = NewFederatedRecord("x1", spec, {"a:7443", "b:7443"}, RealtimeMs());
     PeerConnector connect =
         [this](const std::string& daemon) -> StatusOr<std::unique_ptr<PeerDaemon>> {
       const uint32_t rank = daemon == "a:7443" ? 0 : 1;
       return std::unique_ptr<PeerDaemon>(std::make_unique<FakePeer>(&nodes_[rank], rank));
     };
-    run_ = std::thread([this, e, connect] { RunCoordinated(e, connect, opts_, hooks_); });
+    run_ = std::thread([this, e, connect] { RunFederated(e, connect, opts_, hooks_); });
   }
   // Waits until both parts were submitted.
   bool Submitted() {
@@ -208,7 +208,7 @@ TEST_F(FederationTest, EachNodeGetsItsRankAndTheWholeSucceedsWithNodeZerosResult
     EXPECT_EQ(part.node_rank(), i);
     EXPECT_EQ(part.nodes(), 2u);
     EXPECT_EQ(part.master(), "a:29500");
-    EXPECT_FALSE(part.has_node_daemons());  // a part never coordinates in turn
+    EXPECT_FALSE(part.has_node_daemons());  // a part never federates in turn
     nodes_[i].part.mutable_result()->set_samples(100 + i);
     nodes_[i].part.mutable_result()->set_sum_of_peak_pss_bytes(1000 + i);
     v1::ProcessInfo* w = nodes_[i].part.add_processes();

@@ -95,13 +95,13 @@ std::vector<pid_t> Descendants(pid_t root) {
 }
 
 // Whether `pid` is one of the experiment's: a leader or worker (a forked worker keeps its
-// leader's argv), and the fork-server with its children only when the run uses them. shoald's
+// leader's argv), and the forkserver with its children only when the run uses them. shoald's
 // other children are not: the `shoal-worker --version` it runs at start (75 MiB of PSS, which
-// a small run's reader took for its peak), or a fork-server it keeps while idle and stops as a
+// a small run's reader took for its peak), or a forkserver it keeps while idle and stops as a
 // run that does not use it starts.
 bool OfTheExperiment(pid_t pid, bool fork_server) {
   const std::string argv = Slurp("/proc/" + std::to_string(pid) + "/cmdline");  // NUL-separated
-  if (argv.find(std::string("--role\0zygote\0", 14)) != std::string::npos) return fork_server;
+  if (argv.find(std::string("--role\0forkserver\0", 14)) != std::string::npos) return fork_server;
   return argv.find(std::string("--role\0", 7)) != std::string::npos;
 }
 
@@ -129,7 +129,7 @@ class HeldLevel {
 };
 
 // Sums the RSS, PSS and USS of every process under shoald (the experiment's leader and workers,
-// and, in a forkserver run, the fork-server with its children), every `interval`, until stopped,
+// and, in a forkserver run, the forkserver with its children), every `interval`, until stopped,
 // and keeps the peak of each sum.
 class IndependentReader {
  public:
@@ -349,7 +349,7 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   ExpectAgrees("VmHWM", r["peak_rss_hwm_sum_bytes"].get<double>(), hwm_kb, 0.02);
   ExpectLeaderPeak(e, reader, handover);
   // The sum of each process's own peak is at least the peak of the sum, and is the table's
-  // column summed: the experiment's processes and (forkserver) the fork-server's.
+  // column summed: the experiment's processes and (forkserver) the forkserver's.
   EXPECT_GE(r["sum_of_peak_pss_bytes"].get<double>(), pss * 0.999);
   uint64_t table = 0;
   for (const char* list : {"processes", "fork_server_processes"})
@@ -363,7 +363,7 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
 }
 
 // Each start method once, two counts, and multi_model (the full grid cost a minute of CI's 25 for
-// what these three cover). The forkserver run counts the fork-server and its idle children on both
+// what these three cover). The forkserver run counts the forkserver and its idle children on both
 // sides.
 INSTANTIATE_TEST_SUITE_P(Workers, FiguresE2E,
                          ::testing::Values(std::make_tuple(2, "spawn", "hogwild"),

@@ -144,13 +144,13 @@ TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
       Sp(4) + "wall s" + Sp(4) + "data s" + Sp(3) + "train s" + Sp(6) + "loss" + Sp(2) +
       "accuracy\n" + Sp(14) + "1" + Sp(10) + "6.00" + Sp(6) + "1.00" + Sp(6) + "5.00" + Sp(4) +
       "0.5000" + Sp(5) + "0.850\n" + Sp(14) + "2" + Sp(10) + "5.00" + Sp(6) + "0.80" + Sp(6) +
-      "4.20" + Sp(4) + "0.2000" + Sp(9) + "-\n" + "  processes   pid" + Sp(5) + "role" + Sp(4) +
+      "4.20" + Sp(4) + "0.2000" + Sp(9) + "-\n" + "  processes   pid" + Sp(5) + "role" + Sp(7) +
       "index start" + Sp(4) + "peak RSS" + Sp(2) + "peak PSS" + Sp(2) + "steps" + Sp(4) + "exit\n" +
-      Sp(14) + "100" + Sp(5) + "leader  -" + Sp(5) + "-" + Sp(8) + "300M" + Sp(6) + "200M" + Sp(6) +
-      "0" + Sp(8) + "code 0\n" + Sp(14) + "101" + Sp(5) + "worker  0" + Sp(5) + "150 ms" + Sp(3) +
-      "500M" + Sp(6) + "400M" + Sp(6) + "94" + Sp(7) + "unknown\n" + Sp(14) + "102" + Sp(5) +
-      "worker  1" + Sp(5) + "160 ms" + Sp(3) + "510M" + Sp(6) + "410M" + Sp(6) + "94" + Sp(7) +
-      "signal 9\n";
+      Sp(14) + "100" + Sp(5) + "leader     -" + Sp(5) + "-" + Sp(8) + "300M" + Sp(6) + "200M" +
+      Sp(6) + "0" + Sp(8) + "code 0\n" + Sp(14) + "101" + Sp(5) + "worker     0" + Sp(5) +
+      "150 ms" + Sp(3) + "500M" + Sp(6) + "400M" + Sp(6) + "94" + Sp(7) + "unknown\n" + Sp(14) +
+      "102" + Sp(5) + "worker     1" + Sp(5) + "160 ms" + Sp(3) + "510M" + Sp(6) + "410M" + Sp(6) +
+      "94" + Sp(7) + "signal 9\n";
   EXPECT_EQ(FormatExperiment(Finished()), want);
 }
 
@@ -173,17 +173,17 @@ TEST(FormatTest, UnknownTimesThroughputAndVmHwmSumAreDashes) {
   EXPECT_EQ(out.find(" ms   "), std::string::npos) << "no process start time: " << out;
 }
 
-// A forkserver run's fork-server and its idle children follow the experiment's processes, with
+// A forkserver run's forkserver and its idle children follow the experiment's processes, with
 // their peak PSS, and neither steps nor an exit of their own.
 TEST(FormatTest, TheForkServersProcessesFollowTheExperimentsOwn) {
   v1::Experiment e = Finished();
   v1::ProcessInfo* z = e.add_fork_server_processes();
   z->set_pid(4242);
-  z->set_role("zygote");
+  z->set_role("forkserver");
   z->set_index(-1);
   z->set_peak_pss_bytes(30ull << 20);
   const std::string out = FormatExperiment(e);
-  EXPECT_NE(out.find("4242    zygote  -     -        -         30M       -        shoald's\n"),
+  EXPECT_NE(out.find("4242    forkserver -     -        -         30M       -        shoald's\n"),
             std::string::npos)
       << out;
   EXPECT_LT(out.find(std::to_string(e.processes(0).pid())), out.find("4242"));
@@ -206,7 +206,7 @@ TEST(FormatTest, DataParallelWithoutAStepHasNoPerStepFigures) {
   EXPECT_NE(out.find("  per step    12.5 ms: data 0.0"), std::string::npos) << out;
 }
 
-// A coordinated run's total over its nodes is known only where every part's figure is.
+// A federated run's total over its nodes is known only where every part's figure is.
 TEST(FormatTest, PartsSumOnlyWhatEveryPartKnows) {
   v1::Experiment e = Finished();
   for (uint32_t rank : {0u, 1u}) {
@@ -390,7 +390,7 @@ TEST(FormatTest, SampleLineWithoutATotalPrintsADash) {
   p->set_cpu_percent(1.0);
   p = s.add_processes();
   p->set_pid(2);
-  p->set_role("zygote");
+  p->set_role("forkserver");
   p->set_index(-1);
   p->set_rss_bytes(40 * kMiB);
   p->set_pss_bytes(20 * kMiB);
@@ -405,7 +405,7 @@ TEST(FormatTest, SampleLineWithoutATotalPrintsADash) {
   p->set_cpu_percent(98.7);
   EXPECT_EQ(FormatSampleLine(s),
             "t=1.5s steps 40/- 26.67/s loss - | PSS 230M RSS 300M USS 180M shm 50M | sampler "
-            "0.50% | L 100M/80M/60M 1% | Z 40M/20M/10M - | w0 200M/150M/120M 99%\n");
+            "0.50% | L 100M/80M/60M 1% | F 40M/20M/10M - | w0 200M/150M/120M 99%\n");
 
   s.set_steps_total(100);
   s.set_loss(0.4321);

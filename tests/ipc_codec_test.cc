@@ -1,5 +1,5 @@
 // The codec between Shoal's processes (shared/ipc/ipc_codec.h): length-prefixed frames on the
-// leader's status pipe, one message per packet on the fork-server's socket, and what corrupt
+// leader's status pipe, one message per packet on the forkserver's socket, and what corrupt
 // input does to them.
 #include "shared/ipc/ipc_codec.h"
 

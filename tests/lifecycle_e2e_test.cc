@@ -1,5 +1,5 @@
 // Faults, each with real processes: a worker killed or stalled, the daemon killed mid-run, the
-// fork-server killed, admission and data roots; and a chaos loop that kills a random process.
+// forkserver killed, admission and data roots; and a chaos loop that kills a random process.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -233,8 +233,8 @@ TEST_F(Lifecycle, DaemonKilledMidRunTakesItsProcessesAndTheNextDaemonCleansUp) {
   json e = WaitTraining(a, 2);
   ASSERT_EQ(e["state"], "RUNNING");
   auto pids = Pids(e);
-  const pid_t zygote = Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>();
-  pids.push_back(zygote);
+  const pid_t forkserver = Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>();
+  pids.push_back(forkserver);
   daemon_->Stop(SIGKILL);
   // Every process dies with the daemon (PR_SET_PDEATHSIG, lifetime pipe).
   EXPECT_TRUE(WaitFor(
@@ -283,39 +283,40 @@ TEST_F(Lifecycle, DaemonKilledWhileAWorkerIsStoppedLeavesNoSegment) {
       << ListSegments(SegmentPrefix(a)).size() << " segment(s) left";
 }
 
-// A fork-server that is alive but does not answer (stopped here) fails a forkserver run after
+// A forkserver that is alive but does not answer (stopped here) fails a forkserver run after
 // the stall timeout, naming it, instead of holding the run and the queue behind it forever; once
 // it answers again it serves the next run.
 TEST_F(Lifecycle, AStoppedForkServerFailsTheRunAfterTheStallTimeout) {
   const std::vector<std::string> small = {"--workers",      "2", "--start",   "forkserver",
                                           "--batches",      "2", "--dataset", "synthetic",
                                           "--eval-samples", "0"};
-  // A run first, so that the fork-server is up and listening (one that never listens is the
+  // A run first, so that the forkserver is up and listening (one that never listens is the
   // test below).
   ASSERT_EQ(WaitEnded(Submit(small), 60)["state"], "SUCCEEDED");
-  const pid_t zygote = Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>();
-  ASSERT_GT(zygote, 0);
-  ASSERT_EQ(::kill(zygote, SIGSTOP), 0);
+  const pid_t forkserver = Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>();
+  ASSERT_GT(forkserver, 0);
+  ASSERT_EQ(::kill(forkserver, SIGSTOP), 0);
   const std::string a = Submit({"--workers", "2", "--start", "forkserver", "--batches", "5",
                                 "--dataset", "synthetic", "--stall-timeout-ms", "1500"});
   json e = WaitEnded(a, 30);
-  ::kill(zygote, SIGCONT);
+  ::kill(forkserver, SIGCONT);
   EXPECT_EQ(e["state"], "FAILED");
   EXPECT_NE(e["error"].get<std::string>().find(
-                "the fork-server did not answer a fork request within 1500 ms"),
+                "the forkserver did not answer a fork request within 1500 ms"),
             std::string::npos)
       << e["error"];
   EXPECT_TRUE(WaitFor([&] { return Leaks(e, Pids(e)) == 0; }, 10));
   EXPECT_EQ(WaitEnded(Submit(small), 60)["state"], "SUCCEEDED");
 }
 
-// A fork-server that never comes up (a stand-in that never listens) holds its run queued; a
+// A forkserver that never comes up (a stand-in that never listens) holds its run queued; a
 // cancel or shoald's shutdown ends that wait at once, not after the minute a boot is given, and
 // the run held at shutdown is run by the next shoald.
 TEST_F(Lifecycle, ACancelOrShutdownEndsTheWaitForAForkServerThatNeverComesUp) {
-  const std::string bin = dir_ / "never-listening-fork-server";
-  std::ofstream(bin) << "#!/bin/sh\ncase \" $* \" in *\" --role zygote \"*) exec sleep 600;; esac\n"
-                     << "exec " << testing::BinDir() << "/shoal-worker \"$@\"\n";
+  const std::string bin = dir_ / "never-listening-forkserver";
+  std::ofstream(bin)
+      << "#!/bin/sh\ncase \" $* \" in *\" --role forkserver \"*) exec sleep 600;; esac\n"
+      << "exec " << testing::BinDir() << "/shoal-worker \"$@\"\n";
   std::filesystem::permissions(bin, std::filesystem::perms::owner_all);
   daemon_->Stop();
   ASSERT_TRUE(daemon_->Start({"--grace-ms", "1000", "--worker-bin", bin}));
@@ -335,7 +336,7 @@ TEST_F(Lifecycle, ACancelOrShutdownEndsTheWaitForAForkServerThatNeverComesUp) {
   const int st = daemon_->Stop(SIGTERM);
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
-  ASSERT_TRUE(StartDaemon());  // the real fork-server now
+  ASSERT_TRUE(StartDaemon());  // the real forkserver now
   EXPECT_EQ(WaitEnded(b, 60)["state"], "SUCCEEDED");
 }
 
@@ -429,7 +430,7 @@ int Lifecycle::LostRecords(const std::vector<std::string>& ids) {
   return lost;
 }
 
-// N rounds: start an experiment, kill a random process of it (worker, leader, fork-server or the
+// N rounds: start an experiment, kill a random process of it (worker, leader, forkserver or the
 // daemon) at a random moment, then check that nothing leaked and the record is right.
 TEST_F(Lifecycle, Chaos) {
   const char* env = std::getenv("SHOAL_CHAOS_ROUNDS");
@@ -442,13 +443,13 @@ TEST_F(Lifecycle, Chaos) {
   std::printf("chaos: %d rounds, SHOAL_CHAOS_SEED=%u\n", rounds, seed);
   RecordProperty("chaos_seed", std::to_string(seed));
   std::mt19937 rng(seed);
-  const char* targets[] = {"worker", "leader", "fork-server", "daemon"};
+  const char* targets[] = {"worker", "leader", "forkserver", "daemon"};
   int faults = 0, leaks = 0, lost = 0, wrong = 0;
   std::vector<std::string> ids;
   for (int round = 0; round < rounds; ++round) {
     const std::string target = targets[rng() % 4];
     const char* starts[] = {"fork", "spawn", "forkserver"};
-    const std::string start = target == "fork-server" ? "forkserver" : starts[rng() % 3];
+    const std::string start = target == "forkserver" ? "forkserver" : starts[rng() % 3];
     const std::string id = Submit(
         {"--workers", "2", "--start", start, "--batches", "100000", "--dataset", "synthetic"});
     ids.push_back(id);
@@ -465,7 +466,7 @@ TEST_F(Lifecycle, Chaos) {
       Signal(WorkerPid(e, int(rng() % 2)), SIGKILL);
     } else if (target == "leader") {
       Signal(LeaderPid(e), SIGKILL);
-    } else if (target == "fork-server") {
+    } else if (target == "forkserver") {
       Signal(Parse(daemon_->Cli({"node", "--json"}))["fork_server_pid"].get<int>(), SIGKILL);
     } else {
       want = "INTERRUPTED";
@@ -495,7 +496,7 @@ TEST_F(Lifecycle, Chaos) {
 }
 
 // Every process's stdout and stderr is captured per run, whoever started it: forked and spawned
-// workers inherit the leader's, the fork-server hands its workers the leader's with the request.
+// workers inherit the leader's, the forkserver hands its workers the leader's with the request.
 // (SHOAL_ALLOC_STATS makes each worker print a line at its end.) The log goes with its record.
 TEST(Logs, EveryWorkerOfEveryStartMethodIsCapturedAndGoesWithItsRecord) {
   TempDir dir;
@@ -536,7 +537,7 @@ std::vector<pid_t> Children(pid_t pid) {
   return {std::istream_iterator<pid_t>(in), {}};
 }
 
-// A fork-server that cannot fork (here: out of fds, as under a pids limit) tries again every
+// A forkserver that cannot fork (here: out of fds, as under a pids limit) tries again every
 // 100 ms instead of spinning a core the runs are measured on, and fills its pool once it can.
 TEST(ForkServer, AFailedForkWaitsBeforeTryingAgainAndThePoolRefillsLater) {
   TempDir dir;
@@ -544,12 +545,12 @@ TEST(ForkServer, AFailedForkWaitsBeforeTryingAgainAndThePoolRefillsLater) {
   const std::string parent = std::to_string(::getpid());
   const pid_t z = ::fork();
   if (z == 0) {
-    rlimit few;  // LibTorch's and the zygote's own fds, then some children; the hard limit kept
+    rlimit few;  // LibTorch's and the forkserver's own fds, then some children; the hard limit kept
     ::getrlimit(RLIMIT_NOFILE, &few);
     few.rlim_cur = 40;
     ::setrlimit(RLIMIT_NOFILE, &few);
-    ::execl(bin.c_str(), bin.c_str(), "--role", "zygote", "--socket", sock.c_str(), "--pool", "64",
-            "--parent", parent.c_str(), nullptr);
+    ::execl(bin.c_str(), bin.c_str(), "--role", "forkserver", "--socket", sock.c_str(), "--pool",
+            "64", "--parent", parent.c_str(), nullptr);
     _exit(127);
   }
   size_t stuck = 0;
@@ -566,7 +567,7 @@ TEST(ForkServer, AFailedForkWaitsBeforeTryingAgainAndThePoolRefillsLater) {
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const uint64_t ticks = CpuTicks(z) - t0;
   EXPECT_LT(double(ticks) / double(::sysconf(_SC_CLK_TCK)), 0.15)
-      << "the fork-server spun on its failed forks";
+      << "the forkserver spun on its failed forks";
   rlimit more;
   ASSERT_EQ(::prlimit(z, RLIMIT_NOFILE, nullptr, &more), 0) << std::strerror(errno);
   more.rlim_cur = std::min<rlim_t>(more.rlim_max, 1024);

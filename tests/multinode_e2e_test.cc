@@ -1,6 +1,6 @@
 // data_parallel across two "nodes": two network namespaces made by the test (a veth pair, a private
 // /24, a host name each resolving to its veth address), a real shoald in each listening on TCP
-// with TLS (a certificate made here) and tokens. Daemon 0 coordinates (node_daemons), or each
+// with TLS (a certificate made here) and tokens. Daemon 0 federates (node_daemons), or each
 // daemon is given its part by hand. All traffic stays on the veth pair; the namespaces, the link
 // and /etc/netns entries are removed afterwards. The test fails, never skips, when it cannot make
 // them (it needs root, ip, unshare and openssl: deploy/install-deps.sh installs them).
@@ -127,11 +127,11 @@ class TwoNodes : public ::testing::Test {
 
   // Submits one experiment across both nodes through daemon 0; returns its id there. Samples
   // every 50 ms: the watch must see node 1's, and a short run gives the default 200 ms few.
-  std::string SubmitCoordinated(const std::string& batches) {
+  std::string SubmitFederated(const std::string& batches) {
     return SubmitDataParallel(0, batches,
                               {"--node-daemons", kDaemons, "--sample-interval-ms", "50"});
   }
-  // The coordinated record's part on `node`, read from that node's own daemon.
+  // The federated record's part on `node`, read from that node's own daemon.
   json Part(const json& e, int node) { return Get(node, e["parts"][node]["experiment_id"]); }
   // Every process of both parts, once both are training (past their second step).
   std::vector<pid_t> TrainingPids(const std::string& id) {
@@ -203,8 +203,8 @@ class TwoNodes : public ::testing::Test {
   std::unique_ptr<Daemon> daemons_[2];
 };
 
-TEST_F(TwoNodes, OneDaemonCoordinatesAndBothTrainOneModel) {
-  const std::string id = SubmitCoordinated("8");
+TEST_F(TwoNodes, OneDaemonFederatesAndBothTrainOneModel) {
+  const std::string id = SubmitFederated("8");
   ASSERT_FALSE(id.empty());
   const CommandResult watch = daemons_[0]->Cli({"watch", id});  // to the end, node by node
   EXPECT_EQ(watch.exit_code, 0) << watch.err;
@@ -241,7 +241,7 @@ TEST_F(TwoNodes, OneDaemonCoordinatesAndBothTrainOneModel) {
         if (p.value("node", -1) == node) rows += p["peak_pss_bytes"].get<uint64_t>();
     EXPECT_EQ(rows, e["parts"][node]["sum_of_peak_pss_bytes"].get<uint64_t>()) << node;
   }
-  // The coordinator keeps each part's samples under the record, with their node.
+  // The federating daemon keeps each part's samples under the record, with their node.
   const CommandResult samples = daemons_[0]->Cli({"get", id, "--samples", "--format", "json"});
   ASSERT_EQ(samples.exit_code, 0) << samples.err;
   std::map<int, int> per_node;
@@ -255,8 +255,8 @@ TEST_F(TwoNodes, OneDaemonCoordinatesAndBothTrainOneModel) {
   EXPECT_EQ(per_node.count(-1), 0u) << samples.out;
 }
 
-TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheCoordinatedExperimentOnBoth) {
-  const std::string id = SubmitCoordinated("100000");
+TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheFederatedExperimentOnBoth) {
+  const std::string id = SubmitFederated("100000");
   const std::vector<pid_t> pids = TrainingPids(id);
   json e = Get(0, id);
   const pid_t victim = WorkerPid(Part(e, 1));
@@ -275,8 +275,8 @@ TEST_F(TwoNodes, AWorkerKilledOnOneNodeEndsTheCoordinatedExperimentOnBoth) {
   EXPECT_TRUE(AllGone(pids, {e["parts"][0]["experiment_id"], e["parts"][1]["experiment_id"]}));
 }
 
-TEST_F(TwoNodes, AKilledDaemonEndsTheCoordinatedExperimentAndTheNextOneCleansUp) {
-  const std::string id = SubmitCoordinated("100000");
+TEST_F(TwoNodes, AKilledDaemonEndsTheFederatedExperimentAndTheNextOneCleansUp) {
+  const std::string id = SubmitFederated("100000");
   const std::vector<pid_t> pids = TrainingPids(id);
   const json before = Get(0, id);
   const std::string part1 = before["parts"][1]["experiment_id"];
@@ -314,7 +314,7 @@ TEST_F(TwoNodes, PartsThatDisagreeFailAtOnceNamingTheField) {
 
 // deploy/slurm/data_parallel.sbatch under a real Slurm: deploy/slurm/try-in-namespaces.sh makes
 // two namespaces, runs slurmctld and a slurmd in each, and submits the script with sbatch -N2 -W.
-// One job: a shoald on each node, one coordinated experiment, nothing left when the job ends.
+// One job: a shoald on each node, one federated experiment, nothing left when the job ends.
 TEST(Slurm, OneSbatchTrainsOneModelAcrossTwoNodesAndLeavesNothing) {
   const CommandResult r = testing::RunCommand(
       {"/usr/bin/env", "SHOAL_BIN=" + testing::BinDir(),

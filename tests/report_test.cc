@@ -1,6 +1,6 @@
-// The sweep report (client/report/report.h): tables laid out by the sweep's varying axes, rendered as
-// Markdown (golden files tests/golden/report_*.md), CSV, JSON and SVG, and compared cell by cell.
-// Every input is built by hand: the sweep's axes and points, and the experiments' records.
+// The sweep report (client/report/report.h): tables laid out by the sweep's varying axes, rendered
+// as Markdown (golden files tests/golden/report_*.md), CSV, JSON and SVG, and compared cell by
+// cell. Every input is built by hand: the sweep's axes and points, and the experiments' records.
 #include "client/report/report.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -17,10 +17,10 @@
 #include <utility>
 #include <vector>
 
+#include "client/report/timeline.h"
 #include "shared/spec/spec.h"
 #include "shared/spec/spec_fields.h"
 #include "shared/spec/sweep.h"
-#include "client/report/timeline.h"
 
 namespace shoal {
 namespace {
@@ -1422,7 +1422,7 @@ TEST(TimelineTest, SvgDrawsTheTotalAndEveryProcess) {
   EXPECT_EQ(Count(svg, ">PSS (MiB)</text>"), 1u);
 }
 
-TEST(TimelineTest, ACoordinatorsSamplesGetANodeColumnAndSeriesPerNode) {
+TEST(TimelineTest, AFederatingDaemonsSamplesGetANodeColumnAndSeriesPerNode) {
   std::vector<v1::Sample> samples = {TimelineSample(0, {{"worker", 0, 200}}),
                                      TimelineSample(0, {{"worker", 0, 300}}),
                                      TimelineSample(500, {{"worker", 0, 210}})};

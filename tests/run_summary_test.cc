@@ -470,13 +470,13 @@ TEST(RunSummaryTest, ProcessesCarryTheExitsTheKernelGave) {
   x->set_index(1);
   x->set_pid(601);
   x->set_wait_status(SIGKILL);
-  f.sampler.helpers[500] = "zygote";  // a forkserver run's fork-server, sampled with it
+  f.sampler.helpers[500] = "forkserver";  // a forkserver run's forkserver, sampled with it
   f.sampler.peak_pss[500] = 7 << 20;
   v1::Experiment e;
   FillProcesses(f, &e);
   ASSERT_EQ(e.processes_size(), 2);  // the experiment's own
   ASSERT_EQ(e.fork_server_processes_size(), 1);
-  EXPECT_EQ(e.fork_server_processes(0).role(), "zygote");
+  EXPECT_EQ(e.fork_server_processes(0).role(), "forkserver");
   EXPECT_EQ(e.fork_server_processes(0).peak_pss_bytes(), 7u << 20);
   EXPECT_FALSE(e.processes(0).exit_known());  // worker 0: nobody saw it end
   EXPECT_TRUE(e.processes(1).exit_known());

@@ -495,11 +495,11 @@ TEST_F(RunnerTest, AForkServerThatDiesUnderAForkserverRunIsAnEvent) {
   }
   EXPECT_GE(asked, 3u);
   EXPECT_EQ(std::count(events_.begin(), events_.end(),
-                       "the fork-server killed by signal 9; the daemon restarts it"),
+                       "the forkserver killed by signal 9; the daemon restarts it"),
             1);
 }
 
-// A forkserver run samples the fork-server and its idle children (their pages are shared with
+// A forkserver run samples the forkserver and its idle children (their pages are shared with
 // the workers, and their peaks are in the sum of peak PSS): the process table lists them too.
 TEST_F(RunnerTest, AForkserverRunListsTheForkServerAndItsIdleChildren) {
   v1::Experiment e = Queued({});
@@ -523,9 +523,9 @@ TEST_F(RunnerTest, AForkserverRunListsTheForkServerAndItsIdleChildren) {
   for (const auto& p : live->processes()) peak[p.role()] = p.peak_pss_bytes();
   for (const auto& p : live->fork_server_processes()) peak[p.role()] = p.peak_pss_bytes();
   EXPECT_EQ(live->processes_size(), 1);  // the experiment's own: its leader
-  EXPECT_EQ(peak,
-            (std::map<std::string, uint64_t>{
-                {"leader", 60000ull << 10}, {"zygote", 30000ull << 10}, {"pool", 1000ull << 10}}));
+  EXPECT_EQ(peak, (std::map<std::string, uint64_t>{{"leader", 60000ull << 10},
+                                                   {"forkserver", 30000ull << 10},
+                                                   {"pool", 1000ull << 10}}));
 }
 
 TEST_F(RunnerTest, StepsTotalIsAbsentWhenTheDaemonCannotKnowIt) {

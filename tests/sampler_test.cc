@@ -317,17 +317,17 @@ TEST(SamplerTest, ALeaderWhosePagesTheOthersMapIsWalkedAgainSoon) {
 }
 
 // When every process's sharing changed, the one whose estimate can be most wrong is walked
-// first: a fork-server holding 100 MB of shared PSS, not one of its sixteen idle children (5 MB
+// first: a forkserver holding 100 MB of shared PSS, not one of its sixteen idle children (5 MB
 // each), whose PSS halves as the workers map the libraries it holds.
 TEST(SamplerTest, TheLargestSharedPssIsWalkedFirst) {
   FakeProc proc;
   proc.walk_cost_ns = 12'000'000;
-  FakeProc::P zygote{190000, 105000, 5000};
+  FakeProc::P forkserver{190000, 105000, 5000};
   FakeProc::P child{83000, 6000, 500};
-  proc.procs[10] = zygote;
+  proc.procs[10] = forkserver;
   for (pid_t p = 11; p < 27; ++p) proc.procs[p] = child;
   ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
-  for (pid_t p = 27 - 1; p >= 10; --p) s.Track(p, p == 10 ? "zygote" : "pool", -1);
+  for (pid_t p = 27 - 1; p >= 10; --p) s.Track(p, p == 10 ? "forkserver" : "pool", -1);
   uint64_t t = 1000 * kMs;
   v1::Sample out;
   s.Tick(t, &out);  // each one's first walk
@@ -344,7 +344,7 @@ TEST(SamplerTest, TheLargestSharedPssIsWalkedFirst) {
     out.Clear();
     s.Tick(t, &out);
   }
-  EXPECT_EQ(proc.walks[10], 2) << "the fork-server first";
+  EXPECT_EQ(proc.walks[10], 2) << "the forkserver first";
   EXPECT_EQ(walks(), first + 1);
   // Soon: the 17 first walks (204 ms of CPU) left no debt to repay at 2 ms a tick.
   EXPECT_LE(t, 2000 * kMs);
@@ -400,23 +400,23 @@ TEST(SamplerTest, AnExitingProcessIsSkippedNotCountedAsZero) {
   EXPECT_EQ(out.processes(0).pid(), 10);
 }
 
-// A fork-server that forks a new process: its private pages become shared with the child, so it
+// A forkserver that forks a new process: its private pages become shared with the child, so it
 // is walked right after the child's first walk, ahead of larger processes merely due.
 TEST(SamplerTest, TheParentOfANewProcessIsWalkedNext) {
   FakeProc proc;
-  proc.procs[5] = {};  // the fork-server
+  proc.procs[5] = {};  // the forkserver
   proc.procs[5].pss_kb = 20000;
   proc.procs[5].uss_kb = 15000;
-  proc.procs[10] = {};  // a big worker: due too, and by PSS ahead of the fork-server
+  proc.procs[10] = {};  // a big worker: due too, and by PSS ahead of the forkserver
   proc.procs[10].pss_kb = 500000;
   proc.procs[10].rss_kb = 600000;
   ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
-  s.Track(5, "zygote", -1);
+  s.Track(5, "forkserver", -1);
   s.Track(10, "worker", 0);
   v1::Sample out;
   s.Tick(1000 * kMs, &out);  // first walks of both
   proc.walks.clear();
-  proc.procs[20] = {};  // the fork-server forks a child; its own pages are now shared
+  proc.procs[20] = {};  // the forkserver forks a child; its own pages are now shared
   proc.procs[20].ppid = 5;
   proc.procs[5].uss_kb = 1000;
   s.Track(20, "pool", -1);

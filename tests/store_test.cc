@@ -127,7 +127,7 @@ TEST(StoreTest, SamplesAreThinnedEvenlyAndPrunedToTheNewestExperiments) {
   EXPECT_TRUE((*s)->Get("e0").ok());  // its record stays
 }
 
-TEST(StoreTest, ACoordinatorsSamplesAreThinnedNodeByNode) {
+TEST(StoreTest, AFederatingDaemonsSamplesAreThinnedNodeByNode) {
   testing::TempDir d;
   auto s = Store::Open(d / "db");
   ASSERT_TRUE(s.ok());

@@ -1,5 +1,5 @@
 // The leader's watch over its workers on a fake launcher and a real scoreboard: exits, stalls,
-// stop-all, a lost fork-server. No process is started and no signal reaches a process.
+// stop-all, a lost forkserver. No process is started and no signal reaches a process.
 #include "worker/supervisor.h"
 
 #include <gtest/gtest.h>
@@ -17,8 +17,8 @@
 #include "shared/os/process.h"
 #include "shared/os/shm.h"
 #include "tests/testutil.h"
+#include "worker/fork_server_exits.h"
 #include "worker/launchers.h"
-#include "worker/zygote_exits.h"
 
 namespace shoal {
 namespace {
@@ -36,7 +36,7 @@ class FakeLauncher : public WorkerLauncher {
   }
   StatusOr<pid_t> Start(uint32_t) override { return Internal("not used"); }
   Status Poll(std::vector<Exit>* exits) override {
-    if (lost) return Unavailable("fork-server closed the connection");
+    if (lost) return Unavailable("forkserver closed the connection");
     std::lock_guard<std::mutex> l(mu_);
     exits->insert(exits->end(), pending_.begin(), pending_.end());
     pending_.clear();
@@ -113,12 +113,12 @@ TEST_F(SupervisorTest, AFailedWorkersOwnWordsReachTheError) {
   EXPECT_EQ(SlotError(*board_->slot(0)), std::string(256, 'x'));
 }
 
-// A fork-server child that could not become the worker says why by its exit code alone.
+// A forkserver child that could not become the worker says why by its exit code alone.
 TEST_F(SupervisorTest, AForkServerChildsExitCodeIsExplained) {
   spec_.set_start("forkserver");
   launcher_.End(kPid1, kNoProcessGroup << 8);
   EXPECT_EQ(Run(),
-            "worker 1 exited with code 71: the fork-server's child could not join the "
+            "worker 1 exited with code 71: the forkserver's child could not join the "
             "experiment's process group (its leader gone?)");
   spec_.set_start("spawn");  // the same code from another process is only a code
   launcher_.End(kPid1, kNoProcessGroup << 8);
@@ -313,7 +313,7 @@ TEST_F(SupervisorTest, NoStepTimeoutOrNoTrainingMeansNotStuck) {
 
 TEST_F(SupervisorTest, ALostForkServerFailsAndKillsEveryone) {
   launcher_.lost = true;
-  EXPECT_EQ(Run(), "lost the fork-server: fork-server closed the connection");
+  EXPECT_EQ(Run(), "lost the forkserver: forkserver closed the connection");
   std::set<std::pair<pid_t, int>> got(signals_.begin(), signals_.end());
   EXPECT_TRUE(got.count({kPid0, SIGKILL}) && got.count({kPid1, SIGKILL}));
 }
@@ -324,13 +324,13 @@ TEST_F(SupervisorTest, AnEarlyFailureStopsWhatStarted) {
   EXPECT_EQ(signals_.size(), 2u);
 }
 
-// A fork-server that refuses worker 0 has already been asked for worker 1 and forks it: the
+// A forkserver that refuses worker 0 has already been asked for worker 1 and forks it: the
 // launcher takes that reply too, so the leader knows and stops every worker there is.
 TEST(ForkServerLauncherTest, WorkersForkedAfterAFailedOneAreStillReported) {
   testing::TempDir d;
   auto lfd = ListenPacket(d / "z.sock");
   ASSERT_TRUE(lfd.ok()) << lfd.status().message();
-  std::thread zygote([&] {
+  std::thread forkserver([&] {
     const int c = ::accept(*lfd, nullptr, nullptr);
     for (int i = 0; i < 2; ++i) {
       std::string msg;
@@ -351,14 +351,14 @@ TEST(ForkServerLauncherTest, WorkersForkedAfterAFailedOneAreStillReported) {
   LaunchContext c;
   c.spec.set_start("forkserver");
   c.spec.set_stall_timeout_ms(5000);
-  c.zygote_socket = d / "z.sock";
+  c.fork_server_socket = d / "z.sock";
   c.lifetime_read_fd = life[0];
   auto launcher = MakeLauncher(c, nullptr);
   ASSERT_TRUE(launcher.ok()) << launcher.status().message();
   std::vector<pid_t> pids;
   const Status st = (*launcher)->StartAll(
       2, [](uint32_t) {}, &pids);
-  zygote.join();
+  forkserver.join();
   EXPECT_NE(st.message().find("Resource temporarily unavailable"), std::string::npos)
       << st.message();
   EXPECT_EQ(pids, (std::vector<pid_t>{-1, 4242}));

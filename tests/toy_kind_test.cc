@@ -10,11 +10,11 @@
 #include <algorithm>
 
 #include "client/format.h"
+#include "client/report/report.h"
 #include "server/run_summary.h"
 #include "shared/ipc/ipc_codec.h"
 #include "shared/kinds/kind.h"
 #include "shared/os/process.h"
-#include "client/report/report.h"
 #include "worker/kind.h"
 #include "worker/leader.h"
 #include "worker/scoreboard.h"
@@ -204,7 +204,7 @@ TEST_F(ToyKindTest, ItRunsSummarisesTabulatesAndPrintsThroughTheGenericLayers) {
   p->set_index(0);
   const std::string out = cli::FormatExperiment(e);
   EXPECT_NE(out.find("  toy         100% finished\n"), std::string::npos) << out;
-  EXPECT_NE(out.find(" toy     0 "), std::string::npos) << out;  // role, then index
+  EXPECT_NE(out.find(" toy        0 "), std::string::npos) << out;  // role, then index
 
   ReportInput in;
   *in.sweep.mutable_spec()->mutable_base() = spec;

@@ -1,6 +1,6 @@
 // The fork-safety helpers of worker/train_device.h: SeedCpu draws the same CPU stream as
-// torch::manual_seed (which a fork-server must not call: it counts CUDA devices), and the rule
-// that decides whether the fork-server may run a backward pass follows LibTorch's device
+// torch::manual_seed (which a forkserver must not call: it counts CUDA devices), and the rule
+// that decides whether the forkserver may run a backward pass follows LibTorch's device
 // registry.
 #include "worker/train_device.h"
 
@@ -28,9 +28,9 @@ TEST(SeedCpuTest, DeviceSeedOnCpuIsSeedCpu) {
 }
 
 TEST(BackwardTouchesCudaTest, FalseWithoutCuda) {
-  // Debian's LibTorch has no CUDA: a backward pass cannot touch it, so the fork-server keeps its
+  // Debian's LibTorch has no CUDA: a backward pass cannot touch it, so the forkserver keeps its
   // full warm-up step. (On a GPU node, LibTorch registers the CUDA guard and the answer flips;
-  // the fork-server's CUDA workers ran there: docs/gpu-node.md.)
+  // the forkserver's CUDA workers ran there: docs/gpu-node.md.)
   ASSERT_FALSE(at::hasCUDA()) << "written for a LibTorch without CUDA";
   EXPECT_FALSE(BackwardTouchesCuda());
 }

@@ -37,7 +37,7 @@ struct WorkerEnv {
 class WorkerKind {
  public:
   virtual ~WorkerKind() = default;
-  // In the fork-server, once: build and exercise what every worker of this kind needs, so the
+  // In the forkserver, once: build and exercise what every worker of this kind needs, so the
   // workers it forks start warm.
   virtual void Warm() {}
   // In the leader, before any worker starts: load the data, create the kind's segments.

@@ -73,8 +73,8 @@ class SpawnLauncher : public WorkerLauncher {
   LaunchContext c_;
 };
 
-// The zygote forks the worker, which joins our process group; the zygote reports the worker's
-// exit to us, since it and not we is the parent.
+// The forkserver forks the worker, which joins our process group; the forkserver reports the
+// worker's exit to us, since it and not we is the parent.
 class ForkServerLauncher : public WorkerLauncher {
  public:
   explicit ForkServerLauncher(const LaunchContext& c) : c_(c) {}
@@ -101,10 +101,10 @@ class ForkServerLauncher : public WorkerLauncher {
 };
 
 Status ForkServerLauncher::Connect() {
-  // shoald restarts a dead zygote; give a fresh one a moment to listen.
+  // shoald restarts a dead forkserver; give a fresh one a moment to listen.
   Status last;
   for (int i = 0; i < 100; ++i) {
-    auto fd = ConnectPacket(c_.zygote_socket);
+    auto fd = ConnectPacket(c_.fork_server_socket);
     if (fd.ok()) {
       fd_ = *fd;
       return Status::Ok();
@@ -112,10 +112,10 @@ Status ForkServerLauncher::Connect() {
     last = fd.status();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return Unavailable("fork-server not reachable: " + last.message());
+  return Unavailable("forkserver not reachable: " + last.message());
 }
 
-// All requests go out before the first reply is read: the zygote forks while we wait. At most
+// All requests go out before the first reply is read: the forkserver forks while we wait. At most
 // kWindow requests are in flight, so neither side's socket buffer can fill up while the other is
 // blocked sending.
 Status ForkServerLauncher::StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
@@ -132,7 +132,7 @@ Status ForkServerLauncher::StartAll(uint32_t n, const std::function<void(uint32_
     ++answered;
     if (!pid.ok()) {
       // The requests already sent are forked all the same: take their replies (-1 where a fork
-      // failed), so that the caller knows and stops every worker there is. A silent fork-server
+      // failed), so that the caller knows and stops every worker there is. A silent forkserver
       // ends the wait.
       pids->push_back(-1);
       for (Status why = pid.status(); answered < sent && why.code() != Code::kUnavailable;) {
@@ -165,7 +165,7 @@ Status ForkServerLauncher::Receive(ipc::v1::ForkServerReply* reply) {
   return DecodePacket(msg, reply);
 }
 
-// Replies come in request order; exits of earlier workers may arrive in between. A fork-server
+// Replies come in request order; exits of earlier workers may arrive in between. A forkserver
 // that stops answering (stopped, wedged) fails the run after the stall timeout, as a worker
 // without a heartbeat does; the step timeout stands in when stall detection is off, and with
 // both off it is waited for.
@@ -176,7 +176,7 @@ StatusOr<pid_t> ForkServerLauncher::Reply() {
     pollfd p{fd_, POLLIN, 0};
     const int ready = ::poll(&p, 1, limit_ms > 0 ? int(limit_ms) : -1);
     if (ready == 0) {
-      return Unavailable("the fork-server did not answer a fork request within " +
+      return Unavailable("the forkserver did not answer a fork request within " +
                          std::to_string(limit_ms) + " ms (stopped or overloaded?)");
     }
     if (ready < 0 && errno != EINTR) return Internal(std::string("poll: ") + std::strerror(errno));
@@ -184,7 +184,7 @@ StatusOr<pid_t> ForkServerLauncher::Reply() {
     ipc::v1::ForkServerReply r;
     RETURN_IF_ERROR(Receive(&r));
     if (r.has_forked()) return pid_t(r.forked().pid());
-    if (r.has_error()) return Internal("fork-server: " + r.error().message());
+    if (r.has_error()) return Internal("forkserver: " + r.error().message());
     if (r.has_exited()) pending_.push_back({r.exited().pid(), r.exited().wait_status()});
   }
 }

@@ -1,5 +1,5 @@
 // How a leader starts its workers: fork (the child inherits the leader's prepared state), spawn
-// (a fresh shoal-worker attaches by segment name) or the fork-server (the zygote forks a warm
+// (a fresh shoal-worker attaches by segment name) or the forkserver (the forkserver forks a warm
 // child that attaches). Each reports its workers' exits as the kernel gave them to the reaper.
 #pragma once
 
@@ -24,7 +24,7 @@ class WorkerLauncher {
   virtual ~WorkerLauncher() = default;
   virtual StatusOr<pid_t> Start(uint32_t index) = 0;
   // Starts workers 0..n-1, calling `requested(i)` just before asking for worker i; pids[i] is
-  // worker i's. Stops at the first failure; a fork-server may already have been asked for later
+  // worker i's. Stops at the first failure; a forkserver may already have been asked for later
   // workers, whose pids follow (-1 for the failed one, and for any other that failed).
   virtual Status StartAll(uint32_t n, const std::function<void(uint32_t)>& requested,
                           std::vector<pid_t>* pids);
@@ -35,9 +35,9 @@ class WorkerLauncher {
 struct LaunchContext {
   v1::ExperimentSpec spec;
   std::string experiment_id;
-  std::string worker_bin;     // spawn
-  std::string zygote_socket;  // forkserver
-  int lifetime_read_fd = -1;  // handed to every worker
+  std::string worker_bin;          // spawn
+  std::string fork_server_socket;  // forkserver
+  int lifetime_read_fd = -1;       // handed to every worker
   int lifetime_write_fd = -1;
   int status_fd = -1;  // the leader's pipe to shoald, which forked workers must not hold
 };

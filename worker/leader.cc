@@ -118,11 +118,11 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   segment("scoreboard", board->size());
 
   // The lifetime pipe: workers watch the read end and leave when we are gone, whoever their
-  // parent is (a forkserver worker's parent is the zygote).
+  // parent is (a forkserver worker's parent is the forkserver).
   int lifetime[2];
   if (::pipe2(lifetime, O_CLOEXEC) != 0)
     return Fail(out, std::string("pipe: ") + std::strerror(errno));
-  LaunchContext lc{spec,        a.experiment_id, a.worker_bin, a.zygote_socket,
+  LaunchContext lc{spec,        a.experiment_id, a.worker_bin, a.fork_server_socket,
                    lifetime[0], lifetime[1],     a.status_fd};
   auto launcher = MakeLauncher(lc, [&](uint32_t i) {
     WorkerEnv w{spec, a.experiment_id, i, lifetime[0], board->header(), board->slot(i)};

@@ -1,5 +1,5 @@
 // The roles of shoal-worker: the leader of an experiment (the "main process" of
-// torch.multiprocessing), a spawned worker, and the fork-server (zygote).
+// torch.multiprocessing), a spawned worker, and the forkserver.
 #pragma once
 
 #include <sys/types.h>
@@ -15,10 +15,10 @@ namespace shoal {
 struct LeaderArgs {
   v1::ExperimentSpec spec;
   std::string experiment_id;
-  int status_fd = 3;          // length-delimited ipc::v1::LeaderEvent frames to shoald
-  pid_t parent = 0;           // shoald; we die with it
-  std::string worker_bin;     // for --start spawn
-  std::string zygote_socket;  // for --start forkserver
+  int status_fd = 3;               // length-delimited ipc::v1::LeaderEvent frames to shoald
+  pid_t parent = 0;                // shoald; we die with it
+  std::string worker_bin;          // for --start spawn
+  std::string fork_server_socket;  // for --start forkserver
 };
 
 // Prepares the kind, creates the scoreboard, starts and watches the workers, reports a result.
@@ -30,17 +30,18 @@ struct AttachedWorkerArgs {
   std::string experiment_id;
   uint32_t index = 0;
   int lifetime_fd = -1;
-  WorkerKind* kind = nullptr;  // a warm one (the zygote's); nullptr: make a fresh one
+  WorkerKind* kind = nullptr;  // a warm one (the forkserver's); nullptr: make a fresh one
 };
-// A worker that attaches to the experiment's segments by name (spawned, or forked by the zygote).
+// A worker that attaches to the experiment's segments by name (spawned, or forked by the
+// forkserver).
 int RunAttachedWorker(const AttachedWorkerArgs& args);
 
-struct ZygoteArgs {
+struct ForkServerArgs {
   std::string socket;  // where leaders ask for workers
   pid_t parent = 0;    // shoald
   size_t pool = 16;    // idle children kept forked ahead of demand
 };
-// The fork-server: loads and warms LibTorch and every kind once, then forks workers on request.
-int RunZygote(const ZygoteArgs& args);
+// The forkserver: loads and warms LibTorch and every kind once, then forks workers on request.
+int RunForkServer(const ForkServerArgs& args);
 
 }  // namespace shoal

@@ -33,35 +33,35 @@ void PrintVersion() {
 
 int main(int argc, char** argv) {
   CLI::App app{"shoal-worker: the training process of a Shoal experiment"};
-  std::string role, experiment, spec_json, worker_bin, zygote_socket, socket;
+  std::string role, experiment, spec_json, worker_bin, fork_server_socket, socket;
   int status_fd = 3, parent = 0, lifetime_fd = -1;
   uint32_t index = 0;
   bool version = false;
   app.add_flag("--version", version, "print the LibTorch version and exit");
-  app.add_option("--role", role, "leader | worker | zygote")
-      ->check(CLI::IsMember({"leader", "worker", "zygote"}));
+  app.add_option("--role", role, "leader | worker | forkserver")
+      ->check(CLI::IsMember({"leader", "worker", "forkserver"}));
   app.add_option("--experiment", experiment, "experiment id");
   app.add_option("--spec-json", spec_json, "the experiment spec (proto3 JSON)");
   app.add_option("--status-fd", status_fd, "leader: fd for length-delimited status messages");
   app.add_option("--parent", parent, "pid of the parent; we exit when it dies");
   app.add_option("--index", index, "worker: index");
   app.add_option("--worker-bin", worker_bin, "leader: shoal-worker to spawn");
-  app.add_option("--zygote-socket", zygote_socket, "leader: the fork-server's socket");
+  app.add_option("--forkserver-socket", fork_server_socket, "leader: the forkserver's socket");
   app.add_option("--lifetime-fd", lifetime_fd, "worker: read end of the leader's lifetime pipe");
-  app.add_option("--socket", socket, "zygote: socket to listen on");
+  app.add_option("--socket", socket, "forkserver: socket to listen on");
   size_t pool = 16;
-  app.add_option("--pool", pool, "zygote: idle children kept forked ahead of demand");
+  app.add_option("--pool", pool, "forkserver: idle children kept forked ahead of demand");
   CLI11_PARSE(app, argc, argv);
   if (version) {
     PrintVersion();
     return 0;
   }
-  if (role == "zygote") {
+  if (role == "forkserver") {
     if (socket.empty()) {
-      std::fprintf(stderr, "shoal-worker: --socket is required for the zygote\n");
+      std::fprintf(stderr, "shoal-worker: --socket is required for the forkserver\n");
       return 2;
     }
-    return shoal::RunZygote({socket, parent, pool});
+    return shoal::RunForkServer({socket, parent, pool});
   }
   if (role.empty() || experiment.empty() || spec_json.empty()) {
     std::fprintf(stderr, "shoal-worker: --role, --experiment and --spec-json are required\n");
@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (role == "leader") {
-    shoal::LeaderArgs a{*spec, experiment, status_fd, parent, worker_bin, zygote_socket};
+    shoal::LeaderArgs a{*spec, experiment, status_fd, parent, worker_bin, fork_server_socket};
     if (a.worker_bin.empty()) a.worker_bin = "/proc/self/exe";
     return shoal::RunLeader(a);
   }

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "shared/os/process.h"
-#include "worker/zygote_exits.h"
+#include "worker/fork_server_exits.h"
 
 namespace shoal {
 namespace {
@@ -66,8 +66,8 @@ bool WorkerSupervisor::CollectExits() {
   std::vector<WorkerLauncher::Exit> ended;
   Status polled = launcher_.Poll(&ended);
   if (!polled.ok()) {
-    // The fork-server went away; its workers die with it (PR_SET_PDEATHSIG).
-    StopAll("lost the fork-server: " + polled.message());
+    // The forkserver went away; its workers die with it (PR_SET_PDEATHSIG).
+    StopAll("lost the forkserver: " + polled.message());
     for (auto& [p, i] : live_) Signal(p, SIGKILL);
     return false;
   }
@@ -87,7 +87,7 @@ bool WorkerSupervisor::CollectExits() {
     hooks_.exited(e);
     if (!(WIFEXITED(x.status) && WEXITSTATUS(x.status) == 0)) {
       std::string why = SlotError(*board_.slot(e.index()));
-      if (why.empty() && spec_.start() == "forkserver") why = ZygoteChildWhy(x.status);
+      if (why.empty() && spec_.start() == "forkserver") why = ForkServerChildWhy(x.status);
       StopAll("worker " + std::to_string(e.index()) + " " + DescribeWaitStatus(x.status) +
               OomNote(x.status) + (why.empty() ? "" : ": " + why));
     }

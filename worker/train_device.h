@@ -16,7 +16,7 @@ namespace shoal {
 
 // Seeds LibTorch's CPU generator only. torch::manual_seed also seeds every CUDA generator, and to
 // count them asks the driver, which initialises CUDA in the process: a process that forks
-// workers afterwards (the fork-server, a fork leader) would hand them a CUDA they cannot use
+// workers afterwards (the forkserver, a fork leader) would hand them a CUDA they cannot use
 // ("CUDA error: initialization error").
 void SeedCpu(uint64_t seed);
 

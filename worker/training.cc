@@ -268,7 +268,7 @@ void WarmConvNetOnce() {
     auto y = torch::tensor({1, 2}, torch::kLong);
     opt.zero_grad();
     auto loss = torch::nll_loss(scratch->forward(x), y);
-    if (BackwardTouchesCuda()) {  // the fork-server must stay off CUDA: the step without backward
+    if (BackwardTouchesCuda()) {  // the forkserver must stay off CUDA: the step without backward
       for (auto& p : scratch->parameters()) p.mutable_grad() = torch::zeros_like(p);
     } else {
       loss.backward();

@@ -73,7 +73,7 @@ double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batc
                 const torch::Device& device = torch::kCPU, WorkerSlot* progress = nullptr);
 
 // Builds an mnist_convnet and takes one tiny step on it, once per process (later calls return at
-// once): pages in the kernels and allocator paths its training uses. The fork-server calls it
+// once): pages in the kernels and allocator paths its training uses. The forkserver calls it
 // from every kind that trains this network.
 void WarmConvNetOnce();
 

@@ -9,17 +9,17 @@
 
 namespace shoal {
 
-// The name of the series a sampled process belongs to: "leader", "zygote", "worker 3", and
-// "pool" for the fork-server's idle children, which are summed into one series.
+// The name of the series a sampled process belongs to: "leader", "forkserver", "worker 3", and
+// "pool" for the forkserver's idle children, which are summed into one series.
 std::string TimelineSeriesName(const v1::ProcessSample& p);
 
 // Columns: t_s, the total PSS, RSS and USS in MiB, then the PSS in MiB of each series in order of
 // first appearance (empty where the process was not sampled). format: "md" or "csv". Samples a
-// coordinator kept from its parts add a node column after t_s, and their series are named
+// federating daemon kept from its parts add a node column after t_s, and their series are named
 // "node N worker 0" etc.
 std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::string& format);
 
-// PSS (MiB) of each series and the total (dashed; one per node for a coordinated run's samples)
+// PSS (MiB) of each series and the total (dashed; one per node for a federated run's samples)
 // against seconds since the experiment (or the node's part) started.
 std::string RenderTimelineSvg(const std::string& title, const std::vector<v1::Sample>& samples);
 

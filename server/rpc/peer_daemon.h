@@ -1,5 +1,5 @@
-// The coordinator's gRPC client of other nodes' daemons: shoal's own client, over TCP with TLS
-// (or plaintext to a loopback daemon) and this daemon's peer token, with keepalive pings so a
+// The federating daemon's gRPC client of other nodes' daemons: shoal's own client, over TCP with
+// TLS (or plaintext to a loopback daemon) and this daemon's peer token, with keepalive pings so a
 // dead daemon or a cut link ends a watch within seconds.
 #pragma once
 

@@ -1,6 +1,6 @@
 // The one codec for messages between Shoal's processes (proto/shoal/ipc/v1/ipc.proto).
 // On a byte stream (the leader's status pipe) each message is a 4-byte little-endian length and
-// the serialized message; on SOCK_SEQPACKET (the fork-server) one message is one packet.
+// the serialized message; on SOCK_SEQPACKET (the forkserver) one message is one packet.
 #pragma once
 
 #include <google/protobuf/message_lite.h>

@@ -1,5 +1,5 @@
 // Message-at-a-time unix sockets (SOCK_SEQPACKET) that can carry file descriptors (SCM_RIGHTS):
-// how a leader asks the fork-server for workers and hands each one its lifetime pipe.
+// how a leader asks the forkserver for workers and hands each one its lifetime pipe.
 #pragma once
 
 #include <string>

@@ -2,6 +2,8 @@
 // know of it to validate, admit, summarise and print it. The worker's half (prepare, run a
 // worker) is worker/kind.h. The generic layers (spec, admission, run summary, report, `get`)
 // never name a kind: they call these hooks, each optional, as Triton's server calls a backend's.
+// The studies the kinds reproduce ("seed 000" to "seed 004" in comments and reports) are
+// defined once, in docs/studies.md.
 // Adding a kind: its folders shared/kinds/<kind>/ and worker/kinds/<kind>/, and one line in each
 // registry (shared/kinds/registry.cc, worker/kinds/registry.cc).
 #pragma once
@@ -13,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "shared/spec/admission.h"
 #include "shared/report/table.h"
+#include "shared/spec/admission.h"
 #include "shared/spec/spec.h"
 #include "shared/status.h"
 #include "shoal/ipc/v1/ipc.pb.h"

@@ -11,7 +11,7 @@ namespace shoal {
 
 struct ExperimentEstimate {
   uint64_t shm_bytes = 0;     // data + weights + scoreboard segments
-  uint64_t memory_bytes = 0;  // leader + workers (+ zygote), including the segments
+  uint64_t memory_bytes = 0;  // leader + workers (+ forkserver), including the segments
 };
 
 // Per worker: LibTorch and the model (~200 MB) plus the step's buffers, ~7 MB a sample for the

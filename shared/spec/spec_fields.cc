@@ -124,7 +124,7 @@ std::vector<SpecField> KindFields() {
        "data_parallel with nodes > 1: HOST:PORT where node 0's worker 0 hosts the c10d store",
        "none (with node_daemons: node 0's daemon host, port 29500)"},
       {"node_daemons", "node_daemons",
-       "data_parallel: HOST:PORT of each node's shoald, node 0 first; this daemon coordinates "
+       "data_parallel: HOST:PORT of each node's shoald, node 0 first; this daemon federates "
        "(submit only: refused in a sweep)",
        "none", false},
       {"layers", "layers", "pipeline: AmoebaNet-D's L (normal cells, a multiple of 3)", "18"},

@@ -1,4 +1,4 @@
-// Any bytes on the leader's status pipe, cut anywhere, and as fork-server packets: the decoders
+// Any bytes on the leader's status pipe, cut anywhere, and as forkserver packets: the decoders
 // never crash, and a stream that failed stays failed.
 #include <cstdlib>
 

@@ -62,7 +62,7 @@ StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text) {
   }
   if (out.size() < 2 || out.size() > 64) {
     return InvalidArgument("node_daemons: " + std::to_string(out.size()) +
-                           " daemon(s); a coordinated experiment spans 2..64 nodes");
+                           " daemon(s); a federated experiment spans 2..64 nodes");
   }
   return out;
 }

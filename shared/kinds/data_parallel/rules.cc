@@ -1,9 +1,9 @@
 // data_parallel (seed 002): k replicas of one network, each on its own batches, their gradients
 // averaged every step by an all-reduce through LibTorch's c10d (ProcessGroupGloo on the CPU).
+#include "shared/ipc/layout.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/data_parallel/figures.h"
 #include "shared/kinds/kind.h"
-#include "shared/ipc/layout.h"
 
 namespace shoal {
 namespace {
@@ -27,9 +27,9 @@ Status ValidateNodes(const v1::ExperimentSpec& s) {
   return Status::Ok();
 }
 
-// With node_daemons this daemon coordinates: nodes and master follow from the list, and each part
+// With node_daemons this daemon federates: nodes and master follow from the list, and each part
 // gets its own node_rank (one given here would be overwritten, so it is refused).
-Status ValidateCoordinated(const v1::ExperimentSpec& s) {
+Status ValidateFederated(const v1::ExperimentSpec& s) {
   if (!s.has_node_daemons()) return Status::Ok();
   ASSIGN_OR_RETURN(std::vector<std::string> daemons, ParseNodeDaemons(s.node_daemons()));
   if (s.nodes() != daemons.size()) {
@@ -38,13 +38,13 @@ Status ValidateCoordinated(const v1::ExperimentSpec& s) {
   }
   if (s.has_node_rank()) {
     return InvalidArgument(
-        "node_rank: the coordinator gives each node its rank (its place in node_daemons); "
+        "node_rank: the federating daemon gives each node its rank (its place in node_daemons); "
         "leave node_rank out with node_daemons");
   }
   return Status::Ok();
 }
 
-void CoordinatedDefaults(v1::ExperimentSpec* s) {
+void FederatedDefaults(v1::ExperimentSpec* s) {
   auto daemons = ParseNodeDaemons(s->node_daemons());
   if (!daemons.ok()) return;  // Validate says why
   if (!s->has_nodes()) s->set_nodes(uint32_t(daemons->size()));
@@ -56,7 +56,7 @@ void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
   if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
   if (!s->has_share()) s->set_share(false);         // replicas: never shared
   if (s->has_node_daemons()) {
-    CoordinatedDefaults(s);
+    FederatedDefaults(s);
   } else {
     if (!s->has_nodes()) s->set_nodes(1);
     if (!s->has_node_rank()) s->set_node_rank(0);
@@ -73,7 +73,7 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
   }
   if (s.scaling() != "weak" && s.scaling() != "strong")
     return InvalidArgument("scaling: '" + s.scaling() + "' is not one of weak, strong");
-  RETURN_IF_ERROR(ValidateCoordinated(s));
+  RETURN_IF_ERROR(ValidateFederated(s));
   RETURN_IF_ERROR(ValidateNodes(s));
   if (s.scaling() == "strong" && s.batch_size() % WorldSize(s) != 0) {
     return InvalidArgument("batch_size: strong scaling splits the step's " +

@@ -1,5 +1,5 @@
 // data_loading (seed 003: DataLoader workers, prefetch): worker 0 trains the network; workers
-// 1..L are loader processes, started like any worker (fork, spawn or the fork-server), which read
+// 1..L are loader processes, started like any worker (fork, spawn or the forkserver), which read
 // training samples from the data segment, augment them (random crop with padding, flip,
 // normalise) and write finished batches straight into a ring of slots in shared memory that the
 // trainer reads in place. With no loaders the trainer makes its batches itself.
@@ -81,7 +81,7 @@ class DataLoadingKind : public WorkerKind {
   std::vector<std::string> SegmentWhats() const override { return {"data", "ring"}; }
 
  private:
-  Status Attach(const WorkerEnv& env);  // a spawned or fork-server worker: open by name
+  Status Attach(const WorkerEnv& env);  // a spawned or forkserver worker: open by name
 
   ShmSegment data_, ring_;
 };

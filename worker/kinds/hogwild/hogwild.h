@@ -43,7 +43,7 @@ class HogwildKind : public WorkerKind {
   ShmSegment data_, weights_;
   WeightsHeader plan_{};
   ModelPtr model_;      // the leader's (fork) or this worker's
-  ModelPtr prototype_;  // built once in the fork-server: workers rebind it instead of building
+  ModelPtr prototype_;  // built once in the forkserver: workers rebind it instead of building
   uint64_t initial_checksum_ = 0;
   uint64_t model_step_bytes_ = 0;                             // a model file's probe step
   std::shared_ptr<TrainDevice> device_ = TrainDevice::Cpu();  // a worker's

@@ -75,7 +75,7 @@ void MultiModelKind::Warm() {
   at::set_num_threads(1);
   auto v = MakeMultiModelVariant("gconv1d", 2, 2);
   auto loss = torch::mse_loss(v.forward(torch::rand(v.x_shape)), torch::rand(v.y_shape));
-  if (!BackwardTouchesCuda()) loss.backward();  // see there: the fork-server stays off CUDA
+  if (!BackwardTouchesCuda()) loss.backward();  // see there: the forkserver stays off CUDA
 }
 
 namespace {

@@ -1,13 +1,13 @@
-// The fork-server (zygote). shoald starts it once; it loads LibTorch, touches the kernels and the
+// The forkserver. shoald starts it once; it loads LibTorch, touches the kernels and the
 // allocator paths the model needs with one tiny training step, and then forks workers on request.
 // It stays single-threaded (one intra-op thread, no pools started), so fork is safe, and every
 // worker starts with LibTorch already loaded and warm: a fork costs milliseconds where exec plus
 // loading LibTorch costs ~0.4 s.
 //
 // Protocol (SOCK_SEQPACKET, one message a packet, proto/shoal/ipc/v1/ipc.proto):
-//   leader -> zygote  ForkRequest, with the read end of the leader's lifetime pipe and the
+//   leader -> forkserver  ForkRequest, with the read end of the leader's lifetime pipe and the
 //                     leader's stderr attached (SCM_RIGHTS): the worker's stdout and stderr
-//   zygote -> leader  ForkServerReply: forked {index, pid} | error {message}, and
+//   forkserver -> leader  ForkServerReply: forked {index, pid} | error {message}, and
 //                     exited {pid, wait_status} when a worker ends
 #include <poll.h>
 #include <signal.h>
@@ -22,14 +22,14 @@
 #include <map>
 
 #include "shared/ipc/ipc_codec.h"
-#include "shared/kinds/kind.h"
 #include "shared/ipc/packet.h"
+#include "shared/kinds/kind.h"
 #include "shared/os/process.h"
 #include "shared/spec/spec.h"
 #include "shoal/ipc/v1/ipc.pb.h"
+#include "worker/fork_server_exits.h"
 #include "worker/leader.h"
 #include "worker/training.h"
-#include "worker/zygote_exits.h"
 
 namespace shoal {
 namespace {
@@ -57,13 +57,14 @@ struct Idle {
 };
 
 // In the forked child: become a worker of the leader's experiment.
-[[noreturn]] void BecomeWorker(const ForkRequest& req, int lifetime_fd, int output_fd, pid_t zygote,
+[[noreturn]] void BecomeWorker(const ForkRequest& req, int lifetime_fd, int output_fd,
+                               pid_t forkserver,
                                std::map<std::string, std::unique_ptr<WorkerKind>>& kinds) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  ::dup2(output_fd, STDOUT_FILENO);  // the experiment's captured output, not the zygote's
+  ::dup2(output_fd, STDOUT_FILENO);  // the experiment's captured output, not the forkserver's
   ::dup2(output_fd, STDERR_FILENO);
   ::close(output_fd);
-  if (::getppid() != zygote) _exit(kZygoteGone);
+  if (::getppid() != forkserver) _exit(kForkServerGone);
   if (::setpgid(0, req.pgid()) != 0) _exit(kNoProcessGroup);  // the experiment's group, for cancel
   auto it = kinds.find(req.spec().kind());
   if (it == kinds.end()) _exit(kBadRequest);
@@ -79,21 +80,21 @@ void ReplyError(int fd, const std::string& message) {
   Reply(fd, r);
 }
 
-// The fork-server's state and its event loop, one job per method.
-class Zygote {
+// The forkserver's state and its event loop, one job per method.
+class ForkServer {
  public:
-  explicit Zygote(const ZygoteArgs& a) : a_(a), self_(getpid()) {}
+  explicit ForkServer(const ForkServerArgs& a) : a_(a), self_(getpid()) {}
   int Run();
 
  private:
-  void ChildSetup();  // in a new child: drop every fd of the zygote's
+  void ChildSetup();  // in a new child: drop every fd of the forkserver's
   bool Prefork();     // false: the fork (or its socketpair) failed
   pid_t StartWorker(const std::string& msg, const ForkRequest& req, int lifetime, int output);
   void ReapChildren();
   void Serve(int client);
   void DropClient(int client);
 
-  const ZygoteArgs& a_;
+  const ForkServerArgs& a_;
   const pid_t self_;
   std::map<std::string, std::unique_ptr<WorkerKind>> kinds_;
   sigset_t chld_{};
@@ -104,7 +105,7 @@ class Zygote {
   bool prefork_failed_ = false;
 };
 
-void Zygote::ChildSetup() {
+void ForkServer::ChildSetup() {
   sigprocmask(SIG_UNBLOCK, &chld_, nullptr);
   ::close(sfd_);
   ::close(listen_fd_);
@@ -112,9 +113,9 @@ void Zygote::ChildSetup() {
   for (const Idle& i : pool_) ::close(i.fd);
 }
 
-// A fork costs ~5 ms here (the page tables of a process with LibTorch loaded), so the zygote forks
-// ahead of demand: a request is handed to a waiting child in microseconds.
-bool Zygote::Prefork() {
+// A fork costs ~5 ms here (the page tables of a process with LibTorch loaded), so the forkserver
+// forks ahead of demand: a request is handed to a waiting child in microseconds.
+bool ForkServer::Prefork() {
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return false;
   const pid_t pid = ::fork();
@@ -122,7 +123,7 @@ bool Zygote::Prefork() {
     ChildSetup();
     ::close(sp[0]);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != self_) _exit(kZygoteGone);
+    if (::getppid() != self_) _exit(kForkServerGone);
     std::string msg;
     std::vector<int> passed;
     if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 2) _exit(0);  // retired
@@ -141,8 +142,8 @@ bool Zygote::Prefork() {
 }
 
 // Hands the request to a waiting child, or forks one now; returns the worker's pid.
-pid_t Zygote::StartWorker(const std::string& msg, const ForkRequest& req, int lifetime,
-                          int output) {
+pid_t ForkServer::StartWorker(const std::string& msg, const ForkRequest& req, int lifetime,
+                              int output) {
   while (!pool_.empty()) {
     Idle idle = pool_.front();
     pool_.pop_front();
@@ -159,7 +160,7 @@ pid_t Zygote::StartWorker(const std::string& msg, const ForkRequest& req, int li
 }
 
 // Reaps ended children: an idle one is forgotten, a worker's exit goes to its leader.
-void Zygote::ReapChildren() {
+void ForkServer::ReapChildren() {
   signalfd_siginfo info;
   while (::read(sfd_, &info, sizeof info) == sizeof info) {
   }
@@ -182,7 +183,7 @@ void Zygote::ReapChildren() {
   }
 }
 
-void Zygote::DropClient(int c) {
+void ForkServer::DropClient(int c) {
   ::close(c);
   clients_.erase(std::find(clients_.begin(), clients_.end(), c));
   for (auto it = owner_.begin(); it != owner_.end();)
@@ -190,7 +191,7 @@ void Zygote::DropClient(int c) {
 }
 
 // One request from a leader.
-void Zygote::Serve(int c) {
+void ForkServer::Serve(int c) {
   std::string msg;
   std::vector<int> passed;
   if (!RecvPacket(c, &msg, &passed).ok()) {  // the leader is gone; its workers follow it
@@ -214,7 +215,7 @@ void Zygote::Serve(int c) {
   Reply(c, r);
 }
 
-int Zygote::Run() {
+int ForkServer::Run() {
   DieWithParent(a_.parent);
   kinds_ = WarmKinds();
   sigemptyset(&chld_);
@@ -223,7 +224,7 @@ int Zygote::Run() {
   sfd_ = ::signalfd(-1, &chld_, SFD_NONBLOCK | SFD_CLOEXEC);
   auto listen_fd = ListenPacket(a_.socket);
   if (sfd_ < 0 || !listen_fd.ok()) {
-    std::fprintf(stderr, "zygote: %s\n", listen_fd.status().message().c_str());
+    std::fprintf(stderr, "forkserver: %s\n", listen_fd.status().message().c_str());
     return 1;
   }
   listen_fd_ = *listen_fd;
@@ -252,6 +253,6 @@ int Zygote::Run() {
 
 }  // namespace
 
-int RunZygote(const ZygoteArgs& a) { return Zygote(a).Run(); }
+int RunForkServer(const ForkServerArgs& a) { return ForkServer(a).Run(); }
 
 }  // namespace shoal
