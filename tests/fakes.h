@@ -33,8 +33,10 @@ class FakeClock : public Clock {
 class FakeProcessControl : public ProcessControl {
  public:
   pid_t next_pid = 1000;
-  bool fail_spawn = false;
+  bool fail_spawn = false, fail_fork = false;
   std::vector<std::vector<std::string>> spawned;
+  std::vector<SpawnOptions> spawn_options;
+  std::vector<std::function<int()>> forked;          // each child's body, never run
   std::vector<std::pair<pid_t, int>> signals;        // (pid, sig)
   std::vector<std::pair<pid_t, int>> group_signals;  // (pgid, sig)
   std::set<pid_t> live_groups;
@@ -42,9 +44,15 @@ class FakeProcessControl : public ProcessControl {
   StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const SpawnOptions& o) override {
     if (fail_spawn) return Internal("posix_spawn: no such file");
     spawned.push_back(argv);
+    spawn_options.push_back(o);
     const pid_t pid = next_pid++;
     if (o.new_process_group) live_groups.insert(pid);
     return pid;
+  }
+  StatusOr<pid_t> Fork(const std::function<int()>& child) override {
+    if (fail_fork) return Internal("fork: Cannot allocate memory");
+    forked.push_back(child);
+    return next_pid++;
   }
   void Signal(pid_t pid, int sig) override { signals.push_back({pid, sig}); }
   void SignalGroup(pid_t pgid, int sig) override { group_signals.push_back({pgid, sig}); }

@@ -16,6 +16,7 @@
 #include "shared/ipc/packet.h"
 #include "shared/os/process.h"
 #include "shared/os/shm.h"
+#include "tests/fakes.h"
 #include "tests/testutil.h"
 #include "worker/fork_server_exits.h"
 #include "worker/launchers.h"
@@ -363,6 +364,99 @@ TEST(ForkServerLauncherTest, WorkersForkedAfterAFailedOneAreStillReported) {
       << st.message();
   EXPECT_EQ(pids, (std::vector<pid_t>{-1, 4242}));
   for (int f : {life[0], life[1], *lfd}) ::close(f);
+}
+
+// The fork and spawn launchers on fake OS seams: what each asks the OS for, how a start that
+// fails is reported, and that exits come from the one reaper.
+class LauncherTest : public ::testing::Test {
+ protected:
+  LaunchContext Context(const std::string& start) {
+    LaunchContext c;
+    c.spec.set_start(start);
+    c.experiment_id = "x7";
+    c.worker_bin = "/opt/shoal/shoal-worker";
+    c.lifetime_read_fd = 11;
+    c.lifetime_write_fd = 12;
+    c.status_fd = 3;
+    c.processes = &proc_;
+    c.children = &children_;
+    return c;
+  }
+  testing::FakeProcessControl proc_;
+  testing::FakeChildWaiter children_;
+};
+
+TEST_F(LauncherTest, ForkForksOneChildPerWorkerAndReapsThemThroughTheWaiter) {
+  auto launcher = MakeLauncher(Context("fork"), [](uint32_t i) { return int(i); });
+  ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+  std::vector<pid_t> pids;
+  std::vector<uint32_t> asked;
+  ASSERT_TRUE((*launcher)
+                  ->StartAll(
+                      2, [&](uint32_t i) { asked.push_back(i); }, &pids)
+                  .ok());
+  EXPECT_EQ(pids, (std::vector<pid_t>{1000, 1001}));
+  EXPECT_EQ(asked, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(proc_.forked.size(), 2u);
+  EXPECT_TRUE(proc_.spawned.empty());
+  children_.ended = {{1001, 9}, {1000, 0}};  // worker 1 killed by SIGKILL, worker 0 clean
+  std::vector<WorkerLauncher::Exit> exits;
+  ASSERT_TRUE((*launcher)->Poll(&exits).ok());
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].pid, 1001);
+  EXPECT_TRUE(WIFSIGNALED(exits[0].status) && WTERMSIG(exits[0].status) == SIGKILL);
+  EXPECT_EQ(exits[1].pid, 1000);
+  exits.clear();
+  ASSERT_TRUE((*launcher)->Poll(&exits).ok());
+  EXPECT_TRUE(exits.empty());  // nothing more ended
+}
+
+TEST_F(LauncherTest, SpawnStartsAFreshWorkerThatAttachesByNameWithTheLifetimePipeAsFd4) {
+  auto launcher = MakeLauncher(Context("spawn"), nullptr);
+  ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+  auto pid = (*launcher)->Start(1);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  ASSERT_EQ(proc_.spawned.size(), 1u);
+  const std::vector<std::string>& argv = proc_.spawned[0];
+  EXPECT_EQ(argv[0], "/opt/shoal/shoal-worker");
+  auto after = [&](const std::string& flag) {
+    auto it = std::find(argv.begin(), argv.end(), flag);
+    return it == argv.end() || it + 1 == argv.end() ? std::string("(absent)") : *(it + 1);
+  };
+  EXPECT_EQ(after("--role"), "worker");
+  EXPECT_EQ(after("--experiment"), "x7");
+  EXPECT_EQ(after("--index"), "1");
+  EXPECT_EQ(after("--lifetime-fd"), "4");
+  EXPECT_EQ(after("--parent"), std::to_string(getpid()));
+  EXPECT_EQ(proc_.spawn_options[0].dup_fds, (std::vector<std::pair<int, int>>{{11, 4}}));
+  EXPECT_FALSE(proc_.spawn_options[0].new_process_group);  // it stays in the leader's group
+  EXPECT_TRUE(proc_.forked.empty());
+}
+
+// A worker that never starts: the start stops at it, the workers before it are known (so the
+// leader stops them), and the OS's words reach the error.
+TEST_F(LauncherTest, AWorkerThatCannotStartStopsTheStartAndSaysWhy) {
+  for (const std::string start : {"fork", "spawn"}) {
+    testing::FakeProcessControl proc;
+    proc_ = proc;
+    auto launcher = MakeLauncher(Context(start), [](uint32_t) { return 0; });
+    ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+    std::vector<pid_t> pids;
+    uint32_t asked = 0;
+    ASSERT_TRUE((*launcher)
+                    ->StartAll(
+                        1, [&](uint32_t) { ++asked; }, &pids)
+                    .ok());
+    proc_.fail_fork = proc_.fail_spawn = true;
+    const Status st = (*launcher)->StartAll(
+        2, [&](uint32_t) { ++asked; }, &pids);
+    EXPECT_FALSE(st.ok()) << start;
+    EXPECT_NE(st.message().find(start == "fork" ? "fork: Cannot allocate" : "posix_spawn"),
+              std::string::npos)
+        << st.message();
+    EXPECT_EQ(pids, (std::vector<pid_t>{1000}));  // the first start's worker only
+    EXPECT_EQ(asked, 2u);                         // it stopped at the first failure
+  }
 }
 
 }  // namespace

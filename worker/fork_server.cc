@@ -118,26 +118,25 @@ void ForkServer::ChildSetup() {
 bool ForkServer::Prefork() {
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) != 0) return false;
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  auto pid = a_.processes->Fork([&]() -> int {
     ChildSetup();
     ::close(sp[0]);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != self_) _exit(kForkServerGone);
+    if (::getppid() != self_) return kForkServerGone;
     std::string msg;
     std::vector<int> passed;
-    if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 2) _exit(0);  // retired
+    if (!RecvPacket(sp[1], &msg, &passed).ok() || passed.size() != 2) return 0;  // retired
     ::close(sp[1]);
     ForkRequest req;
-    if (!DecodePacket(msg, &req).ok()) _exit(kBadRequest);
+    if (!DecodePacket(msg, &req).ok()) return kBadRequest;
     BecomeWorker(req, passed[0], passed[1], self_, kinds_);
-  }
+  });
   ::close(sp[1]);
-  if (pid < 0) {
+  if (!pid.ok()) {
     ::close(sp[0]);
     return false;
   }
-  pool_.push_back({pid, sp[0]});
+  pool_.push_back({*pid, sp[0]});
   return true;
 }
 
@@ -151,12 +150,11 @@ pid_t ForkServer::StartWorker(const std::string& msg, const ForkRequest& req, in
     ::close(idle.fd);
     if (sent) return idle.pid;  // (a dead idle child fails the send: try the next)
   }
-  const pid_t pid = ::fork();
-  if (pid == 0) {
+  auto pid = a_.processes->Fork([&]() -> int {
     ChildSetup();
     BecomeWorker(req, lifetime, output, self_, kinds_);
-  }
-  return pid;
+  });
+  return pid.ok() ? *pid : -1;
 }
 
 // Reaps ended children: an idle one is forgotten, a worker's exit goes to its leader.
@@ -166,7 +164,7 @@ void ForkServer::ReapChildren() {
   }
   int st;
   pid_t pid;
-  while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) {
+  while (a_.children->ReapOne(&pid, &st)) {
     auto idle =
         std::find_if(pool_.begin(), pool_.end(), [&](const Idle& i) { return i.pid == pid; });
     if (idle != pool_.end()) {

@@ -19,10 +19,10 @@
 namespace shoal {
 namespace {
 
-Status ReapChildren(std::vector<WorkerLauncher::Exit>* exits) {
+Status ReapChildren(ChildWaiter& children, std::vector<WorkerLauncher::Exit>* exits) {
   int st = 0;
   pid_t pid;
-  while ((pid = ::waitpid(-1, &st, WNOHANG)) > 0) exits->push_back({pid, st});
+  while (children.ReapOne(&pid, &st)) exits->push_back({pid, st});
   return Status::Ok();
 }
 
@@ -32,9 +32,7 @@ class ForkLauncher : public WorkerLauncher {
       : c_(c), body_(std::move(body)) {}
   StatusOr<pid_t> Start(uint32_t index) override {
     const pid_t leader = getpid();
-    pid_t pid = ::fork();
-    if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
-    if (pid == 0) {
+    return c_.processes->Fork([this, index, leader] {
       // The leader's cleanup handler is not the worker's: a SIGINT sent to one worker would
       // have removed the segments and killed the whole group, the leader with it, unexplained.
       for (int sig : {SIGTERM, SIGHUP, SIGINT}) ::signal(sig, SIG_DFL);
@@ -47,11 +45,10 @@ class ForkLauncher : public WorkerLauncher {
       } catch (const std::exception& e) {
         std::fprintf(stderr, "worker %u: %s\n", index, e.what());
       }
-      _exit(rc);
-    }
-    return pid;
+      return rc;
+    });
   }
-  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(exits); }
+  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(*c_.children, exits); }
 
  private:
   LaunchContext c_;
@@ -62,12 +59,13 @@ class SpawnLauncher : public WorkerLauncher {
  public:
   explicit SpawnLauncher(const LaunchContext& c) : c_(c) {}
   StatusOr<pid_t> Start(uint32_t index) override {
-    return SpawnProcess({c_.worker_bin, "--role", "worker", "--experiment", c_.experiment_id,
-                         "--index", std::to_string(index), "--spec-json", SpecToJson(c_.spec),
-                         "--parent", std::to_string(getpid()), "--lifetime-fd", "4"},
-                        {{{c_.lifetime_read_fd, 4}}, false});
+    return c_.processes->Spawn(
+        {c_.worker_bin, "--role", "worker", "--experiment", c_.experiment_id, "--index",
+         std::to_string(index), "--spec-json", SpecToJson(c_.spec), "--parent",
+         std::to_string(getpid()), "--lifetime-fd", "4"},
+        {{{c_.lifetime_read_fd, 4}}, false});
   }
-  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(exits); }
+  Status Poll(std::vector<Exit>* exits) override { return ReapChildren(*c_.children, exits); }
 
  private:
   LaunchContext c_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/os/os_seams.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -40,6 +41,8 @@ struct LaunchContext {
   int lifetime_read_fd = -1;       // handed to every worker
   int lifetime_write_fd = -1;
   int status_fd = -1;  // the leader's pipe to shoald, which forked workers must not hold
+  ProcessControl* processes = &RealProcesses();  // fork and spawn go through it
+  ChildWaiter* children = &RealChildren();       // fork and spawn workers are reaped by it
 };
 
 // `forked_body(index)` runs in a forked child and returns its exit code (fork only).

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "shared/os/os_seams.h"
 #include "shoal/v1/shoal.pb.h"
 #include "worker/kind.h"
 
@@ -37,9 +38,11 @@ struct AttachedWorkerArgs {
 int RunAttachedWorker(const AttachedWorkerArgs& args);
 
 struct ForkServerArgs {
-  std::string socket;  // where leaders ask for workers
-  pid_t parent = 0;    // shoald
-  size_t pool = 16;    // idle children kept forked ahead of demand
+  std::string socket;                            // where leaders ask for workers
+  pid_t parent = 0;                              // shoald
+  size_t pool = 16;                              // idle children kept forked ahead of demand
+  ProcessControl* processes = &RealProcesses();  // its forks
+  ChildWaiter* children = &RealChildren();       // its reaping
 };
 // The forkserver: loads and warms LibTorch and every kind once, then forks workers on request.
 int RunForkServer(const ForkServerArgs& args);

@@ -2,6 +2,10 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "shared/os/shm.h"
 
@@ -10,6 +14,23 @@ namespace shoal {
 StatusOr<pid_t> RealProcessControl::Spawn(const std::vector<std::string>& argv,
                                           const SpawnOptions& o) {
   return SpawnProcess(argv, o);
+}
+
+StatusOr<pid_t> RealProcessControl::Fork(const std::function<int()>& child) {
+  const pid_t pid = ::fork();
+  if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) _exit(child());
+  return pid;
+}
+
+ProcessControl& RealProcesses() {
+  static RealProcessControl real;
+  return real;
+}
+
+ChildWaiter& RealChildren() {
+  static RealChildWaiter real;
+  return real;
 }
 
 void RealProcessControl::Signal(pid_t pid, int sig) {

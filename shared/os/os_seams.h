@@ -1,10 +1,13 @@
-// Interfaces in front of the OS calls the daemon's core makes, so its state machines can be
-// unit-tested on fakes (tests/fakes.h) while the end-to-end tests use the real ones below.
+// Interfaces in front of the OS calls that start and reap processes, for shoald's core and for
+// shoal-worker's leader and forkserver, so their logic can be unit-tested on fakes (tests/fakes.h)
+// while the end-to-end tests use the real ones below. RealChildWaiter holds the tree's only
+// waitpid(-1), RealProcessControl its only fork.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,18 +23,20 @@ class Clock {
   virtual uint64_t RealtimeNs() = 0;
 };
 
-// Starts processes (posix_spawn, argv only) and signals them.
+// Starts processes (posix_spawn, argv only; or fork) and signals them.
 class ProcessControl {
  public:
   virtual ~ProcessControl() = default;
   virtual StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const SpawnOptions& o) = 0;
+  // A child that runs `child` and _exits with what it returns (it may also never return).
+  virtual StatusOr<pid_t> Fork(const std::function<int()>& child) = 0;
   virtual void Signal(pid_t pid, int sig) = 0;
   virtual void SignalGroup(pid_t pgid, int sig) = 0;
   // True while any process of the group exists (zombies included: they are not yet reaped).
   virtual bool GroupExists(pid_t pgid) = 0;
 };
 
-// Reaps children: the one place shoald calls waitpid(-1).
+// Reaps children: the one place a process of Shoal calls waitpid(-1).
 class ChildWaiter {
  public:
   virtual ~ChildWaiter() = default;
@@ -57,6 +62,7 @@ class RealClock : public Clock {
 class RealProcessControl : public ProcessControl {
  public:
   StatusOr<pid_t> Spawn(const std::vector<std::string>& argv, const SpawnOptions& o) override;
+  StatusOr<pid_t> Fork(const std::function<int()>& child) override;
   void Signal(pid_t pid, int sig) override;
   void SignalGroup(pid_t pgid, int sig) override;
   bool GroupExists(pid_t pgid) override;
@@ -66,6 +72,10 @@ class RealChildWaiter : public ChildWaiter {
  public:
   bool ReapOne(pid_t* pid, int* status) override;
 };
+
+// The process's one instance of each (stateless).
+ProcessControl& RealProcesses();
+ChildWaiter& RealChildren();
 
 class RealSegmentJanitor : public SegmentJanitor {
  public:
