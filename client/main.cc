@@ -7,12 +7,13 @@
 #include <cstdlib>
 #include <optional>
 
+#include "client/app.h"
 #include "client/commands.h"
 #include "client/shoal_client.h"
-#include "shared/spec/cli_checks.h"
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/procfs.h"
+#include "shared/spec/cli_checks.h"
 
 namespace {
 
@@ -61,46 +62,19 @@ shoal::Status Prepare(shoal::cli::Endpoint* e, const std::string& token_file,
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"shoal: submit, watch and inspect Shoal experiments"};
-  app.require_subcommand(1);
-  // The connection flags are the app's, but users type them where they type the rest
-  // (`shoal node --socket S`): subcommands made after this hand the app's options back to it.
-  app.fallthrough();
-  std::string socket = shoal::DefaultSocketPath();
-  app.add_option("--socket", socket,
-                 "shoald's unix socket (env SHOAL_SOCKET, else $XDG_RUNTIME_DIR/shoal.sock, else "
-                 "~/.local/state/shoal/shoal.sock)")
-      ->capture_default_str()
-      ->check(shoal::NonEmpty());
-  std::optional<uid_t> owner;
-  app.add_option(
-         "--socket-owner", owner,
-         "a uid besides yours and root's trusted to own the socket (a shared daemon's user)")
-      ->check(shoal::WholeNumber());
-  shoal::cli::Endpoint endpoint;
-  std::string token_file;
-  app.add_option("--target", endpoint.target, "shoald over TCP, HOST:PORT (instead of the socket)");
-  app.add_option("--tls-ca", endpoint.tls_ca, "PEM CA that signed the daemon's certificate");
-  app.add_option("--tls-cert", endpoint.tls_cert, "PEM client certificate (mTLS)");
-  app.add_option("--tls-key", endpoint.tls_key, "PEM client key (mTLS)");
-  app.add_option("--token-file", token_file, "a file holding the bearer token for --target");
-  app.add_flag("--insecure", endpoint.insecure, "plaintext TCP (a loopback daemon started so)");
-  std::vector<shoal::cli::Command> commands;
-  shoal::cli::AddNodeCommands(app, &commands);
-  shoal::cli::AddExperimentCommands(app, &commands);
-  shoal::cli::AddSweepCommands(app, &commands);
-  shoal::cli::AddRecordCommands(app, &commands);
+  std::unique_ptr<shoal::cli::Cli> cli = shoal::cli::BuildCli();
+  CLI::App& app = cli->app;
   CLI11_PARSE(app, argc, argv);
-  endpoint.socket = socket;
-  auto parsed = std::find_if(commands.begin(), commands.end(),
+  cli->endpoint.socket = cli->socket.empty() ? shoal::DefaultSocketPath() : cli->socket;
+  auto parsed = std::find_if(cli->commands.begin(), cli->commands.end(),
                              [](const shoal::cli::Command& c) { return c.app->parsed(); });
-  if (parsed == commands.end()) return 2;
+  if (parsed == cli->commands.end()) return 2;
   if (parsed->needs_daemon()) {
-    if (shoal::Status st = Prepare(&endpoint, token_file, owner, app); !st.ok()) {
+    if (shoal::Status st = Prepare(&cli->endpoint, cli->token_file, cli->owner, app); !st.ok()) {
       std::fprintf(stderr, "shoal: %s\n", st.message().c_str());
       return 1;
     }
   }
-  shoal::cli::ShoalClient client(endpoint);  // connects at its first call, if any
+  shoal::cli::ShoalClient client(cli->endpoint);  // connects at its first call, if any
   return parsed->run(client);
 }

@@ -297,7 +297,7 @@ TEST(SpecTest, MultiModelDefaultsAndForeignFields) {
 // The CLI reference's option table quotes the field table: a default changed in one place shows
 // here.
 TEST(SpecTest, TheCliReferenceQuotesEveryFieldAndItsDefault) {
-  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/docs/cli.md");
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/docs/cli-reference.md");
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();
@@ -307,7 +307,7 @@ TEST(SpecTest, TheCliReferenceQuotesEveryFieldAndItsDefault) {
     for (auto& c : flag)
       if (c == '_') c = '-';
     const std::string row = "| `" + flag + "` | " + f.fallback + " |";
-    EXPECT_NE(readme.find(row), std::string::npos) << "docs/cli.md lacks: " << row;
+    EXPECT_NE(readme.find(row), std::string::npos) << "docs/cli-reference.md lacks: " << row;
   }
 }
 

@@ -3,6 +3,7 @@
 // Values travel as text and are parsed here, strictly, by the field's protobuf type.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct SpecField {
   std::string fallback;  // what an unset field becomes, in words ("64", "per optimizer")
   bool axis = true;      // may be swept (name, force are labels and switches, not parameters)
 };
+
+// Each field's reference text by name (what, allowed values, ranges, what is refused), longer
+// than its --help line: docs/cli-reference.md's table (shared/spec/spec_reference.cc).
+const std::map<std::string, std::string>& SpecFieldReference();
 
 // Every settable field, in the order the grid expands them (see ExpandGrid).
 const std::vector<SpecField>& SpecFields();
