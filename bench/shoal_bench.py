@@ -20,7 +20,7 @@ def run_json(cmd):
 
 
 @contextlib.contextmanager
-def daemon(bin_dir, settle_s=0.0):
+def daemon(bin_dir, settle_s=0.0, extra=()):
     """A shoald on a temporary socket and state dir; yields a function that runs the CLI on it
     (with .socket, the socket's path, and .pid, the daemon's). A SIGTERM to the benchmark ends
     it through the cleanup below (Python's default would leave the daemon and its workers)."""
@@ -28,7 +28,7 @@ def daemon(bin_dir, settle_s=0.0):
     tmp = tempfile.mkdtemp(prefix="shoal-bench.")
     sock = os.path.join(tmp, "s.sock")
     proc = subprocess.Popen([os.path.join(bin_dir, "shoald"), "--socket", sock, "--state-dir",
-                             os.path.join(tmp, "state"), "--log-level", "warn"])
+                             os.path.join(tmp, "state"), "--log-level", "warn", *extra])
     try:
         for _ in range(100):
             if os.path.exists(sock):

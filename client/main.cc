@@ -9,6 +9,7 @@
 
 #include "client/app.h"
 #include "client/commands.h"
+#include "client/spec_flags.h"
 #include "client/shoal_client.h"
 #include "shared/endpoint.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
@@ -64,7 +65,19 @@ shoal::Status Prepare(shoal::cli::Endpoint* e, const std::string& token_file,
 int main(int argc, char** argv) {
   std::unique_ptr<shoal::cli::Cli> cli = shoal::cli::BuildCli();
   CLI::App& app = cli->app;
+  // Everything after the first `--` is kind command's program, as typed.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    shoal::cli::ProgramArgs().assign(argv + i + 1, argv + argc);
+    argc = i;
+    break;
+  }
   CLI11_PARSE(app, argc, argv);
+  if (!shoal::cli::ProgramArgs().empty() && !app.got_subcommand("submit") &&
+      !app.got_subcommand("sweep")) {
+    std::fprintf(stderr, "shoal: only submit and sweep take a program after --\n");
+    return 2;
+  }
   cli->endpoint.socket = cli->socket.empty() ? shoal::DefaultSocketPath() : cli->socket;
   auto parsed = std::find_if(cli->commands.begin(), cli->commands.end(),
                              [](const shoal::cli::Command& c) { return c.app->parsed(); });

@@ -22,6 +22,29 @@ void SpecFlags::Add(CLI::App* cmd, bool lists) {
     // CLI11 reads "[a,b]" as a list, unwrapping a typed name or path.
     options_[f.name] = cmd->add_option(flag, values_[f.name], help)->allow_extra_args(false);
   }
+  AddProgramOptions(cmd);
+}
+
+// Kind command's program: outside the field table (a list of arguments, not one value).
+void SpecFlags::AddProgramOptions(CLI::App* cmd) {
+  cmd->add_option("--env", env_,
+                  "kind command: NAME=value added to each worker's environment (repeatable; the "
+                  "same at every point of a sweep)")
+      ->allow_extra_args(false);
+  cwd_opt_ = cmd->add_option("--cwd", cwd_,
+                             "kind command: the workers' working directory (the program and its "
+                             "arguments follow --, run as typed, no shell)");
+}
+
+std::vector<std::string>& ProgramArgs() {
+  static std::vector<std::string> args;
+  return args;
+}
+
+void SpecFlags::SetProgram(v1::ExperimentSpec* spec) const {
+  for (const auto& a : ProgramArgs()) spec->add_command(a);
+  for (const auto& e : env_) spec->add_env(e);
+  if (cwd_opt_ != nullptr && cwd_opt_->count() > 0) spec->set_cwd(cwd_);
 }
 
 std::vector<SpecFlags::Given> SpecFlags::GivenFields() const {
@@ -52,6 +75,7 @@ StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
   }
   // --force=no is typed too: it means no (CLI11 counts it as given).
   if (force_opt_ != nullptr && force_opt_->count() > 0) spec.set_force(force_);
+  SetProgram(&spec);
   return spec;
 }
 
@@ -93,6 +117,7 @@ StatusOr<v1::SweepSpec> SpecFlags::Sweep() const {
     for (const auto& v : values) a->add_values(v);
   }
   if (force_opt_ != nullptr && force_opt_->count() > 0) sweep.mutable_base()->set_force(force_);
+  SetProgram(sweep.mutable_base());
   sweep.set_name(sweep.base().name());
   return sweep;
 }

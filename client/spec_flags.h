@@ -18,6 +18,10 @@ namespace shoal::cli {
 // two values); an empty piece ("1,,2", "1,") is refused, not dropped.
 StatusOr<std::vector<std::string>> SplitList(const std::string& field, const std::string& text);
 
+// What followed `--` on the command line (kind command's program and its arguments): main takes
+// it off before CLI11 parses the rest, so a stray argument elsewhere is still refused.
+std::vector<std::string>& ProgramArgs();
+
 class SpecFlags {
  public:
   // `lists`: each option takes a comma-separated list (sweep); otherwise one value (submit).
@@ -33,11 +37,16 @@ class SpecFlags {
     std::vector<std::string> values;
   };
   std::vector<Given> GivenFields() const;
+  void AddProgramOptions(CLI::App* cmd);
+  void SetProgram(v1::ExperimentSpec* spec) const;
 
   std::map<std::string, std::vector<std::string>> values_;
   std::map<std::string, CLI::Option*> options_;
   bool force_ = false;
   CLI::Option* force_opt_ = nullptr;
+  std::vector<std::string> env_;  // kind command's extra environment
+  std::string cwd_;
+  CLI::Option* cwd_opt_ = nullptr;
 };
 
 }  // namespace shoal::cli

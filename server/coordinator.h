@@ -44,6 +44,8 @@ struct CoordinatorOptions {
   // was last uploaded: a file uploaded for a submit still on its way stays.
   uint32_t upload_grace_s = 3600;
   uint32_t fork_server_pool = 16;
+  // Kind command (a caller's own program, run as shoald's user) is refused unless this is set.
+  bool allow_commands = false;
   size_t max_queued = ExperimentQueue::kDefaultMaxQueued;  // experiments waiting at once
   // How this daemon reaches other nodes' daemons to federate an experiment across them (spec
   // node_daemons); null: it federates none (shoald without --peer-token-file).
@@ -74,6 +76,7 @@ class Coordinator : public ExperimentService {
   void Shutdown();
 
   StatusOr<std::string> Submit(v1::ExperimentSpec spec, const std::string& submitter) override;
+  bool AllowsCommands() const override { return opts_.allow_commands; }
   StatusOr<v1::Experiment> Get(const std::string& id) override;
   StatusOr<Page<v1::Experiment>> List(const PageRequest& page,
                                       const ExperimentFilter& filter) override;

@@ -333,8 +333,45 @@ void ExperimentRunner::TrackForkServerPool() {
   }
 }
 
+// A worker's own children (a DataLoader's worker processes, a program's helpers), and theirs,
+// are the experiment's too: sampled with it and listed as "child" with the index of the worker
+// they descend from. Found through each process's main thread's children (procfs).
+void ExperimentRunner::TrackDescendants() {
+  constexpr size_t kMaxDescendants = 1024;
+  std::vector<std::pair<pid_t, int>> frontier;
+  for (const auto& [pid, p] : facts_.procs)
+    if (p.alive() && (p.role() == "worker" || p.role() == "child"))
+      frontier.push_back({pid, p.index()});
+  std::set<pid_t> seen;
+  while (!frontier.empty() && seen.size() < kMaxDescendants) {
+    const auto [parent, index] = frontier.back();
+    frontier.pop_back();
+    const std::string file = "task/" + std::to_string(parent) + "/children";
+    auto text = env_.procfs->Read(parent, file.c_str());
+    if (!text.ok()) continue;
+    std::istringstream in(*text);
+    for (pid_t pid; in >> pid;) {
+      if (pool_.count(pid) || !seen.insert(pid).second) continue;
+      auto known = facts_.procs.find(pid);
+      if (known == facts_.procs.end()) {
+        facts_.procs[pid] = NewProcess(pid, "child", index);
+        sampler_->Track(pid, "child", index);
+      } else if (known->second.role() != "child") {
+        continue;  // a worker (the forkserver's child, say): it is tracked as one
+      }
+      frontier.push_back({pid, index});
+    }
+  }
+  for (auto& [pid, p] : facts_.procs) {  // gone: not ours to reap, its exit is unknown
+    if (p.role() != "child" || !p.alive() || seen.count(pid)) continue;
+    p.set_alive(false);
+    sampler_->Untrack(pid);
+  }
+}
+
 void ExperimentRunner::Tick(uint64_t now) {
   TrackForkServerPool();
+  TrackDescendants();
   v1::Sample s;
   sampler_->Tick(now, &s);
   gpu_->Tick(now, AnyTraining(), &s);

@@ -97,6 +97,7 @@ class ExperimentRunner {
   void OnLeaderExit(int status);
   void Tick(uint64_t now);
   void TrackForkServerPool();
+  void TrackDescendants();
   void StartClocks();
   void OpenLog(std::vector<std::pair<int, int>>* fd_map);
   bool AnyTraining() const;

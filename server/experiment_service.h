@@ -41,6 +41,8 @@ class ExperimentService {
   virtual ~ExperimentService() = default;
   // `submitter`: who asked (recorded on the experiment; see server/rpc/access.h).
   virtual StatusOr<std::string> Submit(v1::ExperimentSpec spec, const std::string& submitter) = 0;
+  // Whether this daemon runs programs of its callers' (kind command; shoald --allow-commands).
+  virtual bool AllowsCommands() const { return false; }
   virtual StatusOr<v1::Experiment> Get(const std::string& id) = 0;
   virtual StatusOr<Page<v1::Experiment>> List(const PageRequest& page,
                                               const ExperimentFilter& filter) = 0;

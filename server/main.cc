@@ -153,6 +153,9 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(shoal::WholeNumber())
       ->check(CLI::Range(0, 1024));
+  app.add_flag("--allow-commands", opts.allow_commands,
+               "run kind command (a caller's own program, as this daemon's user) for this uid, "
+               "root and tokens marked 'commands'");
   app.add_option("--data-root", opts.limits.data_roots,
                  "a directory datasets must lie under (repeatable; default /usr/share/datasets and "
                  "STATE_DIR/data)")

@@ -206,7 +206,9 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     FillEpochs(*ws, phases_timed, r);
     ExcludeEvaluations(r);
     if (const KindRules* kind = FindKind(f.spec.kind()); kind && kind->summarize)
-      kind->summarize({f.spec, *ws, f.sampler.peak_pss, f.sampler.peak_gpu}, r);
+      kind->summarize(
+          {f.spec, *ws, f.sampler.peak_pss, f.sampler.peak_gpu, f.result ? &*f.result : nullptr},
+          r);
     for (const auto& w : *ws) {
       hwm += w.vmhwm_bytes();
       hwm_known = hwm_known && w.vmhwm_bytes() > 0;

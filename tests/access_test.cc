@@ -69,6 +69,27 @@ TEST(AccessPolicyTest, OnlyTheSubmitterOrAnAdminMayChangeARecord) {
   EXPECT_FALSE(MayModify(alice, "", "experiment x0").ok());  // recorded before submitters were
 }
 
+// Kind command runs the caller's program as shoald's user: only shoald's uid, root and tokens
+// marked `commands`, and only on a daemon started with --allow-commands.
+TEST(AccessPolicyTest, OnlyTrustedCallersOfAWillingDaemonRunCommands) {
+  AccessPolicy p{kMe, 50};
+  const Caller me = AdmitUnixPeer(p, {kMe, kMe, {}}).value();
+  const Caller member = AdmitUnixPeer(p, {kOther, kOther, {50}}).value();
+  EXPECT_TRUE(me.may_run_code);
+  EXPECT_TRUE(AdmitUnixPeer(p, {0, 0, {}})->may_run_code);
+  EXPECT_FALSE(member.may_run_code);
+  EXPECT_TRUE(MayRunKinds(me, true, {"command"}).ok());
+  EXPECT_TRUE(MayRunKinds(member, false, {"hogwild", "pipeline"}).ok());  // no program of theirs
+  const Status group = MayRunKinds(member, true, {"hogwild", "command"});
+  EXPECT_EQ(group.code(), Code::kPermissionDenied);
+  EXPECT_EQ(group.message(),
+            "kind command: uid 1001 may not run programs as shoald's user (its own uid, root, or "
+            "a token marked 'commands' in the token file may)");
+  const Status off = MayRunKinds(me, false, {"command"});
+  EXPECT_EQ(off.code(), Code::kPermissionDenied);
+  EXPECT_NE(off.message().find("started without --allow-commands"), std::string::npos);
+}
+
 TEST(PeerTableTest, FindsTheConnectionByGrpcsPeerName) {
   PeerTable t;
   t.Set(7, {kOther, kOther, {}});
@@ -97,8 +118,15 @@ TEST(TokenTableTest, NamesTokensAndAdminsAndRefusesShortOnes) {
   EXPECT_FALSE(t->Find("0123456789abcdef012").has_value());  // a prefix is not the token
   EXPECT_FALSE(t->Find("").has_value());
   EXPECT_EQ(TokenTable::Parse("bob short\n", "f").status().message(),
-            "f line 1: want NAME TOKEN [admin], a token of 16 characters or more");
+            "f line 1: want NAME TOKEN [admin] [commands], a token of 16 characters or more");
   EXPECT_FALSE(TokenTable::Parse("bob 0123456789abcdef0123 root\n", "f").ok());
+  EXPECT_FALSE(TokenTable::Parse("bob 0123456789abcdef0123 admin admin\n", "f").ok());
+  const auto marked =
+      TokenTable::Parse("ci 0123456789abcdef0123 commands\nops fedcba9876543210fedc admin\n", "f");
+  ASSERT_TRUE(marked.ok()) << marked.status().message();
+  EXPECT_TRUE(marked->Find("0123456789abcdef0123")->may_run_code);
+  EXPECT_FALSE(marked->Find("0123456789abcdef0123")->admin);
+  EXPECT_FALSE(marked->Find("fedcba9876543210fedc")->may_run_code);  // admin is not code
   EXPECT_FALSE(TokenTable::Parse("# nothing\n", "f").ok());
 }
 

@@ -18,6 +18,10 @@
 
 namespace shoal {
 
+class Scoreboard;
+class WorkerLauncher;
+struct LaunchContext;
+
 struct LeaderEnv {
   const v1::ExperimentSpec& spec;
   std::string experiment_id;
@@ -47,6 +51,10 @@ class WorkerKind {
   virtual int RunWorker(WorkerEnv& env, bool forked_from_leader) = 0;
   // In the leader, after every worker has ended: the kind's part of the result.
   virtual void Finish(ipc::v1::LeaderResult* /*result*/) {}
+  // In the leader: a launcher of its own (kind command spawns the user's program); nullptr: the
+  // start method's.
+  virtual StatusOr<std::unique_ptr<WorkerLauncher>> Launcher(const LaunchContext& c,
+                                                             Scoreboard& board);
   // Segment names ("data", "weights") Prepare creates, for the leader's SIGTERM cleanup.
   virtual std::vector<std::string> SegmentWhats() const = 0;
 };

@@ -124,16 +124,18 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     return Fail(out, std::string("pipe: ") + std::strerror(errno));
   LaunchContext lc{spec,        a.experiment_id, a.worker_bin, a.fork_server_socket,
                    lifetime[0], lifetime[1],     a.status_fd};
-  auto launcher = MakeLauncher(lc, [&](uint32_t i) {
-    WorkerEnv w{spec, a.experiment_id, i, lifetime[0], board->header(), board->slot(i)};
-    VolunteerForOomKiller();
-    HeartbeatThread beat(w.slot);
-    try {
-      return kind.RunWorker(w, /*forked_from_leader=*/true);
-    } catch (const std::exception& e) {  // a CUDA out-of-memory, say: the experiment's error
-      return WorkerFails(w.slot, i, e.what());
-    }
-  });
+  auto launcher = kind.Launcher(lc, *board);
+  if (launcher.ok() && *launcher == nullptr)
+    launcher = MakeLauncher(lc, [&](uint32_t i) {
+      WorkerEnv w{spec, a.experiment_id, i, lifetime[0], board->header(), board->slot(i)};
+      VolunteerForOomKiller();
+      HeartbeatThread beat(w.slot);
+      try {
+        return kind.RunWorker(w, /*forked_from_leader=*/true);
+      } catch (const std::exception& e) {  // a CUDA out-of-memory, say: the experiment's error
+        return WorkerFails(w.slot, i, e.what());
+      }
+    });
   if (!launcher.ok()) return Fail(out, launcher.status().message());
   const std::optional<uint64_t> oom_kills_before = ReadOomKills();
   ReportOwnMemory(out);

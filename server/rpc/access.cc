@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "shared/kinds/kind.h"
 #include "shared/os/procfs.h"
 
 namespace shoal {
@@ -14,6 +15,7 @@ StatusOr<Caller> AdmitUnixPeer(const AccessPolicy& policy, const UnixPeer& peer)
   Caller c;
   c.name = "uid " + std::to_string(peer.uid);
   c.admin = peer.uid == 0 || peer.uid == policy.daemon_uid;
+  c.may_run_code = c.admin;  // code it runs is shoald's user's: only that user (or root)
   if (c.admin) return c;
   if (policy.group) {
     const gid_t g = *policy.group;
@@ -23,6 +25,23 @@ StatusOr<Caller> AdmitUnixPeer(const AccessPolicy& policy, const UnixPeer& peer)
   std::string who = "uid " + std::to_string(policy.daemon_uid) + ", root";
   if (policy.group) who += " and members of group " + std::to_string(*policy.group);
   return PermissionDenied(c.name + " may not use this shoald (it serves " + who + ")");
+}
+
+Status MayRunKinds(const Caller& caller, bool daemon_allows,
+                   const std::vector<std::string>& kinds) {
+  for (const std::string& name : kinds) {
+    const KindRules* kind = FindKind(name);
+    if (kind == nullptr || !kind->runs_user_code) continue;
+    if (!daemon_allows)
+      return PermissionDenied("kind " + name +
+                              " runs a program of yours as shoald's user, and this shoald was "
+                              "started without --allow-commands");
+    if (!caller.may_run_code)
+      return PermissionDenied("kind " + name + ": " + caller.name +
+                              " may not run programs as shoald's user (its own uid, root, or a "
+                              "token marked 'commands' in the token file may)");
+  }
+  return Status::Ok();
 }
 
 Status CheckCallerName(const std::string& field, const std::string& name) {
@@ -75,15 +94,23 @@ StatusOr<TokenTable> TokenTable::Parse(const std::string& text, const std::strin
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     std::istringstream words(line.substr(0, line.find('#')));
-    std::string name, token, flag, extra;
+    std::string name, token, flag;
     if (!(words >> name)) continue;
     const std::string where = source + " line " + std::to_string(n);
     if (!(words >> token) || token.size() < 16)
-      return InvalidArgument(where + ": want NAME TOKEN [admin], a token of 16 characters or more");
-    words >> flag >> extra;
-    if ((!flag.empty() && flag != "admin") || !extra.empty())
-      return InvalidArgument(where + ": after the token only 'admin' may follow");
-    t.entries_.push_back({token, {"token " + name, flag == "admin"}});
+      return InvalidArgument(
+          where + ": want NAME TOKEN [admin] [commands], a token of 16 characters or more");
+    Caller c{"token " + name};
+    while (words >> flag) {
+      if (flag == "admin" && !c.admin) {
+        c.admin = true;
+      } else if (flag == "commands" && !c.may_run_code) {
+        c.may_run_code = true;
+      } else {
+        return InvalidArgument(where + ": after the token only 'admin' and 'commands' may follow");
+      }
+    }
+    t.entries_.push_back({token, c});
   }
   if (t.entries_.empty()) return InvalidArgument(source + ": no tokens");
   return t;

@@ -33,6 +33,9 @@ struct AccessPolicy {
 struct Caller {
   std::string name;  // "uid 1000" (unix) or "token NAME" (TCP)
   bool admin = false;
+  // May run a program of its own as shoald's user (kind command): shoald's uid, root, or a token
+  // marked `commands`.
+  bool may_run_code = false;
 };
 
 // OK when `name` has a caller's form ("uid N" or "token NAME"); INVALID_ARGUMENT naming `field`
@@ -46,7 +49,13 @@ StatusOr<Caller> AdmitUnixPeer(const AccessPolicy& policy, const UnixPeer& peer)
 // submitters were recorded have none: only admins may touch them).
 Status MayModify(const Caller& caller, const std::string& submitter, const std::string& what);
 
-// Bearer tokens for TCP clients, from --token-file: one "NAME TOKEN [admin]" per line (# starts
+// OK when `caller` may have the daemon run what `kinds` name: a kind that runs the caller's own
+// program (kind command) needs a daemon started with --allow-commands and a caller that may run
+// code as its user; PERMISSION_DENIED saying which is missing otherwise.
+Status MayRunKinds(const Caller& caller, bool daemon_allows, const std::vector<std::string>& kinds);
+
+// Bearer tokens for TCP clients, from --token-file: one "NAME TOKEN [admin] [commands]" per line
+// (`commands`: may run kind command; # starts
 // a comment). The file must be readable by its owner only, as ssh demands of its keys.
 class TokenTable {
  public:

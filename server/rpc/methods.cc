@@ -53,6 +53,14 @@ bool HasFilter(const v1::ListRequest& req) {
   return req.has_state() || req.has_kind() || req.has_submitter() || req.has_mine();
 }
 
+// Every kind a sweep may run: its base's and its kind axis's values.
+std::vector<std::string> SweepKinds(const v1::SweepSpec& spec) {
+  std::vector<std::string> kinds = {spec.base().kind()};
+  for (const auto& a : spec.axes())
+    if (a.field() == "kind") kinds.insert(kinds.end(), a.values().begin(), a.values().end());
+  return kinds;
+}
+
 }  // namespace
 
 Status ShoalService::MayChange(const Caller& caller, const std::string& id) {
@@ -80,6 +88,7 @@ void ShoalService::AddExperimentMethods() {
       Typed<SubmitRequest, SubmitResponse>(
           [this](const Caller& caller, const SubmitRequest& r) -> StatusOr<SubmitResponse> {
             RETURN_IF_ERROR(CheckSpecStrings(r.spec()));
+            RETURN_IF_ERROR(MayRunKinds(caller, coord_->AllowsCommands(), {r.spec().kind()}));
             ASSIGN_OR_RETURN(std::string id, coord_->Submit(r.spec(), caller.name));
             SubmitResponse resp;
             resp.set_id(id);
@@ -127,6 +136,7 @@ void ShoalService::AddSweepMethods() {
       Typed<SubmitSweepRequest, SubmitResponse>(
           [this](const Caller& caller, const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
             RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
+            RETURN_IF_ERROR(MayRunKinds(caller, coord_->AllowsCommands(), SweepKinds(r.spec())));
             ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(r.spec(), caller.name));
             SubmitResponse resp;
             resp.set_id(id);

@@ -32,8 +32,9 @@ struct KindRunFacts {
   const v1::ExperimentSpec& spec;
   // The workers' reports: the final ones, else the latest progress.
   const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>& workers;
-  const std::map<pid_t, uint64_t>& peak_pss;  // per process, as the sampler read it
-  const std::map<pid_t, uint64_t>& peak_gpu;  // per process seen on a GPU (NVML)
+  const std::map<pid_t, uint64_t>& peak_pss;      // per process, as the sampler read it
+  const std::map<pid_t, uint64_t>& peak_gpu;      // per process seen on a GPU (NVML)
+  const ipc::v1::LeaderResult* leader = nullptr;  // the leader's result; nullptr: none came
 };
 
 // A sweep's points, for the kind's own report tables (after the common ones).
@@ -62,6 +63,9 @@ struct KindRules {
   // With device cuda and no cuda_devices: worker i on device i mod the devices there are (a
   // pipeline's stages, as torchgpipe places partitions), rather than all on device 0.
   bool spreads_over_devices = false;
+  // Its workers run a program the user named (kind command): shoald admits it only with
+  // --allow-commands and from a caller trusted to run code as shoald's user.
+  bool runs_user_code = false;
 
   // Its part of the result (v1::Result's message of the kind), from the run's facts.
   void (*summarize)(const KindRunFacts&, v1::Result*) = nullptr;

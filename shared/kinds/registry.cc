@@ -12,13 +12,15 @@ KindRules MultiModelRules();
 KindRules DataLoadingRules();
 KindRules DataParallelRules();
 KindRules PipelineRules();
+KindRules CommandRules();
 
 namespace {
 
 // A deque: FindKind's pointers stay valid when a kind is registered after.
 std::deque<KindRules>& Kinds() {
   static std::deque<KindRules> kinds = {
-      HogwildRules(), MultiModelRules(), DataLoadingRules(), DataParallelRules(), PipelineRules(),
+      HogwildRules(),      MultiModelRules(), DataLoadingRules(),
+      DataParallelRules(), PipelineRules(),   CommandRules(),
   };
   return kinds;
 }

@@ -41,6 +41,7 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
   }
   posix_spawn_file_actions_addclosefrom_np(&fa, last_kept + 1);
 #endif
+  if (opts.cwd != nullptr) posix_spawn_file_actions_addchdir_np(&fa, opts.cwd->c_str());
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   if (opts.new_process_group) {
     flags |= POSIX_SPAWN_SETPGROUP;
@@ -64,11 +65,14 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
     for (const auto& e : *opts.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
   }
-  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(),
-                       opts.env != nullptr ? envp.data() : environ);
+  int rc = (opts.search_path ? posix_spawnp : posix_spawn)(
+      &pid, argv[0].c_str(), &fa, &attr, args.data(), opts.env != nullptr ? envp.data() : environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Internal("cannot start " + argv[0] + ": " + std::strerror(rc));
+  if (rc != 0) {
+    const std::string where = opts.cwd != nullptr ? " in " + *opts.cwd : "";
+    return Internal("cannot start " + argv[0] + where + ": " + std::strerror(rc));
+  }
   return pid;
 }
 

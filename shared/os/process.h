@@ -18,6 +18,8 @@ struct SpawnOptions {
   std::vector<std::pair<int, int>> dup_fds;       // {fd here, fd number in the child}
   bool new_process_group = false;                 // the child leads a new process group
   const std::vector<std::string>* env = nullptr;  // "NAME=value"s; nullptr: inherit ours
+  bool search_path = false;  // argv[0] without a '/' is looked up on our PATH (posix_spawnp)
+  const std::string* cwd = nullptr;  // the child's working directory; nullptr: ours
 };
 
 // The variables shoald passes to the processes of an experiment: what they need to run and to

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <map>
 
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/idx.h"
-#include "shared/spec/input_spec.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/kind.h"
+#include "shared/spec/input_spec.h"
 #include "shared/spec/spec_fields.h"
 
 namespace shoal {
@@ -172,6 +172,20 @@ std::vector<std::string> ForeignFields(const KindRules& kind) {
   if (std::find(kind.devices.begin(), kind.devices.end(), "cuda") == kind.devices.end())
     out.insert(out.end(), CudaOnlyFields().begin(), CudaOnlyFields().end());
   return out;
+}
+
+// Whether the kind reads the field: a foreign one is absent, and its checks do not apply.
+bool Reads(const KindRules& kind, const std::string& field) {
+  const auto foreign = ForeignFields(kind);
+  return std::find(foreign.begin(), foreign.end(), field) == foreign.end();
+}
+
+// A program of the user's is only a command kind's (these fields are outside the field table).
+Status CheckProgramFields(const v1::ExperimentSpec& s, const KindRules& kind) {
+  if (kind.runs_user_code || (s.command().empty() && s.env().empty() && !s.has_cwd()))
+    return Status::Ok();
+  return InvalidArgument("command, env, cwd: kind " + s.kind() +
+                         " runs no program of yours (kind command does)");
 }
 
 }  // namespace
@@ -379,13 +393,17 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (ForkCudaShare(s)) return InvalidArgument(std::string("device: ") + kForkCudaShareWhy);
   RETURN_IF_ERROR(ValidateCudaDevices(s, limits));
   RETURN_IF_ERROR(ValidateCudaSync(s));
-  RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
+  RETURN_IF_ERROR(CheckProgramFields(s, *kind));
+  if (Reads(*kind, "batch_size"))
+    RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
   RETURN_IF_ERROR(ValidateLength(s, limits));
-  RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));
-  RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
+  if (Reads(*kind, "optimizer")) RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));
+  if (Reads(*kind, "threads"))
+    RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
   RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(),
                           limits.min_sample_interval_ms, limits.max_sample_interval_ms));
-  RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "planned", "retain", "system"}));
+  if (Reads(*kind, "allocator"))
+    RETURN_IF_ERROR(OneOf("allocator", s.allocator(), {"cache", "planned", "retain", "system"}));
   if (s.allocator() == "planned" && !kind->marks_steps)
     return InvalidArgument(
         "allocator: planned needs a trainer that marks its steps (hogwild, "

@@ -49,13 +49,26 @@ size_t MaxBytesOf(const std::string& path) {
 }
 
 // Every set string field of `m` and of the messages in it.
+// A command's arguments and environment entries: as many and as long as the kind takes.
+constexpr int kMaxArgs = 256;
+constexpr size_t kMaxArgBytes = 4096;
+
 Status CheckStringsOf(const Message& m, const std::string& prefix) {
   const auto* refl = m.GetReflection();
   std::vector<const FieldDescriptor*> fields;
   refl->ListFields(m, &fields);
   for (const FieldDescriptor* f : fields) {
-    if (f->is_repeated()) continue;  // specs have none
     const std::string name = prefix + f->name();
+    if (f->is_repeated()) {  // a command's argv and env: strings, each an argument
+      if (f->type() != FieldDescriptor::TYPE_STRING) continue;
+      const int n = refl->FieldSize(m, f);
+      if (n > kMaxArgs)
+        return InvalidArgument(name + ": " + std::to_string(n) + " values, at most " +
+                               std::to_string(kMaxArgs));
+      for (int i = 0; i < n; ++i)
+        RETURN_IF_ERROR(CheckText(name, refl->GetRepeatedString(m, f, i), kMaxArgBytes));
+      continue;
+    }
     if (f->type() == FieldDescriptor::TYPE_STRING) {
       RETURN_IF_ERROR(CheckText(name, refl->GetString(m, f), MaxBytesOf(name)));
     } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {

@@ -4,10 +4,12 @@
 #include <deque>
 
 #include "worker/kind.h"
+#include "worker/kinds/command/command.h"
 #include "worker/kinds/data_loading/data_loading.h"
 #include "worker/kinds/hogwild/hogwild.h"
 #include "worker/kinds/multi_model/multi_model.h"
 #include "worker/kinds/pipeline/pipeline.h"
+#include "worker/launchers.h"
 #ifdef SHOAL_WITH_GLOO
 #include "worker/kinds/data_parallel/data_parallel.h"
 #endif
@@ -31,6 +33,7 @@ std::deque<Entry>& Entries() {
       Kind<MultiModelKind>("multi_model"),
       Kind<DataLoadingKind>("data_loading"),
       Kind<PipelineKind>("pipeline"),
+      Kind<CommandKind>("command"),
 #ifdef SHOAL_WITH_GLOO
       Kind<DataParallelKind>("data_parallel"),
 #endif
@@ -45,6 +48,10 @@ const Entry* Find(const std::string& name) {
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<WorkerLauncher>> WorkerKind::Launcher(const LaunchContext&, Scoreboard&) {
+  return std::unique_ptr<WorkerLauncher>();  // the start method's
+}
 
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name) {
   const Entry* e = Find(name);

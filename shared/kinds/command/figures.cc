@@ -1,0 +1,57 @@
+// command's figures: the report lines it ignored; its spec as `get` shows it.
+#include "shared/kinds/command/figures.h"
+
+#include "shared/report/text.h"
+
+namespace shoal::command {
+
+using namespace text;
+
+std::string QuotedArgv(const google::protobuf::RepeatedPtrField<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) {
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+                                         "OPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos;
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += (out.empty() ? "" : " ") + (plain ? a : q + "'");
+  }
+  return out;
+}
+
+// A program times no phases, and says its samples only when it reports them: what it did not
+// say is absent, never 0.
+void Summarize(const KindRunFacts& f, v1::Result* r) {
+  if (f.leader != nullptr) r->set_report_lines_ignored(f.leader->report_lines_ignored());
+  r->clear_data_ms();
+  r->clear_forward_ms();
+  r->clear_backward_ms();
+  r->clear_optimizer_ms();
+  if (r->samples() == 0) {
+    r->clear_samples();
+    r->clear_samples_per_sec();
+  }
+  if (r->steps() == 0) {
+    r->clear_steps();
+    r->clear_train_ms();
+  }
+}
+
+std::string SpecLines(const v1::ExperimentSpec& s) {
+  std::string o = F("  spec        command, %u workers, start %s, device %s%s\n", s.workers(),
+                    s.start().c_str(), s.device().c_str(),
+                    s.has_cuda_devices() ? (", cuda_devices " + s.cuda_devices()).c_str() : "");
+  o += "  command     " + QuotedArgv(s.command()) + "\n";
+  if (s.has_cwd()) o += "  cwd         " + s.cwd() + "\n";
+  if (!s.env().empty()) o += "  env         " + QuotedArgv(s.env()) + "\n";
+  return o;
+}
+
+std::string ResultLines(const v1::Result& r) {
+  if (!r.has_report_lines_ignored() || r.report_lines_ignored() == 0) return "";
+  return F("  reports     %lu lines ignored (not a JSON object of known fields, or over 64 KiB)\n",
+           UL(r.report_lines_ignored()));
+}
+
+}  // namespace shoal::command

@@ -1,0 +1,244 @@
+// Kind command end to end: the real shoald (started with --allow-commands) runs a user's Python
+// program as N ranks with torchrun's environment, measures them and their children, reads their
+// reports, fails the run like torchrun when a rank fails, and refuses what must not run.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::CommandResult;
+using testing::Daemon;
+using testing::Parse;
+using testing::TempDir;
+
+// Writes what it was given to OUT/rank<RANK>.json, holds ~40 MB, starts a child holding ~20 MB
+// (a DataLoader worker's stand-in), reports STEPS steps of 32 samples; rank 0 also writes a line
+// that is not JSON and one of 70 KB. FAIL=<rank>:<code|kill> makes that rank fail after a step.
+constexpr const char* kScript = R"PY(
+import json, os, signal, subprocess, sys, time
+import shoal_report
+out, steps = sys.argv[1], int(os.environ.get("STEPS", "5"))
+rank = int(os.environ["RANK"])
+keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "TAG", "LD_PRELOAD"]
+seen = {k: os.environ.get(k) for k in keys}
+seen["argv"] = sys.argv[2:]
+seen["cwd"] = os.getcwd()
+with open(os.path.join(out, "rank%d.json" % rank), "w") as f:
+    json.dump(seen, f)
+ballast = bytearray(40 << 20)
+for i in range(0, len(ballast), 4096):
+    ballast[i] = 1
+child = subprocess.Popen([sys.executable, "-c",
+    "import time\nb = bytearray(20 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+    "time.sleep(30)"])
+if rank == 0:
+    fd = int(os.environ["SHOAL_REPORT_FD"])
+    os.write(fd, b"not json\n" + b"x" * (70 << 10) + b"\n")
+fail = os.environ.get("FAIL", "")
+for step in range(1, steps + 1):
+    time.sleep(0.3)
+    shoal_report.step(samples=32, loss=1.0 / step)
+    if fail and int(fail.split(":")[0]) == rank:
+        child.kill()
+        if fail.split(":")[1] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        sys.exit(int(fail.split(":")[1]))
+    if fail:
+        time.sleep(60)
+child.kill()
+child.wait()
+)PY";
+
+class CommandE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir_ / "train.py") << kScript;
+    fs::create_directories(dir_ / "out");
+    daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
+    ASSERT_TRUE(daemon_->Start({"--allow-commands", "--grace-ms", "1000"}));
+  }
+  std::vector<std::string> Submit(const std::vector<std::string>& flags,
+                                  const std::vector<std::string>& args = {}) {
+    std::vector<std::string> a = {"submit",
+                                  "--kind",
+                                  "command",
+                                  "--wait",
+                                  "--json",
+                                  "--env",
+                                  "PYTHONPATH=" + std::string(SHOAL_SOURCE_DIR) + "/client/python"};
+    a.insert(a.end(), flags.begin(), flags.end());
+    a.insert(a.end(), {"--", "/usr/bin/python3", dir_ / "train.py", dir_ / "out"});
+    a.insert(a.end(), args.begin(), args.end());
+    return a;
+  }
+  json Rank(int r) {
+    std::ifstream in(dir_ / ("out/rank" + std::to_string(r) + ".json"));
+    return json::parse(in, nullptr, false);
+  }
+  void NothingLeft(const json& e) {
+    for (const auto& p : e["processes"])
+      EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>())) << p.dump();
+  }
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+TEST_F(CommandE2E, RanksGetTorchrunsEnvironmentAndTheirArgumentsVerbatim) {
+  const CommandResult r =
+      daemon_->Cli(Submit({"--workers", "2", "--env", "TAG=blue"}, {"; rm -rf /", "$(id)", "a b"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+  std::set<std::string> ports;
+  for (int rank : {0, 1}) {
+    const json seen = Rank(rank);
+    ASSERT_TRUE(seen.is_object()) << rank;
+    EXPECT_EQ(seen["RANK"], std::to_string(rank));
+    EXPECT_EQ(seen["LOCAL_RANK"], std::to_string(rank));
+    EXPECT_EQ(seen["WORLD_SIZE"], "2");
+    EXPECT_EQ(seen["LOCAL_WORLD_SIZE"], "2");
+    EXPECT_EQ(seen["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(seen["TAG"], "blue");
+    EXPECT_TRUE(seen["LD_PRELOAD"].is_null());
+    EXPECT_EQ(seen["argv"], json::array({"; rm -rf /", "$(id)", "a b"}));
+    ports.insert(seen["MASTER_PORT"].get<std::string>());
+  }
+  EXPECT_EQ(ports.size(), 1u);  // one store for the run
+  EXPECT_NE(*ports.begin(), "0");
+  NothingLeft(e);
+}
+
+TEST_F(CommandE2E, ReportsBecomeTheFiguresAndChildrenAreMeasuredWithTheirRank) {
+  const CommandResult r = daemon_->Cli(Submit({"--workers", "2"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+  const json& res = e["result"];
+  EXPECT_EQ(res["steps"].get<uint64_t>(), 10u);     // 5 a rank
+  EXPECT_EQ(res["samples"].get<uint64_t>(), 256u);  // 32 a step after each rank's first
+  EXPECT_GT(res["samples_per_sec"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(res["first_loss"].get<double>(), 1.0);
+  EXPECT_NEAR(res["last_loss"].get<double>(), 0.2, 1e-6);
+  EXPECT_EQ(res["report_lines_ignored"].get<uint64_t>(), 2u);  // not JSON; 70 KB
+  EXPECT_TRUE(res["forward_ms"].is_null());  // a program's phases are not timed: absent
+  // Two ranks of ~40 MB and their children of ~20 MB each: all in the sum.
+  EXPECT_GT(res["peak_pss_sum_bytes"].get<double>(), 2 * (40 << 20) + 2 * (20 << 20));
+  std::map<int, int> children;  // rank -> children seen
+  int workers = 0;
+  for (const auto& p : e["processes"]) {
+    if (p["role"] == "worker") ++workers;
+    if (p["role"] == "child") {
+      ++children[p["index"].get<int>()];
+      EXPECT_GT(p["peak_pss_bytes"].get<double>(), 10 << 20) << p.dump();
+    }
+  }
+  EXPECT_EQ(workers, 2);
+  EXPECT_EQ(children[0], 1);
+  EXPECT_EQ(children[1], 1);
+  const CommandResult get = daemon_->Cli({"get", e["id"]});
+  EXPECT_NE(get.out.find("  command     /usr/bin/python3 "), std::string::npos) << get.out;
+  EXPECT_NE(get.out.find("2 lines ignored"), std::string::npos) << get.out;
+  NothingLeft(e);
+}
+
+TEST_F(CommandE2E, WithoutReportsTheTrainingFiguresAreAbsentNotZero) {
+  std::ofstream(dir_ / "quiet.py") << "import time\ntime.sleep(0.5)\n";
+  const CommandResult r = daemon_->Cli({"submit", "--kind", "command", "--workers", "2", "--wait",
+                                        "--json", "--", "python3", dir_ / "quiet.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+  for (const char* absent : {"samples_per_sec", "samples", "steps", "train_ms", "first_loss"})
+    EXPECT_TRUE(e["result"][absent].is_null()) << absent;
+  EXPECT_GT(e["result"]["peak_pss_sum_bytes"].get<double>(), 0);
+  EXPECT_EQ(e["result"]["report_lines_ignored"].get<uint64_t>(), 0u);
+}
+
+TEST_F(CommandE2E, ARankThatFailsEndsTheRunNamingItAndLeavesNothing) {
+  for (const std::string how : {"3", "kill"}) {
+    const CommandResult r =
+        daemon_->Cli(Submit({"--workers", "2", "--env", "FAIL=1:" + how, "--env", "STEPS=50"}));
+    const json e = Parse(r);
+    ASSERT_EQ(e["state"], "FAILED") << how << ": " << r.out;
+    const std::string error = e["error"];
+    EXPECT_NE(error.find("worker 1"), std::string::npos) << error;
+    EXPECT_NE(error.find(how == "3" ? "code 3" : "signal 9"), std::string::npos) << error;
+    EXPECT_TRUE(testing::WaitFor(
+        [&] {
+          for (const auto& p : e["processes"])
+            if (testing::ProcessAlive(p["pid"].get<int>())) return false;
+          return true;
+        },
+        10))
+        << how;
+  }
+}
+
+TEST_F(CommandE2E, WhatMustNotRunIsRefusedNamingWhy) {
+  auto refused = [&](std::vector<std::string> args, const std::string& why) {
+    const CommandResult r = daemon_->Cli(args);
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  };
+  refused(Submit({"--env", "LD_PRELOAD=/tmp/x.so"}), "env: LD_PRELOAD is not yours to set");
+  refused(Submit({"--env", "SHOAL_REPORT_FD=1"}), "env: SHOAL_REPORT_FD is not yours to set");
+  refused(Submit({"--env", "RANK=3"}), "env: RANK is not yours to set");
+  refused(Submit({"--start", "fork"}), "start: a command is spawned");
+  refused(Submit({"--batch-size", "8"}), "batch_size: not a field of kind command");
+  refused({"submit", "--kind", "command"}, "command: give the program each worker runs after --");
+  refused({"submit", "--", "python3", "x.py"}, "kind hogwild runs no program of yours");
+  // A daemon not started with --allow-commands runs none, whoever asks.
+  Daemon plain(dir_ / "state2", dir_ / "s2.sock");
+  ASSERT_TRUE(plain.Start());
+  const CommandResult r = plain.Cli({"submit", "--kind", "command", "--", "python3", "x.py"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("started without --allow-commands"), std::string::npos) << r.err;
+}
+
+// A script written for torchrun runs unchanged: DistributedDataParallel over Gloo from env://,
+// and both replicas end with the same weights.
+TEST_F(CommandE2E, ATorchrunScriptTrainsDdpOverGlooUnchanged) {
+  std::ofstream(dir_ / "ddp.py") << R"PY(
+import os, sys, torch, torch.distributed as dist
+import shoal_report
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+g = torch.Generator().manual_seed(dist.get_rank())
+for step in range(5):
+    x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    shoal_report.step(samples=8, loss=loss.item())
+s = sum(float(p.double().sum()) for p in model.parameters())
+open(os.path.join(sys.argv[1], "sum%d" % dist.get_rank()), "w").write(repr(s))
+dist.destroy_process_group()
+)PY";
+  const CommandResult r =
+      daemon_->Cli({"submit", "--kind", "command", "--workers", "2", "--wait", "--json", "--env",
+                    "PYTHONPATH=" + std::string(SHOAL_SOURCE_DIR) + "/client/python", "--",
+                    "/usr/bin/python3", dir_ / "ddp.py", dir_ / "out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+  EXPECT_EQ(e["result"]["steps"].get<uint64_t>(), 10u);
+  std::string sums[2];
+  for (int rank : {0, 1}) std::ifstream(dir_ / ("out/sum" + std::to_string(rank))) >> sums[rank];
+  EXPECT_FALSE(sums[0].empty());
+  EXPECT_EQ(sums[0], sums[1]);  // gradients were averaged: one model
+}
+
+}  // namespace
+}  // namespace shoal

@@ -1,0 +1,133 @@
+#include "worker/kinds/command/command.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "shared/os/process.h"
+#include "shared/spec/spec.h"
+#include "worker/launchers.h"
+#include "worker/scoreboard.h"
+
+namespace shoal {
+namespace {
+
+constexpr int kReportFd = 3;
+
+// A TCP port nothing listened on when asked (the kernel's choice), for rank 0's c10d store.
+StatusOr<uint16_t> FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok) return Internal(std::string("a free port for MASTER_PORT: ") + std::strerror(err));
+  return uint16_t(ntohs(a.sin_port));
+}
+
+class CommandLauncher : public WorkerLauncher {
+ public:
+  CommandLauncher(const LaunchContext& c, Scoreboard& board, uint16_t port, ReportReader& reports)
+      : c_(c), board_(board), port_(port), reports_(reports), inherited_(CleanEnvironment()) {}
+
+  StatusOr<pid_t> Start(uint32_t rank) override {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+    const std::vector<std::string> env =
+        RankEnvironment(c_.spec, inherited_, rank, port_, kReportFd);
+    const std::vector<std::string> argv(c_.spec.command().begin(), c_.spec.command().end());
+    SpawnOptions o{{{p[1], kReportFd}}, false, &env};
+    o.search_path = true;
+    if (c_.spec.has_cwd()) o.cwd = &c_.spec.cwd();
+    StatusOr<pid_t> pid = c_.processes->Spawn(argv, o);
+    ::close(p[1]);
+    if (!pid.ok()) {
+      ::close(p[0]);
+      return pid;
+    }
+    board_.slot(rank)->pid.store(*pid);
+    rank_of_[*pid] = rank;
+    reports_.Add(p[0], board_.slot(rank));
+    if (rank + 1 == c_.spec.workers()) reports_.Start();
+    return pid;
+  }
+
+  // A rank that exited 0 has finished (its phase, as a built-in worker sets its own).
+  Status Poll(std::vector<Exit>* exits) override {
+    int st = 0;
+    pid_t pid;
+    while (c_.children->ReapOne(&pid, &st)) {
+      exits->push_back({pid, st});
+      auto it = rank_of_.find(pid);
+      if (it != rank_of_.end() && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        board_.slot(it->second)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  LaunchContext c_;
+  Scoreboard& board_;
+  uint16_t port_;
+  ReportReader& reports_;
+  std::vector<std::string> inherited_;
+  std::map<pid_t, uint32_t> rank_of_;
+};
+
+}  // namespace
+
+std::vector<std::string> RankEnvironment(const v1::ExperimentSpec& spec,
+                                         const std::vector<std::string>& inherited, uint32_t rank,
+                                         uint16_t master_port, int report_fd) {
+  std::vector<std::string> env;
+  for (const std::string& kv : inherited) {
+    const bool devices = kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0 && spec.has_cuda_devices();
+    if (kv.rfind("SHOAL_", 0) != 0 && !devices) env.push_back(kv);
+  }
+  env.insert(env.end(), spec.env().begin(), spec.env().end());
+  const std::string world = std::to_string(spec.workers());
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"RANK", std::to_string(rank)},
+           {"LOCAL_RANK", std::to_string(rank)},
+           {"WORLD_SIZE", world},
+           {"LOCAL_WORLD_SIZE", world},
+           {"MASTER_ADDR", "127.0.0.1"},
+           {"MASTER_PORT", std::to_string(master_port)},
+           {"SHOAL_REPORT_FD", std::to_string(report_fd)}})
+    env.push_back(name + "=" + value);
+  if (spec.has_cuda_devices()) env.push_back("CUDA_VISIBLE_DEVICES=" + spec.cuda_devices());
+  return env;
+}
+
+Status CommandKind::Prepare(LeaderEnv&) {
+  ASSIGN_OR_RETURN(master_port_, FreePort());
+  return Status::Ok();
+}
+
+int CommandKind::RunWorker(WorkerEnv& env, bool) {
+  return WorkerFails(env.slot, env.index,
+                     "kind command: its workers are its program, not shoal-worker");
+}
+
+StatusOr<std::unique_ptr<WorkerLauncher>> CommandKind::Launcher(const LaunchContext& c,
+                                                                Scoreboard& board) {
+  return std::unique_ptr<WorkerLauncher>(
+      std::make_unique<CommandLauncher>(c, board, master_port_, reports_));
+}
+
+void CommandKind::Finish(ipc::v1::LeaderResult* result) {
+  result->set_report_lines_ignored(reports_.Finish());
+}
+
+}  // namespace shoal

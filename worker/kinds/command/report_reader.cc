@@ -1,0 +1,105 @@
+#include "worker/kinds/command/report_reader.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "shared/os/process.h"
+#include "worker/scoreboard.h"
+
+namespace shoal {
+
+void RankReports::Feed(const char* data, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (data[i] != '\n') {
+      if (!skipping_) partial_ += data[i];
+      if (partial_.size() > kMaxLine) {  // count it once, drop the rest of it
+        ++ignored_;
+        partial_.clear();
+        skipping_ = true;
+      }
+      continue;
+    }
+    if (!skipping_ && !Apply(partial_)) ++ignored_;
+    partial_.clear();
+    skipping_ = false;
+  }
+}
+
+bool RankReports::Apply(const std::string& line) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  for (const auto& [key, value] : j.items()) {
+    const bool count = (key == "step" || key == "samples") && value.is_number_unsigned();
+    const bool loss = key == "loss" && value.is_number() && std::isfinite(value.get<double>());
+    if (!count && !loss) return false;
+  }
+  if (first_) {
+    slot_->ready_ns.store(RealtimeNs());
+    slot_->first_step_ns.store(RealtimeNs());
+    slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
+  }
+  // The first report opens the measured window, as a built-in worker's first step starts it:
+  // the samples it reports were made before the window and are not counted.
+  if (j.contains("samples") && !first_) slot_->samples.fetch_add(j["samples"].get<uint64_t>());
+  if (j.contains("loss")) {
+    const uint32_t bits = FloatToBits(float(j["loss"].get<double>()));
+    if (first_) slot_->first_loss_bits.store(bits);
+    slot_->tail_loss_bits.store(bits);
+    slot_->last_loss_bits.store(bits);
+  }
+  first_ = false;
+  MarkStepEnded(slot_);
+  const uint64_t step = j.contains("step") ? j["step"].get<uint64_t>() : slot_->steps.load() + 1;
+  slot_->steps.store(std::max(step, slot_->steps.load()), std::memory_order_release);
+  return true;
+}
+
+ReportReader::~ReportReader() {
+  if (thread_.joinable()) Finish();
+  for (int fd : fds_) ::close(fd);
+}
+
+void ReportReader::Add(int fd, WorkerSlot* slot) {
+  fds_.push_back(fd);
+  ranks_.emplace_back(slot);
+}
+
+void ReportReader::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ReportReader::Run() {
+  std::vector<pollfd> p;
+  for (int fd : fds_) p.push_back({fd, POLLIN, 0});
+  size_t open = p.size();
+  char buf[65536];
+  while (open > 0) {
+    const uint64_t deadline = deadline_ns_.load();
+    if (deadline != 0 && MonotonicNs() > deadline) break;
+    if (::poll(p.data(), p.size(), 100) < 0 && errno != EINTR) break;
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (p[i].fd < 0 || p[i].revents == 0) continue;
+      const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        ranks_[i].Feed(buf, size_t(n));
+      } else if (n == 0 || errno != EINTR) {
+        p[i].fd = -1;  // closed: the rank and whatever inherited its end are gone
+        --open;
+      }
+    }
+  }
+  uint64_t ignored = 0;
+  for (const auto& r : ranks_) ignored += r.ignored();
+  ignored_.store(ignored);
+}
+
+uint64_t ReportReader::Finish(uint32_t grace_ms) {
+  deadline_ns_.store(MonotonicNs() + uint64_t(grace_ms) * 1000000);
+  if (thread_.joinable()) thread_.join();
+  return ignored_.load();
+}
+
+}  // namespace shoal

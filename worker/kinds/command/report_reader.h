@@ -1,0 +1,55 @@
+// What a command's ranks say they did: one JSON object per line on the pipe named by
+// SHOAL_REPORT_FD ({"step": 12, "samples": 64, "loss": 0.53}, every field optional), written into
+// the rank's scoreboard slot as a built-in trainer would write it. A line that is not such an
+// object, or is longer than 64 KiB, is counted and ignored, never trusted.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shared/ipc/layout.h"
+
+namespace shoal {
+
+// One rank's reports into its slot (no I/O: the reader feeds it bytes).
+class RankReports {
+ public:
+  explicit RankReports(WorkerSlot* slot) : slot_(slot) {}
+  void Feed(const char* data, size_t n);
+  uint64_t ignored() const { return ignored_; }
+  static constexpr size_t kMaxLine = 64 * 1024;
+
+ private:
+  bool Apply(const std::string& line);  // false: not a report
+  WorkerSlot* slot_;
+  std::string partial_;
+  bool skipping_ = false;  // inside a line already past kMaxLine
+  bool first_ = true;
+  uint64_t ignored_ = 0;
+};
+
+// A thread reading every rank's pipe until each has closed (the rank and its children are gone).
+class ReportReader {
+ public:
+  ReportReader() = default;
+  ~ReportReader();
+  // Takes `fd` (the read end of rank `slot`'s pipe); call before Start.
+  void Add(int fd, WorkerSlot* slot);
+  void Start();
+  // Waits for every pipe to close, at most `grace_ms` (a rank's orphaned child may hold its end);
+  // returns the lines ignored.
+  uint64_t Finish(uint32_t grace_ms = 2000);
+
+ private:
+  void Run();
+  std::vector<int> fds_;
+  std::vector<RankReports> ranks_;
+  std::thread thread_;
+  std::atomic<uint64_t> deadline_ns_{0};  // 0: none yet
+  std::atomic<uint64_t> ignored_{0};
+};
+
+}  // namespace shoal
