@@ -9,8 +9,8 @@
 
 #include "client/app.h"
 #include "client/commands.h"
-#include "client/spec_flags.h"
 #include "client/shoal_client.h"
+#include "client/spec_flags.h"
 #include "shared/endpoint.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/procfs.h"

@@ -1,6 +1,7 @@
 #include "client/spec_flags.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "shared/spec/spec.h"
 
@@ -32,8 +33,8 @@ void SpecFlags::AddProgramOptions(CLI::App* cmd) {
                   "same at every point of a sweep)")
       ->allow_extra_args(false);
   cwd_opt_ = cmd->add_option("--cwd", cwd_,
-                             "kind command: the workers' working directory (the program and its "
-                             "arguments follow --, run as typed, no shell)");
+                             "kind command: the workers' working directory (default: this one; the "
+                             "program and its arguments follow --, run as typed, no shell)");
 }
 
 std::vector<std::string>& ProgramArgs() {
@@ -44,7 +45,13 @@ std::vector<std::string>& ProgramArgs() {
 void SpecFlags::SetProgram(v1::ExperimentSpec* spec) const {
   for (const auto& a : ProgramArgs()) spec->add_command(a);
   for (const auto& e : env_) spec->add_env(e);
-  if (cwd_opt_ != nullptr && cwd_opt_->count() > 0) spec->set_cwd(cwd_);
+  if (cwd_opt_ != nullptr && cwd_opt_->count() > 0) {
+    spec->set_cwd(cwd_);
+  } else if (!ProgramArgs().empty()) {  // `python3 train.py` means the train.py here, as torchrun
+    std::error_code ec;
+    const std::string here = std::filesystem::current_path(ec).string();
+    if (!ec) spec->set_cwd(here);
+  }
 }
 
 std::vector<SpecFlags::Given> SpecFlags::GivenFields() const {

@@ -105,6 +105,11 @@ bool OfTheExperiment(pid_t pid, bool fork_server) {
   return argv.find(std::string("--role\0", 7)) != std::string::npos;
 }
 
+bool OfTheForkServer(pid_t pid) {
+  const std::string argv = Slurp("/proc/" + std::to_string(pid) + "/cmdline");
+  return argv.find(std::string("--role\0forkserver\0", 18)) != std::string::npos;
+}
+
 using SteadyTime = std::chrono::steady_clock::time_point;
 
 // The highest level a series of reads held for 100 ms at least (every read of a stretch that
@@ -133,9 +138,13 @@ class HeldLevel {
 // and keeps the peak of each sum.
 class IndependentReader {
  public:
-  IndependentReader(pid_t daemon, bool fork_server, std::chrono::milliseconds interval)
+  // `any_program`: every descendant of shoald is the experiment's but the forkserver's (kind
+  // command's ranks and their children are no shoal-worker).
+  IndependentReader(pid_t daemon, bool fork_server, std::chrono::milliseconds interval,
+                    bool any_program = false)
       : daemon_(daemon),
         fork_server_(fork_server),
+        any_program_(any_program),
         interval_(interval),
         thread_([this] { Loop(); }) {}
   ~IndependentReader() { Stop(); }
@@ -190,12 +199,13 @@ class IndependentReader {
     if (now - scanned_at_ < std::chrono::milliseconds(50)) return experiment_;
     experiment_.clear();
     for (pid_t pid : Descendants(daemon_))
-      if (OfTheExperiment(pid, fork_server_)) experiment_.push_back(pid);
+      if (OfTheExperiment(pid, fork_server_) || (any_program_ && !OfTheForkServer(pid)))
+        experiment_.push_back(pid);
     scanned_at_ = now;
     return experiment_;
   }
   pid_t daemon_;
-  bool fork_server_;
+  bool fork_server_, any_program_;
   std::chrono::milliseconds interval_;
   std::vector<pid_t> experiment_;
   SteadyTime scanned_at_{};
@@ -370,6 +380,50 @@ INSTANTIATE_TEST_SUITE_P(Workers, FiguresE2E,
                                            std::make_tuple(4, "fork", "hogwild"),
                                            std::make_tuple(2, "forkserver", "hogwild"),
                                            std::make_tuple(3, "fork", "multi_model")));
+
+// Kind command: a user's script of 2 ranks, each with a 2-worker DataLoader. The loader
+// processes are found, attributed to their rank and counted in the sums, which agree with the
+// independent reader's (every process under shoald but the forkserver's).
+constexpr const char* kLoaderScript = R"PY(
+import os, sys, time, torch
+sys.path.insert(0, sys.argv[1])
+import shoal_report
+torch.set_num_threads(1)
+data = torch.utils.data.TensorDataset(torch.randn(4096, 256), torch.randint(0, 10, (4096,)))
+loader = torch.utils.data.DataLoader(data, batch_size=64, num_workers=2)
+model = torch.nn.Linear(256, 10)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    shoal_report.step(samples=len(x), loss=loss.item())
+    time.sleep(0.05)
+)PY";
+
+TEST(CommandFiguresE2E, ADataLoadersWorkersAreTheirRanksAndTheSumsAgree) {
+  TempDir dir;
+  std::ofstream(dir / "loader.py") << kLoaderScript;
+  Daemon daemon(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(daemon.Start({"--allow-commands"}));
+  IndependentReader reader(daemon.pid(), false, std::chrono::milliseconds(50), true);
+  const CommandResult r = daemon.Cli({"submit", "--kind", "command", "--workers", "2", "--wait",
+                                      "--json", "--", "/usr/bin/python3", dir / "loader.py",
+                                      std::string(SHOAL_SOURCE_DIR) + "/client/python"});
+  reader.Stop();
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+  EXPECT_EQ(e["result"]["steps"].get<uint64_t>(), 2u * 64u);
+  std::map<int, int> loaders;  // rank -> its DataLoader's processes seen
+  for (const auto& p : e["processes"])
+    if (p["role"] == "child") ++loaders[p["index"].get<int>()];
+  EXPECT_EQ(loaders[0], 2);
+  EXPECT_EQ(loaders[1], 2);
+  ASSERT_GT(reader.reads(), 20);
+  std::printf("peak sums, command, 2 ranks with 2 loaders each, over %d reads:\n", reader.reads());
+  ExpectAgrees("PSS", e["result"]["peak_pss_sum_bytes"].get<double>(), reader.peak().pss_kb, 0.03);
+  ExpectAgrees("RSS", e["result"]["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.03);
+}
 
 }  // namespace
 }  // namespace shoal
