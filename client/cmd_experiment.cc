@@ -96,13 +96,18 @@ std::string TerminalSafe(const std::string& data) {
   return out + PrintableText(std::string_view(data).substr(from));
 }
 
-// `logs ID [--follow]`: the run's captured stdout and stderr, raw off a terminal; what there is
-// now, or with --follow everything until the run has ended.
-int PrintLogs(ShoalClient& c, const std::string& id, bool follow) {
+// `logs ID [--follow] [--worker N]`: the run's captured stdout and stderr, raw off a terminal;
+// what there is now, or with --follow everything until the run has ended; with --worker, only
+// that rank's lines of a command (their "[rank N] " taken off).
+int PrintLogs(ShoalClient& c, const std::string& id, bool follow, std::optional<uint32_t> worker) {
   const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  std::optional<RankLines> rank;
+  if (worker) rank.emplace(*worker);
   for (uint64_t offset = 0;;) {
     const v1::LogsResponse r = OrDie(c.Logs(id, offset));
-    const std::string out = tty ? TerminalSafe(r.data()) : r.data();
+    const bool end = r.complete() || (r.data().empty() && !follow);
+    const std::string data = rank ? rank->Take(r.data(), end) : r.data();
+    const std::string out = tty ? TerminalSafe(data) : data;
     std::fwrite(out.data(), 1, out.size(), stdout);
     std::fflush(stdout);
     offset = r.next_offset();
@@ -158,6 +163,7 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
     bool wait = false, json = false;
     std::string id, format = "md", output;
     bool samples = false, follow = false;
+    std::optional<uint32_t> worker;            // logs --worker
     std::vector<CLI::Option*> sample_options;  // --format, --output: only with --samples
     uint32_t page_size = 0;
     std::optional<std::string> state, kind, submitter;  // list's filters
@@ -181,7 +187,10 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   auto* logs = app.add_subcommand("logs", "what an experiment's processes wrote to stdout/stderr");
   logs->add_option("id", s->id, "experiment id")->required();
   logs->add_flag("--follow", s->follow, "keep printing until the experiment has ended");
-  out->push_back({logs, [s](ShoalClient& c) { return PrintLogs(c, s->id, s->follow); }});
+  logs->add_option("--worker", s->worker,
+                   "kind command: only this rank's lines (the log prefixes each \"[rank N] \")")
+      ->check(WholeNumber());
+  out->push_back({logs, [s](ShoalClient& c) { return PrintLogs(c, s->id, s->follow, s->worker); }});
 
   auto* list = app.add_subcommand("list", "all experiments");
   list->add_flag("--json", s->json, "print one JSON object");

@@ -453,4 +453,19 @@ StatusOr<uint64_t> ParseDurationMs(const std::string& text) {
                          "' is not a number with a unit (ms, s, m, h, d), e.g. 30d");
 }
 
+std::string RankLines::Take(const std::string& data, bool end) {
+  partial_ += data;
+  std::string out;
+  size_t from = 0;
+  for (size_t nl; (nl = partial_.find('\n', from)) != std::string::npos; from = nl + 1) {
+    if (partial_.compare(from, prefix_.size(), prefix_) == 0)
+      out += partial_.substr(from + prefix_.size(), nl + 1 - from - prefix_.size());
+  }
+  partial_.erase(0, from);
+  if (end && partial_.compare(0, prefix_.size(), prefix_) == 0)
+    out += partial_.substr(prefix_.size());
+  if (end) partial_.clear();
+  return out;
+}
+
 }  // namespace shoal::cli

@@ -23,4 +23,16 @@ std::string FormatNode(const v1::NodeInfoResponse& n);
 // "30d", "12h", "90m", "45s", "500ms" in milliseconds; the unit is required.
 StatusOr<uint64_t> ParseDurationMs(const std::string& text);
 
+// Rank N's lines of a command's log, as `logs --worker N` prints them: the lines prefixed
+// "[rank N] " (the leader writes each rank's output so), the prefix taken off; fed the log in
+// pieces, a line cut between two is held until its end (`end`: none will come).
+class RankLines {
+ public:
+  explicit RankLines(uint32_t rank) : prefix_("[rank " + std::to_string(rank) + "] ") {}
+  std::string Take(const std::string& data, bool end);
+
+ private:
+  std::string prefix_, partial_;
+};
+
 }  // namespace shoal::cli

@@ -29,6 +29,8 @@ import json, os, signal, subprocess, sys, time
 import shoal_report
 out, steps = sys.argv[1], int(os.environ.get("STEPS", "5"))
 rank = int(os.environ["RANK"])
+print("hello from rank %d" % rank, flush=True)
+print("and its stderr", file=sys.stderr, flush=True)
 keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
         "TAG", "LD_PRELOAD"]
 seen = {k: os.environ.get(k) for k in keys}
@@ -116,6 +118,13 @@ TEST_F(CommandE2E, RanksGetTorchrunsEnvironmentAndTheirArgumentsVerbatim) {
   }
   EXPECT_EQ(ports.size(), 1u);  // one store for the run
   EXPECT_NE(*ports.begin(), "0");
+  // Each rank's output is in the run's log, its lines prefixed; --worker picks one rank's.
+  const std::string id = e["id"];
+  const CommandResult all = daemon_->Cli({"logs", id});
+  EXPECT_NE(all.out.find("[rank 0] hello from rank 0\n"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("[rank 1] and its stderr\n"), std::string::npos) << all.out;
+  const CommandResult one = daemon_->Cli({"logs", id, "--worker", "1"});
+  EXPECT_EQ(one.out, "hello from rank 1\nand its stderr\n");
   NothingLeft(e);
 }
 

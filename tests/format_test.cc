@@ -753,5 +753,16 @@ TEST(SpecFlagsTest, SweepRefusesABadSingleValue) {
   EXPECT_EQ(sweep.status().message(), "batch_size: 'big' is not a whole number in 0..4294967295");
 }
 
+// `logs --worker 1`: rank 1's lines, whole, however the log arrives in pieces.
+TEST(FormatTest, RankLinesPicksOneRanksLinesAcrossPieces) {
+  RankLines one(1);
+  std::string got = one.Take("[rank 0] zero\n[rank 1] o", false);
+  got += one.Take("ne\n[rank 10] ten\n[rank 1", false);
+  got += one.Take("] last, unended", false);
+  EXPECT_EQ(got, "one\n");
+  got += one.Take("", true);
+  EXPECT_EQ(got, "one\nlast, unended");
+}
+
 }  // namespace
 }  // namespace shoal::cli

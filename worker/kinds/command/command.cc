@@ -41,24 +41,34 @@ class CommandLauncher : public WorkerLauncher {
   CommandLauncher(const LaunchContext& c, Scoreboard& board, uint16_t port, ReportReader& reports)
       : c_(c), board_(board), port_(port), reports_(reports), inherited_(CleanEnvironment()) {}
 
+  // Its reports on one pipe (fd 3), its stdout and stderr on another, both read by the leader.
   StatusOr<pid_t> Start(uint32_t rank) override {
-    int p[2];
+    int p[2], o[2];
     if (::pipe2(p, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+    if (::pipe2(o, O_CLOEXEC) != 0) {
+      const int err = errno;
+      for (int fd : p) ::close(fd);
+      return Internal(std::string("pipe: ") + std::strerror(err));
+    }
     const std::vector<std::string> env =
         RankEnvironment(c_.spec, inherited_, rank, port_, kReportFd);
     const std::vector<std::string> argv(c_.spec.command().begin(), c_.spec.command().end());
-    SpawnOptions o{{{p[1], kReportFd}}, false, &env};
-    o.search_path = true;
-    if (c_.spec.has_cwd()) o.cwd = &c_.spec.cwd();
-    StatusOr<pid_t> pid = c_.processes->Spawn(argv, o);
+    SpawnOptions opts{
+        {{o[1], STDOUT_FILENO}, {o[1], STDERR_FILENO}, {p[1], kReportFd}}, false, &env};
+    opts.search_path = true;
+    if (c_.spec.has_cwd()) opts.cwd = &c_.spec.cwd();
+    StatusOr<pid_t> pid = c_.processes->Spawn(argv, opts);
     ::close(p[1]);
+    ::close(o[1]);
     if (!pid.ok()) {
       ::close(p[0]);
+      ::close(o[0]);
       return pid;
     }
     board_.slot(rank)->pid.store(*pid);
     rank_of_[*pid] = rank;
     reports_.Add(p[0], board_.slot(rank));
+    reports_.AddOutput(o[0], rank);
     if (rank + 1 == c_.spec.workers()) reports_.Start();
     return pid;
   }

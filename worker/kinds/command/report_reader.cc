@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,18 @@
 #include "worker/scoreboard.h"
 
 namespace shoal {
+namespace {
+
+void WriteAll(int fd, const std::string& s) {
+  for (size_t off = 0; off < s.size();) {
+    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // shoald's log is gone: nothing to keep it for
+    off += size_t(n);
+  }
+}
+
+}  // namespace
 
 void RankReports::Feed(const char* data, size_t n) {
   for (size_t i = 0; i < n; ++i) {
@@ -57,9 +70,34 @@ bool RankReports::Apply(const std::string& line) {
   return true;
 }
 
+void RankOutput::Feed(const char* data, size_t n) {
+  partial_.append(data, n);
+  size_t from = 0;
+  std::string out;
+  for (size_t nl; (nl = partial_.find('\n', from)) != std::string::npos; from = nl + 1)
+    out += prefix_ + partial_.substr(from, nl + 1 - from);
+  partial_.erase(0, from);
+  if (partial_.size() > 64 * 1024) {  // a line that never ends: out it goes, as it is
+    out += prefix_ + partial_ + "\n";
+    partial_.clear();
+  }
+  if (!out.empty()) WriteAll(STDERR_FILENO, out);
+}
+
+void RankOutput::Flush() {
+  if (!partial_.empty()) WriteAll(STDERR_FILENO, prefix_ + partial_ + "\n");
+  partial_.clear();
+}
+
 ReportReader::~ReportReader() {
   if (thread_.joinable()) Finish();
   for (int fd : fds_) ::close(fd);
+  for (int fd : output_fds_) ::close(fd);
+}
+
+void ReportReader::AddOutput(int fd, uint32_t rank) {
+  output_fds_.push_back(fd);
+  outputs_.emplace_back(rank);
 }
 
 void ReportReader::Add(int fd, WorkerSlot* slot) {
@@ -74,6 +112,7 @@ void ReportReader::Start() {
 void ReportReader::Run() {
   std::vector<pollfd> p;
   for (int fd : fds_) p.push_back({fd, POLLIN, 0});
+  for (int fd : output_fds_) p.push_back({fd, POLLIN, 0});
   size_t open = p.size();
   char buf[65536];
   while (open > 0) {
@@ -83,11 +122,13 @@ void ReportReader::Run() {
     for (size_t i = 0; i < p.size(); ++i) {
       if (p[i].fd < 0 || p[i].revents == 0) continue;
       const ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      const bool report = i < ranks_.size();
       if (n > 0) {
-        ranks_[i].Feed(buf, size_t(n));
+        report ? ranks_[i].Feed(buf, size_t(n)) : outputs_[i - ranks_.size()].Feed(buf, size_t(n));
       } else if (n == 0 || errno != EINTR) {
         p[i].fd = -1;  // closed: the rank and whatever inherited its end are gone
         --open;
+        if (!report) outputs_[i - ranks_.size()].Flush();
       }
     }
   }

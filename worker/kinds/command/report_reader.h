@@ -31,13 +31,28 @@ class RankReports {
   uint64_t ignored_ = 0;
 };
 
-// A thread reading every rank's pipe until each has closed (the rank and its children are gone).
+// One rank's stdout and stderr into the leader's stderr (shoald's log of the run), each line
+// prefixed "[rank N] " as torchrun prefixes "[default0]:", so `shoal logs ID --worker N` can
+// pick a rank's lines out.
+class RankOutput {
+ public:
+  explicit RankOutput(uint32_t rank) : prefix_("[rank " + std::to_string(rank) + "] ") {}
+  void Feed(const char* data, size_t n);
+  void Flush();  // a last line without its newline
+
+ private:
+  std::string prefix_, partial_;
+};
+
+// A thread reading every rank's pipes until each has closed (the rank and its children are gone).
 class ReportReader {
  public:
   ReportReader() = default;
   ~ReportReader();
-  // Takes `fd` (the read end of rank `slot`'s pipe); call before Start.
+  // Takes `fd` (the read end of rank `slot`'s report pipe); call before Start.
   void Add(int fd, WorkerSlot* slot);
+  // Takes `fd` (the read end of rank `rank`'s stdout and stderr); call before Start.
+  void AddOutput(int fd, uint32_t rank);
   void Start();
   // Waits for every pipe to close, at most `grace_ms` (a rank's orphaned child may hold its end);
   // returns the lines ignored.
@@ -47,6 +62,8 @@ class ReportReader {
   void Run();
   std::vector<int> fds_;
   std::vector<RankReports> ranks_;
+  std::vector<int> output_fds_;
+  std::vector<RankOutput> outputs_;
   std::thread thread_;
   std::atomic<uint64_t> deadline_ns_{0};  // 0: none yet
   std::atomic<uint64_t> ignored_{0};
