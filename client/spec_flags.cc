@@ -29,12 +29,31 @@ void SpecFlags::Add(CLI::App* cmd, bool lists) {
 // Kind command's program: outside the field table (a list of arguments, not one value).
 void SpecFlags::AddProgramOptions(CLI::App* cmd) {
   cmd->add_option("--env", env_,
-                  "kind command: NAME=value added to each worker's environment (repeatable; the "
-                  "same at every point of a sweep)")
+                  "kind command: NAME=value added to each worker's environment (repeatable; in "
+                  "a sweep, NAME=a,b makes it an axis)")
       ->allow_extra_args(false);
   cwd_opt_ = cmd->add_option("--cwd", cwd_,
                              "kind command: the workers' working directory (default: this one; the "
                              "program and its arguments follow --, run as typed, no shell)");
+}
+
+// In a sweep, `--env NAME=a,b` makes NAME an axis ("env.NAME"), as a list does any field.
+Status SpecFlags::EnvAxes(v1::SweepSpec* sweep) const {
+  auto* env = sweep->mutable_base()->mutable_env();
+  for (auto it = env->begin(); it != env->end();) {
+    const size_t eq = it->find('=');
+    if (eq == std::string::npos || it->find(',', eq) == std::string::npos) {
+      ++it;
+      continue;
+    }
+    const std::string name = it->substr(0, eq);
+    ASSIGN_OR_RETURN(auto values, SplitList("env " + name, it->substr(eq + 1)));
+    v1::Axis* a = sweep->add_axes();
+    a->set_field("env." + name);
+    for (const auto& v : values) a->add_values(v);
+    it = env->erase(it);
+  }
+  return Status::Ok();
 }
 
 std::vector<std::string>& ProgramArgs() {
@@ -125,6 +144,7 @@ StatusOr<v1::SweepSpec> SpecFlags::Sweep() const {
   }
   if (force_opt_ != nullptr && force_opt_->count() > 0) sweep.mutable_base()->set_force(force_);
   SetProgram(sweep.mutable_base());
+  RETURN_IF_ERROR(EnvAxes(&sweep));
   sweep.set_name(sweep.base().name());
   return sweep;
 }

@@ -39,6 +39,7 @@ class SpecFlags {
   std::vector<Given> GivenFields() const;
   void AddProgramOptions(CLI::App* cmd);
   void SetProgram(v1::ExperimentSpec* spec) const;
+  Status EnvAxes(v1::SweepSpec* sweep) const;
 
   std::map<std::string, std::vector<std::string>> values_;
   std::map<std::string, CLI::Option*> options_;

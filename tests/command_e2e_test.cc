@@ -249,5 +249,27 @@ dist.destroy_process_group()
   EXPECT_EQ(sums[0], sums[1]);  // gradients were averaged: one model
 }
 
+// A sweep over worker counts and an environment variable: every point runs with its value, and
+// the report has the study's tables for the program.
+TEST_F(CommandE2E, ASweepVariesWorkersAndAnEnvironmentVariable) {
+  const CommandResult r = daemon_->Cli(
+      {"sweep", "--kind", "command", "--workers", "1,2", "--env", "TAG=red,green", "--env",
+       "STEPS=2", "--env", "PYTHONPATH=" + std::string(SHOAL_SOURCE_DIR) + "/client/python",
+       "--wait", "--json", "--", "/usr/bin/python3", dir_ / "train.py", dir_ / "out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json report = Parse(r);
+  ASSERT_EQ(report["sweep"]["points"].size(), 4u) << r.out;
+  std::set<std::string> tags;
+  for (const auto& [id, e] : report["experiments"].items()) {
+    EXPECT_EQ(e["state"], "SUCCEEDED") << e["error"];
+    for (const auto& kv : e["spec"]["env"])
+      if (kv.get<std::string>().rfind("TAG=", 0) == 0) tags.insert(kv.get<std::string>());
+  }
+  EXPECT_EQ(tags, (std::set<std::string>{"TAG=red", "TAG=green"}));
+  const CommandResult md = daemon_->Cli({"report", report["sweep"]["id"]});
+  EXPECT_NE(md.out.find("| env.TAG | 1 | 2 |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("## Throughput (samples/s, all workers)"), std::string::npos) << md.out;
+}
+
 }  // namespace
 }  // namespace shoal

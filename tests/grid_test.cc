@@ -471,5 +471,50 @@ TEST(GridTest, CudaPointsGetNotesAndStayValidElsewhere) {
   EXPECT_EQ(Refusal(bad), "sweep point 0: batch_size: 0 is outside the allowed range 1..4096");
 }
 
+// Kind command's environment variables are axes too ("env.NAME"): each point's env holds its
+// value; a name given fixed and swept, a value twice, or a bad name is refused.
+TEST(GridTest, AnEnvironmentVariableOfACommandIsAnAxis) {
+  v1::SweepSpec s;
+  s.mutable_base()->set_kind("command");
+  s.mutable_base()->add_command("python3");
+  s.mutable_base()->add_env("FIXED=1");
+  AddAxis(&s, "env.BATCH", {"32", "128"});
+  AddAxis(&s, "workers", {"1", "2"});
+  auto grid = ExpandGrid(s, SpecLimits{});
+  ASSERT_TRUE(grid.ok()) << grid.status().message();
+  ASSERT_EQ(grid->size(), 4u);
+  std::set<std::string> seen;
+  for (const auto& g : *grid) {
+    ASSERT_EQ(g.spec.env_size(), 2);
+    EXPECT_EQ(g.spec.env(0), "FIXED=1");
+    seen.insert(g.spec.env(1) + " w" + std::to_string(g.spec.workers()));
+    const Values v = PointValues(g.point);
+    EXPECT_EQ(std::count_if(v.begin(), v.end(), [](const auto& x) { return x.first == "env.BATCH"; }),
+              1);
+  }
+  EXPECT_EQ(seen,
+            (std::set<std::string>{"BATCH=32 w1", "BATCH=32 w2", "BATCH=128 w1", "BATCH=128 w2"}));
+  v1::SweepSpec twice = s;
+  twice.mutable_base()->add_env("BATCH=8");
+  EXPECT_EQ(ExpandGrid(twice, SpecLimits{}).status().message(),
+            "env.BATCH: given both as a fixed value and as an axis");
+  v1::SweepSpec dup = s;
+  dup.mutable_axes(0)->set_values(1, "32");
+  EXPECT_EQ(ExpandGrid(dup, SpecLimits{}).status().message(), "env.BATCH: a value is listed twice");
+  v1::SweepSpec reserved = s;
+  reserved.mutable_axes(0)->set_field("env.RANK");
+  EXPECT_NE(ExpandGrid(reserved, SpecLimits{}).status().message().find("RANK is not yours"),
+            std::string::npos);
+  v1::SweepSpec bad = s;
+  bad.mutable_axes(0)->set_field("env.2X");
+  EXPECT_NE(
+      ExpandGrid(bad, SpecLimits{}).status().message().find("is not a field a sweep can vary"),
+      std::string::npos);
+  v1::SweepSpec other = s;
+  other.mutable_base()->set_kind("hogwild");
+  EXPECT_NE(ExpandGrid(other, SpecLimits{}).status().message().find("runs no program of yours"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace shoal

@@ -1,6 +1,7 @@
 #include "shared/spec/sweep.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "shared/spec/spec_fields.h"
@@ -32,7 +33,35 @@ size_t FieldRank(const std::string& name) {
   return fields.size();
 }
 
+// "env.NAME": kind command's environment variable NAME, its values the axis's.
+std::string EnvAxisName(const std::string& field) {
+  if (field.rfind("env.", 0) != 0 || field.size() == 4) return "";
+  const std::string name = field.substr(4);
+  const bool ok = !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                  std::all_of(name.begin(), name.end(), [](char c) {
+                    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                  });
+  return ok ? name : "";
+}
+
+// An environment axis: its values distinct, its variable not also fixed in the base.
+Status CheckEnvAxis(const v1::Axis& a, const std::string& name, const v1::ExperimentSpec& base) {
+  if (a.values().empty()) return InvalidArgument(a.field() + ": an axis needs at least one value");
+  if (a.values_size() > int(kMaxSweepPoints))
+    return InvalidArgument(a.field() + ": more than " + std::to_string(kMaxSweepPoints) +
+                           " values");
+  const std::set<std::string> distinct(a.values().begin(), a.values().end());
+  if (distinct.size() != size_t(a.values_size()))
+    return InvalidArgument(a.field() + ": a value is listed twice");
+  for (const auto& kv : base.env())
+    if (kv.rfind(name + "=", 0) == 0)
+      return InvalidArgument(a.field() + ": given both as a fixed value and as an axis");
+  return Status::Ok();
+}
+
 Status CheckAxis(const v1::Axis& a, const v1::ExperimentSpec& base) {
+  if (const std::string env = EnvAxisName(a.field()); !env.empty())
+    return CheckEnvAxis(a, env, base);
   const SpecField* f = FindSpecField(a.field());
   if (f == nullptr || !f->axis) {
     std::string list;
@@ -76,7 +105,11 @@ StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::
   g.point.set_index(index);
   for (size_t k = 0; k < axes.size(); ++k) {
     const std::string& text = axes[k].values(pick[k]);
-    RETURN_IF_ERROR(SetSpecField(&g.spec, *FindSpecField(axes[k].field()), text));
+    if (const std::string env = EnvAxisName(axes[k].field()); !env.empty()) {
+      g.spec.add_env(env + "=" + text);
+    } else {
+      RETURN_IF_ERROR(SetSpecField(&g.spec, *FindSpecField(axes[k].field()), text));
+    }
     auto* v = g.point.add_values();
     v->set_field(axes[k].field());
     v->set_value(text);
@@ -110,7 +143,8 @@ StatusOr<std::vector<v1::Axis>> SweepAxes(const v1::SweepSpec& sweep) {
   std::set<std::string> fields;
   for (auto& a : axes) {
     RETURN_IF_ERROR(CheckAxis(a, sweep.base()));
-    a.set_field(FindSpecField(a.field())->name);  // "batch-size" -> "batch_size"
+    if (EnvAxisName(a.field()).empty())
+      a.set_field(FindSpecField(a.field())->name);  // "batch-size" -> "batch_size"
     if (!fields.insert(a.field()).second)
       return InvalidArgument(a.field() + ": swept twice (give one list)");
   }
