@@ -23,7 +23,7 @@ using testing::TempDir;
 
 // Writes what it was given to OUT/rank<RANK>.json, holds ~40 MB, starts a child holding ~20 MB
 // (a DataLoader worker's stand-in), reports STEPS steps of 32 samples; rank 0 also writes a line
-// that is not JSON and one of 70 KB. FAIL=<rank>:<code|kill> makes that rank fail after a step.
+// that is not JSON and one of 10 MB. FAIL=<rank>:<code|kill> makes that rank fail after a step.
 constexpr const char* kScript = R"PY(
 import json, os, signal, subprocess, sys, time
 import shoal_report
@@ -46,7 +46,7 @@ child = subprocess.Popen([sys.executable, "-c",
     "time.sleep(30)"])
 if rank == 0:
     fd = int(os.environ["SHOAL_REPORT_FD"])
-    os.write(fd, b"not json\n" + b"x" * (70 << 10) + b"\n")
+    os.write(fd, b"not json\n" + b"x" * (10 << 20) + b"\n")
 fail = os.environ.get("FAIL", "")
 for step in range(1, steps + 1):
     time.sleep(0.3)
@@ -139,7 +139,8 @@ TEST_F(CommandE2E, ReportsBecomeTheFiguresAndChildrenAreMeasuredWithTheirRank) {
   EXPECT_GT(res["samples_per_sec"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(res["first_loss"].get<double>(), 1.0);
   EXPECT_NEAR(res["last_loss"].get<double>(), 0.2, 1e-6);
-  EXPECT_EQ(res["report_lines_ignored"].get<uint64_t>(), 2u);  // not JSON; 70 KB
+  EXPECT_EQ(res["report_lines_ignored"].get<uint64_t>(), 2u);  // not JSON; 10 MB
+  EXPECT_EQ(res["curve"].size(), 5u);  // rank 0's losses, every report (the curve has room)
   EXPECT_TRUE(res["forward_ms"].is_null());  // a program's phases are not timed: absent
   // Two ranks of ~40 MB and their children of ~20 MB each: all in the sum.
   EXPECT_GT(res["peak_pss_sum_bytes"].get<double>(), 2 * (40 << 20) + 2 * (20 << 20));

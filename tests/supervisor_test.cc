@@ -19,6 +19,7 @@
 #include "tests/fakes.h"
 #include "tests/testutil.h"
 #include "worker/fork_server_exits.h"
+#include "worker/kinds/command/report_reader.h"
 #include "worker/launchers.h"
 
 namespace shoal {
@@ -457,6 +458,43 @@ TEST_F(LauncherTest, AWorkerThatCannotStartStopsTheStartAndSaysWhy) {
     EXPECT_EQ(pids, (std::vector<pid_t>{1000}));  // the first start's worker only
     EXPECT_EQ(asked, 2u);                         // it stopped at the first failure
   }
+}
+
+// Kind command's report lines into a rank's slot: split anywhere, bad ones counted, the first
+// opening the window, the curve thinned as it fills.
+TEST_F(SupervisorTest, ACommandsReportsFillItsSlotAndBadLinesAreCounted) {
+  WorkerSlot* slot = board_->slot(0);
+  RankReports r(slot);
+  const std::string two = R"({"step": 1, "samples": 8, "loss": 2.0})"
+                          "\n"
+                          R"({"samples": 8, "loss": 1.0})"
+                          "\n";
+  r.Feed(two.data(), 20);  // cut mid-line
+  r.Feed(two.data() + 20, two.size() - 20);
+  EXPECT_EQ(slot->steps.load(), 2u);
+  EXPECT_EQ(slot->samples.load(), 8u);  // the first report's were made before the window
+  const ipc::v1::WorkerReport w = ReadSlot(*slot, 0, true);
+  EXPECT_FLOAT_EQ(w.first_loss(), 2.0f);
+  EXPECT_FLOAT_EQ(w.last_loss(), 1.0f);
+  EXPECT_EQ(w.curve_size(), 2);
+  EXPECT_GT(w.first_step_ns(), 0u);
+  const std::string bad = std::string("not json\n{\"unknown\": 1}\n{\"samples\": -1}\n") +
+                          std::string(70 << 10, 'x') + "\n{\"loss\": \"high\"}\n";
+  r.Feed(bad.data(), bad.size());
+  EXPECT_EQ(r.ignored(), 5u);
+  EXPECT_EQ(slot->steps.load(), 2u);  // nothing of them trusted
+  for (int i = 0; i < 600; ++i) {
+    const std::string line = R"({"samples": 8, "loss": 0.5})"
+                             "\n";
+    r.Feed(line.data(), line.size());
+  }
+  const ipc::v1::WorkerReport after = ReadSlot(*slot, 0, true);
+  EXPECT_EQ(after.steps(), 602u);
+  ASSERT_GT(after.curve_size(), 64);
+  ASSERT_LE(after.curve_size(), int(kCurvePoints));
+  for (int k = 1; k < after.curve_size(); ++k)
+    EXPECT_GT(after.curve(k).step(), after.curve(k - 1).step()) << k;
+  EXPECT_GT(after.curve(after.curve_size() - 1).step(), 500u);  // it reaches the end
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ bool RankReports::Apply(const std::string& line) {
     if (!count && !loss) return false;
   }
   if (first_) {
+    first_ns_ = MonotonicNs();
     slot_->ready_ns.store(RealtimeNs());
     slot_->first_step_ns.store(RealtimeNs());
     slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
@@ -63,11 +64,35 @@ bool RankReports::Apply(const std::string& line) {
     slot_->tail_loss_bits.store(bits);
     slot_->last_loss_bits.store(bits);
   }
+  const bool has_loss = j.contains("loss");
+  const float loss = has_loss ? float(j["loss"].get<double>()) : 0;
   first_ = false;
   MarkStepEnded(slot_);
   const uint64_t step = j.contains("step") ? j["step"].get<uint64_t>() : slot_->steps.load() + 1;
   slot_->steps.store(std::max(step, slot_->steps.load()), std::memory_order_release);
+  if (has_loss) AddToCurve(loss);
   return true;
+}
+
+void RankReports::AddToCurve(float loss) {
+  if (++since_ < stride_) return;
+  since_ = 0;
+  uint32_t k = slot_->curve_points.load();
+  if (k == kCurvePoints) {  // full: keep every other point, take every other one from now on
+    for (uint32_t i = 0; i < kCurvePoints / 2; ++i) {
+      CurveRecord& to = slot_->curve[i];
+      const CurveRecord& from = slot_->curve[2 * i + 1];
+      to.step.store(from.step.load());
+      to.t_ns.store(from.t_ns.load());
+      to.loss_bits.store(from.loss_bits.load());
+    }
+    k = kCurvePoints / 2;
+    stride_ *= 2;
+  }
+  slot_->curve[k].step.store(slot_->steps.load());
+  slot_->curve[k].t_ns.store(MonotonicNs() - first_ns_);
+  slot_->curve[k].loss_bits.store(FloatToBits(loss));
+  slot_->curve_points.store(k + 1, std::memory_order_release);
 }
 
 void RankOutput::Feed(const char* data, size_t n) {

@@ -24,7 +24,11 @@ class RankReports {
 
  private:
   bool Apply(const std::string& line);  // false: not a report
+  // A loss on the curve: every `stride_`-th, the stride doubling (every other point dropped) each
+  // time the curve fills, since a program's step count is not known ahead.
+  void AddToCurve(float loss);
   WorkerSlot* slot_;
+  uint64_t first_ns_ = 0, stride_ = 1, since_ = 0;
   std::string partial_;
   bool skipping_ = false;  // inside a line already past kMaxLine
   bool first_ = true;
