@@ -116,11 +116,14 @@ std::string ResultLines(const v1::Experiment& e) {
   o += F("  loss        first %s, last %s; test accuracy %s\n",
          r.has_first_loss() ? F("%.4f", r.first_loss()).c_str() : "-",
          r.has_last_loss() ? F("%.4f", r.last_loss()).c_str() : "-", acc.c_str());
-  if (r.has_forward_ms()) {
+  if (r.has_forward_ms() || r.has_data_ms() || r.has_backward_ms() || r.has_optimizer_ms()) {
     o +=
-        F("  step split  data %.0f ms, forward %.0f ms, backward %.0f ms, optimiser %.0f ms (all "
+        F("  step split  data %s ms, forward %s ms, backward %s ms, optimiser %s ms (all "
           "workers)\n",
-          r.data_ms(), r.forward_ms(), r.backward_ms(), r.optimizer_ms());
+          MsIf(r.has_data_ms(), r.data_ms()).c_str(),
+          MsIf(r.has_forward_ms(), r.forward_ms()).c_str(),
+          MsIf(r.has_backward_ms(), r.backward_ms()).c_str(),
+          MsIf(r.has_optimizer_ms(), r.optimizer_ms()).c_str());
   } else if (!TimesEachPhase(s)) {
     o += "  step split  - (cuda_sync step: the device is waited for once a step)\n";
   }

@@ -50,7 +50,7 @@ if rank == 0:
 fail = os.environ.get("FAIL", "")
 for step in range(1, steps + 1):
     time.sleep(0.3)
-    shoal_report.step(samples=32, loss=1.0 / step)
+    shoal_report.step(samples=32, loss=1.0 / step, forward_ms=2.0)
     if fail and int(fail.split(":")[0]) == rank:
         child.kill()
         if fail.split(":")[1] == "kill":
@@ -141,7 +141,8 @@ TEST_F(CommandE2E, ReportsBecomeTheFiguresAndChildrenAreMeasuredWithTheirRank) {
   EXPECT_NEAR(res["last_loss"].get<double>(), 0.2, 1e-6);
   EXPECT_EQ(res["report_lines_ignored"].get<uint64_t>(), 2u);  // not JSON; 10 MB
   EXPECT_EQ(res["curve"].size(), 5u);  // rank 0's losses, every report (the curve has room)
-  EXPECT_TRUE(res["forward_ms"].is_null());  // a program's phases are not timed: absent
+  EXPECT_NEAR(res["forward_ms"].get<double>(), 2 * 4 * 2.0, 1e-6);  // as reported, in the window
+  EXPECT_TRUE(res["backward_ms"].is_null());                        // not reported: absent, not 0
   // Two ranks of ~40 MB and their children of ~20 MB each: all in the sum.
   EXPECT_GT(res["peak_pss_sum_bytes"].get<double>(), 2 * (40 << 20) + 2 * (20 << 20));
   std::map<int, int> children;  // rank -> children seen
@@ -169,7 +170,8 @@ TEST_F(CommandE2E, WithoutReportsTheTrainingFiguresAreAbsentNotZero) {
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const json e = Parse(r);
   ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
-  for (const char* absent : {"samples_per_sec", "samples", "steps", "train_ms", "first_loss"})
+  for (const char* absent :
+       {"samples_per_sec", "samples", "steps", "train_ms", "first_loss", "forward_ms"})
     EXPECT_TRUE(e["result"][absent].is_null()) << absent;
   EXPECT_GT(e["result"]["peak_pss_sum_bytes"].get<double>(), 0);
   EXPECT_EQ(e["result"]["report_lines_ignored"].get<uint64_t>(), 0u);

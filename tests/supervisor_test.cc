@@ -465,9 +465,9 @@ TEST_F(LauncherTest, AWorkerThatCannotStartStopsTheStartAndSaysWhy) {
 TEST_F(SupervisorTest, ACommandsReportsFillItsSlotAndBadLinesAreCounted) {
   WorkerSlot* slot = board_->slot(0);
   RankReports r(slot);
-  const std::string two = R"({"step": 1, "samples": 8, "loss": 2.0})"
+  const std::string two = R"({"step": 1, "samples": 8, "loss": 2.0, "forward_ms": 9})"
                           "\n"
-                          R"({"samples": 8, "loss": 1.0})"
+                          R"({"samples": 8, "loss": 1.0, "forward_ms": 1.5})"
                           "\n";
   r.Feed(two.data(), 20);  // cut mid-line
   r.Feed(two.data() + 20, two.size() - 20);
@@ -478,10 +478,13 @@ TEST_F(SupervisorTest, ACommandsReportsFillItsSlotAndBadLinesAreCounted) {
   EXPECT_FLOAT_EQ(w.last_loss(), 1.0f);
   EXPECT_EQ(w.curve_size(), 2);
   EXPECT_GT(w.first_step_ns(), 0u);
-  const std::string bad = std::string("not json\n{\"unknown\": 1}\n{\"samples\": -1}\n") +
+  EXPECT_EQ(w.forward_ns(), 1500000u);  // the window's step's, as its samples
+  const std::string bad = std::string(
+                              "not json\n{\"unknown\": 1}\n{\"samples\": -1}\n"
+                              "{\"forward_ms\": -2}\n") +
                           std::string(70 << 10, 'x') + "\n{\"loss\": \"high\"}\n";
   r.Feed(bad.data(), bad.size());
-  EXPECT_EQ(r.ignored(), 5u);
+  EXPECT_EQ(r.ignored(), 6u);
   EXPECT_EQ(slot->steps.load(), 2u);  // nothing of them trusted
   for (int i = 0; i < 600; ++i) {
     const std::string line = R"({"samples": 8, "loss": 0.5})"

@@ -32,8 +32,9 @@ def _stream():
     return _out
 
 
-def step(samples=None, loss=None, step=None):
-    """One training step done: its samples (all of them, this rank's), its loss, its number."""
+def step(samples=None, loss=None, step=None, **phases_ms):
+    """One training step done: its samples (all of them, this rank's), its loss, its number, and
+    any of its phases' times in ms (data_ms=, forward_ms=, backward_ms=, optimizer_ms=)."""
     out = _stream()
     if out is None:
         return
@@ -44,6 +45,9 @@ def step(samples=None, loss=None, step=None):
         line["samples"] = int(samples)
     if loss is not None and math.isfinite(float(loss)):
         line["loss"] = float(loss)
+    for name, ms in phases_ms.items():
+        if name in ("data_ms", "forward_ms", "backward_ms", "optimizer_ms") and ms is not None:
+            line[name] = max(0.0, float(ms))
     try:
         out.write(json.dumps(line) + "\n")
     except OSError:  # Shoal is gone: the run is being stopped; training goes on until it is

@@ -20,14 +20,14 @@ std::string QuotedArgv(const google::protobuf::RepeatedPtrField<std::string>& ar
   return out;
 }
 
-// A program times no phases, and says its samples only when it reports them: what it did not
-// say is absent, never 0.
+// A program's figures are what it reported: what it did not say is absent, never 0 (a phase
+// only where some rank timed it).
 void Summarize(const KindRunFacts& f, v1::Result* r) {
   if (f.leader != nullptr) r->set_report_lines_ignored(f.leader->report_lines_ignored());
-  r->clear_data_ms();
-  r->clear_forward_ms();
-  r->clear_backward_ms();
-  r->clear_optimizer_ms();
+  if (r->data_ms() == 0) r->clear_data_ms();
+  if (r->forward_ms() == 0) r->clear_forward_ms();
+  if (r->backward_ms() == 0) r->clear_backward_ms();
+  if (r->optimizer_ms() == 0) r->clear_optimizer_ms();
   if (r->samples() == 0) {
     r->clear_samples();
     r->clear_samples_per_sec();

@@ -22,6 +22,15 @@ void WriteAll(int fd, const std::string& s) {
   }
 }
 
+// The slot's counter of a phase a report may time ("forward_ms"), or nullptr.
+std::atomic<uint64_t> WorkerSlot::*PhaseOf(const std::string& key) {
+  if (key == "data_ms") return &WorkerSlot::data_ns;
+  if (key == "forward_ms") return &WorkerSlot::forward_ns;
+  if (key == "backward_ms") return &WorkerSlot::backward_ns;
+  if (key == "optimizer_ms") return &WorkerSlot::optimizer_ns;
+  return nullptr;
+}
+
 }  // namespace
 
 void RankReports::Feed(const char* data, size_t n) {
@@ -46,8 +55,11 @@ bool RankReports::Apply(const std::string& line) {
   if (!j.is_object()) return false;
   for (const auto& [key, value] : j.items()) {
     const bool count = (key == "step" || key == "samples") && value.is_number_unsigned();
-    const bool loss = key == "loss" && value.is_number() && std::isfinite(value.get<double>());
-    if (!count && !loss) return false;
+    const bool number = value.is_number() && std::isfinite(value.get<double>());
+    const bool loss = key == "loss" && number;
+    const bool phase = PhaseOf(key) != nullptr && number && value.get<double>() >= 0 &&
+                       value.get<double>() < 1e9;  // ms: under 11 days a step
+    if (!count && !loss && !phase) return false;
   }
   if (first_) {
     first_ns_ = MonotonicNs();
@@ -58,6 +70,9 @@ bool RankReports::Apply(const std::string& line) {
   // The first report opens the measured window, as a built-in worker's first step starts it:
   // the samples it reports were made before the window and are not counted.
   if (j.contains("samples") && !first_) slot_->samples.fetch_add(j["samples"].get<uint64_t>());
+  for (const auto& [key, value] : j.items())  // a phase's time of this step, as trainers add it
+    if (auto member = PhaseOf(key); member != nullptr && !first_)
+      (slot_->*member).fetch_add(uint64_t(value.get<double>() * 1e6));
   if (j.contains("loss")) {
     const uint32_t bits = FloatToBits(float(j["loss"].get<double>()));
     if (first_) slot_->first_loss_bits.store(bits);

@@ -1,5 +1,6 @@
 // What a command's ranks say they did: one JSON object per line on the pipe named by
-// SHOAL_REPORT_FD ({"step": 12, "samples": 64, "loss": 0.53}, every field optional), written into
+// SHOAL_REPORT_FD ({"step": 12, "samples": 64, "loss": 0.53, "forward_ms": 3.1}, every field
+// optional; phases data_ms, forward_ms, backward_ms, optimizer_ms), written into
 // the rank's scoreboard slot as a built-in trainer would write it. A line that is not such an
 // object, or is longer than 64 KiB, is counted and ignored, never trusted.
 #pragma once
