@@ -88,6 +88,21 @@ TEST_F(AccessDaemonE2E, AUserTheDaemonDoesNotServeIsPermissionDenied) {
   EXPECT_EQ(daemon_->Cli({"node"}).exit_code, 0);
 }
 
+// A member of the socket's group may submit experiments, but not run a program of theirs as
+// the daemon's user, even on a daemon that runs commands; the daemon's own user may.
+TEST_F(AccessDaemonE2E, AGroupMemberMayNotRunACommand) {
+  StartDaemon({"--socket-group", "nogroup", "--allow-commands"});
+  const CommandResult denied = CliAsNobody(
+      socket_, {"submit", "--kind", "command", "--wait", "--", "/bin/sh", "-c", "id"}, true);
+  EXPECT_EQ(denied.exit_code, 1);
+  EXPECT_NE(denied.err.find("kind command: uid 65534 may not run programs as shoald's user"),
+            std::string::npos)
+      << denied.err;
+  const CommandResult mine =
+      daemon_->Cli({"submit", "--kind", "command", "--wait", "--json", "--", "/bin/true"});
+  EXPECT_EQ(mine.exit_code, 0) << mine.err << mine.out;
+}
+
 TEST_F(AccessDaemonE2E, GroupMembersSubmitButChangeOnlyTheirOwn) {
   StartDaemon({"--socket-group", "nogroup"});
   struct stat st {};
