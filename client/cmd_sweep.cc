@@ -11,12 +11,12 @@
 
 #include "client/commands.h"
 #include "client/format.h"
+#include "client/report/pbjson.h"
+#include "client/report/report.h"
 #include "client/spec_flags.h"
 #include "client/uploads.h"
-#include "shared/spec/cli_checks.h"
-#include "client/report/pbjson.h"
 #include "shared/os/process.h"
-#include "client/report/report.h"
+#include "shared/spec/cli_checks.h"
 #include "shared/spec/sweep.h"
 #include "shared/spec/wire_check.h"
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/report/text.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -28,7 +29,7 @@ StatusOr<uint64_t> ParseDurationMs(const std::string& text);
 // pieces, a line cut between two is held until its end (`end`: none will come).
 class RankLines {
  public:
-  explicit RankLines(uint32_t rank) : prefix_("[rank " + std::to_string(rank) + "] ") {}
+  explicit RankLines(uint32_t rank) : prefix_(text::WorkerLinePrefix(rank)) {}
   std::string Take(const std::string& data, bool end);
 
  private:

@@ -19,8 +19,6 @@
 namespace shoal {
 namespace {
 
-double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
-
 v1::ProcessInfo NewProcess(pid_t pid, const std::string& role, int index) {
   v1::ProcessInfo p;
   p.set_pid(pid);

@@ -97,6 +97,25 @@ void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
       ->check(CLI::Range(500, 600000));
 }
 
+// TCP beside the unix socket (TLS, tokens) and the metrics endpoint.
+void AddTcpOptions(CLI::App& app, DaemonArgs& d) {
+  app.add_option("--listen", d.listen, "also serve TCP on HOST:PORT (needs TLS and --token-file)")
+      ->check(shoal::NonEmpty());
+  app.add_option("--tls-cert", d.tls_cert, "PEM certificate chain for --listen")
+      ->check(shoal::NonEmpty());
+  app.add_option("--tls-key", d.tls_key, "PEM private key for --listen")->check(shoal::NonEmpty());
+  app.add_option("--tls-client-ca", d.tls_client_ca,
+                 "PEM CA: TCP clients must present a certificate it signed (mTLS)")
+      ->check(shoal::NonEmpty());
+  app.add_option("--token-file", d.token_file,
+                 "bearer tokens for TCP clients: NAME TOKEN [admin] [commands] per line, mode 0600")
+      ->check(shoal::NonEmpty());
+  app.add_option("--metrics-listen", d.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (unauthenticated)")
+      ->check(shoal::NonEmpty());
+  app.add_flag("--insecure", d.insecure, "allow --listen without TLS, on a loopback address only");
+}
+
 void AddOptions(CLI::App& app, DaemonArgs& d) {
   auto& opts = d.opts;
   // A TOML (or INI) file of the same options, `key = value` with the flag's name ("max-workers =
@@ -114,21 +133,7 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--socket-group", d.socket_group,
                  "a group whose members may use the daemon too (the socket becomes 0660)")
       ->check(shoal::NonEmpty());
-  app.add_option("--listen", d.listen, "also serve TCP on HOST:PORT (needs TLS and --token-file)")
-      ->check(shoal::NonEmpty());
-  app.add_option("--tls-cert", d.tls_cert, "PEM certificate chain for --listen")
-      ->check(shoal::NonEmpty());
-  app.add_option("--tls-key", d.tls_key, "PEM private key for --listen")->check(shoal::NonEmpty());
-  app.add_option("--tls-client-ca", d.tls_client_ca,
-                 "PEM CA: TCP clients must present a certificate it signed (mTLS)")
-      ->check(shoal::NonEmpty());
-  app.add_option("--token-file", d.token_file,
-                 "bearer tokens for TCP clients: NAME TOKEN [admin] per line, mode 0600")
-      ->check(shoal::NonEmpty());
-  app.add_option("--metrics-listen", d.metrics_listen,
-                 "serve Prometheus metrics at http://HOST:PORT/metrics (unauthenticated)")
-      ->check(shoal::NonEmpty());
-  app.add_flag("--insecure", d.insecure, "allow --listen without TLS, on a loopback address only");
+  AddTcpOptions(app, d);
   app.add_option("--state-dir", d.state_dir, "directory for the SQLite store")
       ->capture_default_str()
       ->check(shoal::NonEmpty());

@@ -13,8 +13,8 @@
 #include "server/experiment_queue.h"
 #include "server/store.h"
 #include "shared/spec/spec.h"
-#include "shared/status.h"
 #include "shared/spec/sweep.h"
+#include "shared/status.h"
 
 namespace shoal {
 

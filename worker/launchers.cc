@@ -17,7 +17,6 @@
 #include "shoal/ipc/v1/ipc.pb.h"
 
 namespace shoal {
-namespace {
 
 Status ReapChildren(ChildWaiter& children, std::vector<WorkerLauncher::Exit>* exits) {
   int st = 0;
@@ -25,6 +24,8 @@ Status ReapChildren(ChildWaiter& children, std::vector<WorkerLauncher::Exit>* ex
   while (children.ReapOne(&pid, &st)) exits->push_back({pid, st});
   return Status::Ok();
 }
+
+namespace {
 
 class ForkLauncher : public WorkerLauncher {
  public:

@@ -45,6 +45,10 @@ struct LaunchContext {
   ChildWaiter* children = &RealChildren();       // fork and spawn workers are reaped by it
 };
 
+// Appends every child `children` reaps now (a launcher's Poll for the children it forked or
+// spawned itself).
+Status ReapChildren(ChildWaiter& children, std::vector<WorkerLauncher::Exit>* exits);
+
 // `forked_body(index)` runs in a forked child and returns its exit code (fork only).
 StatusOr<std::unique_ptr<WorkerLauncher>> MakeLauncher(const LaunchContext& c,
                                                        std::function<int(uint32_t)> forked_body);

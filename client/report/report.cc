@@ -13,10 +13,10 @@
 #include <set>
 #include <sstream>
 
-#include "shared/kinds/kind.h"
 #include "client/report/pbjson.h"
-#include "shared/spec/spec_fields.h"
 #include "client/report/svg_chart.h"
+#include "shared/kinds/kind.h"
+#include "shared/spec/spec_fields.h"
 #include "shared/spec/sweep.h"
 
 namespace shoal {

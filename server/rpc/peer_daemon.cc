@@ -1,8 +1,8 @@
 #include "server/rpc/peer_daemon.h"
 
 #include "client/shoal_client.h"
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/endpoint.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 
 namespace shoal {
 namespace {

@@ -1,8 +1,8 @@
 // The gRPC face of the coordinator, on gRPC's callback API: no thread is held per call or per
 // watcher. Requests arrive as bytes and are parsed here, so a request that is not a valid message
 // of its method is INVALID_ARGUMENT (the typed API would answer INTERNAL); unknown fields are
-// dropped and ids and strings checked (shared/spec/wire_check.h) before the domain sees them; domain
-// Status is converted to gRPC once, in ToGrpc.
+// dropped and ids and strings checked (shared/spec/wire_check.h) before the domain sees them;
+// domain Status is converted to gRPC once, in ToGrpc.
 #pragma once
 
 #include <grpcpp/generic/async_generic_service.h>

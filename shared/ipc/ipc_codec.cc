@@ -4,6 +4,8 @@
 
 #include <cerrno>
 
+#include "shared/os/process.h"
+
 namespace shoal {
 
 std::string EncodeFrame(const google::protobuf::MessageLite& m) {
@@ -15,17 +17,7 @@ std::string EncodeFrame(const google::protobuf::MessageLite& m) {
 }
 
 bool WriteFrame(int fd, const google::protobuf::MessageLite& m) {
-  const std::string frame = EncodeFrame(m);
-  const char* p = frame.data();
-  size_t left = frame.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  return true;
+  return WriteAll(fd, EncodeFrame(m));
 }
 
 StatusOr<bool> FrameReader::Next(google::protobuf::MessageLite* m) {

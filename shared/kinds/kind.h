@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/os/process.h"
 #include "shared/report/table.h"
 #include "shared/spec/admission.h"
 #include "shared/spec/spec.h"
@@ -23,9 +24,6 @@
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
-
-// The workers report nanoseconds; results hold milliseconds.
-inline double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
 
 // What a finished (or cut) run left, for the kind's part of its result.
 struct KindRunFacts {

@@ -44,6 +44,11 @@ uint64_t RealtimeNs();
 int64_t RealtimeMs();
 uint64_t MonotonicNs();
 uint64_t ThreadCpuNs();
+// Nanoseconds as the milliseconds records hold.
+inline double NsToMs(uint64_t ns) { return double(ns) / 1e6; }
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR; false when the reader is gone.
+bool WriteAll(int fd, std::string_view data);
 
 // "exited with code 3" / "killed by signal 9" for a waitpid status.
 std::string DescribeWaitStatus(int status);

@@ -26,6 +26,12 @@ std::string Optimizer(const v1::ExperimentSpec& s);
 // "batch 64 x 100 batches", "batch 64 x 2 epochs of 6000 samples"
 std::string Length(const v1::ExperimentSpec& s);
 
+// How a leader marks worker N's lines of output in the run's log ("[rank 3] ", as torchrun marks
+// its ranks'), and how `logs --worker N` finds them.
+inline std::string WorkerLinePrefix(uint32_t index) {
+  return "[rank " + std::to_string(index) + "] ";
+}
+
 using UL = unsigned long;
 
 }  // namespace shoal::text

@@ -251,6 +251,13 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
 
 }  // namespace
 
+bool IsEnvironmentName(const std::string& name) {
+  return !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+         });
+}
+
 std::vector<std::string> SplitCommas(const std::string& text) {
   std::vector<std::string> out;
   size_t from = 0;

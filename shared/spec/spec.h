@@ -73,6 +73,8 @@ constexpr uint32_t kMaxCudaOrdinal = 63;
 
 // "sha256:" and 64 lowercase hex digits: how an uploaded file (model_file) is named.
 bool IsSha256Ref(const std::string& ref);
+// A shell-style environment variable name: letters, digits and '_', not starting with a digit.
+bool IsEnvironmentName(const std::string& name);
 
 // Fills every absent field with its default; never touches a present one. Idempotent.
 void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);

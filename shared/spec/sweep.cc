@@ -35,13 +35,9 @@ size_t FieldRank(const std::string& name) {
 
 // "env.NAME": kind command's environment variable NAME, its values the axis's.
 std::string EnvAxisName(const std::string& field) {
-  if (field.rfind("env.", 0) != 0 || field.size() == 4) return "";
+  if (field.rfind("env.", 0) != 0) return "";
   const std::string name = field.substr(4);
-  const bool ok = !std::isdigit(static_cast<unsigned char>(name[0])) &&
-                  std::all_of(name.begin(), name.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-                  });
-  return ok ? name : "";
+  return IsEnvironmentName(name) ? name : "";
 }
 
 // An environment axis: its values distinct, its variable not also fixed in the base.

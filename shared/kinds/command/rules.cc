@@ -29,11 +29,7 @@ Status ValidateEnv(const v1::ExperimentSpec& s) {
   std::set<std::string> seen;
   for (const std::string& kv : s.env()) {
     const std::string name = kv.substr(0, kv.find('='));
-    const bool ok_name = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
-                         std::all_of(name.begin(), name.end(), [](char c) {
-                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-                         });
-    if (kv.find('=') == std::string::npos || !ok_name || kv.size() > kMaxArgBytes)
+    if (kv.find('=') == std::string::npos || !IsEnvironmentName(name) || kv.size() > kMaxArgBytes)
       return InvalidArgument("env: '" + kv.substr(0, 80) + "' is not NAME=value");
     if (ReservedName(name))
       return InvalidArgument("env: " + name +

@@ -75,10 +75,10 @@ class CommandLauncher : public WorkerLauncher {
 
   // A rank that exited 0 has finished (its phase, as a built-in worker sets its own).
   Status Poll(std::vector<Exit>* exits) override {
-    int st = 0;
-    pid_t pid;
-    while (c_.children->ReapOne(&pid, &st)) {
-      exits->push_back({pid, st});
+    const size_t before = exits->size();
+    RETURN_IF_ERROR(ReapChildren(*c_.children, exits));
+    for (size_t i = before; i < exits->size(); ++i) {
+      const auto [pid, st] = (*exits)[i];
       auto it = rank_of_.find(pid);
       if (it != rank_of_.end() && WIFEXITED(st) && WEXITSTATUS(st) == 0)
         board_.slot(it->second)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));

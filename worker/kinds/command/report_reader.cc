@@ -13,15 +13,6 @@
 namespace shoal {
 namespace {
 
-void WriteAll(int fd, const std::string& s) {
-  for (size_t off = 0; off < s.size();) {
-    const ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // shoald's log is gone: nothing to keep it for
-    off += size_t(n);
-  }
-}
-
 // The slot's counter of a phase a report may time ("forward_ms"), or nullptr.
 std::atomic<uint64_t> WorkerSlot::*PhaseOf(const std::string& key) {
   if (key == "data_ms") return &WorkerSlot::data_ns;
@@ -121,11 +112,11 @@ void RankOutput::Feed(const char* data, size_t n) {
     out += prefix_ + partial_ + "\n";
     partial_.clear();
   }
-  if (!out.empty()) WriteAll(STDERR_FILENO, out);
+  if (!out.empty()) (void)WriteAll(STDERR_FILENO, out);
 }
 
 void RankOutput::Flush() {
-  if (!partial_.empty()) WriteAll(STDERR_FILENO, prefix_ + partial_ + "\n");
+  if (!partial_.empty()) (void)WriteAll(STDERR_FILENO, prefix_ + partial_ + "\n");
   partial_.clear();
 }
 

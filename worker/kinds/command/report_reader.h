@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "shared/ipc/layout.h"
+#include "shared/report/text.h"
 
 namespace shoal {
 
@@ -41,7 +42,7 @@ class RankReports {
 // pick a rank's lines out.
 class RankOutput {
  public:
-  explicit RankOutput(uint32_t rank) : prefix_("[rank " + std::to_string(rank) + "] ") {}
+  explicit RankOutput(uint32_t rank) : prefix_(text::WorkerLinePrefix(rank)) {}
   void Feed(const char* data, size_t n);
   void Flush();  // a last line without its newline
 
