@@ -1,13 +1,14 @@
 // AmoebaNet-D in LibTorch against its plan (seed 004), and activation checkpointing: the same
 // gradients as without, and less memory held between forward and backward.
+#include "worker/kinds/pipeline/amoebanet_model.h"
+
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <sstream>
 
-#include "worker/kinds/pipeline/checkpoint.h"
 #include "worker/counting_allocator.h"
-#include "worker/kinds/pipeline/amoebanet_model.h"
+#include "worker/kinds/pipeline/checkpoint.h"
 
 namespace shoal {
 namespace {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "shared/kinds/kind.h"
 #include "shared/kinds/data_loading/loader_batch.h"
+#include "shared/kinds/kind.h"
 #include "shared/spec/spec.h"
 
 namespace shoal {

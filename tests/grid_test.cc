@@ -489,8 +489,8 @@ TEST(GridTest, AnEnvironmentVariableOfACommandIsAnAxis) {
     EXPECT_EQ(g.spec.env(0), "FIXED=1");
     seen.insert(g.spec.env(1) + " w" + std::to_string(g.spec.workers()));
     const Values v = PointValues(g.point);
-    EXPECT_EQ(std::count_if(v.begin(), v.end(), [](const auto& x) { return x.first == "env.BATCH"; }),
-              1);
+    EXPECT_EQ(
+        std::count_if(v.begin(), v.end(), [](const auto& x) { return x.first == "env.BATCH"; }), 1);
   }
   EXPECT_EQ(seen,
             (std::set<std::string>{"BATCH=32 w1", "BATCH=32 w2", "BATCH=128 w1", "BATCH=128 w2"}));

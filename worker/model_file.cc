@@ -3,10 +3,10 @@
 #include <cstring>
 #include <fstream>
 
-#include "shared/spec/admission.h"
-#include "shared/spec/input_spec.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
+#include "shared/spec/admission.h"
+#include "shared/spec/input_spec.h"
 
 namespace shoal {
 namespace {

@@ -1,5 +1,5 @@
-// The experiment's scoreboard segment (shared/ipc/layout.h): created by the leader, attached by each
-// worker, read into typed reports for shoald.
+// The experiment's scoreboard segment (shared/ipc/layout.h): created by the leader, attached by
+// each worker, read into typed reports for shoald.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,6 @@
-// The vocabulary of a sweep's report tables, shared by the renderer (client/report/report.h) and each
-// kind's own tables (KindRules::report_tables): a table with its rows and cells, a grid point as
-// the tables see it, and the helpers that make a cell. No kind is named here.
+// The vocabulary of a sweep's report tables, shared by the renderer (client/report/report.h) and
+// each kind's own tables (KindRules::report_tables): a table with its rows and cells, a grid point
+// as the tables see it, and the helpers that make a cell. No kind is named here.
 #pragma once
 
 #include <functional>

@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "shared/idx.h"
-#include "shared/spec/input_spec.h"
 #include "shared/ipc/layout.h"
 #include "shared/os/procfs.h"
+#include "shared/spec/input_spec.h"
 
 namespace shoal {
 namespace {

@@ -1,7 +1,7 @@
 // A sweep's grid: the cartesian product of its axes, each any field of the spec table
-// (shared/spec/spec_fields.h). Axes are ordered as the table lists fields, whatever order the user gave
-// them in; the first varies slowest and `workers`, last in the table, fastest, so one row of the
-// study's tables runs its worker counts back to back. Points that cannot run are marked and
+// (shared/spec/spec_fields.h). Axes are ordered as the table lists fields, whatever order the user
+// gave them in; the first varies slowest and `workers`, last in the table, fastest, so one row of
+// the study's tables runs its worker counts back to back. Points that cannot run are marked and
 // explained.
 #pragma once
 

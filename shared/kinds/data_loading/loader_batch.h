@@ -1,7 +1,7 @@
 // The data_loading kind's batches (seed 003): which samples each batch holds, and the bytes a
-// finished batch occupies in a slot of the batch ring (shared/ipc/batch_ring.h), written by a loader
-// process (or the trainer itself, with no loaders) and read in place by the trainer. Pure: no
-// LibTorch, so the daemon can size the ring and tests can check it byte for byte.
+// finished batch occupies in a slot of the batch ring (shared/ipc/batch_ring.h), written by a
+// loader process (or the trainer itself, with no loaders) and read in place by the trainer. Pure:
+// no LibTorch, so the daemon can size the ring and tests can check it byte for byte.
 #pragma once
 
 #include <cstdint>

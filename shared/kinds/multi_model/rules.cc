@@ -2,9 +2,9 @@
 // its own worker process, one after the other.
 #include <cstdio>
 
+#include "shared/ipc/layout.h"
 #include "shared/kinds/kind.h"
 #include "shared/kinds/multi_model/figures.h"
-#include "shared/ipc/layout.h"
 
 namespace shoal {
 namespace {

@@ -2,10 +2,10 @@
 // micro-batches; activations and their gradients cross stage boundaries through shared memory.
 #include <algorithm>
 
+#include "shared/ipc/layout.h"
 #include "shared/kinds/kind.h"
 #include "shared/kinds/pipeline/figures.h"
 #include "shared/kinds/pipeline/pipeline.h"
-#include "shared/ipc/layout.h"
 
 namespace shoal {
 namespace {

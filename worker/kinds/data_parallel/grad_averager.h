@@ -13,8 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <vector>
 
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/ipc/layout.h"
+#include "shared/kinds/data_parallel/data_parallel.h"
 #include "worker/step_recorder.h"
 
 namespace shoal {

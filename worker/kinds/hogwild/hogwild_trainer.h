@@ -19,8 +19,8 @@
 
 namespace shoal {
 
-// What data_parallel adds around each step (worker/kinds/data_parallel/grad_averager.h); hogwild has none. Each
-// returns the ns it was blocked communicating.
+// What data_parallel adds around each step (worker/kinds/data_parallel/grad_averager.h); hogwild
+// has none. Each returns the ns it was blocked communicating.
 struct StepSync {
   std::function<uint64_t()> before_forward;  // rank 0's buffers to every replica
   std::function<uint64_t()> after_backward;  // the averaged gradients

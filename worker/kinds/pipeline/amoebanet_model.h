@@ -1,7 +1,7 @@
 // AmoebaNet-D (L, D) in LibTorch, layer for layer as torchgpipe's benchmark builds it (seed 004),
-// from the plan in shared/kinds/pipeline/amoebanet.h. Its L + 6 layers are a sequence a pipeline can cut
-// anywhere: between layers flow one tensor (after the stem) or two (a cell's output and the skip
-// it passes on), so a stage takes and returns AmoebaStates.
+// from the plan in shared/kinds/pipeline/amoebanet.h. Its L + 6 layers are a sequence a pipeline
+// can cut anywhere: between layers flow one tensor (after the stem) or two (a cell's output and the
+// skip it passes on), so a stage takes and returns AmoebaStates.
 #pragma once
 
 #include <torch/torch.h>

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "shared/status.h"
-#include "worker/kinds/pipeline/checkpoint.h"
 #include "worker/kinds/pipeline/amoebanet_model.h"
+#include "worker/kinds/pipeline/checkpoint.h"
 #include "worker/step_recorder.h"
 
 namespace shoal {
@@ -79,9 +79,9 @@ SlotData HostSlotData(uint8_t* message);
 // `base` a device address (a CUDA IPC mapping); on the CPU device, a host address (fakes).
 SlotData DeviceSlotData(uint64_t base, torch::Device device);
 
-// States as one ring message (shared/kinds/pipeline/pipeline.h's format; headers at `out`, data through `data`)
-// and back (copied out onto device `to`, from wherever the data lies). Both return once the
-// copies are queued: on CUDA, synchronise before the slot is handed on.
+// States as one ring message (shared/kinds/pipeline/pipeline.h's format; headers at `out`, data
+// through `data`) and back (copied out onto device `to`, from wherever the data lies). Both return
+// once the copies are queued: on CUDA, synchronise before the slot is handed on.
 StatusOr<uint64_t> EncodeStates(const AmoebaStates& states, uint8_t* out, uint64_t capacity,
                                 const SlotData& data);
 StatusOr<AmoebaStates> DecodeStates(const uint8_t* in, uint64_t bytes, const SlotData& data,

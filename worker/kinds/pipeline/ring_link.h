@@ -1,8 +1,9 @@
-// A pipeline stage's link to its neighbours through the rings segment (shared/kinds/pipeline/pipeline.h): a
-// micro-batch's states go into a ring slot and come out of it copied, once. On the CPU the slot
-// holds them whole. Between CUDA stages the slot holds their headers and the data stays on the
-// GPU, in a device buffer per ring that the ring's writer allocates and exports with CUDA IPC and
-// its reader maps (shared/gpu/cuda_ipc.h): a device-to-device copy in, another out.
+// A pipeline stage's link to its neighbours through the rings segment
+// (shared/kinds/pipeline/pipeline.h): a micro-batch's states go into a ring slot and come out of it
+// copied, once. On the CPU the slot holds them whole. Between CUDA stages the slot holds their
+// headers and the data stays on the GPU, in a device buffer per ring that the ring's writer
+// allocates and exports with CUDA IPC and its reader maps (shared/gpu/cuda_ipc.h): a
+// device-to-device copy in, another out.
 #pragma once
 
 #include <sys/types.h>
@@ -13,8 +14,8 @@
 #include <memory>
 #include <optional>
 
-#include "shared/ipc/batch_ring.h"
 #include "shared/gpu/cuda_ipc.h"
+#include "shared/ipc/batch_ring.h"
 #include "shared/kinds/pipeline/pipeline.h"
 #include "worker/kinds/pipeline/pipeline_stage.h"
 
