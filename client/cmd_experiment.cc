@@ -119,7 +119,17 @@ int PrintLogs(ShoalClient& c, const std::string& id, bool follow, std::optional<
 int GetOrCancel(ShoalClient& c, const std::string& id, bool cancel, bool json) {
   if (!id.empty() && id[0] == 's') return ShowSweep(c, id, cancel, json);
   const v1::Experiment e = OrDie(cancel ? c.Cancel(id) : c.Get(id));
-  json ? PrintJson(e) : (void)std::fputs(FormatExperiment(e).c_str(), stdout);
+  if (json) {
+    PrintJson(e);
+    return 0;
+  }
+  std::string out = FormatExperiment(e);
+  // A point of a sweep: where it stands in it, and its cell's other runs. The sweep may have been
+  // deleted since: then the record says only its id.
+  if (!e.sweep_id().empty()) {
+    if (auto r = c.GetSweep(e.sweep_id()); r.ok()) out += FormatSweepRuns(e, *r);
+  }
+  std::fputs(out.c_str(), stdout);
   return 0;
 }
 

@@ -81,8 +81,19 @@ v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet)
   }
 }
 
-int SubmitSweep(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
+// The sweep's own options, beside the spec's fields: how often each point runs, and whether a
+// row goes on past a point that ran out of memory.
+struct SweepOptions {
+  uint32_t repeats = 1;
+  CLI::Option* repeats_opt = nullptr;
+  bool no_skip_after_oom = false;
+};
+
+int SubmitSweep(ShoalClient& c, const SpecFlags& flags, const SweepOptions& o, bool wait,
+                bool json) {
   v1::SweepSpec spec = OrDie(flags.Sweep());
+  if (o.repeats_opt->count() > 0) spec.set_repeats(o.repeats);  // typed: kept, checked by shoald
+  if (o.no_skip_after_oom) spec.set_skip_after_oom(false);
   OrDie(UploadModelFiles(c, &spec));
   const std::string id = OrDie(c.SubmitSweep(spec));
   if (!wait) {
@@ -182,6 +193,7 @@ int ShowSweep(ShoalClient& c, const std::string& id, bool cancel, bool json) {
 void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   struct State {
     SpecFlags flags;
+    SweepOptions options;
     bool wait = false, json = false;
     ReportArgs report;
   };
@@ -189,10 +201,19 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   auto* sweep = app.add_subcommand(
       "sweep", "run a grid of experiments: every field given as a comma-separated list is an axis");
   s->flags.Add(sweep, /*lists=*/true);
+  s->options.repeats_opt = sweep->add_option(
+      "--repeats", s->options.repeats,
+      "run every point N times (1-" + std::to_string(kMaxRepeats) +
+          "), interleaved: all points once, then all again, ...; the report shows each "
+          "figure's median and spread");
+  sweep->add_flag("--no-skip-after-oom", s->options.no_skip_after_oom,
+                  "run a row's bigger points even after one ran out of memory (default: skip "
+                  "them, noting why)");
   sweep->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the report");
   sweep->add_flag("--json", s->json, "print one JSON object");
-  out->push_back(
-      {sweep, [s](ShoalClient& c) { return SubmitSweep(c, s->flags, s->wait, s->json); }});
+  out->push_back({sweep, [s](ShoalClient& c) {
+                    return SubmitSweep(c, s->flags, s->options, s->wait, s->json);
+                  }});
 
   auto* sweeps = app.add_subcommand("sweeps", "all sweeps");
   sweeps->add_flag("--json", s->json, "print one JSON object");

@@ -388,14 +388,45 @@ std::string FormatSweepPoints(const v1::Sweep& raw) {
   const v1::Sweep sw = Printable(raw);
   std::string o = F("sweep %s  %s%s%s\n", sw.id().c_str(), StateName(sw.state()).c_str(),
                     sw.error().empty() ? "" : ": ", sw.error().c_str());
-  o += F("  %-5s %-40s %-12s %-11s %s\n", "point", "values", "experiment", "state", "note");
+  const uint32_t repeats = Repeats(sw.spec());
+  if (repeats > 1) o += F("  %u runs of each of %zu points, interleaved\n", repeats, Cells(sw));
+  o += F("  %-5s %s%-40s %-12s %-11s %s\n", "point", repeats > 1 ? "run       " : "", "values",
+         "experiment", "state", "note");
   for (const auto& p : sw.points()) {
     std::string values;
     for (const auto& v : p.values())
       values += (values.empty() ? "" : ", ") + v.field() + " " + v.value();
-    o += F("  %-5u %-40s %-12s %-11s %s\n", p.index(), values.empty() ? "-" : values.c_str(),
+    const std::string run =
+        repeats > 1 ? F("%-9s ", F("%u of %u", p.repeat() + 1, repeats).c_str()) : std::string();
+    o += F("  %-5zu %s%-40s %-12s %-11s %s\n", CellOf(sw, p), run.c_str(),
+           values.empty() ? "-" : values.c_str(),
            p.experiment_id().empty() ? "-" : p.experiment_id().c_str(),
            p.note().empty() ? StateName(p.state()).c_str() : "skipped", p.note().c_str());
+  }
+  return o;
+}
+
+std::string FormatSweepRuns(const v1::Experiment& e, const v1::SweepReport& raw) {
+  const v1::SweepReport r = Printable(raw);
+  const v1::Sweep& sw = r.sweep();
+  if (e.sweep_index() >= uint32_t(sw.points_size())) return "";
+  const v1::SweepPoint& me = sw.points(int(e.sweep_index()));
+  const uint32_t repeats = Repeats(sw.spec());
+  std::string o = F("sweep %s, point %zu", sw.id().c_str(), CellOf(sw, me));
+  if (repeats <= 1) return o + " (1 run)\n";
+  o += F(", run %u of %u; its runs:\n", me.repeat() + 1, repeats);
+  for (const auto& p : sw.points()) {
+    if (CellOf(sw, p) != CellOf(sw, me)) continue;
+    const v1::Experiment* x = nullptr;
+    for (const auto& y : r.experiments())
+      if (y.id() == p.experiment_id()) x = &y;
+    const auto& res = x ? x->result() : v1::Result::default_instance();
+    o +=
+        F("  run %-3u %-12s %-11s %10s samples/s%s%s\n", p.repeat() + 1,
+          p.experiment_id().empty() ? "-" : p.experiment_id().c_str(),
+          p.note().empty() ? StateName(p.state()).c_str() : "skipped",
+          res.has_samples_per_sec() ? F("%.1f", res.samples_per_sec()).c_str() : "-",
+          res.disturbed() ? "  disturbed: " : "", res.disturbed() ? res.disturbance().c_str() : "");
   }
   return o;
 }

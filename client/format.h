@@ -19,6 +19,9 @@ std::string FormatSampleLine(const v1::Sample& s);
 std::string FormatSampleTable(const v1::Sample& s, uint64_t dropped);
 std::string FormatList(const std::vector<v1::Experiment>& es);
 std::string FormatSweepPoints(const v1::Sweep& sw);
+// `get` of a sweep's point: which point and run it is, and every run of its cell with its state
+// and throughput.
+std::string FormatSweepRuns(const v1::Experiment& e, const v1::SweepReport& r);
 std::string FormatSweeps(const std::vector<v1::Sweep>& sweeps);
 std::string FormatNode(const v1::NodeInfoResponse& n);
 // "30d", "12h", "90m", "45s", "500ms" in milliseconds; the unit is required.

@@ -498,6 +498,44 @@ TEST(FormatTest, SweepPoints) {
   EXPECT_EQ(out.substr(0, out.find('\n') + 1), "sweep s5  failed: point 0 failed\n");
 }
 
+// A sweep run twice per point: each point's cell and run, and `get` of one run lists its cell's.
+TEST(FormatTest, RepeatedSweepShowsRunsAndGetListsACellsRuns) {
+  v1::SweepReport r;
+  v1::Sweep& sw = *r.mutable_sweep();
+  sw.set_id("s6");
+  sw.set_state(v1::RUNNING);
+  sw.mutable_spec()->set_repeats(2);
+  for (uint32_t i = 0; i < 4; ++i) {
+    v1::SweepPoint* p = sw.add_points();
+    p->set_index(i);
+    p->set_repeat(i / 2);
+    auto* v = p->add_values();
+    v->set_field("workers");
+    v->set_value(i % 2 == 0 ? "1" : "2");
+    p->set_experiment_id("x" + std::to_string(i));
+    p->set_state(i < 3 ? v1::SUCCEEDED : v1::RUNNING);
+    v1::Experiment* e = r.add_experiments();
+    e->set_id(p->experiment_id());
+    e->set_sweep_id("s6");
+    e->set_sweep_index(i);
+    if (i < 3) e->mutable_result()->set_samples_per_sec(100 + i);
+    if (i == 1) {
+      e->mutable_result()->set_disturbed(true);
+      e->mutable_result()->set_disturbance("busy");
+    }
+  }
+  const std::string points = FormatSweepPoints(sw);
+  EXPECT_NE(points.find("  2 runs of each of 2 points, interleaved\n"), std::string::npos);
+  EXPECT_NE(points.find("\n  1     2 of 2    workers 2"), std::string::npos) << points;
+  const std::string runs = FormatSweepRuns(r.experiments(1), r);
+  EXPECT_EQ(runs,
+            "sweep s6, point 1, run 1 of 2; its runs:\n"
+            "  run 1   x1           succeeded        101.0 samples/s  disturbed: busy\n"
+            "  run 2   x3           running              - samples/s\n");
+  r.mutable_sweep()->clear_spec();
+  EXPECT_EQ(FormatSweepRuns(r.experiments(1), r), "sweep s6, point 1 (1 run)\n");
+}
+
 // --- Flags. ---
 
 // Parses a real argv, as main() would hand it over.

@@ -69,6 +69,45 @@ TEST(GridTest, CartesianProductInStableOrder) {
   }
 }
 
+// Repeats are interleaved: every cell's first run, then every cell's second, so that drift over
+// the sweep falls on every point alike.
+TEST(GridTest, RepeatsRunRoundRobinOverThePoints) {
+  v1::SweepSpec s = Legacy({}, {}, {}, {});
+  AddAxis(&s, "workers", {"1", "2"});
+  s.set_repeats(3);
+  auto g = ExpandGrid(s, SpecLimits{});
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->size(), 6u);
+  v1::Sweep sw;
+  *sw.mutable_spec() = s;
+  for (const auto& x : *g) *sw.add_points() = x.point;
+  EXPECT_EQ(Cells(sw), 2u);
+  for (size_t i = 0; i < 6; ++i) {
+    const auto& p = (*g)[i].point;
+    EXPECT_EQ(p.index(), i);
+    EXPECT_EQ(p.repeat(), i / 2);
+    EXPECT_EQ(CellOf(sw, p), i % 2);
+    EXPECT_EQ(p.workers(), i % 2 == 0 ? 1u : 2u);
+    EXPECT_EQ((*g)[i].spec.workers(), p.workers());
+  }
+}
+
+TEST(GridTest, RepeatsOutOfRangeOrTooManyRunsAreRefused) {
+  v1::SweepSpec s = Legacy({}, {}, {}, {});
+  AddAxis(&s, "workers", {"1", "2"});
+  s.set_repeats(0);
+  EXPECT_EQ(Refusal(s), "repeats: 0 is not in 1..100");
+  s.set_repeats(101);
+  EXPECT_EQ(Refusal(s), "repeats: 101 is not in 1..100");
+  std::vector<std::string> many;
+  for (int b = 1; b <= 11; ++b) many.push_back(std::to_string(b));
+  AddAxis(&s, "batch_size", many);
+  s.set_repeats(100);  // 22 points x 100 runs
+  EXPECT_EQ(Refusal(s), "sweep: more than 1000 points (runs: grid points x repeats)");
+  s.set_repeats(45);  // 990 runs
+  EXPECT_EQ(Refusal(s), "(accepted)");
+}
+
 TEST(GridTest, GpuPointsAreExplainedNotRun) {
   auto g = ExpandGrid(Legacy({1}, {"fork", "spawn"}, {true}, {"cpu", "cuda"}), SpecLimits{});
   ASSERT_TRUE(g.ok());

@@ -43,6 +43,9 @@ SpecLimits Limits() {
   return l;
 }
 
+const std::string kOneRun =
+    "Runs: 1 run per point: each cell is one run, with no spread to judge it by.";
+
 std::string ReadGolden(const std::string& name) {
   const std::string path = std::string(SHOAL_SOURCE_DIR) + "/tests/golden/" + name;
   std::ifstream f(path);
@@ -99,6 +102,19 @@ class SweepBuilder {
     p->set_state(state);
     v1::Experiment& stored = in_.experiments[e.id()] = e;
     return stored.mutable_result();
+  }
+  // Every point so far run `n` times: the points are copied as runs 2..n, run-major, as
+  // ExpandGrid lays them out; each copy's experiment is the caller's to Run.
+  SweepBuilder& Repeats(uint32_t n) {
+    in_.sweep.mutable_spec()->set_repeats(n);
+    const int cells = in_.sweep.points_size();
+    for (uint32_t r = 1; r < n; ++r) {
+      for (int c = 0; c < cells; ++c) {
+        const int index = Point(values_[size_t(c)], in_.sweep.points(c).note());
+        in_.sweep.mutable_points(index)->set_repeat(r);
+      }
+    }
+    return *this;
   }
   SweepBuilder& State(v1::ExperimentState s) {
     in_.sweep.set_state(s);
@@ -901,6 +917,8 @@ const std::vector<std::string> kFigureColumns = {"backward_ms",
                                                  "data_parallel.step_ms",
                                                  "data_parallel.steps_per_worker",
                                                  "data_parallel.world_size",
+                                                 "disturbance",
+                                                 "disturbed",
                                                  "eval_ms",
                                                  "final_shared_checksum",
                                                  "first_loss",
@@ -951,7 +969,8 @@ TEST(ReportTest, CsvHeaderHasEverySpecFieldAndEveryScalarFigure) {
   std::istringstream csv(RenderCsv(ThreeAxes()));
   std::string line;
   std::getline(csv, line);
-  std::vector<std::string> want = {"sweep_id", "index", "note", "experiment_id", "state", "error"};
+  std::vector<std::string> want = {"sweep_id", "index",         "cell",  "repeat",
+                                   "note",     "experiment_id", "state", "error"};
   want.insert(want.end(), kSpecColumns.begin(), kSpecColumns.end());
   want.insert(want.end(), kFigureColumns.begin(), kFigureColumns.end());
   EXPECT_EQ(line, Join(want));
@@ -1019,7 +1038,7 @@ std::string RanPointLine() {
                                                   {"train_ms", "1000"}};
   std::vector<std::string> figures0;
   for (const auto& c : kFigureColumns) figures0.push_back(set.count(c) ? set.at(c) : "");
-  std::vector<std::string> want0 = {"s3", "0", "", "e0", "succeeded", ""};
+  std::vector<std::string> want0 = {"s3", "0", "0", "0", "", "e0", "succeeded", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());
   return Join(want0);
@@ -1043,25 +1062,25 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
   EXPECT_EQ(SplitCsv(lines[1])[acc], "0.5");
 
   // Point 2 could not run: its note and its axis values, nothing else.
-  std::vector<std::string> want2 = {"s3", "2", kImpossible, "", "", ""};
+  std::vector<std::string> want2 = {"s3", "2", "2", "0", kImpossible, "", "", ""};
   for (const auto& c : kSpecColumns)
     want2.push_back(c == "start" ? "fork" : c == "device" ? "cuda" : c == "workers" ? "1" : "");
   want2.insert(want2.end(), kFigureColumns.size(), "");
   EXPECT_EQ(lines[3], Join(want2));
 
   // Point 5 failed with an error holding a comma and quotes: quoted, quotes doubled.
-  EXPECT_EQ(lines[6].rfind("s3,5,,e5,failed,\"leader: \"\"oops\"\", worker 1 died\",hogwild,", 0),
-            0u)
+  EXPECT_EQ(
+      lines[6].rfind("s3,5,5,0,,e5,failed,\"leader: \"\"oops\"\", worker 1 died\",hogwild,", 0), 0u)
       << lines[6];
   const auto f5 = SplitCsv(lines[6]);
   ASSERT_EQ(f5.size(), header.size());
-  EXPECT_EQ(f5[5], "leader: \"oops\", worker 1 died");
+  EXPECT_EQ(f5[7], "leader: \"oops\", worker 1 died");
 
   for (size_t i = 1; i < lines.size(); ++i) {
     const auto f = SplitCsv(lines[i]);
     ASSERT_EQ(f.size(), header.size()) << lines[i];
     EXPECT_EQ(f[1], std::to_string(i - 1));
-    EXPECT_EQ(f[2], in.sweep.points(int(i - 1)).note());
+    EXPECT_EQ(f[4], in.sweep.points(int(i - 1)).note());
   }
 }
 
@@ -1337,7 +1356,7 @@ TEST(ReportTest, CompareIsTheRatioOfCellsMatchedByLabelsAndHeadings) {
     return t + "| spawn | cuda | - | - |\n";
   };
   const std::string want =
-      "# Sweep s3b / sweep s3 (ratio of each cell)\n" +
+      "# Sweep s3b / sweep s3 (ratio of each cell)\n\nA: " + kOneRun + "\n\nB: " + kOneRun + "\n" +
       table("Host memory: peak sum of PSS over all processes (GiB)", "2.00 | 2.00", "2.00 | -",
             false) +
       per_worker("Host", "2.00 | -", false) +
@@ -1351,6 +1370,113 @@ TEST(ReportTest, CompareIsTheRatioOfCellsMatchedByLabelsAndHeadings) {
             false) +
       table("Test accuracy (worker 0, after training)", "1.50 | -", "0.50 | -", false);
   EXPECT_EQ(RenderCompareMarkdown(a, b), want);
+}
+
+// --- Repeats: medians, spreads, the noisy mark, disturbed and failed runs. ---
+
+// workers 1, 2 run three times each; `samples(cell, run)` is a run's throughput, and run 2 of
+// cell 1 fails when `fail` is set.
+ReportInput Repeated(const std::string& id, const std::function<double(int, int)>& samples,
+                     bool fail = false, int disturbed_run = -1) {
+  SweepBuilder b(id, "");
+  b.Axis("workers", {"1", "2"}).State(v1::SUCCEEDED);
+  b.Point({{"workers", "1"}});
+  b.Point({{"workers", "2"}});
+  b.Repeats(3);
+  for (int run = 0; run < 3; ++run) {
+    for (int cell = 0; cell < 2; ++cell) {
+      const int index = run * 2 + cell;
+      const bool failed = fail && cell == 1 && run == 2;
+      v1::Result* r = b.Run(index, failed ? v1::FAILED : v1::SUCCEEDED);
+      r->set_samples_per_sec(samples(cell, run));
+      r->set_peak_pss_sum_bytes(kGiB);
+      if (run == disturbed_run) {
+        r->set_disturbed(true);
+        r->set_disturbance("other processes used 1.5 cores");
+      }
+    }
+  }
+  return b.Build();
+}
+
+const Table& TableOf(const std::vector<Table>& tables, const std::string& key) {
+  auto t = std::find_if(tables.begin(), tables.end(), [&](const Table& x) { return x.key == key; });
+  EXPECT_NE(t, tables.end()) << key;
+  return *t;
+}
+
+TEST(ReportTest, RepeatedCellIsTheMedianWithItsSpreadAndNoisyWhenWide) {
+  const double runs[2][3] = {{100, 120, 90}, {200, 202, 199}};
+  const auto tables = BuildTables(Repeated("s7", [&](int c, int r) { return runs[c][r]; }));
+  const Table& t = TableOf(tables, "samples_per_sec");
+  ASSERT_EQ(t.rows.size(), 1u);
+  const Cell& wide = t.rows[0].cells[0];
+  EXPECT_DOUBLE_EQ(wide.value, 100);
+  EXPECT_EQ(wide.runs, 3);
+  EXPECT_DOUBLE_EQ(wide.lo, 90);
+  EXPECT_DOUBLE_EQ(wide.hi, 120);
+  EXPECT_TRUE(wide.noisy);  // 30 > 10% of 100
+  EXPECT_EQ(wide.text, "100.0 (90.0\u2013120.0)");
+  ASSERT_GT(wide.footnote, 0);
+  EXPECT_EQ(t.footnotes[size_t(wide.footnote - 1)],
+            "noisy: its runs spread over more than 10% of their median");
+  const Cell& tight = t.rows[0].cells[1];
+  EXPECT_DOUBLE_EQ(tight.value, 200);
+  EXPECT_FALSE(tight.noisy);  // 3 <= 20
+  EXPECT_EQ(tight.footnote, 0);
+  EXPECT_EQ(tight.text, "200.0 (199.0\u2013202.0)");
+  const std::string md = RenderMarkdown(Repeated("s7", [&](int c, int r) { return runs[c][r]; }));
+  EXPECT_NE(md.find("Runs: 3 per point, interleaved"), std::string::npos) << md;
+}
+
+TEST(ReportTest, AFailedRunIsLeftOutOfTheMedianAndSaidSo) {
+  const auto tables = BuildTables(Repeated(
+      "s8", [](int c, int r) { return c * 100.0 + r; }, /*fail=*/true));
+  const Table& t = TableOf(tables, "samples_per_sec");
+  const Cell& c = t.rows[0].cells[1];
+  EXPECT_EQ(c.runs, 2);
+  EXPECT_DOUBLE_EQ(c.value, 100.5);  // median of 100 and 101: the failed run's 102 is not shown
+  ASSERT_GT(c.footnote, 0);
+  EXPECT_EQ(t.footnotes[size_t(c.footnote - 1)].rfind("median of 2 of 3 runs", 0), 0u);
+}
+
+TEST(ReportTest, DisturbedRunsAreLeftOutWhileAnUndisturbedOneIsLeft) {
+  const double runs[3] = {50, 52, 500};  // run 2 ran beside a busy machine
+  const auto tables = BuildTables(Repeated(
+      "s9", [&](int, int r) { return runs[r]; }, false, 2));
+  const Cell& c = TableOf(tables, "samples_per_sec").rows[0].cells[0];
+  EXPECT_EQ(c.runs, 2);
+  EXPECT_DOUBLE_EQ(c.value, 51);
+  EXPECT_DOUBLE_EQ(c.hi, 52);
+}
+
+TEST(ReportTest, CompareOfRepeatsIsTheRatioOfMediansMarkedWhereTheyOverlap) {
+  // A: 100 (90-120) and 200 (199-202). B: 110 (95-130), overlapping A's; 300 (299-301), apart.
+  const double ra[2][3] = {{100, 120, 90}, {200, 202, 199}};
+  const double rb[2][3] = {{110, 130, 95}, {300, 301, 299}};
+  const std::string md =
+      RenderCompareMarkdown(Repeated("sa", [&](int c, int r) { return ra[c][r]; }),
+                            Repeated("sb", [&](int c, int r) { return rb[c][r]; }));
+  EXPECT_NE(md.find("| 1.10 ~ [1] | 1.50 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("[1] ~: the two cells' runs overlap (min\u2013max): not distinguishable"),
+            std::string::npos);
+}
+
+TEST(ReportTest, CsvAndJsonKeepEveryRun) {
+  const ReportInput in = Repeated("s10", [](int c, int r) { return c * 10.0 + r; });
+  std::istringstream csv(RenderCsv(in));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 1u + 6u);
+  EXPECT_EQ(lines[4].rfind("s10,3,1,1,,e3,succeeded,", 0), 0u) << lines[4];
+  const nlohmann::json j = RenderJson(in);
+  EXPECT_EQ(j["experiments"].size(), 6u);
+  for (const auto& t : j["tables"]) {
+    if (t["key"] != "samples_per_sec") continue;
+    EXPECT_EQ(t["rows"][0]["cells"][1]["runs"], 3);
+    EXPECT_EQ(t["rows"][0]["cells"][1]["min"], 10.0);
+    EXPECT_EQ(t["rows"][0]["cells"][1]["max"], 12.0);
+  }
 }
 
 TEST(ReportTest, CompareSkipsTablesTheOtherSweepLacks) {

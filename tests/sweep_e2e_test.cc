@@ -150,6 +150,54 @@ TEST_F(SweepE2E, GridOnRealDataFillsEveryCell) {
   ExpectTheSavedJsonReportsTheSame(r.out, md.out, cmp.out);
 }
 
+// --repeats 3 over two points: six real runs, interleaved (every point once, then again), and a
+// report whose every cell is the median of its three runs with their range beside it.
+TEST_F(SweepE2E, RepeatsRunInterleavedAndTheReportShowsMediansAndSpreads) {
+  CommandResult r =
+      daemon_->Cli({"sweep", "--workers", "1,2", "--repeats", "3", "--batches", "2", "--batch-size",
+                    "16", "--eval-samples", "0", "--dataset", kFashion, "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Parse(r);
+  const std::string id = j["sweep"]["id"];
+  ASSERT_EQ(j["experiments"].size(), 6u);
+  // Started in index order, and index i is run i/2 of point i%2.
+  int64_t last_start = 0;
+  for (int i = 0; i < 6; ++i) {
+    const json& e = j["experiments"][i];
+    EXPECT_EQ(e["sweep_index"].get<int>(), i);
+    const int64_t started = e["started_unix_ms"].get<int64_t>();
+    EXPECT_GE(started, last_start) << i;
+    last_start = started;
+    EXPECT_EQ(j["sweep"]["points"][i]["workers"], i % 2 + 1);
+    EXPECT_EQ(j["sweep"]["points"][i]["repeat"].get<int>(), i / 2);
+  }
+  int checked = 0;
+  for (const auto& t : j["tables"]) {
+    if (t["key"] != "samples_per_sec" && t["key"] != "host_memory_gib") continue;
+    ASSERT_EQ(t["rows"].size(), 1u);
+    ASSERT_EQ(t["rows"][0]["cells"].size(), 2u);
+    for (const auto& c : t["rows"][0]["cells"]) {
+      EXPECT_EQ(c["runs"], 3) << c.dump();
+      EXPECT_LE(c["min"].get<double>(), c["value"].get<double>());
+      EXPECT_GE(c["max"].get<double>(), c["value"].get<double>());
+      EXPECT_GT(c["min"].get<double>(), 0);
+      EXPECT_NE(c["text"].get<std::string>().find(" ("), std::string::npos) << c.dump();
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+  CommandResult md = daemon_->Cli({"report", id});
+  EXPECT_NE(md.out.find("Runs: 3 per point, interleaved"), std::string::npos) << md.out;
+  // A sweep against itself: every ratio 1, and the runs overlap.
+  CommandResult cmp = daemon_->Cli({"report", "--compare", id, id});
+  EXPECT_NE(cmp.out.find("1.00 ~"), std::string::npos) << cmp.out;
+  const std::string x3 = j["sweep"]["points"][3]["experiment_id"];
+  CommandResult get = daemon_->Cli({"get", x3});
+  EXPECT_NE(get.out.find("sweep " + id + ", point 1, run 2 of 3; its runs:"), std::string::npos)
+      << get.out;
+  EXPECT_NE(get.out.find("  run 3 "), std::string::npos) << get.out;
+}
+
 TEST_F(SweepE2E, KilledDaemonResumesWithoutRerunningFinishedPoints) {
   const std::string id = Parse(daemon_->Cli(
       {"sweep", "--workers", "1,2", "--start", "fork", "--share", "yes,no", "--batches", "6",

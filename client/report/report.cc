@@ -97,13 +97,15 @@ std::shared_ptr<const std::map<std::string, std::string>> FileNames(const Report
   return names;
 }
 
-std::vector<PointView> Points(const ReportInput& in) {
+// One view per run: every point of the sweep, repeats apart.
+std::vector<PointView> RunViews(const ReportInput& in) {
   std::vector<PointView> out;
   const auto file_names = FileNames(in);
   for (const auto& p : in.sweep.points()) {
     PointView v{&p, nullptr, {}, file_names};
     if (auto it = in.experiments.find(p.experiment_id()); it != in.experiments.end())
       v.experiment = &it->second;
+    if (v.experiment != nullptr) v.runs = {v.experiment};
     for (const auto& x : p.values()) v.values[x.field()] = x.value();
     if (p.values().empty()) {  // a sweep stored before axes existed
       v.values = {{"workers", std::to_string(p.workers())},
@@ -113,6 +115,36 @@ std::vector<PointView> Points(const ReportInput& in) {
     }
     out.push_back(std::move(v));
   }
+  return out;
+}
+
+// Of the runs a cell counts, the one with the median throughput (the lower middle of an even
+// count); else its latest run with a record.
+const v1::Experiment* Representative(const PointView& cell) {
+  auto counted = CountedRuns(cell);
+  if (counted.empty()) return cell.runs.empty() ? nullptr : cell.runs.back();
+  std::stable_sort(counted.begin(), counted.end(), [](const auto* a, const auto* b) {
+    return a->result().samples_per_sec() < b->result().samples_per_sec();
+  });
+  return counted[(counted.size() - 1) / 2];
+}
+
+// One view per grid cell, its repeated runs together.
+std::vector<PointView> Points(const ReportInput& in) {
+  const std::vector<PointView> runs = RunViews(in);
+  const size_t cells = Cells(in.sweep);
+  if (cells == runs.size()) return runs;
+  std::vector<PointView> out(runs.begin(), runs.begin() + long(cells));
+  for (auto& v : out) {
+    v.repeats = runs.size() / cells;
+    v.runs.clear();
+  }
+  for (const auto& r : runs) {
+    PointView& v = out[CellOf(in.sweep, *r.point)];
+    if (r.experiment != nullptr) v.runs.push_back(r.experiment);
+    if (!v.point->note().empty() && r.point->note().empty()) v.point = r.point;
+  }
+  for (auto& v : out) v.experiment = Representative(v);
   return out;
 }
 
@@ -438,6 +470,18 @@ std::vector<Table> BuildTables(const ReportInput& in) {
   return tables;
 }
 
+std::string RunsLine(const v1::Sweep& sweep) {
+  const uint32_t n = Repeats(sweep.spec());
+  if (n <= 1) return "Runs: 1 run per point: each cell is one run, with no spread to judge it by.";
+  return "Runs: " + std::to_string(n) +
+         " per point, interleaved (every point once, then again, ...). Each cell is the median "
+         "of a point's succeeded runs, disturbed runs left out while an undisturbed one is left, "
+         "with their (min\u2013max) beside it; a footnote marks a cell whose runs spread over " +
+         Fmt("%.0f", kNoisySpread * 100) +
+         "% of its median as noisy. Tables of a kind's own figures by variant, stage or replica "
+         "show the run with the median throughput.";
+}
+
 std::string RenderMarkdown(const ReportInput& in) {
   std::ostringstream o;
   const auto& s = in.sweep;
@@ -448,7 +492,7 @@ std::string RenderMarkdown(const ReportInput& in) {
     o << (first ? " " : ", ") << field << " " << value;
     first = false;
   }
-  o << "\n";
+  o << "\n\n" << RunsLine(in.sweep) << "\n";
   for (const auto& t : BuildTables(in)) MarkdownTable(o, t);
   return o.str();
 }
@@ -473,15 +517,16 @@ std::string RenderCsv(const ReportInput& in) {
   }
   std::sort(figures.begin(), figures.end());
   std::ostringstream o;
-  o << "sweep_id,index,note,experiment_id,state,error";
+  o << "sweep_id,index,cell,repeat,note,experiment_id,state,error";
   for (const auto& f : SpecFields()) o << "," << f.name;
   for (const auto& k : figures) o << "," << k;
   o << "\n";
-  for (const auto& v : Points(in)) {
+  for (const auto& v : RunViews(in)) {
     const v1::Experiment* ex = v.experiment;
-    o << in.sweep.id() << "," << v.point->index() << "," << CsvField(v.point->note()) << ","
-      << v.point->experiment_id() << "," << (ex ? Lower(v1::ExperimentState_Name(ex->state())) : "")
-      << "," << CsvField(ex ? ex->error() : "");
+    o << in.sweep.id() << "," << v.point->index() << "," << CellOf(in.sweep, *v.point) << ","
+      << v.point->repeat() << "," << CsvField(v.point->note()) << "," << v.point->experiment_id()
+      << "," << (ex ? Lower(v1::ExperimentState_Name(ex->state())) : "") << ","
+      << CsvField(ex ? ex->error() : "");
     for (const auto& f : SpecFields()) {
       const std::string value =
           ex ? SpecFieldText(ex->spec(), f) : (v.values.count(f.name) ? v.values.at(f.name) : "");
@@ -505,7 +550,7 @@ std::string RenderCsv(const ReportInput& in) {
 }
 
 Status CheckReportInput(const ReportInput& in) {
-  const auto points = Points(in);
+  const auto points = RunViews(in);
   for (const auto& a : VaryingAxes(in.sweep)) {
     for (const auto& v : points) {
       const std::string where = "sweep point " + std::to_string(v.point->index()) + ": ";
@@ -559,7 +604,7 @@ nlohmann::json RenderJson(const ReportInput& in) {
   nlohmann::json j;
   j["sweep"] = ToJson(in.sweep);
   j["experiments"] = nlohmann::json::array();
-  for (const auto& v : Points(in))
+  for (const auto& v : RunViews(in))
     if (v.experiment) j["experiments"].push_back(ToJson(*v.experiment));
   j["fixed"] = nlohmann::json::object();
   for (const auto& [field, value] : FixedFields(in)) j["fixed"][field] = value;
@@ -575,9 +620,16 @@ nlohmann::json RenderJson(const ReportInput& in) {
     for (const auto& r : t.rows) {
       nlohmann::json cells = nlohmann::json::array();
       for (const auto& c : r.cells) {
-        cells.push_back({{"value", c.has_value ? nlohmann::json(c.value) : nlohmann::json()},
-                         {"text", c.text},
-                         {"footnote", c.footnote}});
+        nlohmann::json jc = {{"value", c.has_value ? nlohmann::json(c.value) : nlohmann::json()},
+                             {"text", c.text},
+                             {"footnote", c.footnote}};
+        if (c.runs > 0) {  // a median of repeated runs
+          jc["runs"] = c.runs;
+          jc["min"] = c.lo;
+          jc["max"] = c.hi;
+          jc["noisy"] = c.noisy;
+        }
+        cells.push_back(jc);
       }
       jt["rows"].push_back({{"labels", r.labels}, {"cells", cells}});
     }
@@ -666,12 +718,32 @@ std::string FootnoteText(const Table& t, const Cell& c) {
   return c.footnote > 0 ? t.footnotes[size_t(c.footnote - 1)] : "";
 }
 
+// A footnote that says how a figure was made, not how its runs went.
+std::string Making(const std::string& note) {
+  return note.rfind("median of", 0) == 0 || note.rfind("noisy", 0) == 0 ? "" : note;
+}
+
+bool SameMaking(const std::string& a, const std::string& b) { return Making(a) == Making(b); }
+
+// b / a of two cells; where both are medians of repeats whose ranges overlap, marked as not
+// distinguishable (the ratio may be noise).
+Cell RatioCell(const Cell& a, const Cell& b, Table& t) {
+  Cell out = Value(b.value / a.value, "%.2f");
+  if (a.runs > 1 && b.runs > 1 && a.lo <= b.hi && b.lo <= a.hi) {
+    out.text += " ~";
+    out.footnote =
+        Footnote(t, "~: the two cells' runs overlap (min\u2013max): not distinguishable");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RenderCompareMarkdown(const ReportInput& a, const ReportInput& b) {
   const auto ta = BuildTables(a), tb = BuildTables(b);
   std::ostringstream o;
-  o << "# Sweep " << b.sweep.id() << " / sweep " << a.sweep.id() << " (ratio of each cell)\n";
+  o << "# Sweep " << b.sweep.id() << " / sweep " << a.sweep.id() << " (ratio of each cell)\n\n"
+    << "A: " << RunsLine(a.sweep) << "\n\nB: " << RunsLine(b.sweep) << "\n";
   for (const Table& x : ta) {
     auto y = std::find_if(tb.begin(), tb.end(), [&](const Table& t) { return t.key == x.key; });
     if (x.rows.empty() || y == tb.end()) continue;
@@ -689,8 +761,8 @@ std::string RenderCompareMarkdown(const ReportInput& a, const ReportInput& b) {
           // Figures made the same way only: neither an intercept, both with the same footnote
           // (a per-worker figure from other worker counts is another figure).
           if (ca.has_value && cb.has_value && ca.value != 0 && ca.ratio && cb.ratio &&
-              FootnoteText(x, ca) == FootnoteText(*y, cb))
-            out = Value(cb.value / ca.value, "%.2f");
+              SameMaking(FootnoteText(x, ca), FootnoteText(*y, cb)))
+            out = RatioCell(ca, cb, ratio);
         }
         r.cells[i] = out;
       }

@@ -40,6 +40,8 @@ ReportInput ReportInputOf(const v1::SweepReport& r);
 StatusOr<v1::SweepReport> SweepReportFromJson(const nlohmann::json& j);
 StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j);
 
+// How many runs each cell holds and how the tables make one figure of them.
+std::string RunsLine(const v1::Sweep& sweep);
 std::string RenderMarkdown(const ReportInput& in);
 // One line per grid point: its axis values, every spec field and every figure of its result.
 std::string RenderCsv(const ReportInput& in);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 
 namespace shoal::report {
@@ -23,34 +24,79 @@ int Footnote(Table& t, const std::string& note) {
   return static_cast<int>(f - t.footnotes.begin()) + 1;
 }
 
-// A cell for one point: its figure, or why there is none.
-Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const char* format) {
+std::vector<const v1::Experiment*> CountedRuns(const PointView& v) {
+  std::vector<const v1::Experiment*> ok, calm;
+  for (const v1::Experiment* e : v.runs) {
+    if (e == nullptr || e->state() != v1::SUCCEEDED) continue;
+    ok.push_back(e);
+    if (!e->result().disturbed()) calm.push_back(e);
+  }
+  return calm.empty() ? ok : calm;
+}
+
+namespace {
+
+double Median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  const size_t n = xs.size();
+  return n % 2 == 1 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
+}
+
+// Why a cell has no figure: its skip note, or the state of its (representative) run.
+Cell StateCell(const PointView& v, Table& t) {
   Cell c;
   const auto& p = *v.point;
   if (!p.note().empty()) {
-    c.text = p.note().rfind("impossible", 0) == 0 ? "-" : "n/a";
+    c.text = p.note().rfind("impossible", 0) == 0 ? "-"
+             : p.note().rfind("skipped", 0) == 0  ? "skipped"
+                                                  : "n/a";
     c.footnote = Footnote(t, p.note());
     return c;
   }
-  if (v.experiment == nullptr) {
-    c.text = Lower(v1::ExperimentState_Name(p.state()));
-    return c;
-  }
-  if (v.experiment->state() != v1::SUCCEEDED) {
-    c.text = Lower(v1::ExperimentState_Name(v.experiment->state()));
-    return c;
-  }
-  auto value = get(v.experiment->result());
-  if (!value) {
-    c.text = "-";
-    const std::string& why = v.experiment->result().gpu_status();
+  c.text = Lower(v1::ExperimentState_Name(v.experiment ? v.experiment->state() : p.state()));
+  return c;
+}
+
+}  // namespace
+
+Cell Summarize(const std::vector<Cell>& cells, const PointView& v, Table& t) {
+  if (cells.empty()) return Missing();
+  if (v.repeats <= 1) return cells[0];
+  std::vector<double> xs;
+  for (const Cell& c : cells) xs.push_back(c.value);
+  const char* format = cells[0].format ? cells[0].format : "%.4g";
+  Cell out = Value(Median(xs), format);
+  out.ratio = cells[0].ratio;
+  out.runs = int(xs.size());
+  out.lo = *std::min_element(xs.begin(), xs.end());
+  out.hi = *std::max_element(xs.begin(), xs.end());
+  out.noisy = out.hi - out.lo > kNoisySpread * std::fabs(out.value);
+  if (out.runs > 1) out.text += " (" + Fmt(format, out.lo) + "\u2013" + Fmt(format, out.hi) + ")";
+  std::string note;
+  if (size_t(out.runs) < v.repeats)
+    note = "median of " + std::to_string(out.runs) + " of " + std::to_string(v.repeats) +
+           " runs: the others failed, were skipped or disturbed, or have no figure";
+  if (out.noisy)
+    note += std::string(note.empty() ? "" : "; ") + "noisy: its runs spread over more than " +
+            Fmt("%.0f", kNoisySpread * 100) + "% of their median";
+  if (!note.empty()) out.footnote = Footnote(t, note);
+  return out;
+}
+
+Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const char* format) {
+  if (!v.point->note().empty()) return StateCell(v, t);
+  const auto counted = CountedRuns(v);
+  if (counted.empty()) return StateCell(v, t);
+  std::vector<Cell> cells;
+  for (const v1::Experiment* e : counted)
+    if (auto value = get(e->result())) cells.push_back(Value(*value, format));
+  if (cells.empty()) {
+    Cell c = Missing();
+    const std::string& why = counted[0]->result().gpu_status();
     if (gpu && !why.empty()) c.footnote = Footnote(t, why);
     return c;
   }
-  c.has_value = true;
-  c.value = *value;
-  c.text = Fmt(format, c.value);
-  return c;
+  return Summarize(cells, v, t);
 }
 
 std::vector<std::string> Labels(const PointView& v, const std::vector<std::string>& fields) {
@@ -84,10 +130,16 @@ Table PointTable(const std::vector<PointView>& points, const std::vector<std::st
   t.row_fields = fields;
   for (const auto& v : points) {
     Row r{Labels(v, fields), std::vector<Cell>(t.columns.size())};
-    const Cell state = PointCell(
-        v, t, false, [](const v1::Result&) { return 0.0; }, "%.0f");
-    for (size_t k = 0; k < t.columns.size(); ++k)
-      r.cells[k] = state.has_value ? cell(*v.experiment, k) : state;
+    const auto counted = CountedRuns(v);
+    const Cell state = counted.empty() || !v.point->note().empty() ? StateCell(v, t) : Cell{};
+    for (size_t k = 0; k < t.columns.size() && state.text.empty(); ++k) {
+      std::vector<Cell> cells;
+      for (const v1::Experiment* e : counted)
+        if (Cell c = cell(*e, k); c.has_value) cells.push_back(c);
+      // None has a figure: the representative run's own "-" (or text) says so.
+      r.cells[k] = cells.empty() ? cell(*counted[0], k) : Summarize(cells, v, t);
+    }
+    if (!state.text.empty()) std::fill(r.cells.begin(), r.cells.end(), state);
     t.rows.push_back(std::move(r));
   }
   return t;
@@ -95,6 +147,7 @@ Table PointTable(const std::vector<PointView>& points, const std::vector<std::st
 
 Cell Value(double v, const char* format) {
   Cell c;
+  c.format = format;
   c.has_value = true;
   c.value = v;
   c.text = Fmt(format, v);

@@ -20,7 +20,15 @@ struct Cell {
   std::string text;   // a number, "-" (impossible), "n/a" (cannot run here), or a state
   int footnote = 0;   // 1-based index into Table::footnotes, 0 for none
   bool ratio = true;  // --compare may divide it: not an intercept, which may be near 0 or below
+  const char* format = nullptr;  // how `value` was written (Value sets it)
+  // A cell of repeated runs: `value` is the median of `runs` figures, lo and hi their extremes.
+  int runs = 0;
+  double lo = 0, hi = 0;
+  bool noisy = false;  // hi - lo > kNoisySpread x |median|
 };
+
+// A repeated cell whose runs spread over more than this share of their median is marked noisy.
+constexpr double kNoisySpread = 0.10;
 
 struct Row {
   std::vector<std::string> labels;  // one per row field
@@ -38,13 +46,19 @@ struct Table {
   std::string empty_note;  // set when the table has no rows, saying why
 };
 
-// One grid point as the tables see it.
+// One grid point (a cell of the grid, with all its repeated runs) as the tables see it.
 struct PointView {
-  const v1::SweepPoint* point;
-  const v1::Experiment* experiment;  // nullptr when none ran
+  const v1::SweepPoint* point;  // its first run's point that is not skipped, else its first
+  // The run a kind's own tables show: of the runs the cell's medians count, the one with the
+  // median throughput; else its latest run that has a record; nullptr when none ran.
+  const v1::Experiment* experiment;
   std::map<std::string, std::string> values;
   // How a row shows a model file: "mynet.pt (sha256:0123abcd)", by its hash.
   std::shared_ptr<const std::map<std::string, std::string>> file_names;
+  // Every run's record, in repeat order (one for a sweep without repeats), and how many runs the
+  // cell has, records or not (a skipped run has none).
+  std::vector<const v1::Experiment*> runs = {};
+  size_t repeats = 1;
 };
 
 // The grid tables' shape: the worker count across when it varies, else the last varying axis;
@@ -63,8 +77,15 @@ std::string Fmt(const char* format, double v);
 std::string Lower(std::string s);
 // The footnote's 1-based number in `t`, added when new.
 int Footnote(Table& t, const std::string& note);
-// A cell for one point: its figure, or why there is none (its state, or the sweep's note).
+// The runs a cell's figures are the medians of: its succeeded runs, less the disturbed ones while
+// an undisturbed one is left.
+std::vector<const v1::Experiment*> CountedRuns(const PointView& v);
+// A cell for one point: its figure (the median over its counted runs, with their spread, when it
+// has repeats), or why there is none (its state, or the sweep's note).
 Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const char* format);
+// The cells of one point's counted runs as one: the first with a single run; else their median,
+// spread and noisy mark, with a footnote when some runs had no figure. Empty `cells`: "-".
+Cell Summarize(const std::vector<Cell>& cells, const PointView& v, Table& t);
 // The point's values of `fields`, a model file by its name.
 std::vector<std::string> Labels(const PointView& v, const std::vector<std::string>& fields);
 // The column a point's cell goes in: its value of the column axis (0 when nothing varies).

@@ -152,11 +152,16 @@ StatusOr<std::vector<v1::Axis>> SweepAxes(const v1::SweepSpec& sweep) {
 
 StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const SpecLimits& limits) {
   ASSIGN_OR_RETURN(std::vector<v1::Axis> axes, SweepAxes(sweep));
+  if (sweep.has_repeats() && (sweep.repeats() < 1 || sweep.repeats() > kMaxRepeats))
+    return InvalidArgument("repeats: " + std::to_string(sweep.repeats()) + " is not in 1.." +
+                           std::to_string(kMaxRepeats));
+  const size_t repeats = Repeats(sweep);
   size_t n = 1;
   for (const auto& a : axes) {
     n *= size_t(a.values_size());
-    if (n > kMaxSweepPoints)
-      return InvalidArgument("sweep: more than " + std::to_string(kMaxSweepPoints) + " points");
+    if (n * repeats > kMaxSweepPoints)
+      return InvalidArgument("sweep: more than " + std::to_string(kMaxSweepPoints) + " points" +
+                             (repeats > 1 ? " (runs: grid points x repeats)" : ""));
   }
   std::vector<GridPoint> out;
   std::vector<int> pick(axes.size(), 0);
@@ -168,7 +173,29 @@ StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const Sp
       pick[k] = 0;
     }
   }
+  // Run-major: every cell's first run, then every cell's second, ...
+  for (size_t r = 1; r < repeats; ++r) {
+    for (size_t c = 0; c < n; ++c) {
+      GridPoint g = out[c];
+      g.point.set_index(uint32_t(r * n + c));
+      g.point.set_repeat(uint32_t(r));
+      out.push_back(std::move(g));
+    }
+  }
   return out;
+}
+
+uint32_t Repeats(const v1::SweepSpec& s) { return s.has_repeats() ? std::max(1u, s.repeats()) : 1; }
+
+size_t Cells(const v1::Sweep& s) {
+  const size_t runs = Repeats(s.spec());
+  return size_t(s.points_size()) % runs == 0 ? size_t(s.points_size()) / runs
+                                             : size_t(s.points_size());
+}
+
+size_t CellOf(const v1::Sweep& s, const v1::SweepPoint& p) {
+  const size_t cells = Cells(s);
+  return cells == 0 ? 0 : p.index() % cells;
 }
 
 bool IsTerminal(v1::ExperimentState s) {

@@ -13,7 +13,8 @@
 
 namespace shoal {
 
-constexpr size_t kMaxSweepPoints = 1000;
+constexpr size_t kMaxSweepPoints = 1000;  // runs: grid points x repeats
+constexpr uint32_t kMaxRepeats = 100;
 
 struct GridPoint {
   v1::SweepPoint point;     // note set when it cannot run
@@ -25,8 +26,15 @@ struct GridPoint {
 // twice or also fixed in the base.
 StatusOr<std::vector<v1::Axis>> SweepAxes(const v1::SweepSpec& sweep);
 
-// Expands and validates the grid. A bad value anywhere refuses the whole sweep.
+// Expands and validates the grid, each point `repeats` times, run-major (index = repeat x cells
+// + cell). A bad value anywhere refuses the whole sweep.
 StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const SpecLimits& limits);
+
+// Runs per grid point (1 when not given).
+uint32_t Repeats(const v1::SweepSpec& s);
+// How many grid cells a stored sweep has (its points / its repeats), and which one a point is.
+size_t Cells(const v1::Sweep& s);
+size_t CellOf(const v1::Sweep& s, const v1::SweepPoint& p);
 
 // Succeeded, failed, cancelled or interrupted: nothing more will happen to it.
 bool IsTerminal(v1::ExperimentState s);
