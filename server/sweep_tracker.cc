@@ -1,6 +1,7 @@
 #include "server/sweep_tracker.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "shared/os/process.h"
 #include "spdlog/spdlog.h"
@@ -8,10 +9,36 @@
 namespace shoal {
 namespace {
 
-std::string Describe(const v1::SweepPoint& p) {
-  std::string out;
-  for (const auto& v : p.values()) out += (out.empty() ? "" : ", ") + v.field() + " " + v.value();
-  return out;
+bool SkipsAfterOom(const v1::SweepSpec& s) { return !s.has_skip_after_oom() || s.skip_after_oom(); }
+
+std::string OomSkipNote(const v1::SweepPoint& failed) {
+  return "skipped: out of memory at point " + std::to_string(failed.index()) + " (" +
+         DescribePoint(failed) + "), which needs less";
+}
+
+// Points of `grid` the admission refused: skipped with its reason, and the points that need
+// strictly more than one of them with it. The first refusal when no runnable point is left.
+Status SkipRefused(std::vector<GridPoint>& grid, const SweepTracker::Admit& admit, bool skip) {
+  std::optional<Status> first;
+  std::vector<const v1::SweepPoint*> refused;
+  for (auto& g : grid) {
+    if (!g.point.note().empty()) continue;
+    Status st = admit(g.spec);
+    if (st.ok()) continue;
+    st = Status(st.code(), "sweep point " + std::to_string(g.point.index()) + " (" +
+                               DescribePoint(g.point) + "): " + st.message());
+    if (!skip || !IsOutOfMemory(st.message())) return st;
+    if (!first) first = st;
+    g.point.set_note("skipped: " + st.message());
+    refused.push_back(&g.point);
+  }
+  for (auto& g : grid) {
+    for (const v1::SweepPoint* r : refused)
+      if (g.point.note().empty() && NeedsMoreThan(g.point, *r)) g.point.set_note(OomSkipNote(*r));
+  }
+  const bool runnable = std::any_of(grid.begin(), grid.end(),
+                                    [](const GridPoint& g) { return g.point.note().empty(); });
+  return runnable || !first ? Status::Ok() : *first;
 }
 
 }  // namespace
@@ -32,14 +59,7 @@ SweepTracker::SweepTracker(Store* store, ExperimentQueue* queue, NewId new_id)
 StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const std::string& submitter,
                                            const SpecLimits& limits, const Admit& admit) {
   ASSIGN_OR_RETURN(std::vector<GridPoint> grid, ExpandGrid(spec, limits));
-  for (const auto& g : grid) {
-    if (!g.point.note().empty()) continue;
-    Status st = admit(g.spec);
-    if (!st.ok()) {
-      return Status(st.code(), "sweep point " + std::to_string(g.point.index()) + " (" +
-                                   Describe(g.point) + "): " + st.message());
-    }
-  }
+  RETURN_IF_ERROR(SkipRefused(grid, admit, SkipsAfterOom(spec)));
   v1::Sweep sw;
   sw.set_id(new_id_("s"));
   *sw.mutable_spec() = spec;
@@ -74,21 +94,41 @@ StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const std:
 
 void SweepTracker::OnExperiment(const v1::Experiment& e) {
   if (e.sweep_id().empty()) return;
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = sweeps_.find(e.sweep_id());
-  if (it == sweeps_.end() || e.sweep_index() >= static_cast<uint32_t>(it->second.points_size()))
-    return;
-  v1::Sweep& sw = it->second;
-  auto* p = sw.mutable_points(static_cast<int>(e.sweep_index()));
-  if (p->experiment_id() != e.id()) return;  // an older attempt
-  p->set_state(e.state());
-  const v1::ExperimentState before = sw.state();
-  sw.set_state(SweepState(sw, !sw.error().empty()));
-  if (IsTerminal(sw.state()) && !IsTerminal(before)) {
-    sw.set_finished_unix_ms(RealtimeMs());
-    spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
+  std::vector<std::string> skipped;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = sweeps_.find(e.sweep_id());
+    if (it == sweeps_.end() || e.sweep_index() >= static_cast<uint32_t>(it->second.points_size()))
+      return;
+    v1::Sweep& sw = it->second;
+    auto* p = sw.mutable_points(static_cast<int>(e.sweep_index()));
+    if (p->experiment_id() != e.id()) return;  // an older attempt
+    p->set_state(e.state());
+    if (e.state() == v1::FAILED && IsOutOfMemory(e.error()) && SkipsAfterOom(sw.spec()))
+      skipped = SkipAfterOom(sw, *p);
+    const v1::ExperimentState before = sw.state();
+    sw.set_state(SweepState(sw, !sw.error().empty()));
+    if (IsTerminal(sw.state()) && !IsTerminal(before)) {
+      sw.set_finished_unix_ms(RealtimeMs());
+      spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
+    }
+    if (cancelling_.count(sw.id()) == 0) Save(sw);
   }
-  if (cancelling_.count(sw.id()) == 0) Save(sw);
+  // Outside the lock: cancelling tells the listeners, this one included.
+  for (const auto& id : skipped) (void)queue_->Cancel(id);
+}
+
+std::vector<std::string> SweepTracker::SkipAfterOom(v1::Sweep& sw, const v1::SweepPoint& failed) {
+  std::vector<std::string> out;
+  for (auto& q : *sw.mutable_points()) {
+    if (!q.note().empty() || q.state() != v1::QUEUED || !NeedsMoreThan(q, failed)) continue;
+    q.set_note(OomSkipNote(failed));
+    out.push_back(q.experiment_id());
+  }
+  if (!out.empty())
+    spdlog::info("sweep {}: point {} ran out of memory; skipping {} bigger point(s)", sw.id(),
+                 failed.index(), out.size());
+  return out;
 }
 
 // Under the lock, so that an older copy can never land after a newer one.

@@ -43,6 +43,9 @@ class SweepTracker {
   ExperimentQueue* queue_;
   NewId new_id_;
   void Save(const v1::Sweep& sw);  // under mu_
+  // Under mu_: marks the queued points that need more memory than `failed` skipped; returns their
+  // experiments, for the caller to cancel once it has let go of the lock.
+  std::vector<std::string> SkipAfterOom(v1::Sweep& sw, const v1::SweepPoint& failed);
   std::mutex mu_;
   std::map<std::string, v1::Sweep> sweeps_;
   // Sweeps whose points Cancel is stopping: their points' ends are kept in memory and the sweep

@@ -108,6 +108,54 @@ TEST(GridTest, RepeatsOutOfRangeOrTooManyRunsAreRefused) {
   EXPECT_EQ(Refusal(s), "(accepted)");
 }
 
+// --- Sweeps that stop where memory ends. ---
+
+v1::SweepPoint At(const Values& values) {
+  v1::SweepPoint p;
+  for (const auto& [f, v] : values) {
+    auto* x = p.add_values();
+    x->set_field(f);
+    x->set_value(v);
+  }
+  return p;
+}
+
+TEST(GridTest, OutOfMemoryIsReadFromEveryWayAnExperimentRunsOutOfIt) {
+  for (const char* e :
+       {"worker 1 killed by signal 9 (likely out of memory: the kernel's OOM killer killed 1 "
+        "process(es) on this machine during this experiment)",
+        "worker 0: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "worker 0: [enforce fail at alloc_cpu.cpp:75] DefaultCPUAllocator: can't allocate memory",
+        "does not fit: needs ~30.1 GiB of memory, MemAvailable is 20.0 GiB (use --force to start "
+        "anyway)",
+        "worker 2: std::bad_alloc"})
+    EXPECT_TRUE(IsOutOfMemory(e)) << e;
+  for (const char* e : {"worker 1 killed by signal 9", "diverged", "worker 0: stalled", ""})
+    EXPECT_FALSE(IsOutOfMemory(e)) << e;
+}
+
+TEST(GridTest, APointNeedsMoreAlongOneGrowingAxisOfItsRow) {
+  const auto p = At({{"start", "fork"}, {"workers", "4"}});
+  EXPECT_TRUE(NeedsMoreThan(At({{"start", "fork"}, {"workers", "8"}}), p));
+  EXPECT_FALSE(NeedsMoreThan(At({{"start", "fork"}, {"workers", "4"}}), p));  // itself
+  EXPECT_FALSE(NeedsMoreThan(At({{"start", "fork"}, {"workers", "2"}}), p));
+  EXPECT_FALSE(NeedsMoreThan(At({{"start", "spawn"}, {"workers", "8"}}), p));  // another row
+  // An axis that does not grow memory is never "more", whatever its values.
+  EXPECT_FALSE(NeedsMoreThan(At({{"seed", "2"}}), At({{"seed", "1"}})));
+  EXPECT_FALSE(NeedsMoreThan(At({{"lr", "0.1"}}), At({{"lr", "0.01"}})));
+}
+
+TEST(GridTest, APointNeedsMoreAlongTwoGrowingAxesWhenNoneShrinks) {
+  const auto p = At({{"batch_size", "256"}, {"workers", "4"}});
+  EXPECT_TRUE(NeedsMoreThan(At({{"batch_size", "256"}, {"workers", "16"}}), p));
+  EXPECT_TRUE(NeedsMoreThan(At({{"batch_size", "1024"}, {"workers", "4"}}), p));
+  EXPECT_TRUE(NeedsMoreThan(At({{"batch_size", "1024"}, {"workers", "16"}}), p));
+  // More of one, less of the other: it may fit; it runs.
+  EXPECT_FALSE(NeedsMoreThan(At({{"batch_size", "1024"}, {"workers", "1"}}), p));
+  EXPECT_FALSE(NeedsMoreThan(At({{"batch_size", "64"}, {"workers", "16"}}), p));
+  EXPECT_EQ(DescribePoint(p), "batch_size 256, workers 4");
+}
+
 TEST(GridTest, GpuPointsAreExplainedNotRun) {
   auto g = ExpandGrid(Legacy({1}, {"fork", "spawn"}, {true}, {"cpu", "cuda"}), SpecLimits{});
   ASSERT_TRUE(g.ok());

@@ -454,6 +454,111 @@ TEST(StoreTest, CancellingASweepStoresItOnceForAllItsPoints) {
   for (const auto& p : stored->points()) EXPECT_EQ(p.state(), v1::CANCELLED);
 }
 
+// A sweep over workers 1, 2, 4 for two starts: when fork/2 runs out of memory, fork/4 is skipped
+// (its experiment cancelled, the point noted) and spawn's row runs on; with skip_after_oom false,
+// nothing is skipped. Admission's refusal at submit skips the refused point and the bigger ones.
+struct OomSweep {
+  testing::TempDir d;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<ExperimentQueue> q;
+  std::unique_ptr<SweepTracker> sweeps;
+  int next = 0;
+  OomSweep() {
+    store = std::move(Store::Open(d / "db")).value();
+    q = std::make_unique<ExperimentQueue>(store.get());
+    sweeps = std::make_unique<SweepTracker>(store.get(), q.get(), [this](const char* prefix) {
+      return prefix + std::to_string(next++);
+    });
+    q->Listen([this](const v1::Experiment& e) { sweeps->OnExperiment(e); });
+  }
+  StatusOr<std::string> Submit(std::optional<bool> skip, const SweepTracker::Admit& admit) {
+    v1::SweepSpec spec;
+    spec.mutable_base()->set_dataset("synthetic");
+    for (auto [field, values] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+             {"start", {"fork", "spawn"}}, {"workers", {"1", "2", "4"}}}) {
+      v1::Axis* a = spec.add_axes();
+      a->set_field(field);
+      for (const auto& v : values) a->add_values(v);
+    }
+    if (skip) spec.set_skip_after_oom(*skip);
+    return sweeps->Submit(spec, "uid 0", SpecLimits{}, admit);
+  }
+  // Runs the queue's next experiment to `state`.
+  void RunNext(v1::ExperimentState state, const std::string& error = "") {
+    auto e = q->Next(std::chrono::milliseconds(0));
+    ASSERT_TRUE(e.has_value());
+    e->set_state(state);
+    e->set_error(error);
+    q->Update(*e);
+    q->Done(e->id());
+  }
+  std::vector<std::string> Notes(const std::string& id) {
+    std::vector<std::string> out;
+    const v1::SweepReport r = sweeps->Get(id).value();
+    for (const auto& p : r.sweep().points()) out.push_back(p.note());
+    return out;
+  }
+};
+
+Status Fits(const v1::ExperimentSpec&) { return Status::Ok(); }
+
+TEST(StoreTest, AnOutOfMemoryPointSkipsTheBiggerPointsOfItsRow) {
+  OomSweep s;
+  auto id = s.Submit(std::nullopt, Fits);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  s.RunNext(v1::SUCCEEDED);
+  s.RunNext(v1::FAILED, "worker 1: CUDA out of memory. Tried to allocate 2.00 GiB");
+  const auto notes = s.Notes(*id);
+  EXPECT_EQ(notes[2],
+            "skipped: out of memory at point 1 (start fork, workers 2), which needs less");
+  for (int i : {0, 1, 3, 4, 5}) EXPECT_EQ(notes[size_t(i)], "") << i;
+  EXPECT_EQ(s.q->Get(s.sweeps->Get(*id)->sweep().points(2).experiment_id())->state(),
+            v1::CANCELLED);
+  EXPECT_EQ(s.q->Waiting(), 3u);  // spawn's row
+  for (int i = 0; i < 3; ++i) s.RunNext(v1::SUCCEEDED);
+  EXPECT_EQ(s.sweeps->Get(*id)->sweep().state(), v1::FAILED);  // fork/2 failed; nothing hangs
+}
+
+TEST(StoreTest, NoSkipAfterOomRunsTheBiggerPointsAnyway) {
+  OomSweep s;
+  auto id = s.Submit(false, Fits);
+  ASSERT_TRUE(id.ok());
+  s.RunNext(v1::SUCCEEDED);
+  s.RunNext(v1::FAILED, "worker 1: DefaultCPUAllocator: can't allocate memory");
+  for (const auto& n : s.Notes(*id)) EXPECT_EQ(n, "");
+  EXPECT_EQ(s.q->Waiting(), 4u);
+  // A failure that is not for want of memory skips nothing either.
+  OomSweep t;
+  ASSERT_TRUE(t.Submit(std::nullopt, Fits).ok());
+  t.RunNext(v1::FAILED, "diverged");
+  EXPECT_EQ(t.q->Waiting(), 5u);
+}
+
+TEST(StoreTest, AdmissionsRefusalSkipsThePointAndTheBiggerOnesOrRefusesTheSweep) {
+  auto refuse_4 = [](const v1::ExperimentSpec& spec) {
+    return spec.workers() >= 4 && spec.start() == "fork"
+               ? ResourceExhausted("does not fit: needs ~9 GiB of memory")
+               : Status::Ok();
+  };
+  OomSweep s;
+  auto id = s.Submit(std::nullopt, refuse_4);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(s.Notes(*id)[2],
+            "skipped: sweep point 2 (start fork, workers 4): does not fit: needs ~9 GiB of memory");
+  EXPECT_EQ(s.q->Waiting(), 5u);
+  // Without skipping, or when nothing would be left to run, the sweep is refused.
+  OomSweep t;
+  auto refused = t.Submit(false, refuse_4);
+  EXPECT_EQ(refused.status().message(),
+            "sweep point 2 (start fork, workers 4): does not fit: needs ~9 GiB of memory");
+  OomSweep u;
+  auto none = u.Submit(std::nullopt, [](const v1::ExperimentSpec&) {
+    return ResourceExhausted("does not fit: needs ~9 GiB of memory");
+  });
+  EXPECT_EQ(none.status().message(),
+            "sweep point 0 (start fork, workers 1): does not fit: needs ~9 GiB of memory");
+}
+
 // An ended experiment stays live until its runner is Done (last event written, watchers closed):
 // `rm` in between would leave that event's row behind.
 TEST(StoreTest, AnEndedRunStaysLiveUntilItsRunnerIsDone) {

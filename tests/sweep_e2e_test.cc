@@ -198,6 +198,32 @@ TEST_F(SweepE2E, RepeatsRunInterleavedAndTheReportShowsMediansAndSpreads) {
   EXPECT_NE(get.out.find("  run 3 "), std::string::npos) << get.out;
 }
 
+// Admission refuses the largest batch (two workers of batch 4096 need ~57 GiB by its estimate):
+// that point is skipped, saying why, and the rest of the sweep runs; the report shows "skipped".
+TEST_F(SweepE2E, APointAdmissionRefusesIsSkippedAndTheRestRuns) {
+  CommandResult r =
+      daemon_->Cli({"sweep", "--batch-size", "16,4096", "--workers", "2", "--batches", "2",
+                    "--eval-samples", "0", "--dataset", kFashion, "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Parse(r);
+  ASSERT_EQ(j["sweep"]["points"].size(), 2u);
+  EXPECT_EQ(j["sweep"]["points"][0].value("note", ""), "");
+  const std::string note = j["sweep"]["points"][1]["note"];
+  EXPECT_EQ(note.rfind("skipped: sweep point 1 (batch_size 4096): does not fit: needs ~", 0), 0u)
+      << note;
+  EXPECT_EQ(j["experiments"].size(), 1u);  // nothing was started for it
+  EXPECT_EQ(j["sweep"]["state"], "SUCCEEDED");
+  CommandResult md = daemon_->Cli({"report", j["sweep"]["id"]});
+  EXPECT_NE(md.out.find("| skipped [1] |"), std::string::npos) << md.out;
+  EXPECT_NE(md.out.find("[1] " + note), std::string::npos) << md.out;
+  // Without skipping, the sweep is refused as a whole, as before.
+  CommandResult refused = daemon_->Cli({"sweep", "--batch-size", "16,4096", "--workers", "2",
+                                        "--no-skip-after-oom", "--dataset", kFashion});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("sweep point 1 (batch_size 4096): does not fit"), std::string::npos)
+      << refused.err;
+}
+
 TEST_F(SweepE2E, KilledDaemonResumesWithoutRerunningFinishedPoints) {
   const std::string id = Parse(daemon_->Cli(
       {"sweep", "--workers", "1,2", "--start", "fork", "--share", "yes,no", "--batches", "6",

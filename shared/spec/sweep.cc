@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
+#include <optional>
 #include <set>
 
 #include "shared/spec/spec_fields.h"
@@ -196,6 +198,52 @@ size_t Cells(const v1::Sweep& s) {
 size_t CellOf(const v1::Sweep& s, const v1::SweepPoint& p) {
   const size_t cells = Cells(s);
   return cells == 0 ? 0 : p.index() % cells;
+}
+
+bool IsOutOfMemory(const std::string& error) {
+  std::string e = error;
+  for (auto& c : e) c = char(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* sign : {"out of memory", "does not fit:", "can't allocate memory",
+                           "cannot allocate memory", "std::bad_alloc"})
+    if (e.find(sign) != std::string::npos) return true;
+  return false;
+}
+
+bool GrowsMemory(const std::string& field) {
+  static const std::set<std::string> kGrowing = {"workers", "batch_size", "models",  "layers",
+                                                 "filters", "loaders",    "prefetch"};
+  return kGrowing.count(field) > 0;
+}
+
+namespace {
+
+std::optional<double> Number(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == nullptr || *end != '\0') return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+bool NeedsMoreThan(const v1::SweepPoint& q, const v1::SweepPoint& p) {
+  if (q.values_size() != p.values_size()) return false;
+  bool more = false;
+  for (int i = 0; i < p.values_size(); ++i) {
+    const auto &a = p.values(i), &b = q.values(i);
+    if (a.field() != b.field()) return false;
+    if (a.value() == b.value()) continue;
+    const auto x = Number(a.value()), y = Number(b.value());
+    if (!GrowsMemory(a.field()) || !x || !y || *y < *x) return false;
+    more = true;
+  }
+  return more;
+}
+
+std::string DescribePoint(const v1::SweepPoint& p) {
+  std::string out;
+  for (const auto& v : p.values()) out += (out.empty() ? "" : ", ") + v.field() + " " + v.value();
+  return out;
 }
 
 bool IsTerminal(v1::ExperimentState s) {

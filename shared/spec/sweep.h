@@ -36,6 +36,20 @@ uint32_t Repeats(const v1::SweepSpec& s);
 size_t Cells(const v1::Sweep& s);
 size_t CellOf(const v1::Sweep& s, const v1::SweepPoint& p);
 
+// Sweeps that stop where memory ends. An experiment's error says it ran out of memory: the
+// kernel's OOM killer (the leader's note), LibTorch's CPU or CUDA allocator, or admission's "does
+// not fit" when its turn came.
+bool IsOutOfMemory(const std::string& error);
+// The axes whose larger values need more memory: workers, batch_size, models, layers, filters,
+// loaders, prefetch.
+bool GrowsMemory(const std::string& field);
+// Whether point `q` needs strictly more memory than `p` by the rule a sweep skips by: equal on
+// every axis that does not grow memory, at least p's value on every one that does, and more on
+// one of them. Points of other rows (another start, say) never do.
+bool NeedsMoreThan(const v1::SweepPoint& q, const v1::SweepPoint& p);
+// "workers 4, batch_size 64": a point's axis values.
+std::string DescribePoint(const v1::SweepPoint& p);
+
 // Succeeded, failed, cancelled or interrupted: nothing more will happen to it.
 bool IsTerminal(v1::ExperimentState s);
 
