@@ -96,6 +96,16 @@ std::string RoleName(const v1::Experiment& e, const v1::ProcessInfo& p) {
   return kind && kind->role_name ? kind->role_name(p) : p.role();
 }
 
+// What the rest of the machine did while it ran (absent: not measured).
+std::string MachineLine(const v1::Result& r) {
+  if (!r.has_disturbed()) return "";
+  const std::string cpu = r.has_outside_cpu_cores()
+                              ? F("outside CPU %.2f cores", r.outside_cpu_cores())
+                              : "outside CPU -";
+  if (!r.disturbed()) return "  machine     " + cpu + "; undisturbed\n";
+  return "  machine     " + cpu + "; DISTURBED: " + r.disturbance() + "\n";
+}
+
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
@@ -135,7 +145,7 @@ std::string ResultLines(const v1::Experiment& e) {
   } else {
     o += "  sampler     -\n";
   }
-  return o + KindLines(s, &KindRules::result_lines, r) + GpuLine(r);
+  return o + MachineLine(r) + KindLines(s, &KindRules::result_lines, r) + GpuLine(r);
 }
 
 // data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.

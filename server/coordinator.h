@@ -60,7 +60,8 @@ struct CoordinatorSeams {
   SegmentJanitor* segments = nullptr;
   Clock* clock = nullptr;
   ProcReader* procfs = nullptr;
-  GpuMonitor* gpu = nullptr;  // NVML; null: no GPU telemetry
+  GpuMonitor* gpu = nullptr;        // NVML; null: no GPU telemetry
+  MachineProcs* machine = nullptr;  // the disturbance meter's /proc; null: not measured
 };
 
 class Coordinator : public ExperimentService {

@@ -68,6 +68,7 @@ bool ExperimentRunner::Launch() {
   facts_.spec = e_.spec();
   e_.set_state(v1::RUNNING);
   StartClocks();
+  if (env_.machine) machine_at_start_ = TakeCpuSnapshot(*env_.machine, start_mono_);
   hooks_.update(e_);
   PublishState();
   // Again after the record is stored, which may wait (for SQLite's lock held by another process,
@@ -438,6 +439,7 @@ void ExperimentRunner::Finish() {
   FillResult(facts_, e_.mutable_result());
   FillProcesses(facts_, &e_);
   if (gpu_) FillGpu();
+  FillDisturbed();
   auto [state, error] = FinalState(facts_);
   e_.set_state(state);
   e_.set_error(error);
@@ -454,6 +456,18 @@ void ExperimentRunner::Finish() {
           : "unknown (no tick read a process)";
   spdlog::info("{} {} in {:.1f} s; peak PSS sum {}; sampler {:.2f}% of a core", e_.id(),
                v1::ExperimentState_Name(state), r.wall_ms() / 1000, pss, r.sampler_cpu_percent());
+}
+
+// What the rest of the machine did meanwhile (server/disturbance.h): read now that every process
+// of the experiment has been reaped, its CPU time in its parents'.
+void ExperimentRunner::FillDisturbed() {
+  std::optional<OutsideCpu> outside;
+  if (env_.machine && machine_at_start_) {
+    const CpuSnapshot end = TakeCpuSnapshot(*env_.machine, env_.clock->MonotonicNs());
+    outside = OutsideOf(*machine_at_start_, end, env_.daemon_pid, uint64_t(::sysconf(_SC_CLK_TCK)));
+  }
+  FillDisturbance(outside, gpu_ ? gpu_->foreign_on_devices() : std::set<pid_t>{},
+                  e_.mutable_result());
 }
 
 bool ExperimentRunner::AnyTraining() const {

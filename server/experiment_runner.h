@@ -19,6 +19,7 @@
 #include <string>
 
 #include "server/child_reaper.h"
+#include "server/disturbance.h"
 #include "server/gpu_sampler.h"
 #include "server/log_capture.h"
 #include "server/run_summary.h"
@@ -38,6 +39,7 @@ struct RunnerEnv {
   ChildReaper* reaper = nullptr;
   ProcReader* procfs = nullptr;
   GpuMonitor* gpu = nullptr;             // NVML; null: no GPU telemetry
+  MachineProcs* machine = nullptr;       // /proc for the disturbance meter; null: not measured
   ProcessSampler::CpuClock sampler_cpu;  // CPU time of the sampling thread
   SamplerOptions sampler;
   uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
@@ -102,6 +104,7 @@ class ExperimentRunner {
   void OpenLog(std::vector<std::pair<int, int>>* fd_map);
   bool AnyTraining() const;
   void FillGpu();
+  void FillDisturbed();
   void LiveProcesses();
   void StartDraining(uint64_t now);
   void Finish();
@@ -126,8 +129,9 @@ class ExperimentRunner {
   bool checkpoint_due_ = false;  // a process started, or a worker changed phase, since
   LiveRate steps_rate_, samples_rate_;
   std::map<uint32_t, bool> announced_ready_;
-  std::map<uint32_t, uint32_t> phases_;  // each worker's phase at the last progress
-  std::set<pid_t> pool_;                 // the forkserver's idle children being sampled
+  std::map<uint32_t, uint32_t> phases_;          // each worker's phase at the last progress
+  std::set<pid_t> pool_;                         // the forkserver's idle children being sampled
+  std::optional<CpuSnapshot> machine_at_start_;  // the disturbance meter's first reading
   SampleKeeper keeper_{hooks_.sample, hooks_.thin_samples, kMaxKeptSamples};
 };
 

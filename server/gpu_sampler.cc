@@ -55,6 +55,10 @@ void GpuSampler::Match(const GpuReading& r, bool training, v1::Sample* s) {
     if (on_gpu) peak_[p.pid()] = std::max(peak_[p.pid()], bytes);
   }
   foreign_ = r.processes.size() - std::min(r.processes.size(), matched);
+  std::set<pid_t> ours;
+  for (const auto& p : s->processes()) ours.insert(p.pid());
+  for (const auto& q : r.processes)
+    if (devices_.count(q.device) && !ours.count(q.pid)) foreign_on_devices_.insert(q.pid);
   seen_any_ = seen_any_ || matched > 0;
   AddUtilisation(r, training);
   if (!sum_known) return;  // this reading has no sum to peak

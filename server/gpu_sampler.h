@@ -40,6 +40,8 @@ class GpuSampler {
   std::optional<uint64_t> PeakOf(pid_t pid) const;
   uint64_t cpu_ns() const { return cpu_ns_; }
   uint64_t reads() const { return reads_; }
+  // Processes NVML listed on the experiment's devices that were not the experiment's.
+  const std::set<pid_t>& foreign_on_devices() const { return foreign_on_devices_; }
 
  private:
   struct Util {
@@ -57,7 +59,8 @@ class GpuSampler {
   bool seen_any_ = false;
   std::optional<uint64_t> peak_sum_;
   std::map<pid_t, uint64_t> peak_;
-  std::set<uint32_t> devices_;     // devices the experiment's processes appeared on
+  std::set<uint32_t> devices_;  // devices the experiment's processes appeared on
+  std::set<pid_t> foreign_on_devices_;
   std::map<uint32_t, Util> util_;  // per device, over training ticks
   size_t foreign_ = 0;             // processes of others seen at the latest reading
 };

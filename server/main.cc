@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "server/coordinator.h"
+#include "server/disturbance.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/node_info.h"
@@ -474,8 +475,9 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   shoal::RealChildWaiter waiter;
   shoal::RealSegmentJanitor segments;
   shoal::RealClock clock;
+  const auto machine = shoal::RealMachineProcs();
   shoal::Coordinator coord(opts, store->get(), &hub,
-                           {&proc, &waiter, &segments, &clock, &procfs, gpu.get()});
+                           {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get()});
   if (auto st = coord.Recover(); !st.ok()) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;

@@ -30,6 +30,8 @@ using testing::TempDir;
 using testing::WaitFor;
 
 using testing::kFashion;
+
+constexpr double kDisturbedCoresForTest = 0.5;  // server/disturbance.h's kDisturbedCores
 using testing::Parse;
 
 std::string Slurp(const std::string& path) {
@@ -423,6 +425,62 @@ TEST(CommandFiguresE2E, ADataLoadersWorkersAreTheirRanksAndTheSumsAgree) {
   std::printf("peak sums, command, 2 ranks with 2 loaders each, over %d reads:\n", reader.reads());
   ExpectAgrees("PSS", e["result"]["peak_pss_sum_bytes"].get<double>(), reader.peak().pss_kb, 0.03);
   ExpectAgrees("RSS", e["result"]["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.03);
+}
+
+// CPU time of a process (utime + stime, USER_HZ ticks), from its /proc/<pid>/stat.
+double LoopCpuTicks(pid_t pid) {
+  const std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+  const auto close = stat.rfind(')');
+  std::istringstream rest(stat.substr(close + 2));
+  std::string skip;
+  for (int field = 3; field < 14; ++field) rest >> skip;
+  double utime = 0, stime = 0;
+  rest >> utime >> stime;
+  return utime + stime;
+}
+
+// Disturbed runs: a run beside a busy loop outside shoald is marked disturbed, naming the loop,
+// and its outside CPU agrees with the loop's own CPU time, read here; the same run alone is not.
+TEST(DisturbanceE2E, ABusyLoopBesideARunDisturbsItAndNothingElseDoes) {
+  TempDir dir;
+  Daemon daemon(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(daemon.Start());
+  const std::vector<std::string> run = {
+      "submit", "--workers",      "1", "--threads", "1",      "--batches", "12",    "--batch-size",
+      "64",     "--eval-samples", "0", "--dataset", kFashion, "--wait",    "--json"};
+  const json quiet = Parse(daemon.Cli(run));
+  ASSERT_EQ(quiet["state"], "SUCCEEDED") << quiet["error"];
+  EXPECT_EQ(quiet["result"]["disturbed"], false) << quiet["result"].dump();
+  EXPECT_LT(quiet["result"]["outside_cpu_cores"].get<double>(), kDisturbedCoresForTest);
+  std::printf("alone: outside CPU %.2f cores\n",
+              quiet["result"]["outside_cpu_cores"].get<double>());
+
+  const pid_t loop = ::fork();
+  ASSERT_GE(loop, 0);
+  if (loop == 0) {
+    ::execl("/bin/sh", "sh", "-c", "while :; do :; done", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const double ticks0 = LoopCpuTicks(loop);
+  const auto t0 = std::chrono::steady_clock::now();
+  const json busy = Parse(daemon.Cli(run));
+  const double loop_cores =
+      (LoopCpuTicks(loop) - ticks0) / double(::sysconf(_SC_CLK_TCK)) /
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::kill(loop, SIGKILL);
+  ::waitpid(loop, nullptr, 0);
+  ASSERT_EQ(busy["state"], "SUCCEEDED") << busy["error"];
+  EXPECT_EQ(busy["result"]["disturbed"], true) << busy["result"].dump();
+  const std::string why = busy["result"]["disturbance"];
+  EXPECT_NE(why.find("sh (pid " + std::to_string(loop) + ")"), std::string::npos) << why;
+  const double outside = busy["result"]["outside_cpu_cores"];
+  std::printf("outside CPU %.2f cores; the loop's own, read here: %.2f cores\n", outside,
+              loop_cores);
+  EXPECT_GT(outside, 0.8 * loop_cores);
+  EXPECT_LT(outside, loop_cores + 0.3);
+  const CommandResult text = daemon.Cli({"get", busy["id"]});
+  EXPECT_NE(text.out.find("DISTURBED: processes outside the experiment used"), std::string::npos)
+      << text.out;
 }
 
 }  // namespace

@@ -99,6 +99,18 @@ TEST(GpuSamplerTest, UtilisationCountsOnlyTheDevicesItsProcessesUsed) {
   v1::Result r;
   f.sampler.Fill(&r);
   EXPECT_DOUBLE_EQ(r.gpu_util_mean_percent(), 20);  // device 1 is someone else's
+  EXPECT_TRUE(f.sampler.foreign_on_devices().empty());  // and nobody else was on device 0
+}
+
+// A process that is not the experiment's, on one of the experiment's devices, disturbs it (the
+// disturbance meter names it); one on another device does not.
+TEST(GpuSamplerTest, OtherProcessesOnItsDevicesAreNoted) {
+  Fixture f;
+  f.gpu.reading.devices = {Device(0, 20), Device(1, 100)};
+  f.gpu.reading.processes = {{100, 0, kMiB, {}}, {999, 1, kMiB, {}}, {777, 0, kMiB, {}}};
+  v1::Sample s = WithProcesses({100});
+  f.sampler.Tick(1, true, &s);
+  EXPECT_EQ(f.sampler.foreign_on_devices(), std::set<pid_t>({777}));
 }
 
 // NVML may list a process without its memory (some containers, MIG) or fail a device's memory

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -111,7 +112,18 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
   if (ec != std::errc() || p >= end) return DataLoss("stat: bad utime");
   auto [p2, ec2] = std::from_chars(p + 1, end, s.stime_ticks);
   if (ec2 != std::errc()) return DataLoss("stat: bad stime");
-  (void)p2;
+  // cutime and cstime (16, 17): its reaped children's, which the disturbance meter counts as its.
+  int64_t cu = 0, cs = 0;
+  auto [p3, ec3] = std::from_chars(p2 + (p2 < end ? 1 : 0), end, cu);
+  if (ec3 == std::errc()) {
+    auto [p4, ec4] = std::from_chars(p3 + (p3 < end ? 1 : 0), end, cs);
+    (void)p4;
+    if (ec4 != std::errc()) cs = 0;
+  }
+  s.cutime_ticks = uint64_t(std::max<int64_t>(0, cu));
+  s.cstime_ticks = uint64_t(std::max<int64_t>(0, cs));
+  if (const size_t open = text.find('('); open != std::string_view::npos && open < close)
+    s.comm = std::string(text.substr(open + 1, close - open - 1));
   return s;
 }
 

@@ -61,7 +61,15 @@ Cell StateCell(const PointView& v, Table& t) {
 
 Cell Summarize(const std::vector<Cell>& cells, const PointView& v, Table& t) {
   if (cells.empty()) return Missing();
-  if (v.repeats <= 1) return cells[0];
+  const auto counted = CountedRuns(v);
+  const bool disturbed =
+      !counted.empty() && std::all_of(counted.begin(), counted.end(),
+                                      [](const auto* e) { return e->result().disturbed(); });
+  if (v.repeats <= 1) {
+    Cell c = cells[0];
+    if (disturbed) c.footnote = Footnote(t, "disturbed: " + counted[0]->result().disturbance());
+    return c;
+  }
   std::vector<double> xs;
   for (const Cell& c : cells) xs.push_back(c.value);
   const char* format = cells[0].format ? cells[0].format : "%.4g";
@@ -79,6 +87,7 @@ Cell Summarize(const std::vector<Cell>& cells, const PointView& v, Table& t) {
   if (out.noisy)
     note += std::string(note.empty() ? "" : "; ") + "noisy: its runs spread over more than " +
             Fmt("%.0f", kNoisySpread * 100) + "% of their median";
+  if (disturbed) note += std::string(note.empty() ? "" : "; ") + "every run was disturbed";
   if (!note.empty()) out.footnote = Footnote(t, note);
   return out;
 }
