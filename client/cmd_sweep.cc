@@ -7,10 +7,12 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "client/commands.h"
 #include "client/format.h"
+#include "client/report/html.h"
 #include "client/report/pbjson.h"
 #include "client/report/report.h"
 #include "client/spec_flags.h"
@@ -161,7 +163,8 @@ int Report(ShoalClient& c, const ReportArgs& a) {
   }
   if (a.ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
   if (!a.plot.empty() && a.format != "svg" && a.format != "png")
-    Die("--plot chooses what svg and png draw; --format is " + a.format);
+    Die("--plot chooses what svg and png draw; --format is " + a.format +
+        (a.format == "html" ? " (which draws every picture)" : ""));
   const ReportInput in = input(a.ids[0], a.format != "json");
   // An optimiser sweep is drawn as loss curves unless asked otherwise.
   std::string plot = a.plot;
@@ -175,6 +178,13 @@ int Report(ShoalClient& c, const ReportArgs& a) {
   if (a.format == "md") Emit(RenderMarkdown(in), a.output);
   if (a.format == "csv") Emit(RenderCsv(in), a.output);
   if (a.format == "json") Emit(RenderJson(in).dump(2) + "\n", a.output);
+  if (a.format == "html") {
+    // The node is the daemon's now: the one the sweep ran on, unless it was read from a file.
+    std::optional<v1::NodeInfoResponse> node;
+    if (!a.from_json) node = OrDie(c.NodeInfo());
+    if (node) MakePrintable(&*node);
+    Emit(RenderHtml(in, node ? &*node : nullptr), a.output);
+  }
   if (a.format == "svg") Emit(RenderSvg(in, plot), a.output);
   if (a.format == "png") WritePng(RenderSvg(in, plot), a.output);
   return 0;
@@ -234,14 +244,18 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   report->add_option("ids", s->report.ids, "SWEEP_ID, or SWEEP_A SWEEP_B with --compare")
       ->required()
       ->expected(1, 2);
-  report->add_option("--format", s->report.format, "md | csv | json | svg | png")
+  report
+      ->add_option("--format", s->report.format,
+                   "md | csv | json | svg | png | html (one self-contained page: tables, "
+                   "pictures, fixed fields, node, environment)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"md", "csv", "json", "svg", "png"}));
+      ->check(CLI::IsMember({"md", "csv", "json", "svg", "png", "html"}));
   report
       ->add_option("--plot", s->report.plot,
-                   "what svg/png draw: memory | gpu-memory | gpu-util | loss (default: loss "
-                   "when the optimiser varies, else memory: the host's)")
-      ->check(CLI::IsMember({"memory", "gpu-memory", "gpu-util", "loss"}));
+                   "what svg/png draw: memory | throughput | pareto (samples/s against peak "
+                   "memory, the front joined) | gpu-memory | gpu-util | loss (default: loss when "
+                   "the optimiser varies, else memory: the host's)")
+      ->check(CLI::IsMember({"memory", "throughput", "pareto", "gpu-memory", "gpu-util", "loss"}));
   report
       ->add_option("--output,-o", s->report.output,
                    "write to this file instead of stdout (required for png)")

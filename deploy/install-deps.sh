@@ -9,6 +9,8 @@ PACKAGES=(
   # The Slurm test (a two-node Slurm in network namespaces, tests/multinode_e2e_test.cc); under a
   # systemd init Debian enables their services, which stay inactive without /etc/slurm/slurm.conf.
   slurmctld slurmd slurm-client munge
+  # The HTML report's test renders it in a real headless browser (tests/sweep_e2e_test.cc).
+  chromium
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/statvfs.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,6 +97,23 @@ std::string CudaMissing(const GpuProbe& gpus, const WorkerInfo& worker) {
   return (gpus.available ? "no CUDA: " : gpus.status + "; ") + worker.cuda_why;
 }
 
+namespace {
+
+// The first "model name" of /proc/cpuinfo (x86; some ARM kernels have none).
+std::string CpuModel() {
+  auto text = ReadSmallFile("/proc/cpuinfo");
+  if (!text.ok()) return "";
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    return colon == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", colon + 1));
+  }
+  return "";
+}
+
+}  // namespace
+
 v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_workers,
                                      const WorkerInfo& worker, GpuMonitor* gpu) {
   v1::NodeInfoResponse r;
@@ -103,6 +121,9 @@ v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_
   ::gethostname(host, sizeof host - 1);
   r.set_hostname(host);
   r.set_cores(static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  r.set_cpu_model(CpuModel());
+  struct utsname u;
+  if (::uname(&u) == 0) r.set_kernel(u.release);
   if (auto mi = ReadSmallFile("/proc/meminfo"); mi.ok()) {
     if (auto v = ParseStatusKb(*mi, "MemTotal"); v.ok()) r.set_memory_total_bytes(*v);
     if (auto v = ParseStatusKb(*mi, "MemAvailable"); v.ok()) r.set_memory_available_bytes(*v);

@@ -1,6 +1,7 @@
 // The sweep report (client/report/report.h): tables laid out by the sweep's varying axes, rendered
 // as Markdown (golden files tests/golden/report_*.md), CSV, JSON and SVG, and compared cell by
 // cell. Every input is built by hand: the sweep's axes and points, and the experiments' records.
+#include "client/report/html.h"
 #include "client/report/report.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -1478,6 +1479,49 @@ TEST(ReportTest, CsvAndJsonKeepEveryRun) {
     EXPECT_EQ(t["rows"][0]["cells"][1]["min"], 10.0);
     EXPECT_EQ(t["rows"][0]["cells"][1]["max"], 12.0);
   }
+}
+
+// --- Pareto and HTML. ---
+
+TEST(ReportTest, TheParetoFrontKeepsThePointsNothingBeatsOnBothAxes) {
+  // (memory, throughput): (2, 150) is beaten by (1, 200); (3, 200) by (1, 200) too (more memory,
+  // no more throughput); (4, 300) and (1, 200) and (0.5, 50) are the front.
+  const auto front = ParetoFront({{2, 150}, {1, 200}, {3, 200}, {4, 300}, {0.5, 50}});
+  const std::vector<std::pair<double, double>> want = {{0.5, 50}, {1, 200}, {4, 300}};
+  EXPECT_EQ(front, want);
+  EXPECT_TRUE(ParetoFront({}).empty());
+}
+
+TEST(ReportTest, TheParetoPlotHasAPointPerCellAndItsFront) {
+  const double runs[2][3] = {{100, 120, 90}, {200, 202, 199}};
+  const std::string svg =
+      RenderSvg(Repeated("s11", [&](int c, int r) { return runs[c][r]; }), "pareto");
+  EXPECT_NE(svg.find("peak host memory, GiB"), std::string::npos);
+  EXPECT_NE(svg.find(">workers 1</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">workers 2</text>"), std::string::npos);
+  EXPECT_NE(svg.find("Pareto front"), std::string::npos);
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 10, true);
+}
+
+TEST(ReportTest, HtmlMarksNoisyCellsAndEscapesWhatItQuotes) {
+  const double runs[2][3] = {{100, 120, 90}, {200, 202, 199}};
+  ReportInput in = Repeated("s12", [&](int c, int r) { return runs[c][r]; });
+  in.sweep.mutable_spec()->set_name("<b>mine</b>");
+  v1::NodeInfoResponse node;
+  node.set_hostname("gpu-node-7");
+  node.set_cores(16);
+  node.set_cpu_model("AMD EPYC 9454");
+  (*node.mutable_versions())["libtorch"] = "1.13.0";
+  const std::string html = RenderHtml(in, &node);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html.find("&lt;b&gt;mine&lt;/b&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("<b>mine</b>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"noisy\">100.0 (90.0\u2013120.0) <sup>[1]</sup></td>"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<dd>16 cores, AMD EPYC 9454</dd>"), std::string::npos);
+  EXPECT_NE(html.find("<dt>libtorch</dt><dd>1.13.0</dd>"), std::string::npos);
+  EXPECT_NE(html.find("Runs: 3 per point"), std::string::npos);
 }
 
 TEST(ReportTest, CompareSkipsTablesTheOtherSweepLacks) {

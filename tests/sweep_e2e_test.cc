@@ -2,9 +2,13 @@
 // and restarted finishes it without rerunning finished points; a sweep can be cancelled.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <zlib.h>
 
+#include <array>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "shared/os/shm.h"
@@ -222,6 +226,129 @@ TEST_F(SweepE2E, APointAdmissionRefusesIsSkippedAndTheRestRuns) {
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_NE(refused.err.find("sweep point 1 (batch_size 4096): does not fit"), std::string::npos)
       << refused.err;
+}
+
+// --- The HTML report, in a real browser. ---
+
+uint32_t Be32(const std::string& s, size_t at) {
+  return uint32_t(uint8_t(s[at])) << 24 | uint32_t(uint8_t(s[at + 1])) << 16 |
+         uint32_t(uint8_t(s[at + 2])) << 8 | uint32_t(uint8_t(s[at + 3]));
+}
+
+int Paeth(int a, int b, int c) {
+  const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+  return pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+}
+
+// The pixels of an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium writes), unfiltered, as
+// rows of bytes; empty when it is not such a PNG.
+std::vector<std::string> DecodePng(const std::string& png, size_t* channels) {
+  if (png.size() < 33 || png.compare(1, 3, "PNG") != 0) return {};
+  const uint32_t width = Be32(png, 16), height = Be32(png, 20);
+  const int depth = uint8_t(png[24]), color = uint8_t(png[25]), interlace = uint8_t(png[28]);
+  if (depth != 8 || (color != 2 && color != 6) || interlace != 0) return {};
+  *channels = color == 6 ? 4 : 3;
+  std::string idat;
+  for (size_t at = 8; at + 8 <= png.size();) {
+    const uint32_t len = Be32(png, at);
+    if (png.compare(at + 4, 4, "IDAT") == 0) idat += png.substr(at + 8, len);
+    at += 12 + len;
+  }
+  const size_t stride = width * *channels;
+  std::string raw((stride + 1) * height, '\0');
+  uLongf out = raw.size();
+  if (uncompress(reinterpret_cast<Bytef*>(raw.data()), &out,
+                 reinterpret_cast<const Bytef*>(idat.data()), idat.size()) != Z_OK)
+    return {};
+  std::vector<std::string> rows(height, std::string(stride, '\0'));
+  for (uint32_t y = 0; y < height; ++y) {
+    const int filter = uint8_t(raw[y * (stride + 1)]);
+    for (size_t x = 0; x < stride; ++x) {
+      const int in = uint8_t(raw[y * (stride + 1) + 1 + x]);
+      const int a = x >= *channels ? uint8_t(rows[y][x - *channels]) : 0;
+      const int b = y > 0 ? uint8_t(rows[y - 1][x]) : 0;
+      const int c = x >= *channels && y > 0 ? uint8_t(rows[y - 1][x - *channels]) : 0;
+      const int pred = filter == 1   ? a
+                       : filter == 2 ? b
+                       : filter == 3 ? (a + b) / 2
+                       : filter == 4 ? Paeth(a, b, c)
+                                     : 0;
+      rows[y][x] = char((in + pred) & 0xff);
+    }
+  }
+  return rows;
+}
+
+// The share of pixels that are not white.
+double InkedShare(const std::vector<std::string>& rows, size_t channels) {
+  size_t inked = 0, all = 0;
+  for (const auto& r : rows) {
+    for (size_t x = 0; x + channels <= r.size(); x += channels, ++all)
+      if (uint8_t(r[x]) < 250 || uint8_t(r[x + 1]) < 250 || uint8_t(r[x + 2]) < 250) ++inked;
+  }
+  return all == 0 ? 0 : double(inked) / double(all);
+}
+
+// The page is whole in itself: no script, no stylesheet, image, font or frame from elsewhere
+// (SVG's xmlns names a namespace; nothing fetches it), and every picture has both its axes and
+// their labels.
+void ExpectSelfContained(const std::string& html) {
+  for (const char* outside :
+       {"src=", "href=", "url(", "@import", "<script", "<link", "<iframe", "<img", "https://"})
+    EXPECT_EQ(html.find(outside), std::string::npos) << outside;
+  std::string rest =
+      std::regex_replace(html, std::regex("xmlns=\"http://www.w3.org/2000/svg\""), "");
+  EXPECT_EQ(rest.find("http://"), std::string::npos);
+  size_t svgs = 0;
+  for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) {
+    const std::string svg = html.substr(at, html.find("</svg>", at) - at);
+    EXPECT_GE(std::count(svg.begin(), svg.end(), '\n'), 4u);
+    EXPECT_NE(svg.find("stroke=\"black\""), std::string::npos) << "axes";
+    EXPECT_NE(svg.find("rotate(-90"), std::string::npos) << "the y axis's label";
+    ++svgs;
+  }
+  EXPECT_EQ(svgs, 3u);  // memory, throughput, pareto: a CPU sweep without an optimiser axis
+}
+
+TEST_F(SweepE2E, TheHtmlReportIsOnePageABrowserRendersWithNothingElse) {
+  CommandResult r =
+      daemon_->Cli({"sweep", "--workers", "1,2", "--batches", "2", "--batch-size", "16",
+                    "--eval-samples", "0", "--dataset", kFashion, "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string id = Parse(r)["sweep"]["id"];
+  const std::string page = dir_ / "report.html", shot = dir_ / "report.png";
+  CommandResult html = daemon_->Cli({"report", id, "--format", "html", "-o", page});
+  ASSERT_EQ(html.exit_code, 0) << html.err;
+  std::ifstream in(page);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_NO_FATAL_FAILURE(ExpectSelfContained(text));
+  for (const char* part : {"<h2>Fixed fields</h2>", "<h2>Tables</h2>", "<h2>Node</h2>",
+                           "<dt>CPU</dt>", "<dt>libtorch</dt>", "<h2>Environment</h2>",
+                           "Runs: 1 run per point", "Throughput (samples/s, all workers)"})
+    EXPECT_NE(text.find(part), std::string::npos) << part;
+  // Debian's Chromium, headless, with no way to resolve a name: what it draws came from the file.
+  CommandResult browser = testing::RunCommand(
+      {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+       "--disable-background-networking", "--host-resolver-rules=MAP * ~NOTFOUND",
+       "--user-data-dir=" + (dir_ / "chromium"), "--window-size=1200,2400", "--screenshot=" + shot,
+       "file://" + page});
+  ASSERT_EQ(browser.exit_code, 0) << browser.err;
+  std::ifstream png_in(shot, std::ios::binary);
+  const std::string png((std::istreambuf_iterator<char>(png_in)), std::istreambuf_iterator<char>());
+  size_t channels = 0;
+  const auto rows = DecodePng(png, &channels);
+  ASSERT_EQ(rows.size(), 2400u) << png.size() << " bytes";
+  const double inked = InkedShare(rows, channels);
+  std::printf("the rendered report: %.1f%% of its pixels inked\n", inked * 100);
+  EXPECT_GT(inked, 0.01);  // tables, text and three charts: far from blank
+  // A report read back from JSON has no daemon's node, and says so.
+  std::ofstream(dir_ / "sweep.json") << r.out;
+  CommandResult offline =
+      testing::RunCommand({testing::BinDir() + "/shoal", "--socket", dir_ / "none.sock", "report",
+                           "--from-json", dir_ / "sweep.json", "--format", "html"});
+  ASSERT_EQ(offline.exit_code, 0) << offline.err;
+  EXPECT_NE(offline.out.find("Not recorded: this report was read from a saved JSON file"),
+            std::string::npos);
 }
 
 TEST_F(SweepE2E, KilledDaemonResumesWithoutRerunningFinishedPoints) {

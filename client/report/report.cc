@@ -696,10 +696,61 @@ std::string LossSvg(const ReportInput& in) {
   return RenderLineChart(c);
 }
 
+const Table* FindTable(const std::vector<Table>& tables, const std::string& key) {
+  for (const auto& t : tables)
+    if (t.key == key) return &t;
+  return nullptr;
+}
+
+// Throughput against peak host memory: a scatter of the cells (their medians) per row, each
+// labelled by its column, and the Pareto front joined.
+std::string ParetoSvg(const ReportInput& in) {
+  const auto tables = BuildTables(in);
+  const Table* mem = FindTable(tables, "host_memory_gib");
+  const Table* thr = FindTable(tables, "samples_per_sec");
+  LineChart c;
+  c.title = "Throughput against peak host memory — sweep " + in.sweep.id();
+  c.x_label = "peak host memory, GiB (sum of PSS)";
+  c.y_label = "samples/s (all workers)";
+  std::vector<std::pair<double, double>> all;
+  for (size_t r = 0; mem && thr && r < mem->rows.size(); ++r) {
+    const Row& m = mem->rows[r];
+    auto t = std::find_if(thr->rows.begin(), thr->rows.end(),
+                          [&](const Row& x) { return x.labels == m.labels; });
+    if (t == thr->rows.end()) continue;
+    Series s{RowLabel(*mem, m), false, {}, true, {}};
+    for (size_t k = 0; k < m.cells.size() && k < t->cells.size(); ++k) {
+      if (!m.cells[k].has_value || !t->cells[k].has_value) continue;
+      s.points.push_back({m.cells[k].value, t->cells[k].value});
+      s.labels.push_back(mem->column_field.empty() ? ""
+                                                   : mem->column_field + " " + mem->columns[k]);
+      all.push_back(s.points.back());
+    }
+    c.series.push_back(std::move(s));
+  }
+  c.series.push_back({"Pareto front", false, ParetoFront(all)});
+  return RenderLineChart(c);
+}
+
 }  // namespace
+
+std::vector<std::pair<double, double>> ParetoFront(std::vector<std::pair<double, double>> points) {
+  // By memory, then by throughput, highest first: a point is on the front when it beats the
+  // throughput of every point with no more memory.
+  std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second > b.second;
+  });
+  std::vector<std::pair<double, double>> front;
+  for (const auto& p : points)
+    if (front.empty() || p.second > front.back().second) front.push_back(p);
+  return front;
+}
 
 std::string RenderSvg(const ReportInput& in, const std::string& plot) {
   if (plot == "loss") return LossSvg(in);
+  if (plot == "pareto") return ParetoSvg(in);
+  if (plot == "throughput")
+    return GridSvg(in, "samples_per_sec", "Throughput (samples/s, all workers)", "samples/s");
   if (plot == "gpu-memory")
     return GridSvg(in, "gpu_memory_gib", "Peak GPU memory (NVML, summed over the processes)",
                    "GPU memory, GiB (NVML)");

@@ -49,7 +49,12 @@ nlohmann::json RenderJson(const ReportInput& in);
 // "memory": peak host memory against the column axis, one polyline per row ("gpu-memory" and
 // "gpu-util": the GPU tables', of the rows on a GPU).
 // "loss": worker 0's training loss against steps, one polyline per point.
+// "throughput": samples/s likewise. "pareto": samples/s against peak host memory, one point per
+// cell (medians), the Pareto front joined.
 std::string RenderSvg(const ReportInput& in, const std::string& plot = "memory");
+// The points no other beats on both axes (less or equal x, more or equal y, one of them
+// strictly): the front of minimum memory (x) for maximum throughput (y), by x.
+std::vector<std::pair<double, double>> ParetoFront(std::vector<std::pair<double, double>> points);
 // Whether any point is on a GPU (the GPU tables and plots exist).
 bool HasGpuFigures(const ReportInput& in);
 // The ratio b / a of every numeric cell the two sweeps share.

@@ -101,6 +101,19 @@ void Axes(std::ostringstream& o, const LineChart& c, const Frame& f) {
     << XmlEscape(c.y_label) << "</text>\n";
 }
 
+// A scatter series: a ringed dot per point, its label beside it.
+void Markers(std::ostringstream& o, const Series& s, const Frame& f, const std::string& color) {
+  for (size_t i = 0; i < s.points.size(); ++i) {
+    const auto& [x, y] = s.points[i];
+    o << "<circle cx=\"" << f.X(x) << "\" cy=\"" << f.Y(y) << "\" r=\"5\" fill=\"" << color
+      << "\" stroke=\"black\" stroke-width=\"0.5\"><title>" << XmlEscape(s.label)
+      << "</title></circle>\n";
+    if (i < s.labels.size())
+      o << "<text x=\"" << f.X(x) + 7 << "\" y=\"" << f.Y(y) - 6 << "\" font-size=\"10\">"
+        << XmlEscape(s.labels[i]) << "</text>\n";
+  }
+}
+
 void Lines(std::ostringstream& o, const LineChart& c, const Frame& f) {
   static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
@@ -108,7 +121,9 @@ void Lines(std::ostringstream& o, const LineChart& c, const Frame& f) {
   for (const auto& s : c.series) {
     const std::string color = kColors[k % 10];
     const char* dash = s.dashed ? " stroke-dasharray=\"7,4\"" : "";
-    if (!s.points.empty()) {
+    if (s.markers_only) {
+      Markers(o, s, f, color);
+    } else if (!s.points.empty()) {
       std::ostringstream pts;
       for (const auto& [x, y] : s.points) pts << f.X(x) << "," << f.Y(y) << " ";
       o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash

@@ -12,6 +12,8 @@ struct Series {
   std::string label;
   bool dashed = false;
   std::vector<std::pair<double, double>> points;  // (x, y)
+  bool markers_only = false;                      // a scatter: its points, not joined
+  std::vector<std::string> labels = {};           // beside each point, when given (one per point)
 };
 
 struct LineChart {
