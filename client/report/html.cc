@@ -2,34 +2,14 @@
 
 #include <sstream>
 
+#include "client/report/svg_chart.h"
 #include "shared/report/text.h"
 #include "shared/spec/sweep.h"
 
 namespace shoal {
 namespace {
 
-std::string Esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '&':
-        o += "&amp;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  }
-  return o;
-}
+std::string Esc(const std::string& s) { return XmlEscape(s); }
 
 constexpr const char* kStyle =
     "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"

@@ -24,5 +24,7 @@ struct LineChart {
 };
 
 std::string RenderLineChart(const LineChart& c);
+// `s` safe inside XML or HTML text and attribute values: < > & " escaped.
+std::string XmlEscape(const std::string& s);
 
 }  // namespace shoal
