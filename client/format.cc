@@ -52,6 +52,17 @@ std::string EnvironmentLine(const v1::Experiment& e) {
 }
 
 // GPU memory and utilisation (NVML), or why there are none.
+// NVML GPM's view of the devices while training, or why there is none.
+std::string GpmLine(const v1::Result& r) {
+  if (!r.has_gpu_sm_active_percent())
+    return r.gpm_status().empty() ? "" : "  GPU activity - (" + r.gpm_status() + ")\n";
+  return F(
+      "  GPU activity SM active %.1f%%, SM occupancy %.1f%%, tensor pipes %.1f%%, DRAM "
+      "bandwidth %.1f%% (NVML GPM, mean while training)\n",
+      r.gpu_sm_active_percent(), r.gpu_sm_occupancy_percent(), r.gpu_tensor_active_percent(),
+      r.gpu_dram_bw_percent());
+}
+
 std::string GpuLine(const v1::Result& r) {
   if (!r.has_peak_gpu_memory_bytes())
     return r.gpu_status().empty() ? "" : "  GPU         -: " + r.gpu_status() + "\n";
@@ -60,7 +71,29 @@ std::string GpuLine(const v1::Result& r) {
                                    r.gpu_util_mean_percent(), r.gpu_util_peak_percent())
                                : std::string("utilisation unknown (no reading while training)");
   return F("  GPU         peak memory %s (its processes, summed); %s; %lu NVML readings\n",
-           Gib(r.peak_gpu_memory_bytes()).c_str(), util.c_str(), UL(r.gpu_reads()));
+           Gib(r.peak_gpu_memory_bytes()).c_str(), util.c_str(), UL(r.gpu_reads())) +
+         GpmLine(r);
+}
+
+// Energy over the training window, GPU and CPU, each with its mean power and per sample.
+std::string EnergyLine(const v1::Result& r) {
+  auto part = [](const char* what, bool known, double j, double w, bool per, double jps,
+                 const std::string& why) {
+    if (!known) return std::string(what) + " - (" + why + ")";
+    return F("%s %.1f J, %.1f W mean, %s J/sample", what, j, w, per ? F("%.4f", jps).c_str() : "-");
+  };
+  if (!r.has_gpu_energy_j() && r.gpu_energy_status().empty() && !r.has_cpu_energy_j() &&
+      r.cpu_energy_status().empty())
+    return "";
+  std::string o = "  energy      ";
+  if (r.has_peak_gpu_memory_bytes())
+    o += part("GPU", r.has_gpu_energy_j(), r.gpu_energy_j(), r.gpu_power_mean_w(),
+              r.has_gpu_joules_per_sample(), r.gpu_joules_per_sample(), r.gpu_energy_status()) +
+         "; ";
+  return o +
+         part("CPU", r.has_cpu_energy_j(), r.cpu_energy_j(), r.cpu_power_mean_w(),
+              r.has_cpu_joules_per_sample(), r.cpu_joules_per_sample(), r.cpu_energy_status()) +
+         "\n";
 }
 
 // "-" for what is not known yet (running), or never will be (interrupted, never started).
@@ -145,7 +178,8 @@ std::string ResultLines(const v1::Experiment& e) {
   } else {
     o += "  sampler     -\n";
   }
-  return o + MachineLine(r) + KindLines(s, &KindRules::result_lines, r) + GpuLine(r);
+  return o + MachineLine(r) + KindLines(s, &KindRules::result_lines, r) + GpuLine(r) +
+         EnergyLine(r);
 }
 
 // data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.
@@ -304,10 +338,12 @@ std::string FormatExperiment(const v1::Experiment& raw) {
 
 // "gpu0 1.5 GiB/80.0 GiB 37%": one device's memory used (by anyone) and utilisation.
 std::string DeviceText(const v1::GpuDeviceSample& g) {
-  return F("gpu%u %s/%s %s", g.index(),
+  return F("gpu%u %s/%s %s%s%s", g.index(),
            GibIf(g.has_memory_used_bytes(), g.memory_used_bytes()).c_str(),
            GibIf(g.has_memory_total_bytes(), g.memory_total_bytes()).c_str(),
-           g.has_util_percent() ? F("%u%%", g.util_percent()).c_str() : "util -");
+           g.has_util_percent() ? F("%u%%", g.util_percent()).c_str() : "util -",
+           g.has_power_mw() ? F(" %.0f W", g.power_mw() / 1000.0).c_str() : "",
+           g.has_sm_active_percent() ? F(" SM %.0f%%", g.sm_active_percent()).c_str() : "");
 }
 
 std::string FormatSampleLine(const v1::Sample& raw) {

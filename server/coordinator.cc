@@ -520,6 +520,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.procfs = os_.procfs;
   env.gpu = os_.gpu;
   env.machine = os_.machine;
+  env.cpu_energy = os_.cpu_energy;
   env.sampler_cpu = ThreadCpuNs;
   env.sampler = opts_.sampler;
   env.grace_ns = uint64_t(opts_.grace_ms) * 1000000ull;

@@ -62,6 +62,7 @@ struct CoordinatorSeams {
   ProcReader* procfs = nullptr;
   GpuMonitor* gpu = nullptr;        // NVML; null: no GPU telemetry
   MachineProcs* machine = nullptr;  // the disturbance meter's /proc; null: not measured
+  CpuEnergy* cpu_energy = nullptr;  // powercap RAPL; null: CPU energy not measured
 };
 
 class Coordinator : public ExperimentService {

@@ -374,6 +374,7 @@ void ExperimentRunner::Tick(uint64_t now) {
   v1::Sample s;
   sampler_->Tick(now, &s);
   gpu_->Tick(now, AnyTraining(), &s);
+  if (AnyTraining()) ReadCpuEnergy(now);
   s.set_t_ms(TMs());
   uint64_t shared = 0;
   for (const auto& [what, bytes] : facts_.segments) shared += bytes;
@@ -439,6 +440,7 @@ void ExperimentRunner::Finish() {
   FillResult(facts_, e_.mutable_result());
   FillProcesses(facts_, &e_);
   if (gpu_) FillGpu();
+  FillCpuEnergy();
   FillDisturbed();
   auto [state, error] = FinalState(facts_);
   e_.set_state(state);
@@ -456,6 +458,34 @@ void ExperimentRunner::Finish() {
           : "unknown (no tick read a process)";
   spdlog::info("{} {} in {:.1f} s; peak PSS sum {}; sampler {:.2f}% of a core", e_.id(),
                v1::ExperimentState_Name(state), r.wall_ms() / 1000, pss, r.sampler_cpu_percent());
+}
+
+void ExperimentRunner::ReadCpuEnergy(uint64_t now) {
+  if (env_.cpu_energy == nullptr) return;
+  auto r = env_.cpu_energy->Read();
+  if (!r.ok()) {
+    cpu_energy_why_ = r.status().message();
+    return;
+  }
+  cpu_energy_.Add(now, r->energy_uj, r->range_uj);
+}
+
+// The CPU packages' energy over the training window, and per sample (server/energy.h).
+void ExperimentRunner::FillCpuEnergy() {
+  v1::Result* r = e_.mutable_result();
+  if (env_.cpu_energy == nullptr) {
+    r->set_cpu_energy_status("CPU energy: not measured by this shoald");
+    return;
+  }
+  const EnergyWindow::Figures f = cpu_energy_.Result(1e-6);
+  if (!f.joules) {
+    r->set_cpu_energy_status(!cpu_energy_why_.empty() ? cpu_energy_why_ : "CPU energy: " + f.why);
+    return;
+  }
+  r->set_cpu_energy_j(*f.joules);
+  r->set_cpu_power_mean_w(*f.watts);
+  if (r->has_samples_per_sec() && r->samples_per_sec() > 0)
+    r->set_cpu_joules_per_sample(*f.watts / r->samples_per_sec());
 }
 
 // What the rest of the machine did meanwhile (server/disturbance.h): read now that every process

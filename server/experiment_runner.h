@@ -20,6 +20,7 @@
 
 #include "server/child_reaper.h"
 #include "server/disturbance.h"
+#include "server/energy.h"
 #include "server/gpu_sampler.h"
 #include "server/log_capture.h"
 #include "server/run_summary.h"
@@ -40,6 +41,7 @@ struct RunnerEnv {
   ProcReader* procfs = nullptr;
   GpuMonitor* gpu = nullptr;             // NVML; null: no GPU telemetry
   MachineProcs* machine = nullptr;       // /proc for the disturbance meter; null: not measured
+  CpuEnergy* cpu_energy = nullptr;       // powercap RAPL; null: CPU energy not measured
   ProcessSampler::CpuClock sampler_cpu;  // CPU time of the sampling thread
   SamplerOptions sampler;
   uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
@@ -105,6 +107,8 @@ class ExperimentRunner {
   bool AnyTraining() const;
   void FillGpu();
   void FillDisturbed();
+  void ReadCpuEnergy(uint64_t now);
+  void FillCpuEnergy();
   void LiveProcesses();
   void StartDraining(uint64_t now);
   void Finish();
@@ -132,6 +136,8 @@ class ExperimentRunner {
   std::map<uint32_t, uint32_t> phases_;          // each worker's phase at the last progress
   std::set<pid_t> pool_;                         // the forkserver's idle children being sampled
   std::optional<CpuSnapshot> machine_at_start_;  // the disturbance meter's first reading
+  EnergyWindow cpu_energy_;                      // the CPU packages' over training ticks
+  std::string cpu_energy_why_;                   // the last reason a reading failed
   SampleKeeper keeper_{hooks_.sample, hooks_.thin_samples, kMaxKeptSamples};
 };
 

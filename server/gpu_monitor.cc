@@ -28,6 +28,13 @@ struct Api {
   Ret (*process_util)(Dev, ProcessUtil*, unsigned*, unsigned long long);
   Ret (*driver_version)(char*, unsigned);
   Ret (*cuda_version)(int*);
+  Ret (*power)(Dev, unsigned*);
+  Ret (*energy)(Dev, unsigned long long*);
+  Ret (*gpm_support)(Dev, GpmSupport*);
+  Ret (*gpm_alloc)(GpmSample*);
+  Ret (*gpm_free)(GpmSample);
+  Ret (*gpm_get)(Dev, GpmSample);
+  Ret (*gpm_metrics)(GpmMetricsGet*);
 };
 
 template <typename F>
@@ -51,6 +58,13 @@ std::string BindApi(void* lib, Api* a) {
   Bind(lib, "nvmlDeviceGetProcessUtilization", &a->process_util);
   Bind(lib, "nvmlSystemGetDriverVersion", &a->driver_version);
   Bind(lib, "nvmlSystemGetCudaDriverVersion_v2", &a->cuda_version);
+  Bind(lib, "nvmlDeviceGetPowerUsage", &a->power);
+  Bind(lib, "nvmlDeviceGetTotalEnergyConsumption", &a->energy);
+  Bind(lib, "nvmlGpmQueryDeviceSupport", &a->gpm_support);
+  Bind(lib, "nvmlGpmSampleAlloc", &a->gpm_alloc);
+  Bind(lib, "nvmlGpmSampleFree", &a->gpm_free);
+  Bind(lib, "nvmlGpmSampleGet", &a->gpm_get);
+  Bind(lib, "nvmlGpmMetricsGet", &a->gpm_metrics);
   if (!a->init || !a->shutdown || !a->count || !a->handle || !a->name || !a->memory ||
       !a->utilization || !a->processes)
     return "NVML lacks the entry points Shoal needs (a driver older than CUDA 11?)";
@@ -61,6 +75,9 @@ class NvmlMonitor final : public GpuMonitor {
  public:
   explicit NvmlMonitor(const std::string& path) : path_(path) { Open(); }
   ~NvmlMonitor() override {
+    for (auto& g : gpm_)
+      for (GpmSample s : {g.previous, g.current})
+        if (s != nullptr) api_.gpm_free(s);
     if (initialised_) api_.shutdown();
     if (lib_ != nullptr) dlclose(lib_);
   }
@@ -70,7 +87,7 @@ class NvmlMonitor final : public GpuMonitor {
     GpuProbe p;
     p.status = why_;
     if (!why_.empty()) return p;
-    p.devices = ReadDevices();
+    p.devices = ReadDevices(/*gpm=*/false);
     p.available = !p.devices.empty();
     if (!p.available) p.status = "no GPU: NVML reports 0 devices";
     char buf[96] = {0};
@@ -86,7 +103,7 @@ class NvmlMonitor final : public GpuMonitor {
     std::lock_guard<std::mutex> lock(mu_);
     if (!why_.empty()) return FailedPrecondition(why_);
     GpuReading r;
-    r.devices = ReadDevices();
+    r.devices = ReadDevices(/*gpm=*/true);
     if (r.devices.empty()) return FailedPrecondition("no GPU: NVML reports 0 devices");
     for (const auto& d : r.devices) ReadProcesses(d.index, &r.processes);
     return r;
@@ -128,12 +145,69 @@ class NvmlMonitor final : public GpuMonitor {
       if (api_.capability && api_.capability(handles_[i], &major, &minor) == kSuccess)
         d.compute_capability = std::to_string(major) + "." + std::to_string(minor);
       devices_.push_back(d);
+      gpm_.push_back(OpenGpm(handles_[i], d.compute_capability));
     }
   }
 
-  std::vector<GpuDevice> ReadDevices() {
+  // A device's GPM state: its two sample buffers, or why it has none.
+  struct Gpm {
+    GpmSample previous = nullptr, current = nullptr;
+    bool primed = false;  // `previous` holds a reading
+    std::string why;
+  };
+
+  Gpm OpenGpm(Dev dev, const std::string& capability) {
+    Gpm g;
+    if (!api_.gpm_support || !api_.gpm_alloc || !api_.gpm_free || !api_.gpm_get ||
+        !api_.gpm_metrics) {
+      g.why = "GPM: this NVML has no GPM entry points (a driver older than R520)";
+      return g;
+    }
+    GpmSupport s{kGpmSupportVersion, 0};
+    if (api_.gpm_support(dev, &s) != kSuccess || s.is_supported_device == 0) {
+      g.why = "GPM: not supported on this GPU (compute capability " +
+              (capability.empty() ? std::string("unknown") : capability) +
+              "; GPM needs Hopper, 9.0, or newer)";
+      return g;
+    }
+    if (api_.gpm_alloc(&g.previous) != kSuccess || api_.gpm_alloc(&g.current) != kSuccess)
+      g.why = "GPM: NVML could not allocate its sample buffers";
+    return g;
+  }
+
+  // The GPM metrics since this device's previous reading (none at the first).
+  void ReadGpm(unsigned index, GpuDevice* d) {
+    Gpm& g = gpm_[index];
+    d->gpm_status = g.why;
+    if (!g.why.empty() || api_.gpm_get(handles_[index], g.current) != kSuccess) return;
+    if (g.primed) {
+      GpmMetricsGet m{};
+      m.version = kGpmMetricsGetVersion;
+      m.num_metrics = kGpmMetricsAsked;
+      m.sample1 = g.previous;
+      m.sample2 = g.current;
+      const unsigned ids[kGpmMetricsAsked] = {kGpmSmUtil, kGpmSmOccupancy, kGpmAnyTensorUtil,
+                                              kGpmDramBwUtil};
+      for (int k = 0; k < kGpmMetricsAsked; ++k) m.metrics[k].metric_id = ids[k];
+      if (api_.gpm_metrics(&m) == kSuccess) {
+        std::optional<double>* out[] = {&d->sm_active, &d->sm_occupancy, &d->tensor_active,
+                                        &d->dram_bw};
+        for (int k = 0; k < kGpmMetricsAsked; ++k)
+          if (m.metrics[k].nvml_return == kSuccess) *out[k] = m.metrics[k].value;
+      }
+    }
+    std::swap(g.previous, g.current);
+    g.primed = true;
+  }
+
+  std::vector<GpuDevice> ReadDevices(bool gpm) {
     std::vector<GpuDevice> out = devices_;
     for (GpuDevice& d : out) {
+      unsigned mw = 0;
+      if (api_.power && api_.power(handles_[d.index], &mw) == kSuccess) d.power_mw = mw;
+      unsigned long long mj = 0;
+      if (api_.energy && api_.energy(handles_[d.index], &mj) == kSuccess) d.energy_mj = mj;
+      if (gpm) ReadGpm(d.index, &d);
       Memory m{};
       if (api_.memory(handles_[d.index], &m) == kSuccess) {
         d.memory_total = m.total;
@@ -197,6 +271,7 @@ class NvmlMonitor final : public GpuMonitor {
   std::string why_;                                   // empty when NVML is usable
   std::vector<Dev> handles_;                          // by device index
   std::vector<GpuDevice> devices_;                    // their fixed facts, from Enumerate
+  std::vector<Gpm> gpm_;                              // by device index
   std::map<unsigned, unsigned long long> last_seen_;  // per device, NVML's µs timestamps
 };
 

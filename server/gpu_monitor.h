@@ -24,6 +24,13 @@ struct GpuDevice {
   std::string compute_capability;                     // "9.0"; empty when NVML does not say
   std::optional<uint64_t> memory_total, memory_used;  // absent when NVML's query failed
   std::optional<uint32_t> util_percent;               // busy time over NVML's last sample period
+  std::optional<uint32_t> power_mw;   // its power draw now (nvmlDeviceGetPowerUsage)
+  std::optional<uint64_t> energy_mj;  // consumed since the driver loaded (Volta and newer)
+  // GPM (Hopper and newer), over the interval since this device's previous reading, percent:
+  // SMs busy, warps resident of the most an SM holds, tensor pipes busy, DRAM bandwidth used.
+  // Absent on the first reading and where GPM is unsupported (gpm_status says why).
+  std::optional<double> sm_active, sm_occupancy, tensor_active, dram_bw;
+  std::string gpm_status;
 };
 
 // A process holding memory on a device (NVML's running compute processes). Host pids: in a

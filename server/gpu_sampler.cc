@@ -23,6 +23,22 @@ void GpuSampler::Tick(uint64_t now_ns, bool training, v1::Sample* s) {
   }
   ++reads_;
   Match(*reading, training, s);
+  AddActivity(*reading, now_ns, training);
+}
+
+// GPM and energy of every device while a worker trains (Fill keeps the experiment's devices').
+void GpuSampler::AddActivity(const GpuReading& r, uint64_t now_ns, bool training) {
+  if (!training) return;
+  for (const auto& d : r.devices) {
+    if (!d.gpm_status.empty()) gpm_why_ = d.gpm_status;
+    if (d.sm_active && d.sm_occupancy && d.tensor_active && d.dram_bw) {
+      Activity& a = activity_[d.index];
+      const double v[4] = {*d.sm_active, *d.sm_occupancy, *d.tensor_active, *d.dram_bw};
+      for (int k = 0; k < 4; ++k) a.sum[k] += v[k];
+      ++a.n;
+    }
+    if (d.energy_mj) energy_[d.index].Add(now_ns, {*d.energy_mj}, {0});
+  }
 }
 
 void GpuSampler::Match(const GpuReading& r, bool training, v1::Sample* s) {
@@ -32,6 +48,12 @@ void GpuSampler::Match(const GpuReading& r, bool training, v1::Sample* s) {
     if (d.memory_used) g->set_memory_used_bytes(*d.memory_used);
     if (d.memory_total) g->set_memory_total_bytes(*d.memory_total);
     if (d.util_percent) g->set_util_percent(*d.util_percent);
+    if (d.power_mw) g->set_power_mw(*d.power_mw);
+    if (d.energy_mj) g->set_energy_mj(*d.energy_mj);
+    if (d.sm_active) g->set_sm_active_percent(*d.sm_active);
+    if (d.sm_occupancy) g->set_sm_occupancy_percent(*d.sm_occupancy);
+    if (d.tensor_active) g->set_tensor_active_percent(*d.tensor_active);
+    if (d.dram_bw) g->set_dram_bw_percent(*d.dram_bw);
   }
   uint64_t sum = 0;
   size_t matched = 0;
@@ -102,9 +124,56 @@ void GpuSampler::Fill(v1::Result* r) const {
     n += it->second.n;
     peak = std::max(peak, it->second.peak);
   }
+  FillActivity(r);
+  FillEnergy(r);
   if (n == 0) return;  // no reading while a worker trained: utilisation unknown
   r->set_gpu_util_mean_percent(sum / double(n));
   r->set_gpu_util_peak_percent(peak);
+}
+
+void GpuSampler::FillActivity(v1::Result* r) const {
+  double sum[4] = {0, 0, 0, 0};
+  uint64_t n = 0;
+  for (uint32_t d : devices_) {
+    auto it = activity_.find(d);
+    if (it == activity_.end()) continue;
+    for (int k = 0; k < 4; ++k) sum[k] += it->second.sum[k];
+    n += it->second.n;
+  }
+  if (n == 0) {
+    r->set_gpm_status(!gpm_why_.empty() ? gpm_why_ : "GPM: no two readings while a worker trained");
+    return;
+  }
+  r->set_gpu_sm_active_percent(sum[0] / double(n));
+  r->set_gpu_sm_occupancy_percent(sum[1] / double(n));
+  r->set_gpu_tensor_active_percent(sum[2] / double(n));
+  r->set_gpu_dram_bw_percent(sum[3] / double(n));
+}
+
+// Its devices' energy summed; absent, saying why, unless every one of them has a figure.
+void GpuSampler::FillEnergy(v1::Result* r) const {
+  double joules = 0, watts = 0;
+  std::string why;
+  for (uint32_t d : devices_) {
+    auto it = energy_.find(d);
+    const EnergyWindow::Figures f =
+        it == energy_.end() ? EnergyWindow::Figures{{}, {}, "NVML gave no energy reading"}
+                            : it->second.Result(1e-3);
+    if (!f.joules) {
+      why = "GPU " + std::to_string(d) + ": " + f.why;
+      break;
+    }
+    joules += *f.joules;
+    watts += *f.watts;
+  }
+  if (!why.empty()) {
+    r->set_gpu_energy_status(why);
+    return;
+  }
+  r->set_gpu_energy_j(joules);
+  r->set_gpu_power_mean_w(watts);
+  if (r->has_samples_per_sec() && r->samples_per_sec() > 0)
+    r->set_gpu_joules_per_sample(watts / r->samples_per_sec());
 }
 
 std::optional<uint64_t> GpuSampler::PeakOf(pid_t pid) const {

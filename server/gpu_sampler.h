@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 
+#include "server/energy.h"
 #include "server/gpu_monitor.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -50,6 +51,9 @@ class GpuSampler {
   };
   void Match(const GpuReading& r, bool training, v1::Sample* s);
   void AddUtilisation(const GpuReading& r, bool training);
+  void AddActivity(const GpuReading& r, uint64_t now_ns, bool training);
+  void FillActivity(v1::Result* r) const;
+  void FillEnergy(v1::Result* r) const;
 
   GpuMonitor* monitor_;
   CpuClock cpu_clock_;
@@ -61,8 +65,16 @@ class GpuSampler {
   std::map<pid_t, uint64_t> peak_;
   std::set<uint32_t> devices_;  // devices the experiment's processes appeared on
   std::set<pid_t> foreign_on_devices_;
-  std::map<uint32_t, Util> util_;  // per device, over training ticks
-  size_t foreign_ = 0;             // processes of others seen at the latest reading
+  // GPM sums over training readings, per device: SM active, occupancy, tensor, DRAM.
+  struct Activity {
+    double sum[4] = {0, 0, 0, 0};
+    uint64_t n = 0;
+  };
+  std::map<uint32_t, Activity> activity_;
+  std::string gpm_why_;                      // a device's reason GPM is absent
+  std::map<uint32_t, EnergyWindow> energy_;  // per device, over training readings
+  std::map<uint32_t, Util> util_;            // per device, over training ticks
+  size_t foreign_ = 0;                       // processes of others seen at the latest reading
 };
 
 }  // namespace shoal

@@ -17,6 +17,7 @@
 
 #include "server/coordinator.h"
 #include "server/disturbance.h"
+#include "server/energy.h"
 #include "server/metrics.h"
 #include "server/metrics_http.h"
 #include "server/node_info.h"
@@ -476,8 +477,10 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   shoal::RealSegmentJanitor segments;
   shoal::RealClock clock;
   const auto machine = shoal::RealMachineProcs();
-  shoal::Coordinator coord(opts, store->get(), &hub,
-                           {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get()});
+  const auto cpu_energy = shoal::PowercapEnergy();
+  shoal::Coordinator coord(
+      opts, store->get(), &hub,
+      {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(), cpu_energy.get()});
   if (auto st = coord.Recover(); !st.ok()) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;

@@ -28,4 +28,28 @@ struct ProcessUtil {
   unsigned int sm_util, mem_util, enc_util, dec_util;
 };
 
+// GPU Performance Monitoring (Hopper and newer): two samples of a device's counters, and the
+// metrics between them. nvmlGpmMetricsGet_t ends in an array NVML only reads `num_metrics` of,
+// so a shorter one than the header's NVML_GPM_METRIC_MAX is safe.
+using GpmSample = void*;  // nvmlGpmSample_t
+constexpr unsigned kGpmSupportVersion = 1, kGpmMetricsGetVersion = 1;
+constexpr unsigned kGpmSmUtil = 2, kGpmSmOccupancy = 3, kGpmAnyTensorUtil = 5, kGpmDramBwUtil = 10;
+struct GpmSupport {
+  unsigned int version, is_supported_device;
+};
+struct GpmMetric {
+  unsigned int metric_id;
+  Ret nvml_return;
+  double value;
+  struct {
+    char *short_name, *long_name, *unit;
+  } info;
+};
+constexpr int kGpmMetricsAsked = 4;
+struct GpmMetricsGet {
+  unsigned int version, num_metrics;
+  GpmSample sample1, sample2;
+  GpmMetric metrics[kGpmMetricsAsked];
+};
+
 }  // namespace shoal::nvml

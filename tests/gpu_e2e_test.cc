@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/testutil.h"
 
@@ -108,7 +109,14 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
   ASSERT_EQ(mem["rows"].size(), 1u) << j["tables"].dump(2);
   EXPECT_NEAR(mem["rows"][0]["cells"][0]["value"].get<double>(), double(peak) / (1ull << 30), 0.01);
   EXPECT_EQ(mem["rows"][0]["cells"][1]["text"], "n/a");
-  EXPECT_EQ(mem["footnotes"][0].get<std::string>().rfind("no CUDA: LibTorch", 0), 0u);
+  // Pid 1 holds 3 GiB on device 0 beside the experiment: it ran disturbed, and says so.
+  EXPECT_TRUE(r["disturbed"].get<bool>() ==
+              r["disturbance"].get<std::string>().find(
+                  "other GPU process(es) on its devices (pid 1)") != std::string::npos);
+  bool no_cuda = false;
+  for (const auto& f : mem["footnotes"])
+    no_cuda = no_cuda || f.get<std::string>().rfind("no CUDA: LibTorch", 0) == 0;
+  EXPECT_TRUE(no_cuda) << mem.dump();
   EXPECT_EQ(Table(j, "gpu_util_percent")["rows"][0]["cells"][0]["text"], "37");
   const CommandResult md = d.Cli({"report", j["sweep"]["id"]});
   EXPECT_NE(md.out.find("## GPU memory"), std::string::npos) << md.out;
@@ -124,6 +132,61 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
        at = svg.out.find("<circle", at + 1))
     ++circles;
   EXPECT_EQ(circles, 1u) << svg.out;  // cpu: 37%; cuda did not run
+}
+
+// What the GPU really does, on the fake NVML: GPM's figures while training, and energy from
+// the counter over the training window (2 devices at 200 W: 400 W), per sample; with GPM
+// unsupported, its figures are absent and the result says why. CPU energy is the node's own:
+// measured where powercap's RAPL zones are readable, else absent saying why.
+TEST(GpuE2E, GpmActivityAndEnergyPerSampleReachTheResultAndTheReport) {
+  testing::TempDir dir;
+  testing::Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start({}, FakeEnv("SHOAL_FAKE_NVML_POWER_W=200")));
+  const std::vector<std::string> run = {
+      "sweep", "--workers", "2",         "--start",        "spawn,fork", "--batches",
+      "16",    "--dataset", "synthetic", "--eval-samples", "0",          "--sample-interval-ms",
+      "50",    "--wait",    "--json"};
+  const json j = ParseOk(d.Cli(run));
+  ASSERT_EQ(j["experiments"].size(), 2u);
+  for (const auto& e : j["experiments"]) {
+    ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+    const json& r = e["result"];
+    EXPECT_DOUBLE_EQ(r["gpu_sm_active_percent"].get<double>(), 61.5) << r.dump();
+    EXPECT_DOUBLE_EQ(r["gpu_sm_occupancy_percent"].get<double>(), 33.25);
+    EXPECT_DOUBLE_EQ(r["gpu_tensor_active_percent"].get<double>(), 12.5);
+    EXPECT_DOUBLE_EQ(r["gpu_dram_bw_percent"].get<double>(), 44);
+    ASSERT_TRUE(r["gpu_energy_j"].is_number()) << r["gpu_energy_status"];
+    // 200 W for each device its processes used (the fake puts pid P on device P % 2).
+    std::set<uint64_t> devices;
+    for (const auto& p : e["processes"]) devices.insert(p["pid"].get<uint64_t>() % 2);
+    const double watts = 200.0 * double(devices.size());
+    EXPECT_NEAR(r["gpu_power_mean_w"].get<double>(), watts, watts * 0.05);
+    EXPECT_NEAR(r["gpu_joules_per_sample"].get<double>(),
+                r["gpu_power_mean_w"].get<double>() / r["samples_per_sec"].get<double>(), 1e-9);
+    if (r["cpu_energy_j"].is_number()) {
+      EXPECT_GT(r["cpu_power_mean_w"].get<double>(), 0);
+    } else {
+      EXPECT_EQ(r["cpu_energy_status"].get<std::string>().rfind("CPU energy: ", 0), 0u);
+    }
+  }
+  EXPECT_EQ(Table(j, "gpu_sm_active_percent")["rows"][0]["cells"][0]["text"], "61.5");
+  EXPECT_TRUE(Table(j, "gpu_joules_per_sample")["rows"][0]["cells"][0]["value"].is_number());
+  const CommandResult get = d.Cli({"get", j["experiments"][0]["id"]});
+  EXPECT_NE(get.out.find("GPU activity SM active 61.5%, SM occupancy 33.2%"), std::string::npos)
+      << get.out;
+  EXPECT_NE(get.out.find("  energy      GPU "), std::string::npos) << get.out;
+
+  testing::TempDir old_dir;
+  testing::Daemon old(old_dir / "state", old_dir / "s.sock");
+  ASSERT_TRUE(old.Start({}, FakeEnv("SHOAL_FAKE_NVML_GPM=0")));
+  const json o = ParseOk(old.Cli({"submit", "--workers", "1", "--start", "spawn", "--batches", "5",
+                                  "--dataset", "synthetic", "--eval-samples", "0",
+                                  "--sample-interval-ms", "50", "--wait", "--json"}));
+  EXPECT_FALSE(o["result"].contains("gpu_sm_active_percent") &&
+               o["result"]["gpu_sm_active_percent"].is_number());
+  EXPECT_EQ(o["result"]["gpm_status"],
+            "GPM: not supported on this GPU (compute capability 9.0; GPM needs Hopper, 9.0, or "
+            "newer)");
 }
 
 }  // namespace

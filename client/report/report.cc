@@ -30,7 +30,16 @@ struct Metric {
   const char* format;
   bool gpu;
   Getter get;
+  bool only_when_measured = false;  // no table when no point has the figure
 };
+
+template <typename T>
+Getter If(bool (v1::Result::*has)() const, T (v1::Result::*get)() const) {
+  return [has, get](const v1::Result& r) -> std::optional<double> {
+    if (!(r.*has)()) return std::nullopt;
+    return double((r.*get)());
+  };
+}
 
 std::optional<double> EpochTrainS(const v1::Result& r) {
   if (r.epochs().empty()) return std::nullopt;
@@ -58,6 +67,18 @@ std::vector<Metric> Metrics() {
          if (!r.has_gpu_util_mean_percent()) return std::nullopt;
          return r.gpu_util_mean_percent();
        }},
+      {"gpu_sm_active_percent",
+       "GPU SM activity: share of SMs busy, mean while training, its devices (%, NVML GPM)", "%.1f",
+       true, If(&v1::Result::has_gpu_sm_active_percent, &v1::Result::gpu_sm_active_percent), true},
+      {"gpu_joules_per_sample",
+       "GPU energy per sample (J): its devices' mean power over the training window / samples/s",
+       "%.4f", true, If(&v1::Result::has_gpu_joules_per_sample, &v1::Result::gpu_joules_per_sample),
+       true},
+      {"cpu_joules_per_sample",
+       "CPU energy per sample (J): the CPU packages' mean power (RAPL) over the training window "
+       "/ samples/s",
+       "%.4f", false,
+       If(&v1::Result::has_cpu_joules_per_sample, &v1::Result::cpu_joules_per_sample), true},
       {"samples_per_sec", "Throughput (samples/s, all workers)", "%.1f", false,
        [](const v1::Result& r) -> std::optional<double> {
          if (!r.has_samples_per_sec()) return std::nullopt;
@@ -197,6 +218,13 @@ bool NoneEvaluated(const std::vector<PointView>& points) {
   return std::all_of(points.begin(), points.end(), [](const PointView& v) {
     // Absent: a kind that does not evaluate (multi_model).
     return v.experiment != nullptr && v.experiment->spec().eval_samples() == 0;
+  });
+}
+
+bool AnyMeasured(const std::vector<PointView>& points, const Getter& get) {
+  return std::any_of(points.begin(), points.end(), [&](const PointView& v) {
+    return std::any_of(v.runs.begin(), v.runs.end(),
+                       [&](const v1::Experiment* e) { return get(e->result()).has_value(); });
   });
 }
 
@@ -449,6 +477,7 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     if (m.gpu && !gpu) continue;
     if (std::string(m.key) == "epoch_train_s" && !epochs) continue;
     if (std::string(m.key) == "test_accuracy" && NoneEvaluated(points)) continue;
+    if (m.only_when_measured && !AnyMeasured(points, m.get)) continue;
     tables.push_back(GridTable(points, l, m));
     // After each memory table: what each worker adds, where the worker count is the columns.
     const std::string key = m.key;

@@ -9,6 +9,10 @@
 //   SHOAL_FAKE_NVML_COMM=NAME      every process whose /proc/PID/comm is NAME runs on the GPU:
 //                                  (PID % 61 + 1) MiB on device PID % N, SM share PID % 50 %
 //   SHOAL_FAKE_NVML_FOREIGN_PID=P  also list process P with 3 GiB (someone else's)
+//   SHOAL_FAKE_NVML_POWER_W=W      every device draws W watts (default 150); its energy counter
+//                                  grows by W joules a second from 10^6 J when the library loads
+//   SHOAL_FAKE_NVML_GPM=0          GPM unsupported (default: supported, SM active 61.5%,
+//                                  occupancy 33.25%, tensor pipes 12.5%, DRAM bandwidth 44%)
 // Device memory used = 512 MiB + its processes' memory; total 80 GiB.
 #include <dirent.h>
 
@@ -27,6 +31,7 @@ using namespace shoal::nvml;  // NOLINT
 
 constexpr unsigned long long kMiB = 1ull << 20;
 int handles[16];
+const auto kLoaded = std::chrono::steady_clock::now();
 
 unsigned EnvNumber(const char* name, unsigned fallback) {
   const char* v = std::getenv(name);
@@ -133,6 +138,66 @@ int nvmlDeviceGetProcessUtilization(void* dev, ProcessUtil* samples, unsigned* c
   for (unsigned k = 0; k < procs.size(); ++k)
     samples[k] = {procs[k].pid, static_cast<unsigned long long>(now), procs[k].pid % 50, 0, 0, 0};
   *count = unsigned(procs.size());
+  return kSuccess;
+}
+
+int nvmlDeviceGetPowerUsage(void*, unsigned* mw) {
+  *mw = EnvNumber("SHOAL_FAKE_NVML_POWER_W", 150) * 1000;
+  return kSuccess;
+}
+
+int nvmlDeviceGetTotalEnergyConsumption(void*, unsigned long long* mj) {
+  const double s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - kLoaded).count();
+  *mj = 1'000'000'000ull +
+        static_cast<unsigned long long>(s * EnvNumber("SHOAL_FAKE_NVML_POWER_W", 150) * 1000);
+  return kSuccess;
+}
+
+int nvmlGpmQueryDeviceSupport(void*, GpmSupport* s) {
+  if (s->version != kGpmSupportVersion) return kInvalidArgument;
+  s->is_supported_device = EnvNumber("SHOAL_FAKE_NVML_GPM", 1);
+  return kSuccess;
+}
+
+int nvmlGpmSampleAlloc(GpmSample* s) {
+  *s = new int(0);
+  return kSuccess;
+}
+
+int nvmlGpmSampleFree(GpmSample s) {
+  delete static_cast<int*>(s);
+  return kSuccess;
+}
+
+int nvmlGpmSampleGet(void*, GpmSample s) {
+  ++*static_cast<int*>(s);
+  return kSuccess;
+}
+
+int nvmlGpmMetricsGet(GpmMetricsGet* m) {
+  if (m->version != kGpmMetricsGetVersion || m->sample1 == nullptr || m->sample2 == nullptr)
+    return kInvalidArgument;
+  for (unsigned k = 0; k < m->num_metrics; ++k) {
+    GpmMetric& x = m->metrics[k];
+    x.nvml_return = kSuccess;
+    switch (x.metric_id) {
+      case kGpmSmUtil:
+        x.value = 61.5;
+        break;
+      case kGpmSmOccupancy:
+        x.value = 33.25;
+        break;
+      case kGpmAnyTensorUtil:
+        x.value = 12.5;
+        break;
+      case kGpmDramBwUtil:
+        x.value = 44.0;
+        break;
+      default:
+        x.nvml_return = kInvalidArgument;
+    }
+  }
   return kSuccess;
 }
 
