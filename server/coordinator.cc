@@ -1,5 +1,6 @@
 #include "server/coordinator.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -467,7 +468,24 @@ StatusOr<MetricsSnapshot> Coordinator::Metrics() {
     auto e = queue_.Get(m.running->id);
     if (e.ok()) m.running->kind = e->spec().kind();
   }
+  m.node = NodeMetrics();
   return m;
+}
+
+MetricsSnapshot::Node Coordinator::NodeMetrics() {
+  MetricsSnapshot::Node n;
+  if (os_.gpu != nullptr) {
+    if (auto r = os_.gpu->Read(); r.ok())
+      for (const auto& d : r->devices) n.gpus.push_back(DeviceSample(d));
+  }
+  struct statvfs vfs;
+  if (::statvfs("/dev/shm", &vfs) == 0) {
+    n.shm_free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
+    n.shm_total_bytes = uint64_t(vfs.f_blocks) * vfs.f_frsize;
+  }
+  n.fork_server_up = fork_server_pid() > 0;
+  n.fork_server_restarts = uint64_t(std::max(0, fork_server_restarts()));
+  return n;
 }
 
 void Coordinator::AddEvent(const std::string& id, double t_ms, const std::string& text) {

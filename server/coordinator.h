@@ -101,6 +101,8 @@ class Coordinator : public ExperimentService {
 
   // What /metrics shows: every record's state, and the running experiment's latest sample.
   StatusOr<MetricsSnapshot> Metrics();
+  // What /metrics says of the node between experiments too (a fresh NVML reading included).
+  MetricsSnapshot::Node NodeMetrics();
 
  private:
   StatusOr<v1::DeleteResponse> DeleteRecord(const std::string& id);

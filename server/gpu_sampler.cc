@@ -41,20 +41,23 @@ void GpuSampler::AddActivity(const GpuReading& r, uint64_t now_ns, bool training
   }
 }
 
+v1::GpuDeviceSample DeviceSample(const GpuDevice& d) {
+  v1::GpuDeviceSample g;
+  g.set_index(d.index);
+  if (d.memory_used) g.set_memory_used_bytes(*d.memory_used);
+  if (d.memory_total) g.set_memory_total_bytes(*d.memory_total);
+  if (d.util_percent) g.set_util_percent(*d.util_percent);
+  if (d.power_mw) g.set_power_mw(*d.power_mw);
+  if (d.energy_mj) g.set_energy_mj(*d.energy_mj);
+  if (d.sm_active) g.set_sm_active_percent(*d.sm_active);
+  if (d.sm_occupancy) g.set_sm_occupancy_percent(*d.sm_occupancy);
+  if (d.tensor_active) g.set_tensor_active_percent(*d.tensor_active);
+  if (d.dram_bw) g.set_dram_bw_percent(*d.dram_bw);
+  return g;
+}
+
 void GpuSampler::Match(const GpuReading& r, bool training, v1::Sample* s) {
-  for (const auto& d : r.devices) {
-    auto* g = s->add_gpus();
-    g->set_index(d.index);
-    if (d.memory_used) g->set_memory_used_bytes(*d.memory_used);
-    if (d.memory_total) g->set_memory_total_bytes(*d.memory_total);
-    if (d.util_percent) g->set_util_percent(*d.util_percent);
-    if (d.power_mw) g->set_power_mw(*d.power_mw);
-    if (d.energy_mj) g->set_energy_mj(*d.energy_mj);
-    if (d.sm_active) g->set_sm_active_percent(*d.sm_active);
-    if (d.sm_occupancy) g->set_sm_occupancy_percent(*d.sm_occupancy);
-    if (d.tensor_active) g->set_tensor_active_percent(*d.tensor_active);
-    if (d.dram_bw) g->set_dram_bw_percent(*d.dram_bw);
-  }
+  for (const auto& d : r.devices) *s->add_gpus() = DeviceSample(d);
   uint64_t sum = 0;
   size_t matched = 0;
   bool sum_known = true;

@@ -28,6 +28,9 @@
 
 namespace shoal {
 
+// A device's reading as a sample carries it (what NVML did not give stays absent).
+v1::GpuDeviceSample DeviceSample(const GpuDevice& d);
+
 class GpuSampler {
  public:
   using CpuClock = std::function<uint64_t()>;

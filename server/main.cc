@@ -438,11 +438,14 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
 }
 
 // The --metrics-listen endpoint, or none without the flag; false when it cannot listen.
+// `build`: the versions `shoal node` lists, shoal_build_info's labels.
 bool StartMetrics(const DaemonArgs& d, shoal::Coordinator& coord,
+                  std::map<std::string, std::string> build,
                   std::unique_ptr<shoal::MetricsServer>* metrics) {
   if (d.metrics_listen.empty()) return true;
-  auto started = shoal::MetricsServer::Start(d.metrics_listen, [&coord] {
+  auto started = shoal::MetricsServer::Start(d.metrics_listen, [&coord, build] {
     auto m = coord.Metrics();
+    if (m.ok()) m->node.build = build;
     return m.ok() ? shoal::RenderMetrics(*m) : "# " + m.status().message() + "\n";
   });
   if (!started.ok()) {
@@ -486,7 +489,9 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
     return 1;
   }
   std::unique_ptr<shoal::MetricsServer> metrics;
-  if (!StartMetrics(d, coord, &metrics)) return 1;
+  const auto versions =
+      shoal::CollectNodeInfo(d.state_dir, opts.limits.max_workers, worker, gpu.get()).versions();
+  if (!StartMetrics(d, coord, {versions.begin(), versions.end()}, &metrics)) return 1;
   coord.Start();
   shoal::PeerTable peers;
   auto identify = [&](grpc::GenericCallbackServerContext* ctx) -> shoal::StatusOr<shoal::Caller> {

@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <cstdio>
+#include <functional>
 
 namespace shoal {
 namespace {
@@ -52,8 +53,8 @@ void ProcessFamilies(std::string* o, const MetricsSnapshot::Running& r) {
   }
 }
 
-// NVML's figures, only from a sample that has a reading: an absent figure is not a 0.
-void GpuFamilies(std::string* o, const MetricsSnapshot::Running& r) {
+// The running experiment's processes on the GPU, only from a sample that has an NVML reading.
+void ProcessGpuFamily(std::string* o, const MetricsSnapshot::Running& r) {
   const v1::Sample& s = r.sample;
   if (s.gpus_size() == 0) return;  // no NVML reading in this sample
   Family(o, "shoal_process_gpu_memory_bytes", "gauge",
@@ -63,16 +64,70 @@ void GpuFamilies(std::string* o, const MetricsSnapshot::Running& r) {
       *o += "shoal_process_gpu_memory_bytes" + ProcessLabels(r, p) + " " +
             Num(double(p.gpu_memory_bytes())) + "\n";
   }
-  Family(o, "shoal_gpu_memory_used_bytes", "gauge", "Memory used on a GPU, by every process on it");
-  for (const auto& g : s.gpus())
-    if (g.has_memory_used_bytes())
-      *o += "shoal_gpu_memory_used_bytes{gpu=\"" + std::to_string(g.index()) + "\"} " +
-            Num(double(g.memory_used_bytes())) + "\n";
-  Family(o, "shoal_gpu_utilization_percent", "gauge", "GPU busy time over NVML's sample period");
-  for (const auto& g : s.gpus())
-    if (g.has_util_percent())
-      *o += "shoal_gpu_utilization_percent{gpu=\"" + std::to_string(g.index()) + "\"} " +
-            Num(double(g.util_percent())) + "\n";
+}
+
+// Every device's figures NVML gave; a figure it did not give has no series (not a 0). Named
+// after dcgm-exporter's fields (docs/operations.md maps them).
+void DeviceFamilies(std::string* o, const std::vector<v1::GpuDeviceSample>& gpus) {
+  using G = v1::GpuDeviceSample;
+  struct Field {
+    const char* name;
+    const char* type;
+    const char* help;
+    bool (G::*has)() const;
+    std::function<double(const G&)> get;
+  };
+  const Field fields[] = {
+      {"shoal_gpu_memory_used_bytes", "gauge", "Memory used on a GPU, by every process on it",
+       &G::has_memory_used_bytes, [](const G& g) { return double(g.memory_used_bytes()); }},
+      {"shoal_gpu_memory_total_bytes", "gauge", "A GPU's memory", &G::has_memory_total_bytes,
+       [](const G& g) { return double(g.memory_total_bytes()); }},
+      {"shoal_gpu_utilization_percent", "gauge", "GPU busy time over NVML's sample period",
+       &G::has_util_percent, [](const G& g) { return double(g.util_percent()); }},
+      {"shoal_gpu_power_watts", "gauge", "A GPU's power draw", &G::has_power_mw,
+       [](const G& g) { return g.power_mw() / 1000.0; }},
+      {"shoal_gpu_energy_joules_total", "counter", "Energy a GPU consumed since its driver loaded",
+       &G::has_energy_mj, [](const G& g) { return double(g.energy_mj()) / 1000.0; }},
+      {"shoal_gpu_sm_active_ratio", "gauge", "Share of SMs busy (NVML GPM, Hopper and newer)",
+       &G::has_sm_active_percent, [](const G& g) { return g.sm_active_percent() / 100; }},
+      {"shoal_gpu_sm_occupancy_ratio", "gauge",
+       "Warps resident of the most the SMs hold (NVML GPM)", &G::has_sm_occupancy_percent,
+       [](const G& g) { return g.sm_occupancy_percent() / 100; }},
+      {"shoal_gpu_tensor_active_ratio", "gauge", "Share of time the tensor pipes were busy (GPM)",
+       &G::has_tensor_active_percent, [](const G& g) { return g.tensor_active_percent() / 100; }},
+      {"shoal_gpu_dram_active_ratio", "gauge", "Share of DRAM bandwidth used (NVML GPM)",
+       &G::has_dram_bw_percent, [](const G& g) { return g.dram_bw_percent() / 100; }},
+  };
+  for (const auto& f : fields) {
+    std::string series;
+    for (const auto& g : gpus)
+      if ((g.*f.has)())
+        series += std::string(f.name) + "{gpu=\"" + std::to_string(g.index()) + "\"} " +
+                  Num(f.get(g)) + "\n";
+    if (series.empty()) continue;
+    Family(o, f.name, f.type, f.help);
+    *o += series;
+  }
+}
+
+void NodeFamilies(std::string* o, const MetricsSnapshot::Node& n) {
+  if (n.shm_free_bytes) {
+    Family(o, "shoal_shm_free_bytes", "gauge", "Free space in /dev/shm");
+    *o += "shoal_shm_free_bytes " + Num(double(*n.shm_free_bytes)) + "\n";
+  }
+  if (n.shm_total_bytes) {
+    Family(o, "shoal_shm_total_bytes", "gauge", "Size of /dev/shm");
+    *o += "shoal_shm_total_bytes " + Num(double(*n.shm_total_bytes)) + "\n";
+  }
+  Family(o, "shoal_forkserver_up", "gauge", "1 while shoald's forkserver runs, else 0");
+  *o += "shoal_forkserver_up " + Num(n.fork_server_up ? 1 : 0) + "\n";
+  Family(o, "shoal_forkserver_restarts_total", "counter", "Times shoald restarted its forkserver");
+  *o += "shoal_forkserver_restarts_total " + Num(double(n.fork_server_restarts)) + "\n";
+  Family(o, "shoal_build_info", "gauge", "The versions this shoald was built with (always 1)");
+  std::string labels;
+  for (const auto& [k, v] : n.build)
+    labels += (labels.empty() ? "" : ",") + k + "=\"" + Label(v) + "\"";
+  *o += "shoal_build_info{" + labels + "} 1\n";
 }
 
 void RunningFamilies(std::string* o, const MetricsSnapshot::Running& r) {
@@ -90,7 +145,7 @@ void RunningFamilies(std::string* o, const MetricsSnapshot::Running& r) {
          "CPU the telemetry sampler itself uses, percent of one core");
   *o += "shoal_sampler_cpu_percent" + labels + " " + Num(s.sampler_cpu_percent()) + "\n";
   ProcessFamilies(o, r);
-  GpuFamilies(o, r);
+  ProcessGpuFamily(o, r);
 }
 
 }  // namespace
@@ -108,6 +163,13 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   Family(&o, "shoal_queue_length", "gauge", "Experiments waiting to run");
   auto q = s.experiments.find(v1::QUEUED);
   o += "shoal_queue_length " + Num(double(q == s.experiments.end() ? 0 : q->second)) + "\n";
+  NodeFamilies(&o, s.node);
+  // The devices: the node's reading now; else the running experiment's last sample's.
+  if (!s.node.gpus.empty()) {
+    DeviceFamilies(&o, s.node.gpus);
+  } else if (s.running) {
+    DeviceFamilies(&o, {s.running->sample.gpus().begin(), s.running->sample.gpus().end()});
+  }
   if (s.running) RunningFamilies(&o, *s.running);
   return o;
 }

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "shoal/v1/shoal.pb.h"
 
@@ -20,6 +21,16 @@ struct MetricsSnapshot {
     v1::Sample sample;  // its latest
   };
   std::optional<Running> running;
+  // The node, idle or not, as dcgm-exporter describes one between jobs: every GPU now (NVML; its
+  // memory, utilisation, power, energy, GPM), /dev/shm, the forkserver, the build.
+  struct Node {
+    std::vector<v1::GpuDeviceSample> gpus;  // empty: no NVML reading
+    std::optional<uint64_t> shm_free_bytes, shm_total_bytes;
+    bool fork_server_up = false;
+    uint64_t fork_server_restarts = 0;
+    std::map<std::string, std::string> build;  // label -> value (version, grpc, ...)
+  };
+  Node node;
 };
 
 std::string RenderMetrics(const MetricsSnapshot& s);

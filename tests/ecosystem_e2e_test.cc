@@ -36,6 +36,33 @@ double Value(const json& m, const std::string& name, const std::string& label,
   return -1;
 }
 
+// Between experiments, a GPU node's /metrics reads every device now, as dcgm-exporter does: its
+// memory, utilisation, power, energy counter and GPM activity (the fake NVML's), and the driver.
+TEST(MetricsE2E, AnIdleGpuNodeIsDescribedDeviceByDevice) {
+  testing::TempDir dir;
+  testing::Daemon d(dir / "state", dir / "s.sock");
+  const std::string port = std::to_string(testing::FreeLoopbackPort());
+  ASSERT_TRUE(d.Start({"--metrics-listen", "127.0.0.1:" + port},
+                      {std::string("SHOAL_NVML_LIBRARY=") + SHOAL_FAKE_NVML,
+                       "SHOAL_FAKE_NVML_DEVICES=2", "SHOAL_FAKE_NVML_POWER_W=120"}));
+  const std::string url = "http://127.0.0.1:" + port + "/metrics";
+  const json first = Scrape(url);  // GPM needs two readings: the first has none
+  EXPECT_FALSE(first.contains("shoal_gpu_sm_active_ratio"));
+  const json m = Scrape(url);
+  for (const std::string gpu : {"0", "1"}) {
+    EXPECT_EQ(Value(m, "shoal_gpu_power_watts", "gpu", gpu), 120) << m.dump();
+    EXPECT_GT(Value(m, "shoal_gpu_energy_joules_total", "gpu", gpu), 1e6);
+    EXPECT_EQ(Value(m, "shoal_gpu_memory_total_bytes", "gpu", gpu), double(80ull << 30));
+    EXPECT_EQ(Value(m, "shoal_gpu_memory_used_bytes", "gpu", gpu), double(512ull << 20));
+    EXPECT_EQ(Value(m, "shoal_gpu_utilization_percent", "gpu", gpu), 37);
+    EXPECT_DOUBLE_EQ(Value(m, "shoal_gpu_sm_active_ratio", "gpu", gpu), 0.615);
+    EXPECT_DOUBLE_EQ(Value(m, "shoal_gpu_sm_occupancy_ratio", "gpu", gpu), 0.3325);
+    EXPECT_DOUBLE_EQ(Value(m, "shoal_gpu_tensor_active_ratio", "gpu", gpu), 0.125);
+    EXPECT_DOUBLE_EQ(Value(m, "shoal_gpu_dram_active_ratio", "gpu", gpu), 0.44);
+  }
+  EXPECT_EQ(m["shoal_build_info"][0][0].value("nvidia_driver", ""), "999.99-fake");
+}
+
 TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
   testing::TempDir dir;
   testing::Daemon d(dir / "state", dir / "s.sock");
@@ -45,6 +72,14 @@ TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {
   const json idle = Scrape(url);
   EXPECT_EQ(Value(idle, "shoal_experiments", "state", "running"), 0);
   EXPECT_FALSE(idle.contains("shoal_process_pss_bytes"));  // nothing runs: no memory to show
+  // An idle daemon still describes its node: /dev/shm, the forkserver, what it was built with.
+  EXPECT_GT(idle["shoal_shm_free_bytes"][0][1].get<double>(), 0) << idle.dump();
+  EXPECT_GE(idle["shoal_shm_total_bytes"][0][1].get<double>(),
+            idle["shoal_shm_free_bytes"][0][1].get<double>());
+  EXPECT_TRUE(idle.contains("shoal_forkserver_up"));
+  EXPECT_TRUE(idle.contains("shoal_forkserver_restarts_total"));
+  EXPECT_EQ(idle["shoal_build_info"][0][0].value("libtorch", ""), "1.13.0") << idle.dump();
+  EXPECT_GE(idle.size(), 7u);
   const CommandResult sub = d.Cli({"submit", "--workers", "2", "--batches", "100000", "--dataset",
                                    "synthetic", "--eval-samples", "0", "--json"});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;

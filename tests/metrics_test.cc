@@ -70,6 +70,36 @@ TEST(MetricsTest, StatesQueueAndTheRunningExperimentsProcesses) {
   EXPECT_NE(partial.find("shoal_gpu_memory_used_bytes{gpu=\"0\"} 5242880\n"), std::string::npos);
 }
 
+// The node's families, idle: what NVML gave of each device (and nothing it did not), /dev/shm,
+// the forkserver, the build; named after dcgm-exporter's fields, in base units.
+TEST(MetricsTest, AnIdleNodeIsDescribed) {
+  MetricsSnapshot s;
+  v1::GpuDeviceSample g;
+  g.set_index(0);
+  g.set_memory_used_bytes(1u << 30);
+  g.set_power_mw(151500);
+  g.set_energy_mj(2000);
+  g.set_sm_active_percent(50);
+  s.node.gpus = {g};
+  s.node.shm_free_bytes = 7;
+  s.node.fork_server_up = true;
+  s.node.fork_server_restarts = 2;
+  s.node.build = {{"shoal", "0.1.0"}, {"libtorch", "1.13.0"}};
+  const std::string out = RenderMetrics(s);
+  for (const char* line : {"shoal_gpu_memory_used_bytes{gpu=\"0\"} 1073741824\n",
+                           "shoal_gpu_power_watts{gpu=\"0\"} 151.5\n",
+                           "# TYPE shoal_gpu_energy_joules_total counter\n",
+                           "shoal_gpu_energy_joules_total{gpu=\"0\"} 2\n",
+                           "shoal_gpu_sm_active_ratio{gpu=\"0\"} 0.5\n", "shoal_shm_free_bytes 7\n",
+                           "shoal_forkserver_up 1\n", "shoal_forkserver_restarts_total 2\n",
+                           "shoal_build_info{libtorch=\"1.13.0\",shoal=\"0.1.0\"} 1\n"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  // What NVML did not give, and /dev/shm's size unread: no series, not zeros.
+  for (const char* absent :
+       {"shoal_gpu_utilization_percent", "shoal_gpu_tensor_active_ratio", "shoal_shm_total_bytes"})
+    EXPECT_EQ(out.find(absent), std::string::npos) << absent;
+}
+
 }  // namespace
 }  // namespace shoal
 
@@ -88,7 +118,9 @@ TEST(MetricsTest, TheGrafanaDashboardQueriesOnlyExportedMetrics) {
   worker->set_role("worker");
   worker->set_gpu_memory_bytes(1);  // with an NVML reading, so that the GPU families are there
   s.running->sample.set_gpu_memory_bytes(1);
-  s.running->sample.add_gpus()->set_util_percent(1);
+  auto* gpu = s.running->sample.add_gpus();
+  gpu->set_util_percent(1);
+  gpu->set_memory_used_bytes(1);  // a family is there when NVML gave a figure of it
   const std::string text = RenderMetrics(s);
   int queries = 0;
   for (const auto& p : dash["panels"]) {
