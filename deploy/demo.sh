@@ -20,8 +20,10 @@ for _ in $(seq 100); do [ -S "$SHOAL_SOCKET" ] && break; sleep 0.1; done
 
 "$BIN/shoal" node
 echo
-# A small real sweep over the study's grid: worker counts x start methods x sharing.
+# A small real sweep over the study's grid: worker counts x start methods x sharing, every point
+# three times (interleaved), each cell the median with its spread.
 "$BIN/shoal" sweep --workers "$WORKERS" --start fork,spawn,forkserver --share yes,no --device cpu \
+  --repeats "${REPEATS:-3}" \
   --batches "$BATCHES" --batch-size 64 --eval-samples 0 --dataset "$DATASET" --wait
 echo
 # Seed 003's question on the same runtime: three optimisers, two epochs each (cut to 512 samples
