@@ -42,6 +42,13 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
   return o;
 }
 
+// Which allocator the workers used, and whether it was given or shoald's default (and why).
+std::string AllocatorLine(const v1::ExperimentSpec& s) {
+  if (!s.has_allocator()) return "";
+  return "  allocator   " + s.allocator() +
+         (s.allocator_why().empty() ? " (given)" : " (" + s.allocator_why() + ")") + "\n";
+}
+
 // The names passed to the experiment's processes (values: get --json).
 std::string EnvironmentLine(const v1::Experiment& e) {
   if (e.environment().empty()) return "";
@@ -51,7 +58,6 @@ std::string EnvironmentLine(const v1::Experiment& e) {
   return "  environment " + names + " (nothing else passed)\n";
 }
 
-// GPU memory and utilisation (NVML), or why there are none.
 // NVML GPM's view of the devices while training, or why there is none.
 std::string GpmLine(const v1::Result& r) {
   if (!r.has_gpu_sm_active_percent())
@@ -63,6 +69,7 @@ std::string GpmLine(const v1::Result& r) {
       r.gpu_dram_bw_percent());
 }
 
+// GPU memory and utilisation (NVML), or why there are none.
 std::string GpuLine(const v1::Result& r) {
   if (!r.has_peak_gpu_memory_bytes())
     return r.gpu_status().empty() ? "" : "  GPU         -: " + r.gpu_status() + "\n";
@@ -329,6 +336,7 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   std::string o = F("experiment %s  %s%s%s\n", e.id().c_str(), StateName(e.state()).c_str(),
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
+  o += AllocatorLine(e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
   return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +

@@ -172,6 +172,37 @@ TEST_F(E2E, LeanActivationsTrainTheSameWeightsInASmallerStep) {
             std::string::npos);
 }
 
+// With no --allocator, hogwild on the CPU trains with the planned step (saying it was the
+// default, and why) and its weights are bit for bit those of --allocator cache.
+TEST_F(E2E, TheDefaultAllocatorIsPlannedAndTrainsAsCacheDoes) {
+  std::map<std::string, json> runs;
+  for (const std::string allocator : {"", "cache"}) {
+    std::vector<std::string> args = {"submit", "--workers", "1",      "--batches",
+                                     "4",      "--dataset", kFashion, "--eval-samples",
+                                     "0",      "--wait",    "--json"};
+    if (!allocator.empty()) args.insert(args.end(), {"--allocator", allocator});
+    runs[allocator] = MustJson(daemon_->Cli(args));
+    ASSERT_EQ(runs[allocator]["state"], "SUCCEEDED") << runs[allocator].dump(2);
+  }
+  const json& planned = runs[""];
+  EXPECT_EQ(planned["spec"]["allocator"], "planned");
+  EXPECT_EQ(planned["spec"]["allocator_why"].get<std::string>().rfind("default: hogwild's", 0), 0u);
+  EXPECT_EQ(runs["cache"]["spec"]["allocator_why"], "");
+  auto worker = [](const json& e) {
+    for (const auto& p : e["processes"])
+      if (p["role"] == "worker") return p;
+    return json();
+  };
+  EXPECT_EQ(worker(planned)["weights_checksum"], worker(runs["cache"])["weights_checksum"]);
+  EXPECT_EQ(planned["result"]["last_loss"], runs["cache"]["result"]["last_loss"]);
+  EXPECT_EQ(worker(planned)["step_memory"]["replayed_steps"], 3);
+  EXPECT_EQ(worker(planned)["step_memory"]["fallback_steps"], 0);
+  const CommandResult get = daemon_->Cli({"get", planned["id"]});
+  EXPECT_NE(get.out.find("  allocator   planned (default: hogwild's trainer marks its steps"),
+            std::string::npos)
+      << get.out;
+}
+
 // --eval-samples asks for at most that many test images: the accuracy says over how many it was
 // taken (the synthetic set has 1000).
 TEST_F(E2E, AccuracyIsOverTheImagesEvaluated) {

@@ -311,6 +311,49 @@ TEST(SpecTest, TheCliReferenceQuotesEveryFieldAndItsDefault) {
   }
 }
 
+// With no --allocator, the planned step where the kind's trainer marks its steps on the CPU (a
+// model file's included), cache elsewhere; the spec says why. A typed one is kept, as typed.
+TEST(SpecTest, TheAllocatorDefaultIsPlannedWhereStepsAreMarked) {
+  SpecLimits l;
+  l.cores = 2;
+  l.cuda_devices = 1;
+  struct Case {
+    std::string kind, device, model_file, want;
+  };
+  const Case cases[] = {{"hogwild", "cpu", "", "planned"},
+                        {"data_parallel", "cpu", "", "planned"},
+                        {"hogwild", "cpu", "sha256:" + std::string(64, 'a'), "planned"},
+                        {"hogwild", "cuda", "", "cache"},
+                        {"multi_model", "cpu", "", "cache"},
+                        {"data_loading", "cpu", "", "cache"},
+                        {"pipeline", "cpu", "", "cache"}};
+  for (const auto& c : cases) {
+    v1::ExperimentSpec s;
+    s.set_kind(c.kind);
+    s.set_device(c.device);
+    if (!c.model_file.empty()) s.set_model_file(c.model_file);
+    ApplyDefaults(&s, l);
+    EXPECT_EQ(s.allocator(), c.want) << c.kind << " " << c.device;
+    EXPECT_EQ(s.allocator_why().rfind("default", 0), 0u) << s.allocator_why();
+  }
+  v1::ExperimentSpec hogwild;
+  ApplyDefaults(&hogwild, l);
+  EXPECT_EQ(hogwild.allocator_why(),
+            "default: hogwild's trainer marks its steps on the CPU, so each step replays the "
+            "first one's plan");
+  v1::ExperimentSpec typed;
+  typed.set_allocator("cache");
+  ApplyDefaults(&typed, l);
+  ApplyDefaults(&typed, l);  // twice, as a sweep's point is: still the user's
+  EXPECT_EQ(typed.allocator(), "cache");
+  EXPECT_EQ(typed.allocator_why(), "");
+  v1::ExperimentSpec command;
+  command.set_kind("command");
+  ApplyDefaults(&command, l);
+  EXPECT_FALSE(command.has_allocator());
+  EXPECT_EQ(command.allocator_why(), "");
+}
+
 // Each default a kind gets is in the words docs/cli.md and --help quote: a kind whose default
 // differs from hogwild's is named there, and a field only some kinds read quotes its default.
 TEST(SpecTest, EveryKindsOwnDefaultIsQuoted) {

@@ -201,6 +201,22 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
     const SpecField* f = FindSpecField(name);
     if (!HasSpecField(given, *f)) ClearSpecField(s, *f);
   }
+  if (!s->has_allocator()) s->clear_allocator_why();  // a kind that does not read it
+}
+
+std::string DefaultAllocator(const v1::ExperimentSpec& s, std::string* why) {
+  const KindRules* kind = FindKind(s.kind());
+  if (kind == nullptr || !kind->marks_steps) {
+    *why = "default: " + s.kind() + "'s trainer does not mark its steps";
+    return "cache";
+  }
+  if (s.device() == "cuda") {
+    *why = "default on CUDA: the planned step serves the CPU's memory only";
+    return "cache";
+  }
+  *why = "default: " + s.kind() +
+         "'s trainer marks its steps on the CPU, so each step replays the first one's plan";
+  return "planned";
 }
 
 namespace {
@@ -238,7 +254,11 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   }
   if (!s->has_seed()) s->set_seed(1);
   if (!s->has_sample_interval_ms()) s->set_sample_interval_ms(200);
-  if (!s->has_allocator()) s->set_allocator("cache");
+  if (!s->has_allocator()) {
+    std::string why;
+    s->set_allocator(DefaultAllocator(*s, &why));
+    s->set_allocator_why(why);
+  }
   if (!s->has_activations()) s->set_activations("pytorch");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
   if (!s->has_stall_timeout_ms()) s->set_stall_timeout_ms(60000);

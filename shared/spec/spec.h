@@ -78,6 +78,9 @@ bool IsEnvironmentName(const std::string& name);
 
 // Fills every absent field with its default; never touches a present one. Idempotent.
 void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
+// The allocator a spec that names none trains with, and why: `planned` where the kind's trainer
+// marks its steps on the CPU (hogwild and data_parallel, a model file's included), else `cache`.
+std::string DefaultAllocator(const v1::ExperimentSpec& spec, std::string* why);
 
 // Checks every field; the message names the field and the allowed values or range.
 // Does not look at the file system (see CheckDataset).

@@ -76,7 +76,8 @@ std::vector<SpecField> CommonFields() {
        "cache (exact-size reuse of step buffers) | planned (one arena, offsets planned from a "
        "traced "
        "step; hogwild, data_parallel) | retain (glibc heap, never trimmed) | system",
-       "cache"},
+       "planned where the trainer marks its steps on the CPU (hogwild, data_parallel); cache on "
+       "CUDA and for multi_model, data_loading, pipeline"},
       {"activations", "activations",
        "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
        "its indices only, ReLU in place; bit-identical)",
