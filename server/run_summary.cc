@@ -187,6 +187,8 @@ void FillEpochs(const Reports& workers, bool phases_timed, v1::Result* r) {
 
 void FillResult(const RunFacts& f, v1::Result* r) {
   r->set_wall_ms(NsToMs(f.wall_ns));
+  if (auto it = f.sampler.peak_pss.find(f.leader); it != f.sampler.peak_pss.end())
+    r->set_leader_peak_pss_bytes(it->second);
   r->set_threads(f.spec.threads());
   FillMemory(f, r);
   // Every process's own high-water mark, or no sum: one missing would make it a lower bound.

@@ -79,7 +79,19 @@ void ExpectEveryCellFilled(const json& j) {
     }
     ++tables_checked;
   }
-  EXPECT_EQ(tables_checked, 4);  // memory, throughput, ready, loss
+  EXPECT_EQ(tables_checked, 5);  // memory, the leader's, throughput, ready, loss
+  // The leader is one process of every point: less than its point's sum, more than nothing.
+  const json* sum = nullptr;
+  const json* leader = nullptr;
+  for (const auto& t : j["tables"]) {
+    if (t["key"] == "host_memory_gib") sum = &t;
+    if (t["key"] == "leader_memory_gib") leader = &t;
+  }
+  ASSERT_TRUE(sum && leader);
+  for (size_t r = 0; r < (*sum)["rows"].size(); ++r)
+    for (size_t c = 0; c < 2; ++c)
+      EXPECT_LT((*leader)["rows"][r]["cells"][c]["value"].get<double>(),
+                (*sum)["rows"][r]["cells"][c]["value"].get<double>());
 }
 
 // What each extra worker costs, row by row: memory(2) - memory(1), and memory(1) less it.

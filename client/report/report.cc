@@ -55,6 +55,15 @@ std::vector<Metric> Metrics() {
          if (!r.has_peak_pss_sum_bytes()) return std::nullopt;
          return double(r.peak_pss_sum_bytes()) / double(1ull << 30);
        }},
+      {"leader_memory_gib",
+       "The leader's own peak PSS (GiB): the largest share of the fixed part, what does not grow "
+       "with workers",
+       "%.2f", false,
+       [](const v1::Result& r) -> std::optional<double> {
+         if (!r.has_leader_peak_pss_bytes()) return std::nullopt;
+         return double(r.leader_peak_pss_bytes()) / double(1ull << 30);
+       },
+       true},
       {"gpu_memory_gib", "GPU memory: peak sum over the experiment's processes (GiB, NVML)", "%.2f",
        true,
        [](const v1::Result& r) -> std::optional<double> {
