@@ -30,10 +30,12 @@ def run_point(shoal_cli, args, start, share, w, threads):
     for _ in range(args.repeats):
         for allocator in allocators:
             name, _, lean = allocator.partition("+")
+            # "default": no --allocator at all, what a user who types no flag gets.
+            chosen = [] if name == "default" else ["--allocator", name]
             e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
                           "--batches", str(args.batches), "--batch-size", str(args.batch_size),
                           "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
-                          "--allocator", name, "--activations", "lean" if lean else "pytorch",
+                          *chosen, "--activations", "lean" if lean else "pytorch",
                           "--wait", "--json")
             assert e["state"] == "SUCCEEDED", e
             runs[allocator].append(e["result"])
@@ -71,7 +73,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--allocator", default="cache",
-                    help="Shoal's allocator policies, comma-separated: cache | planned | retain | system")
+                    help="Shoal's allocator policies, comma-separated: default (no flag) | cache | "
+                         "planned | retain | system")
     ap.add_argument("--dataset", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
