@@ -186,7 +186,8 @@ TEST_F(E2E, TheDefaultAllocatorIsPlannedAndTrainsAsCacheDoes) {
   }
   const json& planned = runs[""];
   EXPECT_EQ(planned["spec"]["allocator"], "planned");
-  EXPECT_EQ(planned["spec"]["allocator_why"].get<std::string>().rfind("default: hogwild's", 0), 0u);
+  EXPECT_EQ(planned["spec"]["allocator_why"].get<std::string>().rfind("default: hogwild marks", 0),
+            0u);
   EXPECT_EQ(runs["cache"]["spec"]["allocator_why"], "");
   auto worker = [](const json& e) {
     for (const auto& p : e["processes"])
@@ -198,7 +199,7 @@ TEST_F(E2E, TheDefaultAllocatorIsPlannedAndTrainsAsCacheDoes) {
   EXPECT_EQ(worker(planned)["step_memory"]["replayed_steps"], 3);
   EXPECT_EQ(worker(planned)["step_memory"]["fallback_steps"], 0);
   const CommandResult get = daemon_->Cli({"get", planned["id"]});
-  EXPECT_NE(get.out.find("  allocator   planned (default: hogwild's trainer marks its steps"),
+  EXPECT_NE(get.out.find("  allocator   planned (default: hogwild marks its steps on the CPU)"),
             std::string::npos)
       << get.out;
 }

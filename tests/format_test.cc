@@ -130,8 +130,7 @@ TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
       "x 2 epochs, 2 threads\n"
       "  optimiser   adam lr 0.001 weight_decay 0 eps 1e-08 beta1 0.9 beta2 0.999 amsgrad no\n"
       "  dataset     synthetic\n"
-      "  allocator   planned (default: hogwild's trainer marks its steps on the CPU, so each step "
-      "replays the first one's plan)\n"
+      "  allocator   planned (default: hogwild marks its steps on the CPU)\n"
       "  environment HOME, PATH (nothing else passed)\n"
       "  memory      peak PSS sum 1.50 GiB (sum of peak PSS 1.75 GiB), RSS sum 2.00 GiB, USS sum "
       "1.00 GiB, VmHWM sum 2.50 GiB; shared 100M (weights 2M, data 50M)\n"
@@ -239,8 +238,7 @@ TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {
             "batch 64 x 20 batches, 4 threads\n"
             "  optimiser   sgd lr 0.01 momentum 0.5 dampening 0 weight_decay 0\n"
             "  dataset     synthetic\n"
-      "  allocator   planned (default: hogwild's trainer marks its steps on the CPU, so each step "
-      "replays the first one's plan)\n");
+            "  allocator   planned (default: hogwild marks its steps on the CPU)\n");
 }
 
 TEST(FormatTest, LeanActivationsAreNamedOnTheSpecLine) {

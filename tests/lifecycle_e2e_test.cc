@@ -497,15 +497,17 @@ TEST_F(Lifecycle, Chaos) {
 
 // Every process's stdout and stderr is captured per run, whoever started it: forked and spawned
 // workers inherit the leader's, the forkserver hands its workers the leader's with the request.
-// (SHOAL_ALLOC_STATS makes each worker print a line at its end.) The log goes with its record.
+// (SHOAL_ALLOC_STATS makes each worker on `cache` print a line at its end.) The log goes with its
+// record.
 TEST(Logs, EveryWorkerOfEveryStartMethodIsCapturedAndGoesWithItsRecord) {
   TempDir dir;
   Daemon d(dir / "state", dir / "s.sock");
   ASSERT_TRUE(d.Start({}, {"SHOAL_ALLOC_STATS=1"}));
   std::map<std::string, std::string> ids;
   for (const std::string start : {"fork", "spawn", "forkserver"}) {
-    const json e = Parse(d.Cli({"submit", "--workers", "2", "--start", start, "--batches", "2",
-                                "--eval-samples", "0", "--wait", "--json"}));
+    const json e =
+        Parse(d.Cli({"submit", "--workers", "2", "--start", start, "--batches", "2",
+                     "--eval-samples", "0", "--allocator", "cache", "--wait", "--json"}));
     ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump();
     ids[start] = e["id"];
     const CommandResult logs = d.Cli({"logs", e["id"]});

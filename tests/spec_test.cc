@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "shared/spec/spec_fields.h"
+#include "shared/spec/wire_check.h"
 
 namespace shoal {
 namespace {
@@ -335,12 +336,13 @@ TEST(SpecTest, TheAllocatorDefaultIsPlannedWhereStepsAreMarked) {
     ApplyDefaults(&s, l);
     EXPECT_EQ(s.allocator(), c.want) << c.kind << " " << c.device;
     EXPECT_EQ(s.allocator_why().rfind("default", 0), 0u) << s.allocator_why();
+    // A resolved spec travels between daemons (a federated part): it passes the wire's checks.
+    const Status wire = CheckSpecStrings(s);
+    EXPECT_TRUE(wire.ok()) << wire.message();
   }
   v1::ExperimentSpec hogwild;
   ApplyDefaults(&hogwild, l);
-  EXPECT_EQ(hogwild.allocator_why(),
-            "default: hogwild's trainer marks its steps on the CPU, so each step replays the "
-            "first one's plan");
+  EXPECT_EQ(hogwild.allocator_why(), "default: hogwild marks its steps on the CPU");
   v1::ExperimentSpec typed;
   typed.set_allocator("cache");
   ApplyDefaults(&typed, l);

@@ -207,15 +207,14 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
 std::string DefaultAllocator(const v1::ExperimentSpec& s, std::string* why) {
   const KindRules* kind = FindKind(s.kind());
   if (kind == nullptr || !kind->marks_steps) {
-    *why = "default: " + s.kind() + "'s trainer does not mark its steps";
+    *why = "default: " + s.kind() + " does not mark its steps";
     return "cache";
   }
   if (s.device() == "cuda") {
-    *why = "default on CUDA: the planned step serves the CPU's memory only";
+    *why = "default on CUDA: planned serves the CPU only";
     return "cache";
   }
-  *why = "default: " + s.kind() +
-         "'s trainer marks its steps on the CPU, so each step replays the first one's plan";
+  *why = "default: " + s.kind() + " marks its steps on the CPU";
   return "planned";
 }
 
