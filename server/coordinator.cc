@@ -538,6 +538,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.procfs = os_.procfs;
   env.gpu = os_.gpu;
   env.machine = os_.machine;
+  env.disturbed_cores = opts_.disturbed_cores;
   env.cpu_energy = os_.cpu_energy;
   env.sampler_cpu = ThreadCpuNs;
   env.sampler = opts_.sampler;

@@ -102,6 +102,8 @@ std::optional<uint64_t> ParseBusyTicks(const std::string& proc_stat) {
   return user + nice + system;
 }
 
+std::set<pid_t> ProcessTree(const CpuSnapshot& s, pid_t root) { return Tree(s.procs, root); }
+
 CpuSnapshot TakeCpuSnapshot(MachineProcs& m, uint64_t mono_ns) {
   CpuSnapshot s;
   s.mono_ns = mono_ns;
@@ -126,11 +128,11 @@ std::optional<OutsideCpu> OutsideOf(const CpuSnapshot& a, const CpuSnapshot& b, 
 }
 
 void FillDisturbance(const std::optional<OutsideCpu>& cpu, const std::set<pid_t>& foreign_gpu,
-                     v1::Result* r) {
+                     double threshold_cores, v1::Result* r) {
   std::string why;
   if (cpu) {
     r->set_outside_cpu_cores(cpu->cores);
-    if (cpu->cores >= kDisturbedCores) {
+    if (cpu->cores >= threshold_cores) {
       char buf[96];
       std::snprintf(buf, sizeof buf, "processes outside the experiment used %.2f cores",
                     cpu->cores);

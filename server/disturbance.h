@@ -28,7 +28,7 @@
 
 namespace shoal {
 
-constexpr double kDisturbedCores = 0.5;
+constexpr double kDisturbedCores = 0.5;  // the default of shoald --disturbed-cores
 
 // The machine's processes and CPU time, in front of /proc so the meter runs on fakes.
 class MachineProcs {
@@ -53,6 +53,9 @@ struct CpuSnapshot {
 
 CpuSnapshot TakeCpuSnapshot(MachineProcs& m, uint64_t mono_ns);
 
+// `root` and every process descending from it in the snapshot: Shoal's own when root is shoald.
+std::set<pid_t> ProcessTree(const CpuSnapshot& s, pid_t root);
+
 struct OutsideCpu {
   double cores = 0;  // mean over the window
   // The outside processes that used most, "name (pid N) 0.97": at most three, each at least
@@ -66,8 +69,9 @@ std::optional<OutsideCpu> OutsideOf(const CpuSnapshot& a, const CpuSnapshot& b, 
                                     uint64_t ticks_per_sec);
 
 // Sets result.disturbed, disturbance and outside_cpu_cores from the CPU figure (absent: unknown)
-// and the GPU processes on the experiment's devices that were not its own.
+// and the GPU processes on the experiment's devices that were not its own; the run is disturbed
+// from `threshold_cores` outside cores on.
 void FillDisturbance(const std::optional<OutsideCpu>& cpu, const std::set<pid_t>& foreign_gpu,
-                     v1::Result* r);
+                     double threshold_cores, v1::Result* r);
 
 }  // namespace shoal

@@ -490,14 +490,18 @@ void ExperimentRunner::FillCpuEnergy() {
 
 // What the rest of the machine did meanwhile (server/disturbance.h): read now that every process
 // of the experiment has been reaped, its CPU time in its parents'.
+// A GPU process of shoald's own (its forkserver and pool, another experiment's leftover child
+// still exiting) is Shoal's, not the rest of the machine's: only those outside its tree disturb.
 void ExperimentRunner::FillDisturbed() {
   std::optional<OutsideCpu> outside;
+  std::set<pid_t> foreign = gpu_ ? gpu_->foreign_on_devices() : std::set<pid_t>{};
   if (env_.machine && machine_at_start_) {
     const CpuSnapshot end = TakeCpuSnapshot(*env_.machine, env_.clock->MonotonicNs());
     outside = OutsideOf(*machine_at_start_, end, env_.daemon_pid, uint64_t(::sysconf(_SC_CLK_TCK)));
+    for (const CpuSnapshot* s : {static_cast<const CpuSnapshot*>(&*machine_at_start_), &end})
+      for (pid_t p : ProcessTree(*s, env_.daemon_pid)) foreign.erase(p);
   }
-  FillDisturbance(outside, gpu_ ? gpu_->foreign_on_devices() : std::set<pid_t>{},
-                  e_.mutable_result());
+  FillDisturbance(outside, foreign, env_.disturbed_cores, e_.mutable_result());
 }
 
 bool ExperimentRunner::AnyTraining() const {

@@ -39,10 +39,11 @@ struct RunnerEnv {
   SegmentJanitor* segments = nullptr;
   ChildReaper* reaper = nullptr;
   ProcReader* procfs = nullptr;
-  GpuMonitor* gpu = nullptr;             // NVML; null: no GPU telemetry
-  MachineProcs* machine = nullptr;       // /proc for the disturbance meter; null: not measured
-  CpuEnergy* cpu_energy = nullptr;       // powercap RAPL; null: CPU energy not measured
-  ProcessSampler::CpuClock sampler_cpu;  // CPU time of the sampling thread
+  GpuMonitor* gpu = nullptr;                 // NVML; null: no GPU telemetry
+  MachineProcs* machine = nullptr;           // /proc for the disturbance meter; null: not measured
+  CpuEnergy* cpu_energy = nullptr;           // powercap RAPL; null: CPU energy not measured
+  double disturbed_cores = kDisturbedCores;  // shoald --disturbed-cores
+  ProcessSampler::CpuClock sampler_cpu;      // CPU time of the sampling thread
   SamplerOptions sampler;
   uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
   uint64_t drain_ns = 10'000'000'000ull;  // SIGKILL -> give up on the group (D state)

@@ -80,10 +80,9 @@ void GpuSampler::Match(const GpuReading& r, bool training, v1::Sample* s) {
     if (on_gpu) peak_[p.pid()] = std::max(peak_[p.pid()], bytes);
   }
   foreign_ = r.processes.size() - std::min(r.processes.size(), matched);
-  std::set<pid_t> ours;
-  for (const auto& p : s->processes()) ours.insert(p.pid());
+  for (const auto& p : s->processes()) ours_ever_.insert(p.pid());
   for (const auto& q : r.processes)
-    if (devices_.count(q.device) && !ours.count(q.pid)) foreign_on_devices_.insert(q.pid);
+    if (devices_.count(q.device)) foreign_on_devices_.insert(q.pid);
   seen_any_ = seen_any_ || matched > 0;
   AddUtilisation(r, training);
   if (!sum_known) return;  // this reading has no sum to peak
@@ -177,6 +176,13 @@ void GpuSampler::FillEnergy(v1::Result* r) const {
   r->set_gpu_power_mean_w(watts);
   if (r->has_samples_per_sec() && r->samples_per_sec() > 0)
     r->set_gpu_joules_per_sample(watts / r->samples_per_sec());
+}
+
+std::set<pid_t> GpuSampler::foreign_on_devices() const {
+  std::set<pid_t> out;
+  for (pid_t p : foreign_on_devices_)
+    if (!ours_ever_.count(p)) out.insert(p);
+  return out;
 }
 
 std::optional<uint64_t> GpuSampler::PeakOf(pid_t pid) const {

@@ -44,8 +44,9 @@ class GpuSampler {
   std::optional<uint64_t> PeakOf(pid_t pid) const;
   uint64_t cpu_ns() const { return cpu_ns_; }
   uint64_t reads() const { return reads_; }
-  // Processes NVML listed on the experiment's devices that were not the experiment's.
-  const std::set<pid_t>& foreign_on_devices() const { return foreign_on_devices_; }
+  // Processes NVML listed on the experiment's devices that were never the experiment's (a worker
+  // NVML lists before the runner has learnt its pid is not foreign).
+  std::set<pid_t> foreign_on_devices() const;
 
  private:
   struct Util {
@@ -67,7 +68,7 @@ class GpuSampler {
   std::optional<uint64_t> peak_sum_;
   std::map<pid_t, uint64_t> peak_;
   std::set<uint32_t> devices_;  // devices the experiment's processes appeared on
-  std::set<pid_t> foreign_on_devices_;
+  std::set<pid_t> foreign_on_devices_, ours_ever_;
   // GPM sums over training readings, per device: SM active, occupancy, tensor, DRAM.
   struct Activity {
     double sum[4] = {0, 0, 0, 0};

@@ -151,6 +151,12 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(shoal::DecimalNumber())  // no nan, which CLI11's Range lets through
       ->check(CLI::Range(0.0001, 1.0));
+  app.add_option("--disturbed-cores", opts.disturbed_cores,
+                 "a run is marked disturbed when processes outside it used this many cores on "
+                 "average while it ran")
+      ->capture_default_str()
+      ->check(shoal::DecimalNumber())
+      ->check(CLI::Range(0.01, 4096.0));
   app.add_option("--grace-ms", opts.grace_ms, "SIGTERM to SIGKILL grace period")
       ->capture_default_str()
       ->check(shoal::WholeNumber())

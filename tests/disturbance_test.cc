@@ -69,17 +69,30 @@ TEST(DisturbanceTest, ShoalsOwnTreeIsNotTheOutsides) {
   EXPECT_EQ(busy->top[0], "stress (pid 500) 0.97");
 }
 
+TEST(DisturbanceTest, ShoaldsTreeIsItsDescendants) {
+  FakeMachine m;
+  m.busy = 1;
+  m.procs = {{kDaemon, Proc("shoald", 1, 0)},
+             {200, Proc("shoal-worker", kDaemon, 0)},
+             {300, Proc("shoal-worker", 200, 0)},
+             {500, Proc("stress", 1, 0)}};
+  EXPECT_EQ(ProcessTree(TakeCpuSnapshot(m, 0), kDaemon), (std::set<pid_t>{kDaemon, 200, 300}));
+}
+
 TEST(DisturbanceTest, DisturbedFromHalfACoreOn) {
   v1::Result below, at;
-  FillDisturbance(Measure(49), {}, &below);
+  FillDisturbance(Measure(49), {}, kDisturbedCores, &below);
   EXPECT_TRUE(below.has_disturbed());
   EXPECT_FALSE(below.disturbed());
   EXPECT_EQ(below.disturbance(), "");
   EXPECT_DOUBLE_EQ(below.outside_cpu_cores(), 0.49);
-  FillDisturbance(Measure(50), {}, &at);
+  FillDisturbance(Measure(50), {}, kDisturbedCores, &at);
   EXPECT_TRUE(at.disturbed());
   EXPECT_EQ(at.disturbance(),
             "processes outside the experiment used 0.50 cores: stress (pid 500) 0.50");
+  v1::Result strict;  // shoald --disturbed-cores 0.2
+  FillDisturbance(Measure(30), {}, 0.2, &strict);
+  EXPECT_TRUE(strict.disturbed());
 }
 
 TEST(DisturbanceTest, UnknownStaysAbsentAndGpuProcessesDisturbToo) {
@@ -88,10 +101,10 @@ TEST(DisturbanceTest, UnknownStaysAbsentAndGpuProcessesDisturbToo) {
   const auto none = OutsideOf(a, b, kDaemon, kHz);
   EXPECT_FALSE(none.has_value());
   v1::Result r;
-  FillDisturbance(none, {}, &r);
+  FillDisturbance(none, {}, kDisturbedCores, &r);
   EXPECT_FALSE(r.has_disturbed());
   EXPECT_FALSE(r.has_outside_cpu_cores());
-  FillDisturbance(none, {4242, 4243}, &r);
+  FillDisturbance(none, {4242, 4243}, kDisturbedCores, &r);
   EXPECT_TRUE(r.disturbed());
   EXPECT_EQ(r.disturbance(), "2 other GPU process(es) on its devices (pid 4242, 4243)");
   EXPECT_FALSE(r.has_outside_cpu_cores());

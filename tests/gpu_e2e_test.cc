@@ -112,7 +112,7 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
   // Pid 1 holds 3 GiB on device 0 beside the experiment: where the experiment used device 0, it
   // ran disturbed and says so.
   const bool named = r["disturbance"].get<std::string>().find(
-                         "other GPU process(es) on its devices (pid 1)") != std::string::npos;
+                         "other GPU process(es) on its devices (pid 1") != std::string::npos;
   EXPECT_EQ(r["disturbed"].get<bool>(), named) << r.dump();
   bool no_cuda = false;
   for (const auto& f : mem["footnotes"])

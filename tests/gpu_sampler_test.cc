@@ -98,7 +98,7 @@ TEST(GpuSamplerTest, UtilisationCountsOnlyTheDevicesItsProcessesUsed) {
   f.sampler.Tick(1, true, &s);
   v1::Result r;
   f.sampler.Fill(&r);
-  EXPECT_DOUBLE_EQ(r.gpu_util_mean_percent(), 20);  // device 1 is someone else's
+  EXPECT_DOUBLE_EQ(r.gpu_util_mean_percent(), 20);      // device 1 is someone else's
   EXPECT_TRUE(f.sampler.foreign_on_devices().empty());  // and nobody else was on device 0
 }
 
@@ -110,6 +110,13 @@ TEST(GpuSamplerTest, OtherProcessesOnItsDevicesAreNoted) {
   f.gpu.reading.processes = {{100, 0, kMiB, {}}, {999, 1, kMiB, {}}, {777, 0, kMiB, {}}};
   v1::Sample s = WithProcesses({100});
   f.sampler.Tick(1, true, &s);
+  EXPECT_EQ(f.sampler.foreign_on_devices(), std::set<pid_t>({777}));
+  // A worker NVML listed before the runner knew its pid is the experiment's, not a foreign one.
+  f.gpu.reading.processes.push_back({101, 0, kMiB, {}});
+  v1::Sample early = WithProcesses({100});
+  f.sampler.Tick(2, true, &early);
+  v1::Sample later = WithProcesses({100, 101});
+  f.sampler.Tick(3, true, &later);
   EXPECT_EQ(f.sampler.foreign_on_devices(), std::set<pid_t>({777}));
 }
 
