@@ -1,7 +1,6 @@
 // The sweep report (client/report/report.h): tables laid out by the sweep's varying axes, rendered
 // as Markdown (golden files tests/golden/report_*.md), CSV, JSON and SVG, and compared cell by
 // cell. Every input is built by hand: the sweep's axes and points, and the experiments' records.
-#include "client/report/html.h"
 #include "client/report/report.h"
 
 #include <google/protobuf/util/json_util.h>
@@ -18,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/report/html.h"
 #include "client/report/timeline.h"
 #include "shared/spec/spec.h"
 #include "shared/spec/spec_fields.h"
@@ -1504,6 +1504,18 @@ TEST(ReportTest, TheParetoFrontKeepsThePointsNothingBeatsOnBothAxes) {
   const std::vector<std::pair<double, double>> want = {{0.5, 50}, {1, 200}, {4, 300}};
   EXPECT_EQ(front, want);
   EXPECT_TRUE(ParetoFront({}).empty());
+}
+
+// A line chart of repeated cells draws each median with its runs' range as a bar through it.
+TEST(ReportTest, LineChartsOfRepeatsDrawEachRange) {
+  const double runs[2][3] = {{100, 120, 90}, {200, 202, 199}};
+  const ReportInput in = Repeated("s13", [&](int c, int r) { return runs[c][r]; });
+  const std::string svg = RenderSvg(in, "throughput");
+  EXPECT_NE(svg.find("<title>all: 90\u2013120</title></line>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find("<title>all: 199\u2013202</title></line>"), std::string::npos);
+  // One run a point: no bars.
+  const std::string one = RenderSvg(OneAxis(), "throughput");
+  EXPECT_EQ(one.find("\u2013"), std::string::npos) << one;
 }
 
 TEST(ReportTest, TheParetoPlotHasAPointPerCellAndItsFront) {

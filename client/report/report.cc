@@ -706,8 +706,16 @@ std::string GridSvg(const ReportInput& in, const std::string& key, const std::st
   for (size_t i = 0; i < t->columns.size(); ++i) c.x_ticks.push_back({double(i), t->columns[i]});
   for (const auto& r : t->rows) {
     Series s{RowLabel(*t, r), Dashed(*t, r), {}};
-    for (size_t i = 0; i < r.cells.size(); ++i)
-      if (r.cells[i].has_value) s.points.push_back({double(i), r.cells[i].value});
+    const bool ranged =
+        std::any_of(r.cells.begin(), r.cells.end(), [](const Cell& c) { return c.runs > 1; });
+    for (size_t i = 0; i < r.cells.size(); ++i) {
+      if (!r.cells[i].has_value) continue;
+      s.points.push_back({double(i), r.cells[i].value});
+      // A median of repeats carries its runs' range; a single run's is itself.
+      if (ranged)
+        s.ranges.push_back(r.cells[i].runs > 1 ? std::pair{r.cells[i].lo, r.cells[i].hi}
+                                               : std::pair{r.cells[i].value, r.cells[i].value});
+    }
     c.series.push_back(std::move(s));
   }
   return RenderLineChart(c);

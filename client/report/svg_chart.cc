@@ -37,11 +37,13 @@ struct Frame {
 Frame MakeFrame(const LineChart& c) {
   Frame f;
   double ymax = 0, xmax = 0;
-  for (const auto& s : c.series)
+  for (const auto& s : c.series) {
     for (const auto& [x, y] : s.points) {
       ymax = std::max(ymax, y);
       xmax = std::max(xmax, x);
     }
+    for (const auto& [lo, hi] : s.ranges) ymax = std::max(ymax, hi);  // a bar stays in the frame
+  }
   f.ystep = RoundStep(std::max(ymax, 0.01));
   f.ytop = std::max(f.ystep, std::ceil(ymax / f.ystep) * f.ystep);
   if (!c.x_ticks.empty()) {
@@ -106,6 +108,13 @@ void Lines(std::ostringstream& o, const LineChart& c, const Frame& f) {
       o << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash
         << " points=\"" << pts.str() << "\"><title>" << XmlEscape(s.label)
         << "</title></polyline>\n";
+      for (size_t i = 0; i < s.ranges.size() && i < s.points.size(); ++i) {
+        const double x = f.X(s.points[i].first);
+        o << "<line x1=\"" << x << "\" y1=\"" << f.Y(s.ranges[i].first) << "\" x2=\"" << x
+          << "\" y2=\"" << f.Y(s.ranges[i].second) << "\" stroke=\"" << color
+          << "\" stroke-width=\"1\"><title>" << XmlEscape(s.label) << ": " << Num(s.ranges[i].first)
+          << "\u2013" << Num(s.ranges[i].second) << "</title></line>\n";
+      }
       if (s.points.size() <= 32) {
         for (const auto& [x, y] : s.points)
           o << "<circle cx=\"" << f.X(x) << "\" cy=\"" << f.Y(y) << "\" r=\"3\" fill=\"" << color

@@ -14,6 +14,8 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (x, y)
   bool markers_only = false;                      // a scatter: its points, not joined
   std::vector<std::string> labels = {};           // beside each point, when given (one per point)
+  // A range per point (min, max of its repeated runs), drawn as a bar through it; empty: none.
+  std::vector<std::pair<double, double>> ranges = {};
 };
 
 struct LineChart {
