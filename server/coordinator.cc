@@ -483,6 +483,13 @@ MetricsSnapshot::Node Coordinator::NodeMetrics() {
     n.shm_free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
     n.shm_total_bytes = uint64_t(vfs.f_blocks) * vfs.f_frsize;
   }
+  if (os_.cpu_energy != nullptr) {
+    if (auto e = os_.cpu_energy->Read(); e.ok()) {
+      double joules = 0;
+      for (uint64_t uj : e->energy_uj) joules += double(uj) / 1e6;
+      n.cpu_energy_joules = joules;
+    }
+  }
   n.fork_server_up = fork_server_pid() > 0;
   n.fork_server_restarts = uint64_t(std::max(0, fork_server_restarts()));
   return n;

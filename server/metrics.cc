@@ -119,6 +119,11 @@ void NodeFamilies(std::string* o, const MetricsSnapshot::Node& n) {
     Family(o, "shoal_shm_total_bytes", "gauge", "Size of /dev/shm");
     *o += "shoal_shm_total_bytes " + Num(double(*n.shm_total_bytes)) + "\n";
   }
+  if (n.cpu_energy_joules) {
+    Family(o, "shoal_cpu_energy_joules_total", "counter",
+           "Energy the CPU packages consumed (powercap RAPL; wraps at its range)");
+    *o += "shoal_cpu_energy_joules_total " + Num(*n.cpu_energy_joules) + "\n";
+  }
   Family(o, "shoal_forkserver_up", "gauge", "1 while shoald's forkserver runs, else 0");
   *o += "shoal_forkserver_up " + Num(n.fork_server_up ? 1 : 0) + "\n";
   Family(o, "shoal_forkserver_restarts_total", "counter", "Times shoald restarted its forkserver");

@@ -27,6 +27,7 @@ struct MetricsSnapshot {
     std::vector<v1::GpuDeviceSample> gpus;  // empty: no NVML reading
     std::optional<uint64_t> shm_free_bytes, shm_total_bytes;
     bool fork_server_up = false;
+    std::optional<double> cpu_energy_joules;  // the CPU packages' RAPL counters, summed
     uint64_t fork_server_restarts = 0;
     std::map<std::string, std::string> build;  // label -> value (version, grpc, ...)
   };

@@ -85,14 +85,17 @@ TEST(MetricsTest, AnIdleNodeIsDescribed) {
   s.node.fork_server_up = true;
   s.node.fork_server_restarts = 2;
   s.node.build = {{"shoal", "0.1.0"}, {"libtorch", "1.13.0"}};
+  s.node.cpu_energy_joules = 12.5;
   const std::string out = RenderMetrics(s);
-  for (const char* line : {"shoal_gpu_memory_used_bytes{gpu=\"0\"} 1073741824\n",
-                           "shoal_gpu_power_watts{gpu=\"0\"} 151.5\n",
-                           "# TYPE shoal_gpu_energy_joules_total counter\n",
-                           "shoal_gpu_energy_joules_total{gpu=\"0\"} 2\n",
-                           "shoal_gpu_sm_active_ratio{gpu=\"0\"} 0.5\n", "shoal_shm_free_bytes 7\n",
-                           "shoal_forkserver_up 1\n", "shoal_forkserver_restarts_total 2\n",
-                           "shoal_build_info{libtorch=\"1.13.0\",shoal=\"0.1.0\"} 1\n"})
+  for (const char* line :
+       {"shoal_gpu_memory_used_bytes{gpu=\"0\"} 1073741824\n",
+        "shoal_gpu_power_watts{gpu=\"0\"} 151.5\n",
+        "# TYPE shoal_gpu_energy_joules_total counter\n",
+        "shoal_gpu_energy_joules_total{gpu=\"0\"} 2\n",
+        "shoal_gpu_sm_active_ratio{gpu=\"0\"} 0.5\n", "shoal_shm_free_bytes 7\n",
+        "shoal_forkserver_up 1\n", "shoal_forkserver_restarts_total 2\n",
+        "# TYPE shoal_cpu_energy_joules_total counter\n", "shoal_cpu_energy_joules_total 12.5\n",
+        "shoal_build_info{libtorch=\"1.13.0\",shoal=\"0.1.0\"} 1\n"})
     EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
   // What NVML did not give, and /dev/shm's size unread: no series, not zeros.
   for (const char* absent :
