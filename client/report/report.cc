@@ -56,8 +56,8 @@ std::vector<Metric> Metrics() {
          return double(r.peak_pss_sum_bytes()) / double(1ull << 30);
        }},
       {"leader_memory_gib",
-       "The leader's own peak PSS (GiB): the largest share of the fixed part, what does not grow "
-       "with workers",
+       "The leader's own peak PSS (GiB), mostly reached as it loads the data set, before any "
+       "worker shares its pages (its share at the sum's peak, inside the fixed part, is smaller)",
        "%.2f", false,
        [](const v1::Result& r) -> std::optional<double> {
          if (!r.has_leader_peak_pss_bytes()) return std::nullopt;
