@@ -40,12 +40,6 @@ std::string Clock(double seconds) {
   return buf;
 }
 
-std::string Running(const v1::SweepPoint& p) {
-  std::string out;
-  for (const auto& v : p.values()) out += (out.empty() ? "" : ", ") + v.field() + " " + v.value();
-  return out;
-}
-
 // Follows a sweep until it ends: a progress bar on a terminal, a line per finished point otherwise.
 v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet) {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -59,7 +53,7 @@ v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet)
       if (!p.note().empty()) continue;
       ++total;
       if (IsTerminal(p.state())) ++done;
-      if (p.state() == v1::RUNNING) current = Running(p);
+      if (p.state() == v1::RUNNING) current = DescribePoint(p);
     }
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

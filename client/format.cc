@@ -447,9 +447,7 @@ std::string FormatSweepPoints(const v1::Sweep& raw) {
   o += F("  %-5s %s%-40s %-12s %-11s %s\n", "point", repeats > 1 ? "run       " : "", "values",
          "experiment", "state", "note");
   for (const auto& p : sw.points()) {
-    std::string values;
-    for (const auto& v : p.values())
-      values += (values.empty() ? "" : ", ") + v.field() + " " + v.value();
+    const std::string values = DescribePoint(p);
     const std::string run =
         repeats > 1 ? F("%-9s ", F("%u of %u", p.repeat() + 1, repeats).c_str()) : std::string();
     o += F("  %-5zu %s%-40s %-12s %-11s %s\n", CellOf(sw, p), run.c_str(),

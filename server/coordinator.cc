@@ -1,6 +1,5 @@
 #include "server/coordinator.h"
 
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/kind.h"
 #include "shared/os/process.h"
+#include "shared/os/shm.h"
 #include "shared/spec/admission.h"
 #include "shared/spec/spec.h"
 #include "spdlog/spdlog.h"
@@ -478,10 +478,9 @@ MetricsSnapshot::Node Coordinator::NodeMetrics() {
     if (auto r = os_.gpu->Read(); r.ok())
       for (const auto& d : r->devices) n.gpus.push_back(DeviceSample(d));
   }
-  struct statvfs vfs;
-  if (::statvfs("/dev/shm", &vfs) == 0) {
-    n.shm_free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
-    n.shm_total_bytes = uint64_t(vfs.f_blocks) * vfs.f_frsize;
+  if (const auto shm = ReadShmSpace()) {
+    n.shm_free_bytes = shm->free_bytes;
+    n.shm_total_bytes = shm->total_bytes;
   }
   if (os_.cpu_energy != nullptr) {
     if (auto e = os_.cpu_energy->Read(); e.ok()) {

@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/statvfs.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "server/gpu_monitor.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
+#include "shared/os/shm.h"
 
 namespace shoal {
 
@@ -128,10 +128,9 @@ v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_
     if (auto v = ParseStatusKb(*mi, "MemTotal"); v.ok()) r.set_memory_total_bytes(*v);
     if (auto v = ParseStatusKb(*mi, "MemAvailable"); v.ok()) r.set_memory_available_bytes(*v);
   }
-  struct statvfs vfs;
-  if (::statvfs("/dev/shm", &vfs) == 0) {
-    r.set_shm_free_bytes(uint64_t(vfs.f_bavail) * vfs.f_frsize);
-    r.set_shm_total_bytes(uint64_t(vfs.f_blocks) * vfs.f_frsize);
+  if (const auto shm = ReadShmSpace()) {
+    r.set_shm_free_bytes(shm->free_bytes);
+    r.set_shm_total_bytes(shm->total_bytes);
   }
   const GpuProbe gpus =
       gpu != nullptr ? gpu->Probe() : GpuProbe{false, "no GPU telemetry", {}, "", ""};

@@ -692,16 +692,22 @@ bool Dashed(const Table& t, const Row& r) {
   return false;
 }
 
+const Table* FindTable(const std::vector<Table>& tables, const std::string& key) {
+  for (const auto& t : tables)
+    if (t.key == key) return &t;
+  return nullptr;
+}
+
 // One grid table (`key`) drawn against its columns, one polyline per row; a chart of nothing
 // (it says so) when the sweep has no such table (GPU figures of a CPU sweep).
 std::string GridSvg(const ReportInput& in, const std::string& key, const std::string& title,
                     const std::string& y_label) {
   const auto tables = BuildTables(in);
-  auto t = std::find_if(tables.begin(), tables.end(), [&](const Table& x) { return x.key == key; });
+  const Table* t = FindTable(tables, key);
   LineChart c;
   c.title = title + " — sweep " + in.sweep.id();
   c.y_label = y_label;
-  if (t == tables.end()) return RenderLineChart(c);
+  if (t == nullptr) return RenderLineChart(c);
   c.x_label = t->column_field;
   for (size_t i = 0; i < t->columns.size(); ++i) c.x_ticks.push_back({double(i), t->columns[i]});
   for (const auto& r : t->rows) {
@@ -740,12 +746,6 @@ std::string LossSvg(const ReportInput& in) {
     c.series.push_back(std::move(s));
   }
   return RenderLineChart(c);
-}
-
-const Table* FindTable(const std::vector<Table>& tables, const std::string& key) {
-  for (const auto& t : tables)
-    if (t.key == key) return &t;
-  return nullptr;
 }
 
 // Throughput against peak host memory: a scatter of the cells (their medians) per row, each

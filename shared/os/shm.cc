@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/statvfs.h>
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
@@ -89,6 +90,12 @@ int RemoveSegments(const std::string& prefix) {
   int n = 0;
   for (const auto& name : ListSegments(prefix)) n += ShmSegment::Remove(name) ? 1 : 0;
   return n;
+}
+
+std::optional<ShmSpace> ReadShmSpace() {
+  struct statvfs vfs;
+  if (::statvfs("/dev/shm", &vfs) != 0) return std::nullopt;
+  return ShmSpace{uint64_t(vfs.f_bavail) * vfs.f_frsize, uint64_t(vfs.f_blocks) * vfs.f_frsize};
 }
 
 }  // namespace shoal

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,5 +52,11 @@ class ShmSegment {
 std::vector<std::string> ListSegments(const std::string& prefix);
 // Removes them; returns how many were removed.
 int RemoveSegments(const std::string& prefix);
+
+// /dev/shm's free space and size, or nullopt when it cannot be read.
+struct ShmSpace {
+  uint64_t free_bytes = 0, total_bytes = 0;
+};
+std::optional<ShmSpace> ReadShmSpace();
 
 }  // namespace shoal

@@ -1,12 +1,11 @@
 #include "shared/spec/admission.h"
 
-#include <sys/statvfs.h>
-
 #include <cstdio>
 
 #include "shared/idx.h"
 #include "shared/ipc/layout.h"
 #include "shared/os/procfs.h"
+#include "shared/os/shm.h"
 #include "shared/spec/input_spec.h"
 
 namespace shoal {
@@ -69,9 +68,9 @@ StatusOr<ExperimentEstimate> EstimateExperiment(const v1::ExperimentSpec& spec) 
 
 StatusOr<NodeCapacity> ReadNodeCapacity() {
   NodeCapacity c;
-  struct statvfs vfs;
-  if (::statvfs("/dev/shm", &vfs) != 0) return Unavailable("cannot statvfs /dev/shm");
-  c.shm_free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
+  const auto shm = ReadShmSpace();
+  if (!shm) return Unavailable("cannot statvfs /dev/shm");
+  c.shm_free_bytes = shm->free_bytes;
   ASSIGN_OR_RETURN(std::string mi, ReadSmallFile("/proc/meminfo"));
   ASSIGN_OR_RETURN(c.memory_available_bytes, ParseStatusKb(mi, "MemAvailable"));
   return c;
