@@ -123,6 +123,14 @@ std::string MemoryLine(const v1::Result& r) {
       parts.empty() ? "" : (" (" + parts + ")").c_str());
 }
 
+// Which program led the run and what it cost on its own (absent: a record from before either).
+std::string LeaderLine(const v1::Result& r) {
+  if (r.leader_program().empty() && !r.has_leader_peak_pss_bytes()) return "";
+  std::string o = "  leader      " + (r.leader_program().empty() ? "-" : r.leader_program());
+  if (r.has_leader_peak_pss_bytes()) o += ", peak PSS " + Mib(r.leader_peak_pss_bytes());
+  return o + (r.leader_why().empty() ? "" : " (" + r.leader_why() + ")") + "\n";
+}
+
 // The kind's own lines (a hook of its rules), or none: a record may be of a kind this CLI lacks.
 std::string KindLines(const v1::ExperimentSpec& s,
                       std::string (*KindRules::*hook)(const v1::Result&), const v1::Result& r) {
@@ -149,7 +157,7 @@ std::string MachineLine(const v1::Result& r) {
 std::string ResultLines(const v1::Experiment& e) {
   const auto& s = e.spec();
   const auto& r = e.result();
-  std::string o = MemoryLine(r);
+  std::string o = MemoryLine(r) + LeaderLine(r);
   o += F("  time        ready_ms %s, start_ms %s, wall_ms %s, train_ms %s, queued_ms %s\n",
          MsIf(r.has_ready_ms(), r.ready_ms()).c_str(), MsIf(r.has_start_ms(), r.start_ms()).c_str(),
          MsIf(r.has_wall_ms(), r.wall_ms()).c_str(), MsIf(r.has_train_ms(), r.train_ms()).c_str(),

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "install-service.sh: run as root" >&2; exit 1; }
-install -m 0755 build/bin/shoald build/bin/shoal build/bin/shoal-worker /usr/local/bin/
+install -m 0755 build/bin/shoald build/bin/shoal build/bin/shoal-worker build/bin/shoal-leader /usr/local/bin/
 getent group shoal >/dev/null || groupadd --system shoal
 getent passwd shoal >/dev/null ||
   useradd --system --gid shoal --home-dir /var/lib/shoal --shell /usr/sbin/nologin shoal

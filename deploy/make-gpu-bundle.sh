@@ -14,12 +14,12 @@ OUT=${1:-.gpu-bundle}
 rm -rf "$OUT"
 mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/gen/shoal/v1" "$OUT/gen/shoal/ipc/v1" "$OUT/include"
 
-for b in shoald shoal; do strip -o "$OUT/bin/$b" "$BUILD/bin/$b"; done
+for b in shoald shoal shoal-leader; do strip -o "$OUT/bin/$b" "$BUILD/bin/$b"; done
 
 # Libraries: every one the daemon and the CLI load but the C and C++ runtimes (the node has its
 # own, newer); the worker's own needs beyond LibTorch are protobuf and zlib, which they load too.
 skip='^(linux-vdso|libc\.|libm\.|libdl\.|librt\.|libpthread\.|ld-linux|libstdc\+\+|libgcc_s)'
-for b in "$BUILD/bin/shoald" "$BUILD/bin/shoal"; do
+for b in "$BUILD/bin/shoald" "$BUILD/bin/shoal" "$BUILD/bin/shoal-leader"; do
   ldd "$b" | awk '$3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   if [[ ! $name =~ $skip ]]; then cp -L "$path" "$OUT/lib/$name"; fi

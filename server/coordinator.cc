@@ -550,6 +550,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.sampler = opts_.sampler;
   env.grace_ns = uint64_t(opts_.grace_ms) * 1000000ull;
   env.worker_bin = opts_.worker_bin;
+  env.leader_bin = opts_.leader_bin;
   env.fork_server_socket = opts_.fork_server_socket;
   env.logs_dir = opts_.logs_dir;
   env.daemon_pid = ::getpid();

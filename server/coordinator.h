@@ -33,6 +33,9 @@ namespace shoal {
 
 struct CoordinatorOptions {
   std::string worker_bin;  // shoal-worker
+  // shoal-leader, for the experiments whose leader needs no LibTorch (ChooseLeader); empty:
+  // shoal-worker leads every experiment.
+  std::string leader_bin;
   SpecLimits limits;
   SamplerOptions sampler;
   int grace_ms = 3000;                       // SIGTERM -> SIGKILL

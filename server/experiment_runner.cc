@@ -89,8 +89,13 @@ bool ExperimentRunner::Launch() {
   }
   std::vector<std::pair<int, int>> fd_map = {{fds[1], 3}};
   OpenLog(&fd_map);
+  const LeaderChoice choice = ChooseLeader(e_.spec());
+  const bool light = !choice.libtorch && !env_.leader_bin.empty();
+  const std::string& leader_bin = light ? env_.leader_bin : env_.worker_bin;
+  facts_.leader_program = light ? "shoal-leader" : "shoal-worker";
+  facts_.leader_why = env_.leader_bin.empty() ? "shoald has no shoal-leader" : choice.why;
   auto pid = env_.proc->Spawn(
-      {env_.worker_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
+      {leader_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
        SpecToJson(e_.spec()), "--status-fd", "3", "--parent", std::to_string(env_.daemon_pid),
        "--worker-bin", env_.worker_bin, "--forkserver-socket", env_.fork_server_socket},
       {fd_map, /*new_process_group=*/true, &environment});

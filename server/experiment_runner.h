@@ -47,7 +47,7 @@ struct RunnerEnv {
   SamplerOptions sampler;
   uint64_t grace_ns = 3'000'000'000ull;   // SIGTERM -> SIGKILL
   uint64_t drain_ns = 10'000'000'000ull;  // SIGKILL -> give up on the group (D state)
-  std::string worker_bin, fork_server_socket;
+  std::string worker_bin, leader_bin, fork_server_socket;
   std::string logs_dir;  // where each run's output is kept (LogCapture); empty: not captured
   pid_t daemon_pid = 0;
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none

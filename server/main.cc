@@ -48,7 +48,7 @@ bool SocketInUse(const std::string& path) {
 
 struct DaemonArgs {
   std::string socket_path = shoal::DefaultSocketPath(), state_dir = shoal::DefaultStateDir(),
-              worker_bin, log_level = "info", socket_group;
+              worker_bin, leader_bin, log_level = "info", socket_group;
   shoal::AccessPolicy access;
   // TCP (opt-in): TLS and bearer tokens, or plaintext on loopback with --insecure.
   std::string listen, tls_cert, tls_key, tls_client_ca, token_file;
@@ -141,6 +141,9 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
       ->check(shoal::NonEmpty());
   app.add_option("--worker-bin", d.worker_bin, "shoal-worker executable (default: next to shoald)")
       ->check(shoal::NonEmpty());
+  app.add_option("--leader-bin", d.leader_bin,
+                 "shoal-leader executable, the LibTorch-free leader (default: next to shoald)")
+      ->check(shoal::NonEmpty());
   app.add_option("--max-workers", opts.limits.max_workers,
                  "most workers one experiment may ask for")
       ->capture_default_str()
@@ -199,16 +202,22 @@ namespace {
 bool CheckTcp(DaemonArgs& d);
 bool CheckPeers(DaemonArgs& d);
 
+// `*path`, or `name` next to shoald when empty; false (logged) when it cannot run.
+bool ResolveProgram(const char* what, const char* name, std::string* path) {
+  if (path->empty()) *path = shoal::SelfExeDir() + "/" + name;
+  if (::access(path->c_str(), X_OK) == 0) return true;
+  spdlog::critical("{} executable {} is not runnable: {}", what, *path, std::strerror(errno));
+  return false;
+}
+
 // Resolves paths and defaults after parsing; false (logged) when the worker cannot run.
 bool Resolve(DaemonArgs& d) {
   auto& opts = d.opts;
-  if (d.worker_bin.empty()) d.worker_bin = shoal::SelfExeDir() + "/shoal-worker";
-  if (::access(d.worker_bin.c_str(), X_OK) != 0) {
-    spdlog::critical("worker executable {} is not runnable: {}", d.worker_bin,
-                     std::strerror(errno));
+  if (!ResolveProgram("worker", "shoal-worker", &d.worker_bin) ||
+      !ResolveProgram("leader", "shoal-leader", &d.leader_bin))
     return false;
-  }
   opts.worker_bin = d.worker_bin;
+  opts.leader_bin = d.leader_bin;
   if (opts.limits.data_roots.empty())
     opts.limits.data_roots = {"/usr/share/datasets", d.state_dir + "/data"};
   opts.fork_server_socket = d.state_dir + "/forkserver.sock";

@@ -190,6 +190,8 @@ void FillResult(const RunFacts& f, v1::Result* r) {
   if (auto it = f.sampler.peak_pss.find(f.leader); it != f.sampler.peak_pss.end())
     r->set_leader_peak_pss_bytes(it->second);
   r->set_threads(f.spec.threads());
+  r->set_leader_program(f.leader_program);
+  r->set_leader_why(f.leader_why);
   FillMemory(f, r);
   // Every process's own high-water mark, or no sum: one missing would make it a lower bound.
   uint64_t hwm = f.result ? f.result->leader_vmhwm_bytes() : 0;

@@ -39,6 +39,7 @@ struct RunFacts {
   std::optional<ipc::v1::LeaderResult> result;
   std::map<std::string, uint64_t> segments;  // what -> bytes
   std::string leader_error;                  // what the leader said went wrong
+  std::string leader_program, leader_why;    // which program led it, and why (ChooseLeader)
   std::string runtime_error;                 // what the runner saw go wrong
   bool cancelled = false, interrupted = false, group_gone = true;
   SamplerFigures sampler;

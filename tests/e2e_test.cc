@@ -204,6 +204,54 @@ TEST_F(E2E, TheDefaultAllocatorIsPlannedAndTrainsAsCacheDoes) {
       << get.out;
 }
 
+// Under spawn and the forkserver the leader is shoal-leader: it never loads LibTorch (its maps,
+// read while it runs, hold no libtorch), so worker 0 builds the initial weights; they are the
+// ones a fork leader builds (same seed, same checksum), and one worker trains them to the same
+// final weights.
+TEST_F(E2E, UnderSpawnAndTheForkServerTheLeaderLoadsNoLibTorch) {
+  std::map<std::string, json> runs;
+  std::map<std::string, bool> maps_libtorch;
+  for (const std::string start : {"fork", "spawn", "forkserver"}) {
+    const std::string id = MustJson(daemon_->Cli(
+        {"submit", "--start", start, "--workers", "1", "--threads", "1", "--batches", "20",
+         "--dataset", kFashion, "--eval-samples", "0", "--seed", "5", "--json"}))["id"];
+    pid_t leader = -1;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          const json e = testing::Parse(daemon_->Cli({"get", id, "--json"}));
+          for (const auto& p : e["processes"])
+            if (p["role"] == "leader") leader = p["pid"].get<int>();
+          return leader > 0 || e["state"] == "SUCCEEDED" || e["state"] == "FAILED";
+        },
+        60));
+    std::ifstream in("/proc/" + std::to_string(leader) + "/maps");
+    const std::string maps((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_NE(maps.find("[stack]"), std::string::npos) << start << ": leader gone before read";
+    maps_libtorch[start] = maps.find("libtorch") != std::string::npos;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          runs[start] = testing::Parse(daemon_->Cli({"get", id, "--json"}));
+          return runs[start]["state"] != "RUNNING" && runs[start]["state"] != "QUEUED";
+        },
+        120));
+    ASSERT_EQ(runs[start]["state"], "SUCCEEDED") << runs[start].dump(2);
+  }
+  EXPECT_TRUE(maps_libtorch["fork"]);
+  EXPECT_EQ(runs["fork"]["result"]["leader_program"], "shoal-worker");
+  for (const std::string start : {"spawn", "forkserver"}) {
+    EXPECT_FALSE(maps_libtorch[start]) << start;
+    const json& r = runs[start]["result"];
+    EXPECT_EQ(r["leader_program"], "shoal-leader") << start;
+    EXPECT_EQ(r["leader_why"], "start " + start + ": worker 0 writes the initial weights");
+    EXPECT_EQ(r["initial_weights_checksum"], runs["fork"]["result"]["initial_weights_checksum"]);
+    EXPECT_EQ(r["final_shared_checksum"], runs["fork"]["result"]["final_shared_checksum"]);
+    EXPECT_EQ(r["last_loss"], runs["fork"]["result"]["last_loss"]);
+    EXPECT_EQ(r["weights_bytes"], runs["fork"]["result"]["weights_bytes"]);
+  }
+  const CommandResult get = daemon_->Cli({"get", runs["spawn"]["id"]});
+  EXPECT_NE(get.out.find("  leader      shoal-leader, peak PSS "), std::string::npos) << get.out;
+}
+
 // --eval-samples asks for at most that many test images: the accuracy says over how many it was
 // taken (the synthetic set has 1000).
 TEST_F(E2E, AccuracyIsOverTheImagesEvaluated) {

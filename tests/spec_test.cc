@@ -356,6 +356,51 @@ TEST(SpecTest, TheAllocatorDefaultIsPlannedWhereStepsAreMarked) {
   EXPECT_EQ(command.allocator_why(), "");
 }
 
+// shoal-leader (no LibTorch) leads where the leader holds no model: hogwild and data_parallel
+// with a built-in model under spawn or the forkserver (and unshared CUDA weights), and kind
+// command always; shoal-worker where a model must be in the leader, each with its reason.
+TEST(SpecTest, TheLeaderLoadsLibTorchOnlyWhereItHoldsAModel) {
+  struct Case {
+    std::string kind, start, device, model_file;
+    bool share, libtorch;
+    std::string why;
+  };
+  const std::string file = "sha256:" + std::string(64, 'a');
+  const Case cases[] = {
+      {"hogwild", "spawn", "cpu", "", true, false,
+       "start spawn: worker 0 writes the initial weights"},
+      {"hogwild", "forkserver", "cpu", "", true, false,
+       "start forkserver: worker 0 writes the initial weights"},
+      {"data_parallel", "spawn", "cpu", "", true, false,
+       "start spawn: worker 0 writes the initial weights"},
+      {"hogwild", "spawn", "cuda", "", false, false,
+       "start spawn: worker 0 writes the initial weights"},
+      {"command", "fork", "cpu", "", true, false, "the workers are the user's program"},
+      {"hogwild", "fork", "cpu", "", true, true,
+       "start fork: the workers inherit the leader's model"},
+      {"data_parallel", "fork", "cpu", "", true, true,
+       "start fork: the workers inherit the leader's model"},
+      {"hogwild", "spawn", "cpu", file, true, true, "the leader loads and probes the model file"},
+      {"hogwild", "spawn", "cuda", "", true, true,
+       "shared CUDA weights: the leader owns the device buffer"},
+      {"multi_model", "spawn", "cpu", "", true, true, "multi_model builds its model in the leader"},
+      {"pipeline", "spawn", "cpu", "", true, true, "pipeline builds its model in the leader"},
+      {"data_loading", "spawn", "cpu", "", true, true,
+       "data_loading builds its model in the leader"}};
+  for (const auto& c : cases) {
+    v1::ExperimentSpec s;
+    s.set_kind(c.kind);
+    s.set_start(c.start);
+    s.set_device(c.device);
+    s.set_share(c.share);
+    if (!c.model_file.empty()) s.set_model_file(c.model_file);
+    ApplyDefaults(&s, SpecLimits{});
+    const LeaderChoice got = ChooseLeader(s);
+    EXPECT_EQ(got.libtorch, c.libtorch) << c.kind << " " << c.start << " " << c.device;
+    EXPECT_EQ(got.why, c.why);
+  }
+}
+
 // Each default a kind gets is in the words docs/cli.md and --help quote: a kind whose default
 // differs from hogwild's is named there, and a field only some kinds read quotes its default.
 TEST(SpecTest, EveryKindsOwnDefaultIsQuoted) {

@@ -117,7 +117,7 @@ LeaderRun RunToyLeader(const v1::ExperimentSpec& spec) {
     ::close(fds[0]);
     ::setpgid(0, 0);  // the leader's SIGTERM handler takes its own group down, never the test's
     LeaderArgs a{spec, "toy" + std::to_string(::getpid()), fds[1], parent, "", ""};
-    ::_exit(RunLeader(a));
+    ::_exit(RunLeader(a, MakeWorkerKindFor));
   }
   ::close(fds[1]);
   LeaderRun run;

@@ -28,8 +28,8 @@
 #include "shared/spec/spec.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "worker/fork_server_exits.h"
-#include "worker/leader.h"
 #include "worker/training.h"
+#include "worker/worker_roles.h"
 
 namespace shoal {
 namespace {

@@ -55,12 +55,21 @@ class WorkerKind {
   // start method's.
   virtual StatusOr<std::unique_ptr<WorkerLauncher>> Launcher(const LaunchContext& c,
                                                              Scoreboard& board);
+  // True: worker 0 writes the initial weights segment and the others wait for it (the leader
+  // builds no model); false: Prepare wrote it before any worker started.
+  virtual bool WorkerWritesInitialWeights() const { return false; }
   // Segment names ("data", "weights") Prepare creates, for the leader's SIGTERM cleanup.
   virtual std::vector<std::string> SegmentWhats() const = 0;
 };
 
 // A fresh object of the named kind; nullptr when this shoal-worker has no such kind.
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name);
+// The leader's kind for a spec: shoal-worker's MakeWorkerKind by the spec's kind, or
+// shoal-leader's LibTorch-free one.
+using LeaderKindMaker =
+    std::function<StatusOr<std::unique_ptr<WorkerKind>>(const v1::ExperimentSpec&)>;
+// shoal-worker's: MakeWorkerKind of the spec's kind, NotFound when there is none.
+StatusOr<std::unique_ptr<WorkerKind>> MakeWorkerKindFor(const v1::ExperimentSpec& spec);
 
 using WorkerKindFactory = std::function<std::unique_ptr<WorkerKind>()>;
 // Adds a kind after the registry's (a test's toy kind), before any worker is made; false when

@@ -16,7 +16,6 @@
 #include "worker/launchers.h"
 #include "worker/scoreboard.h"
 #include "worker/supervisor.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {
@@ -102,8 +101,6 @@ void ReportOwnMemory(StatusPipe& out) {
 
 int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   const auto& spec = a.spec;
-  // The leader must never start an intra-op pool: forked children would inherit a dead one.
-  at::set_num_threads(1);
   SegmentCleanup cleanup{SegmentPrefix(a.experiment_id)};
   auto segment = [&](const std::string& what, uint64_t bytes) {
     LeaderEvent e;
@@ -116,6 +113,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   auto board = Scoreboard::Create(SegmentName(a.experiment_id, "scoreboard"), spec.workers());
   if (!board.ok()) return Fail(out, board.status().message());
   segment("scoreboard", board->size());
+  board->header()->weights_by_worker0 = kind.WorkerWritesInitialWeights() ? 1 : 0;
 
   // The lifetime pipe: workers watch the read end and leave when we are gone, whoever their
   // parent is (a forkserver worker's parent is the forkserver).
@@ -208,12 +206,16 @@ void InstallTerminateHandler(const std::string& id, const WorkerKind& kind) {
 
 }  // namespace
 
-int RunLeader(const LeaderArgs& a) {
+StatusOr<std::unique_ptr<WorkerLauncher>> WorkerKind::Launcher(const LaunchContext&, Scoreboard&) {
+  return std::unique_ptr<WorkerLauncher>();  // the start method's
+}
+
+int RunLeader(const LeaderArgs& a, const LeaderKindMaker& make) {
   ::fcntl(a.status_fd, F_SETFD, FD_CLOEXEC);  // spawned workers must not hold it
   StatusPipe out(a.status_fd);
-  std::unique_ptr<WorkerKind> kind = MakeWorkerKind(a.spec.kind());
-  if (kind == nullptr)
-    return Fail(out, "kind: '" + a.spec.kind() + "' is not in this shoal-worker");
+  auto made = make(a.spec);
+  if (!made.ok()) return Fail(out, made.status().message());
+  std::unique_ptr<WorkerKind> kind = std::move(*made);
   InstallTerminateHandler(a.experiment_id, *kind);
   DieWithParent(a.parent, SIGTERM);
   try {
@@ -221,30 +223,6 @@ int RunLeader(const LeaderArgs& a) {
   } catch (const std::exception& e) {
     out.Error(std::string("leader: ") + e.what());
     return 1;
-  }
-}
-
-int RunAttachedWorker(const AttachedWorkerArgs& a) {
-  std::unique_ptr<WorkerKind> fresh;
-  WorkerKind* kind = a.kind;
-  if (kind == nullptr) {
-    fresh = MakeWorkerKind(a.spec.kind());
-    kind = fresh.get();
-  }
-  auto board = Scoreboard::Open(SegmentName(a.experiment_id, "scoreboard"), a.index);
-  if (kind == nullptr || !board.ok()) {
-    std::fprintf(stderr, "worker %u: %s\n", a.index,
-                 kind == nullptr ? "unknown kind" : board.status().message().c_str());
-    return 1;
-  }
-  try {
-    WorkerEnv env{a.spec,        a.experiment_id, a.index,
-                  a.lifetime_fd, board->header(), board->slot(a.index)};
-    VolunteerForOomKiller();
-    HeartbeatThread beat(env.slot);
-    return kind->RunWorker(env, /*forked_from_leader=*/false);
-  } catch (const std::exception& e) {
-    return WorkerFails(board->slot(a.index), a.index, e.what());
   }
 }
 

@@ -1,5 +1,5 @@
-// The roles of shoal-worker: the leader of an experiment (the "main process" of
-// torch.multiprocessing), a spawned worker, and the forkserver.
+// The leader of an experiment (the "main process" of torch.multiprocessing), in shoal-worker
+// (LibTorch loaded: start fork, a model file, shared CUDA weights) or in shoal-leader (none).
 #pragma once
 
 #include <sys/types.h>
@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 
-#include "shared/os/os_seams.h"
 #include "shoal/v1/shoal.pb.h"
 #include "worker/kind.h"
 
@@ -22,29 +21,9 @@ struct LeaderArgs {
   std::string fork_server_socket;  // for --start forkserver
 };
 
-// Prepares the kind, creates the scoreboard, starts and watches the workers, reports a result.
-// Returns the exit code of the leader process.
-int RunLeader(const LeaderArgs& args);
-
-struct AttachedWorkerArgs {
-  v1::ExperimentSpec spec;
-  std::string experiment_id;
-  uint32_t index = 0;
-  int lifetime_fd = -1;
-  WorkerKind* kind = nullptr;  // a warm one (the forkserver's); nullptr: make a fresh one
-};
-// A worker that attaches to the experiment's segments by name (spawned, or forked by the
-// forkserver).
-int RunAttachedWorker(const AttachedWorkerArgs& args);
-
-struct ForkServerArgs {
-  std::string socket;                            // where leaders ask for workers
-  pid_t parent = 0;                              // shoald
-  size_t pool = 16;                              // idle children kept forked ahead of demand
-  ProcessControl* processes = &RealProcesses();  // its forks
-  ChildWaiter* children = &RealChildren();       // its reaping
-};
-// The forkserver: loads and warms LibTorch and every kind once, then forks workers on request.
-int RunForkServer(const ForkServerArgs& args);
+// Prepares the kind (`make`'s for the spec), creates the scoreboard, starts and watches the
+// workers, reports a result. Returns the exit code of the leader process. LibTorch-free itself:
+// shoal-leader links it without LibTorch.
+int RunLeader(const LeaderArgs& args, const LeaderKindMaker& make);
 
 }  // namespace shoal

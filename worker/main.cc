@@ -1,6 +1,7 @@
 // shoal-worker: started by shoald as an experiment's leader, or by a leader as a spawned worker.
 // Not meant to be run by hand, but --version works for anyone.
 #include <ATen/Context.h>
+#include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/version.h>
 
@@ -8,8 +9,8 @@
 #include <cstdio>
 
 #include "shared/os/process.h"
-#include "shared/spec/spec.h"
-#include "worker/leader.h"
+#include "worker/leader_options.h"
+#include "worker/worker_roles.h"
 
 namespace {
 
@@ -33,20 +34,16 @@ void PrintVersion() {
 
 int main(int argc, char** argv) {
   CLI::App app{"shoal-worker: the training process of a Shoal experiment"};
-  std::string role, experiment, spec_json, worker_bin, fork_server_socket, socket;
-  int status_fd = 3, parent = 0, lifetime_fd = -1;
+  std::string role, socket;
+  shoal::LeaderOptions o;
+  int lifetime_fd = -1;
   uint32_t index = 0;
   bool version = false;
   app.add_flag("--version", version, "print the LibTorch version and exit");
   app.add_option("--role", role, "leader | worker | forkserver")
       ->check(CLI::IsMember({"leader", "worker", "forkserver"}));
-  app.add_option("--experiment", experiment, "experiment id");
-  app.add_option("--spec-json", spec_json, "the experiment spec (proto3 JSON)");
-  app.add_option("--status-fd", status_fd, "leader: fd for length-delimited status messages");
-  app.add_option("--parent", parent, "pid of the parent; we exit when it dies");
+  shoal::AddLeaderOptions(app, &o);  // a worker reads --experiment, --spec-json and --parent too
   app.add_option("--index", index, "worker: index");
-  app.add_option("--worker-bin", worker_bin, "leader: shoal-worker to spawn");
-  app.add_option("--forkserver-socket", fork_server_socket, "leader: the forkserver's socket");
   app.add_option("--lifetime-fd", lifetime_fd, "worker: read end of the leader's lifetime pipe");
   app.add_option("--socket", socket, "forkserver: socket to listen on");
   size_t pool = 16;
@@ -61,22 +58,23 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "shoal-worker: --socket is required for the forkserver\n");
       return 2;
     }
-    return shoal::RunForkServer({socket, parent, pool});
+    return shoal::RunForkServer({socket, o.parent, pool});
   }
-  if (role.empty() || experiment.empty() || spec_json.empty()) {
-    std::fprintf(stderr, "shoal-worker: --role, --experiment and --spec-json are required\n");
+  if (role.empty()) {
+    std::fprintf(stderr, "shoal-worker: --role is required\n");
     return 2;
   }
-  auto spec = shoal::SpecFromJson(spec_json);
-  if (!spec.ok()) {
-    std::fprintf(stderr, "shoal-worker: %s\n", spec.status().message().c_str());
+  auto a = shoal::ToLeaderArgs(o);
+  if (!a.ok()) {
+    std::fprintf(stderr, "shoal-worker: %s\n", a.status().message().c_str());
     return 2;
   }
   if (role == "leader") {
-    shoal::LeaderArgs a{*spec, experiment, status_fd, parent, worker_bin, fork_server_socket};
-    if (a.worker_bin.empty()) a.worker_bin = "/proc/self/exe";
-    return shoal::RunLeader(a);
+    if (a->worker_bin.empty()) a->worker_bin = "/proc/self/exe";
+    // The leader must never start an intra-op pool: forked children would inherit a dead one.
+    at::set_num_threads(1);
+    return shoal::RunLeader(*a, shoal::MakeWorkerKindFor);
   }
-  shoal::DieWithParent(parent);
-  return shoal::RunAttachedWorker({*spec, experiment, index, lifetime_fd, nullptr});
+  shoal::DieWithParent(o.parent);
+  return shoal::RunAttachedWorker({a->spec, o.experiment, index, lifetime_fd, nullptr});
 }

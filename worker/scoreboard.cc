@@ -1,6 +1,7 @@
 #include "worker/scoreboard.h"
 
 #include <linux/futex.h>
+#include <poll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include <functional>
 
 #include "shared/os/process.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {
@@ -120,6 +120,12 @@ void Arrive(std::atomic<uint32_t>* counter) {
   counter->fetch_add(1);
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(counter), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
             0);
+}
+
+bool LeaderGone(int lifetime_fd) {
+  if (lifetime_fd < 0) return false;
+  pollfd p{lifetime_fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
 }
 
 bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* slot,

@@ -47,6 +47,9 @@ void MarkProgress(WorkerSlot* slot);
 // ends at) and progress.
 void MarkStepEnded(WorkerSlot* slot);
 
+// True once the leader holding the other end of the lifetime pipe has exited.
+bool LeaderGone(int lifetime_fd);
+
 // Adds one to a board counter and wakes whoever waits on it.
 void Arrive(std::atomic<uint32_t>* counter);
 // Waits (a futex, beating the slot's heartbeat) until the counter reaches `target`; false when the

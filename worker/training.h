@@ -12,6 +12,7 @@
 #include "shared/os/shm.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
+#include "worker/data_segment.h"
 #include "worker/models/models.h"
 
 namespace shoal {
@@ -29,26 +30,8 @@ Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, voi
 // `base`, laid out like the segment (the leader's buffer, opened through CUDA IPC).
 Status BindParamsToDevice(torch::nn::Module& model, const WeightsHeader& h, DevicePtr base,
                           const torch::Device& device);
-// FNV-1a over the parameters' bytes in order.
+// FNV-1a over the parameters' bytes in order (SegmentChecksum's order).
 uint64_t ParamsChecksum(torch::nn::Module& model);
-uint64_t SegmentChecksum(const WeightsHeader& h, const void* base);
-
-// A read-only view of the data set segment.
-struct DataView {
-  const DataHeader* header = nullptr;
-  const uint8_t* base = nullptr;
-  const uint8_t* train_images() const { return base + header->train_images; }
-  const uint8_t* train_labels() const { return base + header->train_labels; }
-  const uint8_t* test_images() const { return base + header->test_images; }
-  const uint8_t* test_labels() const { return base + header->test_labels; }
-};
-
-// Loads the data set the spec names ("synthetic" or an MNIST IDX directory) into a new segment.
-StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::string& name);
-
-// Writes a learnable synthetic MNIST-shaped set (class-dependent blobs plus noise).
-void FillSynthetic(uint64_t n_train, uint64_t n_test, uint64_t seed, const DataHeader& h,
-                   uint8_t* base);
 
 // Builds a normalised float batch [B,channels,side,side] and int64 labels from the given rows;
 // `pixels`: bytes per image, every channel.
@@ -79,8 +62,5 @@ void WarmConvNetOnce();
 
 // Applies the allocator policy named in the spec ("retain" keeps freed step buffers mapped).
 void ApplyAllocatorPolicy(const std::string& policy);
-
-// True once the leader holding the other end of the lifetime pipe has exited.
-bool LeaderGone(int lifetime_fd);
 
 }  // namespace shoal

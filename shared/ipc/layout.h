@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 11;
+constexpr uint32_t kLayoutVersion = 12;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;
@@ -35,6 +35,7 @@ struct WeightsHeader {
   uint32_t version;
   uint32_t count;
   uint64_t total_bytes;
+  uint64_t initial_checksum;  // SegmentChecksum of the initial weights, set by their writer
   TensorEntry entries[kMaxTensors];
   CudaExport cuda;  // device cuda with shared weights: the leader's device buffer
 };
@@ -157,6 +158,10 @@ struct BoardHeader {
   uint32_t workers;
   std::atomic<uint32_t> finished;  // workers past their last step
   std::atomic<uint32_t> at_gate;   // workers set up and waiting to take their first step
+  // Who writes the initial weights segment: the leader before any worker starts (0), or worker 0
+  // (1: the LibTorch-free leader builds no model), which then raises weights_published to 1.
+  uint32_t weights_by_worker0;
+  std::atomic<uint32_t> weights_published;
 };
 
 inline size_t BoardBytes(uint32_t workers) {

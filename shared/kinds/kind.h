@@ -64,6 +64,9 @@ struct KindRules {
   // Its workers run a program the user named (kind command): shoald admits it only with
   // --allow-commands and from a caller trusted to run code as shoald's user.
   bool runs_user_code = false;
+  // Its leader needs no LibTorch for a built-in model started by spawn or the forkserver (worker
+  // 0 writes the initial weights) or at all (kind command): shoald runs shoal-leader for it.
+  bool leader_without_libtorch = false;
 
   // Its part of the result (v1::Result's message of the kind), from the run's facts.
   void (*summarize)(const KindRunFacts&, v1::Result*) = nullptr;

@@ -218,6 +218,18 @@ std::string DefaultAllocator(const v1::ExperimentSpec& s, std::string* why) {
   return "planned";
 }
 
+LeaderChoice ChooseLeader(const v1::ExperimentSpec& s) {
+  const KindRules* kind = FindKind(s.kind());
+  if (kind == nullptr || !kind->leader_without_libtorch)
+    return {true, s.kind() + " builds its model in the leader"};
+  if (kind->runs_user_code) return {false, "the workers are the user's program"};
+  if (s.start() == "fork") return {true, "start fork: the workers inherit the leader's model"};
+  if (s.model() == "torchscript") return {true, "the leader loads and probes the model file"};
+  if (s.device() == "cuda" && s.share())
+    return {true, "shared CUDA weights: the leader owns the device buffer"};
+  return {false, "start " + s.start() + ": worker 0 writes the initial weights"};
+}
+
 namespace {
 
 // Written into the spec, so that its record says where each worker trained: a kind that spreads

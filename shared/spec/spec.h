@@ -82,6 +82,16 @@ void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
 // marks its steps on the CPU (hogwild and data_parallel, a model file's included), else `cache`.
 std::string DefaultAllocator(const v1::ExperimentSpec& spec, std::string* why);
 
+// Which program leads an experiment. shoal-leader loads no LibTorch: it serves the kinds whose
+// leader only loads data and supervises (KindRules::leader_without_libtorch), unless the leader
+// must hold a model (start fork: the workers inherit it; shared CUDA weights: it owns the device
+// buffer; a model file: it loads and probes it). shoal-worker leads the rest.
+struct LeaderChoice {
+  bool libtorch = true;  // true: shoal-worker --role leader; false: shoal-leader
+  std::string why;       // for `get`: "start spawn: worker 0 writes the initial weights"
+};
+LeaderChoice ChooseLeader(const v1::ExperimentSpec& spec);
+
 // Checks every field; the message names the field and the allowed values or range.
 // Does not look at the file system (see CheckDataset).
 Status ValidateSpec(const v1::ExperimentSpec& spec, const SpecLimits& limits);

@@ -49,13 +49,15 @@ const Entry* Find(const std::string& name) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<WorkerLauncher>> WorkerKind::Launcher(const LaunchContext&, Scoreboard&) {
-  return std::unique_ptr<WorkerLauncher>();  // the start method's
-}
-
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name) {
   const Entry* e = Find(name);
   return e == nullptr ? nullptr : e->make();
+}
+
+StatusOr<std::unique_ptr<WorkerKind>> MakeWorkerKindFor(const v1::ExperimentSpec& spec) {
+  std::unique_ptr<WorkerKind> kind = MakeWorkerKind(spec.kind());
+  if (kind == nullptr) return NotFound("kind '" + spec.kind() + "' is not in shoal-worker");
+  return kind;
 }
 
 bool RegisterWorkerKind(const std::string& name, WorkerKindFactory make) {

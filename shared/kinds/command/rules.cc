@@ -97,6 +97,7 @@ KindRules CommandRules() {
   k.models = {"command"};
   k.devices = {"cpu", "cuda"};
   k.runs_user_code = true;
+  k.leader_without_libtorch = true;
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;

@@ -108,6 +108,7 @@ KindRules DataParallelRules() {
   KindRules k;
   k.name = "data_parallel";
   k.marks_steps = true;  // its replicas train with the hogwild trainer
+  k.leader_without_libtorch = true;
   k.summary = "k replicas, gradients averaged every step with c10d all-reduce (Gloo)";
   k.models = {"mnist_convnet", "resnet18_cifar", "torchscript"};
   k.defaults = Defaults;

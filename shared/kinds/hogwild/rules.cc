@@ -8,6 +8,7 @@ KindRules HogwildRules() {
   k.name = "hogwild";
   k.devices = {"cpu", "cuda"};
   k.marks_steps = true;
+  k.leader_without_libtorch = true;
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet", "torchscript"};
   k.estimate = EstimateExperiment;

@@ -14,6 +14,7 @@
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/process.h"
 #include "shared/spec/spec_fields.h"
+#include "worker/kinds/hogwild/hogwild_leader.h"
 #include "worker/training.h"
 
 namespace shoal {
@@ -113,14 +114,7 @@ std::chrono::milliseconds CollectiveTimeout(const v1::ExperimentSpec& spec) {
 
 Status DataParallelKind::Prepare(LeaderEnv& env) {
   RETURN_IF_ERROR(HogwildKind::Prepare(env));
-  ASSIGN_OR_RETURN(rendezvous_, ShmSegment::Create(SegmentName(env.experiment_id, "rendezvous"),
-                                                   sizeof(RendezvousHeader)));
-  auto* h = static_cast<RendezvousHeader*>(rendezvous_.data());
-  h->magic = kRendezvousMagic;
-  h->version = kLayoutVersion;
-  h->port.store(0);
-  env.segment_created("rendezvous", rendezvous_.size());
-  return Status::Ok();
+  return PrepareRendezvous(env, &rendezvous_);
 }
 
 Status DataParallelKind::JoinStore(WorkerEnv& env, std::chrono::milliseconds timeout) {

@@ -6,6 +6,7 @@
 
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/spec/spec.h"
+#include "worker/kinds/hogwild/hogwild_leader.h"
 #include "worker/kinds/hogwild/hogwild_trainer.h"
 #include "worker/model_file.h"
 #include "worker/scoreboard.h"
@@ -26,9 +27,7 @@ Status HogwildKind::PrepareModelAndData(LeaderEnv& env) {
   const auto& spec = env.spec;
   const std::string name = SegmentName(env.experiment_id, "data");
   if (spec.model() != "torchscript") {
-    ASSIGN_OR_RETURN(data_, LoadDataSegment(spec, name));
-    env.segment_created("data", data_.size());
-    RETURN_IF_ERROR(CheckTrainingSet(spec, static_cast<const DataHeader*>(data_.data())->n_train));
+    RETURN_IF_ERROR(PrepareImageData(env, &data_));
     SeedCpu(spec.seed());
     ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
     return Status::Ok();
@@ -52,9 +51,9 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
   ASSIGN_OR_RETURN(
       weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
-  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
   CopyParamsToSegment(*model_, plan_, weights_.data());
-  initial_checksum_ = SegmentChecksum(plan_, weights_.data());
+  plan_.initial_checksum = initial_checksum_ = SegmentChecksum(plan_, weights_.data());
+  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
   env.segment_created("weights", weights_.size());
   if (spec.device() == "cuda") return spec.share() ? ExportToDevice(spec) : Status::Ok();
   // With sharing off the segment is only where attached workers copy their initial weights from;
@@ -88,34 +87,68 @@ Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index
   return BindParamsToDevice(*model_, wh, view_->base(), device_->device());
 }
 
+// Worker 0 under shoal-leader: the initial weights built as the leader would have built them (the
+// spec's seed, then the model), in a segment it creates; then it tells the others.
+Status HogwildKind::WriteInitialWeights(WorkerEnv& env) {
+  SeedCpu(env.spec.seed());
+  ASSIGN_OR_RETURN(model_, MakeModel(env.spec.model(), env.spec.activations()));
+  ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
+  ASSIGN_OR_RETURN(
+      weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
+  CopyParamsToSegment(*model_, plan_, weights_.data());
+  plan_.initial_checksum = SegmentChecksum(plan_, weights_.data());
+  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
+  Arrive(&env.board->weights_published);
+  return Status::Ok();
+}
+
+// This worker's model, built while worker 0 may still be writing the initial weights.
+Status HogwildKind::BuildWorkerModel(const v1::ExperimentSpec& spec) {
+  if (spec.model() == "torchscript") {
+    RETURN_IF_ERROR(
+        ValidateTensorSet(*static_cast<const TensorSetHeader*>(data_.data()), data_.size()));
+    ASSIGN_OR_RETURN(model_, LoadModelFile(spec));  // after the fork: nothing to inherit
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
+  if (prototype_ != nullptr && spec.model() == "mnist_convnet") {
+    model_ = prototype_;
+    static_cast<MnistConvNet&>(*model_).lean_ = spec.activations() == "lean";
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
+  return Status::Ok();
+}
+
+Status HogwildKind::OpenWeights(WorkerEnv& env, bool writable) {
+  if (env.board->weights_by_worker0 != 0 &&
+      !WaitForCount(&env.board->weights_published, 1, env.slot, env.lifetime_fd))
+    return Unavailable("the leader is gone");
+  ASSIGN_OR_RETURN(weights_, ShmSegment::Open(SegmentName(env.experiment_id, "weights"), writable));
+  return ValidateWeights(*static_cast<const WeightsHeader*>(weights_.data()), weights_.size());
+}
+
 Status HogwildKind::Attach(WorkerEnv& env) {
   const auto& spec = env.spec;
   ASSIGN_OR_RETURN(data_, ShmSegment::Open(SegmentName(env.experiment_id, "data"), false));
   // Workers write the segment only when it holds the shared weights (on the CPU).
   const bool shared_on_cpu = spec.share() && spec.device() != "cuda";
-  ASSIGN_OR_RETURN(weights_,
-                   ShmSegment::Open(SegmentName(env.experiment_id, "weights"), shared_on_cpu));
-  const auto* wh = static_cast<const WeightsHeader*>(weights_.data());
-  RETURN_IF_ERROR(ValidateWeights(*wh, weights_.size()));
-  if (spec.model() == "torchscript") {
-    RETURN_IF_ERROR(
-        ValidateTensorSet(*static_cast<const TensorSetHeader*>(data_.data()), data_.size()));
-    ASSIGN_OR_RETURN(model_, LoadModelFile(spec));  // after the fork: nothing to inherit
-  } else if (prototype_ != nullptr && spec.model() == "mnist_convnet") {
+  if (env.board->weights_by_worker0 != 0 && env.index == 0) {
     RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
-    model_ = prototype_;
-    static_cast<MnistConvNet&>(*model_).lean_ = spec.activations() == "lean";
+    RETURN_IF_ERROR(WriteInitialWeights(env));
   } else {
-    RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
-    ASSIGN_OR_RETURN(model_, MakeModel(spec.model(), spec.activations()));
+    RETURN_IF_ERROR(BuildWorkerModel(spec));
+    RETURN_IF_ERROR(OpenWeights(env, shared_on_cpu));
   }
+  const auto* wh = static_cast<const WeightsHeader*>(weights_.data());
   if (shared_on_cpu) return BindParamsToSegment(*model_, *wh, weights_.data());
   if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, env.index, *wh);
   // A private copy: take the initial weights and let go of the segment, so this worker cannot
   // quietly train the shared copy (torch.multiprocessing's spawn pitfall).
   CopyParamsFromSegment(*model_, *wh, weights_.data());
+  const WeightsHeader plan = *wh;
   weights_.Unmap();
-  return PlaceOnDevice(spec, env.index, *wh);
+  return PlaceOnDevice(spec, env.index, plan);
 }
 
 int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {

@@ -34,6 +34,11 @@ class HogwildKind : public WorkerKind {
   Status PrepareModelAndData(LeaderEnv& env);
   // Attaches to the leader's segments; binds (shared) or copies (private) the weights.
   Status Attach(WorkerEnv& env);
+  // Attach's steps: worker 0 under shoal-leader writes the initial weights; the others build
+  // their model, then open the weights (once published).
+  Status WriteInitialWeights(WorkerEnv& env);
+  Status BuildWorkerModel(const v1::ExperimentSpec& spec);
+  Status OpenWeights(WorkerEnv& env, bool writable);
   // The leader, cuda and shared: the device buffer, exported in the segment's header.
   Status ExportToDevice(const v1::ExperimentSpec& spec);
   // A worker on cuda: the model onto the device, its weights the leader's buffer (shared) or

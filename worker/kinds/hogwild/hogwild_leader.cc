@@ -1,0 +1,53 @@
+#include "worker/kinds/hogwild/hogwild_leader.h"
+
+#include "shared/spec/spec.h"
+#include "worker/data_segment.h"
+#include "worker/scoreboard.h"
+
+namespace shoal {
+
+Status PrepareImageData(LeaderEnv& env, ShmSegment* data) {
+  ASSIGN_OR_RETURN(*data, LoadDataSegment(env.spec, SegmentName(env.experiment_id, "data")));
+  env.segment_created("data", data->size());
+  return CheckTrainingSet(env.spec, static_cast<const DataHeader*>(data->data())->n_train);
+}
+
+Status PrepareRendezvous(LeaderEnv& env, ShmSegment* rendezvous) {
+  ASSIGN_OR_RETURN(*rendezvous, ShmSegment::Create(SegmentName(env.experiment_id, "rendezvous"),
+                                                   sizeof(RendezvousHeader)));
+  auto* h = static_cast<RendezvousHeader*>(rendezvous->data());
+  h->magic = kRendezvousMagic;
+  h->version = kLayoutVersion;
+  h->port.store(0);
+  env.segment_created("rendezvous", rendezvous->size());
+  return Status::Ok();
+}
+
+Status ImageLeaderKind::Prepare(LeaderEnv& env) {
+  weights_name_ = SegmentName(env.experiment_id, "weights");
+  announce_ = env.segment_created;
+  RETURN_IF_ERROR(PrepareImageData(env, &data_));
+  return data_parallel_ ? PrepareRendezvous(env, &rendezvous_) : Status::Ok();
+}
+
+int ImageLeaderKind::RunWorker(WorkerEnv& env, bool) {
+  return WorkerFails(env.slot, env.index, "shoal-leader has no LibTorch to train with");
+}
+
+void ImageLeaderKind::Finish(ipc::v1::LeaderResult* result) {
+  auto weights = ShmSegment::Open(weights_name_, false);
+  if (!weights.ok()) return;  // worker 0 failed before writing them: the result says why
+  const auto& h = *static_cast<const WeightsHeader*>(weights->data());
+  if (!ValidateWeights(h, weights->size()).ok()) return;
+  announce_("weights", weights->size());
+  result->set_initial_checksum(h.initial_checksum);
+  // data_parallel's replicas train their own copies: the segment's are no final weights.
+  if (!data_parallel_) result->set_final_checksum(SegmentChecksum(h, weights->data()));
+}
+
+std::vector<std::string> ImageLeaderKind::SegmentWhats() const {
+  if (data_parallel_) return {"data", "weights", "rendezvous"};
+  return {"data", "weights"};
+}
+
+}  // namespace shoal

@@ -1,0 +1,20 @@
+#include "worker/kinds/leader_kinds.h"
+
+#include "shared/spec/spec.h"
+#include "worker/kinds/command/command.h"
+#include "worker/kinds/hogwild/hogwild_leader.h"
+
+namespace shoal {
+
+StatusOr<std::unique_ptr<WorkerKind>> MakeLibTorchFreeLeaderKind(const v1::ExperimentSpec& spec) {
+  const LeaderChoice choice = ChooseLeader(spec);
+  if (choice.libtorch)
+    return FailedPrecondition("shoal-leader cannot lead this experiment (" + choice.why +
+                              "): shoal-worker --role leader does");
+  if (spec.kind() == "command") return std::unique_ptr<WorkerKind>(new CommandKind());
+  if (spec.kind() == "hogwild" || spec.kind() == "data_parallel")
+    return std::unique_ptr<WorkerKind>(new ImageLeaderKind(spec.kind() == "data_parallel"));
+  return FailedPrecondition("shoal-leader has no leader for kind '" + spec.kind() + "'");
+}
+
+}  // namespace shoal
