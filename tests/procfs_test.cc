@@ -1,7 +1,15 @@
 #include "shared/os/procfs.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "shared/os/process.h"
 
 namespace shoal {
 namespace {
@@ -89,6 +97,34 @@ TEST(ProcfsTest, ReadsOwnProcFiles) {
   ASSERT_TRUE(roll.ok());
   EXPECT_GT(roll->rss, 0u);
   EXPECT_LE(roll->pss, roll->rss);
+}
+
+// Resident file pages (statm's third field, pages): the libraries' pages this process maps.
+uint64_t ResidentFilePages() {
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0, shared = 0;
+  statm >> size >> resident >> shared;
+  return shared;
+}
+
+// A leader drops the clean pages of its libraries: fewer resident file pages after, and the
+// process runs on as before: code and relocated data (calls through the PLT, vtables, strings)
+// fault back or were never dropped. In a child, so the test process keeps its own pages.
+TEST(ProcessTest, DroppingCleanFilePagesKeepsTheProcessWhole) {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const uint64_t before = ResidentFilePages();
+    const uint64_t advised = DropCleanFilePages();
+    const uint64_t after = ResidentFilePages();
+    std::vector<std::string> v = {"c", "a", "b"};
+    std::sort(v.begin(), v.end());
+    const std::string joined = v[0] + v[1] + v[2] + std::to_string(42);
+    const bool whole = joined == "abc42" && DescribeWaitStatus(0) == "exited with code 0";
+    ::_exit(advised > 0 && after < before && whole ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
 }
 
 }  // namespace

@@ -139,6 +139,9 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   ReportOwnMemory(out);
   Started started = StartWorkers(**launcher, *board, spec.workers(), out);
   ::close(lifetime[0]);  // the workers hold it now
+  // From here it only supervises: the code it ran to prepare (LibTorch's initialisation, in
+  // shoal-worker) is no page its workers share, and no page it needs resident.
+  DropCleanFilePages();
 
   WorkerSupervisor::Hooks hooks;
   hooks.oom_kills = ReadOomKills;

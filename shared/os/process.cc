@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -12,6 +13,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string_view>
+#include <vector>
 
 #include "shared/os/procfs.h"
 
@@ -120,6 +124,35 @@ uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
 int64_t RealtimeMs() { return static_cast<int64_t>(RealtimeNs() / 1000000); }
 
 uint64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
+uint64_t DropCleanFilePages() {
+  struct Mapping {
+    unsigned long lo = 0, hi = 0;
+    bool clean_file = false;  // a file's, private, never writable
+    bool has_anon = false;    // a page copied on write: relocated data, never dropped
+  };
+  std::vector<Mapping> mappings;
+  std::ifstream smaps("/proc/self/smaps");
+  for (std::string line; std::getline(smaps, line);) {
+    Mapping m;
+    unsigned long inode = 0;
+    char perms[8] = {};
+    // "start-end perms offset dev inode path" opens a mapping; "Key: value kB" lines follow.
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %*s %*s %lu", &m.lo, &m.hi, perms, &inode) == 4) {
+      m.clean_file = inode != 0 && perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p';
+      mappings.push_back(m);
+    } else if (!mappings.empty() && line.rfind("Anonymous:", 0) == 0) {
+      mappings.back().has_anon = std::strtoull(line.c_str() + 10, nullptr, 10) > 0;
+    }
+  }
+  uint64_t advised = 0;
+  for (const Mapping& m : mappings) {
+    if (!m.clean_file || m.has_anon) continue;
+    if (::madvise(reinterpret_cast<void*>(m.lo), m.hi - m.lo, MADV_DONTNEED) == 0)
+      advised += m.hi - m.lo;
+  }
+  return advised;
+}
 
 void VolunteerForOomKiller() {
   const int fd = ::open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
