@@ -161,7 +161,16 @@ StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string
   return out;
 }
 
-StatusOr<IdxArray> ReadIdxFile(const std::string& path, const std::string& under, bool body) {
+namespace {
+
+// An IDX file opened, its header parsed and checked against the file's size; the body next.
+struct IdxStream {
+  OpenFile file;
+  IdxArray header;  // dims; data empty
+  uint64_t total = 0;
+};
+
+StatusOr<IdxStream> OpenIdx(const std::string& path, const std::string& under) {
   ASSIGN_OR_RETURN(OpenFile f, OpenUnder(path, under));
   uint8_t head_bytes[4 + 4 * 4];
   ASSIGN_OR_RETURN(size_t got, f.Read(head_bytes, 4, path));
@@ -170,22 +179,42 @@ StatusOr<IdxArray> ReadIdxFile(const std::string& path, const std::string& under
     ASSIGN_OR_RETURN(size_t more, f.Read(head_bytes + 4, 4 * rank, path));
     got += more;
   }
-  IdxArray out;
-  uint64_t total = 0;
+  IdxStream s{std::move(f), {}, 0};
   size_t head = 0;
-  RETURN_IF_ERROR(ParseIdxHeader(head_bytes, got, path, &out, &total, &head));
-  RETURN_IF_ERROR(f.CheckSize(head + total, path));
-  if (!body) return out;
-  out.data.resize(total);
-  ASSIGN_OR_RETURN(size_t n, f.Read(out.data.data(), total, path));
-  if (n < total) {
-    return DataLoss(path + ": truncated: header promises " + std::to_string(total) +
+  RETURN_IF_ERROR(ParseIdxHeader(head_bytes, got, path, &s.header, &s.total, &head));
+  RETURN_IF_ERROR(s.file.CheckSize(head + s.total, path));
+  return s;
+}
+
+// The body, exactly s.total bytes of it, into dst.
+Status ReadIdxBody(IdxStream& s, uint8_t* dst, const std::string& path) {
+  ASSIGN_OR_RETURN(size_t n, s.file.Read(dst, s.total, path));
+  if (n < s.total) {
+    return DataLoss(path + ": truncated: header promises " + std::to_string(s.total) +
                     " bytes of data, file has " + std::to_string(n));
   }
   uint8_t extra;
-  ASSIGN_OR_RETURN(size_t after, f.Read(&extra, 1, path));
+  ASSIGN_OR_RETURN(size_t after, s.file.Read(&extra, 1, path));
   if (after != 0) return DataLoss(path + ": unexpected bytes after the data");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<IdxArray> ReadIdxFile(const std::string& path, const std::string& under, bool body) {
+  ASSIGN_OR_RETURN(IdxStream s, OpenIdx(path, under));
+  IdxArray out = std::move(s.header);
+  if (!body) return out;
+  out.data.resize(s.total);
+  RETURN_IF_ERROR(ReadIdxBody(s, out.data.data(), path));
   return out;
+}
+
+Status ReadIdxBodyInto(const std::string& path, const std::string& under,
+                       const std::vector<uint32_t>& dims, uint8_t* dst) {
+  ASSIGN_OR_RETURN(IdxStream s, OpenIdx(path, under));
+  if (s.header.dims != dims) return DataLoss(path + ": changed since its header was read");
+  return ReadIdxBody(s, dst, path);
 }
 
 StatusOr<MnistFiles> FindMnistFiles(const std::string& dir) {
@@ -249,6 +278,8 @@ Status ReadMnistDir(const std::string& dir, bool image_bodies, MnistSet* s) {
   ASSIGN_OR_RETURN(MnistFiles files, FindMnistFiles(dir));
   char real[PATH_MAX];
   if (::realpath(dir.c_str(), real) == nullptr) return NotFound(dir + ": " + std::strerror(errno));
+  s->files = files;
+  s->real_dir = real;
   auto pair = [&](const std::string& ip, const std::string& lp, IdxArray* images,
                   IdxArray* labels) -> Status {
     ASSIGN_OR_RETURN(*images, ReadIdxFile(ip, real, image_bodies));
@@ -272,9 +303,18 @@ StatusOr<MnistSet> LoadMnistDir(const std::string& dir) {
   return s;
 }
 
-Status CheckMnistDir(const std::string& dir) {
+StatusOr<MnistSet> ReadMnistHeaders(const std::string& dir) {
   MnistSet s;
-  return ReadMnistDir(dir, false, &s);
+  RETURN_IF_ERROR(ReadMnistDir(dir, false, &s));
+  return s;
+}
+
+Status CheckMnistDir(const std::string& dir) { return ReadMnistHeaders(dir).status(); }
+
+Status ReadMnistImagesInto(const MnistSet& s, uint8_t* train, uint8_t* test) {
+  RETURN_IF_ERROR(ReadIdxBodyInto(s.files.train_images, s.real_dir, s.train_images.dims, train));
+  if (s.files.test_images.empty()) return Status::Ok();
+  return ReadIdxBodyInto(s.files.test_images, s.real_dir, s.test_images.dims, test);
 }
 
 }  // namespace shoal

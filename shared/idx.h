@@ -27,6 +27,10 @@ StatusOr<IdxArray> ParseIdx(const uint8_t* bytes, size_t size, const std::string
 // `body` false only the header is read (dims set, data empty).
 StatusOr<IdxArray> ReadIdxFile(const std::string& path, const std::string& under = "",
                                bool body = true);
+// ReadIdxFile's body straight into `dst` (dims' product bytes), with every check of a whole read;
+// DataLoss when the file's dims are no longer `dims`.
+Status ReadIdxBodyInto(const std::string& path, const std::string& under,
+                       const std::vector<uint32_t>& dims, uint8_t* dst);
 
 // The four files of an MNIST-format directory. Test files are optional (empty when absent).
 struct MnistFiles {
@@ -37,11 +41,18 @@ StatusOr<MnistFiles> FindMnistFiles(const std::string& dir);
 struct MnistSet {
   uint32_t rows = 0, cols = 0;
   IdxArray train_images, train_labels, test_images, test_labels;  // test_* may be empty
+  MnistFiles files;                                               // where they were read from
+  std::string real_dir;  // the directory, resolved: every file lies below it
 };
 // Loads and cross-checks a directory: every file inside it (symlinks out refused), image/label
 // counts agree, images 3-d and 28x28, labels 1-d and 0..9, at least one training image.
 StatusOr<MnistSet> LoadMnistDir(const std::string& dir);
 // The same checks without reading the image bodies (labels are read): what submit can afford.
 Status CheckMnistDir(const std::string& dir);
+// CheckMnistDir's set: image dims, labels, files; images' data empty.
+StatusOr<MnistSet> ReadMnistHeaders(const std::string& dir);
+// The image bodies of a ReadMnistHeaders set straight into place (test: when it has a test set):
+// no second copy of the data set in memory.
+Status ReadMnistImagesInto(const MnistSet& s, uint8_t* train, uint8_t* test);
 
 }  // namespace shoal

@@ -104,17 +104,43 @@ TEST(IdxTest, BadMagicTypeAndTrailingBytes) {
   EXPECT_FALSE(ReadIdxFile("/nonexistent").ok());
 }
 
-TEST(IdxTest, LoadsADirectoryInEitherNaming) {
-  TempDir d;
+// 10 training images gzipped, 4 test images raw in the dotted naming (labels start at 3).
+void WriteMixedSet(const TempDir& d) {
   WriteGz(d / "train-images-idx3-ubyte.gz", Idx({10, 28, 28}, 0));
   WriteGz(d / "train-labels-idx1-ubyte.gz", Idx({10}, 0));
-  WriteRaw(d / "t10k-images.idx3-ubyte", Idx({4, 28, 28}, 0));
+  WriteRaw(d / "t10k-images.idx3-ubyte", Idx({4, 28, 28}, 5));
   WriteRaw(d / "t10k-labels.idx1-ubyte", Idx({4}, 3));
+}
+
+TEST(IdxTest, LoadsADirectoryInEitherNaming) {
+  TempDir d;
+  WriteMixedSet(d);
   auto s = LoadMnistDir(d.path());
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->train_images.count(), 10u);
   EXPECT_EQ(s->test_labels.count(), 4u);
   EXPECT_EQ(s->test_labels.data[0], 3);
+}
+
+// The images decoded straight into place are the bytes a whole load reads; a file that changed
+// between its header and its body is refused.
+TEST(IdxTest, ImagesReadIntoPlaceAreTheLoadedOnes) {
+  TempDir d;
+  WriteMixedSet(d);
+  auto whole = LoadMnistDir(d.path());
+  auto heads = ReadMnistHeaders(d.path());
+  ASSERT_TRUE(whole.ok() && heads.ok());
+  EXPECT_TRUE(heads->train_images.data.empty());
+  EXPECT_EQ(heads->train_labels.data, whole->train_labels.data);
+  std::vector<uint8_t> train(10 * 28 * 28), test(4 * 28 * 28);
+  Status st = ReadMnistImagesInto(*heads, train.data(), test.data());
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(train, whole->train_images.data);
+  EXPECT_EQ(test, whole->test_images.data);
+  WriteRaw(d / "t10k-images.idx3-ubyte", Idx({3, 28, 28}, 5));
+  st = ReadMnistImagesInto(*heads, train.data(), test.data());
+  EXPECT_NE(st.message().find("changed since its header was read"), std::string::npos)
+      << st.message();
 }
 
 TEST(IdxTest, ImageAndLabelCountsMustAgree) {

@@ -35,18 +35,18 @@ StatusOr<ShmSegment> LoadDataSegment(const v1::ExperimentSpec& spec, const std::
                   static_cast<uint8_t*>(seg.data()));
     return seg;  // nothing to free: the leader's reading before its workers start covers it
   }
-  ASSIGN_OR_RETURN(MnistSet set, LoadMnistDir(spec.dataset()));
+  // Headers and labels first, then the images decoded straight into the segment: the set is in
+  // memory once, never a decoded copy beside it.
+  ASSIGN_OR_RETURN(MnistSet set, ReadMnistHeaders(spec.dataset()));
   DataHeader h = PlanData(set.train_images.count(), set.test_images.count(), set.rows, set.cols);
   ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
   auto* base = static_cast<uint8_t*>(seg.data());
   std::memcpy(base, &h, sizeof h);
-  std::memcpy(base + h.train_images, set.train_images.data.data(), set.train_images.data.size());
   std::memcpy(base + h.train_labels, set.train_labels.data.data(), set.train_labels.data.size());
-  if (h.n_test > 0) {
-    std::memcpy(base + h.test_images, set.test_images.data.data(), set.test_images.data.size());
+  if (h.n_test > 0)
     std::memcpy(base + h.test_labels, set.test_labels.data.data(), set.test_labels.data.size());
-  }
-  NoteOwnPss();  // the decoded set and the segment both resident: the leader's peak, until freed
+  RETURN_IF_ERROR(ReadMnistImagesInto(set, base + h.train_images, base + h.test_images));
+  NoteOwnPss();  // the whole set in its segment: the leader's peak
   return seg;
 }
 
