@@ -137,9 +137,14 @@ uint64_t DropCleanFilePages() {
     Mapping m;
     unsigned long inode = 0;
     char perms[8] = {};
+    int path_at = 0;
     // "start-end perms offset dev inode path" opens a mapping; "Key: value kB" lines follow.
-    if (std::sscanf(line.c_str(), "%lx-%lx %7s %*s %*s %lu", &m.lo, &m.hi, perms, &inode) == 4) {
-      m.clean_file = inode != 0 && perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p';
+    if (std::sscanf(line.c_str(), "%lx-%lx %7s %*s %*s %lu %n", &m.lo, &m.hi, perms, &inode,
+                    &path_at) == 4) {
+      // A file on a file system: never a device's mapping (/dev/nvidia*: the driver's pages).
+      const std::string_view path = std::string_view(line).substr(size_t(path_at));
+      const bool regular = path.rfind("/", 0) == 0 && path.rfind("/dev/", 0) != 0;
+      m.clean_file = regular && inode != 0 && perms[0] == 'r' && perms[1] == '-' && perms[3] == 'p';
       mappings.push_back(m);
     } else if (!mappings.empty() && line.rfind("Anonymous:", 0) == 0) {
       mappings.back().has_anon = std::strtoull(line.c_str() + 10, nullptr, 10) > 0;

@@ -58,12 +58,12 @@ std::string DescribeWaitStatus(int status);
 void VolunteerForOomKiller();
 
 // Lets go of this process's resident pages of clean file mappings (shared libraries' code and
-// read-only data): MADV_DONTNEED on every private, never-writable mapping of a file that holds
-// no page copied on write (smaps "Anonymous: 0"), whose pages are the file's and fault back
-// from the page cache if touched again. Relocated data (RELRO: copied pages) and writable
-// mappings are never touched. A fork leader has read ~120 MiB of LibTorch's libraries at
-// initialisation that its workers never touch; it keeps none of it while it only supervises.
-// Returns the bytes of the mappings advised.
+// read-only data): MADV_DONTNEED on every private, never-writable mapping of a file (never a
+// device's: nothing under /dev) that holds no page copied on write (smaps "Anonymous: 0"). Their
+// pages are the file's and fault back from the page cache if touched again; relocated data
+// (RELRO: copied pages) and writable mappings are never touched. A fork leader has read ~80 MiB
+// of LibTorch's libraries while it initialised, pages its workers never touch; it keeps none of
+// them while it only supervises. Returns the bytes of the mappings advised.
 uint64_t DropCleanFilePages();
 
 // Peak RSS of this process from the kernel's high-water mark (VmHWM), in bytes.
