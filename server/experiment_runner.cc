@@ -93,7 +93,7 @@ bool ExperimentRunner::Launch() {
   const bool light = !choice.libtorch && !env_.leader_bin.empty();
   const std::string& leader_bin = light ? env_.leader_bin : env_.worker_bin;
   facts_.leader_program = light ? "shoal-leader" : "shoal-worker";
-  facts_.leader_why = env_.leader_bin.empty() ? "shoald has no shoal-leader" : choice.why;
+  facts_.leader_why = light || choice.libtorch ? choice.why : "shoald has no shoal-leader";
   auto pid = env_.proc->Spawn(
       {leader_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
        SpecToJson(e_.spec()), "--status-fd", "3", "--parent", std::to_string(env_.daemon_pid),

@@ -48,12 +48,7 @@ Status HogwildKind::PrepareModelAndData(LeaderEnv& env) {
 Status HogwildKind::Prepare(LeaderEnv& env) {
   const auto& spec = env.spec;
   RETURN_IF_ERROR(PrepareModelAndData(env));
-  ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
-  ASSIGN_OR_RETURN(
-      weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
-  CopyParamsToSegment(*model_, plan_, weights_.data());
-  plan_.initial_checksum = initial_checksum_ = SegmentChecksum(plan_, weights_.data());
-  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
+  RETURN_IF_ERROR(CreateWeightsSegment(env.experiment_id));
   env.segment_created("weights", weights_.size());
   if (spec.device() == "cuda") return spec.share() ? ExportToDevice(spec) : Status::Ok();
   // With sharing off the segment is only where attached workers copy their initial weights from;
@@ -87,17 +82,22 @@ Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index
   return BindParamsToDevice(*model_, wh, view_->base(), device_->device());
 }
 
+Status HogwildKind::CreateWeightsSegment(const std::string& experiment_id) {
+  ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
+  ASSIGN_OR_RETURN(weights_,
+                   ShmSegment::Create(SegmentName(experiment_id, "weights"), plan_.total_bytes));
+  CopyParamsToSegment(*model_, plan_, weights_.data());
+  plan_.initial_checksum = SegmentChecksum(plan_, weights_.data());
+  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
+  return Status::Ok();
+}
+
 // Worker 0 under shoal-leader: the initial weights built as the leader would have built them (the
 // spec's seed, then the model), in a segment it creates; then it tells the others.
 Status HogwildKind::WriteInitialWeights(WorkerEnv& env) {
   SeedCpu(env.spec.seed());
   ASSIGN_OR_RETURN(model_, MakeModel(env.spec.model(), env.spec.activations()));
-  ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
-  ASSIGN_OR_RETURN(
-      weights_, ShmSegment::Create(SegmentName(env.experiment_id, "weights"), plan_.total_bytes));
-  CopyParamsToSegment(*model_, plan_, weights_.data());
-  plan_.initial_checksum = SegmentChecksum(plan_, weights_.data());
-  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
+  RETURN_IF_ERROR(CreateWeightsSegment(env.experiment_id));
   Arrive(&env.board->weights_published);
   return Status::Ok();
 }
@@ -105,12 +105,9 @@ Status HogwildKind::WriteInitialWeights(WorkerEnv& env) {
 // This worker's model, built while worker 0 may still be writing the initial weights.
 Status HogwildKind::BuildWorkerModel(const v1::ExperimentSpec& spec) {
   if (spec.model() == "torchscript") {
-    RETURN_IF_ERROR(
-        ValidateTensorSet(*static_cast<const TensorSetHeader*>(data_.data()), data_.size()));
     ASSIGN_OR_RETURN(model_, LoadModelFile(spec));  // after the fork: nothing to inherit
     return Status::Ok();
   }
-  RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
   if (prototype_ != nullptr && spec.model() == "mnist_convnet") {
     model_ = prototype_;
     static_cast<MnistConvNet&>(*model_).lean_ = spec.activations() == "lean";
@@ -133,8 +130,11 @@ Status HogwildKind::Attach(WorkerEnv& env) {
   ASSIGN_OR_RETURN(data_, ShmSegment::Open(SegmentName(env.experiment_id, "data"), false));
   // Workers write the segment only when it holds the shared weights (on the CPU).
   const bool shared_on_cpu = spec.share() && spec.device() != "cuda";
+  RETURN_IF_ERROR(
+      spec.model() == "torchscript"
+          ? ValidateTensorSet(*static_cast<const TensorSetHeader*>(data_.data()), data_.size())
+          : ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
   if (env.board->weights_by_worker0 != 0 && env.index == 0) {
-    RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
     RETURN_IF_ERROR(WriteInitialWeights(env));
   } else {
     RETURN_IF_ERROR(BuildWorkerModel(spec));
@@ -183,7 +183,7 @@ int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
 }
 
 void HogwildKind::Finish(ipc::v1::LeaderResult* result) {
-  result->set_initial_checksum(initial_checksum_);
+  result->set_initial_checksum(plan_.initial_checksum);
   result->set_model_step_bytes(model_step_bytes_);
   if (owner_ != nullptr) {  // the workers trained the device buffer: fingerprint what it holds
     Status st = owner_->Download(weights_.data());

@@ -34,6 +34,8 @@ class HogwildKind : public WorkerKind {
   Status PrepareModelAndData(LeaderEnv& env);
   // Attaches to the leader's segments; binds (shared) or copies (private) the weights.
   Status Attach(WorkerEnv& env);
+  // The weights segment from model_'s parameters (plan_ its header, the initial checksum in it).
+  Status CreateWeightsSegment(const std::string& experiment_id);
   // Attach's steps: worker 0 under shoal-leader writes the initial weights; the others build
   // their model, then open the weights (once published).
   Status WriteInitialWeights(WorkerEnv& env);
@@ -49,7 +51,6 @@ class HogwildKind : public WorkerKind {
   WeightsHeader plan_{};
   ModelPtr model_;      // the leader's (fork) or this worker's
   ModelPtr prototype_;  // built once in the forkserver: workers rebind it instead of building
-  uint64_t initial_checksum_ = 0;
   uint64_t model_step_bytes_ = 0;                             // a model file's probe step
   std::shared_ptr<TrainDevice> device_ = TrainDevice::Cpu();  // a worker's
   std::unique_ptr<CudaDriver> leader_cuda_;                   // the leader's, cuda and shared
