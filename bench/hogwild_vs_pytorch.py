@@ -11,7 +11,9 @@ tree (deploy/build.sh) and Debian's python3-torch.
   bench/hogwild_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn,forkserver] [--batches 20]
                               [--repeats 3] [--allocator cache,planned,planned+lean]
 
-Each --allocator entry is one Shoal variant: an allocator, and "+lean" for --activations lean.
+Each --allocator entry is one Shoal variant: an allocator, "+lean" for --activations lean, and
+"+libtorch" for --kernels libtorch (LibTorch's max-pool kernels instead of Shoal's), e.g.
+default,default+libtorch,default+lean.
 """
 import argparse
 import os
@@ -29,9 +31,12 @@ def run_point(shoal_cli, args, start, share, w, threads):
     runs = {who: [] for who in allocators + list(TUNINGS)}
     for _ in range(args.repeats):
         for allocator in allocators:
-            name, _, lean = allocator.partition("+")
+            name, *extras = allocator.split("+")
+            lean = "lean" in extras
             # "default": no --allocator at all, what a user who types no flag gets.
             chosen = [] if name == "default" else ["--allocator", name]
+            if "libtorch" in extras:
+                chosen += ["--kernels", "libtorch"]
             e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
                           "--batches", str(args.batches), "--batch-size", str(args.batch_size),
                           "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",

@@ -36,6 +36,7 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
         s.kind().c_str(), s.model().c_str(), s.workers(), s.start().c_str(),
         s.share() ? "yes" : "no", s.device().c_str(), Length(s).c_str(), s.threads());
   if (s.activations() == "lean") o.insert(o.size() - 1, ", activations lean");
+  if (s.kernels() == "libtorch") o.insert(o.size() - 1, ", kernels libtorch");
   if (s.cuda_sync() == "step") o.insert(o.size() - 1, ", cuda_sync step");
   o += "  optimiser   " + Optimizer(s) + "\n";
   o += "  dataset     " + s.dataset() + "\n";

@@ -172,36 +172,49 @@ TEST_F(E2E, LeanActivationsTrainTheSameWeightsInASmallerStep) {
             std::string::npos);
 }
 
-// With no --allocator, hogwild on the CPU trains with the planned step (saying it was the
-// default, and why) and its weights are bit for bit those of --allocator cache.
-TEST_F(E2E, TheDefaultAllocatorIsPlannedAndTrainsAsCacheDoes) {
+// No flags: the planned allocator (saying it was the default, and why) and Shoal's kernels; each
+// trains to the weights of the alternative a user may give (--allocator cache, --kernels libtorch),
+// bit for bit.
+TEST_F(E2E, TheDefaultsArePlannedAndShoalsKernelsAndTrainAsCacheAndLibTorchsDo) {
+  const std::map<std::string, std::vector<std::string>> given = {
+      {"default", {}},
+      {"cache", {"--allocator", "cache"}},
+      {"libtorch", {"--kernels", "libtorch"}}};
   std::map<std::string, json> runs;
-  for (const std::string allocator : {"", "cache"}) {
+  for (const auto& [name, flags] : given) {
     std::vector<std::string> args = {"submit", "--workers", "1",      "--batches",
                                      "4",      "--dataset", kFashion, "--eval-samples",
                                      "0",      "--wait",    "--json"};
-    if (!allocator.empty()) args.insert(args.end(), {"--allocator", allocator});
-    runs[allocator] = MustJson(daemon_->Cli(args));
-    ASSERT_EQ(runs[allocator]["state"], "SUCCEEDED") << runs[allocator].dump(2);
+    args.insert(args.end(), flags.begin(), flags.end());
+    runs[name] = MustJson(daemon_->Cli(args));
+    ASSERT_EQ(runs[name]["state"], "SUCCEEDED") << runs[name].dump(2);
   }
-  const json& planned = runs[""];
+  const json& planned = runs["default"];
   EXPECT_EQ(planned["spec"]["allocator"], "planned");
   EXPECT_EQ(planned["spec"]["allocator_why"].get<std::string>().rfind("default: hogwild marks", 0),
             0u);
   EXPECT_EQ(runs["cache"]["spec"]["allocator_why"], "");
+  EXPECT_EQ(planned["spec"]["kernels"], "shoal");
+  EXPECT_EQ(runs["libtorch"]["spec"]["kernels"], "libtorch");
   auto worker = [](const json& e) {
     for (const auto& p : e["processes"])
       if (p["role"] == "worker") return p;
     return json();
   };
-  EXPECT_EQ(worker(planned)["weights_checksum"], worker(runs["cache"])["weights_checksum"]);
-  EXPECT_EQ(planned["result"]["last_loss"], runs["cache"]["result"]["last_loss"]);
+  for (const std::string other : {"cache", "libtorch"}) {
+    EXPECT_EQ(worker(planned)["weights_checksum"], worker(runs[other])["weights_checksum"])
+        << other;
+    EXPECT_EQ(planned["result"]["last_loss"], runs[other]["result"]["last_loss"]) << other;
+  }
   EXPECT_EQ(worker(planned)["step_memory"]["replayed_steps"], 3);
   EXPECT_EQ(worker(planned)["step_memory"]["fallback_steps"], 0);
   const CommandResult get = daemon_->Cli({"get", planned["id"]});
   EXPECT_NE(get.out.find("  allocator   planned (default: hogwild marks its steps on the CPU)"),
             std::string::npos)
       << get.out;
+  EXPECT_EQ(get.out.find("kernels"), std::string::npos) << get.out;  // the default is not shown
+  const CommandResult libtorch = daemon_->Cli({"get", runs["libtorch"]["id"]});
+  EXPECT_NE(libtorch.out.find(", kernels libtorch\n"), std::string::npos) << libtorch.out;
 }
 
 // Under spawn and the forkserver the leader is shoal-leader: it never loads LibTorch (its maps,

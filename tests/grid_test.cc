@@ -351,7 +351,7 @@ TEST(GridTest, RefusesAFieldThatIsNotAnAxis) {
       "dampening, "
       "weight_decay, eps, lr_decay, initial_accumulator_value, rho, beta1, beta2, amsgrad, alpha, "
       "centered, batch_size, batches, epochs, epoch_samples, threads, seed, allocator, "
-      "activations, eval_samples, sample_interval_ms, stall_timeout_ms, step_timeout_ms, "
+      "activations, kernels, eval_samples, sample_interval_ms, stall_timeout_ms, step_timeout_ms, "
       "model_file, input, loss, classes, models, "
       "iterations, "
       "loaders, prefetch, "

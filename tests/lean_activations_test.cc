@@ -7,6 +7,7 @@
 #include <limits>
 #include <vector>
 
+#include "tests/convnet_training.h"
 #include "worker/counting_allocator.h"
 #include "worker/models/lean_ops.h"
 #include "worker/models/models.h"
@@ -17,21 +18,8 @@
 namespace shoal {
 namespace {
 
-// Weights after `steps` SGD steps on seeded random batches (dropout seeded alike).
 std::vector<torch::Tensor> Train(bool lean, int steps) {
-  at::set_num_threads(1);
-  SeedCpu(3);
-  MnistConvNet model(lean);
-  torch::optim::SGD opt(model.parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
-  for (int i = 0; i < steps; ++i) {
-    auto x = torch::randn({16, 1, 28, 28});
-    auto y = torch::randint(0, 10, {16}, torch::kLong);
-    float loss = 0;
-    TrainStep(model, opt, x, y, &loss, nullptr, nullptr);
-  }
-  std::vector<torch::Tensor> out;
-  for (const auto& p : model.parameters()) out.push_back(p.detach().clone());
-  return out;
+  return testing::TrainConvNet(lean, steps);
 }
 
 TEST(LeanActivationsTest, TrainsBitForBitAsPyTorchsGraph) {

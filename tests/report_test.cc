@@ -373,7 +373,8 @@ TEST(ReportTest, OneValueAxesAreFixedNotLaidOut) {
             std::string::npos)
       << md;
   EXPECT_EQ(md.find("Columns:"), std::string::npos) << md;
-  EXPECT_NE(md.find("allocator retain, activations pytorch, eval_samples"), std::string::npos)
+  EXPECT_NE(md.find("allocator retain, activations pytorch, kernels shoal, eval_samples"),
+            std::string::npos)
       << md;
   EXPECT_NE(md.find("seed 5"), std::string::npos) << md;
 }
@@ -407,6 +408,7 @@ TEST(ReportTest, FixedFieldsListWhatDidNotVary) {
       {"seed", "1"},
       {"allocator", "planned"},
       {"activations", "pytorch"},
+      {"kernels", "shoal"},
       {"eval_samples", "1000"},
       {"sample_interval_ms", "200"},
       {"stall_timeout_ms", "60000"},
@@ -870,6 +872,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "seed",
                                                "allocator",
                                                "activations",
+                                               "kernels",
                                                "eval_samples",
                                                "sample_interval_ms",
                                                "stall_timeout_ms",
@@ -1031,9 +1034,10 @@ std::string RanPointLine() {
                                           "",          "",
                                           "4",         "1",
                                           "planned",   "pytorch",
-                                          "1000",      "200",
-                                          "60000",     "1800000",
-                                          "",          "",  // model_file, input, loss,
+                                          "shoal",     "1000",
+                                          "200",       "60000",
+                                          "1800000",   "",
+                                          "",               // model_file, input, loss,
                                           "",          "",  // classes: no model file
                                           "",          "",  // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor

@@ -16,6 +16,7 @@
 #include "shared/idx.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
+#include "worker/kernels/shoal_kernels.h"
 #include "worker/planned_allocator.h"
 #include "worker/scoreboard.h"
 #include "worker/step_cache_allocator.h"
@@ -184,6 +185,13 @@ void ApplyAllocatorPolicy(const std::string& policy) {
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, INT_MAX);
   mallopt(M_ARENA_MAX, 1);
+}
+
+void ApplyRuntimePolicies(const v1::ExperimentSpec& spec) {
+  ApplyAllocatorPolicy(spec.allocator());
+  if (spec.kernels() != "shoal") return;
+  static const ShoalKernels* const kept = new ShoalKernels();  // for the process's life
+  (void)kept;
 }
 
 void WarmConvNetOnce() {

@@ -63,4 +63,9 @@ void WarmConvNetOnce();
 // Applies the allocator policy named in the spec ("retain" keeps freed step buffers mapped).
 void ApplyAllocatorPolicy(const std::string& policy);
 
+// What a training process applies before it builds anything: the spec's allocator, and its
+// kernels ("shoal": Shoal's CPU kernels in the dispatcher for the rest of the process,
+// worker/kernels/shoal_kernels.h; "libtorch" or unset: LibTorch's own).
+void ApplyRuntimePolicies(const v1::ExperimentSpec& spec);
+
 }  // namespace shoal

@@ -271,6 +271,7 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
     s->set_allocator_why(why);
   }
   if (!s->has_activations()) s->set_activations("pytorch");
+  if (!s->has_kernels()) s->set_kernels("shoal");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
   if (!s->has_stall_timeout_ms()) s->set_stall_timeout_ms(60000);
   if (!s->has_step_timeout_ms()) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
@@ -447,6 +448,8 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
         "allocator: planned needs a trainer that marks its steps (hogwild, "
         "data_parallel); kind " +
         s.kind() + " does not");
+  if (s.has_kernels())  // foreign to kind command
+    RETURN_IF_ERROR(OneOf("kernels", s.kernels(), {"shoal", "libtorch"}));
   if (s.has_activations())  // foreign to the kinds that build no mnist_convnet
     RETURN_IF_ERROR(OneOf("activations", s.activations(), {"pytorch", "lean"}));
   if (s.activations() == "lean" && s.model() != "mnist_convnet")

@@ -82,6 +82,10 @@ std::vector<SpecField> CommonFields() {
        "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
        "its indices only, ReLU in place; bit-identical)",
        "pytorch"},
+      {"kernels", "kernels",
+       "shoal (Shoal's CPU kernels where it has one: max_pool2d; bit-identical, faster) | "
+       "libtorch (LibTorch's own everywhere)",
+       "shoal"},
       {"eval_samples", "eval_samples", "test images evaluated after training (0: none)",
        "1000 (pipeline, resnet18_cifar: 0)"},
       {"sample_interval_ms", "sample_interval_ms", "telemetry interval", "200"},

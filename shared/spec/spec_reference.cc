@@ -71,6 +71,11 @@ constexpr std::pair<const char*, const char*> kReference[] = {
     {"activations",
      "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool "
      "keeps its indices only, ReLU in place; bit-identical)"},
+    {"kernels",
+     "shoal (Shoal's CPU kernels where it has one, registered in LibTorch's dispatcher in place "
+     "of its own: max_pool2d with kernel = stride, float NCHW, forward and backward; the same "
+     "results bit for bit, several times faster) | libtorch (LibTorch's own everywhere, as a "
+     "PyTorch program runs)"},
     {"eval_samples",
      "test images evaluated after training (0: none); 0 (none) .. 10000; pipeline refuses any "
      "other value (it trains on random images)"},

@@ -102,7 +102,7 @@ Status DataLoadingKind::Attach(const WorkerEnv& env) {
 }
 
 int DataLoadingKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
-  ApplyAllocatorPolicy(env.spec.allocator());
+  ApplyRuntimePolicies(env.spec);
   at::set_num_threads(1);  // until the trainer sets the spec's count
   if (!forked_from_leader) {
     if (Status st = Attach(env); !st.ok()) {

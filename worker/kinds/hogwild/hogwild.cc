@@ -152,7 +152,7 @@ Status HogwildKind::Attach(WorkerEnv& env) {
 }
 
 int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
-  ApplyAllocatorPolicy(env.spec.allocator());
+  ApplyRuntimePolicies(env.spec);
   at::set_num_threads(1);  // until the trainer sets the spec's count
   // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
   Status st = forked_from_leader ? PlaceOnDevice(env.spec, env.index, plan_) : Attach(env);

@@ -118,7 +118,7 @@ bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const Work
 int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   const auto& spec = env.spec;
   WorkerSlot* slot = env.slot;
-  ApplyAllocatorPolicy(spec.allocator());
+  ApplyRuntimePolicies(spec);
   CountingAllocator* counter = CountingAllocator::Install();
   slot->pid.store(getpid());
   at::set_num_threads(int(spec.threads()));

@@ -137,7 +137,7 @@ Status PipelineKind::Prepare(LeaderEnv& env) {
 
 int PipelineKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   env.slot->pid.store(getpid());
-  ApplyAllocatorPolicy(env.spec.allocator());
+  ApplyRuntimePolicies(env.spec);
   at::set_num_threads(int(env.spec.threads()));
   auto layout = PlanPipeline(env.spec);
   if (!layout.ok()) return WorkerFails(env.slot, env.index, layout.status().message());

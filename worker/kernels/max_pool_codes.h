@@ -1,0 +1,30 @@
+// Max-pooling with kernel = stride = k (k <= 16, no padding, floor mode) over float planes, by
+// ATen's rule and with its results, recording where each maximum was as a one-byte code
+// (kh * k + kw) rather than ATen's int64 index. The lean max-pool (worker/models/lean_ops.h)
+// saves the codes; Shoal's CPU kernels (worker/kernels/shoal_kernels.h) turn them into ATen's
+// indices. The 2x2 case runs four windows at a time without a branch.
+#pragma once
+
+#include <cstdint>
+
+namespace shoal::kernels {
+
+// Planes (N*C) of H x W pooled by k x k windows at stride k, floor mode.
+struct PoolShape {
+  int64_t planes, h, w, k, oh, ow;
+};
+
+PoolShape ShapeOf(int64_t planes, int64_t h, int64_t w, int64_t k);
+
+// One plane: `in` H x W, `out` and `code` OH x OW.
+void PoolPlane(const PoolShape& s, const float* in, float* out, uint8_t* code);
+// One plane's input gradient, H x W, every element written: the output's gradient (0 + g, as
+// ATen adds into zeros) where the code says the maximum was, +0 elsewhere and in the rows and
+// columns the floor mode left out.
+void UnpoolPlane(const PoolShape& s, const float* grad, const uint8_t* code, float* gin);
+
+// Every plane, on ATen's intra-op threads.
+void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code);
+void Unpool(const PoolShape& s, const float* grad, const uint8_t* code, float* gin);
+
+}  // namespace shoal::kernels
