@@ -131,6 +131,17 @@ std::vector<BadCase> BadFieldCases() {
          ApplyDefaults(s, SpecLimits{});
        },
        "images leaves stage 0 as "},
+      {"kernels", [](auto* s) { s->set_kernels("mkl"); },
+       "kernels: 'mkl' is not one of: shoal, libtorch"},
+      {"kernels",
+       [](auto* s) {
+         s->Clear();
+         s->set_kind("command");
+         s->add_command("true");
+         ApplyDefaults(s, SpecLimits{});
+         s->set_kernels("libtorch");
+       },
+       "kernels: not a field of kind command"},
       {"eval_samples", [](auto* s) { s->set_eval_samples(20000); }, "eval_samples: 20000"},
       {"step_timeout_ms", [](auto* s) { s->set_step_timeout_ms(100); },
        "step_timeout_ms: 100 is outside the allowed range 500..86400000"},
