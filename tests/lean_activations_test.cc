@@ -73,6 +73,30 @@ TEST(LeanActivationsTest, CpuKernelMatchesATenBitForBitOnHardInputs) {
   EXPECT_THROW(LeanMaxPool2d(torch::zeros({1, 1, 1, 5}), 2), c10::Error);
 }
 
+// The fused max-pool and ReLU against PyTorch's pair: maxima below, at and above zero, -0,
+// NaN, -inf windows, gradients through blocked and passed outputs; k = 2, 3 and 9 (unfused).
+TEST(LeanActivationsTest, FusedPoolReluMatchesPyTorchsPairBitForBit) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  for (int64_t k : {2, 3, 9}) {
+    torch::manual_seed(k);
+    auto x = torch::randint(-3, 3, {2, 3, 19, 21}).to(torch::kFloat);
+    auto a = x.accessor<float, 4>();
+    a[0][0][0][0] = nan;
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < k; ++j) a[0][1][i][j] = -0.0f, a[1][0][i][j] = -inf;
+    auto ref = x.clone().requires_grad_(), ours = x.clone().requires_grad_();
+    const auto out_ref = torch::relu(torch::max_pool2d(ref, k));
+    const auto out = LeanMaxPool2dRelu(ours, k);
+    EXPECT_TRUE(SameBits(out_ref, out)) << "k=" << k;
+    EXPECT_GT((out_ref == 0).sum().item<int64_t>(), 0) << "k=" << k;  // some were blocked
+    auto g = torch::randn(out.sizes());
+    g.view(-1)[1] = -0.0f;
+    out_ref.backward(g);
+    out.backward(g);
+    EXPECT_TRUE(SameBits(ref.grad(), ours.grad())) << "k=" << k;
+  }
+}
+
 // Bytes LibTorch holds between forward and backward, counted.
 uint64_t HeldAfterForward(bool lean, int64_t batch) {
   CountingAllocator* counter = CountingAllocator::Install();

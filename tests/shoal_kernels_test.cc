@@ -80,7 +80,13 @@ TEST(ShoalKernelsTest, WhatTheFastPathDoesNotTakeIsLibTorchs) {
         at::cpu::max_pool2d_with_indices(x, a.kernel, a.stride, a.padding, a.dilation, a.ceil);
     EXPECT_TRUE(SameBits(out, ref_out) && SameBits(ind, ref_ind)) << a.kernel << a.padding;
   }
-  // Channels-last, double, and an index outside its window (ATen's backward takes any index).
+  // Unbatched (3-D), empty, non-contiguous, channels-last, double, and an index outside its
+  // window (ATen's backward takes any index).
+  for (const auto& y : {x[0], x.narrow(0, 0, 0), x.transpose(2, 3)}) {
+    const auto [out, ind] = MaxPool2dWithIndices(y, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false);
+    const auto [ref_out, ref_ind] = at::cpu::max_pool2d_with_indices(y, {2, 2}, {2, 2});
+    EXPECT_TRUE(SameBits(out, ref_out) && SameBits(ind, ref_ind)) << y.sizes();
+  }
   const auto cl = x.contiguous(at::MemoryFormat::ChannelsLast);
   EXPECT_TRUE(SameBits(std::get<1>(MaxPool2dWithIndices(cl, {2}, {}, {0}, {1}, false)),
                        std::get<1>(at::cpu::max_pool2d_with_indices(cl, {2}))));

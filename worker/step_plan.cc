@@ -74,11 +74,15 @@ std::vector<std::vector<uint32_t>> CandidateOrders(const std::vector<TracedBuffe
       }),
       planned,  // as allocated
   };
-  constexpr size_t kMaxBuffersForJitter = 512;  // each packing is quadratic in the buffers
-  if (planned.size() > kMaxBuffersForJitter) return orders;
+  // Each packing is quadratic in the buffers: the jittered ones stop at a budget of pairs (a
+  // ConvNet's step has tens of traced buffers: all 32; a thousand: none), so a plan stays
+  // milliseconds whatever the model.
+  constexpr uint64_t kPairBudget = uint64_t(8) << 20;
+  const uint64_t pairs = std::max<uint64_t>(1, uint64_t(planned.size()) * planned.size());
+  const auto rounds = int(std::min<uint64_t>(32, kPairBudget / pairs));
   std::mt19937 rng(1);
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
-  for (int round = 0; round < 32; ++round) {
+  for (int round = 0; round < rounds; ++round) {
     std::vector<double> key(trace.size());
     for (uint32_t i : planned) key[i] = double(rounded[i]) * jitter(rng);
     orders.push_back(sorted([&](uint32_t a, uint32_t b) { return key[a] > key[b]; }));

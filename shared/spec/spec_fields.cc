@@ -80,7 +80,7 @@ std::vector<SpecField> CommonFields() {
        "CUDA and for multi_model, data_loading, pipeline"},
       {"activations", "activations",
        "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
-       "its indices only, ReLU in place; bit-identical)",
+       "its indices only, fused with the ReLU; bit-identical)",
        "pytorch"},
       {"kernels", "kernels",
        "shoal (Shoal's CPU kernels where it has one: max_pool2d; bit-identical, faster) | "

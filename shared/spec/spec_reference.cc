@@ -70,7 +70,7 @@ constexpr std::pair<const char*, const char*> kReference[] = {
      "traced step; hogwild, data_parallel) | retain (glibc heap, never trimmed) | system"},
     {"activations",
      "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool "
-     "keeps its indices only, ReLU in place; bit-identical)"},
+     "keeps its indices only, fused with the ReLU; bit-identical)"},
     {"kernels",
      "shoal (Shoal's CPU kernels where it has one, registered in LibTorch's dispatcher in place "
      "of its own: max_pool2d with kernel = stride, float NCHW, forward and backward; the same "

@@ -149,6 +149,28 @@ void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code) {
   });
 }
 
+// LibTorch's relu (clamp_min 0) of one plane's maxima, in place: below 0 becomes +0, NaN and -0
+// stay. Where the ReLU's backward passes nothing (threshold_backward: the result <= 0, so the
+// maximum <= 0) the code gets kReluBlocked, which no window position has: the unpooling then
+// writes +0 over the whole window, what the unfused pair gives (0 + the ReLU's +0).
+void ReluPlane(int64_t n, float* out, uint8_t* code) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float m = out[i];
+    const bool blocked = m <= 0.0f;  // false for NaN
+    out[i] = m < 0.0f ? 0.0f : m;
+    code[i] = uint8_t(code[i] | (blocked ? kReluBlocked : 0));
+  }
+}
+
+void PoolRelu(const PoolShape& s, const float* in, float* out, uint8_t* code) {
+  ForPlanes(s, [&](int64_t p) {
+    float* o = out + p * s.oh * s.ow;
+    uint8_t* c = code + p * s.oh * s.ow;
+    PoolPlane(s, in + p * s.h * s.w, o, c);
+    ReluPlane(s.oh * s.ow, o, c);
+  });
+}
+
 void Unpool(const PoolShape& s, const float* grad, const uint8_t* code, float* gin) {
   ForPlanes(s, [&](int64_t p) {
     const float* g = grad + p * s.oh * s.ow;

@@ -35,6 +35,7 @@ int64_t FastWindow(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayR
   if (!(stride.empty() || Both(stride, k)) || !Both(padding, 0) || !Both(dilation, 1)) return 0;
   if (ceil_mode || !self.device().is_cpu() || self.layout() != at::kStrided) return 0;
   if (self.scalar_type() != at::kFloat || self.dim() != 4 || self.numel() == 0) return 0;
+  if (self.has_names()) return 0;  // LibTorch's kernel carries the names over
   if (!self.is_contiguous() || self.suggest_memory_format() != at::MemoryFormat::Contiguous)
     return 0;
   return self.size(2) >= k && self.size(3) >= k ? k : 0;
@@ -96,7 +97,7 @@ bool IndicesToCodesRow(const PoolShape& s, int64_t row, const int64_t* index, ui
   }
   bool inside = true;
   for (int64_t ow = 0; ow < s.ow; ++ow) {
-    const int64_t d = index[ow] - row - ow * s.k;
+    const auto d = int64_t(uint64_t(index[ow]) - uint64_t(row + ow * s.k));  // wraps, never UB
     int64_t c = -1;
     for (int64_t kh = 0; kh < s.k && c < 0; ++kh)
       if (d >= kh * s.w && d < kh * s.w + s.k) c = kh * s.k + (d - kh * s.w);

@@ -3,7 +3,9 @@
 // caller in the worker gets them, the built-in models, a user's TorchScript model and autograd
 // alike. Each computes exactly what LibTorch's does, bit for bit, with the same output tensors
 // (so autograd saves the same tensors and memory does not change); an input the fast path does
-// not take goes to LibTorch's own kernel.
+// not take goes to LibTorch's own kernel. (One exception to "the same buffers": a backward given
+// an index outside its window, which no forward makes, finds out after allocating the input's
+// gradient, then calls LibTorch's kernel, which allocates its own.)
 //
 // max_pool2d_with_indices and its backward, float NCHW, kernel = stride (<= 16), no padding, no
 // dilation, floor mode: LibTorch 1.13 compares element by element with branches that mispredict

@@ -16,4 +16,9 @@ namespace shoal {
 // at most one output's gradient, added to zero as PyTorch's kernel does.
 torch::Tensor LeanMaxPool2d(const torch::Tensor& x, int64_t k);
 
+// relu(max_pool2d(x, k)) in one pass, saving the same byte per output (the ReLU's blocked
+// gradients marked in it) and not the ReLU's result: on CPU float with k <= 8; elsewhere
+// LeanMaxPool2d then an in-place relu_. Bit-identical to PyTorch's pair, NaN and -0 included.
+torch::Tensor LeanMaxPool2dRelu(const torch::Tensor& x, int64_t k);
+
 }  // namespace shoal
