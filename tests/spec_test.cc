@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "shared/spec/spec_fields.h"
 #include "shared/spec/wire_check.h"
@@ -57,8 +60,23 @@ struct BadCase {
   const char* expect;
 };
 
-// Specs each wrong in one field, and what the refusal must say.
-std::vector<BadCase> BadFieldCases() {
+// A spec of `kind`, `prepare` applied before its defaults and `then` after them.
+std::function<void(v1::ExperimentSpec*)> OfKind(std::string kind,
+                                                std::function<void(v1::ExperimentSpec*)> prepare,
+                                                std::function<void(v1::ExperimentSpec*)> then) {
+  return [=](v1::ExperimentSpec* s) {
+    s->Clear();
+    s->set_kind(kind);
+    prepare(s);
+    ApplyDefaults(s, SpecLimits{});
+    then(s);
+  };
+}
+
+void Nothing(v1::ExperimentSpec*) {}
+
+// The default hogwild spec (Valid()) wrong in one field, and what the refusal must say.
+std::vector<BadCase> OneFieldCases() {
   return {
       {"kind", [](auto* s) { s->set_kind("nope"); }, "kind: 'nope' is not one of: hogwild"},
       {"model", [](auto* s) { s->set_model("resnet"); }, "model: 'resnet'"},
@@ -93,59 +111,51 @@ std::vector<BadCase> BadFieldCases() {
       {"sample_interval_ms", [](auto* s) { s->set_sample_interval_ms(5); },
        "sample_interval_ms: 5 is outside the allowed range 20..60000"},
       {"allocator", [](auto* s) { s->set_allocator("tcmalloc"); }, "allocator: 'tcmalloc'"},
-      {"allocator",
-       [](auto* s) {
-         s->Clear();
-         s->set_kind("pipeline");
-         ApplyDefaults(s, SpecLimits{});
-         s->set_allocator("planned");
-       },
-       "allocator: planned needs a trainer that marks its steps (hogwild, data_parallel); kind "
-       "pipeline does not"},
       {"activations", [](auto* s) { s->set_activations("fast"); },
        "activations: 'fast' is not one of: pytorch, lean"},
-      {"activations",
-       [](auto* s) {
-         s->Clear();
-         s->set_kind("data_parallel");
-         s->set_model("resnet18_cifar");
-         ApplyDefaults(s, SpecLimits{});
-         s->set_activations("lean");
-       },
-       "activations: lean is written for model mnist_convnet only, not resnet18_cifar"},
-      {"activations",
-       [](auto* s) {
-         s->Clear();
-         s->set_kind("pipeline");
-         ApplyDefaults(s, SpecLimits{});
-         s->set_activations("lean");
-       },
-       "activations: not a field of kind pipeline"},
-      {"batch_size",
-       [](auto* s) {
-         s->Clear();
-         s->set_kind("pipeline");
-         s->set_stages(2);
-         s->set_filters(512);
-         s->set_batch_size(4096);
-         ApplyDefaults(s, SpecLimits{});
-       },
-       "images leaves stage 0 as "},
       {"kernels", [](auto* s) { s->set_kernels("mkl"); },
        "kernels: 'mkl' is not one of: shoal, libtorch"},
-      {"kernels",
-       [](auto* s) {
-         s->Clear();
-         s->set_kind("command");
-         s->add_command("true");
-         ApplyDefaults(s, SpecLimits{});
-         s->set_kernels("libtorch");
-       },
-       "kernels: not a field of kind command"},
       {"eval_samples", [](auto* s) { s->set_eval_samples(20000); }, "eval_samples: 20000"},
       {"step_timeout_ms", [](auto* s) { s->set_step_timeout_ms(100); },
        "step_timeout_ms: 100 is outside the allowed range 500..86400000"},
   };
+}
+
+// Specs of other kinds wrong in one field.
+std::vector<BadCase> OtherKindCases() {
+  return {
+      {"allocator", OfKind("pipeline", Nothing, [](auto* s) { s->set_allocator("planned"); }),
+       "allocator: planned needs a trainer that marks its steps (hogwild, data_parallel); kind "
+       "pipeline does not"},
+      {"activations",
+       OfKind(
+           "data_parallel", [](auto* s) { s->set_model("resnet18_cifar"); },
+           [](auto* s) { s->set_activations("lean"); }),
+       "activations: lean is written for model mnist_convnet only, not resnet18_cifar"},
+      {"activations", OfKind("pipeline", Nothing, [](auto* s) { s->set_activations("lean"); }),
+       "activations: not a field of kind pipeline"},
+      {"batch_size",
+       OfKind(
+           "pipeline",
+           [](auto* s) {
+             s->set_stages(2);
+             s->set_filters(512);
+             s->set_batch_size(4096);
+           },
+           Nothing),
+       "images leaves stage 0 as "},
+      {"kernels",
+       OfKind(
+           "command", [](auto* s) { s->add_command("true"); },
+           [](auto* s) { s->set_kernels("libtorch"); }),
+       "kernels: not a field of kind command"},
+  };
+}
+
+std::vector<BadCase> BadFieldCases() {
+  std::vector<BadCase> all = OneFieldCases();
+  for (BadCase& c : OtherKindCases()) all.push_back(std::move(c));
+  return all;
 }
 
 TEST(SpecTest, EveryBadFieldIsNamedWithItsRange) {
