@@ -1,7 +1,5 @@
 #include "worker/kernels/max_pool_codes.h"
 
-#include <ATen/Parallel.h>
-
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -100,15 +98,6 @@ int64_t Pool2Row(const float*, const float*, int64_t, float*, uint8_t*) { return
 int64_t Unpool2Row(const float*, const uint8_t*, int64_t, float*, float*) { return 0; }
 #endif
 
-// Runs fn(plane) over every plane, on ATen's intra-op threads.
-template <typename Fn>
-void ForPlanes(const PoolShape& s, Fn fn) {
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.h * s.w));
-  at::parallel_for(0, s.planes, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) fn(p);
-  });
-}
-
 }  // namespace
 
 PoolShape ShapeOf(int64_t planes, int64_t h, int64_t w, int64_t k) {
@@ -141,7 +130,7 @@ void UnpoolPlane(const PoolShape& s, const float* grad, const uint8_t* code, flo
 }
 
 void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code) {
-  ForPlanes(s, [&](int64_t p) {
+  ForPlanes(s, [&](int64_t p, uint8_t*) {
     const float* i = in + p * s.h * s.w;
     float* o = out + p * s.oh * s.ow;
     uint8_t* c = code + p * s.oh * s.ow;
@@ -163,7 +152,7 @@ void ReluPlane(int64_t n, float* out, uint8_t* code) {
 }
 
 void PoolRelu(const PoolShape& s, const float* in, float* out, uint8_t* code) {
-  ForPlanes(s, [&](int64_t p) {
+  ForPlanes(s, [&](int64_t p, uint8_t*) {
     float* o = out + p * s.oh * s.ow;
     uint8_t* c = code + p * s.oh * s.ow;
     PoolPlane(s, in + p * s.h * s.w, o, c);
@@ -172,7 +161,7 @@ void PoolRelu(const PoolShape& s, const float* in, float* out, uint8_t* code) {
 }
 
 void Unpool(const PoolShape& s, const float* grad, const uint8_t* code, float* gin) {
-  ForPlanes(s, [&](int64_t p) {
+  ForPlanes(s, [&](int64_t p, uint8_t*) {
     const float* g = grad + p * s.oh * s.ow;
     const uint8_t* c = code + p * s.oh * s.ow;
     float* gi = gin + p * s.h * s.w;

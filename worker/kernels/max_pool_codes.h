@@ -5,7 +5,11 @@
 // indices. The 2x2 case runs four windows at a time without a branch.
 #pragma once
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 namespace shoal::kernels {
 
@@ -22,6 +26,18 @@ void PoolPlane(const PoolShape& s, const float* in, float* out, uint8_t* code);
 // ATen adds into zeros) where the code says the maximum was, +0 elsewhere and in the rows and
 // columns the floor mode left out.
 void UnpoolPlane(const PoolShape& s, const float* grad, const uint8_t* code, float* gin);
+
+// Runs fn(plane, codes) over every plane on ATen's intra-op threads, `codes` a scratch plane of
+// OH x OW codes for the caller's use. (ATen's parallel_for is inline: the calling file must be
+// built with OpenMP to run on more than one thread, worker/CMakeLists.txt.)
+template <typename Fn>
+void ForPlanes(const PoolShape& s, Fn fn) {
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.h * s.w));
+  at::parallel_for(0, s.planes, grain, [&](int64_t begin, int64_t end) {
+    std::vector<uint8_t> codes(size_t(s.oh * s.ow));
+    for (int64_t p = begin; p < end; ++p) fn(p, codes.data());
+  });
+}
 
 // Every plane, on ATen's intra-op threads.
 void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code);

@@ -1,6 +1,5 @@
 #include "worker/kernels/shoal_kernels.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_cpu_dispatch.h>
 #include <ATen/ops/max_pool2d_with_indices_cpu_dispatch.h>
 #include <c10/util/Exception.h>
@@ -50,16 +49,6 @@ std::vector<int64_t> CodeOffsets(const PoolShape& s) {
   std::vector<int64_t> at(size_t(s.k * s.k));
   for (int64_t c = 0; c < s.k * s.k; ++c) at[size_t(c)] = (c / s.k) * s.w + c % s.k;
   return at;
-}
-
-// Runs fn(plane, codes) over every plane on ATen's threads, `codes` a scratch plane of codes.
-template <typename Fn>
-void ForPlanes(const PoolShape& s, Fn fn) {
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, s.h * s.w));
-  at::parallel_for(0, s.planes, grain, [&](int64_t begin, int64_t end) {
-    std::vector<uint8_t> codes(size_t(s.oh * s.ow));
-    for (int64_t p = begin; p < end; ++p) fn(p, codes.data());
-  });
 }
 
 // One output row's codes as ATen's indices; `row` indexes the row's first window.
@@ -129,7 +118,7 @@ std::tuple<at::Tensor, at::Tensor> PoolFast(const at::Tensor& self, int64_t k) {
   float* o = out.data_ptr<float>();
   int64_t* ind = indices.data_ptr<int64_t>();
   const int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
-  ForPlanes(s, [&](int64_t p, uint8_t* codes) {
+  kernels::ForPlanes(s, [&](int64_t p, uint8_t* codes) {
     kernels::PoolPlane(s, in + p * plane_in, o + p * plane_out, codes);
     CodesToIndices(s, offsets, codes, ind + p * plane_out);
   });
@@ -148,14 +137,12 @@ at::Tensor UnpoolFast(const at::Tensor& grad_output, const at::Tensor& self, int
   float* out = gin.data_ptr<float>();
   const int64_t plane_in = s.h * s.w, plane_out = s.oh * s.ow;
   std::atomic<bool> inside{true};
-  ForPlanes(s, [&](int64_t p, uint8_t* codes) {
+  kernels::ForPlanes(s, [&](int64_t p, uint8_t* codes) {
     if (!IndicesToCodes(s, ip + p * plane_out, codes)) inside = false;
     kernels::UnpoolPlane(s, gp + p * plane_out, codes, out + p * plane_in);
   });
   return inside ? gin : at::Tensor();
 }
-
-bool SameShape(const at::Tensor& a, at::IntArrayRef sizes) { return a.sizes() == sizes; }
 
 // A warning handler that drops the dispatcher's "Overriding a previously registered kernel":
 // replacing LibTorch's kernel is the point.
@@ -190,7 +177,7 @@ at::Tensor MaxPool2dWithIndicesBackward(const at::Tensor& grad_output, const at:
       grad_output.layout() == at::kStrided && indices.layout() == at::kStrided) {
     const PoolShape s = ShapeOf(self, k);
     const std::vector<int64_t> out_sizes = {self.size(0), self.size(1), s.oh, s.ow};
-    if (SameShape(grad_output, out_sizes) && SameShape(indices, out_sizes))
+    if (grad_output.sizes() == out_sizes && indices.sizes() == out_sizes)
       gin = UnpoolFast(grad_output, self, k, indices);
   }
   if (gin.defined()) {

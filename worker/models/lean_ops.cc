@@ -7,7 +7,6 @@
 namespace shoal {
 namespace {
 
-using kernels::Pool;
 using kernels::PoolShape;
 using kernels::Unpool;
 using torch::autograd::AutogradContext;
@@ -17,13 +16,18 @@ PoolShape ShapeOf(const torch::IntArrayRef sizes, int64_t k) {
   return kernels::ShapeOf(sizes[0] * sizes[1], sizes[2], sizes[3], k);
 }
 
-// CPU float: saves one byte per output (which element of its window was the maximum).
+// CPU float: saves one byte per output (which element of its window was the maximum). With
+// `relu` (k <= 8) the ReLU after the pool runs in the same pass and its blocked gradients are
+// marked in that byte: the pair saved the ReLU's result and ran a pass over the pooled tensor
+// each way; conv2 keeps that tensor anyway (its input), so the memory is the same and two passes
+// over 37 MB a step are gone. The backward is the same either way.
 struct MaxPoolKeepingCodes : torch::autograd::Function<MaxPoolKeepingCodes> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t k) {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t k, bool relu) {
     const PoolShape s = ShapeOf(x.sizes(), k);
     torch::Tensor out = torch::empty({x.size(0), x.size(1), s.oh, s.ow}, x.options());
     torch::Tensor code = torch::empty(out.sizes(), x.options().dtype(torch::kUInt8));
-    Pool(s, x.data_ptr<float>(), out.data_ptr<float>(), code.data_ptr<uint8_t>());
+    (relu ? kernels::PoolRelu : kernels::Pool)(s, x.data_ptr<float>(), out.data_ptr<float>(),
+                                               code.data_ptr<uint8_t>());
     ctx->save_for_backward({code});
     ctx->saved_data["sizes"] = x.sizes().vec();
     ctx->saved_data["k"] = k;
@@ -37,28 +41,7 @@ struct MaxPoolKeepingCodes : torch::autograd::Function<MaxPoolKeepingCodes> {
     const PoolShape s = ShapeOf(sizes, ctx->saved_data["k"].toInt());
     torch::Tensor gin = torch::empty(sizes, grad.options());
     Unpool(s, grad.data_ptr<float>(), code.data_ptr<uint8_t>(), gin.data_ptr<float>());
-    return {gin, torch::Tensor()};
-  }
-};
-
-// CPU float, k <= 8: the max-pool and the ReLU after it in one pass, saving one byte per output
-// (where the maximum was, and whether the ReLU blocked its gradient). The pair saved the ReLU's
-// result and ran a pass over the pooled tensor each way; conv2 keeps that tensor anyway (its
-// input), so the memory is the same and two passes over 37 MB a step are gone.
-struct MaxPoolReluKeepingCodes : torch::autograd::Function<MaxPoolReluKeepingCodes> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t k) {
-    const PoolShape s = ShapeOf(x.sizes(), k);
-    torch::Tensor out = torch::empty({x.size(0), x.size(1), s.oh, s.ow}, x.options());
-    torch::Tensor code = torch::empty(out.sizes(), x.options().dtype(torch::kUInt8));
-    kernels::PoolRelu(s, x.data_ptr<float>(), out.data_ptr<float>(), code.data_ptr<uint8_t>());
-    ctx->save_for_backward({code});
-    ctx->saved_data["sizes"] = x.sizes().vec();
-    ctx->saved_data["k"] = k;
-    return out;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return MaxPoolKeepingCodes::backward(ctx, std::move(grads));
+    return {gin, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -93,7 +76,7 @@ void CheckPoolable(const torch::Tensor& x, int64_t k) {
 torch::Tensor LeanMaxPool2dRelu(const torch::Tensor& x, int64_t k) {
   CheckPoolable(x, k);
   if (x.device().is_cpu() && x.scalar_type() == torch::kFloat && k <= 8)
-    return MaxPoolReluKeepingCodes::apply(x.contiguous(), k);
+    return MaxPoolKeepingCodes::apply(x.contiguous(), k, /*relu=*/true);
   torch::Tensor pooled = LeanMaxPool2d(x, k);
   return torch::relu_(pooled);
 }
@@ -101,7 +84,7 @@ torch::Tensor LeanMaxPool2dRelu(const torch::Tensor& x, int64_t k) {
 torch::Tensor LeanMaxPool2d(const torch::Tensor& x, int64_t k) {
   CheckPoolable(x, k);
   if (x.device().is_cpu() && x.scalar_type() == torch::kFloat)
-    return MaxPoolKeepingCodes::apply(x.contiguous(), k);
+    return MaxPoolKeepingCodes::apply(x.contiguous(), k, /*relu=*/false);
   return MaxPoolKeepingIndices::apply(x.contiguous(), k);
 }
 
