@@ -88,6 +88,11 @@ TEST(PlannedAllocatorTest, SameWeightsAsLibTorchsAllocatorAndNoFaultsAfterThePla
   // glibc would fault in the 36.9 MB buffers every step (~9 000 pages each); the arena was
   // faulted in once, when it was planned.
   EXPECT_LT(o.stats.replay_minflt / o.stats.replayed_steps, 2000u);
+  // Tracing mapped no more than its live peak (the buffers that outlive the step included), and
+  // the arena's pages are mostly the ones it had filled.
+  EXPECT_LE(o.stats.traced_mapped_peak, o.stats.traced_live_peak);
+  EXPECT_GE(o.stats.traced_live_peak, o.stats.peak_live_bytes);
+  EXPECT_GE(double(o.stats.arena_reused_bytes), 0.5 * double(o.stats.arena_bytes));
 }
 
 TEST(PlannedAllocatorTest, AStepThatLeavesThePlanFallsBackAndStaysCorrect) {
@@ -124,23 +129,29 @@ size_t ResidentPages(const void* p, size_t n) {
 }
 
 // The traced step's big buffers arrive resident (the kernel filled them when mapped: no fault a
-// page as they are first written, which on glibc's defaults made that step 13x a planned one)
-// and are unmapped when freed; small ones and those outside a step are malloc's.
-TEST(PlannedAllocatorTest, TracedBuffersArriveResidentAndGoWhenFreed) {
+// page as they are first written, which on glibc's defaults made that step 13x a planned one); a
+// freed one serves the next buffer of its size, and when the step ends its pages move into the
+// arena; small ones and those outside a step are malloc's.
+TEST(PlannedAllocatorTest, TracedBuffersArriveResidentAreReusedAndMoveIntoTheArena) {
   EXPECT_TRUE(InPlannedChild([] {
     const size_t bytes = 8u << 20, page = size_t(::sysconf(_SC_PAGESIZE));
-    PlannedAllocator::StepScope step;
-    const void* where = nullptr;
+    const int64_t floats = int64_t(bytes / sizeof(float));
+    const void* first = nullptr;
     {
-      torch::Tensor t = torch::empty({int64_t(bytes / sizeof(float))});
-      where = t.data_ptr();
-      if (ResidentPages(where, bytes) != bytes / page) return false;
+      PlannedAllocator::StepScope step;
+      {
+        torch::Tensor t = torch::empty({floats});
+        first = t.data_ptr();
+        if (ResidentPages(first, bytes) != bytes / page) return false;
+      }
+      torch::Tensor again = torch::empty({floats});  // the freed mapping, still filled
+      if (again.data_ptr() != first || ResidentPages(first, bytes) != bytes / page) return false;
     }
-    return ResidentPages(where, bytes) == SIZE_MAX;  // mincore: ENOMEM, nothing mapped there
-  }));
-  EXPECT_TRUE(InPlannedChild([] {  // outside a step: glibc's mapping (above its 32 MiB
-    torch::Tensor t = torch::empty({int64_t((64u << 20) / sizeof(float))});  // ceiling), lazy
-    return ResidentPages(t.data_ptr(), 64u << 20) < 16;
+    const PlannedStats st = PlannedAllocator::Installed()->Stats();
+    // One 8 MiB mapping served both; the arena (8 MiB) took its pages, and nothing is left
+    // where it was (mincore: ENOMEM).
+    return st.traced_mapped_peak == bytes && st.arena_reused_bytes == bytes &&
+           ResidentPages(first, bytes) == SIZE_MAX;
   }));
 }
 

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -32,6 +33,10 @@ struct State {
   std::vector<TracedBuffer> trace;
   std::unordered_map<void*, uint32_t> traced_live;  // pointer -> trace index
   std::unordered_map<void*, size_t> mapped;         // traced buffers' own mappings -> bytes
+  // The traced step's freed mappings, kept (filled) for a later buffer of the same size and
+  // then for the arena; with the live ones they never exceed the step's live peak so far.
+  std::vector<std::pair<void*, size_t>> pool;  // mapping, page-rounded bytes
+  uint64_t traced_live_bytes = 0, traced_max_live = 0, traced_mapped = 0;  // page-rounded
   StepPlan plan;
   char* arena = nullptr;
   uint32_t next = 0;  // the step's allocations so far (replaying)
@@ -62,11 +67,12 @@ void* Malloc(size_t n) {
 }
 
 // The traced step's buffers, each in a mapping of its own filled by the kernel as it is made
-// (MAP_POPULATE) and unmapped when freed. On glibc's defaults every page of every buffer faults
-// in one by one, ~12 us a fault on some VMs, and the traced step took 13x a planned one; with
-// glibc's thresholds raised (PyTorch's best tuning) freed pages are reused but the heap's
-// fragmentation held 60 MB a worker more than the step's live peak. A populated mapping costs
-// the kernel's page clearing and holds exactly the live bytes.
+// (MAP_POPULATE) and, when freed, kept for the next buffer of its size or given back
+// (TraceMapping). On glibc's defaults every page of every buffer faults in one by one, ~12 us a
+// fault on some VMs, and the traced step took 13x a planned one; with glibc's thresholds raised
+// (PyTorch's best tuning) freed pages are reused but the heap's fragmentation held 60 MB a
+// worker more than the step's live peak. A populated mapping costs the kernel's page clearing,
+// paid once per page the step's live peak needs.
 size_t PageRound(size_t n) {
   static const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   return (n + page - 1) / page * page;
@@ -100,6 +106,11 @@ void FreeAny(void* p) {
     if (auto it = s.mapped.find(p); it != s.mapped.end()) {
       bytes = PageRound(it->second);
       s.mapped.erase(it);
+      if (s.phase == Phase::kTrace) {
+        s.traced_live_bytes -= bytes;
+        s.pool.emplace_back(p, bytes);
+        return;
+      }
     }
   }
   if (bytes > 0) {
@@ -107,6 +118,56 @@ void FreeAny(void* p) {
   } else {
     std::free(p);
   }
+}
+
+// A traced buffer's mapping: a freed one of the same size if the pool has it (no page to fill),
+// else a new one, filled, after unmapping pooled ones until what is mapped stays within the
+// step's live peak so far: tracing never holds more than a replay will.
+void* TraceMapping(State& s, size_t n) {
+  const size_t bytes = PageRound(n);
+  s.traced_live_bytes += bytes;
+  s.traced_max_live = std::max(s.traced_max_live, s.traced_live_bytes);
+  s.stats.traced_live_peak = s.traced_max_live;
+  for (auto it = s.pool.begin(); it != s.pool.end(); ++it) {
+    if (it->second != bytes) continue;
+    void* p = it->first;
+    s.pool.erase(it);
+    return p;
+  }
+  while (s.traced_mapped + bytes > s.traced_max_live && !s.pool.empty()) {
+    ::munmap(s.pool.front().first, s.pool.front().second);
+    s.traced_mapped -= s.pool.front().second;
+    s.pool.erase(s.pool.begin());
+  }
+  s.traced_mapped += bytes;
+  s.stats.traced_mapped_peak = std::max(s.stats.traced_mapped_peak, s.traced_mapped);
+  return MapPopulated(n);
+}
+
+// The arena, `n` bytes at one address: the traced step's pooled pages moved into it
+// (mremap moves page tables: nothing is copied or cleared), the rest filled by the kernel.
+char* ArenaFromPool(State& s, size_t n) {
+  const size_t total = PageRound(n);
+  void* a = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (a == MAP_FAILED) throw std::bad_alloc();
+  auto* arena = static_cast<char*>(a);
+  size_t at = 0;
+  for (const auto& [p, bytes] : s.pool) {
+    const bool fits =
+        at + bytes <= total &&
+        ::mremap(p, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, arena + at) != MAP_FAILED;
+    if (fits) {
+      at += bytes;
+      s.stats.arena_reused_bytes += bytes;
+    } else {
+      ::munmap(p, bytes);
+    }
+  }
+  s.pool.clear();
+  s.traced_mapped = s.traced_live_bytes = 0;
+  if (at < total && ::madvise(arena + at, total - at, MADV_POPULATE_WRITE) != 0)
+    std::memset(arena + at, 0, total - at);
+  return arena;
 }
 
 // How many traced allocations a replay may look past for the next one: those of the traced first
@@ -148,18 +209,16 @@ void* Replay(State& s, size_t n) {
   return p;
 }
 
-// Plans from the traced step and maps the arena, populated at once (the kernel fills a mapping
-// several times faster than the same pages fault in one by one).
+// Plans from the traced step and maps the arena, every page in place at once: the traced step's
+// own where they reach, the kernel's filling for the rest (several times faster than the same
+// pages faulting in one by one).
 void MakePlan(State& s) {
   s.plan = PlanStep(s.trace);
   s.traced_live.clear();  // what outlived the step is freed later, untraced
   s.live.assign(s.plan.slots.size(), 0);
-  if (s.plan.arena_bytes > 0) {
-    void* a = ::mmap(nullptr, s.plan.arena_bytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (a == MAP_FAILED) throw std::bad_alloc();
-    s.arena = static_cast<char*>(a);
-  }
+  if (s.plan.arena_bytes > 0) s.arena = ArenaFromPool(s, s.plan.arena_bytes);
+  for (const auto& [p, bytes] : s.pool) ::munmap(p, bytes);  // an empty arena used none
+  s.pool.clear();
   s.stats.planned = true;
   s.stats.arena_bytes = s.plan.arena_bytes;
   s.stats.peak_live_bytes = s.plan.peak_live_bytes;
@@ -234,7 +293,7 @@ c10::DataPtr PlannedAllocator::allocate(size_t n) SHOAL_ALLOCATE_CONST {
     const bool ours = s.in_step && n >= s.min_bytes && s.step_thread == std::this_thread::get_id();
     if (ours && s.phase == Phase::kReplay) p = Replay(s, n);
     if (ours && s.phase == Phase::kTrace) {
-      p = MapPopulated(n);
+      p = TraceMapping(s, n);
       s.mapped[p] = n;
       s.traced_live[p] = uint32_t(s.trace.size());
       s.trace.push_back({n, s.event++, kOutlivesStep});

@@ -5,7 +5,8 @@
 // holds every size it has seen).
 //
 // The trainer marks each step (StepScope). The first step's buffers get mappings of their own,
-// filled by the kernel at once rather than page fault by page fault, and are traced (each buffer's
+// filled by the kernel at once rather than page fault by page fault (a freed one is reused for
+// the next buffer of its size, and its pages become the arena's), and are traced (each buffer's
 // size, when it was allocated and freed), then planned; the later ones replay: each allocation
 // takes the next slot traced with its size (looking past traced ones that do not come back, such as
 // the optimiser's state made once in the first step) when every slot sharing its bytes is free.
@@ -30,9 +31,12 @@ struct PlannedStats {
   uint64_t replayed_steps = 0;  // steps after the plan (all but the first)
   uint64_t fallback_steps = 0;  // replayed steps that deviated from the plan
   uint64_t fallback_allocs = 0;
-  uint64_t arena_bytes = 0;      // the plan's arena (0 before it)
-  uint64_t peak_live_bytes = 0;  // the traced step's peak of live planned bytes
-  uint64_t replay_minflt = 0;    // page faults (minor) during the replayed steps, all threads
+  uint64_t arena_bytes = 0;         // the plan's arena (0 before it)
+  uint64_t peak_live_bytes = 0;     // the traced step's peak of live planned bytes
+  uint64_t replay_minflt = 0;       // page faults (minor) during the replayed steps, all threads
+  uint64_t traced_mapped_peak = 0;  // the most bytes the traced step had mapped (page-rounded)
+  uint64_t traced_live_peak = 0;    // its most live bytes, those that outlive it too (same)
+  uint64_t arena_reused_bytes = 0;  // of the arena, pages the traced step had filled
 };
 
 class PlannedAllocator final : public c10::Allocator {
