@@ -153,6 +153,10 @@ TEST(PlannedAllocatorTest, TracedBuffersArriveResidentAreReusedAndMoveIntoTheAre
     return st.traced_mapped_peak == bytes && st.arena_reused_bytes == bytes &&
            ResidentPages(first, bytes) == SIZE_MAX;
   }));
+  EXPECT_TRUE(InPlannedChild([] {  // outside a step: glibc's mapping (above its 32 MiB
+    torch::Tensor t = torch::empty({int64_t((64u << 20) / sizeof(float))});  // ceiling), lazy
+    return ResidentPages(t.data_ptr(), 64u << 20) < 16;
+  }));
 }
 
 }  // namespace

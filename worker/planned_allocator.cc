@@ -35,8 +35,8 @@ struct State {
   std::unordered_map<void*, size_t> mapped;         // traced buffers' own mappings -> bytes
   // The traced step's freed mappings, kept (filled) for a later buffer of the same size and
   // then for the arena; with the live ones they never exceed the step's live peak so far.
-  std::vector<std::pair<void*, size_t>> pool;  // mapping, page-rounded bytes
-  uint64_t traced_live_bytes = 0, traced_max_live = 0, traced_mapped = 0;  // page-rounded
+  std::vector<std::pair<void*, size_t>> pool;         // mapping, page-rounded bytes
+  uint64_t traced_live_bytes = 0, traced_mapped = 0;  // page-rounded
   StepPlan plan;
   char* arena = nullptr;
   uint32_t next = 0;  // the step's allocations so far (replaying)
@@ -126,15 +126,14 @@ void FreeAny(void* p) {
 void* TraceMapping(State& s, size_t n) {
   const size_t bytes = PageRound(n);
   s.traced_live_bytes += bytes;
-  s.traced_max_live = std::max(s.traced_max_live, s.traced_live_bytes);
-  s.stats.traced_live_peak = s.traced_max_live;
+  s.stats.traced_live_peak = std::max(s.stats.traced_live_peak, s.traced_live_bytes);
   for (auto it = s.pool.begin(); it != s.pool.end(); ++it) {
     if (it->second != bytes) continue;
     void* p = it->first;
     s.pool.erase(it);
     return p;
   }
-  while (s.traced_mapped + bytes > s.traced_max_live && !s.pool.empty()) {
+  while (s.traced_mapped + bytes > s.stats.traced_live_peak && !s.pool.empty()) {
     ::munmap(s.pool.front().first, s.pool.front().second);
     s.traced_mapped -= s.pool.front().second;
     s.pool.erase(s.pool.begin());
@@ -144,19 +143,23 @@ void* TraceMapping(State& s, size_t n) {
   return MapPopulated(n);
 }
 
-// The arena, `n` bytes at one address: the traced step's pooled pages moved into it
-// (mremap moves page tables: nothing is copied or cleared), the rest filled by the kernel.
+// The arena, `n` bytes at one address (null for none): the traced step's pooled pages moved into
+// it (mremap moves page tables: nothing is copied or cleared), the rest filled by the kernel;
+// pooled pages it has no room for are unmapped.
 char* ArenaFromPool(State& s, size_t n) {
   const size_t total = PageRound(n);
-  void* a = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (a == MAP_FAILED) throw std::bad_alloc();
-  auto* arena = static_cast<char*>(a);
+  char* arena = nullptr;
+  if (total > 0) {
+    void* a = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED) throw std::bad_alloc();
+    arena = static_cast<char*>(a);
+  }
   size_t at = 0;
   for (const auto& [p, bytes] : s.pool) {
-    const bool fits =
+    const bool moved =
         at + bytes <= total &&
         ::mremap(p, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, arena + at) != MAP_FAILED;
-    if (fits) {
+    if (moved) {
       at += bytes;
       s.stats.arena_reused_bytes += bytes;
     } else {
@@ -216,9 +219,7 @@ void MakePlan(State& s) {
   s.plan = PlanStep(s.trace);
   s.traced_live.clear();  // what outlived the step is freed later, untraced
   s.live.assign(s.plan.slots.size(), 0);
-  if (s.plan.arena_bytes > 0) s.arena = ArenaFromPool(s, s.plan.arena_bytes);
-  for (const auto& [p, bytes] : s.pool) ::munmap(p, bytes);  // an empty arena used none
-  s.pool.clear();
+  s.arena = ArenaFromPool(s, s.plan.arena_bytes);
   s.stats.planned = true;
   s.stats.arena_bytes = s.plan.arena_bytes;
   s.stats.peak_live_bytes = s.plan.peak_live_bytes;

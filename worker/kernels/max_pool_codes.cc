@@ -129,15 +129,6 @@ void UnpoolPlane(const PoolShape& s, const float* grad, const uint8_t* code, flo
   std::fill(gin + s.oh * s.k * s.w, gin + s.h * s.w, 0.0f);
 }
 
-void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code) {
-  ForPlanes(s, [&](int64_t p, uint8_t*) {
-    const float* i = in + p * s.h * s.w;
-    float* o = out + p * s.oh * s.ow;
-    uint8_t* c = code + p * s.oh * s.ow;
-    PoolPlane(s, i, o, c);
-  });
-}
-
 // LibTorch's relu (clamp_min 0) of one plane's maxima, in place: below 0 becomes +0, NaN and -0
 // stay. Where the ReLU's backward passes nothing (threshold_backward: the result <= 0, so the
 // maximum <= 0) the code gets kReluBlocked, which no window position has: the unpooling then
@@ -151,12 +142,12 @@ void ReluPlane(int64_t n, float* out, uint8_t* code) {
   }
 }
 
-void PoolRelu(const PoolShape& s, const float* in, float* out, uint8_t* code) {
+void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code, bool relu) {
   ForPlanes(s, [&](int64_t p, uint8_t*) {
     float* o = out + p * s.oh * s.ow;
     uint8_t* c = code + p * s.oh * s.ow;
     PoolPlane(s, in + p * s.h * s.w, o, c);
-    ReluPlane(s.oh * s.ow, o, c);
+    if (relu) ReluPlane(s.oh * s.ow, o, c);
   });
 }
 

@@ -39,12 +39,11 @@ void ForPlanes(const PoolShape& s, Fn fn) {
   });
 }
 
-// Every plane, on ATen's intra-op threads.
-void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code);
-// Pool, then LibTorch's relu of the maxima in place (below 0 becomes +0; NaN and -0 stay), the
-// code marked kReluBlocked where the ReLU's backward passes nothing (the maximum <= 0); Unpool
-// then writes +0 over that window, as the unfused pair does. k <= 8 (codes below 64).
-void PoolRelu(const PoolShape& s, const float* in, float* out, uint8_t* code);
+// Every plane, on ATen's intra-op threads. With `relu`, then LibTorch's relu of the maxima in
+// place (below 0 becomes +0; NaN and -0 stay), the code marked kReluBlocked where the ReLU's
+// backward passes nothing (the maximum <= 0); Unpool then writes +0 over that window, as the
+// unfused pair does. k <= 8 with `relu` (codes below 64).
+void Pool(const PoolShape& s, const float* in, float* out, uint8_t* code, bool relu = false);
 constexpr uint8_t kReluBlocked = 0x80;
 void Unpool(const PoolShape& s, const float* grad, const uint8_t* code, float* gin);
 

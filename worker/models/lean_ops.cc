@@ -26,8 +26,7 @@ struct MaxPoolKeepingCodes : torch::autograd::Function<MaxPoolKeepingCodes> {
     const PoolShape s = ShapeOf(x.sizes(), k);
     torch::Tensor out = torch::empty({x.size(0), x.size(1), s.oh, s.ow}, x.options());
     torch::Tensor code = torch::empty(out.sizes(), x.options().dtype(torch::kUInt8));
-    (relu ? kernels::PoolRelu : kernels::Pool)(s, x.data_ptr<float>(), out.data_ptr<float>(),
-                                               code.data_ptr<uint8_t>());
+    kernels::Pool(s, x.data_ptr<float>(), out.data_ptr<float>(), code.data_ptr<uint8_t>(), relu);
     ctx->save_for_backward({code});
     ctx->saved_data["sizes"] = x.sizes().vec();
     ctx->saved_data["k"] = k;
