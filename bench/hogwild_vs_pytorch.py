@@ -12,8 +12,9 @@ tree (deploy/build.sh) and Debian's python3-torch.
                               [--repeats 3] [--allocator cache,planned,planned+lean]
 
 Each --allocator entry is one Shoal variant: an allocator, "+lean" for --activations lean, and
-"+libtorch" for --kernels libtorch (LibTorch's max-pool kernels instead of Shoal's), e.g.
-default,default+libtorch,default+lean.
+"+libtorch" for --kernels libtorch (LibTorch's max-pool kernels instead of Shoal's) and
+"+allsteps" for --concurrent-steps equal to the workers (all step at once, no turns), e.g.
+default,default+libtorch,default+lean,default+allsteps.
 """
 import argparse
 import os
@@ -37,6 +38,8 @@ def run_point(shoal_cli, args, start, share, w, threads):
             chosen = [] if name == "default" else ["--allocator", name]
             if "libtorch" in extras:
                 chosen += ["--kernels", "libtorch"]
+            if "allsteps" in extras:  # every worker inside a step at once (no turns)
+                chosen += ["--concurrent-steps", str(w)]
             e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
                           "--batches", str(args.batches), "--batch-size", str(args.batch_size),
                           "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",

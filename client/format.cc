@@ -50,6 +50,17 @@ std::string AllocatorLine(const v1::ExperimentSpec& s) {
          (s.allocator_why().empty() ? " (given)" : " (" + s.allocator_why() + ")") + "\n";
 }
 
+// How many workers stepped at once, given or shoald's default (and why); nothing when the
+// default let every worker step at once.
+std::string ConcurrentStepsLine(const v1::ExperimentSpec& s) {
+  if (!s.has_concurrent_steps()) return "";
+  if (!s.concurrent_steps_why().empty() && s.concurrent_steps() >= s.workers()) return "";
+  return "  steps       " + std::to_string(s.concurrent_steps()) + " of " +
+         std::to_string(s.workers()) + " workers at once" +
+         (s.concurrent_steps_why().empty() ? " (given)" : " (" + s.concurrent_steps_why() + ")") +
+         "\n";
+}
+
 // The names passed to the experiment's processes (values: get --json).
 std::string EnvironmentLine(const v1::Experiment& e) {
   if (e.environment().empty()) return "";
@@ -346,6 +357,7 @@ std::string FormatExperiment(const v1::Experiment& raw) {
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
   o += AllocatorLine(e.spec());
+  o += ConcurrentStepsLine(e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
   return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +

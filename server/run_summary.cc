@@ -128,6 +128,7 @@ uint64_t ReadyNs(const ipc::v1::WorkerReport& w) {
 void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p) {
   if (w.vmhwm_bytes() > 0) p->set_peak_rss_bytes(w.vmhwm_bytes());
   if (w.has_step_memory()) *p->mutable_step_memory() = w.step_memory();
+  if (w.has_step_wait_ns()) p->set_step_wait_ms(NsToMs(w.step_wait_ns()));
   if (w.has_device_alloc_peak_bytes())
     p->set_peak_cuda_allocated_bytes(w.device_alloc_peak_bytes());
   if (w.has_device_reserved_peak_bytes())

@@ -217,6 +217,44 @@ TEST_F(E2E, TheDefaultsArePlannedAndShoalsKernelsAndTrainAsCacheAndLibTorchsDo) 
   EXPECT_NE(libtorch.out.find(", kernels libtorch\n"), std::string::npos) << libtorch.out;
 }
 
+// Workers taking turns at their steps (fewer concurrent steps than workers) run them in arenas
+// they share, the first worker's traced plan adopted by the others, and train every worker's
+// own weights (share no: no worker sees another's updates) bit for bit as when all step at once;
+// each says how long it waited, and the arenas' segment is gone afterwards.
+TEST_F(E2E, WorkersTakingTurnsShareStepArenasAndTrainTheSameWeights) {
+  std::map<std::string, json> runs;
+  for (const std::string steps : {"2", "3"}) {
+    runs[steps] =
+        MustJson(daemon_->Cli({"submit", "--workers", "3", "--start", "spawn", "--share", "no",
+                               "--batches", "3", "--dataset", kFashion, "--eval-samples", "0",
+                               "--concurrent-steps", steps, "--wait", "--json"}));
+    ASSERT_EQ(runs[steps]["state"], "SUCCEEDED") << runs[steps].dump(2);
+  }
+  std::map<int, json> turns, together;
+  for (const auto& p : runs["2"]["processes"])
+    if (p["role"] == "worker") turns[p["index"].get<int>()] = p;
+  for (const auto& p : runs["3"]["processes"])
+    if (p["role"] == "worker") together[p["index"].get<int>()] = p;
+  ASSERT_EQ(turns.size(), 3u);
+  int adopted = 0;
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(turns[i]["weights_checksum"], together[i]["weights_checksum"]);
+    EXPECT_EQ(turns[i]["step_memory"]["shared_arenas"], 2);
+    EXPECT_EQ(turns[i]["step_memory"]["fallback_steps"], 0);
+    EXPECT_GE(turns[i]["step_wait_ms"].get<double>(), 0.0);
+    adopted += turns[i]["step_memory"]["replayed_steps"] == 3 ? 1 : 0;  // no traced step
+    EXPECT_EQ(together[i]["step_memory"]["shared_arenas"], 0);          // an arena of its own
+    EXPECT_EQ(together[i]["step_wait_ms"], nullptr);                    // absent: no turns taken
+  }
+  EXPECT_EQ(adopted, 2);  // one worker traced, the other two took its plan
+  EXPECT_EQ(runs["2"]["spec"]["concurrent_steps_why"], "");  // given: no reason
+  for (const auto& [steps, e] : runs) ExpectNothingLeft(e);
+  const CommandResult get = daemon_->Cli({"get", runs["2"]["id"]});
+  EXPECT_NE(get.out.find("  steps       2 of 3 workers at once (given)"), std::string::npos)
+      << get.out;
+}
+
 // Under spawn and the forkserver the leader is shoal-leader: it never loads LibTorch (its maps,
 // read while it runs, hold no libtorch), so worker 0 builds the initial weights; they are the
 // ones a fork leader builds (same seed, same checksum), and one worker trains them to the same

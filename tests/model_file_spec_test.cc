@@ -89,6 +89,7 @@ TEST(ModelFileSpecTest, DefaultsMakeATorchscriptModelWithNoTestSet) {
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   s.set_kind("data_parallel");
   s.clear_share();
+  s.clear_concurrent_steps();  // hogwild's
   ApplyDefaults(&s, l);
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
 }

@@ -373,8 +373,10 @@ TEST(ReportTest, OneValueAxesAreFixedNotLaidOut) {
             std::string::npos)
       << md;
   EXPECT_EQ(md.find("Columns:"), std::string::npos) << md;
-  EXPECT_NE(md.find("allocator retain, activations pytorch, kernels shoal, eval_samples"),
-            std::string::npos)
+  EXPECT_NE(
+      md.find(
+          "allocator retain, concurrent_steps 1, activations pytorch, kernels shoal, eval_samples"),
+      std::string::npos)
       << md;
   EXPECT_NE(md.find("seed 5"), std::string::npos) << md;
 }
@@ -407,6 +409,7 @@ TEST(ReportTest, FixedFieldsListWhatDidNotVary) {
       {"threads", "4"},
       {"seed", "1"},
       {"allocator", "planned"},
+      {"concurrent_steps", "1"},
       {"activations", "pytorch"},
       {"kernels", "shoal"},
       {"eval_samples", "1000"},
@@ -871,6 +874,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "threads",
                                                "seed",
                                                "allocator",
+                                               "concurrent_steps",
                                                "activations",
                                                "kernels",
                                                "eval_samples",
@@ -1033,10 +1037,11 @@ std::string RanPointLine() {
                                           "64",        "10",
                                           "",          "",
                                           "4",         "1",
-                                          "planned",   "pytorch",
-                                          "shoal",     "1000",
-                                          "200",       "60000",
-                                          "1800000",   "",
+                                          "planned",   "1",
+                                          "pytorch",   "shoal",
+                                          "1000",      "200",
+                                          "60000",     "1800000",
+                                          "",
                                           "",               // model_file, input, loss,
                                           "",          "",  // classes: no model file
                                           "",          "",  // models, iterations: not hogwild's

@@ -377,6 +377,60 @@ TEST(SpecTest, TheAllocatorDefaultIsPlannedWhereStepsAreMarked) {
   EXPECT_EQ(command.allocator_why(), "");
 }
 
+// With no concurrent_steps, hogwild on the CPU steps as many workers at once as the cores hold at
+// its threads, at least 1 and at most the workers; on CUDA all of them; the spec says why. A typed
+// one is kept, checked against the workers; the other kinds have no such field.
+TEST(SpecTest, ConcurrentStepsDefaultToWhatTheCoresHold) {
+  SpecLimits l;
+  l.cores = 2;
+  l.cuda_devices = 1;
+  struct Case {
+    uint32_t workers, threads;
+    std::string device;
+    uint32_t want;
+  };
+  const Case cases[] = {{1, 0, "cpu", 1}, {2, 0, "cpu", 2}, {4, 0, "cpu", 2}, {8, 0, "cpu", 2},
+                        {4, 2, "cpu", 1}, {3, 4, "cpu", 1}, {8, 0, "cuda", 8}};
+  for (const auto& c : cases) {
+    v1::ExperimentSpec s;
+    s.set_workers(c.workers);
+    if (c.threads > 0) s.set_threads(c.threads);
+    s.set_device(c.device);
+    if (c.device == "cuda") s.set_start("spawn");
+    ApplyDefaults(&s, l);
+    EXPECT_EQ(s.concurrent_steps(), c.want) << c.workers << " x " << c.threads << " " << c.device;
+    EXPECT_EQ(s.concurrent_steps_why().rfind("default", 0), 0u) << s.concurrent_steps_why();
+    if (c.device == "cpu") EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
+  }
+  v1::ExperimentSpec eight;
+  eight.set_workers(8);
+  ApplyDefaults(&eight, l);
+  EXPECT_EQ(eight.concurrent_steps_why(),
+            "default: 2 cores / 1 thread a worker; more steps at once would only share the cores");
+  v1::ExperimentSpec typed;
+  typed.set_workers(8);
+  typed.set_concurrent_steps(8);
+  ApplyDefaults(&typed, l);
+  ApplyDefaults(&typed, l);  // twice, as a sweep's point is: still the user's
+  EXPECT_EQ(typed.concurrent_steps(), 8u);
+  EXPECT_EQ(typed.concurrent_steps_why(), "");
+  EXPECT_TRUE(ValidateSpec(typed, l).ok());
+  for (uint32_t bad : {0u, 9u}) {
+    typed.set_concurrent_steps(bad);
+    EXPECT_EQ(ValidateSpec(typed, l).message(), "concurrent_steps: " + std::to_string(bad) +
+                                                    " is outside 1..8 (at most the 8 workers)");
+  }
+  for (const std::string kind : {"data_parallel", "multi_model", "data_loading", "pipeline"}) {
+    v1::ExperimentSpec other;
+    other.set_kind(kind);
+    ApplyDefaults(&other, l);
+    EXPECT_FALSE(other.has_concurrent_steps()) << kind;
+    EXPECT_EQ(other.concurrent_steps_why(), "") << kind;
+    other.set_concurrent_steps(1);
+    EXPECT_EQ(ValidateSpec(other, l).message(), "concurrent_steps: not a field of kind " + kind);
+  }
+}
+
 // shoal-leader (no LibTorch) leads where the leader holds no model: hogwild and data_parallel
 // with a built-in model under spawn or the forkserver (and unshared CUDA weights), and kind
 // command always; shoal-worker where a model must be in the leader, each with its reason.

@@ -114,6 +114,10 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   if (!board.ok()) return Fail(out, board.status().message());
   segment("scoreboard", board->size());
   board->header()->weights_by_worker0 = kind.WorkerWritesInitialWeights() ? 1 : 0;
+  // Turns at the steps (worker/step_gate.h): hogwild's concurrent_steps; the other kinds none.
+  board->header()->step_slots = spec.has_concurrent_steps()
+                                    ? std::min(spec.concurrent_steps(), spec.workers())
+                                    : spec.workers();
 
   // The lifetime pipe: workers watch the read end and leave when we are gone, whoever their
   // parent is (a forkserver worker's parent is the forkserver).

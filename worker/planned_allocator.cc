@@ -38,8 +38,12 @@ struct State {
   std::vector<std::pair<void*, size_t>> pool;         // mapping, page-rounded bytes
   uint64_t traced_live_bytes = 0, traced_mapped = 0;  // page-rounded
   StepPlan plan;
-  char* arena = nullptr;
-  uint32_t next = 0;  // the step's allocations so far (replaying)
+  char* arena = nullptr;   // the current step's (shared) or the worker's own
+  bool shared = false;     // ShareArenas: steps run in the arena BeginStep gives
+  char* region = nullptr;  // the shared arenas, [region, region_end)
+  char* region_end = nullptr;
+  uint32_t live_count = 0;  // planned buffers live
+  uint32_t next = 0;        // the step's allocations so far (replaying)
   bool deviated = false;
   std::vector<char> live;                       // per slot
   std::unordered_map<void*, uint32_t> slot_at;  // live arena pointer -> slot
@@ -85,17 +89,23 @@ void* MapPopulated(size_t n) {
   return p;
 }
 
+bool InArena(const State& s, const char* p) {
+  if (s.region != nullptr && p >= s.region && p < s.region_end) return true;
+  return !s.shared && s.arena != nullptr && p >= s.arena && p < s.arena + s.plan.arena_bytes;
+}
+
 void FreeAny(void* p) {
   if (p == nullptr) return;
   State& s = TheState();
   size_t bytes = 0;  // of its own mapping (a traced buffer), else 0: malloc's
   {
     std::lock_guard<std::mutex> l(s.mu);
-    if (s.arena != nullptr && p >= s.arena && p < s.arena + s.plan.arena_bytes) {
+    if (InArena(s, static_cast<char*>(p))) {
       auto it = s.slot_at.find(p);
       if (it == s.slot_at.end())
         std::abort();  // an arena pointer not handed out: a broken invariant
       s.live[it->second] = 0;
+      --s.live_count;
       s.slot_at.erase(it);
       return;
     }
@@ -205,8 +215,9 @@ void* Replay(State& s, size_t n) {
   if (k == kNoSlot) return Deviate(s);
   s.next = k + 1;
   if (!s.plan.slots[k].planned) return nullptr;  // outlived the traced step: malloc, as traced
-  if (!SharersFree(s, k)) return Deviate(s);
+  if (!SharersFree(s, k) || s.arena == nullptr) return Deviate(s);
   s.live[k] = 1;
+  ++s.live_count;
   void* p = s.arena + s.plan.slots[k].offset;
   s.slot_at[p] = k;
   return p;
@@ -215,11 +226,12 @@ void* Replay(State& s, size_t n) {
 // Plans from the traced step and maps the arena, every page in place at once: the traced step's
 // own where they reach, the kernel's filling for the rest (several times faster than the same
 // pages faulting in one by one).
+// With shared arenas the traced step's pages are given back: the step's next arena is a shared one.
 void MakePlan(State& s) {
   s.plan = PlanStep(s.trace);
   s.traced_live.clear();  // what outlived the step is freed later, untraced
   s.live.assign(s.plan.slots.size(), 0);
-  s.arena = ArenaFromPool(s, s.plan.arena_bytes);
+  s.arena = ArenaFromPool(s, s.shared ? 0 : s.plan.arena_bytes);
   s.stats.planned = true;
   s.stats.arena_bytes = s.plan.arena_bytes;
   s.stats.peak_live_bytes = s.plan.peak_live_bytes;
@@ -246,9 +258,10 @@ PlannedStats PlannedAllocator::Stats() const {
   return s.stats;
 }
 
-void PlannedAllocator::BeginStep() {
+void PlannedAllocator::BeginStep(char* arena) {
   State& s = TheState();
   std::lock_guard<std::mutex> l(s.mu);
+  if (s.shared) s.arena = arena;
   s.in_step = true;
   s.step_thread = std::this_thread::get_id();
   s.event = 0;
@@ -276,8 +289,52 @@ void PlannedAllocator::EndStep() {
   }
 }
 
-PlannedAllocator::StepScope::StepScope() {
-  if (auto* a = Installed()) a->BeginStep();
+void PlannedAllocator::ShareArenas() {
+  State& s = TheState();
+  std::lock_guard<std::mutex> l(s.mu);
+  if (s.stats.steps == 0) s.shared = true;
+}
+
+void PlannedAllocator::SetSharedRegion(char* region, size_t bytes) {
+  State& s = TheState();
+  std::lock_guard<std::mutex> l(s.mu);
+  s.region = region;
+  s.region_end = region + bytes;
+}
+
+void PlannedAllocator::OwnArena() {
+  State& s = TheState();
+  std::lock_guard<std::mutex> l(s.mu);
+  if (!s.shared || s.phase != Phase::kReplay || s.in_step) return;
+  s.shared = false;
+  s.arena = ArenaFromPool(s, s.plan.arena_bytes);
+}
+
+bool PlannedAllocator::Adopt(const std::vector<TracedBuffer>& trace) {
+  State& s = TheState();
+  std::lock_guard<std::mutex> l(s.mu);
+  if (s.stats.steps != 0 || s.phase != Phase::kTrace || s.in_step) return false;
+  s.trace = trace;
+  MakePlan(s);
+  s.trace.clear();
+  s.phase = Phase::kReplay;
+  return true;
+}
+
+std::vector<TracedBuffer> PlannedAllocator::Trace() const {
+  State& s = TheState();
+  std::lock_guard<std::mutex> l(s.mu);
+  return s.phase == Phase::kReplay ? s.trace : std::vector<TracedBuffer>{};
+}
+
+bool PlannedAllocator::ArenaInUse() const {
+  State& s = TheState();
+  std::lock_guard<std::mutex> l(s.mu);
+  return s.live_count > 0;
+}
+
+PlannedAllocator::StepScope::StepScope(char* arena) {
+  if (auto* a = Installed()) a->BeginStep(arena);
 }
 
 PlannedAllocator::StepScope::~StepScope() {

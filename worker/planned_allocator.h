@@ -14,13 +14,21 @@
 // allocation and the rest of the step go to malloc and the step counts as a fallback: a deviation
 // costs speed, never correctness. Allocations below `min_bytes`, outside a step or from another
 // thread go to malloc.
+//
+// Shared arenas (worker/shared_arenas.h): workers that take turns at their steps can run them in
+// arenas they share rather than one each. Then the plan builds no arena of its own (ShareArenas),
+// each step is given the arena it runs in (StepScope), a worker can take a plan another made from
+// its own identical step (Adopt, no tracing), and one that finds no shared arena builds its own
+// after all (OwnArena).
 #pragma once
 
 #include <c10/core/Allocator.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
+#include "worker/step_plan.h"
 #include "worker/torch_compat.h"
 
 namespace shoal {
@@ -47,12 +55,29 @@ class PlannedAllocator final : public c10::Allocator {
   static PlannedAllocator* Installed();
   PlannedStats Stats() const;
 
-  void BeginStep();
+  // `arena`: with ShareArenas, where this step's planned buffers go (null: none, the step is
+  // served by malloc and counts as a fallback); ignored otherwise.
+  void BeginStep(char* arena = nullptr);
   void EndStep();
+
+  // Before the first step: the plan will build no arena; steps run in the arenas given them,
+  // which lie in [region, region + bytes) once SetSharedRegion says so.
+  void ShareArenas();
+  void SetSharedRegion(char* region, size_t bytes);
+  // With ShareArenas, after the plan: builds the worker's own arena after all, used from then on.
+  void OwnArena();
+  // Before the first step: plans from another worker's traced step instead of tracing one.
+  // False (nothing changes) once a step has been marked.
+  bool Adopt(const std::vector<TracedBuffer>& trace);
+  // The traced step the plan was made from (empty before the plan or when adopted).
+  std::vector<TracedBuffer> Trace() const;
+  // A planned buffer is live (its arena must not be handed to another step yet).
+  bool ArenaInUse() const;
+
   // Marks one step if the planned allocator is installed; nothing otherwise.
   class StepScope {
    public:
-    StepScope();
+    explicit StepScope(char* arena = nullptr);
     ~StepScope();
     StepScope(const StepScope&) = delete;
     StepScope& operator=(const StepScope&) = delete;

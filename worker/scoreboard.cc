@@ -25,6 +25,7 @@ void ReadStepMemory(const WorkerSlot& w, v1::StepMemory* m) {
   m->set_replayed_steps(replayed);
   m->set_fallback_steps(w.plan_fallback_steps.load());
   if (replayed > 0) m->set_faults_per_step(double(w.plan_replay_minflt.load()) / double(replayed));
+  m->set_shared_arenas(w.plan_shared_arenas.load());
 }
 
 void SetIfFinite(uint32_t bits, const std::function<void(float)>& set) {
@@ -192,6 +193,7 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   r.set_buckets(w.buckets.load());
   r.set_vmhwm_bytes(w.vmhwm_bytes.load());
   if (w.plan_made.load() != 0) ReadStepMemory(w, r.mutable_step_memory());
+  if (w.step_gated.load() != 0) r.set_step_wait_ns(w.step_wait_ns.load());
   if (r.phase() == ipc::v1::FINISHED) r.set_weights_checksum(w.weights_checksum.load());
   SetIfFinite(w.accuracy_bits.load(), [&](float v) { r.set_test_accuracy(v); });
   if (const uint32_t n = w.eval_images.load(); n > 0) r.set_eval_images(n);

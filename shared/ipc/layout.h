@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 12;
+constexpr uint32_t kLayoutVersion = 13;
 constexpr size_t kAlign = 64;
 constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
 constexpr size_t kMaxRank = 4;
@@ -137,11 +137,14 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint32_t> plan_made;
   std::atomic<uint64_t> plan_arena_bytes, plan_peak_live_bytes, plan_replayed_steps,
       plan_fallback_steps, plan_replay_minflt;
-  std::atomic<uint32_t> last_loss_bits;   // float
-  std::atomic<uint32_t> first_loss_bits;  // mean of the first few batches
-  std::atomic<uint32_t> tail_loss_bits;   // mean of the last few batches
-  std::atomic<uint32_t> accuracy_bits;    // float, worker 0 only; NaN when not evaluated
-  std::atomic<uint32_t> eval_images;      // the test images that accuracy is over (0: none)
+  std::atomic<uint32_t> plan_shared_arenas;  // the arenas its steps took turns in (0: its own)
+  std::atomic<uint32_t> step_gated;          // 1: it took turns at its steps
+  std::atomic<uint64_t> step_wait_ns;        // waiting for its turn, summed
+  std::atomic<uint32_t> last_loss_bits;      // float
+  std::atomic<uint32_t> first_loss_bits;     // mean of the first few batches
+  std::atomic<uint32_t> tail_loss_bits;      // mean of the last few batches
+  std::atomic<uint32_t> accuracy_bits;       // float, worker 0 only; NaN when not evaluated
+  std::atomic<uint32_t> eval_images;         // the test images that accuracy is over (0: none)
   std::atomic<uint32_t> epochs_done;
   std::atomic<uint32_t> curve_points;
   EpochRecord epochs[kMaxEpochRecords];
@@ -162,7 +165,17 @@ struct BoardHeader {
   // (1: the LibTorch-free leader builds no model), which then raises weights_published to 1.
   uint32_t weights_by_worker0;
   std::atomic<uint32_t> weights_published;
+  // Turns at a training step (worker/step_gate.h): at most step_slots workers inside one at
+  // once (step_slots >= workers: no turns); tickets taken and steps left, FIFO.
+  uint32_t step_slots;
+  std::atomic<uint32_t> step_tickets, step_leaves;
+  // The shared step arenas (worker/shared_arenas.h): bit j set while arena j is free; the
+  // segment's state (ArenasState).
+  std::atomic<uint32_t> arenas_free;
+  std::atomic<uint32_t> arenas_state;
 };
+
+enum class ArenasState : uint32_t { kNone = 0, kMaking = 1, kReady = 2, kFailed = 3 };
 
 inline size_t BoardBytes(uint32_t workers) {
   return AlignUp(sizeof(BoardHeader)) + sizeof(WorkerSlot) * workers;

@@ -202,6 +202,26 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
     if (!HasSpecField(given, *f)) ClearSpecField(s, *f);
   }
   if (!s->has_allocator()) s->clear_allocator_why();  // a kind that does not read it
+  if (!s->has_concurrent_steps()) s->clear_concurrent_steps_why();
+}
+
+uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& s, const SpecLimits& limits,
+                                std::string* why) {
+  const uint32_t workers = std::max<uint32_t>(1, s.workers());
+  if (s.device() == "cuda") {
+    *why = "default on CUDA: every worker steps at once";
+    return workers;
+  }
+  const uint32_t threads = std::max<uint32_t>(1, s.threads());
+  const uint32_t fit = std::max<uint32_t>(1, limits.cores / threads);
+  const std::string cores = std::to_string(limits.cores) + " cores / " + std::to_string(threads) +
+                            (threads == 1 ? " thread" : " threads") + " a worker";
+  if (fit >= workers) {
+    *why = "default: " + cores + " fit every worker";
+    return workers;
+  }
+  *why = "default: " + cores + "; more steps at once would only share the cores";
+  return fit;
 }
 
 std::string DefaultAllocator(const v1::ExperimentSpec& s, std::string* why) {
@@ -262,6 +282,11 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_threads()) {  // a default is never refused: held to the cap a typed value meets
     s->set_threads(std::clamp<uint32_t>(limits.cores / std::max<uint32_t>(1, s->workers()), 1,
                                         limits.max_threads));
+  }
+  if (!s->has_concurrent_steps()) {
+    std::string why;
+    s->set_concurrent_steps(DefaultConcurrentSteps(*s, limits, &why));
+    s->set_concurrent_steps_why(why);
   }
   if (!s->has_seed()) s->set_seed(1);
   if (!s->has_sample_interval_ms()) s->set_sample_interval_ms(200);
@@ -448,6 +473,11 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
         "allocator: planned needs a trainer that marks its steps (hogwild, "
         "data_parallel); kind " +
         s.kind() + " does not");
+  if (s.has_concurrent_steps() &&  // hogwild's only
+      (s.concurrent_steps() < 1 || s.concurrent_steps() > s.workers()))
+    return InvalidArgument("concurrent_steps: " + std::to_string(s.concurrent_steps()) +
+                           " is outside 1.." + std::to_string(s.workers()) + " (at most the " +
+                           std::to_string(s.workers()) + " workers)");
   if (s.has_kernels())  // foreign to kind command
     RETURN_IF_ERROR(OneOf("kernels", s.kernels(), {"shoal", "libtorch"}));
   if (s.has_activations())  // foreign to the kinds that build no mnist_convnet

@@ -81,6 +81,10 @@ void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
 // The allocator a spec that names none trains with, and why: `planned` where the kind's trainer
 // marks its steps on the CPU (hogwild and data_parallel, a model file's included), else `cache`.
 std::string DefaultAllocator(const v1::ExperimentSpec& spec, std::string* why);
+// How many of a hogwild spec's workers step at once when it names no concurrent_steps, and why:
+// on the CPU as many as the cores hold at its threads (at least 1, at most the workers).
+uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& spec, const SpecLimits& limits,
+                                std::string* why);
 
 // Which program leads an experiment. shoal-leader loads no LibTorch: it serves the kinds whose
 // leader only loads data and supervises (KindRules::leader_without_libtorch), unless the leader

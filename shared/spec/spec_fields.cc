@@ -78,6 +78,10 @@ std::vector<SpecField> CommonFields() {
        "step; hogwild, data_parallel) | retain (glibc heap, never trimmed) | system",
        "planned where the trainer marks its steps on the CPU (hogwild, data_parallel); cache on "
        "CUDA and for multi_model, data_loading, pipeline"},
+      {"concurrent_steps", "concurrent_steps",
+       "hogwild: at most this many workers inside a step at once, the others waiting their turn; "
+       "fewer than the workers: that many step arenas, shared",
+       "floor(cores / threads) on the CPU where fewer than the workers, else the workers"},
       {"activations", "activations",
        "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
        "its indices only, fused with the ReLU; bit-identical)",

@@ -68,6 +68,11 @@ constexpr std::pair<const char*, const char*> kReference[] = {
     {"allocator",
      "cache (exact-size reuse of step buffers) | planned (one arena, offsets planned from a "
      "traced step; hogwild, data_parallel) | retain (glibc heap, never trimmed) | system"},
+    {"concurrent_steps",
+     "hogwild: at most this many workers inside a training step at once; the others wait their "
+     "turn between steps, first come first served. Fewer than the workers: the planned "
+     "allocator's step arenas are shared, this many for all the workers (docs/allocators.md). "
+     "1 .. workers"},
     {"activations",
      "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool "
      "keeps its indices only, fused with the ReLU; bit-identical)"},

@@ -85,10 +85,11 @@ KindRules DataLoadingRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"model_file", "input",   "loss",         "classes",   "share",
-                      "batches",    "models",  "iterations",   "scaling",   "nodes",
-                      "node_rank",  "master",  "node_daemons", "layers",    "filters",
-                      "stages",     "balance", "chunks",       "checkpoint"};
+  k.foreign_fields = {"concurrent_steps", "model_file",   "input",   "loss",
+                      "classes",          "share",        "batches", "models",
+                      "iterations",       "scaling",      "nodes",   "node_rank",
+                      "master",           "node_daemons", "layers",  "filters",
+                      "stages",           "balance",      "chunks",  "checkpoint"};
   k.report_tables = data_loading::ReportTables;
   k.spec_lines = data_loading::SpecLines;
   k.role_name = data_loading::RoleName;

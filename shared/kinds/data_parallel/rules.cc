@@ -114,8 +114,9 @@ KindRules DataParallelRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"models",  "iterations", "loaders", "prefetch", "pin_memory", "layers",
-                      "filters", "stages",     "balance", "chunks",   "checkpoint"};
+  k.foreign_fields = {"concurrent_steps", "models",     "iterations", "loaders",
+                      "prefetch",         "pin_memory", "layers",     "filters",
+                      "stages",           "balance",    "chunks",     "checkpoint"};
   k.summarize = data_parallel::Summarize;
   k.report_tables = data_parallel::ReportTables;
   k.result_lines = data_parallel::ResultLines;

@@ -66,11 +66,12 @@ KindRules MultiModelRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"model_file",   "input",     "loss",     "classes",      "activations",
-                      "dataset",      "share",     "batches",  "epochs",       "epoch_samples",
-                      "eval_samples", "loaders",   "prefetch", "pin_memory",   "scaling",
-                      "nodes",        "node_rank", "master",   "node_daemons", "layers",
-                      "filters",      "stages",    "balance",  "chunks",       "checkpoint"};
+  k.foreign_fields = {"concurrent_steps", "model_file",   "input",     "loss",     "classes",
+                      "activations",      "dataset",      "share",     "batches",  "epochs",
+                      "epoch_samples",    "eval_samples", "loaders",   "prefetch", "pin_memory",
+                      "scaling",          "nodes",        "node_rank", "master",   "node_daemons",
+                      "layers",           "filters",      "stages",    "balance",  "chunks",
+                      "checkpoint"};
   k.summarize = multi_model::Summarize;
   k.report_tables = multi_model::ReportTables;
   k.spec_lines = multi_model::SpecLines;

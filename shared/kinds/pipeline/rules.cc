@@ -135,10 +135,10 @@ KindRules PipelineRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"model_file",  "input",      "loss",         "classes",
-                      "activations", "models",     "iterations",   "loaders",
-                      "prefetch",    "pin_memory", "scaling",      "nodes",
-                      "node_rank",   "master",     "node_daemons", "cuda_sync"};
+  k.foreign_fields = {"concurrent_steps", "model_file", "input",      "loss",      "classes",
+                      "activations",      "models",     "iterations", "loaders",   "prefetch",
+                      "pin_memory",       "scaling",    "nodes",      "node_rank", "master",
+                      "node_daemons",     "cuda_sync"};
   k.summarize = pipeline::Summarize;
   k.report_tables = pipeline::ReportTables;
   k.result_lines = pipeline::ResultLines;

@@ -74,6 +74,20 @@ HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, const TensorSetHead
       batch_(std::min<int64_t>(WorkerBatch(env.spec), n_train_)),
       recorder_(env.slot, StepsPerWorker(env.spec, uint64_t(n_train_))) {}
 
+// With fewer concurrent steps than workers: a turn at each step and, on the CPU with the planned
+// allocator (not data_parallel's replicas, which wait for each other inside their steps), the
+// step arenas shared.
+void HogwildTrainer::TakeTurns() {
+  gate_ = std::make_unique<StepGate>(env_.board, slot_, env_.lifetime_fd);
+  if (!gate_->active()) return;
+  slot_->step_gated.store(1);
+  PlannedAllocator* planned = PlannedAllocator::Installed();
+  if (planned == nullptr || device_.is_cuda() || step_sync_ != nullptr) return;
+  planned->ShareArenas();
+  arenas_ = std::make_unique<SharedArenas>(env_.board, SegmentName(env_.experiment_id, "arenas"),
+                                           env_.index, planned, env_.lifetime_fd);
+}
+
 int HogwildTrainer::Run() {
   slot_->pid.store(getpid());
   slot_->accuracy_bits.store(FloatToBits(std::nanf("")));
@@ -95,6 +109,7 @@ int HogwildTrainer::Run() {
   // operator registrations): no step reads them again. The first step faults back the code it
   // runs (~15 MiB), the rest stops counting in its memory (~40 MiB a spawned worker).
   DropCleanFilePages();
+  TakeTurns();
   if (!PassStartGate(env_.board, slot_, env_.lifetime_fd)) return kLeaderGoneExit;
   slot_->first_step_ns.store(RealtimeNs());
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
@@ -172,9 +187,11 @@ bool HogwildTrainer::RunShard(const std::vector<int64_t>& order, EpochTotals* to
 }
 
 bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
-  if (LeaderGone(env_.lifetime_fd)) return false;
+  if (LeaderGone(env_.lifetime_fd) || !gate_->Enter()) return false;
+  char* arena = arenas_ != nullptr ? arenas_->BeforeStep() : nullptr;
   {
-    PlannedAllocator::StepScope step_memory;  // --allocator planned: one step, buffers freed within
+    // --allocator planned: one step, buffers freed within (in `arena` when shared)
+    PlannedAllocator::StepScope step_memory(arena);
     const auto t0 = Clock::now();
     torch::Tensor x, y;
     std::vector<torch::Tensor> inputs;
@@ -204,6 +221,10 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
     }
     recorder_.Step(t, loss, uint64_t(n), totals);
   }
+  if (arenas_ != nullptr) arenas_->AfterStep();
+  gate_->Leave();
+  if (gate_->active()) slot_->step_wait_ns.store(gate_->waited_ns());
+  if (arenas_ != nullptr) slot_->plan_shared_arenas.store(arenas_->count());
   PublishStepMemory(slot_);
   return true;
 }

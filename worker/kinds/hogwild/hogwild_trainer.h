@@ -12,6 +12,8 @@
 
 #include "worker/kind.h"
 #include "worker/models/models.h"
+#include "worker/shared_arenas.h"
+#include "worker/step_gate.h"
 #include "worker/step_recorder.h"
 #include "worker/tensor_set.h"
 #include "worker/train_device.h"
@@ -41,6 +43,7 @@ class HogwildTrainer {
   bool RunEpochs();
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
   bool Step(const int64_t* idx, int64_t n, EpochTotals* totals);
+  void TakeTurns();
   bool WaitForPeers();
   void EvaluateInto(std::atomic<uint32_t>* bits);
   std::vector<int64_t> EpochShard(uint32_t epoch) const;
@@ -58,6 +61,8 @@ class HogwildTrainer {
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t n_train_ = 0, pixels_ = 0, batch_ = 0;
   StepRecorder recorder_;
+  std::unique_ptr<StepGate> gate_;        // turns at the steps (concurrent_steps < workers)
+  std::unique_ptr<SharedArenas> arenas_;  // with turns and the planned allocator on the CPU
 };
 
 }  // namespace shoal
