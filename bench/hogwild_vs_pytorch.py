@@ -13,8 +13,8 @@ tree (deploy/build.sh) and Debian's python3-torch.
 
 Each --allocator entry is one Shoal variant: an allocator, "+lean" for --activations lean, and
 "+libtorch" for --kernels libtorch (LibTorch's max-pool kernels instead of Shoal's) and
-"+allsteps" for --concurrent-steps equal to the workers (all step at once, no turns), e.g.
-default,default+libtorch,default+lean,default+allsteps.
+"+turns" for --concurrent-steps of the cores' worth (workers take turns at their steps and
+share that many step arenas), e.g. default,default+libtorch,default+lean,default+turns.
 """
 import argparse
 import os
@@ -38,8 +38,8 @@ def run_point(shoal_cli, args, start, share, w, threads):
             chosen = [] if name == "default" else ["--allocator", name]
             if "libtorch" in extras:
                 chosen += ["--kernels", "libtorch"]
-            if "allsteps" in extras:  # every worker inside a step at once (no turns)
-                chosen += ["--concurrent-steps", str(w)]
+            if "turns" in extras:  # as many steps at once as the cores hold, arenas shared
+                chosen += ["--concurrent-steps", str(min(w, max(1, (os.cpu_count() or 1) // threads)))]
             e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
                           "--batches", str(args.batches), "--batch-size", str(args.batch_size),
                           "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",

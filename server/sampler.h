@@ -98,6 +98,8 @@ class ProcessSampler {
     bool read = false;                 // some tick emitted it: peak_pss is a reading
     std::optional<uint64_t> own_peak;  // the highest reading it gave of itself
     bool gone = false;                 // not readable (exited, or a zombie) at this tick
+    // Shared pages jumped (SharingJumped): walk it now, outside the budget.
+    bool jumped = false;
   };
 
   static std::optional<Peak> PeakOf(const Proc& p);
@@ -108,6 +110,7 @@ class ProcessSampler {
   }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
   void MarkParentsOfNew();
+  void MarkSharingJumps();
   // Its file+shmem resident by this tick's statm (never above its RSS: the two are read apart).
   static uint64_t SharedNow(const Proc& p) { return std::min(p.shared_now, p.rss_now); }
   uint64_t OthersShared(const Proc& p) const;  // shared_sum_ less p's own

@@ -377,10 +377,10 @@ TEST(SpecTest, TheAllocatorDefaultIsPlannedWhereStepsAreMarked) {
   EXPECT_EQ(command.allocator_why(), "");
 }
 
-// With no concurrent_steps, hogwild on the CPU steps as many workers at once as the cores hold at
-// its threads, at least 1 and at most the workers; on CUDA all of them; the spec says why. A typed
-// one is kept, checked against the workers; the other kinds have no such field.
-TEST(SpecTest, ConcurrentStepsDefaultToWhatTheCoresHold) {
+// With no concurrent_steps, every hogwild worker steps at once (turns are opt-in); where the cores
+// hold fewer, the reason says how many would keep them busy. A typed one is kept, checked against
+// the workers; the other kinds have no such field.
+TEST(SpecTest, ConcurrentStepsDefaultToEveryWorkerAndSayWhatTheCoresHold) {
   SpecLimits l;
   l.cores = 2;
   l.cuda_devices = 1;
@@ -389,8 +389,8 @@ TEST(SpecTest, ConcurrentStepsDefaultToWhatTheCoresHold) {
     std::string device;
     uint32_t want;
   };
-  const Case cases[] = {{1, 0, "cpu", 1}, {2, 0, "cpu", 2}, {4, 0, "cpu", 2}, {8, 0, "cpu", 2},
-                        {4, 2, "cpu", 1}, {3, 4, "cpu", 1}, {8, 0, "cuda", 8}};
+  const Case cases[] = {{1, 0, "cpu", 1}, {2, 0, "cpu", 2}, {4, 0, "cpu", 4}, {8, 0, "cpu", 8},
+                        {4, 2, "cpu", 4}, {3, 4, "cpu", 3}, {8, 0, "cuda", 8}};
   for (const auto& c : cases) {
     v1::ExperimentSpec s;
     s.set_workers(c.workers);
@@ -408,7 +408,12 @@ TEST(SpecTest, ConcurrentStepsDefaultToWhatTheCoresHold) {
   eight.set_workers(8);
   ApplyDefaults(&eight, l);
   EXPECT_EQ(eight.concurrent_steps_why(),
-            "default: 2 cores / 1 thread a worker; more steps at once would only share the cores");
+            "default: every worker steps at once; 2 at a time (the cores' worth) would share the "
+            "step arenas");
+  v1::ExperimentSpec two;
+  two.set_workers(2);
+  ApplyDefaults(&two, l);
+  EXPECT_EQ(two.concurrent_steps_why(), "default: every worker steps at once");
   v1::ExperimentSpec typed;
   typed.set_workers(8);
   typed.set_concurrent_steps(8);

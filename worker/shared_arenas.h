@@ -2,8 +2,8 @@
 // (worker/step_gate.h). With turns, at most `step_slots` workers are inside a step at once, so
 // that many arenas serve them all, where each would otherwise keep its own arena resident
 // (mnist_convnet's: 387 MiB a worker). The first worker in its turn traces its step (the others
-// wait for it), then publishes the trace and makes the segment, sparse (pages take room as steps
-// touch them); the others take its plan (PlannedAllocator::Adopt) without tracing, and each
+// wait for it), then publishes the trace and makes the segment, every page reserved; the others
+// take its plan (PlannedAllocator::Adopt) without tracing, and each
 // step runs in whichever arena is
 // free, the worker's own index first. An arena a buffer still lives in after a step stays the
 // worker's until none does. When the segment cannot be made (no room in /dev/shm) or a worker's
@@ -29,6 +29,9 @@ class SharedArenas {
   // In the worker's turn, before a step: the arena to run it in (null while it traces, or when
   // none is free or it has its own). Its first step adopts a published plan instead of tracing.
   char* BeforeStep();
+  // While it waits for a turn: maps the arenas and adopts the plan as soon as they are published,
+  // so that every worker maps them within moments of each other, not one at each first turn.
+  void MapIfReady();
   // Still in its turn, after the step: publishes the plan (the first to trace) and gives the
   // arena back unless a planned buffer still lives in it.
   void AfterStep();

@@ -19,7 +19,7 @@ StepGate::StepGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd)
 
 // Ticket t may go in once fewer than step_slots of the tickets before it are still inside: when
 // t - leaves < step_slots. Signed, since counters wrap and leaves may pass t before t notices.
-bool StepGate::Enter() {
+bool StepGate::Enter(const std::function<void()>& while_waiting) {
   if (!active_) return true;
   const uint64_t t0 = MonotonicNs();
   const uint32_t ticket = board_->step_tickets.fetch_add(1);
@@ -27,6 +27,7 @@ bool StepGate::Enter() {
     const uint32_t left = board_->step_leaves.load();
     if (int32_t(ticket - left) < int32_t(board_->step_slots)) break;
     if (LeaderGone(lifetime_fd_)) return false;
+    if (while_waiting) while_waiting();
     if (slot_ != nullptr) slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
     timespec wait{0, 50'000'000};
     ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&board_->step_leaves), FUTEX_WAIT, left, &wait,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "shared/ipc/layout.h"
 
@@ -19,8 +20,9 @@ class StepGate {
   StepGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd);
 
   bool active() const { return active_; }
-  // Waits for this worker's turn; false when the leader is gone meanwhile.
-  bool Enter();
+  // Waits for this worker's turn, calling `while_waiting` (if any) before each wait; false when
+  // the leader is gone meanwhile.
+  bool Enter(const std::function<void()>& while_waiting = nullptr);
   // Ends the turn Enter began and lets the next waiting worker in.
   void Leave();
   uint64_t waited_ns() const { return waited_ns_; }

@@ -208,20 +208,16 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
 uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& s, const SpecLimits& limits,
                                 std::string* why) {
   const uint32_t workers = std::max<uint32_t>(1, s.workers());
-  if (s.device() == "cuda") {
-    *why = "default on CUDA: every worker steps at once";
-    return workers;
+  const uint32_t fit = std::max<uint32_t>(1, limits.cores / std::max<uint32_t>(1, s.threads()));
+  // Turns are opt-in while the sampler cannot follow the traced step's short peak of unique
+  // pages that they leave (docs/allocators.md, "Turns at the steps").
+  if (s.device() == "cpu" && fit < workers) {
+    *why = "default: every worker steps at once; " + std::to_string(fit) +
+           " at a time (the cores' worth) would share the step arenas";
+  } else {
+    *why = "default: every worker steps at once";
   }
-  const uint32_t threads = std::max<uint32_t>(1, s.threads());
-  const uint32_t fit = std::max<uint32_t>(1, limits.cores / threads);
-  const std::string cores = std::to_string(limits.cores) + " cores / " + std::to_string(threads) +
-                            (threads == 1 ? " thread" : " threads") + " a worker";
-  if (fit >= workers) {
-    *why = "default: " + cores + " fit every worker";
-    return workers;
-  }
-  *why = "default: " + cores + "; more steps at once would only share the cores";
-  return fit;
+  return workers;
 }
 
 std::string DefaultAllocator(const v1::ExperimentSpec& s, std::string* why) {

@@ -82,7 +82,7 @@ void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
 // marks its steps on the CPU (hogwild and data_parallel, a model file's included), else `cache`.
 std::string DefaultAllocator(const v1::ExperimentSpec& spec, std::string* why);
 // How many of a hogwild spec's workers step at once when it names no concurrent_steps, and why:
-// on the CPU as many as the cores hold at its threads (at least 1, at most the workers).
+// all of them (turns are opt-in); the reason names the cores' worth where fewer would do.
 uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& spec, const SpecLimits& limits,
                                 std::string* why);
 

@@ -187,7 +187,10 @@ bool HogwildTrainer::RunShard(const std::vector<int64_t>& order, EpochTotals* to
 }
 
 bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
-  if (LeaderGone(env_.lifetime_fd) || !gate_->Enter()) return false;
+  const auto map_arenas = [this] {
+    if (arenas_ != nullptr) arenas_->MapIfReady();
+  };
+  if (LeaderGone(env_.lifetime_fd) || !gate_->Enter(map_arenas)) return false;
   char* arena = arenas_ != nullptr ? arenas_->BeforeStep() : nullptr;
   {
     // --allocator planned: one step, buffers freed within (in `arena` when shared)
