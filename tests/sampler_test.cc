@@ -63,6 +63,47 @@ TEST(SamplerTest, WalksStayWithinTheCpuBudget) {
   EXPECT_GT(s.smaps_reads(), 16u);  // but it did keep walking
 }
 
+// Two workers map the same 800 MB of shared memory at once (hogwild's shared step arenas): each
+// now holds half of it, a share the estimate cannot know (it would count the new pages at the
+// share of their older shared pages: whole, here). Both are walked at once though the budget
+// allows one dear walk at most, and the sum is exact.
+TEST(SamplerTest, AJumpInSharedPagesIsWalkedAtOnceOutsideTheBudget) {
+  FakeProc proc;
+  proc.walk_cost_ns = 50'000'000;  // a walk costs 5 s of a 1% budget
+  for (pid_t p : {20, 21}) {
+    auto& f = proc.procs[p];
+    f.split = true;
+    f.rss_kb = 100000;
+    f.shared_kb = 20000;  // its libraries, its own alone
+    f.pss_kb = 100000;
+    f.uss_kb = 100000;
+    f.pss_anon_kb = 80000;
+    f.pss_file_kb = 20000;
+  }
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(20, "worker", 0);
+  s.Track(21, "worker", 1);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  ASSERT_EQ(proc.walks[20], 1);
+  ASSERT_EQ(proc.walks[21], 1);
+  for (pid_t p : {20, 21}) {
+    auto& f = proc.procs[p];
+    f.rss_kb += 800000;
+    f.shared_kb += 800000;
+    f.pss_kb += 400000;
+    f.pss_shmem_kb += 400000;
+  }
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  EXPECT_EQ(proc.walks[20], 2);
+  EXPECT_EQ(proc.walks[21], 2);
+  EXPECT_EQ(out.total_pss_bytes(), 2 * 500000ull * 1024);  // estimated: 2 x 900000
+  out.Clear();
+  s.Tick(1400 * kMs, &out);  // nothing jumped since: no more walks outside the budget
+  EXPECT_EQ(proc.walks[20] + proc.walks[21], 4);
+}
+
 TEST(SamplerTest, CpuPercentFromTicks) {
   FakeProc proc;
   proc.procs[5] = {};

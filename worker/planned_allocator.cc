@@ -289,10 +289,12 @@ void PlannedAllocator::EndStep() {
   }
 }
 
-void PlannedAllocator::ShareArenas() {
+bool PlannedAllocator::ShareArenas() {
   State& s = TheState();
   std::lock_guard<std::mutex> l(s.mu);
-  if (s.stats.steps == 0) s.shared = true;
+  if (s.stats.steps != 0 || s.in_step) return false;
+  s.shared = true;
+  return true;
 }
 
 void PlannedAllocator::SetSharedRegion(char* region, size_t bytes) {

@@ -61,8 +61,9 @@ class PlannedAllocator final : public c10::Allocator {
   void EndStep();
 
   // Before the first step: the plan will build no arena; steps run in the arenas given them,
-  // which lie in [region, region + bytes) once SetSharedRegion says so.
-  void ShareArenas();
+  // which lie in [region, region + bytes) once SetSharedRegion says so. False (nothing changes)
+  // once a step has been marked.
+  bool ShareArenas();
   void SetSharedRegion(char* region, size_t bytes);
   // With ShareArenas, after the plan: builds the worker's own arena after all, used from then on.
   void OwnArena();

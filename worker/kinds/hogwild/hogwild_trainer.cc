@@ -83,7 +83,7 @@ void HogwildTrainer::TakeTurns() {
   slot_->step_gated.store(1);
   PlannedAllocator* planned = PlannedAllocator::Installed();
   if (planned == nullptr || device_.is_cuda() || step_sync_ != nullptr) return;
-  planned->ShareArenas();
+  if (!planned->ShareArenas()) return;  // it has stepped already: its own arena
   arenas_ = std::make_unique<SharedArenas>(env_.board, SegmentName(env_.experiment_id, "arenas"),
                                            env_.index, planned, env_.lifetime_fd);
 }
