@@ -145,10 +145,15 @@ void ProcessSampler::MarkParentsOfNew() {
 // 4-worker run's peak PSS sum 33-47% high against an independent reader's.
 constexpr uint64_t kSharingJump = uint64_t(64) << 20;
 
+// A jump is that much within one tick and since its walk: shared pages faulted in over many
+// ticks (a library's code, a data set read at random) are what the rationed walks follow.
 void ProcessSampler::MarkSharingJumps() {
   bool any = false;
   for (auto& [pid, p] : procs_) {
-    if (p.gone || !p.walked || SharedNow(p) <= p.shared + kSharingJump) continue;
+    const uint64_t now = SharedNow(p), before = p.shared_last_tick;
+    p.shared_last_tick = now;
+    if (p.gone || !p.walked || now <= p.shared + kSharingJump || now <= before + kSharingJump)
+      continue;
     p.jumped = true;
     any = true;
   }
@@ -238,6 +243,7 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns) {
     walk_ns += cost;
     if (!unrationed) tokens_ns_ -= double(cost);
     ++smaps_reads_;
+    procs_[pid].jumped = false;  // once: a read that failed is not retried outside the budget
     if (!text.ok()) continue;
     auto r = ParseSmapsRollup(*text);
     if (!r.ok()) continue;

@@ -98,8 +98,9 @@ class ProcessSampler {
     bool read = false;                 // some tick emitted it: peak_pss is a reading
     std::optional<uint64_t> own_peak;  // the highest reading it gave of itself
     bool gone = false;                 // not readable (exited, or a zombie) at this tick
-    // Shared pages jumped (SharingJumped): walk it now, outside the budget.
+    // Shared pages jumped (MarkSharingJumps): walk it now, outside the budget.
     bool jumped = false;
+    uint64_t shared_last_tick = 0;  // its file+shmem resident at the tick before
   };
 
   static std::optional<Peak> PeakOf(const Proc& p);

@@ -58,6 +58,10 @@ SharedArenas::SharedArenas(BoardHeader* board, std::string segment_name, uint32_
       allocator_(allocator),
       lifetime_fd_(lifetime_fd) {}
 
+SharedArenas::~SharedArenas() {
+  if (arenas_ != nullptr) new ShmSegment(std::move(segment_));  // never unmapped: see the header
+}
+
 char* SharedArenas::BeforeStep() {
   if (held_ != nullptr || own_arena_) return held_;
   if (!stepped_) {

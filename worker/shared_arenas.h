@@ -25,6 +25,10 @@ class SharedArenas {
   // `allocator` must be installed and told ShareArenas before its first step.
   SharedArenas(BoardHeader* board, std::string segment_name, uint32_t index,
                PlannedAllocator* allocator, int lifetime_fd);
+  // Leaves the segment mapped: the allocator may free a buffer into it until the process exits.
+  ~SharedArenas();
+  SharedArenas(const SharedArenas&) = delete;
+  SharedArenas& operator=(const SharedArenas&) = delete;
 
   // In the worker's turn, before a step: the arena to run it in (null while it traces, or when
   // none is free or it has its own). Its first step adopts a published plan instead of tracing.

@@ -20,7 +20,8 @@ class HogwildKind : public WorkerKind {
   Status Prepare(LeaderEnv& env) override;
   int RunWorker(WorkerEnv& env, bool forked_from_leader) override;
   void Finish(ipc::v1::LeaderResult* result) override;
-  std::vector<std::string> SegmentWhats() const override { return {"data", "weights"}; }
+  // "arenas": the shared step arenas a worker makes when workers take turns (shared_arenas.h).
+  std::vector<std::string> SegmentWhats() const override { return {"data", "weights", "arenas"}; }
 
  protected:
   // In the worker, the model in place and about to train: data_parallel joins its replicas here
