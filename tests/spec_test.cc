@@ -407,13 +407,12 @@ TEST(SpecTest, ConcurrentStepsDefaultToEveryWorkerAndSayWhatTheCoresHold) {
   v1::ExperimentSpec eight;
   eight.set_workers(8);
   ApplyDefaults(&eight, l);
-  EXPECT_EQ(eight.concurrent_steps_why(),
-            "default: every worker steps at once; 2 at a time (the cores' worth) would share the "
-            "step arenas");
+  EXPECT_EQ(eight.concurrent_steps_why(), "default: all at once; 2 would keep the cores busy");
+  EXPECT_TRUE(CheckSpecStrings(eight).ok()) << CheckSpecStrings(eight).message();
   v1::ExperimentSpec two;
   two.set_workers(2);
   ApplyDefaults(&two, l);
-  EXPECT_EQ(two.concurrent_steps_why(), "default: every worker steps at once");
+  EXPECT_EQ(two.concurrent_steps_why(), "default: all at once");
   v1::ExperimentSpec typed;
   typed.set_workers(8);
   typed.set_concurrent_steps(8);

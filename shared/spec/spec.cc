@@ -212,10 +212,10 @@ uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& s, const SpecLimits& l
   // Turns are opt-in while the sampler cannot follow the traced step's short peak of unique
   // pages that they leave (docs/allocators.md, "Turns at the steps").
   if (s.device() == "cpu" && fit < workers) {
-    *why = "default: every worker steps at once; " + std::to_string(fit) +
-           " at a time (the cores' worth) would share the step arenas";
+    // At most the wire's 64 bytes (shared/spec/wire_check.h), as every reason.
+    *why = "default: all at once; " + std::to_string(fit) + " would keep the cores busy";
   } else {
-    *why = "default: every worker steps at once";
+    *why = "default: all at once";
   }
   return workers;
 }
