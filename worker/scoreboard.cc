@@ -116,11 +116,19 @@ void MarkStepEnded(WorkerSlot* slot) {
   MarkProgress(slot);
 }
 
+void FutexWait(std::atomic<uint32_t>* word, uint32_t seen) {
+  static_assert(sizeof(*word) == sizeof(uint32_t));
+  timespec wait{0, 50'000'000};
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &wait, nullptr, 0);
+}
+
+void WakeAll(std::atomic<uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
 void Arrive(std::atomic<uint32_t>* counter) {
-  static_assert(sizeof(*counter) == sizeof(uint32_t));
   counter->fetch_add(1);
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(counter), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-            0);
+  WakeAll(counter);
 }
 
 bool LeaderGone(int lifetime_fd) {
@@ -135,8 +143,7 @@ bool WaitForCount(std::atomic<uint32_t>* counter, uint32_t target, WorkerSlot* s
   for (uint32_t seen; (seen = counter->load()) < target;) {
     if (LeaderGone(lifetime_fd)) return false;
     slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
-    timespec wait{0, 50'000'000};
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(counter), FUTEX_WAIT, seen, &wait, nullptr, 0);
+    FutexWait(counter, seen);
   }
   return true;
 }

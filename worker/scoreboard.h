@@ -50,6 +50,10 @@ void MarkStepEnded(WorkerSlot* slot);
 // True once the leader holding the other end of the lifetime pipe has exited.
 bool LeaderGone(int lifetime_fd);
 
+// A futex wait on a board word while it still reads `seen`, at most 50 ms (so the waiter can
+// look at the leader's lifetime pipe), and a wake of every waiter on it.
+void FutexWait(std::atomic<uint32_t>* word, uint32_t seen);
+void WakeAll(std::atomic<uint32_t>* word);
 // Adds one to a board counter and wakes whoever waits on it.
 void Arrive(std::atomic<uint32_t>* counter);
 // Waits (a futex, beating the slot's heartbeat) until the counter reaches `target`; false when the

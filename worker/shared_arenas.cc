@@ -1,13 +1,9 @@
 #include "worker/shared_arenas.h"
 
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <climits>
 #include <cstring>
-#include <ctime>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -40,8 +36,7 @@ ArenasState StateOf(const BoardHeader* b) { return ArenasState(b->arenas_state.l
 
 void SetState(BoardHeader* b, ArenasState st) {
   b->arenas_state.store(uint32_t(st));
-  ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&b->arenas_state), FUTEX_WAKE, INT_MAX, nullptr,
-            nullptr, 0);
+  WakeAll(&b->arenas_state);
 }
 
 const TracedBuffer* TraceOf(const ArenasHeader* h) {
@@ -161,9 +156,7 @@ bool SharedArenas::Map() {
 
 void SharedArenas::WaitWhileMaking() {
   while (StateOf(board_) == ArenasState::kMaking && !LeaderGone(lifetime_fd_)) {
-    timespec wait{0, 50'000'000};
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&board_->arenas_state), FUTEX_WAIT,
-              uint32_t(ArenasState::kMaking), &wait, nullptr, 0);
+    FutexWait(&board_->arenas_state, uint32_t(ArenasState::kMaking));
   }
 }
 

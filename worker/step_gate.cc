@@ -1,11 +1,5 @@
 #include "worker/step_gate.h"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
-#include <ctime>
-
 #include "shared/os/process.h"
 #include "worker/scoreboard.h"
 
@@ -29,9 +23,7 @@ bool StepGate::Enter(const std::function<void()>& while_waiting) {
     if (LeaderGone(lifetime_fd_)) return false;
     if (while_waiting) while_waiting();
     if (slot_ != nullptr) slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
-    timespec wait{0, 50'000'000};
-    ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&board_->step_leaves), FUTEX_WAIT, left, &wait,
-              nullptr, 0);
+    FutexWait(&board_->step_leaves, left);
   }
   waited_ns_ += MonotonicNs() - t0;
   return true;

@@ -90,6 +90,12 @@ std::vector<SpecField> CommonFields() {
        "shoal (Shoal's CPU kernels where it has one: max_pool2d; bit-identical, faster) | "
        "libtorch (LibTorch's own everywhere)",
        "shoal"},
+  };
+}
+
+// What is evaluated and watched around the training: every kind's too, after CommonFields.
+std::vector<SpecField> RunControlFields() {
+  return {
       {"eval_samples", "eval_samples", "test images evaluated after training (0: none)",
        "1000 (pipeline, resnet18_cifar: 0)"},
       {"sample_interval_ms", "sample_interval_ms", "telemetry interval", "200"},
@@ -157,6 +163,7 @@ std::vector<SpecField> KindFields() {
 
 std::vector<SpecField> MakeFields() {
   std::vector<SpecField> all = CommonFields();
+  for (SpecField& f : RunControlFields()) all.push_back(std::move(f));
   for (auto& f : KindFields()) all.push_back(std::move(f));
   return all;
 }
