@@ -173,21 +173,32 @@ uint64_t ProcessSampler::OthersShared(const Proc& p) const {
   return shared_sum_ - std::min(shared_sum_, SharedNow(p));
 }
 
+// How much of its PSS the others' mapping since its walk may have taken: its mappable PSS, in the
+// proportion of its own shared pages that the others' growth could cover. Measured against its
+// own shared pages, not the others': beside a run's shared step arenas (3.5 GB of the others'
+// shared pages) a leader waited for 2% of those, 70 MB, and went 6 s unwalked while the workers
+// faulted in its data set, its PSS 19 MiB high and the run's peak PSS sum 1.7% high.
+double ProcessSampler::SharingRisk(const Proc& p) const {
+  const uint64_t others = OthersShared(p);
+  const double grew = double(others - std::min(others, p.others_shared_at_walk));
+  return Mappable(p) * std::min(1.0, grew / std::max<double>(1.0, double(p.shared)));
+}
+
 // Who deserves a page-table walk, in tiers: never walked, then the parents of those; sharing
 // changed (a process joined, a worker started or finished training); the others mapped more
 // shared pages; not walked for refresh_after; RSS moved. Within the first four, the process whose
-// estimate can be most wrong goes first. Whose sharing changed: its
-// PSS at the walk, as any of its pages may have gained sharers (a fork leader's own pages become
-// every worker's too: ranked by shared PSS, which was 0 at its walk, it came last and a 4-worker
-// fork run's peak PSS sum read 3% high). The stale: what drifts unseen is the PSS of its shared
-// pages (PSS - USS at its walk), which falls or rises with its sharers, weighed by its age.
-// Staleness outranks RSS moves because a move is what the estimate follows well (new anonymous
-// pages are private), while what it cannot see moves no RSS: a leader's or a forkserver's PSS
-// falls as workers map pages it holds. Measured: ranked below the movers, a leader went 11 s
-// unwalked in a 4-worker run and read 20% high; ranked without weights, a forkserver run's
-// forkserver (100 MB of shared PSS) waited behind 16 idle children (5 MB each) and read twice its
-// PSS. The others mapping more shared pages is what a leader's falling PSS looks like from statm:
-// the workers fault in the data set's segment as they read it, for seconds after they start.
+// estimate can be most wrong goes first (the others mapping more: for the CPU its walk costs).
+// Whose sharing changed: its PSS at the walk, as any of its pages may have gained sharers (a fork
+// leader's own pages become every worker's too: ranked by shared PSS, which was 0 at its walk, it
+// came last and a 4-worker fork run's peak PSS sum read 3% high). The stale: what drifts unseen is
+// the PSS of its shared pages (PSS - USS at its walk), which falls or rises with its sharers,
+// weighed by its age. Staleness outranks RSS moves because a move is what the estimate follows well
+// (new anonymous pages are private), while what it cannot see moves no RSS: a leader's or a
+// forkserver's PSS falls as workers map pages it holds. Measured: ranked below the movers, a leader
+// went 11 s unwalked in a 4-worker run and read 20% high; ranked without weights, a forkserver
+// run's forkserver (100 MB of shared PSS) waited behind 16 idle children (5 MB each) and read twice
+// its PSS. The others mapping more shared pages is what a leader's falling PSS looks like from
+// statm: the workers fault in the data set's segment as they read it, for seconds after they start.
 // Waiting for refresh_after, a 2-worker spawn run's leader read 142 MiB at the peak where a walk
 // found 116: the peak PSS sum read 1.011-1.013x an independent reader's, 1.005-1.008x since.
 std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
@@ -198,9 +209,6 @@ std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
     const uint64_t age_ns = now_ns - p.walked_at_ns;
     const double move =
         std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
-    const uint64_t others = OthersShared(p);
-    const double others_grew = double(others - std::min(others, p.others_shared_at_walk)) /
-                               std::max<double>(1.0, double(p.others_shared_at_walk));
     if (p.jumped) {
       want.push_back({{5, Mappable(p)}, pid});
     } else if (!p.walked) {
@@ -209,9 +217,8 @@ std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
       want.push_back({{4, -1.0}, pid});
     } else if (p.due) {
       want.push_back({{3, double(p.pss)}, pid});
-    } else if (const double mappable = Mappable(p);
-               others_grew >= opts_.move_threshold && mappable > 0) {
-      want.push_back({{2, mappable * others_grew}, pid});
+    } else if (const double risk = SharingRisk(p); risk >= opts_.move_threshold * double(p.pss)) {
+      want.push_back({{2, risk / std::max<double>(1.0, double(p.rss_now))}, pid});
     } else if (age_ns > opts_.refresh_after_ns) {
       want.push_back({{1, shared_pss * double(age_ns) / 1e9}, pid});
     } else if (move >= opts_.move_threshold) {

@@ -115,6 +115,7 @@ class ProcessSampler {
   // Its file+shmem resident by this tick's statm (never above its RSS: the two are read apart).
   static uint64_t SharedNow(const Proc& p) { return std::min(p.shared_now, p.rss_now); }
   uint64_t OthersShared(const Proc& p) const;  // shared_sum_ less p's own
+  double SharingRisk(const Proc& p) const;
   static double Mappable(const Proc& p);
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns);

@@ -357,6 +357,35 @@ TEST(SamplerTest, ALeaderWhosePagesTheOthersMapIsWalkedAgainSoon) {
   EXPECT_LE(out.processes(0).pss_bytes(), 138000ull * 1024);
 }
 
+// Beside shared step arenas (every worker maps 880 MB of shared pages), the workers faulting in
+// the data set hardly move the others' shared sum, but they take the leader's share of it: the
+// leader is walked again within the second, and first, its walk being the cheap one.
+TEST(SamplerTest, ALeaderIsWalkedSoonBesideTheWorkersSharedArenas) {
+  FakeProc proc;
+  proc.walk_cost_ns = 10'000'000;  // one walk a second fits the budget
+  proc.procs[100] = SplitProcess(118000, 73000, {21000, 24000, 16000}, 42000);  // the leader
+  for (pid_t w = 101; w <= 104; ++w)
+    proc.procs[w] = SplitProcess(900000, 880000, {8000, 20000, 200000}, 8000);
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(100, "leader", -1);
+  for (pid_t w = 101; w <= 104; ++w) s.Track(w, "worker", w - 101);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);  // the first walks
+  ASSERT_EQ(proc.walks[100], 1);
+  for (int i = 1; i <= 5; ++i) {  // 1 s: each worker maps 1 MB more of the data set a tick
+    for (pid_t w = 101; w <= 104; ++w) proc.procs[w].shared_kb += 1000;
+    proc.procs[100].pss_kb -= 1000;  // the leader's share of those pages, gone to the workers
+    proc.procs[100].pss_shmem_kb -= 1000;
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);
+  }
+  EXPECT_GE(proc.walks[100], 2) << "the leader waited for 2% of the arenas";
+  for (pid_t w = 101; w <= 104; ++w) EXPECT_EQ(proc.walks[w], 1) << w;
+  EXPECT_EQ(out.processes(0).pid(), 100);
+  EXPECT_LE(out.processes(0).pss_bytes(), 58000ull * 1024);
+}
+
 // When every process's sharing changed, the one whose estimate can be most wrong is walked
 // first: a forkserver holding 100 MB of shared PSS, not one of its sixteen idle children (5 MB
 // each), whose PSS halves as the workers map the libraries it holds.
