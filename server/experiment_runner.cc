@@ -203,8 +203,10 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
     if (moved) {
       checkpoint_due_ = true;  // its start or end is worth keeping at once
       sampler_->MarkAllDue();
-      next_tick_ = std::min(next_tick_, env_.clock->MonotonicNs());
     }
+    // A step plan being traced peaks and falls within a second: sampled at each report then.
+    if (moved || ev.progress().tracing())
+      next_tick_ = std::min(next_tick_, env_.clock->MonotonicNs());
   } else if (ev.has_self_memory()) {
     sampler_->NoteOwnReading(facts_.leader, ev.self_memory().pss_bytes());
   } else if (ev.has_result()) {

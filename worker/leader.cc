@@ -158,6 +158,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   hooks.progress = [&] {
     LeaderEvent e;
     *e.mutable_progress() = ReadBoard(*board, spec.workers(), false);
+    e.mutable_progress()->set_tracing(Tracing(*board->header()));
     out.Emit(e);
   };
   WorkerSupervisor sup(spec, *board, **launcher, hooks);

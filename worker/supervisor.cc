@@ -42,7 +42,7 @@ std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
   live_ = std::move(live);
   if (!failure.empty()) StopAll(failure);
   const auto interval = std::chrono::milliseconds(spec_.sample_interval_ms());
-  auto next_report = std::chrono::steady_clock::now();
+  auto next_report = std::chrono::steady_clock::now(), last_report = next_report;
   while (!live_.empty()) {
     if (!CollectExits()) break;
     if (live_.empty()) break;
@@ -53,9 +53,12 @@ std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
     if (stopping_ && now >= kill_at_) {
       for (auto& [p, i] : live_) Signal(p, SIGKILL);
     }
-    if (now >= next_report || changed) {  // phase changes are sampled at once
+    // Phase changes are sampled at once, and a step plan being traced every kTracingReportMs.
+    const auto tracing_due = last_report + std::chrono::milliseconds(kTracingReportMs);
+    if (now >= next_report || changed || (Tracing(*board_.header()) && now >= tracing_due)) {
       hooks_.progress();
       next_report = now + interval;
+      last_report = now;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

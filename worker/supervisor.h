@@ -20,6 +20,14 @@
 
 namespace shoal {
 
+// How often the leader reports while a worker traces the step plan the others will share.
+constexpr int kTracingReportMs = 20;
+
+// A worker is tracing the step plan of the shared arenas (worker/shared_arenas.h).
+inline bool Tracing(const BoardHeader& h) {
+  return h.arenas_state.load(std::memory_order_relaxed) == uint32_t(ArenasState::kMaking);
+}
+
 class WorkerSupervisor {
  public:
   struct Hooks {
