@@ -3,6 +3,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -244,6 +245,22 @@ TEST(SharedArenasTest, TheTracerMakesTheSegmentAndTheOtherAdoptsIt) {
   auto seg = ShmSegment::Open(name, false);
   ASSERT_TRUE(seg.ok());
   EXPECT_GE(seg->size(), 2 * first.stats.arena_bytes);
+  // Every page of the arenas is in /dev/shm (reserved as the segment was made) until a worker,
+  // all steps done, releases them: then only the header and the trace are.
+  const std::string path = "/dev/shm/" + name;
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  const uint64_t before = uint64_t(st.st_blocks) * 512;
+  EXPECT_GE(before, 2 * first.stats.arena_bytes);
+  InChild([&](PlannedAllocator* a, ChildOutcome*) {
+    a->ShareArenas();
+    SharedArenas arenas(board, name, 2, a, -1);
+    arenas.MapIfReady();
+    arenas.Release();
+  });
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_LE(uint64_t(st.st_blocks) * 512, before - 2 * first.stats.arena_bytes);
+  EXPECT_EQ(board->arenas_free.load(), 0u);  // nobody takes one again
   EXPECT_TRUE(ShmSegment::Remove(name));
   ::munmap(board, sizeof(BoardHeader));
 }

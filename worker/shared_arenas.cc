@@ -154,6 +154,13 @@ bool SharedArenas::Map() {
   return true;
 }
 
+void SharedArenas::Release() {
+  if (arenas_ == nullptr) return;
+  const uint32_t free = board_->arenas_free.exchange(0);  // nobody takes an arena again
+  for (uint32_t j = 0; j < count_; ++j)
+    if ((free & (1u << j)) != 0) ::madvise(arenas_ + j * stride_, stride_, MADV_REMOVE);
+}
+
 void SharedArenas::WaitWhileMaking() {
   while (StateOf(board_) == ArenasState::kMaking && !LeaderGone(lifetime_fd_)) {
     FutexWait(&board_->arenas_state, uint32_t(ArenasState::kMaking));

@@ -115,6 +115,7 @@ int HogwildTrainer::Run() {
   slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   if (!(spec_.has_epochs() ? RunEpochs() : RunBatches())) return kLeaderGoneExit;
   if (!WaitForPeers()) return kLeaderGoneExit;
+  if (arenas_ != nullptr) arenas_->Release();  // nobody steps again
   slot_->weights_checksum.store(ParamsChecksum(model_));
   if (env_.index == 0 && spec_.eval_samples() > 0 && data_.header->n_test > 0) {
     slot_->phase.store(static_cast<uint32_t>(WorkerPhase::kEvaluating));
