@@ -278,8 +278,13 @@ void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, u
 // saw held for 100 ms, and stay within 12% of its highest read: before the parent of a fork
 // was walked at once, Shoal read 29-36% high; before the parent of a worker that left was,
 // its USS read down to 0.71x.
-void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover,
-                    bool forkserver) {
+// With turns (hogwild's default where the cores hold fewer steps than workers), the peak USS sum
+// is the traced step's: one worker's unique pages rise and fall for a second (266-416 MiB read
+// every 10 ms, 2026-11-27), which shoald samples at each of the leader's reports meanwhile (every
+// 20 ms) and the reader every 50: a moment, as multi_model's handover is. PSS and RSS peak later,
+// with the shared arenas, a level.
+void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover, bool forkserver,
+                    bool turns) {
   const double pss = r["peak_pss_sum_bytes"].get<double>();
   if (handover) {
     ExpectWithin("PSS", pss, reader.sustained().pss_kb, reader.peak().pss_kb);
@@ -295,7 +300,12 @@ void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handove
     ExpectAgrees("PSS", pss, reader.peak().pss_kb, forkserver ? 0.03 : 0.02);
     // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
     ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
-    ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.peak().uss_kb, 0.04);
+    if (turns) {
+      ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
+                   reader.peak().uss_kb);
+    } else {
+      ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.peak().uss_kb, 0.04);
+    }
   }
 }
 
@@ -352,7 +362,10 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   std::printf("peak sums, %s, %d workers %s, over %d reads:\n", kind, workers, start,
               reader.reads());
   const double pss = r["peak_pss_sum_bytes"].get<double>();
-  ExpectPeakSums(r, reader, handover, forkserver);
+  const json& steps_at_once = e["spec"]["concurrent_steps"];  // null: not a field of the kind
+  const bool turns = steps_at_once.is_number() && steps_at_once.get<int>() < workers;
+  std::printf("  %s\n", turns ? "taking turns at the steps" : "every worker steps at once");
+  ExpectPeakSums(r, reader, handover, forkserver, turns);
   // Each process's own high-water mark, summed over the leader and the workers: the reader's
   // last VmHWM of each is at most 50 ms older than the one the process read as it ended.
   uint64_t hwm_kb = 0;

@@ -241,7 +241,8 @@ TEST(FormatTest, QueuedExperimentIsItsSpecOnly) {
             "  allocator   planned (default: hogwild marks its steps on the CPU)\n");
 }
 
-// Turns given: how many stepped at once; the default (every worker at once) is not shown.
+// Turns given or by default: how many stepped at once, and why; every worker at once by default
+// is not shown.
 TEST(FormatTest, WorkersTakingTurnsAtTheirStepsSayHowMany) {
   v1::Experiment e;
   e.set_id("e8");
@@ -250,7 +251,12 @@ TEST(FormatTest, WorkersTakingTurnsAtTheirStepsSayHowMany) {
   EXPECT_NE(FormatExperiment(e).find("  steps       2 of 8 workers at once (given)\n"),
             std::string::npos)
       << FormatExperiment(e);
-  *e.mutable_spec() = Resolved({{"workers", "8"}});
+  *e.mutable_spec() = Resolved({{"workers", "8"}});  // 4 cores
+  EXPECT_NE(FormatExperiment(e).find("  steps       4 of 8 workers at once (default: the cores' "
+                                     "worth (4 cores, 1 thread each))\n"),
+            std::string::npos)
+      << FormatExperiment(e);
+  *e.mutable_spec() = Resolved({{"workers", "4"}});
   EXPECT_EQ(FormatExperiment(e).find("  steps "), std::string::npos) << FormatExperiment(e);
 }
 

@@ -377,10 +377,11 @@ TEST(SpecTest, TheAllocatorDefaultIsPlannedWhereStepsAreMarked) {
   EXPECT_EQ(command.allocator_why(), "");
 }
 
-// With no concurrent_steps, every hogwild worker steps at once (turns are opt-in); where the cores
-// hold fewer, the reason says how many would keep them busy. A typed one is kept, checked against
-// the workers; the other kinds have no such field.
-TEST(SpecTest, ConcurrentStepsDefaultToEveryWorkerAndSayWhatTheCoresHold) {
+// With no concurrent_steps, hogwild's workers step the cores' worth at once (cores / threads)
+// where the planned allocator serves the CPU, so they share that many step arenas; every worker
+// at once where the cores hold them all, or no arena would be shared (cache, CUDA). A typed one is
+// kept, checked against the workers; the other kinds have no such field.
+TEST(SpecTest, ConcurrentStepsDefaultToTheCoresWorthWhereArenasAreShared) {
   SpecLimits l;
   l.cores = 2;
   l.cuda_devices = 1;
@@ -389,8 +390,8 @@ TEST(SpecTest, ConcurrentStepsDefaultToEveryWorkerAndSayWhatTheCoresHold) {
     std::string device;
     uint32_t want;
   };
-  const Case cases[] = {{1, 0, "cpu", 1}, {2, 0, "cpu", 2}, {4, 0, "cpu", 4}, {8, 0, "cpu", 8},
-                        {4, 2, "cpu", 4}, {3, 4, "cpu", 3}, {8, 0, "cuda", 8}};
+  const Case cases[] = {{1, 0, "cpu", 1}, {2, 0, "cpu", 2}, {4, 0, "cpu", 2}, {8, 0, "cpu", 2},
+                        {4, 2, "cpu", 1}, {3, 4, "cpu", 1}, {2, 1, "cpu", 2}, {8, 0, "cuda", 8}};
   for (const auto& c : cases) {
     v1::ExperimentSpec s;
     s.set_workers(c.workers);
@@ -407,12 +408,20 @@ TEST(SpecTest, ConcurrentStepsDefaultToEveryWorkerAndSayWhatTheCoresHold) {
   v1::ExperimentSpec eight;
   eight.set_workers(8);
   ApplyDefaults(&eight, l);
-  EXPECT_EQ(eight.concurrent_steps_why(), "default: all at once; 2 would keep the cores busy");
+  EXPECT_EQ(eight.concurrent_steps_why(), "default: the cores' worth (2 cores, 1 thread each)");
   EXPECT_TRUE(CheckSpecStrings(eight).ok()) << CheckSpecStrings(eight).message();
   v1::ExperimentSpec two;
   two.set_workers(2);
   ApplyDefaults(&two, l);
-  EXPECT_EQ(two.concurrent_steps_why(), "default: all at once");
+  EXPECT_EQ(two.concurrent_steps_why(), "default: all at once, as the cores allow");
+  v1::ExperimentSpec cached;  // no shared arenas: a turn would save nothing
+  cached.set_workers(8);
+  cached.set_allocator("cache");
+  ApplyDefaults(&cached, l);
+  EXPECT_EQ(cached.concurrent_steps(), 8u);
+  EXPECT_EQ(cached.concurrent_steps_why(),
+            "default: all at once (shared arenas need planned, on the CPU)");
+  EXPECT_TRUE(CheckSpecStrings(cached).ok()) << CheckSpecStrings(cached).message();
   v1::ExperimentSpec typed;
   typed.set_workers(8);
   typed.set_concurrent_steps(8);

@@ -209,15 +209,21 @@ uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& s, const SpecLimits& l
                                 std::string* why) {
   const uint32_t workers = std::max<uint32_t>(1, s.workers());
   const uint32_t fit = std::max<uint32_t>(1, limits.cores / std::max<uint32_t>(1, s.threads()));
-  // Turns are opt-in while the sampler cannot follow the traced step's short peak of unique
-  // pages that they leave (docs/allocators.md, "Turns at the steps").
-  if (s.device() == "cpu" && fit < workers) {
-    // At most the wire's 64 bytes (shared/spec/wire_check.h), as every reason.
-    *why = "default: all at once; " + std::to_string(fit) + " would keep the cores busy";
-  } else {
-    *why = "default: all at once";
+  // More workers stepping at once than the cores run only adds step memory; with the planned
+  // allocator on the CPU the workers then share the cores' worth of step arenas
+  // (docs/allocators.md, "Turns at the steps"). Otherwise a turn would save nothing.
+  // Each reason at most the wire's 64 bytes (shared/spec/wire_check.h).
+  if (fit >= workers) {
+    *why = "default: all at once, as the cores allow";
+    return workers;
   }
-  return workers;
+  if (s.device() != "cpu" || s.allocator() != "planned") {
+    *why = "default: all at once (shared arenas need planned, on the CPU)";
+    return workers;
+  }
+  *why = "default: the cores' worth (" + std::to_string(limits.cores) + " cores, " +
+         std::to_string(s.threads()) + (s.threads() == 1 ? " thread" : " threads") + " each)";
+  return fit;
 }
 
 std::string DefaultAllocator(const v1::ExperimentSpec& s, std::string* why) {
@@ -279,18 +285,18 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
     s->set_threads(std::clamp<uint32_t>(limits.cores / std::max<uint32_t>(1, s->workers()), 1,
                                         limits.max_threads));
   }
-  if (!s->has_concurrent_steps()) {
+  if (!s->has_allocator()) {
+    std::string why;
+    s->set_allocator(DefaultAllocator(*s, &why));
+    s->set_allocator_why(why);
+  }
+  if (!s->has_concurrent_steps()) {  // after the allocator: the turns share its arenas
     std::string why;
     s->set_concurrent_steps(DefaultConcurrentSteps(*s, limits, &why));
     s->set_concurrent_steps_why(why);
   }
   if (!s->has_seed()) s->set_seed(1);
   if (!s->has_sample_interval_ms()) s->set_sample_interval_ms(200);
-  if (!s->has_allocator()) {
-    std::string why;
-    s->set_allocator(DefaultAllocator(*s, &why));
-    s->set_allocator_why(why);
-  }
   if (!s->has_activations()) s->set_activations("pytorch");
   if (!s->has_kernels()) s->set_kernels("shoal");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);

@@ -81,7 +81,7 @@ std::vector<SpecField> CommonFields() {
       {"concurrent_steps", "concurrent_steps",
        "hogwild: at most this many workers inside a step at once, the others waiting their turn; "
        "fewer than the workers: that many step arenas, shared",
-       "the workers (no turns)"},
+       "cores / threads where fewer than the workers, with planned on the CPU; else the workers"},
       {"activations", "activations",
        "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
        "its indices only, fused with the ReLU; bit-identical)",
