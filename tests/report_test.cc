@@ -660,6 +660,32 @@ std::vector<std::string> Texts(const Row& r) {
   return out;
 }
 
+// A CPU sweep over workers on 4 cores: at 8 workers the default takes turns, 4 at once, and the
+// report says so (at 1, 2 and 4 every worker steps at once: nothing to say); a typed value is
+// "given". A sweep with no turns has no such line.
+TEST(ReportTest, TheReportSaysWhereWorkersTookTurnsAtTheirSteps) {
+  SweepBuilder b("s13", "");
+  b.Axis("workers", {"1", "2", "4", "8"}).State(v1::SUCCEEDED);
+  for (const std::string w : {"1", "2", "4", "8"})
+    b.Run(b.Point({{"workers", w}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
+  const ReportInput in = b.Build();
+  EXPECT_EQ(TurnsLine(in),
+            "Turns: 4 of 8 workers stepped at once (default: the cores' worth (4 cores, 1 thread "
+            "each)), sharing that many step arenas (docs/allocators.md).");
+  EXPECT_NE(RenderMarkdown(in).find("\nTurns: 4 of 8 workers"), std::string::npos);
+  EXPECT_NE(RenderHtml(in, nullptr).find("<p>Turns: 4 of 8 workers"), std::string::npos);
+
+  v1::ExperimentSpec typed;
+  typed.set_concurrent_steps(1);
+  SweepBuilder g("s14", "", typed);
+  g.Axis("workers", {"2", "3"}).State(v1::SUCCEEDED);
+  for (const std::string w : {"2", "3"}) g.Run(g.Point({{"workers", w}}), v1::SUCCEEDED);
+  EXPECT_EQ(TurnsLine(g.Build()),
+            "Turns: 1 of 2 workers, 1 of 3 workers stepped at once (given), sharing that many "
+            "step arenas (docs/allocators.md).");
+  EXPECT_EQ(TurnsLine(OneAxis()), "");
+}
+
 TEST(ReportTest, PerExtraWorkerIsTheSlopeFromTheFewestToTheMostWorkersOfEachRow) {
   // GPU, shared: a 0.5 GiB leader and 1.25 GiB a worker; private: 1.25 a worker, no leader.
   const auto tables =

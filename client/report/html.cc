@@ -114,7 +114,9 @@ std::string RenderHtml(const ReportInput& in, const v1::NodeInfoResponse* node) 
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << Esc(title)
     << "</title><style>" << kStyle << "</style></head><body>\n<h1>" << Esc(title) << ": "
     << Esc(report::Lower(v1::ExperimentState_Name(s.state()))) << "</h1>\n<p>" << Esc(RunsLine(s))
-    << "</p>\n<h2>Fixed fields</h2>\n<dl>";
+    << "</p>\n";
+  if (const std::string turns = TurnsLine(in); !turns.empty()) o << "<p>" << Esc(turns) << "</p>\n";
+  o << "<h2>Fixed fields</h2>\n<dl>";
   for (const auto& [field, value] : FixedFields(in))
     o << "<dt>" << Esc(field) << "</dt><dd>" << Esc(value) << "</dd>";
   o << "</dl>\n<h2>Tables</h2>\n";

@@ -520,6 +520,28 @@ std::string RunsLine(const v1::Sweep& sweep) {
          "show the run with the median throughput.";
 }
 
+// Where workers took turns at their steps (hogwild's default where the cores hold fewer steps
+// than the workers): those points' memory is the shared step arenas', so the report says which.
+std::string TurnsLine(const ReportInput& in) {
+  std::set<std::pair<uint32_t, uint32_t>> turns;  // (workers, steps at once)
+  std::set<std::string> whys;
+  for (const auto& v : Points(in)) {
+    if (v.experiment == nullptr) continue;
+    const v1::ExperimentSpec& s = v.experiment->spec();
+    if (!s.has_concurrent_steps() || s.concurrent_steps() >= s.workers()) continue;
+    turns.insert({s.workers(), s.concurrent_steps()});
+    whys.insert(s.concurrent_steps_why().empty() ? "given" : s.concurrent_steps_why());
+  }
+  if (turns.empty()) return "";
+  std::string list, why;
+  for (const auto& [workers, at_once] : turns)
+    list += (list.empty() ? "" : ", ") + std::to_string(at_once) + " of " +
+            std::to_string(workers) + " workers";
+  for (const auto& w : whys) why += (why.empty() ? "" : "; ") + w;
+  return "Turns: " + list + " stepped at once (" + why +
+         "), sharing that many step arenas (docs/allocators.md).";
+}
+
 std::string RenderMarkdown(const ReportInput& in) {
   std::ostringstream o;
   const auto& s = in.sweep;
@@ -531,6 +553,7 @@ std::string RenderMarkdown(const ReportInput& in) {
     first = false;
   }
   o << "\n\n" << RunsLine(in.sweep) << "\n";
+  if (const std::string turns = TurnsLine(in); !turns.empty()) o << "\n" << turns << "\n";
   for (const auto& t : BuildTables(in)) MarkdownTable(o, t);
   return o.str();
 }
