@@ -261,6 +261,8 @@ TEST(SharedArenasTest, TheTracerMakesTheSegmentAndTheOtherAdoptsIt) {
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_LE(uint64_t(st.st_blocks) * 512, before - 2 * first.stats.arena_bytes);
   EXPECT_EQ(board->arenas_free.load(), 0u);  // nobody takes one again
+  EXPECT_EQ(ArenasState(board->arenas_state.load()), ArenasState::kReleased);
+
   EXPECT_TRUE(ShmSegment::Remove(name));
   ::munmap(board, sizeof(BoardHeader));
 }

@@ -41,8 +41,9 @@ class SharedArenas {
   void AfterStep();
   // Once every worker has finished stepping: the first worker here frees the pages of every free
   // arena, in every process at once (a hole punched in the segment); an arena a buffer still
-  // lives in is kept. Without it, the workers exiting one by one left the last of them holding
-  // the arenas alone, for 50-70 ms counted in its USS (774 MiB a moment).
+  // lives in is kept; the others wait until it is done. Without it, the workers exiting one by
+  // one left the last of them holding the arenas alone, for 50-70 ms counted in its USS (774 MiB
+  // a moment).
   void Release();
   // The arenas this worker's steps ran in: the segment's count, or 0 for an arena of its own.
   uint32_t count() const { return own_arena_ ? 0 : count_; }

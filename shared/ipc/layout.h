@@ -175,7 +175,15 @@ struct BoardHeader {
   std::atomic<uint32_t> arenas_state;
 };
 
-enum class ArenasState : uint32_t { kNone = 0, kMaking = 1, kReady = 2, kFailed = 3 };
+// kReleasing: every worker has finished stepping and one frees the arenas' pages; kReleased: done.
+enum class ArenasState : uint32_t {
+  kNone = 0,
+  kMaking = 1,
+  kReady = 2,
+  kFailed = 3,
+  kReleasing = 4,
+  kReleased = 5
+};
 
 inline size_t BoardBytes(uint32_t workers) {
   return AlignUp(sizeof(BoardHeader)) + sizeof(WorkerSlot) * workers;
