@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <utility>
@@ -154,6 +155,19 @@ bool SharedArenas::Map() {
   return true;
 }
 
+// A chunk at a time: the kernel takes a range's pages from one process's mapping after another,
+// so while it works through a whole arena the last processes hold pages the first no longer share
+// (their PSS whole, their USS too). A reader of the processes one after another counted up to 3%
+// of the arenas twice (a 4-worker run's peak PSS sum 1.03x the steady one); a chunk is freed
+// from every mapping within microseconds.
+namespace {
+void FreePages(char* at, uint64_t bytes) {
+  constexpr uint64_t kChunk = uint64_t(2) << 20;
+  for (uint64_t off = 0; off < bytes; off += kChunk)
+    ::madvise(at + off, std::min(kChunk, bytes - off), MADV_REMOVE);
+}
+}  // namespace
+
 // The others wait until it is done: freeing 774 MiB mapped by 16 workers takes ~0.2 s, and a
 // worker that exited meanwhile left the one freeing them holding what was left of them alone.
 void SharedArenas::Release() {
@@ -162,7 +176,7 @@ void SharedArenas::Release() {
   if (board_->arenas_state.compare_exchange_strong(ready, uint32_t(ArenasState::kReleasing))) {
     const uint32_t free = board_->arenas_free.exchange(0);  // nobody takes an arena again
     for (uint32_t j = 0; j < count_; ++j)
-      if ((free & (1u << j)) != 0) ::madvise(arenas_ + j * stride_, stride_, MADV_REMOVE);
+      if ((free & (1u << j)) != 0) FreePages(arenas_ + j * stride_, stride_);
     SetState(board_, ArenasState::kReleased);
     return;
   }
