@@ -665,15 +665,28 @@ std::vector<std::string> Texts(const Row& r) {
 // "given". A sweep with no turns has no such line.
 TEST(ReportTest, TheReportSaysWhereWorkersTookTurnsAtTheirSteps) {
   SweepBuilder b("s13", "");
-  b.Axis("workers", {"1", "2", "4", "8"}).State(v1::SUCCEEDED);
-  for (const std::string w : {"1", "2", "4", "8"})
-    b.Run(b.Point({{"workers", w}}), v1::SUCCEEDED)->set_peak_pss_sum_bytes(kGiB);
+  b.Axis("workers", {"1", "2", "4", "8"}).Axis("start", {"fork", "spawn"}).State(v1::SUCCEEDED);
+  for (const std::string start : {"fork", "spawn"})
+    for (const std::string w : {"1", "2", "4", "8"})
+      b.Run(b.Point({{"start", start}, {"workers", w}}), v1::SUCCEEDED)
+          ->set_peak_pss_sum_bytes(kGiB);
   const ReportInput in = b.Build();
   EXPECT_EQ(TurnsLine(in),
             "Turns: 4 of 8 workers stepped at once (default: the cores' worth (4 cores, 1 thread "
             "each)), sharing that many step arenas (docs/allocators.md).");
   EXPECT_NE(RenderMarkdown(in).find("\nTurns: 4 of 8 workers"), std::string::npos);
   EXPECT_NE(RenderHtml(in, nullptr).find("<p>Turns: 4 of 8 workers"), std::string::npos);
+  // What each extra worker costs is measured where every worker stepped at once: 8 is left out.
+  const auto tables = BuildTables(in);
+  const Table& host = ByKey(tables, "host_memory_per_worker_gib");
+  EXPECT_EQ(host.footnotes, (std::vector<std::string>{
+                                "8 left out: their workers took turns at their steps and shared "
+                                "step arenas, a cost that does not grow with workers"}));
+  ASSERT_EQ(host.rows.size(), 2u);
+  for (const Row& r : host.rows) {
+    EXPECT_EQ(Texts(r), (std::vector<std::string>{"0.00", "1.00"}));  // 1 GiB at 1..4
+    EXPECT_EQ(r.cells[0].footnote, 1);
+  }
 
   v1::ExperimentSpec typed;
   typed.set_concurrent_steps(1);

@@ -427,31 +427,69 @@ bool AnyOfKind(const std::vector<PointView>& points, const std::string& kind) {
 // A figure to two decimals, where rounding to 0 reads 0.00, never -0.00.
 Cell Hundredths(double v) { return Value(std::fabs(v) < 0.005 ? 0.0 : v, "%.2f"); }
 
+// "4" or "4, 8": worker counts as a footnote names them.
+std::string CountList(const std::vector<double>& counts) {
+  std::string out;
+  for (double w : counts) out += (out.empty() ? "" : ", ") + Fmt("%.0f", w);
+  return out;
+}
+
+// The worker counts at which some point's workers took turns at their steps (their host memory
+// is the shared step arenas', which do not grow with the workers).
+std::set<double> TurnsAt(const std::vector<PointView>& points) {
+  std::set<double> out;
+  for (const auto& v : points) {
+    if (v.experiment == nullptr) continue;
+    const v1::ExperimentSpec& s = v.experiment->spec();
+    if (s.has_concurrent_steps() && s.concurrent_steps() < s.workers()) out.insert(s.workers());
+  }
+  return out;
+}
+
 // The row of `grid` (a memory table whose columns are the worker counts `workers`) as what each
 // extra worker costs and the fixed part (the peak at the fewest workers less that many workers'
 // share), from its fewest and its most workers with a figure; a footnote naming the counts
 // outside those that have none, when there are such; "-" without two worker counts to go by.
-Row PerWorkerRow(const Row& row, const std::vector<double>& workers, Table& t) {
+// Counts in `turns` are left out, and named: their workers shared step arenas by turns.
+Row PerWorkerRow(const Row& row, const std::vector<double>& workers, const std::set<double>& turns,
+                 Table& t) {
   std::optional<size_t> lo, hi;
+  std::vector<double> turned;  // counts with a figure, left out: their workers took turns
   for (size_t k = 0; k < row.cells.size(); ++k) {
     if (!row.cells[k].has_value) continue;
+    if (turns.count(workers[k])) {
+      turned.push_back(workers[k]);
+      continue;
+    }
     if (!lo || workers[k] < workers[*lo]) lo = k;
     if (!hi || workers[k] > workers[*hi]) hi = k;
   }
-  if (!lo || workers[*hi] == workers[*lo]) return {row.labels, {Missing(), Missing()}};
-  const double per = (row.cells[*hi].value - row.cells[*lo].value) / (workers[*hi] - workers[*lo]);
-  Row out{row.labels, {Hundredths(per), Hundredths(row.cells[*lo].value - per * workers[*lo])}};
-  out.cells[1].ratio = false;
+  const bool slope = lo && workers[*hi] != workers[*lo];
+  Row out{row.labels, {Missing(), Missing()}};
+  if (slope) {
+    const double per =
+        (row.cells[*hi].value - row.cells[*lo].value) / (workers[*hi] - workers[*lo]);
+    out.cells = {Hundredths(per), Hundredths(row.cells[*lo].value - per * workers[*lo])};
+    out.cells[1].ratio = false;
+  }
+  std::string why;
   std::vector<double> outside;
   for (double w : workers)
-    if (w < workers[*lo] || w > workers[*hi]) outside.push_back(w);
+    if (slope && (w < workers[*lo] || w > workers[*hi]) && !turns.count(w)) outside.push_back(w);
   if (!outside.empty()) {
     std::sort(outside.begin(), outside.end());
-    std::string none;
-    for (double w : outside) none += (none.empty() ? "" : ", ") + Fmt("%.0f", w);
-    const int note = Footnote(t, "from " + Fmt("%.0f", workers[*lo]) + " and " +
-                                     Fmt("%.0f", workers[*hi]) + " workers: " + none +
-                                     (outside.size() == 1 ? " has" : " have") + " no figure");
+    why = "from " + Fmt("%.0f", workers[*lo]) + " and " + Fmt("%.0f", workers[*hi]) +
+          " workers: " + CountList(outside) + (outside.size() == 1 ? " has" : " have") +
+          " no figure";
+  }
+  if (!turned.empty()) {
+    std::sort(turned.begin(), turned.end());
+    why += (why.empty() ? "" : "; ") + CountList(turned) +
+           " left out: their workers took turns at their steps and shared step arenas, a cost "
+           "that does not grow with workers";
+  }
+  if (!why.empty()) {
+    const int note = Footnote(t, why);
     for (auto& c : out.cells) c.footnote = note;
   }
   return out;
@@ -459,7 +497,7 @@ Row PerWorkerRow(const Row& row, const std::vector<double>& workers, Table& t) {
 
 // The study's question of a worker count grid, answered per row of a memory table (`grid`, its
 // columns the worker counts): what each extra worker costs and the part that does not grow.
-Table PerWorkerTable(const Table& grid, const char* what) {
+Table PerWorkerTable(const Table& grid, const char* what, const std::set<double>& turns) {
   std::vector<double> workers;
   for (const auto& c : grid.columns) workers.push_back(std::strtod(c.c_str(), nullptr));
   Table t;
@@ -471,7 +509,7 @@ Table PerWorkerTable(const Table& grid, const char* what) {
   t.column_field = "figure";
   t.columns = {"per worker", "fixed"};
   t.row_fields = grid.row_fields;
-  for (const auto& g : grid.rows) t.rows.push_back(PerWorkerRow(g, workers, t));
+  for (const auto& g : grid.rows) t.rows.push_back(PerWorkerRow(g, workers, turns, t));
   return t;
 }
 
@@ -492,7 +530,9 @@ std::vector<Table> BuildTables(const ReportInput& in) {
     const std::string key = m.key;
     if ((key == "host_memory_gib" || key == "gpu_memory_gib") && l.column_field == "workers" &&
         l.columns.size() > 1) {
-      tables.push_back(PerWorkerTable(tables.back(), key == "host_memory_gib" ? "Host" : "GPU"));
+      const bool host = key == "host_memory_gib";
+      tables.push_back(PerWorkerTable(tables.back(), host ? "Host" : "GPU",
+                                      host ? TurnsAt(points) : std::set<double>{}));
     }
   }
   std::vector<std::string> fields;
