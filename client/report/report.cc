@@ -434,15 +434,18 @@ std::string CountList(const std::vector<double>& counts) {
   return out;
 }
 
+// Fewer of its workers stepped at once than it has: they took turns and shared step arenas.
+bool TookTurns(const v1::ExperimentSpec& s) {
+  return s.has_concurrent_steps() && s.concurrent_steps() < s.workers();
+}
+
 // The worker counts at which some point's workers took turns at their steps (their host memory
 // is the shared step arenas', which do not grow with the workers).
 std::set<double> TurnsAt(const std::vector<PointView>& points) {
   std::set<double> out;
-  for (const auto& v : points) {
-    if (v.experiment == nullptr) continue;
-    const v1::ExperimentSpec& s = v.experiment->spec();
-    if (s.has_concurrent_steps() && s.concurrent_steps() < s.workers()) out.insert(s.workers());
-  }
+  for (const auto& v : points)
+    if (v.experiment != nullptr && TookTurns(v.experiment->spec()))
+      out.insert(v.experiment->spec().workers());
   return out;
 }
 
@@ -566,9 +569,8 @@ std::string TurnsLine(const ReportInput& in) {
   std::set<std::pair<uint32_t, uint32_t>> turns;  // (workers, steps at once)
   std::set<std::string> whys;
   for (const auto& v : Points(in)) {
-    if (v.experiment == nullptr) continue;
+    if (v.experiment == nullptr || !TookTurns(v.experiment->spec())) continue;
     const v1::ExperimentSpec& s = v.experiment->spec();
-    if (!s.has_concurrent_steps() || s.concurrent_steps() >= s.workers()) continue;
     turns.insert({s.workers(), s.concurrent_steps()});
     whys.insert(s.concurrent_steps_why().empty() ? "given" : s.concurrent_steps_why());
   }
