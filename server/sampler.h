@@ -7,7 +7,8 @@
 // processes never walked or whose sharing changed, then for those whose pages the others may have
 // mapped since (the others' file+shmem resident grew), then for those not walked for
 // refresh_after, then for those whose RSS moved most (WalkCandidates says why, and who goes first
-// in a tier).
+// in a tier). A tick whose sums would be the highest yet first walks, outside the budget, every
+// process whose sharing is in doubt: the peaks are the figures a run is judged by (ConfirmPeak).
 // Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
 // since count whole (they are private), while file and shared-memory pages (the shared data and
 // weight segments, the libraries) count at the share of them the walk found to be this process's.
@@ -110,6 +111,7 @@ class ProcessSampler {
     return ReadAny() ? std::optional<uint64_t>(peak) : std::nullopt;
   }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
+  void RereadUnwalked(uint64_t now_ns);  // statm and stat again after the tick's walks
   void MarkParentsOfNew();
   void MarkSharingJumps();
   // Its file+shmem resident by this tick's statm (never above its RSS: the two are read apart).
@@ -118,7 +120,13 @@ class ProcessSampler {
   double SharingRisk(const Proc& p) const;
   static double Mappable(const Proc& p);
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
-  uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns);
+  // Walks `want` in order, as many as the budget allows where `rationed`; returns their CPU time.
+  uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);
+  // How far its estimate may be off for what others' mapping did to its shares since its walk.
+  double Doubt(const Proc& p) const;
+  // Walks the processes most in doubt, outside the budget, when this tick's sums would be the
+  // highest yet; returns the walks' CPU time.
+  uint64_t ConfirmPeak(uint64_t now_ns);
   void Emit(uint64_t now_ns, v1::Sample* out);
   // PSS and USS now, from the last walk and this tick's statm.
   static std::pair<uint64_t, uint64_t> Estimate(const Proc& p);
@@ -135,6 +143,8 @@ class ProcessSampler {
   uint64_t last_tick_ns_ = 0;
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;
   uint64_t peak_pss_sum_ = 0, peak_rss_sum_ = 0, peak_uss_sum_ = 0;
+  // How much the peak PSS sum may be above the truth: the doubt left unwalked when it was set.
+  double peak_doubt_ = 0;
   uint64_t shared_sum_ = 0;  // this tick's file+shmem resident, summed over the live processes
 };
 

@@ -420,6 +420,72 @@ TEST(SamplerTest, TheLargestSharedPssIsWalkedFirst) {
   EXPECT_LE(t, 2000 * kMs);
 }
 
+// A process that joins maps pages the others hold (a rank's libraries, a DataLoader's fork):
+// their shares of them fall while no RSS moves, and walks dearer than the budget leave them
+// unwalked for seconds. The tick that would set a new peak walks them first, so the peak is what
+// the kernel says, not what the stale shares add up to; ticks below the peak walk nobody extra.
+TEST(SamplerTest, ANewPeakIsConfirmedByWalkingThoseInDoubt) {
+  FakeProc proc;
+  proc.walk_cost_ns = 12'000'000;  // dearer than the whole bucket
+  // 60 MB of libraries each, shared two ways: 40 MB private + 30 MB of shares.
+  proc.procs[10] = FakeProc::P{100000, 70000, 40000};
+  proc.procs[11] = FakeProc::P{100000, 70000, 40000};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(10, "worker", 0);
+  s.Track(11, "worker", 1);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);
+  ASSERT_EQ(*s.peak_pss_sum(), 140000ull * 1024);
+  for (auto& [pid, p] : proc.procs) p.pss_kb = 60000;  // three ways now
+  proc.procs[12] = FakeProc::P{100000, 60000, 40000};
+  s.Track(12, "worker", 2);
+  out.Clear();
+  s.Tick(t += 200 * kMs, &out);
+  EXPECT_EQ(*s.peak_pss_sum(), 180000ull * 1024) << "not 200000: the two stale shares";
+  EXPECT_EQ(out.total_pss_bytes(), 180000ull * 1024);
+  EXPECT_EQ(proc.walks[10], 2);
+  EXPECT_EQ(proc.walks[11], 2);
+  // Below the peak: one process's private pages shrink; no walk outside the budget.
+  proc.procs[10].rss_kb = 99000;
+  proc.procs[10].uss_kb = 39000;
+  proc.procs[10].pss_kb = 59000;
+  const int before = proc.walks[10] + proc.walks[11] + proc.walks[12];
+  s.MarkAllDue();
+  out.Clear();
+  s.Tick(t += 200 * kMs, &out);
+  EXPECT_LE(proc.walks[10] + proc.walks[11] + proc.walks[12], before + 1) << "the budget's one";
+}
+
+// A tick's walks take milliseconds, in which a process may exit and leave its pages to those it
+// shared them with: read as it was before the walks, it counts beside a walk that already holds
+// them (a command run's DataLoader workers exiting read 3% high as the run's peak).
+TEST(SamplerTest, AProcessThatExitsDuringTheWalksIsNotCountedTwice) {
+  FakeProc proc;
+  proc.procs[10] = FakeProc::P{100000, 60000, 40000};  // a rank
+  proc.procs[11] = FakeProc::P{100000, 60000, 40000};  // its loader, sharing 40 MB of it
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(10, "worker", 0);
+  s.Track(11, "child", 0);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);
+  ASSERT_EQ(*s.peak_pss_sum(), 120000ull * 1024);
+  proc.before_walk = [&](FakeProc::P& p) {
+    if (&p != &proc.procs[10]) return;
+    proc.procs.erase(11);  // the loader exits while the rank is walked
+    p.pss_kb = 100000;
+    p.uss_kb = 100000;
+  };
+  s.MarkAllDue();
+  out.Clear();
+  s.Tick(t += 200 * kMs, &out);
+  ASSERT_EQ(proc.walks[10], 2);
+  EXPECT_EQ(out.processes_size(), 1);
+  EXPECT_EQ(out.total_pss_bytes(), 100000ull * 1024);
+  EXPECT_EQ(*s.peak_pss_sum(), 120000ull * 1024) << "not 160000: the loader's 60000 twice";
+}
+
 // A fork leader walked before its workers were forked held its pages alone (PSS = USS: no
 // shared PSS at all), and they are now shared with every worker: of the processes whose sharing
 // changed it is the one read most wrong, too high. Ranked by shared PSS it came last, behind
@@ -439,8 +505,11 @@ TEST(SamplerTest, AForkLeaderWhosePagesBecameSharedIsWalkedFirst) {
     out.Clear();
     s.Tick(t += 200 * kMs, &out);  // each worker's first walk as it comes
   }
+  // Each arrival raised the sums to a new peak, which walked everyone in doubt (ConfirmPeak);
+  // a worker starting to train is what leaves them all due with no peak to confirm.
   proc.procs[100].pss_kb = 70000;  // shared five ways now
   proc.procs[100].uss_kb = 10000;
+  s.MarkAllDue();
   const int leader_walks = proc.walks[100];
   int others = 0;
   for (pid_t p = 101; p < 105; ++p) others += proc.walks[p];
