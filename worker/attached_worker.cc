@@ -25,7 +25,7 @@ int RunAttachedWorker(const AttachedWorkerArgs& a) {
                   a.lifetime_fd, board->header(), board->slot(a.index)};
     VolunteerForOomKiller();
     HeartbeatThread beat(env.slot);
-    return kind->RunWorker(env, /*forked_from_leader=*/false);
+    EndProcessNow(kind->RunWorker(env, /*forked_from_leader=*/false));
   } catch (const std::exception& e) {
     return WorkerFails(board->slot(a.index), a.index, e.what());
   }

@@ -133,7 +133,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
       VolunteerForOomKiller();
       HeartbeatThread beat(w.slot);
       try {
-        return kind.RunWorker(w, /*forked_from_leader=*/true);
+        EndProcessNow(kind.RunWorker(w, /*forked_from_leader=*/true));
       } catch (const std::exception& e) {  // a CUDA out-of-memory, say: the experiment's error
         return WorkerFails(w.slot, i, e.what());
       }
@@ -158,7 +158,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   hooks.progress = [&] {
     LeaderEvent e;
     *e.mutable_progress() = ReadBoard(*board, spec.workers(), false);
-    e.mutable_progress()->set_tracing(Tracing(*board->header()));
+    e.mutable_progress()->set_tracing(Tracing(*board));
     out.Emit(e);
   };
   WorkerSupervisor sup(spec, *board, **launcher, hooks);

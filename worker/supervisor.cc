@@ -55,7 +55,7 @@ std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
     }
     // Phase changes are sampled at once, and a step plan being traced every kTracingReportMs.
     const auto tracing_due = last_report + std::chrono::milliseconds(kTracingReportMs);
-    if (now >= next_report || changed || (Tracing(*board_.header()) && now >= tracing_due)) {
+    if (now >= next_report || changed || (Tracing(board_) && now >= tracing_due)) {
       hooks_.progress();
       next_report = now + interval;
       last_report = now;

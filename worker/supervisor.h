@@ -20,12 +20,18 @@
 
 namespace shoal {
 
-// How often the leader reports while a worker traces the step plan the others will share.
+// How often the leader reports while a worker traces a step plan.
 constexpr int kTracingReportMs = 20;
 
-// A worker is tracing the step plan of the shared arenas (worker/shared_arenas.h).
-inline bool Tracing(const BoardHeader& h) {
-  return h.arenas_state.load(std::memory_order_relaxed) == uint32_t(ArenasState::kMaking);
+// A worker is tracing a step plan (--allocator planned): its traced step's buffers, each in a
+// mapping of its own, rise and fall within a second, above what its replayed steps hold; or the
+// plan of the shared arenas (worker/shared_arenas.h) is being made.
+inline bool Tracing(const Scoreboard& board) {
+  const BoardHeader& h = *board.header();
+  if (h.arenas_state.load(std::memory_order_relaxed) == uint32_t(ArenasState::kMaking)) return true;
+  for (uint32_t i = 0; i < h.workers; ++i)
+    if (board.slot(i)->tracing_step.load(std::memory_order_relaxed) != 0) return true;
+  return false;
 }
 
 class WorkerSupervisor {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -124,6 +125,11 @@ uint64_t MonotonicNs() { return ClockNs(CLOCK_MONOTONIC); }
 int64_t RealtimeMs() { return static_cast<int64_t>(RealtimeNs() / 1000000); }
 
 uint64_t ThreadCpuNs() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
+
+void EndProcessNow(int code) {
+  std::fflush(nullptr);
+  ::_exit(code);
+}
 
 uint64_t DropCleanFilePages() {
   struct Mapping {

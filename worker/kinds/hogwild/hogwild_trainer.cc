@@ -193,6 +193,9 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   };
   if (LeaderGone(env_.lifetime_fd) || !gate_->Enter(map_arenas)) return false;
   char* arena = arenas_ != nullptr ? arenas_->BeforeStep() : nullptr;
+  // The step a plan is traced from: the leader reports it finely (worker/supervisor.h).
+  const bool traces = PlannedAllocator::Installed() != nullptr && slot_->plan_made.load() == 0;
+  if (traces) slot_->tracing_step.store(1);
   {
     // --allocator planned: one step, buffers freed within (in `arena` when shared)
     PlannedAllocator::StepScope step_memory(arena);
@@ -230,6 +233,7 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   if (gate_->active()) slot_->step_wait_ns.store(gate_->waited_ns());
   if (arenas_ != nullptr) slot_->plan_shared_arenas.store(arenas_->count());
   PublishStepMemory(slot_);
+  if (traces) slot_->tracing_step.store(0);
   return true;
 }
 
