@@ -291,14 +291,16 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
   return walk_ns;
 }
 
-// How far its estimate may be off for what others' mapping did to its shares since its walk
-// (0: not in doubt): all its shared PSS if its sharing changed, else what the others' growth may
-// have taken of it, once that reaches the threshold an RSS move has.
+// How far its estimate may be off because its sharing changed since its walk (a process joined
+// or left, a worker started or finished training): all its shared PSS; 0 if it did not. The
+// others mapping more of its pages (SharingRisk) is left to the rationed walks. Counted here,
+// the small risks of 16 workers summed to the 1% allowed, every rise of a creeping sum walked
+// 10-15 of them (900 MB each beside the shared arenas), and the sampler took 10% of a core;
+// counted only above 0.4% of the sum each, 3.3-4.5% of a core at 4-16 workers (bench/pss_check.py,
+// 2026-11-28), against 1.7-3.6% so, for no better agreement with an independent reader.
 double ProcessSampler::Doubt(const Proc& p) const {
   if (!p.walked || p.gone) return 0;
-  if (p.due || p.forked || p.jumped) return Mappable(p);
-  const double risk = SharingRisk(p);
-  return risk >= opts_.move_threshold * double(p.pss) ? risk : 0;
+  return p.due || p.forked || p.jumped ? Mappable(p) : 0;
 }
 
 // Between walks the estimates carry each process's shares of its shared pages from its last walk,
@@ -310,19 +312,21 @@ double ProcessSampler::Doubt(const Proc& p) const {
 // a busy loop, 3% with the budget at 0.2%), its processes carried 2 s unwalked. So a tick that
 // would set a new peak first walks those in doubt, the largest doubt first, until what may be
 // wrong in the peak is within kPeakDoubt of it: what was left in doubt at the peak before, plus
-// what this tick rises above it. Walking at every new peak every doubt above 1% of the sum took
-// a 4-worker run's walks from 60 to 85 and the sampler's CPU from 2.0% of a core to 2.8-3.2%.
+// what this tick rises above it. Walking every doubt at every new peak took a 4-worker run's
+// walks from 60 to 85 and the sampler's CPU from 2.0% of a core to 2.8-3.2%.
 constexpr double kPeakDoubt = 0.01;
 
 uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
   uint64_t pss_sum = 0, uss_sum = 0;
-  double left = 0;
-  std::vector<std::pair<double, pid_t>> doubt;
   for (const auto& [pid, p] : procs_) {
     if (p.gone) continue;
     const auto [pss, uss] = Estimate(p);
     pss_sum += pss;
     uss_sum += uss;
+  }
+  double left = 0;
+  std::vector<std::pair<double, pid_t>> doubt;
+  for (const auto& [pid, p] : procs_) {
     if (const double d = Doubt(p); d > 0) {
       doubt.push_back({d, pid});
       left += d;

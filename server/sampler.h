@@ -122,7 +122,7 @@ class ProcessSampler {
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   // Walks `want` in order, as many as the budget allows where `rationed`; returns their CPU time.
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);
-  // How far its estimate may be off for what others' mapping did to its shares since its walk.
+  // How far its estimate may be off because its sharing changed since its walk.
   double Doubt(const Proc& p) const;
   // Walks the processes most in doubt, outside the budget, when this tick's sums would be the
   // highest yet; returns the walks' CPU time.
