@@ -7,8 +7,9 @@
 // processes never walked or whose sharing changed, then for those whose pages the others may have
 // mapped since (the others' file+shmem resident grew), then for those not walked for
 // refresh_after, then for those whose RSS moved most (WalkCandidates says why, and who goes first
-// in a tier). A tick whose sums would be the highest yet first walks, outside the budget, every
-// process whose sharing is in doubt: the peaks are the figures a run is judged by (ConfirmPeak).
+// in a tier). A tick whose sums would be the highest yet first walks, outside the budget, the
+// processes whose sharing changed, until what may be wrong in the peak is within 1% of it: the
+// peaks are the figures a run is judged by (ConfirmPeak).
 // Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
 // since count whole (they are private), while file and shared-memory pages (the shared data and
 // weight segments, the libraries) count at the share of them the walk found to be this process's.
