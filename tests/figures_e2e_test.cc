@@ -254,6 +254,23 @@ void FiguresE2E::ExpectSamplesReadBack(const std::string& id, int workers, doubl
     EXPECT_NE(svg.out.find("<title>worker " + std::to_string(w) + "</title>"), std::string::npos);
 }
 
+// A failing run's kept samples, one line each (t, PSS sum, each process's PSS/RSS and the age
+// of its walk), for the log: the failures seen so far came from machines slower than this one,
+// and a failure whose samples were lost could not be looked into.
+void PrintSamplesIfFailed(const Daemon& daemon, const std::string& id) {
+  if (!::testing::Test::HasFailure()) return;
+  const json kept = Parse(daemon.Cli({"get", id, "--samples", "--format", "json"}));
+  for (const auto& s : kept.value("samples", json::array())) {
+    std::printf("  t=%.0f pss=%.1f", s["t_ms"].get<double>(),
+                s["total_pss_bytes"].get<double>() / 1048576);
+    for (const auto& p : s["processes"])
+      std::printf(" %s%d:%.0f/%.0f/a%.0f", p["role"].get<std::string>().c_str(),
+                  p.value("index", -1), p["pss_bytes"].get<double>() / 1048576,
+                  p["rss_bytes"].get<double>() / 1048576, p.value("pss_age_ms", -1.0));
+    std::printf("\n");
+  }
+}
+
 // Shoal's peak sums against the reader's, within `tolerance`.
 void ExpectAgrees(const char* what, double shoal_bytes, uint64_t independent_kb, double tolerance) {
   const double independent = double(independent_kb) * 1024;
@@ -385,6 +402,7 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   // What its steps go to: workers x batches, or multi_model's workers x iterations.
   const json kept = Parse(daemon_->Cli({"get", id, "--samples", "--format", "json"}));
   EXPECT_EQ(kept["samples"].back()["steps_total"], workers * (handover ? 200 : 8));
+  PrintSamplesIfFailed(*daemon_, id);
 }
 
 // Each start method once, two counts, and multi_model (the full grid cost a minute of CI's 25 for
@@ -438,6 +456,7 @@ TEST(CommandFiguresE2E, ADataLoadersWorkersAreTheirRanksAndTheSumsAgree) {
   std::printf("peak sums, command, 2 ranks with 2 loaders each, over %d reads:\n", reader.reads());
   ExpectAgrees("PSS", e["result"]["peak_pss_sum_bytes"].get<double>(), reader.peak().pss_kb, 0.03);
   ExpectAgrees("RSS", e["result"]["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.03);
+  PrintSamplesIfFailed(daemon, e["id"].get<std::string>());
 }
 
 // CPU time of a process (utime + stime, USER_HZ ticks), from its /proc/<pid>/stat.
