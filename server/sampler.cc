@@ -318,15 +318,13 @@ constexpr double kPeakDoubt = 0.01;
 
 uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
   uint64_t pss_sum = 0, uss_sum = 0;
+  double left = 0;
+  std::vector<std::pair<double, pid_t>> doubt;
   for (const auto& [pid, p] : procs_) {
     if (p.gone) continue;
     const auto [pss, uss] = Estimate(p);
     pss_sum += pss;
     uss_sum += uss;
-  }
-  double left = 0;
-  std::vector<std::pair<double, pid_t>> doubt;
-  for (const auto& [pid, p] : procs_) {
     if (const double d = Doubt(p); d > 0) {
       doubt.push_back({d, pid});
       left += d;
