@@ -1,5 +1,6 @@
 #include "worker/planned_allocator.h"
 
+#include <ATen/Parallel.h>
 #include <c10/core/CPUAllocator.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -23,6 +24,20 @@ namespace {
 
 enum class Phase { kTrace, kReplay };
 
+// Filled pages at one range of addresses inside one kernel mapping (VMA), so that one mremap
+// moves them all. Pages moved from several mappings stay several VMAs (their origins differ),
+// and mremap will not move a range that spans two.
+struct Piece {
+  char* at;
+  size_t bytes;  // page-rounded
+};
+
+// A traced buffer's mapping: `n` bytes asked for, over the pieces it was built from.
+struct TracedMapping {
+  size_t n;
+  std::vector<Piece> pieces;
+};
+
 struct State {
   std::mutex mu;
   size_t min_bytes = size_t(64) << 10;
@@ -32,10 +47,10 @@ struct State {
   uint32_t event = 0;  // the step's allocations and frees so far (tracing)
   std::vector<TracedBuffer> trace;
   std::unordered_map<void*, uint32_t> traced_live;  // pointer -> trace index
-  std::unordered_map<void*, size_t> mapped;         // traced buffers' own mappings -> bytes
-  // The traced step's freed mappings, kept (filled) for a later buffer of the same size and
-  // then for the arena; with the live ones they never exceed the step's live peak so far.
-  std::vector<std::pair<void*, size_t>> pool;         // mapping, page-rounded bytes
+  std::unordered_map<void*, TracedMapping> mapped;  // traced buffers' own mappings
+  // The traced step's freed pages, kept filled for its later buffers and then for the arena:
+  // with the live ones they are the step's live peak so far, never more.
+  std::vector<Piece> pool;
   uint64_t traced_live_bytes = 0, traced_mapped = 0;  // page-rounded
   StepPlan plan;
   char* arena = nullptr;   // the current step's (shared) or the worker's own
@@ -70,23 +85,13 @@ void* Malloc(size_t n) {
   return p;
 }
 
-// The traced step's buffers, each in a mapping of its own filled by the kernel as it is made
-// (MAP_POPULATE) and, when freed, kept for the next buffer of its size or given back
-// (TraceMapping). On glibc's defaults every page of every buffer faults in one by one, ~12 us a
-// fault on some VMs, and the traced step took 13x a planned one; with glibc's thresholds raised
-// (PyTorch's best tuning) freed pages are reused but the heap's fragmentation held 60 MB a
-// worker more than the step's live peak. A populated mapping costs the kernel's page clearing,
-// paid once per page the step's live peak needs.
+// The traced step's buffers are each in a mapping of its own, filled by the kernel as it is made
+// (TraceMapping), so that when the step ends their pages can move into the arena. Not glibc's
+// heap: with its thresholds raised (PyTorch's best tuning) freed pages are reused, but the
+// heap's fragmentation held 60 MB a worker more than the step's live peak.
 size_t PageRound(size_t n) {
   static const size_t page = size_t(::sysconf(_SC_PAGESIZE));
   return (n + page - 1) / page * page;
-}
-
-void* MapPopulated(size_t n) {
-  void* p = ::mmap(nullptr, PageRound(n), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (p == MAP_FAILED) throw std::bad_alloc();
-  return p;
 }
 
 bool InArena(const State& s, const char* p) {
@@ -114,13 +119,14 @@ void FreeAny(void* p) {
       s.traced_live.erase(it);
     }
     if (auto it = s.mapped.find(p); it != s.mapped.end()) {
-      bytes = PageRound(it->second);
-      s.mapped.erase(it);
+      bytes = PageRound(it->second.n);
       if (s.phase == Phase::kTrace) {
         s.traced_live_bytes -= bytes;
-        s.pool.emplace_back(p, bytes);
+        s.pool.insert(s.pool.end(), it->second.pieces.begin(), it->second.pieces.end());
+        s.mapped.erase(it);
         return;
       }
+      s.mapped.erase(it);  // unmapped whole below: munmap spans VMAs
     }
   }
   if (bytes > 0) {
@@ -130,56 +136,100 @@ void FreeAny(void* p) {
   }
 }
 
-// A traced buffer's mapping: a freed one of the same size if the pool has it (no page to fill),
-// else a new one, filled, after unmapping pooled ones until what is mapped stays within the
-// step's live peak so far: tracing never holds more than a replay will.
+// Moves `from`'s pages to `to` (mremap moves page tables: nothing is copied or cleared).
+bool MovePages(const Piece& from, char* to) {
+  return ::mremap(from.at, from.bytes, from.bytes, MREMAP_MAYMOVE | MREMAP_FIXED, to) != MAP_FAILED;
+}
+
+// Has the kernel fill [p, p + bytes) at once, several times faster than a fault a page.
+void FillRange(char* p, size_t bytes) {
+  if (::madvise(p, bytes, MADV_POPULATE_WRITE) != 0) std::memset(p, 0, bytes);  // before 5.14
+}
+
+// Split over the step's intra-op threads, which wait for the step's own thread meanwhile: the
+// kernel's filling scales (300 MiB: 105 ms on one thread, 70 on two, on the 2-core VM).
+void Fill(char* p, size_t bytes) {
+  constexpr size_t kChunkMin = size_t(8) << 20;
+  const size_t threads =
+      std::max<size_t>(1, std::min<size_t>(size_t(at::get_num_threads()), bytes / kChunkMin));
+  const size_t chunk = PageRound(bytes / threads);
+  std::vector<std::thread> helpers;
+  for (size_t at = chunk; at < bytes; at += chunk)
+    helpers.emplace_back(FillRange, p + at, std::min(chunk, bytes - at));
+  FillRange(p, std::min(chunk, bytes));
+  for (std::thread& t : helpers) t.join();
+}
+
+char* Reserve(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<char*>(p);
+}
+
+// Moves pooled pages, newest first, into [to, to + bytes) as far as they reach (splitting the
+// last piece it takes); appends what it moved to `pieces` and returns how many bytes it moved.
+size_t MoveFromPool(State& s, char* to, size_t bytes, std::vector<Piece>* pieces) {
+  size_t at = 0;
+  while (at < bytes && !s.pool.empty()) {
+    Piece& from = s.pool.back();
+    const size_t k = std::min(from.bytes, bytes - at);
+    if (!MovePages({from.at, k}, to + at)) break;
+    pieces->push_back({to + at, k});
+    at += k;
+    if (k == from.bytes) {
+      s.pool.pop_back();
+    } else {
+      from.at += k;
+      from.bytes -= k;
+    }
+  }
+  return at;
+}
+
+// A traced buffer's mapping, filled before it is written: a freed one of the same size as it is,
+// else pooled pages moved into place and the kernel's filling for the rest. So the traced step
+// fills its live peak's pages once (on glibc's defaults every page of every buffer faulted in
+// one by one, ~12 us a fault on some VMs, and the traced step took 13x a planned one; a new
+// filled mapping per buffer filled 2.4x the live peak, ~0.4 ms a MiB on the 2-core VM).
 void* TraceMapping(State& s, size_t n) {
   const size_t bytes = PageRound(n);
   s.traced_live_bytes += bytes;
   s.stats.traced_live_peak = std::max(s.stats.traced_live_peak, s.traced_live_bytes);
-  for (auto it = s.pool.begin(); it != s.pool.end(); ++it) {
-    if (it->second != bytes) continue;
-    void* p = it->first;
-    s.pool.erase(it);
-    return p;
+  TracedMapping m{n, {}};
+  char* p = nullptr;
+  for (auto it = s.pool.rbegin(); it != s.pool.rend() && p == nullptr; ++it) {
+    if (it->bytes != bytes) continue;
+    p = it->at;
+    m.pieces.push_back(*it);
+    s.pool.erase(std::next(it).base());
   }
-  while (s.traced_mapped + bytes > s.stats.traced_live_peak && !s.pool.empty()) {
-    ::munmap(s.pool.front().first, s.pool.front().second);
-    s.traced_mapped -= s.pool.front().second;
-    s.pool.erase(s.pool.begin());
+  if (p == nullptr) {
+    p = Reserve(bytes);
+    const size_t moved = MoveFromPool(s, p, bytes, &m.pieces);
+    if (moved < bytes) {
+      Fill(p + moved, bytes - moved);
+      m.pieces.push_back({p + moved, bytes - moved});
+      s.traced_mapped += bytes - moved;
+      s.stats.traced_filled_bytes += bytes - moved;
+    }
   }
-  s.traced_mapped += bytes;
   s.stats.traced_mapped_peak = std::max(s.stats.traced_mapped_peak, s.traced_mapped);
-  return MapPopulated(n);
+  s.mapped.emplace(p, std::move(m));
+  return p;
 }
 
 // The arena, `n` bytes at one address (null for none): the traced step's pooled pages moved into
-// it (mremap moves page tables: nothing is copied or cleared), the rest filled by the kernel;
-// pooled pages it has no room for are unmapped.
+// it, the rest filled by the kernel; pooled pages it has no room for are unmapped.
 char* ArenaFromPool(State& s, size_t n) {
   const size_t total = PageRound(n);
-  char* arena = nullptr;
-  if (total > 0) {
-    void* a = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (a == MAP_FAILED) throw std::bad_alloc();
-    arena = static_cast<char*>(a);
-  }
-  size_t at = 0;
-  for (const auto& [p, bytes] : s.pool) {
-    const bool moved =
-        at + bytes <= total &&
-        ::mremap(p, bytes, bytes, MREMAP_MAYMOVE | MREMAP_FIXED, arena + at) != MAP_FAILED;
-    if (moved) {
-      at += bytes;
-      s.stats.arena_reused_bytes += bytes;
-    } else {
-      ::munmap(p, bytes);
-    }
-  }
+  char* arena = total > 0 ? Reserve(total) : nullptr;
+  std::vector<Piece> moved;
+  const size_t at = total > 0 ? MoveFromPool(s, arena, total, &moved) : 0;
+  s.stats.arena_reused_bytes += at;
+  for (const Piece& left : s.pool) ::munmap(left.at, left.bytes);
   s.pool.clear();
   s.traced_mapped = s.traced_live_bytes = 0;
-  if (at < total && ::madvise(arena + at, total - at, MADV_POPULATE_WRITE) != 0)
-    std::memset(arena + at, 0, total - at);
+  if (at < total) Fill(arena + at, total - at);
   return arena;
 }
 
@@ -354,7 +404,6 @@ c10::DataPtr PlannedAllocator::allocate(size_t n) SHOAL_ALLOCATE_CONST {
     if (ours && s.phase == Phase::kReplay) p = Replay(s, n);
     if (ours && s.phase == Phase::kTrace) {
       p = TraceMapping(s, n);
-      s.mapped[p] = n;
       s.traced_live[p] = uint32_t(s.trace.size());
       s.trace.push_back({n, s.event++, kOutlivesStep});
     }

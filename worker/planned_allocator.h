@@ -39,12 +39,13 @@ struct PlannedStats {
   uint64_t replayed_steps = 0;  // steps after the plan (all but the first)
   uint64_t fallback_steps = 0;  // replayed steps that deviated from the plan
   uint64_t fallback_allocs = 0;
-  uint64_t arena_bytes = 0;         // the plan's arena (0 before it)
-  uint64_t peak_live_bytes = 0;     // the traced step's peak of live planned bytes
-  uint64_t replay_minflt = 0;       // page faults (minor) during the replayed steps, all threads
-  uint64_t traced_mapped_peak = 0;  // the most bytes the traced step had mapped (page-rounded)
-  uint64_t traced_live_peak = 0;    // its most live bytes, those that outlive it too (same)
-  uint64_t arena_reused_bytes = 0;  // of the arena, pages the traced step had filled
+  uint64_t arena_bytes = 0;          // the plan's arena (0 before it)
+  uint64_t peak_live_bytes = 0;      // the traced step's peak of live planned bytes
+  uint64_t replay_minflt = 0;        // page faults (minor) during the replayed steps, all threads
+  uint64_t traced_mapped_peak = 0;   // the most bytes the traced step had mapped (page-rounded)
+  uint64_t traced_live_peak = 0;     // its most live bytes, those that outlive it too (same)
+  uint64_t arena_reused_bytes = 0;   // of the arena, pages the traced step had filled
+  uint64_t traced_filled_bytes = 0;  // pages the kernel filled for the traced step's buffers
 };
 
 class PlannedAllocator final : public c10::Allocator {
