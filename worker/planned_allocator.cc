@@ -186,6 +186,16 @@ size_t MoveFromPool(State& s, char* to, size_t bytes, std::vector<Piece>* pieces
   return at;
 }
 
+// The newest pooled piece of exactly `bytes`, out of the pool; {nullptr, 0} when none.
+Piece TakeEqual(State& s, size_t bytes) {
+  const auto it = std::find_if(s.pool.rbegin(), s.pool.rend(),
+                               [bytes](const Piece& q) { return q.bytes == bytes; });
+  if (it == s.pool.rend()) return {nullptr, 0};
+  const Piece q = *it;
+  s.pool.erase(std::next(it).base());
+  return q;
+}
+
 // A traced buffer's mapping, filled before it is written: a freed one of the same size as it is,
 // else pooled pages moved into place and the kernel's filling for the rest. So the traced step
 // fills its live peak's pages once (on glibc's defaults every page of every buffer faulted in
@@ -196,14 +206,11 @@ void* TraceMapping(State& s, size_t n) {
   s.traced_live_bytes += bytes;
   s.stats.traced_live_peak = std::max(s.stats.traced_live_peak, s.traced_live_bytes);
   TracedMapping m{n, {}};
-  char* p = nullptr;
-  for (auto it = s.pool.rbegin(); it != s.pool.rend() && p == nullptr; ++it) {
-    if (it->bytes != bytes) continue;
-    p = it->at;
-    m.pieces.push_back(*it);
-    s.pool.erase(std::next(it).base());
-  }
-  if (p == nullptr) {
+  const Piece same = TakeEqual(s, bytes);
+  char* p = same.at;
+  if (p != nullptr) {
+    m.pieces.push_back(same);
+  } else {
     p = Reserve(bytes);
     const size_t moved = MoveFromPool(s, p, bytes, &m.pieces);
     if (moved < bytes) {
