@@ -156,21 +156,35 @@ void ProcessSampler::MarkParentsOfNew() {
 // 4-worker run's peak PSS sum 33-47% high against an independent reader's.
 constexpr uint64_t kSharingJump = uint64_t(64) << 20;
 
-// A jump is that much within one tick and since its walk: shared pages faulted in over many
-// ticks (a library's code, a data set read at random) are what the rationed walks follow.
+// A jump is that much since its walk, mapped fast: within one tick, or in a burst that doubled
+// what its walk saw (shared pages faulted in over many ticks, a library's code, a data set read at
+// random, are what the rationed walks follow). A machine that populates slower than a tick makes
+// a burst of many ticks: four workers mapping the arenas at once on a 2-core VM (kernel 6.18)
+// grew 30-50 MiB a tick each for half a second, no tick reached 64 MiB, none was walked, and the
+// first to map them counted them whole for 12 s: the run's peak PSS sum read 1.30-1.43x an
+// independent reader's. Doubling bounds a burst's walks to a few; when a burst ends (a tick adds
+// under 1 MiB) it is walked once more if it grew since, as are the others holding that much: the
+// last to map a page takes its share from every earlier one.
+constexpr uint64_t kBurstEnd = uint64_t(1) << 20;
+
 void ProcessSampler::MarkSharingJumps() {
   bool any = false;
   for (auto& [pid, p] : procs_) {
     const uint64_t now = SharedNow(p), before = p.shared_last_tick;
     p.shared_last_tick = now;
-    if (p.gone || !p.walked || now <= p.shared + kSharingJump || now <= before + kSharingJump)
-      continue;
+    if (p.gone || !p.walked) continue;
+    const uint64_t grown = now - std::min(now, p.shared), tick = now - std::min(now, before);
+    const bool fast = tick > kSharingJump || (p.bursting && grown * 2 > p.shared);
+    const bool ended = p.bursting && tick < kBurstEnd;
+    if (tick >= kBurstEnd && tick * 4 >= kSharingJump) p.bursting = true;  // 16 MiB a tick
+    if (ended) p.bursting = false;
+    if (grown <= (ended ? kBurstEnd : kSharingJump) || !(fast || ended)) continue;
     p.jumped = true;
     any = true;
   }
   if (!any) return;
   for (auto& [pid, p] : procs_)
-    if (!p.gone && p.walked && Mappable(p) > double(kSharingJump)) p.jumped = true;
+    if (!p.gone && p.walked && MappableNow(p) > double(kSharingJump)) p.jumped = true;
 }
 
 // The PSS of its pages that others can map (files and shared memory; a fork shares anonymous
@@ -178,6 +192,15 @@ void ProcessSampler::MarkSharingJumps() {
 // of it in USS, none in shared PSS, and the workers mapping it halve it.
 double ProcessSampler::Mappable(const Proc& p) {
   return p.split ? double(p.pss_shared) : double(p.pss - std::min(p.pss, p.uss));
+}
+
+// Its mappable PSS by the estimate now: the pages it mapped since its walk count at the walk's
+// share. A process that mapped the arenas after its walk holds most of them so, and they are what
+// the others' mapping takes a share of.
+double ProcessSampler::MappableNow(const Proc& p) {
+  if (!p.split) return Mappable(p);
+  const double share = p.shared > 0 ? double(p.pss_shared) / double(p.shared) : 1.0;
+  return std::max(Mappable(p), share * double(SharedNow(p)));
 }
 
 uint64_t ProcessSampler::OthersShared(const Proc& p) const {
@@ -192,7 +215,8 @@ uint64_t ProcessSampler::OthersShared(const Proc& p) const {
 double ProcessSampler::SharingRisk(const Proc& p) const {
   const uint64_t others = OthersShared(p);
   const double grew = double(others - std::min(others, p.others_shared_at_walk));
-  return Mappable(p) * std::min(1.0, grew / std::max<double>(1.0, double(p.shared)));
+  return MappableNow(p) *
+         std::min(1.0, grew / std::max<double>(1.0, double(std::max(p.shared, SharedNow(p)))));
 }
 
 // Who deserves a page-table walk, in tiers: never walked, then the parents of those; sharing
@@ -221,7 +245,7 @@ std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
     const double move =
         std::fabs(double(p.rss_now) - double(p.rss)) / std::max<double>(1.0, double(p.rss));
     if (p.jumped) {
-      want.push_back({{5, Mappable(p)}, pid});
+      want.push_back({{5, MappableNow(p)}, pid});
     } else if (!p.walked) {
       want.push_back({{4, 0.0}, pid});
     } else if (p.forked) {  // after the new ones, whose first walks are not rationed
@@ -300,7 +324,7 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
 // 2026-11-28), against 1.7-3.6% so, for no better agreement with an independent reader.
 double ProcessSampler::Doubt(const Proc& p) const {
   if (!p.walked || p.gone) return 0;
-  return p.due || p.forked || p.jumped ? Mappable(p) : 0;
+  return p.due || p.forked || p.jumped ? MappableNow(p) : 0;
 }
 
 // Between walks the estimates carry each process's shares of its shared pages from its last walk,

@@ -10,6 +10,9 @@
 // in a tier). A tick whose sums would be the highest yet first walks, outside the budget, the
 // processes whose sharing changed, until what may be wrong in the peak is within 1% of it: the
 // peaks are the figures a run is judged by (ConfirmPeak).
+// Shared pages mapped fast (64 MiB in a tick, or a burst of ticks doubling by half what the walk
+// saw) have a share no walk has seen: that process and every big holder of shared pages are
+// walked at once, outside the budget, and again when the burst ends (MarkSharingJumps).
 // Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
 // since count whole (they are private), while file and shared-memory pages (the shared data and
 // weight segments, the libraries) count at the share of them the walk found to be this process's.
@@ -102,6 +105,7 @@ class ProcessSampler {
     bool gone = false;                 // not readable (exited, or a zombie) at this tick
     // Shared pages jumped (MarkSharingJumps): walk it now, outside the budget.
     bool jumped = false;
+    bool bursting = false;          // its shared pages grew 16 MiB or more at its last growing tick
     uint64_t shared_last_tick = 0;  // its file+shmem resident at the tick before
   };
 
@@ -120,6 +124,7 @@ class ProcessSampler {
   uint64_t OthersShared(const Proc& p) const;  // shared_sum_ less p's own
   double SharingRisk(const Proc& p) const;
   static double Mappable(const Proc& p);
+  static double MappableNow(const Proc& p);
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   // Walks `want` in order, as many as the budget allows where `rationed`; returns their CPU time.
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);
