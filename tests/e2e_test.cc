@@ -264,7 +264,7 @@ TEST_F(E2E, UnderSpawnAndTheForkServerTheLeaderLoadsNoLibTorch) {
   std::map<std::string, bool> maps_libtorch;
   for (const std::string start : {"fork", "spawn", "forkserver"}) {
     const std::string id = MustJson(daemon_->Cli(
-        {"submit", "--start", start, "--workers", "1", "--threads", "1", "--batches", "20",
+        {"submit", "--start", start, "--workers", "1", "--threads", "1", "--batches", "10",
          "--dataset", kFashion, "--eval-samples", "0", "--seed", "5", "--json"}))["id"];
     pid_t leader = -1;
     ASSERT_TRUE(testing::WaitFor(

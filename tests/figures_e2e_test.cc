@@ -72,29 +72,47 @@ Memory ReadRollup(pid_t pid) {
   return m;
 }
 
-// Every live descendant of `root`, from the parents /proc gives.
-std::vector<pid_t> Descendants(pid_t root) {
-  std::multimap<pid_t, pid_t> children;
-  DIR* d = ::opendir("/proc");
-  while (dirent* e = d ? ::readdir(d) : nullptr) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    char state = 0;
-    pid_t parent = 0;
-    if (StateAndParent(e->d_name, &state, &parent) && state != 'Z')
-      children.emplace(parent, pid_t(std::stol(e->d_name)));
-  }
-  if (d) ::closedir(d);
-  std::vector<pid_t> out, todo{root};
-  while (!todo.empty()) {
-    const pid_t p = todo.back();
-    todo.pop_back();
-    for (auto [it, end] = children.equal_range(p); it != end; ++it) {
-      out.push_back(it->second);
-      todo.push_back(it->second);
+// Every descendant of `root`, from the parents /proc gives. A process's parent is read once, when
+// it is first seen (it changes only if its parent dies, and then it is no experiment's): a scan is
+// then a listing of /proc, cheap enough before every read, so a worker forked a moment ago is
+// read too. Scanning in full every 50 ms, the reader missed a multi_model run's fork moment (the
+// leader's pages still resident beside its three new children, ~15 ms) that Shoal's RSS caught.
+class ProcessTree {
+ public:
+  std::vector<pid_t> Descendants(pid_t root) {
+    std::map<pid_t, pid_t> live;
+    DIR* d = ::opendir("/proc");
+    while (dirent* e = d ? ::readdir(d) : nullptr) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      const pid_t pid = pid_t(std::stol(e->d_name));
+      auto known = parent_.find(pid);
+      char state = 0;
+      pid_t parent = 0;
+      if (known != parent_.end()) {
+        live.emplace(pid, known->second);
+      } else if (StateAndParent(e->d_name, &state, &parent) && state != 'Z') {
+        live.emplace(pid, parent);
+      }
     }
+    if (d) ::closedir(d);
+    parent_ = live;  // a pid that ended is forgotten: reused, it is read afresh
+    std::multimap<pid_t, pid_t> children;
+    for (const auto& [pid, parent] : live) children.emplace(parent, pid);
+    std::vector<pid_t> out, todo{root};
+    while (!todo.empty()) {
+      const pid_t p = todo.back();
+      todo.pop_back();
+      for (auto [it, end] = children.equal_range(p); it != end; ++it) {
+        out.push_back(it->second);
+        todo.push_back(it->second);
+      }
+    }
+    return out;
   }
-  return out;
-}
+
+ private:
+  std::map<pid_t, pid_t> parent_;
+};
 
 // Whether `pid` is one of the experiment's: a leader or worker (a forked worker keeps its
 // leader's argv), and the forkserver with its children only when the run uses them. shoald's
@@ -174,7 +192,7 @@ class IndependentReader {
     while (!stop_) {
       const SteadyTime now = std::chrono::steady_clock::now();
       Memory sum;
-      for (pid_t pid : Experiment(now)) {
+      for (pid_t pid : Experiment()) {
         const std::string status = Slurp("/proc/" + std::to_string(pid) + "/status");
         if (const auto at = status.find("VmHWM:"); at != std::string::npos)
           hwm_kb_[pid] = std::max<uint64_t>(hwm_kb_[pid], std::stoull(status.substr(at + 6)));
@@ -194,23 +212,18 @@ class IndependentReader {
       std::this_thread::sleep_for(interval_);
     }
   }
-  // The experiment's processes, found again every 50 ms: walking all of /proc takes most of a
-  // read's 15 ms here, and a 10 ms reader that walked it every time read every 26 ms and missed
-  // a multi_model handover whose RSS Shoal's statm read exactly.
-  const std::vector<pid_t>& Experiment(SteadyTime now) {
-    if (now - scanned_at_ < std::chrono::milliseconds(50)) return experiment_;
-    experiment_.clear();
-    for (pid_t pid : Descendants(daemon_))
+  // The experiment's processes, found again before every read (see ProcessTree).
+  std::vector<pid_t> Experiment() {
+    std::vector<pid_t> out;
+    for (pid_t pid : tree_.Descendants(daemon_))
       if (OfTheExperiment(pid, fork_server_) || (any_program_ && !OfTheForkServer(pid)))
-        experiment_.push_back(pid);
-    scanned_at_ = now;
-    return experiment_;
+        out.push_back(pid);
+    return out;
   }
   pid_t daemon_;
   bool fork_server_, any_program_;
   std::chrono::milliseconds interval_;
-  std::vector<pid_t> experiment_;
-  SteadyTime scanned_at_{};
+  ProcessTree tree_;
   std::atomic<bool> stop_{false};
   Memory peak_;
   HeldLevel held_rss_, held_pss_, held_uss_;

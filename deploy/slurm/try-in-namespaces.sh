@@ -105,6 +105,7 @@ cat "$TMP"/job-*.out 2>/dev/null || { echo "no job output; slurmctld said:"; tai
 echo "sbatch exit: $rc"
 # The job's daemons are gone and their directories with them.
 left=$(($(dirs) - before))
-pgrep -x shoald >/dev/null && { echo "a shoald outlived the job" >&2; rc=1; }
+# The job's daemons only (their state under /tmp/shoal-slurm.*): other daemons may run beside it.
+pgrep -f 'shoald --socket /tmp/shoal-slurm\.' >/dev/null && { echo "a shoald outlived the job" >&2; rc=1; }
 [ "$left" -eq 0 ] || { echo "$left shoald directories outlived the job" >&2; rc=1; }
 exit $rc
