@@ -13,7 +13,11 @@ tests=OFF
 [ "$unit_tests" = --with-unit-tests ] && tests=ON
 deploy/install-deps.sh
 # -O1 with line tables: libFuzzer's recommended build, and a third faster to compile than -O2 -g.
-cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -gline-tables-only" \
+# The test command's few seconds a target are a smoke test: there -O0, which compiles 2.2x faster
+# (30 s -> 14 s for one of the daemon's sources on the 2-core VM), and the build is most of it.
+opt=-O1
+[ "$seconds" -le 10 ] && opt=-O0
+cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=$opt -gline-tables-only" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSHOAL_FUZZ=ON -DSHOAL_BUILD_TESTS=$tests \
   >/dev/null
 targets=(fuzz_spec fuzz_sweep fuzz_idx fuzz_ipc fuzz_report fuzz_input)
