@@ -165,6 +165,7 @@ constexpr uint64_t kSharingJump = uint64_t(64) << 20;
 // independent reader's. Doubling bounds a burst's walks to a few; when a burst ends (a tick adds
 // under 1 MiB) it is walked once more if it grew since, as are the others holding that much: the
 // last to map a page takes its share from every earlier one.
+constexpr uint64_t kBurstStart = kSharingJump / 4;
 constexpr uint64_t kBurstEnd = uint64_t(1) << 20;
 
 void ProcessSampler::MarkSharingJumps() {
@@ -174,11 +175,11 @@ void ProcessSampler::MarkSharingJumps() {
     p.shared_last_tick = now;
     if (p.gone || !p.walked) continue;
     const uint64_t grown = now - std::min(now, p.shared), tick = now - std::min(now, before);
-    const bool fast = tick > kSharingJump || (p.bursting && grown * 2 > p.shared);
     const bool ended = p.bursting && tick < kBurstEnd;
-    if (tick >= kBurstEnd && tick * 4 >= kSharingJump) p.bursting = true;  // 16 MiB a tick
-    if (ended) p.bursting = false;
-    if (grown <= (ended ? kBurstEnd : kSharingJump) || !(fast || ended)) continue;
+    const bool fast = tick > kSharingJump || (p.bursting && grown * 2 > p.shared);
+    const bool jump = ended ? grown > kBurstEnd : fast && grown > kSharingJump;
+    p.bursting = !ended && (p.bursting || tick >= kBurstStart);
+    if (!jump) continue;
     p.jumped = true;
     any = true;
   }
@@ -194,13 +195,17 @@ double ProcessSampler::Mappable(const Proc& p) {
   return p.split ? double(p.pss_shared) : double(p.pss - std::min(p.pss, p.uss));
 }
 
+// The share of its file and shared-memory pages its walk found its own; with none seen then, whole.
+double ProcessSampler::SharedShare(const Proc& p) {
+  return p.shared > 0 ? double(p.pss_shared) / double(p.shared) : 1.0;
+}
+
 // Its mappable PSS by the estimate now: the pages it mapped since its walk count at the walk's
 // share. A process that mapped the arenas after its walk holds most of them so, and they are what
 // the others' mapping takes a share of.
 double ProcessSampler::MappableNow(const Proc& p) {
   if (!p.split) return Mappable(p);
-  const double share = p.shared > 0 ? double(p.pss_shared) / double(p.shared) : 1.0;
-  return std::max(Mappable(p), share * double(SharedNow(p)));
+  return std::max(Mappable(p), SharedShare(p) * double(SharedNow(p)));
 }
 
 uint64_t ProcessSampler::OthersShared(const Proc& p) const {
@@ -383,9 +388,8 @@ std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {
   }
   const uint64_t shared_now = SharedNow(p);
   const int64_t anon_delta = int64_t(p.rss_now - shared_now) - int64_t(p.anon);
-  // Shared pages touched since count at the share the walk found; with none seen then, whole.
-  const double share = p.shared > 0 ? double(p.pss_shared) / double(p.shared) : 1.0;
-  const uint64_t pss = add(p.pss_anon, anon_delta) + uint64_t(share * double(shared_now));
+  // Shared pages touched since count at the share the walk found.
+  const uint64_t pss = add(p.pss_anon, anon_delta) + uint64_t(SharedShare(p) * double(shared_now));
   return {pss, add(p.uss, anon_delta)};
 }
 

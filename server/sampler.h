@@ -125,6 +125,7 @@ class ProcessSampler {
   double SharingRisk(const Proc& p) const;
   static double Mappable(const Proc& p);
   static double MappableNow(const Proc& p);
+  static double SharedShare(const Proc& p);
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   // Walks `want` in order, as many as the budget allows where `rationed`; returns their CPU time.
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);

@@ -119,15 +119,13 @@ class ProcessTree {
 // other children are not: the `shoal-worker --version` it runs at start (75 MiB of PSS, which
 // a small run's reader took for its peak), or a forkserver it keeps while idle and stops as a
 // run that does not use it starts.
-bool OfTheExperiment(pid_t pid, bool fork_server) {
-  const std::string argv = Slurp("/proc/" + std::to_string(pid) + "/cmdline");  // NUL-separated
-  if (argv.find(std::string("--role\0forkserver\0", 14)) != std::string::npos) return fork_server;
-  return argv.find(std::string("--role\0", 7)) != std::string::npos;
+bool OfTheForkServer(const std::string& argv) {  // argv NUL-separated, as /proc gives it
+  return argv.find(std::string("--role\0forkserver\0", 18)) != std::string::npos;
 }
 
-bool OfTheForkServer(pid_t pid) {
-  const std::string argv = Slurp("/proc/" + std::to_string(pid) + "/cmdline");
-  return argv.find(std::string("--role\0forkserver\0", 18)) != std::string::npos;
+bool OfTheExperiment(const std::string& argv, bool fork_server) {
+  if (OfTheForkServer(argv)) return fork_server;
+  return argv.find(std::string("--role\0", 7)) != std::string::npos;
 }
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -215,9 +213,11 @@ class IndependentReader {
   // The experiment's processes, found again before every read (see ProcessTree).
   std::vector<pid_t> Experiment() {
     std::vector<pid_t> out;
-    for (pid_t pid : tree_.Descendants(daemon_))
-      if (OfTheExperiment(pid, fork_server_) || (any_program_ && !OfTheForkServer(pid)))
+    for (pid_t pid : tree_.Descendants(daemon_)) {
+      const std::string argv = Slurp("/proc/" + std::to_string(pid) + "/cmdline");
+      if (OfTheExperiment(argv, fork_server_) || (any_program_ && !OfTheForkServer(argv)))
         out.push_back(pid);
+    }
     return out;
   }
   pid_t daemon_;
