@@ -21,9 +21,12 @@ namespace {
 TEST(CudaIpcTest, TheExportLivesInTheWeightsHeaderBeforeTheFirstTensor) {
   auto plan = PlanWeights({{"w", {4, 4}}, {"b", {4}}});
   ASSERT_TRUE(plan.ok());
-  EXPECT_GE(plan->entries[0].offset, offsetof(WeightsHeader, cuda) + sizeof(CudaExport));
+  EXPECT_GE(plan->tensors[0].offset, offsetof(WeightsHeader, cuda) + sizeof(CudaExport));
   EXPECT_EQ(sizeof(CudaExport), 88u);  // 24 bytes, then the 64-byte handle
-  EXPECT_EQ(plan->cuda.exported, 0u);  // nothing exported until a leader does
+  std::vector<char> seg(plan->total_bytes, 'x');
+  WriteWeightsTable(*plan, seg.data());
+  // Nothing exported until a leader does.
+  EXPECT_EQ(reinterpret_cast<const WeightsHeader*>(seg.data())->cuda.exported, 0u);
 }
 
 TEST(CudaIpcTest, WorkersTrainTheOwnersBufferAndEverythingIsReleased) {

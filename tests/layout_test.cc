@@ -5,39 +5,105 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <functional>
+
 #include "shared/os/shm.h"
 
 namespace shoal {
 namespace {
 
-TEST(LayoutTest, WeightsAreAlignedAndPacked) {
-  auto h =
-      PlanWeights({{"conv1.weight", {1000, 1, 5, 5}}, {"conv1.bias", {1000}}, {"fc2.bias", {10}}});
-  ASSERT_TRUE(h.ok());
-  EXPECT_EQ(h->count, 3u);
-  uint64_t prev_end = sizeof(WeightsHeader);
-  for (uint32_t i = 0; i < h->count; ++i) {
-    EXPECT_EQ(h->entries[i].offset % kAlign, 0u);
-    EXPECT_GE(h->entries[i].offset, prev_end);
-    prev_end = h->entries[i].offset + h->entries[i].numel * sizeof(float);
+// The table and its tensors round-trip through a segment's bytes, each tensor aligned after the
+// table and packed in order.
+TEST(LayoutTest, WeightsAreAlignedAndPackedAndReadBack) {
+  auto plan =
+      PlanWeights({{"conv1.weight", {1000, 1, 5, 5}},
+                   {"conv1.bias", {1000}, WeightDtype::kBFloat16},
+                   {"bn.num_batches_tracked", {}, WeightDtype::kInt64, WeightRole::kBuffer}});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->tensors.size(), 3u);
+  EXPECT_EQ(plan->parameters(), 2u);
+  uint64_t prev_end = plan->table_bytes;
+  for (const auto& w : plan->tensors) {
+    EXPECT_EQ(w.offset % kAlign, 0u);
+    EXPECT_GE(w.offset, prev_end);
+    prev_end = w.offset + w.bytes();
   }
-  EXPECT_EQ(h->entries[0].numel, 25000u);
-  EXPECT_EQ(h->total_bytes, AlignUp(prev_end));
-  EXPECT_TRUE(ValidateWeights(*h, h->total_bytes).ok());
-  EXPECT_FALSE(ValidateWeights(*h, h->total_bytes - 1).ok());
-  WeightsHeader bad = *h;
-  bad.magic ^= 1;
-  EXPECT_FALSE(ValidateWeights(bad, bad.total_bytes).ok());
-  bad = *h;
-  bad.entries[2].offset += 8;
-  EXPECT_FALSE(ValidateWeights(bad, bad.total_bytes).ok());
+  EXPECT_EQ(plan->tensors[0].numel, 25000u);
+  EXPECT_EQ(plan->tensors[1].bytes(), 2000u);  // bfloat16: two bytes
+  EXPECT_EQ(plan->tensors[2].numel, 1u);       // a 0-dim tensor holds one value
+  EXPECT_EQ(plan->total_bytes, AlignUp(prev_end));
+  std::vector<char> seg(plan->total_bytes);
+  WriteWeightsTable(*plan, seg.data());
+  auto back = ReadWeights(seg.data(), seg.size());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_EQ(back->tensors.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back->tensors[i].t.name, plan->tensors[i].t.name);
+    EXPECT_EQ(back->tensors[i].t.shape, plan->tensors[i].t.shape);
+    EXPECT_EQ(back->tensors[i].t.dtype, plan->tensors[i].t.dtype);
+    EXPECT_EQ(back->tensors[i].t.role, plan->tensors[i].t.role);
+    EXPECT_EQ(back->tensors[i].offset, plan->tensors[i].offset);
+  }
+  EXPECT_FALSE(ReadWeights(seg.data(), seg.size() - 1).ok());
+}
+
+// What caps were (128 tensors, rank 4, 63-byte names) hold no more: a densenet-sized table of
+// 400 tensors with long names and rank-6 shapes lays out and reads back.
+TEST(LayoutTest, AnyNumberOfTensorsOfAnyRankAndName) {
+  std::vector<TensorShape> many;
+  for (int i = 0; i < 400; ++i)
+    many.push_back(
+        {"features.denseblock4.denselayer16.conv2.some.very.long.name.weight." + std::to_string(i),
+         {2, 1, 3, 1, 2, 1 + i % 3}});
+  auto plan = PlanWeights(many);
+  ASSERT_TRUE(plan.ok());
+  std::vector<char> seg(plan->total_bytes);
+  WriteWeightsTable(*plan, seg.data());
+  auto back = ReadWeights(seg.data(), seg.size());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->tensors.size(), 400u);
+  EXPECT_EQ(back->tensors[399].t.name, many[399].name);
+  EXPECT_EQ(back->tensors[399].t.shape, many[399].shape);
 }
 
 TEST(LayoutTest, RejectsImpossibleModels) {
-  std::vector<TensorShape> many(kMaxTensors + 1, TensorShape{"t", {1}});
-  EXPECT_FALSE(PlanWeights(many).ok());
-  EXPECT_FALSE(PlanWeights({{"t", {2, 0}}}).ok());
-  EXPECT_FALSE(PlanWeights({{std::string(80, 'n'), {1}}}).ok());
+  EXPECT_FALSE(PlanWeights({{"t", {2, -1}}}).ok());
+  EXPECT_FALSE(PlanWeights({{"t", {int64_t(1) << 40, int64_t(1) << 40}}}).ok());
+  EXPECT_TRUE(PlanWeights({{"empty", {2, 0}}}).ok());  // an empty buffer takes no bytes
+}
+
+// A table another process wrote is not trusted: every offset, count and length is checked
+// against the segment before anything is read through it.
+TEST(LayoutTest, CorruptTablesAreRefusedNotFollowed) {
+  auto plan = PlanWeights({{"a", {4, 4}}, {"b", {4}}});
+  ASSERT_TRUE(plan.ok());
+  std::vector<char> good(plan->total_bytes);
+  WriteWeightsTable(*plan, good.data());
+  auto entries = [](std::vector<char>& s) {
+    return reinterpret_cast<TensorEntry*>(s.data() + AlignUp(sizeof(WeightsHeader)));
+  };
+  auto header = [](std::vector<char>& s) { return reinterpret_cast<WeightsHeader*>(s.data()); };
+  const std::vector<std::function<void(std::vector<char>&)>> corrupt = {
+      [&](auto& s) { header(s)->magic ^= 1; },
+      [&](auto& s) { header(s)->count = 1u << 31; },
+      [&](auto& s) { header(s)->dims_count += 1000000; },
+      [&](auto& s) { header(s)->names_bytes = ~0ull; },
+      [&](auto& s) { header(s)->total_bytes += 64; },
+      [&](auto& s) { entries(s)[1].offset += 8; },
+      [&](auto& s) { entries(s)[1].offset = 0; },
+      [&](auto& s) { entries(s)[0].numel += 1; },
+      [&](auto& s) { entries(s)[0].ndim = 1000; },
+      [&](auto& s) { entries(s)[0].name_len = 1000; },
+      [&](auto& s) { entries(s)[0].name_at = ~0ull; },
+      [&](auto& s) { entries(s)[0].dtype = 77; },
+      [&](auto& s) { entries(s)[0].role = 2; },
+  };
+  for (size_t i = 0; i < corrupt.size(); ++i) {
+    std::vector<char> seg = good;
+    corrupt[i](seg);
+    auto r = ReadWeights(seg.data(), seg.size());
+    EXPECT_EQ(r.status().code(), Code::kDataLoss) << "corruption " << i;
+  }
 }
 
 TEST(LayoutTest, DataHeaderValidates) {

@@ -87,15 +87,15 @@ TEST_F(ScriptedModelTest, FirstStepGradientsArePyTorchs) {
 TEST_F(ScriptedModelTest, WeightsBoundToTheSegmentAreTheModules) {
   auto a = ScriptedModel::Load(Path("mlp"), "cross_entropy").value();
   auto b = ScriptedModel::Load(Path("mlp"), "cross_entropy").value();
-  auto plan = PlanWeights(ModelTensors(*a));
+  auto plan = PlanWeights(ModelTensors(*a).value());
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  EXPECT_EQ(plan->entries[0].name, std::string("fc1/weight"));
+  EXPECT_EQ(plan->tensors[0].t.name, std::string("fc1/weight"));
   const std::string name = "shoal.scripted-test." + std::to_string(::getpid());
   auto seg = ShmSegment::Create(name, plan->total_bytes);
   ASSERT_TRUE(seg.ok());
-  CopyParamsToSegment(*a, *plan, seg->data());
-  ASSERT_TRUE(BindParamsToSegment(*a, *plan, seg->data()).ok());
-  ASSERT_TRUE(BindParamsToSegment(*b, *plan, seg->data()).ok());
+  CopyWeightsToSegment(*a, *plan, seg->data());
+  ASSERT_TRUE(BindWeightsToSegment(*a, *plan, seg->data()).ok());
+  ASSERT_TRUE(BindWeightsToSegment(*b, *plan, seg->data()).ok());
   torch::Tensor x = torch::randn({4, 64});
   torch::Tensor y = torch::tensor({1, 2, 3, 4}, torch::kLong);
   const torch::Tensor before = b->forward(x).clone();
@@ -105,7 +105,7 @@ TEST_F(ScriptedModelTest, WeightsBoundToTheSegmentAreTheModules) {
   EXPECT_TRUE(b->forward(x).allclose(a->forward(x)));  // ...is the other's: the scripted forward
   EXPECT_FALSE(b->forward(x).allclose(before));        // computes with the segment's memory
   EXPECT_EQ(b->parameters()[0].data_ptr(),
-            static_cast<void*>(static_cast<char*>(seg->data()) + plan->entries[0].offset));
+            static_cast<void*>(static_cast<char*>(seg->data()) + plan->tensors[0].offset));
   ShmSegment::Remove(name);
 }
 

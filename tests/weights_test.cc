@@ -14,16 +14,18 @@ namespace {
 
 struct PlannedSegment {
   ShmSegment seg;
-  WeightsHeader plan;
+  WeightsPlan plan;
 };
 
-PlannedSegment MakeSegment(MnistConvNet& model, const std::string& id) {
-  auto plan = PlanWeights(ModelTensors(model));
+PlannedSegment MakeSegment(torch::nn::Module& model, const std::string& id) {
+  auto tensors = ModelTensors(model);
+  EXPECT_TRUE(tensors.ok());
+  auto plan = PlanWeights(*tensors);
   EXPECT_TRUE(plan.ok());
   auto seg = ShmSegment::Create(SegmentName(id, "weights"), plan->total_bytes);
   EXPECT_TRUE(seg.ok()) << seg.status().message();
-  std::memcpy(seg->data(), &plan.value(), sizeof(WeightsHeader));
-  CopyParamsToSegment(model, *plan, seg->data());
+  WriteWeightsTable(*plan, seg->data());
+  CopyWeightsToSegment(model, *plan, seg->data());
   return {std::move(seg).value(), *plan};
 }
 
@@ -49,7 +51,7 @@ class WeightsTest : public ::testing::Test {
 
 TEST_F(WeightsTest, LayoutMatchesTheModel) {
   MnistConvNet model;
-  auto t = ModelTensors(model);
+  auto t = ModelTensors(model).value();
   ASSERT_EQ(t.size(), 8u);
   EXPECT_EQ(t[0].name, "conv1.weight");
   EXPECT_EQ(t[0].shape, (std::vector<int64_t>{1000, 1, 5, 5}));
@@ -62,18 +64,18 @@ TEST_F(WeightsTest, BoundParametersAliasTheSegmentAcrossProcesses) {
   MnistConvNet model;
   auto s = MakeSegment(model, id_);
   const uint64_t before = SegmentChecksum(s.plan, s.seg.data());
-  ASSERT_TRUE(BindParamsToSegment(model, s.plan, s.seg.data()).ok());
+  ASSERT_TRUE(BindWeightsToSegment(model, s.plan, s.seg.data()).ok());
   EXPECT_EQ(ParamsChecksum(model), before);
   EXPECT_EQ(static_cast<char*>(model.parameters()[0].data_ptr()),
-            static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
+            static_cast<char*>(s.seg.data()) + s.plan.tensors[0].offset);
 
   // A child that attaches by name (as a spawned worker does) writes; the parent sees it.
   ASSERT_EQ(InChild([&] {
               auto seg = ShmSegment::Open(SegmentName(id_, "weights"), true);
               if (!seg.ok()) return 1;
               MnistConvNet other;
-              auto* h = static_cast<const WeightsHeader*>(seg->data());
-              if (!BindParamsToSegment(other, *h, seg->data()).ok()) return 2;
+              auto plan = ReadWeights(seg->data(), seg->size());
+              if (!plan.ok() || !BindWeightsToSegment(other, *plan, seg->data()).ok()) return 2;
               torch::NoGradGuard ng;
               other.fc2->bias.add_(1.0f);
               other.conv1->weight.mul_(2.0f);
@@ -99,10 +101,10 @@ TEST_F(WeightsTest, PrivateCopyDoesNotTouchTheSegment) {
   auto s = MakeSegment(model, id_);
   const uint64_t before = SegmentChecksum(s.plan, s.seg.data());
   MnistConvNet copy;
-  CopyParamsFromSegment(copy, s.plan, s.seg.data());
+  CopyWeightsFromSegment(copy, s.plan, s.seg.data());
   EXPECT_EQ(ParamsChecksum(copy), before);
   EXPECT_NE(copy.parameters()[0].data_ptr(),
-            static_cast<char*>(s.seg.data()) + s.plan.entries[0].offset);
+            static_cast<char*>(s.seg.data()) + s.plan.tensors[0].offset);
   {
     torch::NoGradGuard ng;
     copy.fc2->bias.add_(1.0f);
@@ -116,8 +118,16 @@ TEST_F(WeightsTest, MismatchedSegmentIsRefused) {
   auto plan = PlanWeights({{"conv1.weight", {1000, 1, 5, 5}}});
   ASSERT_TRUE(plan.ok());
   std::vector<char> buf(plan->total_bytes);
-  Status st = BindParamsToSegment(model, *plan, buf.data());
+  Status st = BindWeightsToSegment(model, *plan, buf.data());
   EXPECT_EQ(st.code(), Code::kDataLoss);
+  // The right names and shapes in another dtype are not this model's either.
+  auto tensors = ModelTensors(model).value();
+  tensors[3].dtype = WeightDtype::kBFloat16;
+  auto other = PlanWeights(tensors);
+  ASSERT_TRUE(other.ok());
+  std::vector<char> buf2(other->total_bytes);
+  EXPECT_EQ(BindWeightsToSegment(model, *other, buf2.data()).code(), Code::kDataLoss);
+  EXPECT_EQ(CheckWeightsMatch(model, *other).code(), Code::kDataLoss);
 }
 
 TEST_F(WeightsTest, SyntheticDataIsLearnable) {
@@ -156,12 +166,69 @@ TEST_F(WeightsTest, DeviceBatchesAndBindingMatchTheHostPath) {
   PlannedSegment s = MakeSegment(model, id_);
   MnistConvNet bound;
   auto base = reinterpret_cast<DevicePtr>(s.seg.data());
-  ASSERT_TRUE(BindParamsToDevice(bound, s.plan, base, torch::kCPU).ok());
+  ASSERT_TRUE(BindWeightsToDevice(bound, s.plan, base, torch::kCPU).ok());
   EXPECT_EQ(ParamsChecksum(bound), SegmentChecksum(s.plan, s.seg.data()));
   bound.parameters()[7].data().fill_(0.25f);  // an update lands in the buffer
   EXPECT_EQ(
-      reinterpret_cast<float*>(static_cast<char*>(s.seg.data()) + s.plan.entries[7].offset)[0],
+      reinterpret_cast<float*>(static_cast<char*>(s.seg.data()) + s.plan.tensors[7].offset)[0],
       0.25f);
+}
+
+// A model with BatchNorm, a bfloat16 layer and a rank-5 (Conv3d) weight: its buffers follow its
+// parameters in the segment, each in its own dtype, and bound ones are shared across processes as
+// PyTorch's share_memory() shares them: a forward in training mode in a child moves the running
+// statistics and the batch counter the parent reads.
+struct Mixed : torch::nn::Module {
+  Mixed() {
+    conv = register_module("conv", torch::nn::Conv3d(torch::nn::Conv3dOptions(2, 3, 1)));
+    bn = register_module("bn", torch::nn::BatchNorm3d(3));
+    head = register_module("head", torch::nn::Linear(3, 2));
+    head->to(torch::kBFloat16);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = bn(conv(x)).mean({2, 3, 4});
+    return head(h.to(torch::kBFloat16));
+  }
+  torch::nn::Conv3d conv{nullptr};
+  torch::nn::BatchNorm3d bn{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+
+TEST_F(WeightsTest, BuffersAndEveryDtypeAndRankAreSharedAcrossProcesses) {
+  Mixed model;
+  auto t = ModelTensors(model).value();
+  ASSERT_EQ(t.size(), 9u);  // 6 parameters, then running_mean, running_var, num_batches_tracked
+  EXPECT_EQ(t[0].shape.size(), 5u);
+  EXPECT_EQ(t[4].dtype, WeightDtype::kBFloat16);
+  EXPECT_EQ(t[6].role, WeightRole::kBuffer);
+  EXPECT_EQ(t[8].dtype, WeightDtype::kInt64);
+  auto s = MakeSegment(model, id_);
+  ASSERT_TRUE(BindWeightsToSegment(model, s.plan, s.seg.data()).ok());
+  const torch::Tensor mean0 = model.bn->running_mean.clone();
+  ASSERT_EQ(InChild([&] {
+              auto seg = ShmSegment::Open(SegmentName(id_, "weights"), true);
+              if (!seg.ok()) return 1;
+              Mixed other;
+              auto plan = ReadWeights(seg->data(), seg->size());
+              if (!plan.ok() || !BindWeightsToSegment(other, *plan, seg->data()).ok()) return 2;
+              other.train();
+              torch::NoGradGuard ng;
+              other.forward(torch::randn({4, 2, 2, 3, 3}) + 5);
+              other.head->weight.fill_(0.5);
+              return 0;
+            }),
+            0);
+  EXPECT_EQ(model.bn->num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_FALSE(model.bn->running_mean.allclose(mean0));
+  EXPECT_EQ(model.head->weight.scalar_type(), torch::kBFloat16);
+  EXPECT_EQ(model.head->weight[0][0].item<float>(), 0.5f);
+  // The checksum covers the parameters, whatever their dtypes, and not the buffers.
+  EXPECT_EQ(ParamsChecksum(model), SegmentChecksum(s.plan, s.seg.data()));
+  // A private copy takes the buffers too.
+  Mixed copy;
+  CopyWeightsFromSegment(copy, s.plan, s.seg.data());
+  EXPECT_EQ(copy.bn->num_batches_tracked.item<int64_t>(), 1);
+  EXPECT_TRUE(copy.bn->running_mean.equal(model.bn->running_mean));
 }
 
 }  // namespace

@@ -14,12 +14,11 @@ constexpr uint64_t kSyntheticTest = 1000;
 
 }  // namespace
 
-uint64_t SegmentChecksum(const WeightsHeader& h, const void* base) {
+uint64_t SegmentChecksum(const WeightsPlan& plan, const void* base) {
   uint64_t sum = 1469598103934665603ull;
-  for (uint32_t i = 0; i < h.count; ++i) {
-    sum = Fnv1a(static_cast<const char*>(base) + h.entries[i].offset,
-                h.entries[i].numel * sizeof(float), sum);
-  }
+  for (size_t i = 0; i < plan.parameters(); ++i)
+    sum = Fnv1a(static_cast<const char*>(base) + plan.tensors[i].offset, plan.tensors[i].bytes(),
+                sum);
   return sum;
 }
 

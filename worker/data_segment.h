@@ -12,8 +12,9 @@
 
 namespace shoal {
 
-// FNV-1a over the weights' bytes, tensor by tensor in the header's order (ParamsChecksum's).
-uint64_t SegmentChecksum(const WeightsHeader& h, const void* base);
+// FNV-1a over the parameters' bytes, tensor by tensor in the table's order (ParamsChecksum's);
+// the buffers that follow them are left out.
+uint64_t SegmentChecksum(const WeightsPlan& plan, const void* base);
 
 // A read-only view of the data set segment.
 struct DataView {

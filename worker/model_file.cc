@@ -20,16 +20,22 @@ std::string Shape(const torch::Tensor& t) { return Shape(t.sizes()); }
 
 // Forward and backward passes that train nothing (the leader's probe, a worker's warm-up): the
 // buffers (BatchNorm's statistics) are put back and the gradients dropped when it ends.
+// The buffers run on private copies meanwhile: bound to the shared segment, another worker's
+// steps or warm-up may be writing them, and putting back a copy taken here would undo those.
 class LeavesNoTrace {
  public:
   explicit LeavesNoTrace(Model& model) : model_(model) {
-    for (const auto& b : model_.buffers()) saved_.push_back(b.clone());
+    torch::NoGradGuard no_grad;
+    for (auto& b : model_.buffers()) {
+      saved_.push_back(b.data());
+      b.set_data(b.data().clone());
+    }
   }
   ~LeavesNoTrace() {
     torch::NoGradGuard no_grad;
     for (auto& p : model_.parameters()) p.mutable_grad().reset();
     auto buffers = model_.buffers();
-    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved_[i]);
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].set_data(saved_[i]);
   }
   LeavesNoTrace(const LeavesNoTrace&) = delete;
   LeavesNoTrace& operator=(const LeavesNoTrace&) = delete;
@@ -188,7 +194,7 @@ StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::Experime
   ASSIGN_OR_RETURN(std::vector<InputSpec> inputs, ParseInputs(spec.input()));
   const int64_t batch = spec.batch_size();
   ModelFileProbe p;
-  for (const auto& t : model.parameters()) p.param_bytes += uint64_t(t.numel()) * 4;
+  for (const auto& t : model.parameters()) p.param_bytes += uint64_t(t.nbytes());
   LeavesNoTrace untrained(model);
   model.train();
   const std::vector<torch::Tensor> x = RandomInputs(inputs, batch, spec.seed());

@@ -19,7 +19,7 @@ namespace shoal {
 struct ModelFileProbe {
   TargetSpec target;
   uint64_t step_bytes = 0;   // resident memory one forward and backward of a batch added
-  uint64_t param_bytes = 0;  // the parameters, float32
+  uint64_t param_bytes = 0;  // the trainable parameters, in their dtypes
 };
 
 // The spec's model file, loaded and checked trainable (FAILED_PRECONDITION saying why not).

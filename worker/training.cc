@@ -31,76 +31,137 @@ constexpr float kStd = 0.3081f;
 
 }  // namespace
 
-std::vector<TensorShape> ModelTensors(torch::nn::Module& model) {
-  std::vector<TensorShape> out;
-  for (const auto& p : model.named_parameters()) {
-    out.push_back({p.key(), p.value().sizes().vec()});
-  }
+std::vector<torch::Tensor> SegmentTensors(torch::nn::Module& model) {
+  std::vector<torch::Tensor> out = model.parameters();
+  for (auto& b : model.buffers()) out.push_back(b);
   return out;
 }
 
-void CopyParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base) {
-  torch::NoGradGuard ng;
-  auto params = model.parameters();
-  for (uint32_t i = 0; i < h.count; ++i) {
-    auto src = params[i].detach().contiguous();
-    std::memcpy(static_cast<char*>(base) + h.entries[i].offset, src.data_ptr<float>(),
-                h.entries[i].numel * sizeof(float));
+StatusOr<WeightDtype> WeightDtypeOf(c10::ScalarType t) {
+  switch (t) {
+    case torch::kFloat:
+      return WeightDtype::kFloat32;
+    case torch::kHalf:
+      return WeightDtype::kFloat16;
+    case torch::kBFloat16:
+      return WeightDtype::kBFloat16;
+    case torch::kDouble:
+      return WeightDtype::kFloat64;
+    case torch::kLong:
+      return WeightDtype::kInt64;
+    case torch::kInt:
+      return WeightDtype::kInt32;
+    case torch::kShort:
+      return WeightDtype::kInt16;
+    case torch::kChar:
+      return WeightDtype::kInt8;
+    case torch::kByte:
+      return WeightDtype::kUInt8;
+    case torch::kBool:
+      return WeightDtype::kBool;
+    default:
+      return InvalidArgument(std::string(c10::toString(t)));
   }
 }
 
-void CopyParamsFromSegment(torch::nn::Module& model, const WeightsHeader& h, const void* base) {
+c10::ScalarType ScalarTypeOf(WeightDtype d) {
+  static constexpr c10::ScalarType kTypes[kWeightDtypes] = {
+      torch::kFloat, torch::kHalf,  torch::kBFloat16, torch::kDouble, torch::kLong,
+      torch::kInt,   torch::kShort, torch::kChar,     torch::kByte,   torch::kBool};
+  return kTypes[static_cast<uint32_t>(d)];
+}
+
+StatusOr<std::vector<TensorShape>> ModelTensors(torch::nn::Module& model) {
+  std::vector<TensorShape> out;
+  auto add = [&](const std::string& name, const torch::Tensor& t, WeightRole role) -> Status {
+    auto dtype = WeightDtypeOf(t.scalar_type());
+    if (!dtype.ok())
+      return InvalidArgument("tensor " + name + " is " + dtype.status().message() +
+                             ", which the weight segment does not hold");
+    out.push_back({name, t.sizes().vec(), *dtype, role});
+    return Status::Ok();
+  };
+  for (const auto& p : model.named_parameters())
+    RETURN_IF_ERROR(add(p.key(), p.value(), WeightRole::kParameter));
+  for (const auto& b : model.named_buffers())
+    RETURN_IF_ERROR(add(b.key(), b.value(), WeightRole::kBuffer));
+  return out;
+}
+
+void CopyWeightsToSegment(torch::nn::Module& model, const WeightsPlan& plan, void* base) {
   torch::NoGradGuard ng;
-  auto params = model.parameters();
-  for (uint32_t i = 0; i < h.count; ++i) {
-    const TensorEntry& e = h.entries[i];
-    auto view = torch::from_blob(const_cast<char*>(static_cast<const char*>(base)) + e.offset,
-                                 std::vector<int64_t>(e.shape, e.shape + e.ndim), torch::kFloat);
-    params[i].copy_(view);  // into the parameter's own private storage
+  auto tensors = SegmentTensors(model);
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    auto src = tensors[i].detach().to(torch::kCPU).contiguous();
+    std::memcpy(static_cast<char*>(base) + plan.tensors[i].offset, src.data_ptr(),
+                plan.tensors[i].bytes());
   }
 }
 
 namespace {
 
-// Points every parameter at its slice of the buffer at `base`, in memory `options` names.
-Status BindParams(torch::nn::Module& model, const WeightsHeader& h, char* base,
-                  const torch::TensorOptions& options) {
-  auto named = model.named_parameters();
-  if (named.size() != h.count) {
-    return DataLoss("weight segment holds " + std::to_string(h.count) + " tensors, the model has " +
-                    std::to_string(named.size()));
+// The segment's view of tensor i at `base`, in memory `options` names.
+torch::Tensor SegmentView(const WeightTensor& w, char* base, const torch::TensorOptions& options) {
+  return torch::from_blob(base + w.offset, w.t.shape, options.dtype(ScalarTypeOf(w.t.dtype)));
+}
+
+}  // namespace
+
+Status CheckWeightsMatch(torch::nn::Module& model, const WeightsPlan& plan) {
+  auto want = ModelTensors(model);
+  if (!want.ok()) return DataLoss(want.status().message());
+  if (want->size() != plan.tensors.size())
+    return DataLoss("weight segment holds " + std::to_string(plan.tensors.size()) +
+                    " tensors, the model has " + std::to_string(want->size()));
+  for (size_t i = 0; i < want->size(); ++i) {
+    const TensorShape& have = plan.tensors[i].t;
+    const TensorShape& m = (*want)[i];
+    if (m.name != have.name || m.shape != have.shape || m.dtype != have.dtype ||
+        m.role != have.role)
+      return DataLoss("weight segment tensor " + have.name + " does not match the model's " +
+                      m.name);
   }
+  return Status::Ok();
+}
+
+namespace {
+
+// Points every tensor at its slice of the buffer at `base`, in memory `options` names.
+Status BindWeights(torch::nn::Module& model, const WeightsPlan& plan, char* base,
+                   const torch::TensorOptions& options) {
+  RETURN_IF_ERROR(CheckWeightsMatch(model, plan));
   torch::NoGradGuard ng;
-  for (uint32_t i = 0; i < h.count; ++i) {
-    const TensorEntry& e = h.entries[i];
-    auto& p = named[i];
-    std::vector<int64_t> shape(e.shape, e.shape + e.ndim);
-    if (p.key() != e.name || p.value().sizes().vec() != shape) {
-      return DataLoss("weight segment tensor " + std::string(e.name) +
-                      " does not match parameter " + p.key());
-    }
-    p.value().set_data(torch::from_blob(base + e.offset, shape, options));
-  }
+  auto tensors = SegmentTensors(model);
+  for (size_t i = 0; i < plan.tensors.size(); ++i)
+    tensors[i].set_data(SegmentView(plan.tensors[i], base, options));
   return Status::Ok();
 }
 
 }  // namespace
 
-Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base) {
-  return BindParams(model, h, static_cast<char*>(base), torch::TensorOptions(torch::kFloat));
+void CopyWeightsFromSegment(torch::nn::Module& model, const WeightsPlan& plan, const void* base) {
+  torch::NoGradGuard ng;
+  auto tensors = SegmentTensors(model);
+  char* b = const_cast<char*>(static_cast<const char*>(base));
+  for (size_t i = 0; i < plan.tensors.size(); ++i)
+    tensors[i].copy_(SegmentView(plan.tensors[i], b, torch::TensorOptions()));  // private storage
 }
 
-Status BindParamsToDevice(torch::nn::Module& model, const WeightsHeader& h, DevicePtr base,
-                          const torch::Device& device) {
-  return BindParams(model, h, reinterpret_cast<char*>(base),
-                    torch::TensorOptions(torch::kFloat).device(device));
+Status BindWeightsToSegment(torch::nn::Module& model, const WeightsPlan& plan, void* base) {
+  return BindWeights(model, plan, static_cast<char*>(base), torch::TensorOptions());
+}
+
+Status BindWeightsToDevice(torch::nn::Module& model, const WeightsPlan& plan, DevicePtr base,
+                           const torch::Device& device) {
+  return BindWeights(model, plan, reinterpret_cast<char*>(base),
+                     torch::TensorOptions().device(device));
 }
 
 uint64_t ParamsChecksum(torch::nn::Module& model) {
   uint64_t h = 1469598103934665603ull;
   for (const auto& p : model.parameters()) {
     auto c = p.detach().to(torch::kCPU).contiguous();  // a device's weights, copied back
-    h = Fnv1a(c.data_ptr<float>(), c.numel() * sizeof(float), h);
+    h = Fnv1a(c.data_ptr(), c.nbytes(), h);
   }
   return h;
 }

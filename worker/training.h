@@ -17,20 +17,32 @@
 
 namespace shoal {
 
-// The model's parameter names and shapes, in registration order.
-std::vector<TensorShape> ModelTensors(torch::nn::Module& model);
-// Copies the model's parameters into the segment at `base` (laid out by `h`).
-void CopyParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base);
-// Copies the segment into the model's own (private) parameter storage.
-void CopyParamsFromSegment(torch::nn::Module& model, const WeightsHeader& h, const void* base);
-// Points every parameter at its slice of the segment: from then on the model trains in place
-// on shared memory (Hogwild). The segment must outlive the model's use of it.
-Status BindParamsToSegment(torch::nn::Module& model, const WeightsHeader& h, void* base);
-// The same on a GPU: every parameter a CUDA tensor over its slice of the device buffer at
-// `base`, laid out like the segment (the leader's buffer, opened through CUDA IPC).
-Status BindParamsToDevice(torch::nn::Module& model, const WeightsHeader& h, DevicePtr base,
-                          const torch::Device& device);
-// FNV-1a over the parameters' bytes in order (SegmentChecksum's order).
+// What the weight segment holds of a model, in its order: the parameters, then the buffers
+// (BatchNorm's statistics, integer counters; a scripted model's frozen parameters), as PyTorch's
+// share_memory() shares both.
+std::vector<torch::Tensor> SegmentTensors(torch::nn::Module& model);
+// Their names, shapes, dtypes and roles; INVALID_ARGUMENT naming a tensor of a dtype the segment
+// does not hold (complex, quantised).
+StatusOr<std::vector<TensorShape>> ModelTensors(torch::nn::Module& model);
+// The segment's dtype of a LibTorch one, and back.
+StatusOr<WeightDtype> WeightDtypeOf(c10::ScalarType t);
+c10::ScalarType ScalarTypeOf(WeightDtype d);
+// DATA_LOSS unless the segment holds exactly this model's tensors (names, shapes, dtypes, roles),
+// in its order.
+Status CheckWeightsMatch(torch::nn::Module& model, const WeightsPlan& plan);
+// Copies the model's parameters and buffers into the segment at `base` (laid out by `plan`).
+void CopyWeightsToSegment(torch::nn::Module& model, const WeightsPlan& plan, void* base);
+// Copies the segment into the model's own (private) parameter and buffer storage.
+void CopyWeightsFromSegment(torch::nn::Module& model, const WeightsPlan& plan, const void* base);
+// Points every parameter and buffer at its slice of the segment: from then on the model trains
+// in place on shared memory (Hogwild), its running statistics too. The segment must outlive the
+// model's use of it. DATA_LOSS when the segment does not hold this model's tensors.
+Status BindWeightsToSegment(torch::nn::Module& model, const WeightsPlan& plan, void* base);
+// The same on a GPU: every tensor a CUDA tensor over its slice of the device buffer at `base`,
+// laid out like the segment (the leader's buffer, opened through CUDA IPC).
+Status BindWeightsToDevice(torch::nn::Module& model, const WeightsPlan& plan, DevicePtr base,
+                           const torch::Device& device);
+// FNV-1a over the parameters' bytes in order (SegmentChecksum's order); buffers left out.
 uint64_t ParamsChecksum(torch::nn::Module& model);
 
 // Builds a normalised float batch [B,channels,side,side] and int64 labels from the given rows;

@@ -5,53 +5,167 @@
 
 namespace shoal {
 
-StatusOr<WeightsHeader> PlanWeights(const std::vector<TensorShape>& tensors) {
-  if (tensors.size() > kMaxTensors) {
-    return InvalidArgument("model has " + std::to_string(tensors.size()) + " tensors, at most " +
-                           std::to_string(kMaxTensors) + " fit the weight segment header");
-  }
-  WeightsHeader h;
-  std::memset(&h, 0, sizeof h);
-  h.magic = kWeightsMagic;
-  h.version = kLayoutVersion;
-  h.count = static_cast<uint32_t>(tensors.size());
-  uint64_t off = AlignUp(sizeof(WeightsHeader));
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto& t = tensors[i];
-    TensorEntry& e = h.entries[i];
-    if (t.name.size() >= sizeof e.name) return InvalidArgument("tensor name too long: " + t.name);
-    if (t.shape.size() > kMaxRank) return InvalidArgument("tensor rank too high: " + t.name);
-    std::memcpy(e.name, t.name.c_str(), t.name.size() + 1);
-    e.ndim = static_cast<uint32_t>(t.shape.size());
-    uint64_t numel = 1;
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      if (t.shape[d] <= 0) return InvalidArgument("tensor " + t.name + " has an empty dimension");
-      e.shape[d] = t.shape[d];
-      numel *= static_cast<uint64_t>(t.shape[d]);
-    }
-    e.numel = numel;
-    e.offset = off;
-    off = AlignUp(off + numel * sizeof(float));
-  }
-  h.total_bytes = off;
-  return h;
+size_t DtypeBytes(WeightDtype d) {
+  static constexpr size_t kBytes[kWeightDtypes] = {4, 2, 2, 8, 8, 4, 2, 1, 1, 1};
+  const auto i = static_cast<uint32_t>(d);
+  return i < kWeightDtypes ? kBytes[i] : 0;
 }
 
-Status ValidateWeights(const WeightsHeader& h, size_t segment_bytes) {
+const char* DtypeName(WeightDtype d) {
+  static constexpr const char* kNames[kWeightDtypes] = {"float32", "float16", "bfloat16", "float64",
+                                                        "int64",   "int32",   "int16",    "int8",
+                                                        "uint8",   "bool"};
+  const auto i = static_cast<uint32_t>(d);
+  return i < kWeightDtypes ? kNames[i] : "unknown";
+}
+
+size_t WeightsPlan::parameters() const {
+  size_t n = 0;
+  while (n < tensors.size() && tensors[n].t.role == WeightRole::kParameter) ++n;
+  return n;
+}
+
+namespace {
+
+constexpr uint64_t kMaxSegmentBytes = uint64_t(1) << 62;  // past any machine; no overflow below
+
+// Where the table's parts start: entries after the header, dims after the entries, names after
+// the dims; the first tensor after the names, aligned.
+struct TableParts {
+  uint64_t entries, dims, names, end;
+};
+TableParts Parts(uint64_t count, uint64_t dims_count, uint64_t names_bytes) {
+  TableParts p;
+  p.entries = AlignUp(sizeof(WeightsHeader));
+  p.dims = p.entries + count * sizeof(TensorEntry);
+  p.names = p.dims + dims_count * sizeof(int64_t);
+  p.end = AlignUp(p.names + names_bytes);
+  return p;
+}
+
+// numel of `shape`; false past kMaxSegmentBytes or for a negative dimension.
+bool Numel(const std::vector<int64_t>& shape, uint64_t* numel) {
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d > 0 && n > kMaxSegmentBytes / uint64_t(d)) return false;
+    n *= uint64_t(d);
+  }
+  *numel = n;
+  return true;
+}
+
+}  // namespace
+
+StatusOr<WeightsPlan> PlanWeights(const std::vector<TensorShape>& tensors) {
+  WeightsPlan plan;
+  uint64_t dims = 0, names = 0;
+  for (const auto& t : tensors) {
+    dims += t.shape.size();
+    names += t.name.size();
+  }
+  plan.table_bytes = Parts(tensors.size(), dims, names).end;
+  uint64_t off = plan.table_bytes;
+  for (const auto& t : tensors) {
+    WeightTensor w{t, off, 0};
+    if (DtypeBytes(t.dtype) == 0) return InvalidArgument("tensor " + t.name + ": unknown dtype");
+    if (!Numel(t.shape, &w.numel) || w.bytes() > kMaxSegmentBytes - off)
+      return InvalidArgument("tensor " + t.name + " has a negative or impossible shape");
+    off = AlignUp(off + w.bytes());
+    plan.tensors.push_back(std::move(w));
+  }
+  plan.total_bytes = off;
+  return plan;
+}
+
+void WriteWeightsTable(const WeightsPlan& plan, void* base) {
+  uint64_t dims = 0, names = 0;
+  for (const auto& w : plan.tensors) {
+    dims += w.t.shape.size();
+    names += w.t.name.size();
+  }
+  const TableParts parts = Parts(plan.tensors.size(), dims, names);
+  char* b = static_cast<char*>(base);
+  auto* h = reinterpret_cast<WeightsHeader*>(b);
+  std::memset(h, 0, sizeof *h);
+  h->magic = kWeightsMagic;
+  h->version = kLayoutVersion;
+  h->count = static_cast<uint32_t>(plan.tensors.size());
+  h->total_bytes = plan.total_bytes;
+  h->initial_checksum = plan.initial_checksum;
+  h->table_bytes = plan.table_bytes;
+  h->dims_count = dims;
+  h->names_bytes = names;
+  auto* entries = reinterpret_cast<TensorEntry*>(b + parts.entries);
+  auto* dim = reinterpret_cast<int64_t*>(b + parts.dims);
+  uint64_t d = 0, n = 0;
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    const WeightTensor& w = plan.tensors[i];
+    entries[i] = TensorEntry{w.offset,
+                             w.numel,
+                             d,
+                             n,
+                             static_cast<uint32_t>(w.t.shape.size()),
+                             static_cast<uint32_t>(w.t.dtype),
+                             static_cast<uint32_t>(w.t.role),
+                             static_cast<uint32_t>(w.t.name.size())};
+    for (int64_t x : w.t.shape) dim[d++] = x;
+    std::memcpy(b + parts.names + n, w.t.name.data(), w.t.name.size());
+    n += w.t.name.size();
+  }
+}
+
+namespace {
+
+// One entry of a mapped table, checked against the table's areas and the segment.
+Status ReadEntry(const char* b, const WeightsHeader& h, const TableParts& parts,
+                 const TensorEntry& e, WeightTensor* w) {
+  if (e.dtype >= kWeightDtypes || e.role > uint32_t(WeightRole::kBuffer) ||
+      e.dims_at > h.dims_count || e.ndim > h.dims_count - e.dims_at || e.name_at > h.names_bytes ||
+      e.name_len > h.names_bytes - e.name_at)
+    return DataLoss("entry out of its table");
+  w->t.dtype = static_cast<WeightDtype>(e.dtype);
+  w->t.role = static_cast<WeightRole>(e.role);
+  w->t.name.assign(b + parts.names + e.name_at, e.name_len);
+  const auto* dims = reinterpret_cast<const int64_t*>(b + parts.dims) + e.dims_at;
+  w->t.shape.assign(dims, dims + e.ndim);
+  if (!Numel(w->t.shape, &w->numel) || w->numel != e.numel) return DataLoss("bad shape");
+  w->offset = e.offset;
+  if (e.offset % kAlign != 0 || e.offset < h.table_bytes || e.offset > h.total_bytes ||
+      w->bytes() > h.total_bytes - e.offset)
+    return DataLoss("bytes out of the segment");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<WeightsPlan> ReadWeights(const void* base, size_t segment_bytes) {
   if (segment_bytes < sizeof(WeightsHeader))
     return DataLoss("weight segment smaller than its header");
+  const char* b = static_cast<const char*>(base);
+  WeightsHeader h;
+  std::memcpy(&h, b, sizeof h);
   if (h.magic != kWeightsMagic) return DataLoss("weight segment: bad magic");
   if (h.version != kLayoutVersion) return DataLoss("weight segment: layout version mismatch");
-  if (h.count > kMaxTensors || h.total_bytes > segment_bytes) {
+  // Each area is bounded by the segment before it is multiplied out: no overflow below.
+  if (h.total_bytes > segment_bytes || h.count > segment_bytes / sizeof(TensorEntry) ||
+      h.dims_count > segment_bytes / sizeof(int64_t) || h.names_bytes > segment_bytes ||
+      Parts(h.count, h.dims_count, h.names_bytes).end != h.table_bytes ||
+      h.table_bytes > h.total_bytes)
     return DataLoss("weight segment: header out of bounds");
-  }
+  const TableParts parts = Parts(h.count, h.dims_count, h.names_bytes);
+  WeightsPlan plan;
+  plan.table_bytes = h.table_bytes;
+  plan.total_bytes = h.total_bytes;
+  plan.initial_checksum = h.initial_checksum;
+  plan.tensors.resize(h.count);
+  const auto* entries = reinterpret_cast<const TensorEntry*>(b + parts.entries);
   for (uint32_t i = 0; i < h.count; ++i) {
-    const TensorEntry& e = h.entries[i];
-    if (e.offset % kAlign != 0 || e.offset + e.numel * sizeof(float) > h.total_bytes) {
-      return DataLoss("weight segment: tensor " + std::to_string(i) + " out of bounds");
-    }
+    Status st = ReadEntry(b, h, parts, entries[i], &plan.tensors[i]);
+    if (!st.ok())
+      return DataLoss("weight segment: tensor " + std::to_string(i) + ": " + st.message());
   }
-  return Status::Ok();
+  return plan;
 }
 
 DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t cols,

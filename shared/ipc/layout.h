@@ -12,43 +12,93 @@
 
 namespace shoal {
 
-constexpr uint64_t kWeightsMagic = 0x53484f414c575431ull;  // "SHOALWT1"
+constexpr uint64_t kWeightsMagic = 0x53484f414c575432ull;  // "SHOALWT2"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 13;
+constexpr uint32_t kLayoutVersion = 14;
 constexpr size_t kAlign = 64;
-constexpr size_t kMaxTensors = 128;  // resnet18_cifar has 62
-constexpr size_t kMaxRank = 4;
-
-// ---- weights: header, then one flat float32 buffer; each tensor 64-byte aligned.
-struct TensorEntry {
-  char name[64];
-  uint32_t dtype;  // 0 = float32
-  uint32_t ndim;
-  int64_t shape[kMaxRank];
-  uint64_t offset;  // from the start of the segment
-  uint64_t numel;
+// ---- weights: a fixed header, a table that grows with the model (entries, their dims, their
+// names), then each tensor's bytes, 64-byte aligned. Nothing caps the number of tensors, their
+// rank or their names: what bounds them is the segment, sized from the model by its writer.
+// Parameters first, then buffers (BatchNorm's statistics, integer counters), as PyTorch's
+// share_memory() shares both.
+enum class WeightDtype : uint32_t {
+  kFloat32 = 0,
+  kFloat16 = 1,
+  kBFloat16 = 2,
+  kFloat64 = 3,
+  kInt64 = 4,
+  kInt32 = 5,
+  kInt16 = 6,
+  kInt8 = 7,
+  kUInt8 = 8,
+  kBool = 9,
 };
+constexpr uint32_t kWeightDtypes = 10;
+size_t DtypeBytes(WeightDtype d);
+const char* DtypeName(WeightDtype d);
+
+enum class WeightRole : uint32_t { kParameter = 0, kBuffer = 1 };
 
 struct WeightsHeader {
   uint64_t magic;
   uint32_t version;
   uint32_t count;
   uint64_t total_bytes;
-  uint64_t initial_checksum;  // SegmentChecksum of the initial weights, set by their writer
-  TensorEntry entries[kMaxTensors];
-  CudaExport cuda;  // device cuda with shared weights: the leader's device buffer
+  uint64_t initial_checksum;  // SegmentChecksum of the initial parameters, set by their writer
+  uint64_t table_bytes;       // header and table: where the first tensor may start
+  uint64_t dims_count;        // int64 dims after the entries
+  uint64_t names_bytes;       // name bytes after the dims (not NUL-terminated)
+  CudaExport cuda;            // device cuda with shared weights: the leader's device buffer
 };
 
+// One tensor of the table. Offsets of tensors are from the start of the segment; name_at and
+// dims_at index the table's names and dims areas.
+struct TensorEntry {
+  uint64_t offset;
+  uint64_t numel;
+  uint64_t dims_at;
+  uint64_t name_at;
+  uint32_t ndim;
+  uint32_t dtype;  // WeightDtype
+  uint32_t role;   // WeightRole
+  uint32_t name_len;
+};
+
+// What a writer lays out: a tensor's name, shape, dtype and role.
 struct TensorShape {
   std::string name;
   std::vector<int64_t> shape;
+  WeightDtype dtype = WeightDtype::kFloat32;
+  WeightRole role = WeightRole::kParameter;
 };
 
-// Fills a header for these tensors; the segment needs header.total_bytes bytes.
-StatusOr<WeightsHeader> PlanWeights(const std::vector<TensorShape>& tensors);
-// Checks a mapped header (magic, version, bounds) against the segment size.
-Status ValidateWeights(const WeightsHeader& h, size_t segment_bytes);
+// A tensor of a planned or read segment: its shape and where its bytes are.
+struct WeightTensor {
+  TensorShape t;
+  uint64_t offset = 0;
+  uint64_t numel = 0;
+  uint64_t bytes() const { return numel * DtypeBytes(t.dtype); }
+};
+
+// A segment's layout in this process's memory (a mapped segment's table is read into one): the
+// writer plans it, writes it with WriteWeightsTable, and every reader reads it with ReadWeights,
+// which checks every bound against the segment's size.
+struct WeightsPlan {
+  std::vector<WeightTensor> tensors;
+  uint64_t table_bytes = 0;  // header and table, aligned
+  uint64_t total_bytes = 0;
+  uint64_t initial_checksum = 0;
+  size_t parameters() const;  // the leading tensors that are parameters
+};
+
+// Lays out these tensors; INVALID_ARGUMENT for a negative dimension or a size past 2^62 bytes.
+StatusOr<WeightsPlan> PlanWeights(const std::vector<TensorShape>& tensors);
+// Writes the header (magic, version, sizes, a zero CUDA export) and the table at `base`, which
+// holds at least plan.total_bytes.
+void WriteWeightsTable(const WeightsPlan& plan, void* base);
+// The layout of a mapped segment, every offset checked against `segment_bytes` (DATA_LOSS).
+StatusOr<WeightsPlan> ReadWeights(const void* base, size_t segment_bytes);
 
 inline uint64_t AlignUp(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 

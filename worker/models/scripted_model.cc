@@ -12,16 +12,17 @@
 namespace shoal {
 namespace {
 
-// A Model name for a module's dotted name: '/' for '.', which register_parameter refuses; a name
-// too long for the weight segment's header keeps its index and its tail, so it stays unique.
-std::string LocalName(const std::string& dotted, size_t index) {
+// A Model name for a module's dotted name: '/' for '.', which register_parameter refuses.
+std::string LocalName(const std::string& dotted) {
   std::string name = dotted;
   for (char& c : name)
     if (c == '.') c = '/';
-  const size_t room = sizeof(TensorEntry::name) - 1;
-  if (name.size() <= room) return name;
-  const std::string head = "p" + std::to_string(index) + ":";
-  return head + name.substr(name.size() - (room - head.size()));
+  return name;
+}
+
+// The dtypes a parameter may train in: the optimisers and the weight segment take all four.
+bool TrainableDtype(c10::ScalarType t) {
+  return t == torch::kFloat || t == torch::kHalf || t == torch::kBFloat16 || t == torch::kDouble;
 }
 
 }  // namespace
@@ -68,20 +69,19 @@ ScriptedModel::ScriptedModel(torch::jit::Module module, std::string loss)
   // twice. A frozen parameter is a buffer here: the optimiser, the gradient buckets of
   // data_parallel and the shared segment are for what trains.
   std::set<const void*> seen;
-  size_t i = 0;
   for (const auto& p : module_.named_parameters(/*recurse=*/true)) {
     if (!seen.insert(p.value.unsafeGetTensorImpl()).second) continue;
     if (p.value.requires_grad()) {
       names_.push_back(p.name);
-      register_parameter(LocalName(p.name, i++), p.value);
+      register_parameter(LocalName(p.name), p.value);
     } else {
       frozen_ += 1;
-      register_buffer(LocalName(p.name, i++), p.value);
+      register_buffer(LocalName(p.name), p.value);
     }
   }
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) {
     if (b.value.defined() && seen.insert(b.value.unsafeGetTensorImpl()).second)
-      register_buffer(LocalName(b.name, i++), b.value);
+      register_buffer(LocalName(b.name), b.value);
   }
 }
 
@@ -100,17 +100,15 @@ std::string ScriptedModel::Untrainable() {
   size_t i = 0;
   for (const auto& p : parameters()) {
     const std::string& name = names_[i++];
-    if (p.scalar_type() != torch::kFloat)
+    if (!TrainableDtype(p.scalar_type()))
       return "parameter " + name + " is " + std::string(c10::toString(p.scalar_type())) +
-             "; Shoal trains float32 parameters";
-    if (p.dim() > int64_t(kMaxRank))
-      return "parameter " + name + " has rank " + std::to_string(p.dim()) + "; at most " +
-             std::to_string(kMaxRank);
+             "; Shoal trains float32, float16, bfloat16 and float64 parameters";
   }
-  if (parameters().size() > kMaxTensors)
-    return "it has " + std::to_string(parameters().size()) +
-           " trainable parameter tensors; at most " + std::to_string(kMaxTensors) +
-           " fit the weight segment";
+  for (const auto& b : named_buffers()) {
+    if (!b.value().is_sparse() && !b.value().is_quantized() && !b.value().is_complex()) continue;
+    return "buffer " + b.key() + " is " + std::string(c10::toString(b.value().scalar_type())) +
+           " or sparse; the weight segment holds dense real tensors";
+  }
   if (parameters().empty())
     return "it has no trainable parameter (frozen, or saved by optimize_for_inference: save the "
            "module before freezing it)";

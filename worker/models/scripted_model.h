@@ -35,7 +35,8 @@ class ScriptedModel : public Model {
   const std::vector<std::string>& parameter_names() const { return names_; }
   size_t frozen() const { return frozen_; }
   // Why this module cannot be trained by Shoal ("" when it can): no trainable parameter, a
-  // trainable parameter that is not float32 or of rank over 4, more than the segment holds.
+  // trainable parameter that is not floating point (float32, float16, bfloat16, float64), a
+  // sparse, quantised or complex buffer. Any number of tensors, of any rank.
   std::string Untrainable();
 
  private:

@@ -93,7 +93,9 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
   ExperimentEstimate e;
   const DataHeader d = PlanData(6000, 1000, 32, 32, 3);
   const uint64_t weights = kResNetParams * 4;
-  e.shm_bytes = d.total_bytes + AlignUp(sizeof(WeightsHeader)) + weights + kAlign * kMaxTensors +
+  // The table of its ~120 tensors, their alignment, and BatchNorm's statistics: under 128 KiB.
+  constexpr uint64_t kTableAndBuffers = 128 << 10;
+  e.shm_bytes = d.total_bytes + AlignUp(sizeof(WeightsHeader)) + weights + kTableAndBuffers +
                 BoardBytes(s.workers()) + sizeof(RendezvousHeader);
   // Each replica: weights, gradients, momentum, the bucket buffers, activations.
   const uint64_t per_worker =

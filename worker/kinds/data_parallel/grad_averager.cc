@@ -22,13 +22,16 @@ GradAverager::GradAverager(c10::intrusive_ptr<c10d::ProcessGroup> pg, torch::nn:
   for (auto& g : AssignBuckets(sizes, first_bucket_bytes, bucket_bytes)) {
     Bucket b;
     int64_t n = 0;
+    // Mixed dtypes (a bfloat16 body, a float32 head) reduce in the widest of them.
+    c10::ScalarType dtype = params_[g.params.front()].scalar_type();
+    for (size_t k : g.params) dtype = c10::promoteTypes(dtype, params_[k].scalar_type());
     for (size_t k : g.params) {
       where_[k] = {buckets_.size(), b.params.size()};
       b.params.push_back(k);
       b.offsets.push_back(n);
       n += params_[k].numel();
     }
-    b.flat = torch::zeros({n}, params_.front().options());
+    b.flat = torch::zeros({n}, params_.front().options().dtype(dtype));
     b.pending = b.params.size();
     b.arrived.assign(b.params.size(), 0);
     bytes_per_step_ += g.bytes;
@@ -132,8 +135,10 @@ uint64_t GradAverager::BusyNs() const {
 void GradAverager::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (tensors.empty()) return;
   torch::NoGradGuard no_grad;
+  c10::ScalarType dtype = tensors.front().scalar_type();
+  for (const auto& t : tensors) dtype = c10::promoteTypes(dtype, t.scalar_type());
   std::vector<torch::Tensor> flat_parts;
-  for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}));
+  for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(dtype));
   std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
   pg_->broadcast(flat)->wait();
   int64_t off = 0;

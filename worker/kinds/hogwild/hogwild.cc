@@ -53,7 +53,7 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   if (spec.device() == "cuda") return spec.share() ? ExportToDevice(spec) : Status::Ok();
   // With sharing off the segment is only where attached workers copy their initial weights from;
   // forked workers inherit the leader's private copy.
-  if (spec.share()) RETURN_IF_ERROR(BindParamsToSegment(*model_, plan_, weights_.data()));
+  if (spec.share()) RETURN_IF_ERROR(BindWeightsToSegment(*model_, plan_, weights_.data()));
   return Status::Ok();
 }
 
@@ -69,26 +69,27 @@ Status HogwildKind::ExportToDevice(const v1::ExperimentSpec& spec) {
   return Status::Ok();
 }
 
-Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index,
-                                  const WeightsHeader& wh) {
+Status HogwildKind::PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index) {
   ASSIGN_OR_RETURN(device_, TrainDevice::ForSpec(spec, index));
   if (!device_->is_cuda()) return Status::Ok();
   if (!spec.share()) {  // its own copy, already in the model's (CPU) parameters
     model_->to(device_->device());
     return Status::Ok();
   }
-  ASSIGN_OR_RETURN(view_, DeviceBufferView::Open(device_->driver(), wh.cuda, wh.total_bytes,
+  const auto& header = *static_cast<const WeightsHeader*>(weights_.data());
+  ASSIGN_OR_RETURN(view_, DeviceBufferView::Open(device_->driver(), header.cuda, plan_.total_bytes,
                                                  getpid(), "shared CUDA weights"));
-  return BindParamsToDevice(*model_, wh, view_->base(), device_->device());
+  return BindWeightsToDevice(*model_, plan_, view_->base(), device_->device());
 }
 
 Status HogwildKind::CreateWeightsSegment(const std::string& experiment_id) {
-  ASSIGN_OR_RETURN(plan_, PlanWeights(ModelTensors(*model_)));
+  ASSIGN_OR_RETURN(std::vector<TensorShape> tensors, ModelTensors(*model_));
+  ASSIGN_OR_RETURN(plan_, PlanWeights(tensors));
   ASSIGN_OR_RETURN(weights_,
                    ShmSegment::Create(SegmentName(experiment_id, "weights"), plan_.total_bytes));
-  CopyParamsToSegment(*model_, plan_, weights_.data());
+  CopyWeightsToSegment(*model_, plan_, weights_.data());
   plan_.initial_checksum = SegmentChecksum(plan_, weights_.data());
-  std::memcpy(weights_.data(), &plan_, sizeof(WeightsHeader));
+  WriteWeightsTable(plan_, weights_.data());
   return Status::Ok();
 }
 
@@ -122,7 +123,8 @@ Status HogwildKind::OpenWeights(WorkerEnv& env, bool writable) {
       !WaitForCount(&env.board->weights_published, 1, env.slot, env.lifetime_fd))
     return Unavailable("the leader is gone");
   ASSIGN_OR_RETURN(weights_, ShmSegment::Open(SegmentName(env.experiment_id, "weights"), writable));
-  return ValidateWeights(*static_cast<const WeightsHeader*>(weights_.data()), weights_.size());
+  ASSIGN_OR_RETURN(plan_, ReadWeights(weights_.data(), weights_.size()));
+  return Status::Ok();
 }
 
 Status HogwildKind::Attach(WorkerEnv& env) {
@@ -140,22 +142,21 @@ Status HogwildKind::Attach(WorkerEnv& env) {
     RETURN_IF_ERROR(BuildWorkerModel(spec));
     RETURN_IF_ERROR(OpenWeights(env, shared_on_cpu));
   }
-  const auto* wh = static_cast<const WeightsHeader*>(weights_.data());
-  if (shared_on_cpu) return BindParamsToSegment(*model_, *wh, weights_.data());
-  if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, env.index, *wh);
+  if (shared_on_cpu) return BindWeightsToSegment(*model_, plan_, weights_.data());
+  if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, env.index);
   // A private copy: take the initial weights and let go of the segment, so this worker cannot
   // quietly train the shared copy (torch.multiprocessing's spawn pitfall).
-  CopyParamsFromSegment(*model_, *wh, weights_.data());
-  const WeightsHeader plan = *wh;
+  RETURN_IF_ERROR(CheckWeightsMatch(*model_, plan_));
+  CopyWeightsFromSegment(*model_, plan_, weights_.data());
   weights_.Unmap();
-  return PlaceOnDevice(spec, env.index, plan);
+  return PlaceOnDevice(spec, env.index);
 }
 
 int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   ApplyRuntimePolicies(env.spec);
   at::set_num_threads(1);  // until the trainer sets the spec's count
   // Forked from the leader (start fork), a cuda worker shares nothing: the leader kept off CUDA.
-  Status st = forked_from_leader ? PlaceOnDevice(env.spec, env.index, plan_) : Attach(env);
+  Status st = forked_from_leader ? PlaceOnDevice(env.spec, env.index) : Attach(env);
   // A model file's training set (the data segment holds images otherwise).
   const auto* tensors = env.spec.model() == "torchscript"
                             ? static_cast<const TensorSetHeader*>(data_.data())

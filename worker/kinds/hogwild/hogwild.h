@@ -35,7 +35,8 @@ class HogwildKind : public WorkerKind {
   Status PrepareModelAndData(LeaderEnv& env);
   // Attaches to the leader's segments; binds (shared) or copies (private) the weights.
   Status Attach(WorkerEnv& env);
-  // The weights segment from model_'s parameters (plan_ its header, the initial checksum in it).
+  // The weights segment from model_'s parameters and buffers (plan_ its table, the initial
+  // checksum in it).
   Status CreateWeightsSegment(const std::string& experiment_id);
   // Attach's steps: worker 0 under shoal-leader writes the initial weights; the others build
   // their model, then open the weights (once published).
@@ -45,11 +46,11 @@ class HogwildKind : public WorkerKind {
   // The leader, cuda and shared: the device buffer, exported in the segment's header.
   Status ExportToDevice(const v1::ExperimentSpec& spec);
   // A worker on cuda: the model onto the device, its weights the leader's buffer (shared) or
-  // its own copy. `wh` is the segment's header.
-  Status PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index, const WeightsHeader& wh);
+  // its own copy. Shared, the export is read from the mapped segment's header.
+  Status PlaceOnDevice(const v1::ExperimentSpec& spec, uint32_t index);
 
   ShmSegment data_, weights_;
-  WeightsHeader plan_{};
+  WeightsPlan plan_;    // the weights segment's table, in this process's memory
   ModelPtr model_;      // the leader's (fork) or this worker's
   ModelPtr prototype_;  // built once in the forkserver: workers rebind it instead of building
   uint64_t model_step_bytes_ = 0;                             // a model file's probe step

@@ -37,12 +37,12 @@ int ImageLeaderKind::RunWorker(WorkerEnv& env, bool) {
 void ImageLeaderKind::Finish(ipc::v1::LeaderResult* result) {
   auto weights = ShmSegment::Open(weights_name_, false);
   if (!weights.ok()) return;  // worker 0 failed before writing them: the result says why
-  const auto& h = *static_cast<const WeightsHeader*>(weights->data());
-  if (!ValidateWeights(h, weights->size()).ok()) return;
+  auto plan = ReadWeights(weights->data(), weights->size());
+  if (!plan.ok()) return;
   announce_("weights", weights->size());
-  result->set_initial_checksum(h.initial_checksum);
+  result->set_initial_checksum(plan->initial_checksum);
   // data_parallel's replicas train their own copies: the segment's are no final weights.
-  if (!data_parallel_) result->set_final_checksum(SegmentChecksum(h, weights->data()));
+  if (!data_parallel_) result->set_final_checksum(SegmentChecksum(*plan, weights->data()));
 }
 
 std::vector<std::string> ImageLeaderKind::SegmentWhats() const {
