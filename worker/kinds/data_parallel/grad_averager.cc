@@ -5,6 +5,21 @@
 namespace shoal {
 namespace {
 
+// The dtype a set of tensors is reduced in: the widest of theirs, and float32 for bfloat16,
+// which Gloo (LibTorch 1.13) cannot reduce ("Invalid scalar type").
+c10::ScalarType WireDtype(const std::vector<torch::Tensor>& tensors,
+                          const std::vector<size_t>& which) {
+  c10::ScalarType dtype = tensors[which.front()].scalar_type();
+  for (size_t k : which) dtype = c10::promoteTypes(dtype, tensors[k].scalar_type());
+  return dtype == torch::kBFloat16 ? torch::kFloat : dtype;
+}
+
+std::vector<size_t> All(size_t n) {
+  std::vector<size_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = i;
+  return out;
+}
+
 int64_t SteadyNs(SteadyClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
@@ -22,9 +37,8 @@ GradAverager::GradAverager(c10::intrusive_ptr<c10d::ProcessGroup> pg, torch::nn:
   for (auto& g : AssignBuckets(sizes, first_bucket_bytes, bucket_bytes)) {
     Bucket b;
     int64_t n = 0;
-    // Mixed dtypes (a bfloat16 body, a float32 head) reduce in the widest of them.
-    c10::ScalarType dtype = params_[g.params.front()].scalar_type();
-    for (size_t k : g.params) dtype = c10::promoteTypes(dtype, params_[k].scalar_type());
+    // Mixed dtypes (a float16 body, a float32 head) reduce in the widest of them.
+    const c10::ScalarType dtype = WireDtype(params_, g.params);
     for (size_t k : g.params) {
       where_[k] = {buckets_.size(), b.params.size()};
       b.params.push_back(k);
@@ -34,7 +48,7 @@ GradAverager::GradAverager(c10::intrusive_ptr<c10d::ProcessGroup> pg, torch::nn:
     b.flat = torch::zeros({n}, params_.front().options().dtype(dtype));
     b.pending = b.params.size();
     b.arrived.assign(b.params.size(), 0);
-    bytes_per_step_ += g.bytes;
+    bytes_per_step_ += uint64_t(n) * c10::elementSize(dtype);  // what goes on the wire
     buckets_.push_back(std::move(b));
   }
   for (size_t k = 0; k < params_.size(); ++k)
@@ -135,8 +149,7 @@ uint64_t GradAverager::BusyNs() const {
 void GradAverager::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (tensors.empty()) return;
   torch::NoGradGuard no_grad;
-  c10::ScalarType dtype = tensors.front().scalar_type();
-  for (const auto& t : tensors) dtype = c10::promoteTypes(dtype, t.scalar_type());
+  const c10::ScalarType dtype = WireDtype(tensors, All(tensors.size()));
   std::vector<torch::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(dtype));
   std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
