@@ -52,7 +52,8 @@ double MaxGradDiff(const std::string& name, const std::string& loss, const std::
   EXPECT_TRUE(model.ok()) << model.status().message();
   std::vector<torch::Tensor> inputs;
   for (const auto& t : ref["inputs"]) inputs.push_back(FromJson(t));
-  torch::Tensor target = torch::tensor(ref["target"].get<std::vector<int64_t>>(), torch::kLong);
+  torch::Tensor target = torch::tensor(ref["target"].get<std::vector<int64_t>>(), torch::kLong)
+                             .reshape(ref["target_shape"].get<std::vector<int64_t>>());
   (*model)->train();
   torch::Tensor l = (*model)->Loss(inputs, target);
   EXPECT_NEAR(l.item<double>(), ref["loss"].get<double>(), 1e-5) << name;
@@ -77,7 +78,8 @@ TEST_F(ScriptedModelTest, FirstStepGradientsArePyTorchs) {
                                                         {"cnn_exact", "cross_entropy"},
                                                         {"encoder_exact", "cross_entropy"},
                                                         {"own_loss", "output"},
-                                                        {"tied", "cross_entropy"}}) {
+                                                        {"tied", "cross_entropy"},
+                                                        {"gpt_tiny", "cross_entropy"}}) {
     const double diff = MaxGradDiff(name, loss, Path(name), *dir_ / (name + ".grads.json"));
     std::printf("%s: max |gradient - PyTorch's| = %.3g\n", name.c_str(), diff);
     EXPECT_LE(diff, 1e-5) << name;
@@ -171,6 +173,40 @@ TEST(TensorSetTest, BatchesPutBWhereTheSpecSaysAndTargetsFollowTheInput) {
   FillSyntheticTensors(h, inputs, target, 3, again.data());
   EXPECT_EQ(std::memcmp(buf.data() + sizeof h, again.data() + sizeof h, h.total_bytes - sizeof h),
             0);
+}
+
+// A class per position: token inputs [B, T] of a vocabulary the classes cover train on the next
+// token (the targets are the sequence moved on by one), other inputs on their sample's class at
+// every position.
+TEST(TensorSetTest, PerPositionTargetsAreTheNextTokenOrTheSamplesClass) {
+  auto tokens = ParseInputs("int64[B,8]:50").value();
+  TargetSpec next;
+  next.classes = 50;
+  next.dims = {8};
+  auto h = PlanTensorSet(tokens, next, 16).value();
+  std::vector<char> buf(h.total_bytes);
+  std::memcpy(buf.data(), &h, sizeof h);
+  FillSyntheticTensors(h, tokens, next, 5, buf.data());
+  std::vector<torch::Tensor> x;
+  torch::Tensor y;
+  std::vector<int64_t> idx(16);
+  for (int64_t i = 0; i < 16; ++i) idx[i] = i;
+  GatherBatch(h, buf.data(), idx.data(), 16, &x, &y);
+  ASSERT_EQ(y.sizes().vec(), (std::vector<int64_t>{16, 8}));
+  EXPECT_TRUE(y.narrow(1, 0, 7).equal(x[0].narrow(1, 1, 7)));
+  EXPECT_TRUE(y.ge(0).all().item<bool>() && y.lt(50).all().item<bool>());
+
+  auto images = ParseInputs("float32[B,4]").value();
+  TargetSpec tagged;
+  tagged.classes = 3;
+  tagged.dims = {6};
+  auto g = PlanTensorSet(images, tagged, 4).value();
+  std::vector<char> gbuf(g.total_bytes);
+  std::memcpy(gbuf.data(), &g, sizeof g);
+  FillSyntheticTensors(g, images, tagged, 5, gbuf.data());
+  GatherBatch(g, gbuf.data(), idx.data(), 4, &x, &y);
+  ASSERT_EQ(y.sizes().vec(), (std::vector<int64_t>{4, 6}));
+  EXPECT_TRUE(y.eq(y.select(1, 0).unsqueeze(1)).all().item<bool>());  // one class a sample
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // says the model holds (tests/models/make_zoo.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,10 @@ class ZooE2E : public ::testing::Test {
                                   std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_zoo.py",
                                   models_->path()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto g = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
+                                  std::string(SHOAL_SOURCE_DIR) + "/tests/models/gpt.py",
+                                  *models_ / "gpt_tiny.pt", "tiny"});
+    ASSERT_EQ(g.exit_code, 0) << g.err;
     info_ = new json(json::parse(std::ifstream(*models_ / "zoo.json")));
   }
   static void TearDownTestSuite() {
@@ -108,6 +113,52 @@ TEST_F(ZooE2E, ModelsPastTheOldCapsTrainInDataParallel) {
     if (e.is_null() || e["state"] != "SUCCEEDED") continue;
     EXPECT_EQ(e["result"]["data_parallel"]["replicas_identical"], true) << name;
   }
+}
+
+// A language model: tests/models/gpt.py (GPT-2's shape at a tiny size, tied head) returns
+// [B, T, vocab]; Shoal's cross-entropy takes a class per position against the next token of the
+// synthetic sequences, and the loss falls below a uniform guess's (ln 100 = 4.6).
+TEST_F(ZooE2E, AGptTrainsOnTheNextToken) {
+  for (const std::string start : {"fork", "spawn"}) {
+    CommandResult r = daemon_->Cli({"submit",
+                                    "--model-file",
+                                    *models_ / "gpt_tiny.pt",
+                                    "--input",
+                                    "int64[B,16]:100",
+                                    "--classes",
+                                    "100",
+                                    "--workers",
+                                    "2",
+                                    "--start",
+                                    start,
+                                    "--optimizer",
+                                    "adam",
+                                    "--lr",
+                                    "0.01",
+                                    "--batch-size",
+                                    "16",
+                                    "--batches",
+                                    "60",
+                                    "--wait",
+                                    "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    const json e = Parse(r);
+    ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+    const double first = e["result"]["first_loss"].get<double>();
+    const double last = e["result"]["last_loss"].get<double>();
+    std::printf("gpt_tiny %s: loss %.3f -> %.3f\n", start.c_str(), first, last);
+    EXPECT_NEAR(first, std::log(100.0), 0.5);  // small random init: about uniform
+    EXPECT_LT(last, first - 0.3);
+    EXPECT_EQ(e["result"]["steps"].get<uint64_t>(), 120u);
+  }
+  // An output that is neither [B, classes] nor [B, ..., classes] is refused, naming both.
+  CommandResult bad =
+      daemon_->Cli({"submit", "--model-file", *models_ / "gpt_tiny.pt", "--input",
+                    "int64[B,16]:100", "--classes", "10", "--batches", "2", "--wait", "--json"});
+  const json b = Parse(bad);
+  EXPECT_EQ(b["state"], "FAILED");
+  EXPECT_NE(b["error"].get<std::string>().find("[B, ..., classes]"), std::string::npos)
+      << b["error"];
 }
 
 }  // namespace

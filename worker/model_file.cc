@@ -64,19 +64,24 @@ StatusOr<TargetSpec> TargetFor(const v1::ExperimentSpec& spec, const torch::Tens
     t.dims.assign(out.sizes().begin() + 1, out.sizes().end());
     return t;
   }
-  if (out.dim() != 2 || out.size(1) != int64_t(spec.classes()))
+  // [B, classes]: one class a sample; [B, ..., classes] (a language model's [B, T, vocab]): one
+  // class a position, the targets [B, ...].
+  if (out.dim() < 2 || out.size(-1) != int64_t(spec.classes()))
     return InvalidArgument(
         "model_file: loss cross_entropy wants forward to return [B, classes] = [" +
-        std::to_string(batch) + "," + std::to_string(spec.classes()) + "], it returned " +
+        std::to_string(batch) + "," + std::to_string(spec.classes()) +
+        "], or [B, ..., classes] for a class per position (a language model's [B, T, vocab]); "
+        "it returned " +
         Shape(out));
   t.classes = spec.classes();
+  t.dims.assign(out.sizes().begin() + 1, out.sizes().end() - 1);
   return t;
 }
 
 torch::Tensor ProbeTargets(const TargetSpec& t, int64_t batch) {
-  if (t.classes > 0) return torch::randint(0, t.classes, {batch}, torch::kLong);
   std::vector<int64_t> shape = {batch};
   shape.insert(shape.end(), t.dims.begin(), t.dims.end());
+  if (t.classes > 0) return torch::randint(0, t.classes, shape, torch::kLong);
   return torch::randn(shape).to(t.dtype);
 }
 

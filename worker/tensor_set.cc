@@ -76,6 +76,31 @@ void MarkClasses(torch::Tensor* input, const torch::Tensor& labels, const InputS
   *input = torch::where(pick, own.expand_as(flat), flat).reshape(input->sizes()).to(DtypeOf(in));
 }
 
+// A class per position. Tokens [n, T] of a vocabulary the classes cover: the next token, as a
+// language model is trained (the targets are the sequence moved one place on, its last a new
+// token marked like the rest). Otherwise every position takes its sample's class.
+torch::Tensor PositionTargets(const torch::Tensor& first, const torch::Tensor& labels,
+                              const InputSpec& in, const TargetSpec& t, at::Generator& gen) {
+  const int64_t n = labels.size(0);
+  if (!in.floating() && in.high > 0 && in.high <= t.classes && in.SampleDims() == t.dims &&
+      t.dims.size() == 1) {
+    torch::Tensor last = torch::randint(0, in.high, {n, 1}, gen, torch::kLong);
+    InputSpec one = in;
+    one.dims = {kBatchDim, 1};
+    one.batch_pos = 0;
+    MarkClasses(&last, labels, one, t.classes, gen);
+    return torch::cat({first.to(torch::kLong).narrow(1, 1, t.dims[0] - 1), last.to(torch::kLong)},
+                      1);
+  }
+  std::vector<int64_t> shape = {n};
+  std::vector<int64_t> view = {n};
+  for (int64_t d : t.dims) {
+    shape.push_back(d);
+    view.push_back(1);
+  }
+  return labels.view(view).expand(shape).contiguous();
+}
+
 TensorSetEntry EntryFor(torch::ScalarType dtype, const std::vector<int64_t>& dims,
                         int64_t batch_pos) {
   TensorSetEntry e{};
@@ -136,8 +161,15 @@ void FillSyntheticTensors(const TensorSetHeader& h, const std::vector<InputSpec>
     if (i == 0) first = t;
     Whole(h, base, uint32_t(i)).copy_(t);
   }
-  Whole(h, base, uint32_t(inputs.size()))
-      .copy_(target.classes > 0 ? labels : ProjectedTarget(first, target, gen));
+  torch::Tensor targets;
+  if (target.classes == 0) {
+    targets = ProjectedTarget(first, target, gen);
+  } else if (target.dims.empty()) {
+    targets = labels;
+  } else {
+    targets = PositionTargets(first, labels, inputs.front(), target, gen);
+  }
+  Whole(h, base, uint32_t(inputs.size())).copy_(targets);
 }
 
 void GatherBatch(const TensorSetHeader& h, const void* base, const int64_t* idx, int64_t n,

@@ -6,11 +6,15 @@ Each .grads.json holds the batch (inputs, targets), the loss and every parameter
 one forward and backward of the eager module -- the module before it was scripted or traced --
 from the same weights the archive holds."""
 import json
+import os
 import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt import GPT  # noqa: E402
 
 
 class Mlp(nn.Module):
@@ -105,12 +109,18 @@ def first_step(module, inputs, target, loss):
         value = module(*inputs, target)
     else:
         out = module(*inputs)
-        value = F.cross_entropy(out, target) if loss == "cross_entropy" else F.mse_loss(out, target)
+        if loss == "cross_entropy" and out.dim() > 2:  # a class per position: [B, T, V]
+            value = F.cross_entropy(out.reshape(-1, out.size(-1)), target.reshape(-1))
+        elif loss == "cross_entropy":
+            value = F.cross_entropy(out, target)
+        else:
+            value = F.mse_loss(out, target)
     value.backward()
     return {
         "inputs": [{"shape": list(x.shape), "dtype": str(x.dtype), "data": x.flatten().tolist()}
                    for x in inputs],
         "target": target.flatten().tolist(),
+        "target_shape": list(target.shape),
         "loss": value.item(),
         "grads": {n: p.grad.flatten().tolist() for n, p in module.named_parameters()
                   if p.grad is not None},
@@ -148,6 +158,9 @@ def main(out):
     tied = Tied()
     save(out, "tied", tied, torch.jit.script(tied), [torch.randint(0, 50, (8, 5), generator=g)],
          torch.randint(0, 50, (8,), generator=g))
+    gpt = GPT(GPT.TINY)  # tests/models/gpt.py at a tiny size: per-token cross-entropy
+    save(out, "gpt_tiny", gpt, torch.jit.script(gpt), [torch.randint(0, 100, (3, 12), generator=g)],
+         torch.randint(0, 100, (3, 12), generator=g))
     partly = Mlp()
     partly.fc1.requires_grad_(False)  # a frozen backbone, a trained head
     torch.jit.script(partly).save(f"{out}/partly_frozen.pt")

@@ -138,7 +138,11 @@ torch::Tensor ScriptedModel::Loss(const std::vector<torch::Tensor>& inputs,
     return module_.forward(args).toTensor();
   }
   torch::Tensor out = module_.forward(args).toTensor();
-  return loss_ == "mse" ? F::mse_loss(out, target) : F::cross_entropy(out, target);
+  if (loss_ == "mse") return F::mse_loss(out, target);
+  // A class per position ([B, T, vocab] against [B, T]): the mean over every position, as
+  // F.cross_entropy(logits.view(-1, vocab), targets.view(-1)) takes it.
+  if (out.dim() > 2) return F::cross_entropy(out.reshape({-1, out.size(-1)}), target.reshape({-1}));
+  return F::cross_entropy(out, target);
 }
 
 void ScriptedModel::train(bool on) {
