@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -217,6 +218,49 @@ TEST_F(ModelFileE2E, BadFilesAndInputsFailNamingTheProblem) {
   EXPECT_NE(missing.err.find("nothing.pt: cannot be read"), std::string::npos) << missing.err;
   ServesWithNothingLeft("");
   for (const auto& f : Blobs()) EXPECT_NE(f.rfind(".part-", 0), 0u) << f;
+}
+
+// Hostile and broken models (tests/models/make_hostile.py): each stage of the leader is bounded
+// in time and memory, so a forward that never returns, one that allocates without bound, a NaN
+// loss, and a graph of thousands of tiny tensors that TorchScript takes minutes to optimise all
+// fail naming the stage and the cause, quickly, with nothing left; the queue behind them moves.
+TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
+  TempDir hostile;
+  auto made = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
+                                   std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_hostile.py",
+                                   hostile.path()});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"forever", "the leader's probe of the model ran past its bound of 3.0"},
+      {"hoarder", "model_file: the leader's probe of the model passed its memory bound of"},
+      {"nan", "gave a loss of nan"},
+      {"many_tiny", "the leader's probe of the model ran past its bound of 3.0"},
+  };
+  for (const auto& [name, why] : cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string id;
+    const std::string error =
+        FailedWith(*daemon_,
+                   {"submit", "--model-file", hostile / (name + ".pt"), "--input", "float32[B,8]",
+                    "--classes", "10", "--workers", "2", "--batch-size", "4", "--step-timeout-ms",
+                    "3000", "--wait", "--json"},
+                   &id);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: failed after %.1f s: %s\n", name.c_str(), took, error.substr(0, 160).c_str());
+    EXPECT_NE(error.find(why), std::string::npos) << name << ": " << error;
+    EXPECT_LT(took, 60) << name;
+    ServesWithNothingLeft(id);
+  }
+  // A forward that never returns, queued ahead of a good run: the good run still runs.
+  CommandResult queued =
+      daemon_->Cli({"submit", "--model-file", hostile / "forever.pt", "--input", "float32[B,8]",
+                    "--classes", "10", "--step-timeout-ms", "3000", "--json"});
+  ASSERT_EQ(queued.exit_code, 0) << queued.err;
+  std::vector<std::string> good = Submit(Models()[0], "fork");
+  CommandResult after = daemon_->Cli(good);
+  ASSERT_EQ(after.exit_code, 0) << after.err << after.out;
+  ExpectTrained(Parse(after), "mlp queued behind a forward that never returns");
 }
 
 TEST_F(ModelFileE2E, AnUploadCutHalfwayLeavesNoFile) {

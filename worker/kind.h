@@ -27,6 +27,9 @@ struct LeaderEnv {
   std::string experiment_id;
   // Announce a segment the kind created (name from SegmentName(experiment_id, what)).
   std::function<void(const std::string& what, uint64_t bytes)> segment_created;
+  // Fails the experiment with `message` at once, from any thread (a stage past its bound, whose
+  // thread is stuck in LibTorch); the caller then _exits.
+  std::function<void(const std::string& message)> fail_now;
 };
 
 struct WorkerEnv {

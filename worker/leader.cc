@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <mutex>
 
 #include "shared/ipc/ipc_codec.h"
 #include "shared/os/process.h"
@@ -25,8 +26,12 @@ using ipc::v1::LeaderEvent;
 class StatusPipe {
  public:
   explicit StatusPipe(int fd) : fd_(fd) {}
-  // A failed write means shoald went away; PR_SET_PDEATHSIG ends us.
-  void Emit(const LeaderEvent& e) { (void)WriteFrame(fd_, e); }
+  // A failed write means shoald went away; PR_SET_PDEATHSIG ends us. Locked: a stage's watchdog
+  // may report from its own thread (worker/stage_bound.h).
+  void Emit(const LeaderEvent& e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    (void)WriteFrame(fd_, e);
+  }
   void Error(const std::string& message) {
     LeaderEvent e;
     e.mutable_error()->set_message(message);
@@ -35,6 +40,7 @@ class StatusPipe {
 
  private:
   int fd_;
+  std::mutex mu_;
 };
 
 // Sends the leader's error to shoald; the exit code of a leader that failed.
@@ -108,7 +114,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     e.mutable_segment()->set_bytes(bytes);
     out.Emit(e);
   };
-  LeaderEnv env{spec, a.experiment_id, segment};
+  LeaderEnv env{spec, a.experiment_id, segment, [&out](const std::string& m) { out.Error(m); }};
   if (Status st = kind.Prepare(env); !st.ok()) return Fail(out, st.message());
   auto board = Scoreboard::Create(SegmentName(a.experiment_id, "scoreboard"), spec.workers());
   if (!board.ok()) return Fail(out, board.status().message());

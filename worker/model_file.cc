@@ -1,7 +1,10 @@
 #include "worker/model_file.h"
 
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
@@ -95,6 +98,10 @@ StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::T
     return InvalidArgument("model_file: the loss is " + Shape(loss) + " " +
                            std::string(c10::toString(loss.scalar_type())) +
                            ", not one floating-point number (loss output: forward must return it)");
+  if (!std::isfinite(loss.item<double>()))
+    return InvalidArgument("model_file: one step on random inputs gave a loss of " +
+                           std::to_string(loss.item<double>()) +
+                           "; a model whose loss is not finite at the start cannot train");
   loss.backward();
   const uint64_t rss2 = SelfStatusBytes("VmRSS");
   return std::max(rss1, rss2) > rss0 ? std::max(rss1, rss2) - rss0 : 0;
@@ -187,15 +194,38 @@ Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs
 
 }  // namespace
 
-StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec) {
+StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec,
+                                                       const FailNow& fail_now) {
   ASSIGN_OR_RETURN(std::string path, BlobPath("model_file", spec.model_file()));
-  ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> model, ScriptedModel::Load(path, spec.loss()));
+  std::optional<StageBound> bound;
+  if (fail_now) {
+    std::error_code ec;
+    const uint64_t bytes = std::filesystem::file_size(path, ec);
+    bound.emplace("load", StageBound::LoadTime(bytes),
+                  DataBytesNow() + StageBound::LoadMemory(bytes), fail_now);
+  }
+  auto loaded = ScriptedModel::Load(path, spec.loss());
+  if (!loaded.ok() && bound)
+    return Status(loaded.status().code(), bound->Explain(loaded.status().message()));
+  ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> model, std::move(loaded));
   const std::string why = model->Untrainable();
   if (!why.empty()) return FailedPrecondition("model_file: cannot train this module: " + why);
   return model;
 }
 
-StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::ExperimentSpec& spec) {
+static StatusOr<ModelFileProbe> Probe(ScriptedModel& model, const v1::ExperimentSpec& spec);
+
+StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::ExperimentSpec& spec,
+                                        const FailNow& fail_now) {
+  ASSIGN_OR_RETURN(NodeCapacity node, ReadNodeCapacity());
+  StageBound bound("probe", StageBound::ProbeTime(spec.step_timeout_ms()),
+                   DataBytesNow() + node.memory_available_bytes, fail_now);
+  auto probe = Probe(model, spec);
+  if (probe.ok()) return probe;
+  return Status(probe.status().code(), bound.Explain(probe.status().message()));
+}
+
+static StatusOr<ModelFileProbe> Probe(ScriptedModel& model, const v1::ExperimentSpec& spec) {
   ASSIGN_OR_RETURN(std::vector<InputSpec> inputs, ParseInputs(spec.input()));
   const int64_t batch = spec.batch_size();
   ModelFileProbe p;

@@ -12,6 +12,7 @@
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 #include "worker/models/scripted_model.h"
+#include "worker/stage_bound.h"
 #include "worker/tensor_set.h"
 
 namespace shoal {
@@ -22,13 +23,18 @@ struct ModelFileProbe {
   uint64_t param_bytes = 0;  // the trainable parameters, in their dtypes
 };
 
-// The spec's model file, loaded and checked trainable (FAILED_PRECONDITION saying why not).
-StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec);
+// The spec's model file, loaded and checked trainable (FAILED_PRECONDITION saying why not). With
+// `fail_now` (the leader), the load is bounded in time and memory (StageBound::LoadTime,
+// LoadMemory); a worker loads the file the leader has already loaded within them.
+StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec,
+                                                       const FailNow& fail_now = nullptr);
 
 // One forward and backward of a batch of batch_size random inputs; INVALID_ARGUMENT with
-// TorchScript's message when forward refuses them or the loss cannot be taken. The model's
-// gradients and buffers are as they were before (the step trains nothing).
-StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::ExperimentSpec& spec);
+// TorchScript's message when forward refuses them, the loss cannot be taken or is not finite.
+// The model's gradients and buffers are as they were before (the step trains nothing). Bounded
+// (StageBound::ProbeTime, the node's available memory); past its time `fail_now` is called.
+StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::ExperimentSpec& spec,
+                                        const FailNow& fail_now);
 
 // The training set in a new segment called `name`: synthetic, or the spec's dataset, a tensor
 // file the user uploaded (torch.save of {"inputs": ..., "targets": ...}), checked against the

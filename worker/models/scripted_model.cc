@@ -34,6 +34,14 @@ std::string TorchMessage(const std::exception& e, size_t limit) {
     const size_t at = raw.find(cut);
     if (at != std::string::npos) raw.resize(at);
   }
+  // The interpreter's errors end with the error itself ("RuntimeError: ..."), after its
+  // tracebacks: it goes first, or the cut below would drop the one line that says what happened.
+  if (raw.rfind("The following operation failed in the TorchScript interpreter.", 0) == 0) {
+    const size_t end = raw.find_last_not_of('\n');
+    const size_t start = raw.rfind('\n', end);
+    if (end != std::string::npos && start != std::string::npos)
+      raw = raw.substr(start + 1, end - start) + "\n" + raw.substr(0, start);
+  }
   std::string out;
   for (unsigned char c : raw) {
     if (out.size() >= limit) return out + "...";

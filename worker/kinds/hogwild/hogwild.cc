@@ -33,8 +33,8 @@ Status HogwildKind::PrepareModelAndData(LeaderEnv& env) {
     return Status::Ok();
   }
   SeedCpu(spec.seed());
-  ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> scripted, LoadModelFile(spec));
-  ASSIGN_OR_RETURN(ModelFileProbe probe, ProbeModelFile(*scripted, spec));
+  ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> scripted, LoadModelFile(spec, env.fail_now));
+  ASSIGN_OR_RETURN(ModelFileProbe probe, ProbeModelFile(*scripted, spec, env.fail_now));
   model_step_bytes_ = probe.step_bytes;
   RETURN_IF_ERROR(AdmitModelFileWorkers(spec, probe));
   ASSIGN_OR_RETURN(data_, MakeModelFileData(spec, probe.target, name));
