@@ -95,8 +95,11 @@ TEST_F(KindsE2E, OptimiserSweepComparesLossAndAccuracy) {
 // report's tables filled where a variant exists, nothing left behind.
 TEST_F(KindsE2E, MultiModelSweepReportsEveryVariant) {
   CommandResult r =
-      daemon_->Cli({"sweep", "--kind", "multi_model", "--models", "1,3", "--iterations", "20",
-                    "--start", "fork,forkserver", "--wait", "--json"});
+      // 60 iterations sampled every 20 ms: with OpenBLAS a variant of one model runs 20
+      // iterations in ~30 ms, which the default 200 ms sampling catches only by chance.
+      daemon_->Cli({"sweep", "--kind", "multi_model", "--models", "1,3", "--iterations", "60",
+                    "--sample-interval-ms", "20", "--start", "fork,forkserver", "--wait",
+                    "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = Parse(r);
   ASSERT_EQ(j["experiments"].size(), 4u);
@@ -113,7 +116,7 @@ TEST_F(KindsE2E, MultiModelSweepReportsEveryVariant) {
     EXPECT_EQ(pids.size(), vs.size());  // a process per variant
     for (const auto& v : vs) {
       EXPECT_EQ(v["parameters"].get<uint64_t>(), 131584u * n) << v.dump();
-      EXPECT_EQ(v["iterations"].get<uint64_t>(), 20u);
+      EXPECT_EQ(v["iterations"].get<uint64_t>(), 60u);
       EXPECT_GT(v["total_ms"].get<double>(), v["forward_ms"].get<double>());
       EXPECT_GT(v["peak_allocated_bytes"].get<double>(), 131584.0 * n * 4);  // the weights at least
       EXPECT_GT(v["peak_pss_bytes"].get<double>(), 0);

@@ -1,5 +1,7 @@
 #include "worker/model_file.h"
 
+#include <malloc.h>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -221,6 +223,10 @@ StatusOr<ModelFileProbe> ProbeModelFile(ScriptedModel& model, const v1::Experime
   StageBound bound("probe", StageBound::ProbeTime(spec.step_timeout_ms()),
                    DataBytesNow() + node.memory_available_bytes, fail_now);
   auto probe = Probe(model, spec);
+  // The step's activations and gradients are freed, but glibc keeps freed heap pages (its mmap
+  // threshold rises to 32 MiB after the first large free) for the whole run: give them back, so
+  // the leader costs what it holds, not what its probe once needed.
+  malloc_trim(0);
   if (probe.ok()) return probe;
   return Status(probe.status().code(), bound.Explain(probe.status().message()));
 }
