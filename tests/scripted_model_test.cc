@@ -13,6 +13,7 @@
 #include "shared/ipc/layout.h"
 #include "shared/os/shm.h"
 #include "tests/testutil.h"
+#include "worker/model_file.h"
 #include "worker/tensor_set.h"
 #include "worker/training.h"
 
@@ -207,6 +208,15 @@ TEST(TensorSetTest, PerPositionTargetsAreTheNextTokenOrTheSamplesClass) {
   GatherBatch(g, gbuf.data(), idx.data(), 4, &x, &y);
   ASSERT_EQ(y.sizes().vec(), (std::vector<int64_t>{4, 6}));
   EXPECT_TRUE(y.eq(y.select(1, 0).unsqueeze(1)).all().item<bool>());  // one class a sample
+}
+
+// A data set that cannot fit is refused before it is read, with the figures.
+TEST(DatasetTest, AFileLargerThanMemoryIsRefusedBeforeItIsRead) {
+  EXPECT_TRUE(DatasetFits(1 << 20, 3 << 20).ok());
+  Status st = DatasetFits(uint64_t(10) << 30, uint64_t(24) << 30);
+  EXPECT_EQ(st.code(), Code::kResourceExhausted);
+  EXPECT_NE(st.message().find("10240 MiB"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("24576 MiB available"), std::string::npos) << st.message();
 }
 
 }  // namespace

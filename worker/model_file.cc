@@ -196,6 +196,15 @@ Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs
 
 }  // namespace
 
+Status DatasetFits(uint64_t file_bytes, uint64_t available_bytes) {
+  if (kDatasetCopies * file_bytes <= available_bytes) return Status::Ok();
+  return ResourceExhausted("dataset: the file is " + MiB(file_bytes) +
+                           " and the leader holds about " + std::to_string(kDatasetCopies) +
+                           " copies of it while it reads it into shared memory (" +
+                           MiB(kDatasetCopies * file_bytes) + "); the node has " +
+                           MiB(available_bytes) + " available: refused before reading it");
+}
+
 StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec& spec,
                                                        const FailNow& fail_now) {
   ASSIGN_OR_RETURN(std::string path, BlobPath("model_file", spec.model_file()));
@@ -257,6 +266,10 @@ static StatusOr<ShmSegment> LoadTensorFile(const v1::ExperimentSpec& spec,
                                            const std::vector<InputSpec>& inputs,
                                            const TargetSpec& target, const std::string& name) {
   ASSIGN_OR_RETURN(std::string path, BlobPath("dataset", spec.dataset()));
+  std::error_code ec;
+  const uint64_t bytes = std::filesystem::file_size(path, ec);
+  ASSIGN_OR_RETURN(NodeCapacity node, ReadNodeCapacity());
+  RETURN_IF_ERROR(DatasetFits(ec ? 0 : bytes, node.memory_available_bytes));
   ASSIGN_OR_RETURN(TensorFile f, ReadTensorFile(path));
   RETURN_IF_ERROR(CheckTensorFile(f, inputs, target, spec.batch_size()));
   const int64_t n = f.targets.size(0);
