@@ -20,7 +20,7 @@ opt=-O1
 cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=$opt -gline-tables-only" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSHOAL_FUZZ=ON -DSHOAL_BUILD_TESTS=$tests \
   >/dev/null
-targets=(fuzz_spec fuzz_sweep fuzz_idx fuzz_ipc fuzz_report fuzz_input)
+targets=(fuzz_spec fuzz_sweep fuzz_idx fuzz_ipc fuzz_report fuzz_input fuzz_weights)
 build=("${targets[@]}")
 [ "$tests" = ON ] && build+=(unit_tests)
 cmake --build build-fuzz -j"$(nproc)" --target "${build[@]}"
