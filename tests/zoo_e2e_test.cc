@@ -100,13 +100,13 @@ TEST_F(ZooE2E, ModelsPastTheOldCapsTrainInHogwild) {
                 info["clip3d"], "clip3d fork shared");
 }
 
-// data_parallel averages the gradients of hundreds of tensors, and of bfloat16 ones in their own
-// dtype; the replicas end identical.
+// data_parallel averages the gradients of 142 bfloat16 tensors (in float32: Gloo cannot reduce
+// bfloat16); the replicas end identical. (efficientnet_b0 under the forkserver passed too, 15 s
+// more of CI.)
 TEST_F(ZooE2E, ModelsPastTheOldCapsTrainInDataParallel) {
   const json& info = *info_;
   for (const auto& [name, input, start] :
        std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"efficientnet_b0", "float32[B,3,32,32]", "forkserver"},
            {"mobilenet_v3_small_bf16", "bfloat16[B,3,32,32]", "spawn"}}) {
     const json e = Train(name, input, {"--kind", "data_parallel", "--start", start});
     ExpectTrained(e, info[name], name + " data_parallel " + start);
@@ -119,7 +119,7 @@ TEST_F(ZooE2E, ModelsPastTheOldCapsTrainInDataParallel) {
 // [B, T, vocab]; Shoal's cross-entropy takes a class per position against the next token of the
 // synthetic sequences, and the loss falls below a uniform guess's (ln 100 = 4.6).
 TEST_F(ZooE2E, AGptTrainsOnTheNextToken) {
-  for (const std::string start : {"fork", "spawn"}) {
+  for (const std::string start : {"spawn"}) {  // the workers load the file themselves
     CommandResult r = daemon_->Cli({"submit",
                                     "--model-file",
                                     *models_ / "gpt_tiny.pt",
