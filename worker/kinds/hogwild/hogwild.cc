@@ -1,5 +1,6 @@
 #include "worker/kinds/hogwild/hogwild.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -54,6 +55,13 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   // With sharing off the segment is only where attached workers copy their initial weights from;
   // forked workers inherit the leader's private copy.
   if (spec.share()) RETURN_IF_ERROR(BindWeightsToSegment(*model_, plan_, weights_.data()));
+  // Under spawn and the forkserver no worker inherits the leader's model file: once it is
+  // checked, probed and in the segments, the leader lets it go (and, with --share no, its private
+  // copy of the weights) rather than hold it for the run.
+  if (spec.model() == "torchscript" && spec.start() != "fork") {
+    model_.reset();
+    malloc_trim(0);
+  }
   return Status::Ok();
 }
 
