@@ -70,6 +70,8 @@ TEST(LayoutTest, RejectsImpossibleModels) {
   EXPECT_FALSE(PlanWeights({{"t", {2, -1}}}).ok());
   EXPECT_FALSE(PlanWeights({{"t", {int64_t(1) << 40, int64_t(1) << 40}}}).ok());
   EXPECT_TRUE(PlanWeights({{"empty", {2, 0}}}).ok());  // an empty buffer takes no bytes
+  // 2^61 int64 elements: numel fits, numel * 8 wraps to 0 bytes.
+  EXPECT_FALSE(PlanWeights({{"wraps", {int64_t(1) << 61}, WeightDtype::kInt64}}).ok());
 }
 
 // A table another process wrote is not trusted: every offset, count and length is checked
@@ -88,6 +90,11 @@ TEST(LayoutTest, CorruptTablesAreRefusedNotFollowed) {
       [&](auto& s) { header(s)->count = 1u << 31; },
       [&](auto& s) { header(s)->dims_count += 1000000; },
       [&](auto& s) { header(s)->names_bytes = ~0ull; },
+      [&](auto& s) {  // areas larger than the entries use, table_bytes made to agree
+        header(s)->dims_count += 8;
+        header(s)->table_bytes += 64;
+        header(s)->total_bytes += 64;
+      },
       [&](auto& s) { header(s)->total_bytes += 64; },
       [&](auto& s) { entries(s)[1].offset += 8; },
       [&](auto& s) { entries(s)[1].offset = 0; },
@@ -97,6 +104,14 @@ TEST(LayoutTest, CorruptTablesAreRefusedNotFollowed) {
       [&](auto& s) { entries(s)[0].name_at = ~0ull; },
       [&](auto& s) { entries(s)[0].dtype = 77; },
       [&](auto& s) { entries(s)[0].role = 2; },
+      [&](auto& s) {  // a shape whose bytes wrap past 2^64 to 0, which would pass a bytes check
+        auto* dims = reinterpret_cast<int64_t*>(s.data() + AlignUp(sizeof(WeightsHeader)) +
+                                                2 * sizeof(TensorEntry));
+        dims[0] = int64_t(1) << 61;
+        dims[1] = 1;
+        entries(s)[0].numel = uint64_t(1) << 61;
+        entries(s)[0].dtype = uint32_t(WeightDtype::kInt64);
+      },
   };
   for (size_t i = 0; i < corrupt.size(); ++i) {
     std::vector<char> seg = good;

@@ -211,7 +211,8 @@ StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec&
   std::optional<StageBound> bound;
   if (fail_now) {
     std::error_code ec;
-    const uint64_t bytes = std::filesystem::file_size(path, ec);
+    const uint64_t size = std::filesystem::file_size(path, ec);
+    const uint64_t bytes = ec ? 0 : size;  // gone since BlobPath looked: the load will say so
     bound.emplace("load", StageBound::LoadTime(bytes),
                   DataBytesNow() + StageBound::LoadMemory(bytes), fail_now);
   }

@@ -12,14 +12,15 @@ uint64_t DataBytesNow() { return SelfStatusBytes("VmData"); }
 StageBound::StageBound(std::string stage, std::chrono::milliseconds time, uint64_t data_bytes,
                        FailNow fail_now)
     : stage_(std::move(stage)), fail_now_(std::move(fail_now)) {
+  // The watchdog first: were its start to throw, no lowered limit would outlive this.
+  watchdog_ = std::thread([this, time] { Watch(time); });
+  std::lock_guard<std::mutex> lock(mu_);  // the watchdog reads limit_ and old_soft_
   rlimit r{};
-  if (data_bytes > 0 && getrlimit(RLIMIT_DATA, &r) == 0 &&
-      (r.rlim_max == RLIM_INFINITY || data_bytes <= r.rlim_max)) {
+  if (data_bytes > 0 && getrlimit(RLIMIT_DATA, &r) == 0 && data_bytes < r.rlim_cur) {
     old_soft_ = r.rlim_cur;
     r.rlim_cur = data_bytes;
     if (setrlimit(RLIMIT_DATA, &r) == 0) limit_ = data_bytes;
   }
-  watchdog_ = std::thread([this, time] { Watch(time); });
 }
 
 StageBound::~StageBound() {
@@ -29,6 +30,10 @@ StageBound::~StageBound() {
   }
   cv_.notify_all();
   watchdog_.join();
+  LiftMemoryBound();
+}
+
+void StageBound::LiftMemoryBound() {
   if (limit_ == 0) return;
   rlimit r{};
   if (getrlimit(RLIMIT_DATA, &r) != 0) return;
@@ -39,11 +44,16 @@ StageBound::~StageBound() {
 void StageBound::Watch(std::chrono::milliseconds time) {
   std::unique_lock<std::mutex> lock(mu_);
   if (cv_.wait_for(lock, time, [this] { return done_; })) return;
-  if (fail_now_)
-    fail_now_("model_file: the leader's " + stage_ + " of the model ran past its bound of " +
-              std::to_string(time.count() / 1000.0).substr(0, 5) +
-              " s (docs/your-model.md, \"Bounds\"); a step that takes longer needs a larger "
-              "--step-timeout-ms, a file that loads longer a smaller file");
+  // The stage may hold all the memory its bound allows: the report must still allocate.
+  LiftMemoryBound();
+  try {
+    if (fail_now_)
+      fail_now_("model_file: the leader's " + stage_ + " of the model ran past its bound of " +
+                std::to_string(time.count() / 1000.0).substr(0, 5) +
+                " s (docs/your-model.md, \"Bounds\"); a step that takes longer needs a larger "
+                "--step-timeout-ms, a file that loads longer a smaller file");
+  } catch (...) {  // nothing more can be said: the exit code and the log say it failed
+  }
   _exit(1);
 }
 

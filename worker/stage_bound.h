@@ -42,6 +42,7 @@ class StageBound {
 
  private:
   void Watch(std::chrono::milliseconds time);
+  void LiftMemoryBound();  // back to the soft limit before the stage (process-wide, any thread)
 
   std::string stage_;
   uint64_t limit_ = 0;  // RLIMIT_DATA while the stage runs (0: unchanged)

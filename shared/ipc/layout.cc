@@ -69,7 +69,7 @@ StatusOr<WeightsPlan> PlanWeights(const std::vector<TensorShape>& tensors) {
   for (const auto& t : tensors) {
     WeightTensor w{t, off, 0};
     if (DtypeBytes(t.dtype) == 0) return InvalidArgument("tensor " + t.name + ": unknown dtype");
-    if (!Numel(t.shape, &w.numel) || w.bytes() > kMaxSegmentBytes - off)
+    if (!Numel(t.shape, &w.numel) || w.numel > (kMaxSegmentBytes - off) / DtypeBytes(t.dtype))
       return InvalidArgument("tensor " + t.name + " has a negative or impossible shape");
     off = AlignUp(off + w.bytes());
     plan.tensors.push_back(std::move(w));
@@ -118,8 +118,9 @@ void WriteWeightsTable(const WeightsPlan& plan, void* base) {
 namespace {
 
 // One entry of a mapped table, checked against the table's areas and the segment.
+// `e` is a copy: the mapped table may change under a reader that checks, then uses, a field.
 Status ReadEntry(const char* b, const WeightsHeader& h, const TableParts& parts,
-                 const TensorEntry& e, WeightTensor* w) {
+                 const TensorEntry e, WeightTensor* w) {
   if (e.dtype >= kWeightDtypes || e.role > uint32_t(WeightRole::kBuffer) ||
       e.dims_at > h.dims_count || e.ndim > h.dims_count - e.dims_at || e.name_at > h.names_bytes ||
       e.name_len > h.names_bytes - e.name_at)
@@ -131,8 +132,9 @@ Status ReadEntry(const char* b, const WeightsHeader& h, const TableParts& parts,
   w->t.shape.assign(dims, dims + e.ndim);
   if (!Numel(w->t.shape, &w->numel) || w->numel != e.numel) return DataLoss("bad shape");
   w->offset = e.offset;
+  // numel against the room left, divided: numel * element size may wrap past 2^64.
   if (e.offset % kAlign != 0 || e.offset < h.table_bytes || e.offset > h.total_bytes ||
-      w->bytes() > h.total_bytes - e.offset)
+      w->numel > (h.total_bytes - e.offset) / DtypeBytes(w->t.dtype))
     return DataLoss("bytes out of the segment");
   return Status::Ok();
 }
@@ -160,11 +162,17 @@ StatusOr<WeightsPlan> ReadWeights(const void* base, size_t segment_bytes) {
   plan.initial_checksum = h.initial_checksum;
   plan.tensors.resize(h.count);
   const auto* entries = reinterpret_cast<const TensorEntry*>(b + parts.entries);
+  uint64_t dims = 0, names = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
     Status st = ReadEntry(b, h, parts, entries[i], &plan.tensors[i]);
     if (!st.ok())
       return DataLoss("weight segment: tensor " + std::to_string(i) + ": " + st.message());
+    dims += plan.tensors[i].t.shape.size();
+    names += plan.tensors[i].t.name.size();
   }
+  // The table WriteWeightsTable writes, exactly: no area larger than its entries use.
+  if (dims != h.dims_count || names != h.names_bytes)
+    return DataLoss("weight segment: the table's areas are not its entries'");
   return plan;
 }
 

@@ -111,7 +111,7 @@ uint64_t GradAverager::AfterBackward() {
       if (p.grad().defined()) {
         p.mutable_grad().copy_(avg);
       } else {
-        p.mutable_grad() = avg.clone();
+        p.mutable_grad() = avg.to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
       }
     }
     b.pending = b.params.size();
