@@ -44,9 +44,7 @@ class ModelFileE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     models_ = new TempDir();
-    auto r = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
-                                  std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_models.py",
-                                  models_->path()});
+    auto r = testing::RunModelScript("make_models.py", {models_->path()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() { delete models_; }
@@ -226,9 +224,7 @@ TEST_F(ModelFileE2E, BadFilesAndInputsFailNamingTheProblem) {
 // fail naming the stage and the cause, quickly, with nothing left; the queue behind them moves.
 TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
   TempDir hostile;
-  auto made = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
-                                   std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_hostile.py",
-                                   hostile.path()});
+  auto made = testing::RunModelScript("make_hostile.py", {hostile.path()});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"forever", "the leader's probe of the model ran past its bound of 3.0"},

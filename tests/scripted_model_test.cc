@@ -27,9 +27,7 @@ class ScriptedModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
-    auto r = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
-                                  std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_models.py",
-                                  dir_->path()});
+    auto r = testing::RunModelScript("make_models.py", {dir_->path()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() { delete dir_; }
@@ -143,14 +141,25 @@ TEST_F(ScriptedModelTest, TiedWeightsOnceAndFrozenOnesAsBuffers) {
   for (const auto& p : partly->parameters()) EXPECT_TRUE(p.requires_grad());
 }
 
+// A synthetic tensor set of `n` samples in memory, as the leader lays one out in its segment.
+struct SyntheticSet {
+  TensorSetHeader h;
+  std::vector<char> buf;
+};
+SyntheticSet MakeSet(const std::vector<InputSpec>& inputs, const TargetSpec& target, int64_t n,
+                     uint64_t seed) {
+  SyntheticSet s{PlanTensorSet(inputs, target, n).value(), {}};
+  s.buf.resize(s.h.total_bytes);
+  std::memcpy(s.buf.data(), &s.h, sizeof s.h);
+  FillSyntheticTensors(s.h, inputs, target, seed, s.buf.data());
+  return s;
+}
+
 TEST(TensorSetTest, BatchesPutBWhereTheSpecSaysAndTargetsFollowTheInput) {
   auto inputs = ParseInputs("float32[3,B,4];int64[B,2]:7").value();
   TargetSpec target;
   target.classes = 5;
-  auto h = PlanTensorSet(inputs, target, 10).value();
-  std::vector<char> buf(h.total_bytes);
-  std::memcpy(buf.data(), &h, sizeof h);
-  FillSyntheticTensors(h, inputs, target, 3, buf.data());
+  auto [h, buf] = MakeSet(inputs, target, 10, 3);
   ASSERT_TRUE(ValidateTensorSet(h, buf.size()).ok());
   std::vector<torch::Tensor> x;
   torch::Tensor y;
@@ -184,10 +193,7 @@ TEST(TensorSetTest, PerPositionTargetsAreTheNextTokenOrTheSamplesClass) {
   TargetSpec next;
   next.classes = 50;
   next.dims = {8};
-  auto h = PlanTensorSet(tokens, next, 16).value();
-  std::vector<char> buf(h.total_bytes);
-  std::memcpy(buf.data(), &h, sizeof h);
-  FillSyntheticTensors(h, tokens, next, 5, buf.data());
+  auto [h, buf] = MakeSet(tokens, next, 16, 5);
   std::vector<torch::Tensor> x;
   torch::Tensor y;
   std::vector<int64_t> idx(16);
@@ -201,10 +207,7 @@ TEST(TensorSetTest, PerPositionTargetsAreTheNextTokenOrTheSamplesClass) {
   TargetSpec tagged;
   tagged.classes = 3;
   tagged.dims = {6};
-  auto g = PlanTensorSet(images, tagged, 4).value();
-  std::vector<char> gbuf(g.total_bytes);
-  std::memcpy(gbuf.data(), &g, sizeof g);
-  FillSyntheticTensors(g, images, tagged, 5, gbuf.data());
+  auto [g, gbuf] = MakeSet(images, tagged, 4, 5);
   GatherBatch(g, gbuf.data(), idx.data(), 4, &x, &y);
   ASSERT_EQ(y.sizes().vec(), (std::vector<int64_t>{4, 6}));
   EXPECT_TRUE(y.eq(y.select(1, 0).unsqueeze(1)).all().item<bool>());  // one class a sample

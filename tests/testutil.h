@@ -100,6 +100,18 @@ inline CommandResult RunCommand(const std::vector<std::string>& argv) {
   return r;
 }
 
+#ifdef SHOAL_SOURCE_DIR
+// Runs one of tests/models/'s scripts with Debian's PyTorch: the models the tests train are made
+// when they run, never committed.
+inline CommandResult RunModelScript(const std::string& script,
+                                    const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"/usr/bin/python3", "-W", "ignore",
+                                   std::string(SHOAL_SOURCE_DIR) + "/tests/models/" + script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv);
+}
+#endif
+
 // The command's stdout as JSON; null when it is not JSON.
 inline nlohmann::json Parse(const CommandResult& r) {
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);

@@ -25,13 +25,9 @@ class ZooE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     models_ = new TempDir();
-    auto r = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
-                                  std::string(SHOAL_SOURCE_DIR) + "/tests/models/make_zoo.py",
-                                  models_->path()});
+    auto r = testing::RunModelScript("make_zoo.py", {models_->path()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto g = testing::RunCommand({"/usr/bin/python3", "-W", "ignore",
-                                  std::string(SHOAL_SOURCE_DIR) + "/tests/models/gpt.py",
-                                  *models_ / "gpt_tiny.pt", "tiny"});
+    auto g = testing::RunModelScript("gpt.py", {*models_ / "gpt_tiny.pt", "tiny"});
     ASSERT_EQ(g.exit_code, 0) << g.err;
     info_ = new json(json::parse(std::ifstream(*models_ / "zoo.json")));
   }

@@ -31,7 +31,6 @@ class StageBound {
   // `message` (LibTorch's), or, when an allocation failed at the bound, one naming the stage and
   // the bound.
   std::string Explain(const std::string& message) const;
-  const std::string& stage() const { return stage_; }
 
   // The bounds shoal states (docs/your-model.md): loading a file of `file_bytes` takes at most
   // 30 s + 1 s per 10 MiB and 512 MiB + 4x the file beyond what the leader held; the probe at

@@ -43,6 +43,19 @@ TableParts Parts(uint64_t count, uint64_t dims_count, uint64_t names_bytes) {
   return p;
 }
 
+// What the tensors' dims and names take of the table (its dims and names areas).
+struct Areas {
+  uint64_t dims = 0, names = 0;
+};
+Areas AreasOf(const std::vector<WeightTensor>& tensors) {
+  Areas a;
+  for (const auto& w : tensors) {
+    a.dims += w.t.shape.size();
+    a.names += w.t.name.size();
+  }
+  return a;
+}
+
 // numel of `shape`; false past kMaxSegmentBytes or for a negative dimension.
 bool Numel(const std::vector<int64_t>& shape, uint64_t* numel) {
   uint64_t n = 1;
@@ -59,32 +72,25 @@ bool Numel(const std::vector<int64_t>& shape, uint64_t* numel) {
 
 StatusOr<WeightsPlan> PlanWeights(const std::vector<TensorShape>& tensors) {
   WeightsPlan plan;
-  uint64_t dims = 0, names = 0;
-  for (const auto& t : tensors) {
-    dims += t.shape.size();
-    names += t.name.size();
-  }
-  plan.table_bytes = Parts(tensors.size(), dims, names).end;
+  for (const auto& t : tensors) plan.tensors.push_back({t, 0, 0});
+  const Areas a = AreasOf(plan.tensors);
+  plan.table_bytes = Parts(tensors.size(), a.dims, a.names).end;
   uint64_t off = plan.table_bytes;
-  for (const auto& t : tensors) {
-    WeightTensor w{t, off, 0};
+  for (WeightTensor& w : plan.tensors) {
+    const TensorShape& t = w.t;
     if (DtypeBytes(t.dtype) == 0) return InvalidArgument("tensor " + t.name + ": unknown dtype");
     if (!Numel(t.shape, &w.numel) || w.numel > (kMaxSegmentBytes - off) / DtypeBytes(t.dtype))
       return InvalidArgument("tensor " + t.name + " has a negative or impossible shape");
+    w.offset = off;
     off = AlignUp(off + w.bytes());
-    plan.tensors.push_back(std::move(w));
   }
   plan.total_bytes = off;
   return plan;
 }
 
 void WriteWeightsTable(const WeightsPlan& plan, void* base) {
-  uint64_t dims = 0, names = 0;
-  for (const auto& w : plan.tensors) {
-    dims += w.t.shape.size();
-    names += w.t.name.size();
-  }
-  const TableParts parts = Parts(plan.tensors.size(), dims, names);
+  const Areas a = AreasOf(plan.tensors);
+  const TableParts parts = Parts(plan.tensors.size(), a.dims, a.names);
   char* b = static_cast<char*>(base);
   auto* h = reinterpret_cast<WeightsHeader*>(b);
   std::memset(h, 0, sizeof *h);
@@ -94,8 +100,8 @@ void WriteWeightsTable(const WeightsPlan& plan, void* base) {
   h->total_bytes = plan.total_bytes;
   h->initial_checksum = plan.initial_checksum;
   h->table_bytes = plan.table_bytes;
-  h->dims_count = dims;
-  h->names_bytes = names;
+  h->dims_count = a.dims;
+  h->names_bytes = a.names;
   auto* entries = reinterpret_cast<TensorEntry*>(b + parts.entries);
   auto* dim = reinterpret_cast<int64_t*>(b + parts.dims);
   uint64_t d = 0, n = 0;
@@ -162,16 +168,14 @@ StatusOr<WeightsPlan> ReadWeights(const void* base, size_t segment_bytes) {
   plan.initial_checksum = h.initial_checksum;
   plan.tensors.resize(h.count);
   const auto* entries = reinterpret_cast<const TensorEntry*>(b + parts.entries);
-  uint64_t dims = 0, names = 0;
   for (uint32_t i = 0; i < h.count; ++i) {
     Status st = ReadEntry(b, h, parts, entries[i], &plan.tensors[i]);
     if (!st.ok())
       return DataLoss("weight segment: tensor " + std::to_string(i) + ": " + st.message());
-    dims += plan.tensors[i].t.shape.size();
-    names += plan.tensors[i].t.name.size();
   }
   // The table WriteWeightsTable writes, exactly: no area larger than its entries use.
-  if (dims != h.dims_count || names != h.names_bytes)
+  const Areas a = AreasOf(plan.tensors);
+  if (a.dims != h.dims_count || a.names != h.names_bytes)
     return DataLoss("weight segment: the table's areas are not its entries'");
   return plan;
 }

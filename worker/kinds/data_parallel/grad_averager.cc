@@ -5,19 +5,10 @@
 namespace shoal {
 namespace {
 
-// The dtype a set of tensors is reduced in: the widest of theirs, and float32 for bfloat16,
+// The dtype tensors of dtype `widest` (their promoteTypes) are reduced in: float32 for bfloat16,
 // which Gloo (LibTorch 1.13) cannot reduce ("Invalid scalar type").
-c10::ScalarType WireDtype(const std::vector<torch::Tensor>& tensors,
-                          const std::vector<size_t>& which) {
-  c10::ScalarType dtype = tensors[which.front()].scalar_type();
-  for (size_t k : which) dtype = c10::promoteTypes(dtype, tensors[k].scalar_type());
-  return dtype == torch::kBFloat16 ? torch::kFloat : dtype;
-}
-
-std::vector<size_t> All(size_t n) {
-  std::vector<size_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = i;
-  return out;
+c10::ScalarType OnTheWire(c10::ScalarType widest) {
+  return widest == torch::kBFloat16 ? torch::kFloat : widest;
 }
 
 int64_t SteadyNs(SteadyClock::time_point t) {
@@ -38,7 +29,9 @@ GradAverager::GradAverager(c10::intrusive_ptr<c10d::ProcessGroup> pg, torch::nn:
     Bucket b;
     int64_t n = 0;
     // Mixed dtypes (a float16 body, a float32 head) reduce in the widest of them.
-    const c10::ScalarType dtype = WireDtype(params_, g.params);
+    c10::ScalarType widest = params_[g.params.front()].scalar_type();
+    for (size_t k : g.params) widest = c10::promoteTypes(widest, params_[k].scalar_type());
+    const c10::ScalarType dtype = OnTheWire(widest);
     for (size_t k : g.params) {
       where_[k] = {buckets_.size(), b.params.size()};
       b.params.push_back(k);
@@ -149,7 +142,9 @@ uint64_t GradAverager::BusyNs() const {
 void GradAverager::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (tensors.empty()) return;
   torch::NoGradGuard no_grad;
-  const c10::ScalarType dtype = WireDtype(tensors, All(tensors.size()));
+  c10::ScalarType widest = tensors.front().scalar_type();
+  for (const auto& t : tensors) widest = c10::promoteTypes(widest, t.scalar_type());
+  const c10::ScalarType dtype = OnTheWire(widest);
   std::vector<torch::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(dtype));
   std::vector<torch::Tensor> flat{torch::cat(flat_parts)};
