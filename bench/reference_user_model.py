@@ -29,10 +29,9 @@ reexec_if_best(T0)
 
 import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import make_models  # noqa: E402
-from torch_reference import PssSampler  # noqa: E402
+from torch_reference import add_hogwild_args, hogwild_steps, run_hogwild  # noqa: E402
 
 MODELS = {"bench_cnn": make_models.BenchCnn, "mlp": make_models.Mlp, "cnn": make_models.Cnn}
 
@@ -44,27 +43,6 @@ def data(shape, n, classes, seed):
     return torch.randn((n, *shape), generator=g) + patterns[labels], labels
 
 
-def train(rank, model, x, y, args, ready, done):
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed + rank)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
-    model.train()
-    n = x.shape[0]
-    perm, pos = torch.randperm(n), 0
-    for step in range(args.batches):
-        if step == 0:
-            ready[rank] = time.time()
-        if pos + args.batch_size > n:
-            perm, pos = torch.randperm(n), 0
-        idx = perm[pos:pos + args.batch_size]
-        pos += args.batch_size
-        opt.zero_grad()
-        F.cross_entropy(model(x[idx]), y[idx]).backward()
-        opt.step()
-    done[rank] = time.time()
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", choices=sorted(MODELS), default="bench_cnn")
@@ -72,14 +50,7 @@ def main():
     ap.add_argument("--input", default="3,32,32", help="one sample's shape")
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--samples", type=int, default=1024)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--start", choices=["fork", "spawn", "forkserver"], default="fork")
-    ap.add_argument("--batches", type=int, default=20)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=1, help="per process; 0: PyTorch's default")
-    ap.add_argument("--tuning", choices=["users", "best"], default="users")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--sample-ms", type=int, default=200)
+    add_hogwild_args(ap, batches=20, batch_size=64, threads=1, sample_ms=200)
     args = ap.parse_args()
     mp.set_start_method(args.start)
     if args.tuning == "best" and args.start == "forkserver":
@@ -88,17 +59,7 @@ def main():
     model.load_state_dict(torch.jit.load(args.archive).state_dict())
     model.share_memory()
     x, y = data([int(d) for d in args.input.split(",")], args.samples, args.classes, args.seed)
-    ready = mp.Array("d", args.workers, lock=False)
-    done = mp.Array("d", args.workers, lock=False)
-    procs = [mp.Process(target=train, args=(r, model, x, y, args, ready, done))
-             for r in range(args.workers)]
-    with PssSampler(args.sample_ms) as sampler:
-        t_request = time.time()
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
-    ok = all(p.exitcode == 0 for p in procs)
+    ok, sampler, ready, done, t_request = run_hogwild(mp, hogwild_steps, model, x, y, args)
     samples = args.workers * args.batches * args.batch_size
     print(json.dumps({
         "ok": ok,

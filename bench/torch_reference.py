@@ -3,12 +3,13 @@ summed PSS/RSS of a process and everything below it (read from /proc/PID/smaps_r
 their GPU memory and the device's utilisation (NVML)."""
 import gzip
 import os
-import threading
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from proc_reader import Periodic, descendants, rollup  # noqa: F401 (theirs to import too)
 
 
 class Net(nn.Module):
@@ -46,57 +47,65 @@ def load_split(directory, split="train"):
     return load_idx(pick(f"{split}-images")), load_idx(pick(f"{split}-labels"))
 
 
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+def add_hogwild_args(ap, batches, batch_size, threads, sample_ms):
+    """The options every torch.multiprocessing reference of a user's model takes, with its
+    defaults: workers, start method, steps, threads, tuning, seed, how often it reads itself."""
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--start", choices=["fork", "spawn", "forkserver"], default="fork")
+    ap.add_argument("--batches", type=int, default=batches)
+    ap.add_argument("--batch-size", type=int, default=batch_size)
+    ap.add_argument("--threads", type=int, default=threads,
+                    help="per process; 0: PyTorch's default")
+    ap.add_argument("--tuning", choices=["users", "best"], default="users")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sample-ms", type=int, default=sample_ms)
 
 
-def descendants(pid):
-    """Every process below pid: forkserver workers are the server's children, not ours."""
-    out, todo = [], [pid]
-    while todo:
-        kids = children(todo.pop())
-        out += kids
-        todo += kids
-    return out
+def hogwild_steps(rank, model, x, y, args, ready, done, loss_fn=F.cross_entropy, warm_up=0):
+    """One torch.multiprocessing Hogwild worker as users write it: SGD lr 0.01 momentum 0.5 on
+    its own shuffle of (x, y), args.batches steps of args.batch_size (args.threads intra-op
+    threads unless 0, seed args.seed + rank). `warm_up` untimed forward and backward passes on
+    the first batch come first, no optimiser step; ready[rank] and done[rank] get the times the
+    timed steps began and ended."""
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed + rank)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
+    model.train()
+    n = x.shape[0]
+    first = torch.arange(args.batch_size)
+    for _ in range(warm_up):
+        loss_fn(model(x[first]), y[first]).backward()
+    opt.zero_grad(set_to_none=True)
+    perm, pos = torch.randperm(n), 0
+    for step in range(args.batches):
+        if step == 0:
+            ready[rank] = time.time()
+        if pos + args.batch_size > n:
+            perm, pos = torch.randperm(n), 0
+        idx = perm[pos:pos + args.batch_size]
+        pos += args.batch_size
+        opt.zero_grad()
+        loss_fn(model(x[idx]), y[idx]).backward()
+        opt.step()
+    done[rank] = time.time()
 
 
-def rollup(pid):
-    out = {}
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                k, _, rest = line.partition(":")
-                if k in ("Rss", "Pss"):
-                    out[k] = int(rest.split()[0]) * 1024
-    except OSError:
-        return None
-    return out
-
-
-class Periodic:
-    """A daemon thread calling self._tick() every `every_ms` while in the `with` block."""
-
-    def __init__(self, every_ms):
-        self._every = every_ms / 1000
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self):
-        while not self._stop.is_set():
-            self._tick()
-            self._stop.wait(self._every)
+def run_hogwild(mp, target, model, x, y, args):
+    """Starts args.workers processes of `target` (hogwild_steps' signature) through `mp` and
+    waits for them, reading this process's tree meanwhile. Returns (every worker exited 0, the
+    PssSampler, the ready and done times, when the first was asked for)."""
+    ready = mp.Array("d", args.workers, lock=False)
+    done = mp.Array("d", args.workers, lock=False)
+    procs = [mp.Process(target=target, args=(r, model, x, y, args, ready, done))
+             for r in range(args.workers)]
+    with PssSampler(args.sample_ms) as sampler:
+        t_request = time.time()
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+    return all(p.exitcode == 0 for p in procs), sampler, ready, done, t_request
 
 
 class PssSampler(Periodic):

@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${SHOAL_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  "$@" >/dev/null
+  -DSHOAL_UNIT_TESTS=ON "$@" >/dev/null
 cmake --build "$BUILD_DIR" -j"$(nproc)"

@@ -182,9 +182,9 @@ TEST_F(E2E, TheDefaultsArePlannedAndShoalsKernelsAndTrainAsCacheAndLibTorchsDo) 
       {"libtorch", {"--kernels", "libtorch"}}};
   std::map<std::string, json> runs;
   for (const auto& [name, flags] : given) {
-    std::vector<std::string> args = {"submit", "--workers", "1",      "--batches",
-                                     "4",      "--dataset", kFashion, "--eval-samples",
-                                     "0",      "--wait",    "--json"};
+    std::vector<std::string> args = {"submit",       "--workers", "1",      "--batches",
+                                     "4",            "--batch-size", "16", "--dataset", kFashion,
+                                     "--eval-samples", "0",      "--wait",    "--json"};
     args.insert(args.end(), flags.begin(), flags.end());
     runs[name] = MustJson(daemon_->Cli(args));
     ASSERT_EQ(runs[name]["state"], "SUCCEEDED") << runs[name].dump(2);
@@ -226,7 +226,7 @@ TEST_F(E2E, WorkersTakingTurnsShareStepArenasAndTrainTheSameWeights) {
   for (const std::string steps : {"2", "3"}) {
     runs[steps] =
         MustJson(daemon_->Cli({"submit", "--workers", "3", "--start", "spawn", "--share", "no",
-                               "--batches", "3", "--dataset", kFashion, "--eval-samples", "0",
+                               "--batches", "3", "--batch-size", "16", "--dataset", kFashion, "--eval-samples", "0",
                                "--concurrent-steps", steps, "--wait", "--json"}));
     ASSERT_EQ(runs[steps]["state"], "SUCCEEDED") << runs[steps].dump(2);
   }
@@ -265,7 +265,7 @@ TEST_F(E2E, UnderSpawnAndTheForkServerTheLeaderLoadsNoLibTorch) {
   for (const std::string start : {"fork", "spawn", "forkserver"}) {
     const std::string id = MustJson(daemon_->Cli(
         {"submit", "--start", start, "--workers", "1", "--threads", "1", "--batches", "10",
-         "--dataset", kFashion, "--eval-samples", "0", "--seed", "5", "--json"}))["id"];
+         "--batch-size", "16", "--dataset", kFashion, "--eval-samples", "0", "--seed", "5", "--json"}))["id"];
     pid_t leader = -1;
     ASSERT_TRUE(testing::WaitFor(
         [&] {
@@ -395,8 +395,8 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
 }
 
 TEST_F(E2E, WatchStreamsAndARestartedDaemonStillListsTheRun) {
-  CommandResult s = daemon_->Cli({"submit", "--workers", "2", "--batches", "4", "--dataset",
-                                  "synthetic", "--sample-interval-ms", "50", "--json"});
+  CommandResult s = daemon_->Cli({"submit", "--workers", "2", "--batches", "4", "--batch-size", "16",
+                                  "--dataset", "synthetic", "--sample-interval-ms", "50", "--json"});
   const std::string id = MustJson(s)["id"];
   CommandResult w = daemon_->Cli({"watch", id, "--json"});
   ASSERT_EQ(w.exit_code, 0) << w.err;
@@ -490,8 +490,8 @@ TEST_F(E2E, RmAndPruneDeleteEndedRecordsOnly) {
   MustJson(daemon_->Cli({"cancel", running, "--json"}));
   std::vector<std::string> ended;
   for (int i = 0; i < 3; ++i) {
-    json e = MustJson(daemon_->Cli({"submit", "--batches", "1", "--dataset", "synthetic",
-                                    "--eval-samples", "0", "--wait", "--json"}));
+    json e = MustJson(daemon_->Cli({"submit", "--batches", "1", "--batch-size", "16", "--dataset",
+                                    "synthetic", "--eval-samples", "0", "--wait", "--json"}));
     ended.push_back(e["id"]);
   }
   const json sweep =

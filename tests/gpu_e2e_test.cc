@@ -71,8 +71,8 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
   ASSERT_TRUE(d.Start({}, FakeEnv()));
   const json j =
       ParseOk(d.Cli({"sweep", "--workers", "2", "--device", "cpu,cuda", "--start", "spawn",
-                     "--batches", "10", "--dataset", "synthetic", "--eval-samples", "0",
-                     "--sample-interval-ms", "50", "--wait", "--json"}));
+                     "--batches", "10", "--batch-size", "8", "--dataset", "synthetic",
+                     "--eval-samples", "0", "--sample-interval-ms", "50", "--wait", "--json"}));
   ASSERT_EQ(j["experiments"].size(), 1u) << j.dump(2);  // the cuda point cannot run here
   const json& e = j["experiments"][0];
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
@@ -150,9 +150,9 @@ TEST(GpuE2E, GpmActivityAndEnergyPerSampleReachTheResultAndTheReport) {
   testing::Daemon d(dir / "state", dir / "s.sock");
   ASSERT_TRUE(d.Start({}, FakeEnv("SHOAL_FAKE_NVML_POWER_W=200")));
   const std::vector<std::string> run = {
-      "sweep", "--workers", "2",         "--start",        "spawn,fork", "--batches",
-      "16",    "--dataset", "synthetic", "--eval-samples", "0",          "--sample-interval-ms",
-      "50",    "--wait",    "--json"};
+      "sweep",          "--workers", "2",         "--start",        "spawn,fork", "--batches",
+      "16",             "--batch-size", "8",   "--dataset",      "synthetic",  "--eval-samples",
+      "0",              "--sample-interval-ms", "50", "--wait", "--json"};
   const json j = ParseOk(d.Cli(run));
   ASSERT_EQ(j["experiments"].size(), 2u);
   for (const auto& e : j["experiments"]) {
@@ -187,7 +187,7 @@ TEST(GpuE2E, GpmActivityAndEnergyPerSampleReachTheResultAndTheReport) {
   testing::Daemon old(old_dir / "state", old_dir / "s.sock");
   ASSERT_TRUE(old.Start({}, FakeEnv("SHOAL_FAKE_NVML_GPM=0")));
   const json o = ParseOk(old.Cli({"submit", "--workers", "1", "--start", "spawn", "--batches", "5",
-                                  "--dataset", "synthetic", "--eval-samples", "0",
+                                  "--batch-size", "8", "--dataset", "synthetic", "--eval-samples", "0",
                                   "--sample-interval-ms", "50", "--wait", "--json"}));
   EXPECT_FALSE(o["result"].contains("gpu_sm_active_percent") &&
                o["result"]["gpu_sm_active_percent"].is_number());

@@ -43,9 +43,9 @@ const std::vector<UserModel>& Models() {
 class ModelFileE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    models_ = new TempDir();
-    auto r = testing::RunModelScript("make_models.py", {models_->path()});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string error;
+    models_ = new std::string(testing::MadeModels({{"make_models.py"}}, &error));
+    ASSERT_FALSE(models_->empty()) << error;
   }
   static void TearDownTestSuite() { delete models_; }
   void SetUp() override {
@@ -53,7 +53,7 @@ class ModelFileE2E : public ::testing::Test {
     ASSERT_TRUE(
         daemon_->Start({"--grace-ms", "1000", "--max-upload-mb", "1", "--upload-grace-s", "0"}));
   }
-  static std::string Model(const std::string& name) { return *models_ / (name + ".pt"); }
+  static std::string Model(const std::string& name) { return *models_ + "/" + name + ".pt"; }
   std::vector<std::string> Submit(const UserModel& m, const std::string& start) {
     std::vector<std::string> args = {
         "submit",    "--model-file", Model(m.file), "--input", m.input,   "--loss", m.loss,
@@ -77,11 +77,11 @@ class ModelFileE2E : public ::testing::Test {
       EXPECT_TRUE(ListSegments(SegmentPrefix(id)).empty()) << id;
     }
   }
-  static TempDir* models_;
+  static std::string* models_;
   TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
 };
-TempDir* ModelFileE2E::models_ = nullptr;
+std::string* ModelFileE2E::models_ = nullptr;
 
 void ExpectTrained(const json& e, const std::string& what) {
   ASSERT_EQ(e["state"], "SUCCEEDED") << what << ": " << e["error"];
@@ -282,7 +282,7 @@ TEST_F(ModelFileE2E, AnUploadCutHalfwayLeavesNoFile) {
 TEST_F(ModelFileE2E, ADataSetOfTheUsersOwnTrainsAndAWrongOneIsNamed) {
   const UserModel& m = Models()[0];
   std::vector<std::string> args = Submit(m, "spawn");
-  args.insert(args.begin() + 1, {"--dataset", *models_ / "mlp_data.pt"});
+  args.insert(args.begin() + 1, {"--dataset", *models_ + "/mlp_data.pt"});
   CommandResult r = daemon_->Cli(args);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const json e = Parse(r);
@@ -296,14 +296,14 @@ TEST_F(ModelFileE2E, ADataSetOfTheUsersOwnTrainsAndAWrongOneIsNamed) {
   };
   for (const auto& [file, why] : bad) {
     std::vector<std::string> a = Submit(m, "fork");
-    a.insert(a.begin() + 1, {"--dataset", *models_ / file});
+    a.insert(a.begin() + 1, {"--dataset", *models_ + "/" + file});
     std::string id;
     const std::string error = FailedWith(*daemon_, a, &id);
     EXPECT_NE(error.find(why), std::string::npos) << file << ": " << error;
     ServesWithNothingLeft(id);
   }
   std::vector<std::string> wrong = Submit(m, "fork");  // its inputs are [256, 32]
-  wrong.insert(wrong.begin() + 1, {"--dataset", *models_ / "mlp_data_wrong.pt"});
+  wrong.insert(wrong.begin() + 1, {"--dataset", *models_ + "/mlp_data_wrong.pt"});
   std::string id;
   const std::string error = FailedWith(*daemon_, wrong, &id);
   EXPECT_NE(error.find("input 0 is [256,32] Float; float32[B,64] with 256 samples wants "

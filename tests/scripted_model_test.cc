@@ -26,15 +26,15 @@ using nlohmann::json;
 class ScriptedModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
-    auto r = testing::RunModelScript("make_models.py", {dir_->path()});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string error;
+    dir_ = new std::string(testing::MadeModels({{"make_models.py"}}, &error));
+    ASSERT_FALSE(dir_->empty()) << error;
   }
   static void TearDownTestSuite() { delete dir_; }
-  static std::string Path(const std::string& name) { return *dir_ / (name + ".pt"); }
-  static testing::TempDir* dir_;
+  static std::string Path(const std::string& name) { return *dir_ + "/" + name + ".pt"; }
+  static std::string* dir_;
 };
-testing::TempDir* ScriptedModelTest::dir_ = nullptr;
+std::string* ScriptedModelTest::dir_ = nullptr;
 
 torch::Tensor FromJson(const json& t) {
   std::vector<int64_t> shape = t["shape"].get<std::vector<int64_t>>();
@@ -79,7 +79,7 @@ TEST_F(ScriptedModelTest, FirstStepGradientsArePyTorchs) {
                                                         {"own_loss", "output"},
                                                         {"tied", "cross_entropy"},
                                                         {"gpt_tiny", "cross_entropy"}}) {
-    const double diff = MaxGradDiff(name, loss, Path(name), *dir_ / (name + ".grads.json"));
+    const double diff = MaxGradDiff(name, loss, Path(name), *dir_ + "/" + name + ".grads.json");
     std::printf("%s: max |gradient - PyTorch's| = %.3g\n", name.c_str(), diff);
     EXPECT_LE(diff, 1e-5) << name;
   }
@@ -115,8 +115,9 @@ TEST_F(ScriptedModelTest, RefusesWhatCannotTrain) {
   ASSERT_TRUE(frozen.ok());
   EXPECT_NE((*frozen)->Untrainable().find("no trainable parameter"), std::string::npos);
   EXPECT_EQ(ScriptedModel::Load(Path("mlp"), "cross_entropy").value()->Untrainable(), "");
-  std::ofstream(*dir_ / "garbage.pt") << "PK\x03\x04 certainly not a zip archive";
-  auto garbage = ScriptedModel::Load(*dir_ / "garbage.pt", "cross_entropy");
+  testing::TempDir own;  // the made models are shared with other tests: write nothing there
+  std::ofstream(own / "garbage.pt") << "PK\x03\x04 certainly not a zip archive";
+  auto garbage = ScriptedModel::Load(own / "garbage.pt", "cross_entropy");
   EXPECT_EQ(garbage.status().code(), Code::kFailedPrecondition);
   EXPECT_NE(garbage.status().message().find("not a TorchScript archive"), std::string::npos);
   auto mlp = ScriptedModel::Load(Path("mlp"), "cross_entropy").value();

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -109,6 +111,71 @@ inline CommandResult RunModelScript(const std::string& script,
                                    std::string(SHOAL_SOURCE_DIR) + "/tests/models/" + script};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
+}
+
+// One run of a tests/models/ script: "{}" in its arguments stands for the output directory.
+struct ModelScript {
+  std::string script;
+  std::vector<std::string> args = {"{}"};
+};
+
+// The directory `scripts` fill, made once per build tree and reused while tests/models/ is
+// unchanged (the key hashes every script there and the arguments): ctest runs each test in a
+// process of its own, and scripting torchvision's models took 9 s for each of them. Made under a
+// lock in a directory of its own and renamed into place, so tests beside each other wait for one
+// maker and never read half a model. Empty, with `error` set, when a script fails.
+inline std::string MadeModels(const std::vector<ModelScript>& scripts, std::string* error) {
+  namespace fs = std::filesystem;
+  const fs::path models = fs::path(SHOAL_SOURCE_DIR) / "tests/models";
+  uint64_t key = 1469598103934665603ull;  // FNV-1a over the scripts' text and the arguments
+  auto mix = [&key](const std::string& text) {
+    for (unsigned char c : text) key = (key ^ c) * 1099511628211ull;
+  };
+  std::vector<fs::path> sources;
+  for (const auto& entry : fs::directory_iterator(models))
+    if (entry.path().extension() == ".py") sources.push_back(entry.path());
+  std::sort(sources.begin(), sources.end());
+  for (const auto& f : sources) {
+    std::ifstream in(f, std::ios::binary);
+    mix(f.filename().string() + std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  for (const auto& s : scripts) {
+    mix(s.script + '\0');
+    for (const auto& a : s.args) mix(a + '\0');
+  }
+  const fs::path cache = fs::path(SHOAL_BIN_DIR).parent_path() / "tests/made-models";
+  fs::create_directories(cache);
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(key));
+  const fs::path done = cache / name;
+  const int lock = ::open((cache / (std::string(name) + ".lock")).c_str(),
+                          O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+    *error = "cannot lock " + (cache / name).string() + ".lock";
+    if (lock >= 0) ::close(lock);
+    return "";
+  }
+  std::string made = done.string();
+  if (!fs::is_directory(done)) {
+    const fs::path part = cache / (std::string(name) + ".part");
+    std::error_code ec;
+    fs::remove_all(part, ec);
+    fs::create_directories(part);
+    for (const auto& s : scripts) {
+      std::vector<std::string> args = s.args;
+      for (auto& a : args)
+        if (auto at = a.find("{}"); at != std::string::npos) a.replace(at, 2, part.string());
+      const CommandResult r = RunModelScript(s.script, args);
+      if (r.exit_code != 0) {
+        *error = s.script + " failed: " + r.err;
+        made.clear();
+        break;
+      }
+    }
+    if (!made.empty()) fs::rename(part, done);
+  }
+  ::close(lock);
+  return made;
 }
 #endif
 

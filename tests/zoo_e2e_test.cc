@@ -24,24 +24,24 @@ using testing::TempDir;
 class ZooE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    models_ = new TempDir();
-    auto r = testing::RunModelScript("make_zoo.py", {models_->path()});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto g = testing::RunModelScript("gpt.py", {*models_ / "gpt_tiny.pt", "tiny"});
-    ASSERT_EQ(g.exit_code, 0) << g.err;
-    info_ = new json(json::parse(std::ifstream(*models_ / "zoo.json")));
+    std::string error;
+    models_ = new std::string(testing::MadeModels(
+        {{"make_zoo.py"}, {"gpt.py", {"{}/gpt_tiny.pt", "tiny"}}}, &error));
+    ASSERT_FALSE(models_->empty()) << error;
+    info_ = new json(json::parse(std::ifstream(Model("zoo.json"))));
   }
   static void TearDownTestSuite() {
     delete models_;
     delete info_;
   }
+  static std::string Model(const std::string& file) { return *models_ + "/" + file; }
   void SetUp() override {
     daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
     ASSERT_TRUE(daemon_->Start({"--grace-ms", "1000"}));
   }
   // Trains `name` with 2 workers, 3 batches of 4 (small steps: the point is that it trains).
   json Train(const std::string& name, const std::string& input, std::vector<std::string> flags) {
-    std::vector<std::string> args = {"submit",  "--model-file", *models_ / (name + ".pt"),
+    std::vector<std::string> args = {"submit",  "--model-file", Model(name + ".pt"),
                                      "--input", input,          "--classes",
                                      "10",      "--workers",    "2",
                                      "--lr",    "0.001",        "--batch-size",
@@ -52,12 +52,12 @@ class ZooE2E : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.err << r.out;
     return r.exit_code == 0 ? Parse(r) : json();
   }
-  static TempDir* models_;
+  static std::string* models_;
   static json* info_;
   TempDir dir_;
   std::unique_ptr<Daemon> daemon_;
 };
-TempDir* ZooE2E::models_ = nullptr;
+std::string* ZooE2E::models_ = nullptr;
 json* ZooE2E::info_ = nullptr;
 
 void ExpectTrained(const json& e, const json& info, const std::string& what) {
@@ -118,7 +118,7 @@ TEST_F(ZooE2E, AGptTrainsOnTheNextToken) {
   for (const std::string start : {"spawn"}) {  // the workers load the file themselves
     CommandResult r = daemon_->Cli({"submit",
                                     "--model-file",
-                                    *models_ / "gpt_tiny.pt",
+                                    Model("gpt_tiny.pt"),
                                     "--input",
                                     "int64[B,16]:100",
                                     "--classes",
@@ -149,7 +149,7 @@ TEST_F(ZooE2E, AGptTrainsOnTheNextToken) {
   }
   // An output that is neither [B, classes] nor [B, ..., classes] is refused, naming both.
   CommandResult bad =
-      daemon_->Cli({"submit", "--model-file", *models_ / "gpt_tiny.pt", "--input",
+      daemon_->Cli({"submit", "--model-file", Model("gpt_tiny.pt"), "--input",
                     "int64[B,16]:100", "--classes", "10", "--batches", "2", "--wait", "--json"});
   const json b = Parse(bad);
   EXPECT_EQ(b["state"], "FAILED");

@@ -1,0 +1,266 @@
+#!/usr/bin/python3
+"""The models people train, Shoal against torch.multiprocessing Hogwild, side by side in one run.
+
+Models (bench/zoo_models.py, random init): torchvision's resnet50, vit_b_16, mobilenet_v3_large,
+efficientnet_b0, densenet121 (10 classes, --image square images), and GPT-2 small
+(tests/models/gpt.py, --seq tokens). For every point of the grid (model x start method x workers,
+fixed before the first run and written to plan.json) three sides train the same weights on the
+same kind of synthetic data with the same untimed warm-up (3 forward and backward passes a worker):
+
+  shoal   `shoal submit --model-file` with no tuning flag (shared weights, planned allocator,
+          floor(cores / workers) threads a worker);
+  users   bench/reference_zoo.py as users run it: glibc's defaults, PyTorch's thread count;
+  best    the same at its best tuning: floor(cores / workers) threads, raised malloc thresholds,
+          torch and torchvision preloaded in the forkserver.
+
+Memory: one reader in this program (OutsideReader, none inside either side) sums the PSS of every
+process that trains, every --sample-ms: for PyTorch the script and everything below it, for
+Shoal the experiment's processes below shoald (its leader and workers, and under the forkserver
+start method the forkserver and its children, as PyTorch's forkserver counts; never shoald
+itself, whose figure is kept apart). Each side's own reading is kept beside it as a check.
+Speed: samples / (first timed step started -> last finished), each side's own clock.
+
+The repeats are interleaved (every point once, then again), the order of the sides rotating;
+every run is appended to raw.jsonl as it ends (a rerun with the same --out resumes), and
+summary.md gives medians [min-max] with the ratios Shoal / PyTorch.
+
+  bench/zoo_vs_pytorch.py [--models resnet50,...,gpt] [--workers 1,2,4]
+                          [--start fork,spawn,forkserver] [--repeats 3] [--out DIR]
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from proc_reader import Periodic, children, descendants, rollup
+from shoal_bench import ROOT, daemon
+
+SIDES = ("shoal", "users", "best")
+ALL_MODELS = "resnet50,vit_b_16,mobilenet_v3_large,efficientnet_b0,densenet121,gpt"
+
+
+class OutsideReader(Periodic):
+    """The peak over time of the summed PSS (and RSS) of the pids `which()` names."""
+
+    def __init__(self, every_ms, which):
+        super().__init__(every_ms)
+        self._which = which
+        self.peak = {"pss": 0, "rss": 0}
+        self.reads = 0
+
+    def _tick(self):
+        pss = rss = 0
+        for pid in self._which():
+            r = rollup(pid)
+            if r:
+                pss += r.get("Pss", 0)
+                rss += r.get("Rss", 0)
+        self.reads += 1
+        self.peak["pss"] = max(self.peak["pss"], pss)
+        self.peak["rss"] = max(self.peak["rss"], rss)
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def shoal_processes(shoald, start):
+    """The processes below shoald that train: the forkserver's tree only under its start method."""
+    out = []
+    for kid in children(shoald):
+        is_forkserver = cmdline(kid)[1:3] == [b"--role", b"forkserver"]
+        if is_forkserver and start != "forkserver":
+            continue
+        out += [kid] + descendants(kid)
+    return out
+
+
+def threads_for(workers):
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+def run_shoal(cli, args, models, info, start, workers):
+    archive = os.path.join(models, info["name"] + ".pt")
+    cmd = [os.path.join(args.bin, "shoal"), "--socket", cli.socket, "submit", "--model-file",
+           archive, "--input", info["input"], "--classes", str(info["classes"]), "--workers",
+           str(workers), "--start", start, "--batches", str(args.batches), "--batch-size",
+           str(batch_of(args, info)), "--wait", "--json"]
+    with OutsideReader(args.sample_ms, lambda: shoal_processes(cli.pid, start)) as reader:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    e = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    ok = e.get("state") == "SUCCEEDED"
+    r = e.get("result", {})
+    return {"ok": ok, "error": e.get("error") or done.stderr[-500:] if not ok else None,
+            "samples_per_sec": r.get("samples_per_sec"), "outside_peak_pss_bytes":
+            reader.peak["pss"], "outside_peak_rss_bytes": reader.peak["rss"],
+            "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"), "reads": reader.reads,
+            "experiment": e.get("id"), "threads": e.get("spec", {}).get("threads"),
+            "daemon_pss_bytes": (rollup(cli.pid) or {}).get("Pss")}
+
+
+def run_reference(args, models, info, start, workers, tuning):
+    cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench", "reference_zoo.py"), "--models",
+           models, "--name", info["name"], "--workers", str(workers), "--start", start,
+           "--batches", str(args.batches), "--batch-size", str(batch_of(args, info)),
+           "--threads", str(threads_for(workers) if tuning == "best" else 0), "--tuning", tuning,
+           "--sample-ms", str(args.sample_ms)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with OutsideReader(args.sample_ms, lambda: [proc.pid] + descendants(proc.pid)) as reader:
+        out, err = proc.communicate()
+    lines = out.strip().splitlines()
+    r = json.loads(lines[-1]) if lines else {"ok": False}
+    return {"ok": bool(r.get("ok")), "error": None if r.get("ok") else err[-500:],
+            "samples_per_sec": r.get("samples_per_sec"),
+            "outside_peak_pss_bytes": reader.peak["pss"],
+            "outside_peak_rss_bytes": reader.peak["rss"],
+            "self_peak_pss_sum_bytes": r.get("self_peak_pss_sum_bytes"), "reads": reader.reads,
+            "threads": threads_for(workers) if tuning == "best" else None}
+
+
+def batch_of(args, info):
+    return args.gpt_batch_size if info["kind"] == "tokens" else args.batch_size
+
+
+def plan(args, zoo):
+    return [{"model": m, "start": s, "workers": int(w)} for m in args.models.split(",")
+            for s in args.start.split(",") for w in args.workers.split(",") if m in zoo]
+
+
+def key(run):
+    return (run["model"], run["start"], run["workers"], run["repeat"], run["side"])
+
+
+def measure(args, models, zoo, points, raw_path):
+    done = set()
+    if os.path.exists(raw_path):
+        with open(raw_path) as f:
+            done = {key(json.loads(line)) for line in f if line.strip()}
+    with daemon(args.bin) as cli, open(raw_path, "a") as raw:
+        for repeat in range(args.repeats):
+            for p in points:
+                info = zoo[p["model"]]
+                order = SIDES[repeat % 3:] + SIDES[:repeat % 3]
+                for side in order:
+                    run = dict(p, repeat=repeat, side=side)
+                    if key(run) in done:
+                        continue
+                    t0 = time.time()
+                    if side == "shoal":
+                        run.update(run_shoal(cli, args, models, info, p["start"], p["workers"]))
+                    else:
+                        run.update(run_reference(args, models, info, p["start"], p["workers"],
+                                                 side))
+                    run["wall_s"] = round(time.time() - t0, 2)
+                    raw.write(json.dumps(run) + "\n")
+                    raw.flush()
+                    print(f"{p['model']} {p['start']} {p['workers']} run {repeat} {side}: "
+                          f"{'ok' if run['ok'] else 'FAILED ' + str(run['error'])[:200]}, "
+                          f"{run['wall_s']} s", file=sys.stderr)
+
+
+def median_cell(xs, fmt):
+    if not xs:
+        return "-", None
+    m = statistics.median(xs)
+    return f"{fmt(m)} [{fmt(min(xs))}-{fmt(max(xs))}]", m
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a is not None and b else "-"
+
+
+def summary(args, zoo, points, raw_path):
+    runs = {}
+    with open(raw_path) as f:
+        for line in f:
+            r = json.loads(line)
+            runs.setdefault((r["model"], r["start"], r["workers"], r["side"]), []).append(r)
+    out = []
+    mib = lambda v: f"{v / 2**20:.0f}"
+    sps = lambda v: f"{v:.1f}" if v < 100 else f"{v:.0f}"
+    for model in dict.fromkeys(p["model"] for p in points):
+        info = zoo[model]
+        shape = info["input"].replace("B", str(batch_of(args, info)))
+        out.append(f"## {model} ({info['parameters'] / 1e6:.1f}M parameters, {info['tensors']} "
+                   f"tensors; input {shape}, {args.batches} timed steps a worker)\n")
+        out.append("| start | workers | PSS MiB Shoal | users | best | Shoal / users | "
+                   "Shoal / best | samples/s Shoal | users | best | Shoal / users | "
+                   "Shoal / best | Shoal's own PSS / outside |")
+        out.append("| --- " * 13 + "|")
+        for p in points:
+            if p["model"] != model:
+                continue
+            pss, speed, own = {}, {}, "-"
+            cells = []
+            for side in SIDES:
+                rs = [r for r in runs.get((model, p["start"], p["workers"], side), []) if r["ok"]]
+                text, pss[side] = median_cell([r["outside_peak_pss_bytes"] for r in rs], mib)
+                stext, speed[side] = median_cell([r["samples_per_sec"] for r in rs], sps)
+                cells.append((text, stext))
+                if side == "shoal" and rs:
+                    own = f"{statistics.median(r['self_peak_pss_sum_bytes'] / r['outside_peak_pss_bytes'] for r in rs):.3f}"
+                failed = len(runs.get((model, p["start"], p["workers"], side), [])) - len(rs)
+                if failed:
+                    cells[-1] = (cells[-1][0] + f" ({failed} failed)", cells[-1][1])
+            out.append(
+                f"| {p['start']} | {p['workers']} | {cells[0][0]} | {cells[1][0]} | "
+                f"{cells[2][0]} | {ratio(pss['shoal'], pss['users'])} | "
+                f"{ratio(pss['shoal'], pss['best'])} | {cells[0][1]} | {cells[1][1]} | "
+                f"{cells[2][1]} | {ratio(speed['shoal'], speed['users'])} | "
+                f"{ratio(speed['shoal'], speed['best'])} | {own} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=ALL_MODELS)
+    ap.add_argument("--workers", default="1,2,4")
+    ap.add_argument("--start", default="fork,spawn,forkserver")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batches", type=int, default=8, help="timed steps a worker")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--gpt-batch-size", type=int, default=2)
+    ap.add_argument("--image", type=int, default=64)
+    ap.add_argument("--gpt", choices=["small", "tiny"], default="small")
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--sample-ms", type=int, default=50)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
+                                                  datetime.date.today().isoformat(), "zoo"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    models = tempfile.mkdtemp(prefix="shoal-zoo.")
+    try:
+        subprocess.run(["/usr/bin/python3", "-W", "ignore",
+                        os.path.join(ROOT, "bench", "zoo_models.py"), models, "--image",
+                        str(args.image), "--gpt", args.gpt, "--seq", str(args.seq), "--only",
+                        args.models], check=True)
+        with open(os.path.join(models, "zoo.json")) as f:
+            zoo = json.load(f)
+        points = plan(args, zoo)
+        with open(os.path.join(args.out, "plan.json"), "w") as f:
+            json.dump({"args": vars(args), "points": points, "zoo": zoo,
+                       "cpus": os.cpu_count()}, f, indent=1)
+        raw_path = os.path.join(args.out, "raw.jsonl")
+        measure(args, models, zoo, points, raw_path)
+        text = summary(args, zoo, points, raw_path)
+        with open(os.path.join(args.out, "summary.md"), "w") as f:
+            f.write(text + "\n")
+        print(text)
+    finally:
+        shutil.rmtree(models, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
