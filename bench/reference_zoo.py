@@ -3,18 +3,21 @@ model of the zoo (a torchvision classifier or tests/models/gpt.py's GPT), as a u
 
 The module is built as bench/zoo_models.py built it (--name, --info: its zoo.json) and takes the
 weights of the TorchScript archive Shoal trains, so both sides start from the same numbers; then
-model.share_memory(). The data is what Shoal's synthetic tensor set holds: for images, normal noise
-plus a fixed random pattern per class, labels uniform in [0, classes); for tokens, uniform tokens
-and next-token targets. SGD lr 0.01 momentum 0.5 (Shoal's defaults), cross-entropy (over every
+model.share_memory(). The data is of the kind Shoal's synthetic tensor set holds and of its
+size: for images, normal noise plus a fixed random pattern per class, labels uniform in
+[0, classes); for tokens, uniform tokens and next-token targets (Shoal also plants each sample's
+label in some of its tokens: the same work a step). SGD lr 0.01 momentum 0.5 (Shoal's defaults), cross-entropy (over every
 position for a language model's [B, T, vocab]).
 
 Each worker first takes the same untimed warm-up as a Shoal worker (3 forward and backward passes
-on its first batch, no optimiser step: bench/zoo_vs_pytorch.py keeps the two equal), then --batches
-timed steps. --tuning users: glibc's defaults and PyTorch's thread count; best: raised malloc
-thresholds (bench/tuning.py), --threads per process, torch and torchvision preloaded in the
-forkserver. Prints one JSON object: samples/s over the timed steps (first step started to last step
-finished, any worker: Shoal's definition), and its own peak PSS sum (a thread in this program;
-the benchmark's figure is read from outside).
+on its first batch, no optimiser step: bench/zoo_vs_pytorch.py keeps the two equal), then
+--batches timed steps, every worker starting them together (a barrier, as Shoal's start gate).
+--tuning users: glibc's defaults and PyTorch's thread count; best: raised malloc thresholds
+(bench/tuning.py) with the heap trimmed once the model is shared, --threads per process, torch
+and torchvision preloaded in the forkserver. Prints one JSON object: samples/s over the timed
+steps (first step started to last step finished, any worker: Shoal's definition), and its own
+peak PSS sum (a thread in this program, every --sample-ms, Shoal's sampler's default 200 ms; the
+benchmark's figure is read from outside).
 """
 import time
 
@@ -23,6 +26,7 @@ import os
 T0 = float(os.environ.get("SHOAL_REFERENCE_T0", time.time()))
 
 import argparse  # noqa: E402
+import ctypes  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 
@@ -59,15 +63,15 @@ def loss_of(out, y):
     return F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
 
 
-def train(rank, model, x, y, args, ready, done):
-    hogwild_steps(rank, model, x, y, args, ready, done, loss_of, WARM_UP_RUNS)
+def train(rank, model, x, y, args, ready, done, gate):
+    hogwild_steps(rank, model, x, y, args, ready, done, gate, loss_of, WARM_UP_RUNS)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", required=True, help="bench/zoo_models.py's output directory")
     ap.add_argument("--name", required=True)
-    add_hogwild_args(ap, batches=8, batch_size=8, threads=0, sample_ms=50)
+    add_hogwild_args(ap, batches=8, batch_size=8, threads=0, sample_ms=200)
     args = ap.parse_args()
     with open(os.path.join(args.models, "zoo.json")) as f:
         info = json.load(f)[args.name]
@@ -75,17 +79,23 @@ def main():
     if args.tuning == "best" and args.start == "forkserver":
         mp.set_forkserver_preload(["torch", "torch.nn", "torch.nn.functional", "torchvision",
                                    "zoo_models"])
-    if args.start == "forkserver" and info["tensors"] > 250:
-        # The forkserver passes each shared tensor's descriptor, at most 256 a process
-        # (multiprocessing.forkserver.MAXFDS_TO_SEND): past that a user must switch strategy.
+    if args.start == "forkserver" and info["tensors"] + 8 >= 252:
+        # The forkserver passes each shared tensor's descriptor (and a few of its own), fewer
+        # than 256 a process (multiprocessing.forkserver.MAXFDS_TO_SEND): past that a user must
+        # switch strategy.
         mp.set_sharing_strategy("file_system")
     model = zoo_models.build(info)
-    archive = torch.jit.load(os.path.join(args.models, args.name + ".pt"))
     # The archive holds non-persistent buffers too (the GPT's causal masks): made again by build.
-    missing, _ = model.load_state_dict(archive.state_dict(), strict=False)
+    # Loaded inline, so that its own copy of the weights is not held for the run.
+    missing, _ = model.load_state_dict(
+        torch.jit.load(os.path.join(args.models, args.name + ".pt")).state_dict(), strict=False)
     assert not missing, missing
     model.share_memory()
     x, y = data(info, zoo_models.synthetic_samples(info, args.batch_size), args.seed)
+    if args.tuning == "best":
+        # What share_memory() and loading freed goes back to the kernel before the workers start
+        # (the raised trim threshold would keep it for the run); Shoal's leader does the same.
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     ok, sampler, ready, done, t_request = run_hogwild(mp, train, model, x, y, args)
     samples = args.workers * args.batches * args.batch_size
     print(json.dumps({

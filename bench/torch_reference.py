@@ -61,12 +61,15 @@ def add_hogwild_args(ap, batches, batch_size, threads, sample_ms):
     ap.add_argument("--sample-ms", type=int, default=sample_ms)
 
 
-def hogwild_steps(rank, model, x, y, args, ready, done, loss_fn=F.cross_entropy, warm_up=0):
+def hogwild_steps(rank, model, x, y, args, ready, done, gate, loss_fn=F.cross_entropy,
+                  warm_up=0):
     """One torch.multiprocessing Hogwild worker as users write it: SGD lr 0.01 momentum 0.5 on
     its own shuffle of (x, y), args.batches steps of args.batch_size (args.threads intra-op
     threads unless 0, seed args.seed + rank). `warm_up` untimed forward and backward passes on
-    the first batch come first, no optimiser step; ready[rank] and done[rank] get the times the
-    timed steps began and ended."""
+    the first batch come first, no optimiser step; then every worker waits at `gate` (a Barrier)
+    and they start together, as Shoal's workers pass its start gate, so the timed window holds
+    no worker's start-up. ready[rank] and done[rank] get the times its timed steps began and
+    ended."""
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed + rank)
@@ -77,6 +80,7 @@ def hogwild_steps(rank, model, x, y, args, ready, done, loss_fn=F.cross_entropy,
     for _ in range(warm_up):
         loss_fn(model(x[first]), y[first]).backward()
     opt.zero_grad(set_to_none=True)
+    gate.wait()
     perm, pos = torch.randperm(n), 0
     for step in range(args.batches):
         if step == 0:
@@ -92,12 +96,14 @@ def hogwild_steps(rank, model, x, y, args, ready, done, loss_fn=F.cross_entropy,
 
 
 def run_hogwild(mp, target, model, x, y, args):
-    """Starts args.workers processes of `target` (hogwild_steps' signature) through `mp` and
+    """Starts args.workers processes of `target` (hogwild_steps' signature) through `mp` (a
+    start method's context or the module) and
     waits for them, reading this process's tree meanwhile. Returns (every worker exited 0, the
     PssSampler, the ready and done times, when the first was asked for)."""
     ready = mp.Array("d", args.workers, lock=False)
     done = mp.Array("d", args.workers, lock=False)
-    procs = [mp.Process(target=target, args=(r, model, x, y, args, ready, done))
+    gate = mp.Barrier(args.workers)
+    procs = [mp.Process(target=target, args=(r, model, x, y, args, ready, done, gate))
              for r in range(args.workers)]
     with PssSampler(args.sample_ms) as sampler:
         t_request = time.time()

@@ -10,15 +10,20 @@ same kind of synthetic data with the same untimed warm-up (3 forward and backwar
   shoal   `shoal submit --model-file` with no tuning flag (shared weights, planned allocator,
           floor(cores / workers) threads a worker);
   users   bench/reference_zoo.py as users run it: glibc's defaults, PyTorch's thread count;
-  best    the same at its best tuning: floor(cores / workers) threads, raised malloc thresholds,
-          torch and torchvision preloaded in the forkserver.
+  best    the same at its best tuning: floor(cores / workers) threads, raised malloc thresholds
+          (the heap trimmed once the model is shared), torch and torchvision preloaded in the
+          forkserver.
 
-Memory: one reader in this program (OutsideReader, none inside either side) sums the PSS of every
-process that trains, every --sample-ms: for PyTorch the script and everything below it, for
-Shoal the experiment's processes below shoald (its leader and workers, and under the forkserver
-start method the forkserver and its children, as PyTorch's forkserver counts; never shoald
-itself, whose figure is kept apart). Each side's own reading is kept beside it as a check.
-Speed: samples / (first timed step started -> last finished), each side's own clock.
+Memory: one reader in this program (OutsideReader) sums the PSS of every process a side runs,
+every --sample-ms (50): for PyTorch the script and everything below it; for Shoal everything
+below shoald (its forkserver and idle pool too whenever they run: shoald stops them while a
+fork or spawn run trains), shoald itself (serving, uploads) kept apart. Each Shoal run
+has a shoald of its own, started and settled before the run and stopped after it, so no Shoal
+process runs beside a PyTorch run. Shoal's own figure (its experiment's processes) is checked
+against the same reader's sum over those processes; both sides also sample themselves every
+200 ms (Shoal's default), as users run them.
+Speed: samples / (first timed step started -> last finished), each side's own clock; both
+sides' workers start their timed steps together (Shoal's start gate, a barrier in PyTorch's).
 
 The repeats are interleaved (every point once, then again), the order of the sides rotating;
 every run is appended to raw.jsonl as it ends (a rerun with the same --out resumes), and
@@ -28,6 +33,7 @@ summary.md gives medians [min-max] with the ratios Shoal / PyTorch.
                           [--start fork,spawn,forkserver] [--repeats 3] [--out DIR]
 """
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -42,28 +48,33 @@ from proc_reader import Periodic, children, descendants, rollup
 from shoal_bench import ROOT, daemon
 
 SIDES = ("shoal", "users", "best")
+FORKSERVER_POOL = 16  # shoald --forkserver-pool's default
 ALL_MODELS = "resnet50,vit_b_16,mobilenet_v3_large,efficientnet_b0,densenet121,gpt"
 
 
 class OutsideReader(Periodic):
-    """The peak over time of the summed PSS (and RSS) of the pids `which()` names."""
+    """The peak over time of the summed PSS (and RSS) of each group of pids `which()` names
+    ({group: [pid]}), every `every_ms`."""
 
     def __init__(self, every_ms, which):
         super().__init__(every_ms)
         self._which = which
-        self.peak = {"pss": 0, "rss": 0}
+        self.peak = {}
         self.reads = 0
 
     def _tick(self):
-        pss = rss = 0
-        for pid in self._which():
-            r = rollup(pid)
-            if r:
-                pss += r.get("Pss", 0)
-                rss += r.get("Rss", 0)
+        cache = {}
+        for group, pids in self._which().items():
+            pss = rss = 0
+            for pid in pids:
+                r = cache[pid] if pid in cache else cache.setdefault(pid, rollup(pid))
+                if r:
+                    pss += r.get("Pss", 0)
+                    rss += r.get("Rss", 0)
+            peak = self.peak.setdefault(group, {"pss": 0, "rss": 0})
+            peak["pss"] = max(peak["pss"], pss)
+            peak["rss"] = max(peak["rss"], rss)
         self.reads += 1
-        self.peak["pss"] = max(self.peak["pss"], pss)
-        self.peak["rss"] = max(self.peak["rss"], rss)
 
 
 def cmdline(pid):
@@ -75,7 +86,8 @@ def cmdline(pid):
 
 
 def shoal_processes(shoald, start):
-    """The processes below shoald that train: the forkserver's tree only under its start method."""
+    """The experiment's processes as Shoal's own peak_pss_sum_bytes counts them: every process
+    below shoald, the forkserver's tree only under its start method."""
     out = []
     for kid in children(shoald):
         is_forkserver = cmdline(kid)[1:3] == [b"--role", b"forkserver"]
@@ -85,27 +97,52 @@ def shoal_processes(shoald, start):
     return out
 
 
+@contextlib.contextmanager
+def fresh_shoald(args):
+    """A shoald of its own for one run, ready as a long-running one is: its forkserver up with
+    its pool forked (it warms LibTorch at start), so that nothing of Shoal boots beside the run,
+    and nothing of it is left for the PyTorch runs after."""
+    with daemon(args.bin) as cli:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            servers = [k for k in children(cli.pid) if cmdline(k)[1:3] == [b"--role", b"forkserver"]]
+            if servers and len(children(servers[0])) >= FORKSERVER_POOL:
+                break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        yield cli
+
+
 def threads_for(workers):
     return max(1, (os.cpu_count() or 1) // workers)
 
 
-def run_shoal(cli, args, models, info, start, workers):
+def run_shoal(args, models, info, start, workers):
     archive = os.path.join(models, info["name"] + ".pt")
-    cmd = [os.path.join(args.bin, "shoal"), "--socket", cli.socket, "submit", "--model-file",
-           archive, "--input", info["input"], "--classes", str(info["classes"]), "--workers",
-           str(workers), "--start", start, "--batches", str(args.batches), "--batch-size",
-           str(batch_of(args, info)), "--wait", "--json"]
-    with OutsideReader(args.sample_ms, lambda: shoal_processes(cli.pid, start)) as reader:
-        done = subprocess.run(cmd, capture_output=True, text=True)
-    e = json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+    with fresh_shoald(args) as cli:
+        cmd = [os.path.join(args.bin, "shoal"), "--socket", cli.socket, "submit", "--model-file",
+               archive, "--input", info["input"], "--classes", str(info["classes"]), "--workers",
+               str(workers), "--start", start, "--batches", str(args.batches), "--batch-size",
+               str(batch_of(args, info)), "--wait", "--json"]
+        groups = lambda: {"node": descendants(cli.pid),
+                          "experiment": shoal_processes(cli.pid, start)}
+        with OutsideReader(args.sample_ms, groups) as reader:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+        daemon_pss = (rollup(cli.pid) or {}).get("Pss")
+    try:
+        e = json.loads(done.stdout)
+    except ValueError:
+        e = {}
     ok = e.get("state") == "SUCCEEDED"
     r = e.get("result", {})
-    return {"ok": ok, "error": e.get("error") or done.stderr[-500:] if not ok else None,
-            "samples_per_sec": r.get("samples_per_sec"), "outside_peak_pss_bytes":
-            reader.peak["pss"], "outside_peak_rss_bytes": reader.peak["rss"],
+    return {"ok": ok, "error": None if ok else (e.get("error") or done.stderr[-500:]),
+            "samples_per_sec": r.get("samples_per_sec"),
+            "outside_peak_pss_bytes": reader.peak.get("node", {}).get("pss"),
+            "outside_peak_rss_bytes": reader.peak.get("node", {}).get("rss"),
+            "outside_experiment_peak_pss_bytes": reader.peak.get("experiment", {}).get("pss"),
             "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"), "reads": reader.reads,
             "experiment": e.get("id"), "threads": e.get("spec", {}).get("threads"),
-            "daemon_pss_bytes": (rollup(cli.pid) or {}).get("Pss")}
+            "daemon_pss_bytes": daemon_pss}
 
 
 def run_reference(args, models, info, start, workers, tuning):
@@ -113,16 +150,19 @@ def run_reference(args, models, info, start, workers, tuning):
            models, "--name", info["name"], "--workers", str(workers), "--start", start,
            "--batches", str(args.batches), "--batch-size", str(batch_of(args, info)),
            "--threads", str(threads_for(workers) if tuning == "best" else 0), "--tuning", tuning,
-           "--sample-ms", str(args.sample_ms)]
+           "--sample-ms", "200"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    with OutsideReader(args.sample_ms, lambda: [proc.pid] + descendants(proc.pid)) as reader:
+    tree = lambda: {"node": [proc.pid] + descendants(proc.pid)}
+    with OutsideReader(args.sample_ms, tree) as reader:
         out, err = proc.communicate()
-    lines = out.strip().splitlines()
-    r = json.loads(lines[-1]) if lines else {"ok": False}
+    try:
+        r = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        r = {"ok": False}
     return {"ok": bool(r.get("ok")), "error": None if r.get("ok") else err[-500:],
             "samples_per_sec": r.get("samples_per_sec"),
-            "outside_peak_pss_bytes": reader.peak["pss"],
-            "outside_peak_rss_bytes": reader.peak["rss"],
+            "outside_peak_pss_bytes": reader.peak.get("node", {}).get("pss"),
+            "outside_peak_rss_bytes": reader.peak.get("node", {}).get("rss"),
             "self_peak_pss_sum_bytes": r.get("self_peak_pss_sum_bytes"), "reads": reader.reads,
             "threads": threads_for(workers) if tuning == "best" else None}
 
@@ -144,8 +184,14 @@ def measure(args, models, zoo, points, raw_path):
     done = set()
     if os.path.exists(raw_path):
         with open(raw_path) as f:
-            done = {key(json.loads(line)) for line in f if line.strip()}
-    with daemon(args.bin) as cli, open(raw_path, "a") as raw:
+            for line in f:
+                try:
+                    run = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short when a run was killed
+                if run.get("ok"):
+                    done.add(key(run))
+    with open(raw_path, "a") as raw:
         for repeat in range(args.repeats):
             for p in points:
                 info = zoo[p["model"]]
@@ -156,7 +202,7 @@ def measure(args, models, zoo, points, raw_path):
                         continue
                     t0 = time.time()
                     if side == "shoal":
-                        run.update(run_shoal(cli, args, models, info, p["start"], p["workers"]))
+                        run.update(run_shoal(args, models, info, p["start"], p["workers"]))
                     else:
                         run.update(run_reference(args, models, info, p["start"], p["workers"],
                                                  side))
@@ -166,6 +212,21 @@ def measure(args, models, zoo, points, raw_path):
                     print(f"{p['model']} {p['start']} {p['workers']} run {repeat} {side}: "
                           f"{'ok' if run['ok'] else 'FAILED ' + str(run['error'])[:200]}, "
                           f"{run['wall_s']} s", file=sys.stderr)
+
+
+def same_settings(out, args):
+    """A rerun into the same --out resumes only with the settings its runs were taken with."""
+    path = os.path.join(out, "plan.json")
+    if not os.path.exists(path):
+        return True
+    with open(path) as f:
+        before = json.load(f)["args"]
+    free = {"repeats", "models", "workers", "start", "out"}
+    differ = sorted(k for k, v in vars(args).items() if k not in free and before.get(k) != v)
+    if differ:
+        sys.exit(f"{out} holds runs taken with other settings ({', '.join(differ)}): "
+                 "give another --out")
+    return True
 
 
 def median_cell(xs, fmt):
@@ -195,7 +256,7 @@ def summary(args, zoo, points, raw_path):
                    f"tensors; input {shape}, {args.batches} timed steps a worker)\n")
         out.append("| start | workers | PSS MiB Shoal | users | best | Shoal / users | "
                    "Shoal / best | samples/s Shoal | users | best | Shoal / users | "
-                   "Shoal / best | Shoal's own PSS / outside |")
+                   "Shoal / best | Shoal's own PSS / outside, its processes |")
         out.append("| --- " * 13 + "|")
         for p in points:
             if p["model"] != model:
@@ -203,12 +264,16 @@ def summary(args, zoo, points, raw_path):
             pss, speed, own = {}, {}, "-"
             cells = []
             for side in SIDES:
-                rs = [r for r in runs.get((model, p["start"], p["workers"], side), []) if r["ok"]]
+                rs = [r for r in runs.get((model, p["start"], p["workers"], side), [])
+                      if r["ok"] and r["samples_per_sec"] and r["outside_peak_pss_bytes"]]
                 text, pss[side] = median_cell([r["outside_peak_pss_bytes"] for r in rs], mib)
                 stext, speed[side] = median_cell([r["samples_per_sec"] for r in rs], sps)
                 cells.append((text, stext))
-                if side == "shoal" and rs:
-                    own = f"{statistics.median(r['self_peak_pss_sum_bytes'] / r['outside_peak_pss_bytes'] for r in rs):.3f}"
+                checks = [r["self_peak_pss_sum_bytes"] / r["outside_experiment_peak_pss_bytes"]
+                          for r in rs if side == "shoal" and r.get("self_peak_pss_sum_bytes")
+                          and r.get("outside_experiment_peak_pss_bytes")]
+                if checks:
+                    own = f"{statistics.median(checks):.3f}"
                 failed = len(runs.get((model, p["start"], p["workers"], side), [])) - len(rs)
                 if failed:
                     cells[-1] = (cells[-1][0] + f" ({failed} failed)", cells[-1][1])
@@ -240,6 +305,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    same_settings(args.out, args)
     models = tempfile.mkdtemp(prefix="shoal-zoo.")
     try:
         subprocess.run(["/usr/bin/python3", "-W", "ignore",

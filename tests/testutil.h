@@ -120,7 +120,7 @@ struct ModelScript {
 };
 
 // The directory `scripts` fill, made once per build tree and reused while tests/models/ is
-// unchanged (the key hashes every script there and the arguments): ctest runs each test in a
+// unchanged (the key hashes every script there, the arguments and PyTorch's version): ctest runs each test in a
 // process of its own, and scripting torchvision's models took 9 s for each of them. Made under a
 // lock in a directory of its own and renamed into place, so tests beside each other wait for one
 // maker and never read half a model. Empty, with `error` set, when a script fails.
@@ -137,7 +137,13 @@ inline std::string MadeModels(const std::vector<ModelScript>& scripts, std::stri
   std::sort(sources.begin(), sources.end());
   for (const auto& f : sources) {
     std::ifstream in(f, std::ios::binary);
-    mix(f.filename().string() + std::string(std::istreambuf_iterator<char>(in), {}));
+    mix(f.filename().string() + '\0' + std::string(std::istreambuf_iterator<char>(in), {}) + '\0');
+  }
+  // And the PyTorch that runs them: an upgraded torch or torchvision makes them again.
+  for (const char* version : {"/usr/lib/python3/dist-packages/torch/version.py",
+                              "/usr/lib/python3/dist-packages/torchvision/version.py"}) {
+    std::ifstream in(version, std::ios::binary);
+    mix(std::string(std::istreambuf_iterator<char>(in), {}) + '\0');
   }
   for (const auto& s : scripts) {
     mix(s.script + '\0');

@@ -306,11 +306,17 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
   std::vector<torch::Tensor> x;
   torch::Tensor y;
   GatherBatch(set, &set, idx.data(), batch, &x, &y);
-  LeavesNoTrace untrained(model);
-  for (int run = 0; run < kRuns; ++run) {
-    model.Loss(x, y).backward();
-    slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
+  {
+    LeavesNoTrace untrained(model);
+    for (int run = 0; run < kRuns; ++run) {
+      model.Loss(x, y).backward();
+      slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
+    }
   }
+  // The warm-up's gradients and activations came from malloc (no step is marked yet) and are
+  // freed; the steps' own come from the planned allocator. glibc would keep the freed pages for
+  // the run: give them back.
+  malloc_trim(0);
 }
 
 Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe) {
