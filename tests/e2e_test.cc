@@ -182,9 +182,9 @@ TEST_F(E2E, TheDefaultsArePlannedAndShoalsKernelsAndTrainAsCacheAndLibTorchsDo) 
       {"libtorch", {"--kernels", "libtorch"}}};
   std::map<std::string, json> runs;
   for (const auto& [name, flags] : given) {
-    std::vector<std::string> args = {"submit",       "--workers", "1",      "--batches",
-                                     "4",            "--batch-size", "16", "--dataset", kFashion,
-                                     "--eval-samples", "0",      "--wait",    "--json"};
+    std::vector<std::string> args = {
+        "submit", "--workers",      "1", "--batches", "4",     "--batch-size", "16", "--dataset",
+        kFashion, "--eval-samples", "0", "--wait",    "--json"};
     args.insert(args.end(), flags.begin(), flags.end());
     runs[name] = MustJson(daemon_->Cli(args));
     ASSERT_EQ(runs[name]["state"], "SUCCEEDED") << runs[name].dump(2);
@@ -224,10 +224,10 @@ TEST_F(E2E, TheDefaultsArePlannedAndShoalsKernelsAndTrainAsCacheAndLibTorchsDo) 
 TEST_F(E2E, WorkersTakingTurnsShareStepArenasAndTrainTheSameWeights) {
   std::map<std::string, json> runs;
   for (const std::string steps : {"2", "3"}) {
-    runs[steps] =
-        MustJson(daemon_->Cli({"submit", "--workers", "3", "--start", "spawn", "--share", "no",
-                               "--batches", "3", "--batch-size", "16", "--dataset", kFashion, "--eval-samples", "0",
-                               "--concurrent-steps", steps, "--wait", "--json"}));
+    runs[steps] = MustJson(
+        daemon_->Cli({"submit", "--workers", "3", "--start", "spawn", "--share", "no", "--batches",
+                      "3", "--batch-size", "16", "--dataset", kFashion, "--eval-samples", "0",
+                      "--concurrent-steps", steps, "--wait", "--json"}));
     ASSERT_EQ(runs[steps]["state"], "SUCCEEDED") << runs[steps].dump(2);
   }
   std::map<int, json> turns, together;
@@ -263,9 +263,10 @@ TEST_F(E2E, UnderSpawnAndTheForkServerTheLeaderLoadsNoLibTorch) {
   std::map<std::string, json> runs;
   std::map<std::string, bool> maps_libtorch;
   for (const std::string start : {"fork", "spawn", "forkserver"}) {
-    const std::string id = MustJson(daemon_->Cli(
-        {"submit", "--start", start, "--workers", "1", "--threads", "1", "--batches", "10",
-         "--batch-size", "16", "--dataset", kFashion, "--eval-samples", "0", "--seed", "5", "--json"}))["id"];
+    const std::string id =
+        MustJson(daemon_->Cli({"submit", "--start", start, "--workers", "1", "--threads", "1",
+                               "--batches", "10", "--batch-size", "16", "--dataset", kFashion,
+                               "--eval-samples", "0", "--seed", "5", "--json"}))["id"];
     pid_t leader = -1;
     ASSERT_TRUE(testing::WaitFor(
         [&] {
@@ -395,8 +396,9 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
 }
 
 TEST_F(E2E, WatchStreamsAndARestartedDaemonStillListsTheRun) {
-  CommandResult s = daemon_->Cli({"submit", "--workers", "2", "--batches", "4", "--batch-size", "16",
-                                  "--dataset", "synthetic", "--sample-interval-ms", "50", "--json"});
+  CommandResult s =
+      daemon_->Cli({"submit", "--workers", "2", "--batches", "4", "--batch-size", "16", "--dataset",
+                    "synthetic", "--sample-interval-ms", "50", "--json"});
   const std::string id = MustJson(s)["id"];
   CommandResult w = daemon_->Cli({"watch", id, "--json"});
   ASSERT_EQ(w.exit_code, 0) << w.err;

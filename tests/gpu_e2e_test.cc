@@ -149,10 +149,15 @@ TEST(GpuE2E, GpmActivityAndEnergyPerSampleReachTheResultAndTheReport) {
   testing::TempDir dir;
   testing::Daemon d(dir / "state", dir / "s.sock");
   ASSERT_TRUE(d.Start({}, FakeEnv("SHOAL_FAKE_NVML_POWER_W=200")));
-  const std::vector<std::string> run = {
-      "sweep",          "--workers", "2",         "--start",        "spawn,fork", "--batches",
-      "16",             "--batch-size", "8",   "--dataset",      "synthetic",  "--eval-samples",
-      "0",              "--sample-interval-ms", "50", "--wait", "--json"};
+  const std::vector<std::string> run = {"sweep",      "--workers",
+                                        "2",          "--start",
+                                        "spawn,fork", "--batches",
+                                        "16",         "--batch-size",
+                                        "8",          "--dataset",
+                                        "synthetic",  "--eval-samples",
+                                        "0",          "--sample-interval-ms",
+                                        "50",         "--wait",
+                                        "--json"};
   const json j = ParseOk(d.Cli(run));
   ASSERT_EQ(j["experiments"].size(), 2u);
   for (const auto& e : j["experiments"]) {
@@ -187,8 +192,8 @@ TEST(GpuE2E, GpmActivityAndEnergyPerSampleReachTheResultAndTheReport) {
   testing::Daemon old(old_dir / "state", old_dir / "s.sock");
   ASSERT_TRUE(old.Start({}, FakeEnv("SHOAL_FAKE_NVML_GPM=0")));
   const json o = ParseOk(old.Cli({"submit", "--workers", "1", "--start", "spawn", "--batches", "5",
-                                  "--batch-size", "8", "--dataset", "synthetic", "--eval-samples", "0",
-                                  "--sample-interval-ms", "50", "--wait", "--json"}));
+                                  "--batch-size", "8", "--dataset", "synthetic", "--eval-samples",
+                                  "0", "--sample-interval-ms", "50", "--wait", "--json"}));
   EXPECT_FALSE(o["result"].contains("gpu_sm_active_percent") &&
                o["result"]["gpu_sm_active_percent"].is_number());
   EXPECT_EQ(o["result"]["gpm_status"],

@@ -506,8 +506,8 @@ TEST(Logs, EveryWorkerOfEveryStartMethodIsCapturedAndGoesWithItsRecord) {
   std::map<std::string, std::string> ids;
   for (const std::string start : {"fork", "spawn", "forkserver"}) {
     const json e =
-        Parse(d.Cli({"submit", "--workers", "2", "--start", start, "--batches", "2",
-                     "--batch-size", "16", "--eval-samples", "0", "--allocator", "cache", "--wait", "--json"}));
+        Parse(d.Cli({"submit", "--workers", "2", "--start", start, "--batches", "2", "--batch-size",
+                     "16", "--eval-samples", "0", "--allocator", "cache", "--wait", "--json"}));
     ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump();
     ids[start] = e["id"];
     const CommandResult logs = d.Cli({"logs", e["id"]});

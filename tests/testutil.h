@@ -120,10 +120,10 @@ struct ModelScript {
 };
 
 // The directory `scripts` fill, made once per build tree and reused while tests/models/ is
-// unchanged (the key hashes every script there, the arguments and PyTorch's version): ctest runs each test in a
-// process of its own, and scripting torchvision's models took 9 s for each of them. Made under a
-// lock in a directory of its own and renamed into place, so tests beside each other wait for one
-// maker and never read half a model. Empty, with `error` set, when a script fails.
+// unchanged (the key hashes every script there, the arguments and PyTorch's version): ctest runs
+// each test in a process of its own, and scripting torchvision's models took 9 s for each of them.
+// Made under a lock in a directory of its own and renamed into place, so tests beside each other
+// wait for one maker and never read half a model. Empty, with `error` set, when a script fails.
 inline std::string MadeModels(const std::vector<ModelScript>& scripts, std::string* error) {
   namespace fs = std::filesystem;
   const fs::path models = fs::path(SHOAL_SOURCE_DIR) / "tests/models";
@@ -154,8 +154,8 @@ inline std::string MadeModels(const std::vector<ModelScript>& scripts, std::stri
   char name[32];
   std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(key));
   const fs::path done = cache / name;
-  const int lock = ::open((cache / (std::string(name) + ".lock")).c_str(),
-                          O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int lock =
+      ::open((cache / (std::string(name) + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
     *error = "cannot lock " + (cache / name).string() + ".lock";
     if (lock >= 0) ::close(lock);

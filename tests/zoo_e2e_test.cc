@@ -25,8 +25,8 @@ class ZooE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    models_ = new std::string(testing::MadeModels(
-        {{"make_zoo.py"}, {"gpt.py", {"{}/gpt_tiny.pt", "tiny"}}}, &error));
+    models_ = new std::string(
+        testing::MadeModels({{"make_zoo.py"}, {"gpt.py", {"{}/gpt_tiny.pt", "tiny"}}}, &error));
     ASSERT_FALSE(models_->empty()) << error;
     info_ = new json(json::parse(std::ifstream(Model("zoo.json"))));
   }
@@ -149,8 +149,8 @@ TEST_F(ZooE2E, AGptTrainsOnTheNextToken) {
   }
   // An output that is neither [B, classes] nor [B, ..., classes] is refused, naming both.
   CommandResult bad =
-      daemon_->Cli({"submit", "--model-file", Model("gpt_tiny.pt"), "--input",
-                    "int64[B,16]:100", "--classes", "10", "--batches", "2", "--wait", "--json"});
+      daemon_->Cli({"submit", "--model-file", Model("gpt_tiny.pt"), "--input", "int64[B,16]:100",
+                    "--classes", "10", "--batches", "2", "--wait", "--json"});
   const json b = Parse(bad);
   EXPECT_EQ(b["state"], "FAILED");
   EXPECT_NE(b["error"].get<std::string>().find("[B, ..., classes]"), std::string::npos)
