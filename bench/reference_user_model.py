@@ -31,16 +31,10 @@ import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 import make_models  # noqa: E402
-from torch_reference import add_hogwild_args, hogwild_steps, run_hogwild  # noqa: E402
+from torch_reference import (add_hogwild_args, class_pattern_data, hogwild_steps,  # noqa: E402
+                             run_hogwild)
 
 MODELS = {"bench_cnn": make_models.BenchCnn, "mlp": make_models.Mlp, "cnn": make_models.Cnn}
-
-
-def data(shape, n, classes, seed):
-    g = torch.Generator().manual_seed(seed)
-    labels = torch.randint(0, classes, (n,), generator=g)
-    patterns = torch.randn((classes, *shape), generator=g)
-    return torch.randn((n, *shape), generator=g) + patterns[labels], labels
 
 
 def main():
@@ -58,7 +52,8 @@ def main():
     model = MODELS[args.model]()
     model.load_state_dict(torch.jit.load(args.archive).state_dict())
     model.share_memory()
-    x, y = data([int(d) for d in args.input.split(",")], args.samples, args.classes, args.seed)
+    x, y = class_pattern_data([int(d) for d in args.input.split(",")], args.samples, args.classes,
+                              args.seed)
     ok, sampler, ready, done, t_request = run_hogwild(mp, hogwild_steps, model, x, y, args)
     samples = args.workers * args.batches * args.batch_size
     print(json.dumps({

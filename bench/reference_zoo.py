@@ -42,20 +42,18 @@ import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import zoo_models  # noqa: E402
-from torch_reference import add_hogwild_args, hogwild_steps, run_hogwild  # noqa: E402
+from torch_reference import (add_hogwild_args, class_pattern_data, hogwild_steps,  # noqa: E402
+                             run_hogwild)
 
 WARM_UP_RUNS = 3  # worker/model_file.cc's WarmUpModelFile
 
 
 def data(info, n, seed):
-    g = torch.Generator().manual_seed(seed)
     if info["kind"] == "tokens":
-        x = torch.randint(0, info["vocab"], (n, info["seq"]), generator=g)
+        x = torch.randint(0, info["vocab"], (n, info["seq"]),
+                          generator=torch.Generator().manual_seed(seed))
         return x, torch.roll(x, -1, dims=1)
-    classes = info["classes"]
-    labels = torch.randint(0, classes, (n,), generator=g)
-    patterns = torch.randn((classes, *info["sample_shape"]), generator=g)
-    x = torch.randn((n, *info["sample_shape"]), generator=g) + patterns[labels]
+    x, labels = class_pattern_data(info["sample_shape"], n, info["classes"], seed)
     return x.to(getattr(torch, info["dtype"])), labels
 
 

@@ -47,6 +47,15 @@ def load_split(directory, split="train"):
     return load_idx(pick(f"{split}-images")), load_idx(pick(f"{split}-labels"))
 
 
+def class_pattern_data(shape, n, classes, seed):
+    """n samples of `shape` as Shoal's synthetic tensor set draws them: normal noise plus a fixed
+    random pattern per class, labels uniform in [0, classes)."""
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.randint(0, classes, (n,), generator=g)
+    patterns = torch.randn((classes, *shape), generator=g)
+    return torch.randn((n, *shape), generator=g) + patterns[labels], labels
+
+
 def add_hogwild_args(ap, batches, batch_size, threads, sample_ms):
     """The options every torch.multiprocessing reference of a user's model takes, with its
     defaults: workers, start method, steps, threads, tuning, seed, how often it reads itself."""

@@ -67,7 +67,9 @@ class OutsideReader(Periodic):
         for group, pids in self._which().items():
             pss = rss = 0
             for pid in pids:
-                r = cache[pid] if pid in cache else cache.setdefault(pid, rollup(pid))
+                if pid not in cache:  # a pid in two groups is read once a tick
+                    cache[pid] = rollup(pid)
+                r = cache[pid]
                 if r:
                     pss += r.get("Pss", 0)
                     rss += r.get("Rss", 0)
@@ -85,13 +87,16 @@ def cmdline(pid):
         return []
 
 
+def is_forkserver(pid):
+    return cmdline(pid)[1:3] == [b"--role", b"forkserver"]
+
+
 def shoal_processes(shoald, start):
     """The experiment's processes as Shoal's own peak_pss_sum_bytes counts them: every process
     below shoald, the forkserver's tree only under its start method."""
     out = []
     for kid in children(shoald):
-        is_forkserver = cmdline(kid)[1:3] == [b"--role", b"forkserver"]
-        if is_forkserver and start != "forkserver":
+        if start != "forkserver" and is_forkserver(kid):
             continue
         out += [kid] + descendants(kid)
     return out
@@ -105,12 +110,19 @@ def fresh_shoald(args):
     with daemon(args.bin) as cli:
         deadline = time.time() + 60
         while time.time() < deadline:
-            servers = [k for k in children(cli.pid) if cmdline(k)[1:3] == [b"--role", b"forkserver"]]
+            servers = [k for k in children(cli.pid) if is_forkserver(k)]
             if servers and len(children(servers[0])) >= FORKSERVER_POOL:
                 break
             time.sleep(0.1)
         time.sleep(0.5)
         yield cli
+
+
+def outside(reader):
+    """What the outside reader saw of a run's processes (its "node" group)."""
+    node = reader.peak.get("node", {})
+    return {"outside_peak_pss_bytes": node.get("pss"), "outside_peak_rss_bytes": node.get("rss"),
+            "reads": reader.reads}
 
 
 def threads_for(workers):
@@ -136,11 +148,9 @@ def run_shoal(args, models, info, start, workers):
     ok = e.get("state") == "SUCCEEDED"
     r = e.get("result", {})
     return {"ok": ok, "error": None if ok else (e.get("error") or done.stderr[-500:]),
-            "samples_per_sec": r.get("samples_per_sec"),
-            "outside_peak_pss_bytes": reader.peak.get("node", {}).get("pss"),
-            "outside_peak_rss_bytes": reader.peak.get("node", {}).get("rss"),
+            "samples_per_sec": r.get("samples_per_sec"), **outside(reader),
             "outside_experiment_peak_pss_bytes": reader.peak.get("experiment", {}).get("pss"),
-            "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"), "reads": reader.reads,
+            "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"),
             "experiment": e.get("id"), "threads": e.get("spec", {}).get("threads"),
             "daemon_pss_bytes": daemon_pss}
 
@@ -160,10 +170,8 @@ def run_reference(args, models, info, start, workers, tuning):
     except (ValueError, IndexError):
         r = {"ok": False}
     return {"ok": bool(r.get("ok")), "error": None if r.get("ok") else err[-500:],
-            "samples_per_sec": r.get("samples_per_sec"),
-            "outside_peak_pss_bytes": reader.peak.get("node", {}).get("pss"),
-            "outside_peak_rss_bytes": reader.peak.get("node", {}).get("rss"),
-            "self_peak_pss_sum_bytes": r.get("self_peak_pss_sum_bytes"), "reads": reader.reads,
+            "samples_per_sec": r.get("samples_per_sec"), **outside(reader),
+            "self_peak_pss_sum_bytes": r.get("self_peak_pss_sum_bytes"),
             "threads": threads_for(workers) if tuning == "best" else None}
 
 
@@ -218,7 +226,7 @@ def same_settings(out, args):
     """A rerun into the same --out resumes only with the settings its runs were taken with."""
     path = os.path.join(out, "plan.json")
     if not os.path.exists(path):
-        return True
+        return
     with open(path) as f:
         before = json.load(f)["args"]
     free = {"repeats", "models", "workers", "start", "out"}
@@ -226,7 +234,6 @@ def same_settings(out, args):
     if differ:
         sys.exit(f"{out} holds runs taken with other settings ({', '.join(differ)}): "
                  "give another --out")
-    return True
 
 
 def median_cell(xs, fmt):

@@ -314,8 +314,9 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
     }
   }
   // The warm-up's gradients and activations came from malloc (no step is marked yet) and are
-  // freed; the steps' own come from the planned allocator. glibc would keep the freed pages for
-  // the run: give them back.
+  // freed, as is a worker's own loaded copy of shared weights once bound to the segment; the
+  // steps' buffers come from the planned allocator. glibc would keep the freed pages for the run:
+  // give them back.
   malloc_trim(0);
 }
 

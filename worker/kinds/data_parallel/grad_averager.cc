@@ -5,9 +5,12 @@
 namespace shoal {
 namespace {
 
-// The dtype tensors of dtype `widest` (their promoteTypes) are reduced in: float32 for bfloat16,
-// which Gloo (LibTorch 1.13) cannot reduce ("Invalid scalar type").
-c10::ScalarType OnTheWire(c10::ScalarType widest) {
+// The dtype a set of tensors is reduced in: the widest of theirs (`dtype_of` each item), and
+// float32 for bfloat16, which Gloo (LibTorch 1.13) cannot reduce ("Invalid scalar type").
+template <typename Items, typename DtypeOf>
+c10::ScalarType OnTheWire(const Items& items, DtypeOf dtype_of) {
+  c10::ScalarType widest = dtype_of(*items.begin());
+  for (const auto& item : items) widest = c10::promoteTypes(widest, dtype_of(item));
   return widest == torch::kBFloat16 ? torch::kFloat : widest;
 }
 
@@ -29,9 +32,8 @@ GradAverager::GradAverager(c10::intrusive_ptr<c10d::ProcessGroup> pg, torch::nn:
     Bucket b;
     int64_t n = 0;
     // Mixed dtypes (a float16 body, a float32 head) reduce in the widest of them.
-    c10::ScalarType widest = params_[g.params.front()].scalar_type();
-    for (size_t k : g.params) widest = c10::promoteTypes(widest, params_[k].scalar_type());
-    const c10::ScalarType dtype = OnTheWire(widest);
+    const c10::ScalarType dtype =
+        OnTheWire(g.params, [this](size_t k) { return params_[k].scalar_type(); });
     for (size_t k : g.params) {
       where_[k] = {buckets_.size(), b.params.size()};
       b.params.push_back(k);
@@ -142,9 +144,8 @@ uint64_t GradAverager::BusyNs() const {
 void GradAverager::Broadcast(const std::vector<torch::Tensor>& tensors) {
   if (tensors.empty()) return;
   torch::NoGradGuard no_grad;
-  c10::ScalarType widest = tensors.front().scalar_type();
-  for (const auto& t : tensors) widest = c10::promoteTypes(widest, t.scalar_type());
-  const c10::ScalarType dtype = OnTheWire(widest);
+  const c10::ScalarType dtype =
+      OnTheWire(tensors, [](const torch::Tensor& t) { return t.scalar_type(); });
   std::vector<torch::Tensor> flat_parts;
   for (const auto& t : tensors) flat_parts.push_back(t.detach().reshape({-1}).to(dtype));
   std::vector<torch::Tensor> flat{torch::cat(flat_parts)};

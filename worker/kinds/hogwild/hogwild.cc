@@ -150,14 +150,9 @@ Status HogwildKind::Attach(WorkerEnv& env) {
     RETURN_IF_ERROR(BuildWorkerModel(spec));
     RETURN_IF_ERROR(OpenWeights(env, shared_on_cpu));
   }
-  if (shared_on_cpu) {
-    RETURN_IF_ERROR(BindWeightsToSegment(*model_, plan_, weights_.data()));
-    // A model file this worker loaded itself held its own copy of every parameter until now.
-    // glibc keeps most of those freed pages (its mmap threshold rises to 32 MiB after the first
-    // large free) for the whole run: give them back, as the leader does after its probe.
-    if (spec.model() == "torchscript") malloc_trim(0);
-    return Status::Ok();
-  }
+  // A model file's worker gives back the pages of its loaded copy of the weights, freed here,
+  // with its warm-up's (WarmUpModelFile trims once both are freed).
+  if (shared_on_cpu) return BindWeightsToSegment(*model_, plan_, weights_.data());
   if (spec.device() == "cuda" && spec.share()) return PlaceOnDevice(spec, env.index);
   // A private copy: take the initial weights and let go of the segment, so this worker cannot
   // quietly train the shared copy (torch.multiprocessing's spawn pitfall).
