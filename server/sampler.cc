@@ -85,11 +85,16 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
     if (!p.gone) shared_sum_ += SharedNow(p);
   }
   MarkParentsOfNew();
-  MarkSharingJumps();
+  const bool jumped = MarkSharingJumps();
+  std::map<pid_t, uint64_t> shared_before;
+  for (const auto& [pid, p] : procs_)
+    if (!p.gone) shared_before[pid] = SharedNow(p);
   uint64_t walk_ns = Walk(WalkCandidates(now_ns), now_ns);
-  walk_ns += ConfirmPeak(now_ns);
+  if (!jumped || shared_before.size() < 2) walk_ns += ConfirmPeak(now_ns);
   if (walk_ns > 0) RereadUnwalked(now_ns);
-  Emit(now_ns, out);
+  // A lone process's reading is one instant: nothing it maps can be counted in another's.
+  const bool moving = shared_before.size() > 1 && (jumped || SharingMoved(shared_before));
+  Emit(now_ns, moving, out);
   const uint64_t spent = cpu_clock_() - cpu0;
   cpu_ns_ += spent;
   // The bucket pays for the whole tick (the walks were already charged as they ran).
@@ -168,7 +173,7 @@ constexpr uint64_t kSharingJump = uint64_t(64) << 20;
 constexpr uint64_t kBurstStart = kSharingJump / 4;
 constexpr uint64_t kBurstEnd = uint64_t(1) << 20;
 
-void ProcessSampler::MarkSharingJumps() {
+bool ProcessSampler::MarkSharingJumps() {
   bool any = false;
   for (auto& [pid, p] : procs_) {
     const uint64_t now = SharedNow(p), before = p.shared_last_tick;
@@ -179,13 +184,48 @@ void ProcessSampler::MarkSharingJumps() {
     const bool fast = tick > kSharingJump || (p.bursting && grown * 2 > p.shared);
     const bool jump = ended ? grown > kBurstEnd : fast && grown > kSharingJump;
     p.bursting = !ended && (p.bursting || tick >= kBurstStart);
+    // Mapped after its walk last tick, its pages are its walk's, but the others' walks may have
+    // counted them at their older shares: they are walked again.
+    any = any || tick > kSharingJump;
     if (!jump) continue;
     p.jumped = true;
     any = true;
   }
-  if (!any) return;
+  if (!any) return false;
   for (auto& [pid, p] : procs_)
     if (!p.gone && p.walked && MappableNow(p) > double(kSharingJump)) p.jumped = true;
+  return true;
+}
+
+// Read at one instant, a PSS sum is the pages the processes hold, each counted once. Read one
+// process after another, milliseconds apart, a page that gains a sharer between two readings is
+// counted at too large a share in the first: while the processes map shared pages fast (the
+// workers populating the shared step arenas, 774 MiB each within a second), the sum counts pages
+// more than whole, a moment above any level the processes held. A 4-worker fork run's peak PSS
+// sum read 1017 MiB so in one run of 12 here, 959-969 in the others, against an independent
+// reader's 956-957; that reader, reading such a moment on a slower CI machine, read 1007 to
+// Shoal's 960. So a tick whose shared pages jumped (MarkSharingJumps: 64 MiB in a tick, or a
+// burst that doubled them), or moved by more than this fraction of the PSS sum while it walked,
+// sets no peak of the PSS and USS sums (its sample says so); RSS, whole per process at any
+// instant, always counts. Not every tick of a burst: a Python rank faults its libraries' pages in
+// 1-16 MiB a tick for seconds, and a 2-rank command run held back so read its peak 0.94x an
+// independent reader's.
+constexpr double kStillMoves = 0.005;
+
+// Whether the processes' file and shared-memory pages moved while the tick read them one after
+// another: by more than kStillMoves of the PSS sum, all of them together, between the statm read
+// before the walks and what each walk or the statm after them found.
+bool ProcessSampler::SharingMoved(const std::map<pid_t, uint64_t>& before) const {
+  uint64_t moved = 0, pss_sum = 0;
+  for (const auto& [pid, p] : procs_) {
+    if (p.gone) continue;
+    pss_sum += Estimate(p).first;
+    auto it = before.find(pid);
+    if (it == before.end()) continue;
+    const uint64_t now = SharedNow(p);
+    moved += now > it->second ? now - it->second : it->second - now;
+  }
+  return double(moved) > kStillMoves * double(pss_sum);
 }
 
 // The PSS of its pages that others can map (files and shared memory; a fork shares anonymous
@@ -402,8 +442,9 @@ std::optional<uint64_t> ProcessSampler::sum_of_peak_pss() const {
   return sum;
 }
 
-// The tick's figures per process and summed; peaks follow.
-void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
+// The tick's figures per process and summed; peaks follow, but for the PSS and USS sums of a
+// tick whose shared pages were moving (see kStillMoves).
+void ProcessSampler::Emit(uint64_t now_ns, bool moving, v1::Sample* out) {
   uint64_t rss_sum = 0, pss_sum = 0, uss_sum = 0;
   for (auto& [pid, p] : procs_) {
     if (p.gone) continue;
@@ -428,6 +469,10 @@ void ProcessSampler::Emit(uint64_t now_ns, v1::Sample* out) {
   out->set_total_pss_bytes(pss_sum);
   out->set_total_uss_bytes(uss_sum);
   peak_rss_sum_ = std::max(peak_rss_sum_, rss_sum);
+  if (moving) {
+    out->set_sharing_moved(true);
+    return;
+  }
   peak_pss_sum_ = std::max(peak_pss_sum_, pss_sum);
   peak_uss_sum_ = std::max(peak_uss_sum_, uss_sum);
 }

@@ -15,6 +15,27 @@ using testing::FakeProc;
 
 constexpr uint64_t kMs = 1'000'000;
 
+// A worker holding 100 MB, its 20 MB of libraries its own alone.
+FakeProc::P AWorkerOf100Mb() {
+  FakeProc::P f;
+  f.split = true;
+  f.rss_kb = 100000;
+  f.shared_kb = 20000;
+  f.pss_kb = 100000;
+  f.uss_kb = 100000;
+  f.pss_anon_kb = 80000;
+  f.pss_file_kb = 20000;
+  return f;
+}
+
+// It maps `kb` of a shared segment, `own_kb` of them its share.
+void MapShared(FakeProc::P& f, uint64_t kb, uint64_t own_kb) {
+  f.rss_kb += kb;
+  f.shared_kb += kb;
+  f.pss_kb += own_kb;
+  f.pss_shmem_kb += own_kb;
+}
+
 TEST(SamplerTest, WalksEachProcessOnceThenOnlyWhenRssMoves) {
   FakeProc proc;
   proc.procs[10] = {};
@@ -70,16 +91,7 @@ TEST(SamplerTest, WalksStayWithinTheCpuBudget) {
 TEST(SamplerTest, AJumpInSharedPagesIsWalkedAtOnceOutsideTheBudget) {
   FakeProc proc;
   proc.walk_cost_ns = 50'000'000;  // a walk costs 5 s of a 1% budget
-  for (pid_t p : {20, 21}) {
-    auto& f = proc.procs[p];
-    f.split = true;
-    f.rss_kb = 100000;
-    f.shared_kb = 20000;  // its libraries, its own alone
-    f.pss_kb = 100000;
-    f.uss_kb = 100000;
-    f.pss_anon_kb = 80000;
-    f.pss_file_kb = 20000;
-  }
+  for (pid_t p : {20, 21}) proc.procs[p] = AWorkerOf100Mb();
   ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
   s.Track(20, "worker", 0);
   s.Track(21, "worker", 1);
@@ -87,13 +99,7 @@ TEST(SamplerTest, AJumpInSharedPagesIsWalkedAtOnceOutsideTheBudget) {
   s.Tick(1000 * kMs, &out);
   ASSERT_EQ(proc.walks[20], 1);
   ASSERT_EQ(proc.walks[21], 1);
-  for (pid_t p : {20, 21}) {
-    auto& f = proc.procs[p];
-    f.rss_kb += 800000;
-    f.shared_kb += 800000;
-    f.pss_kb += 400000;
-    f.pss_shmem_kb += 400000;
-  }
+  for (pid_t p : {20, 21}) MapShared(proc.procs[p], 800000, 400000);
   out.Clear();
   s.Tick(1200 * kMs, &out);
   EXPECT_EQ(proc.walks[20], 2);
@@ -111,14 +117,7 @@ class SamplerBurstTest : public ::testing::Test {
   SamplerBurstTest() : s_(&proc_, SamplerOptions{}, [this] { return proc_.cpu_ns; }) {
     proc_.walk_cost_ns = 50'000'000;  // the budget allows no rationed walk in these 2 s
     for (pid_t p : {20, 21}) {
-      auto& f = proc_.procs[p];
-      f.split = true;
-      f.rss_kb = 100000;
-      f.shared_kb = 20000;
-      f.pss_kb = 100000;
-      f.uss_kb = 100000;
-      f.pss_anon_kb = 80000;
-      f.pss_file_kb = 20000;
+      proc_.procs[p] = AWorkerOf100Mb();
       s_.Track(p, "worker", p - 20);
     }
     Ticks(1, nullptr);
@@ -126,12 +125,7 @@ class SamplerBurstTest : public ::testing::Test {
   // `who` maps `kb` more of the segment: pages nobody held (`sharer` 0), or pages `sharer` holds,
   // half of each then its.
   void Map(pid_t who, uint64_t kb, pid_t sharer) {
-    auto& f = proc_.procs[who];
-    f.rss_kb += kb;
-    f.shared_kb += kb;
-    const uint64_t own = sharer == 0 ? kb : kb / 2;
-    f.pss_kb += own;
-    f.pss_shmem_kb += own;
+    MapShared(proc_.procs[who], kb, sharer == 0 ? kb : kb / 2);
     if (sharer != 0) {
       proc_.procs[sharer].pss_kb -= kb / 2;
       proc_.procs[sharer].pss_shmem_kb -= kb / 2;
@@ -180,6 +174,41 @@ TEST_F(SamplerBurstTest, PagesMappedFromAnotherAreTakenFromItWhenTheBurstEnds) {
   Ticks(3, nullptr);
   EXPECT_NEAR(double(out_.total_pss_bytes()) / double(kTruth), 1.0, 0.01);
   EXPECT_LE(proc_.walks[20] + proc_.walks[21], 2 + 2 * 12);
+}
+
+// The second maps the first's pages between the two walks of one tick: the first's walk counted
+// them whole, the second's at half, and that tick's sum reads 400 MB more than the pages they
+// hold. Such a tick sets no peak of the PSS sum and says so; the peak is the settled sum's.
+TEST_F(SamplerBurstTest, ASumReadWhileSharedPagesMoveSetsNoPeak) {
+  Ticks(3, nullptr);
+  proc_.before_walk = [&](FakeProc::P& f) {
+    if (&f != &proc_.procs[21]) return;
+    proc_.before_walk = nullptr;
+    Map(21, 800000, 20);
+  };
+  Ticks(1, [&] { Map(20, 800000, 0); });
+  EXPECT_TRUE(out_.sharing_moved());
+  EXPECT_GT(double(out_.total_pss_bytes()), 1.3 * double(kTruth));
+  EXPECT_LT(double(*s_.peak_pss_sum()), 0.3 * double(kTruth));  // the 200 MB before
+  Ticks(5, nullptr);
+  EXPECT_FALSE(out_.sharing_moved());
+  EXPECT_NEAR(double(out_.total_pss_bytes()) / double(kTruth), 1.0, 0.01);
+  EXPECT_NEAR(double(*s_.peak_pss_sum()) / double(kTruth), 1.0, 0.01);
+}
+
+// A lone process's tick is one instant whatever it maps: its sums set the peak as they come.
+TEST(SamplerTest, ALoneProcessMappingFastStillSetsThePeak) {
+  FakeProc proc;
+  auto& f = proc.procs[10] = AWorkerOf100Mb();
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(10, "worker", 0);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  MapShared(f, 800000, 800000);
+  out.Clear();
+  s.Tick(1020 * kMs, &out);
+  EXPECT_FALSE(out.sharing_moved());
+  EXPECT_EQ(*s.peak_pss_sum(), 900000ull * 1024);
 }
 
 TEST(SamplerTest, CpuPercentFromTicks) {
