@@ -36,6 +36,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import shlex
 import os
 import shutil
 import statistics
@@ -135,7 +136,7 @@ def run_shoal(args, models, info, start, workers):
         cmd = [os.path.join(args.bin, "shoal"), "--socket", cli.socket, "submit", "--model-file",
                archive, "--input", info["input"], "--classes", str(info["classes"]), "--workers",
                str(workers), "--start", start, "--batches", str(args.batches), "--batch-size",
-               str(batch_of(args, info)), "--wait", "--json"]
+               str(batch_of(args, info)), "--wait", "--json"] + shlex.split(args.shoal_flags)
         groups = lambda: {"node": descendants(cli.pid),
                           "experiment": shoal_processes(cli.pid, start)}
         with OutsideReader(args.sample_ms, groups) as reader:
@@ -253,7 +254,7 @@ def summary(args, zoo, points, raw_path):
         for line in f:
             r = json.loads(line)
             runs.setdefault((r["model"], r["start"], r["workers"], r["side"]), []).append(r)
-    out = []
+    out = [f"Shoal's side ran with `{args.shoal_flags}`.\n"] if args.shoal_flags else []
     mib = lambda v: f"{v / 2**20:.0f}"
     sps = lambda v: f"{v:.1f}" if v < 100 else f"{v:.0f}"
     for model in dict.fromkeys(p["model"] for p in points):
@@ -307,6 +308,9 @@ def main():
     ap.add_argument("--gpt", choices=["small", "tiny"], default="small")
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--sample-ms", type=int, default=50)
+    ap.add_argument("--shoal-flags", default="",
+                    help="extra flags for Shoal's side only: a measured option such as "
+                         "'--optimizer-in-backward yes' (recorded in plan.json)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
                                                   datetime.date.today().isoformat(), "zoo"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))

@@ -446,6 +446,34 @@ TEST(SpecTest, ConcurrentStepsDefaultToTheCoresWorthWhereArenasAreShared) {
   }
 }
 
+// optimizer_in_backward: resolved to no when not given, so a record says how it stepped; yes is
+// hogwild's on the CPU, and refused by name elsewhere.
+TEST(SpecTest, TheOptimizerInTheBackwardPassIsHogwildsOnTheCpu) {
+  SpecLimits l;
+  v1::ExperimentSpec plain;
+  ApplyDefaults(&plain, l);
+  ASSERT_TRUE(plain.optimizer().has_in_backward());
+  EXPECT_FALSE(plain.optimizer().in_backward());
+  v1::ExperimentSpec yes;
+  yes.mutable_optimizer()->set_name("adam");
+  yes.mutable_optimizer()->set_in_backward(true);
+  ApplyDefaults(&yes, l);
+  EXPECT_TRUE(ValidateSpec(yes, l).ok()) << ValidateSpec(yes, l).message();
+  yes.set_device("cuda");
+  yes.set_start("spawn");
+  EXPECT_EQ(ValidateSpec(yes, l).message(), "optimizer_in_backward: cpu only (not tried on cuda)");
+  for (const std::string kind : {"data_parallel", "multi_model", "pipeline"}) {
+    v1::ExperimentSpec other;
+    other.set_kind(kind);
+    other.mutable_optimizer()->set_in_backward(true);
+    ApplyDefaults(&other, l);
+    EXPECT_EQ(
+        ValidateSpec(other, l).message(),
+        "optimizer_in_backward: only hogwild steps its optimizer in the backward pass (kind " +
+            kind + " does not)");
+  }
+}
+
 // shoal-leader (no LibTorch) leads where the leader holds no model: hogwild and data_parallel
 // with a built-in model under spawn or the forkserver (and unshared CUDA weights), and kind
 // command always; shoal-worker where a model must be in the leader, each with its reason.

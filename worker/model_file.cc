@@ -12,6 +12,7 @@
 #include "shared/os/procfs.h"
 #include "shared/spec/admission.h"
 #include "shared/spec/input_spec.h"
+#include "worker/optimizers/in_backward.h"
 
 namespace shoal {
 namespace {
@@ -29,7 +30,13 @@ std::string Shape(const torch::Tensor& t) { return Shape(t.sizes()); }
 // steps or warm-up may be writing them, and putting back a copy taken here would undo those.
 class LeavesNoTrace {
  public:
-  explicit LeavesNoTrace(Model& model) : model_(model) {
+  explicit LeavesNoTrace(Model& model)
+      : model_(model),
+        params_(model.parameters()),
+        // Each gradient dropped as soon as it is accumulated: nothing reads it, and a whole
+        // model's gradients held at once made the warm-up the run's peak once a worker's steps
+        // hold none (optimizer_in_backward).
+        drop_(params_, [this](size_t i) { params_[i].mutable_grad().reset(); }) {
     torch::NoGradGuard no_grad;
     for (auto& b : model_.buffers()) {
       saved_.push_back(b.data());
@@ -47,6 +54,8 @@ class LeavesNoTrace {
 
  private:
   Model& model_;
+  std::vector<torch::Tensor> params_;
+  GradientHooks drop_;
   std::vector<torch::Tensor> saved_;
 };
 

@@ -32,9 +32,11 @@ std::string Optimizer(const v1::ExperimentSpec& s) {
   std::string out = s.optimizer().name();
   for (const auto& f : SpecFields()) {
     if (f.path.rfind("optimizer.", 0) != 0 || f.name == "optimizer") continue;
+    if (f.name == "optimizer_in_backward") continue;  // said once, after the options
     std::string v = SpecFieldText(s, f);
     if (!v.empty()) out += " " + f.name + " " + v;
   }
+  if (s.optimizer().in_backward()) out += ", stepped in the backward pass";
   return out;
 }
 

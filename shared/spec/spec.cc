@@ -77,6 +77,7 @@ Status RealInRange(const std::string& field, double v, double lo, double hi, boo
 
 void DefaultOptimizer(v1::OptimizerSpec* o, v1::ExperimentSpec* s) {
   if (!o->has_name()) o->set_name("sgd");
+  if (!o->has_in_backward()) o->set_in_backward(false);
   auto it = OptimizerTable().find(o->name());
   if (it == OptimizerTable().end()) return;  // ValidateSpec names it
   for (const auto& [field, text] : it->second) {
@@ -93,6 +94,7 @@ Status ValidateOptimizer(const v1::OptimizerSpec& o) {
   *probe.mutable_optimizer() = o;
   for (const auto& f : SpecFields()) {
     if (f.path.rfind("optimizer.", 0) != 0 || f.name == "optimizer") continue;
+    if (f.name == "optimizer_in_backward") continue;  // every optimiser's
     const bool applies =
         std::any_of(mine.begin(), mine.end(), [&](const auto& d) { return d.first == f.name; });
     if (HasSpecField(probe, f) && !applies) {
@@ -122,6 +124,20 @@ Status ValidateOptimizer(const v1::OptimizerSpec& o) {
     return InvalidArgument("dampening: nesterov needs dampening 0 (got " +
                            ShortDouble(o.dampening()) + ")");
   }
+  return Status::Ok();
+}
+
+// Only hogwild's trainer steps inside the backward pass: data_parallel reduces the gradients
+// after it, and the other kinds step their own ways. CUDA is not tried yet.
+Status ValidateInBackward(const v1::ExperimentSpec& s) {
+  if (!s.optimizer().in_backward()) return Status::Ok();
+  if (s.kind() != "hogwild")
+    return InvalidArgument(
+        "optimizer_in_backward: only hogwild steps its optimizer in the "
+        "backward pass (kind " +
+        s.kind() + " does not)");
+  if (s.device() != "cpu")
+    return InvalidArgument("optimizer_in_backward: cpu only (not tried on " + s.device() + ")");
   return Status::Ok();
 }
 
@@ -464,6 +480,7 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
     RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
   RETURN_IF_ERROR(ValidateLength(s, limits));
   if (Reads(*kind, "optimizer")) RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));
+  RETURN_IF_ERROR(ValidateInBackward(s));
   if (Reads(*kind, "threads"))
     RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
   RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(),

@@ -60,6 +60,10 @@ std::vector<SpecField> CommonFields() {
       {"amsgrad", "optimizer.amsgrad", "adam, adamw: yes | no", "no"},
       {"alpha", "optimizer.alpha", "rmsprop smoothing constant", "0.99"},
       {"centered", "optimizer.centered", "rmsprop: yes | no", "no"},
+      {"optimizer_in_backward", "optimizer.in_backward",
+       "hogwild on cpu, every optimizer: step each parameter and free its gradient as soon as "
+       "the backward pass has it: yes | no",
+       "no"},
       {"batch_size", "batch_size",
        "samples per batch (data_parallel: per worker with scaling weak, per step with strong)",
        "64 (data_parallel, multi_model: 32; pipeline: 8)"},

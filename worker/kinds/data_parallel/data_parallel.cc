@@ -15,6 +15,7 @@
 #include "shared/os/process.h"
 #include "shared/spec/spec_fields.h"
 #include "worker/kinds/hogwild/hogwild_leader.h"
+#include "worker/scoreboard.h"
 #include "worker/training.h"
 
 namespace shoal {

@@ -12,6 +12,7 @@
 #include "shared/spec/spec.h"
 #include "worker/cuda_memory.h"
 #include "worker/optimizers/from_spec.h"
+#include "worker/optimizers/in_backward.h"
 #include "worker/planned_allocator.h"
 #include "worker/scoreboard.h"
 #include "worker/step_cache_allocator.h"
@@ -88,6 +89,13 @@ void HogwildTrainer::TakeTurns() {
                                            env_.index, planned, env_.lifetime_fd);
 }
 
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> HogwildTrainer::MakeTrainerOptimizer() {
+  const OptimizerConfig config = ConfigFromSpec(spec_.optimizer());
+  if (!spec_.optimizer().in_backward()) return MakeOptimizer(config, model_.parameters());
+  ASSIGN_OR_RETURN(auto in_backward, InBackwardOptimizer::Make(config, model_.parameters()));
+  return std::unique_ptr<torch::optim::Optimizer>(std::move(in_backward));
+}
+
 int HogwildTrainer::Run() {
   slot_->pid.store(getpid());
   slot_->accuracy_bits.store(FloatToBits(std::nanf("")));
@@ -95,7 +103,7 @@ int HogwildTrainer::Run() {
   // data_parallel across nodes: the global rank, so no two replicas draw the same batches.
   device_.Seed(spec_.seed() * 7919 + GlobalRank(spec_, env_.index) + 1);
   model_.train();
-  auto opt = MakeOptimizer(ConfigFromSpec(spec_.optimizer()), model_.parameters());
+  auto opt = MakeTrainerOptimizer();
   if (!opt.ok()) {
     return WorkerFails(slot_, env_.index, opt.status().message());
   }

@@ -39,6 +39,8 @@ class HogwildTrainer {
   int Run();
 
  private:
+  // The spec's optimiser, or the same stepped inside the backward pass (optimizer_in_backward).
+  StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeTrainerOptimizer();
   bool RunBatches();
   bool RunEpochs();
   bool RunShard(const std::vector<int64_t>& order, EpochTotals* totals);
