@@ -92,9 +92,7 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
   uint64_t walk_ns = Walk(WalkCandidates(now_ns), now_ns);
   if (!jumped || shared_before.size() < 2) walk_ns += ConfirmPeak(now_ns);
   if (walk_ns > 0) RereadUnwalked(now_ns);
-  // A lone process's reading is one instant: nothing it maps can be counted in another's.
-  const bool moving = shared_before.size() > 1 && (jumped || SharingMoved(shared_before));
-  Emit(now_ns, moving, out);
+  Emit(now_ns, jumped, SharedMoved(shared_before), out);
   const uint64_t spent = cpu_clock_() - cpu0;
   cpu_ns_ += spent;
   // The bucket pays for the whole tick (the walks were already charged as they ran).
@@ -212,20 +210,18 @@ bool ProcessSampler::MarkSharingJumps() {
 // independent reader's.
 constexpr double kStillMoves = 0.005;
 
-// Whether the processes' file and shared-memory pages moved while the tick read them one after
-// another: by more than kStillMoves of the PSS sum, all of them together, between the statm read
-// before the walks and what each walk or the statm after them found.
-bool ProcessSampler::SharingMoved(const std::map<pid_t, uint64_t>& before) const {
-  uint64_t moved = 0, pss_sum = 0;
+// How far the processes' file and shared-memory pages moved while the tick read them one after
+// another, all of them together: between the statm read before the walks and what each walk or
+// the statm after them found.
+uint64_t ProcessSampler::SharedMoved(const std::map<pid_t, uint64_t>& before) const {
+  uint64_t moved = 0;
   for (const auto& [pid, p] : procs_) {
-    if (p.gone) continue;
-    pss_sum += Estimate(p).first;
     auto it = before.find(pid);
-    if (it == before.end()) continue;
+    if (p.gone || it == before.end()) continue;
     const uint64_t now = SharedNow(p);
     moved += now > it->second ? now - it->second : it->second - now;
   }
-  return double(moved) > kStillMoves * double(pss_sum);
+  return moved;
 }
 
 // The PSS of its pages that others can map (files and shared memory; a fork shares anonymous
@@ -443,9 +439,10 @@ std::optional<uint64_t> ProcessSampler::sum_of_peak_pss() const {
 }
 
 // The tick's figures per process and summed; peaks follow, but for the PSS and USS sums of a
-// tick whose shared pages were moving (see kStillMoves).
-void ProcessSampler::Emit(uint64_t now_ns, bool moving, v1::Sample* out) {
+// tick whose shared pages jumped or moved (see kStillMoves).
+void ProcessSampler::Emit(uint64_t now_ns, bool jumped, uint64_t shared_moved, v1::Sample* out) {
   uint64_t rss_sum = 0, pss_sum = 0, uss_sum = 0;
+  int live = 0;
   for (auto& [pid, p] : procs_) {
     if (p.gone) continue;
     auto* ps = out->add_processes();
@@ -464,11 +461,14 @@ void ProcessSampler::Emit(uint64_t now_ns, bool moving, v1::Sample* out) {
     rss_sum += p.rss_now;
     pss_sum += pss;
     uss_sum += uss;
+    ++live;
   }
   out->set_total_rss_bytes(rss_sum);
   out->set_total_pss_bytes(pss_sum);
   out->set_total_uss_bytes(uss_sum);
   peak_rss_sum_ = std::max(peak_rss_sum_, rss_sum);
+  // A lone process's reading is one instant: nothing it maps can be counted in another's.
+  const bool moving = live > 1 && (jumped || double(shared_moved) > kStillMoves * double(pss_sum));
   if (moving) {
     out->set_sharing_moved(true);
     return;

@@ -121,7 +121,7 @@ class ProcessSampler {
   // Marks the processes whose shared pages jumped, and those holding many of them; returns whether
   // any did.
   bool MarkSharingJumps();
-  bool SharingMoved(const std::map<pid_t, uint64_t>& before) const;
+  uint64_t SharedMoved(const std::map<pid_t, uint64_t>& before) const;
   // Its file+shmem resident by this tick's statm (never above its RSS: the two are read apart).
   static uint64_t SharedNow(const Proc& p) { return std::min(p.shared_now, p.rss_now); }
   uint64_t OthersShared(const Proc& p) const;  // shared_sum_ less p's own
@@ -137,7 +137,7 @@ class ProcessSampler {
   // Walks the processes most in doubt, outside the budget, when this tick's sums would be the
   // highest yet; returns the walks' CPU time.
   uint64_t ConfirmPeak(uint64_t now_ns);
-  void Emit(uint64_t now_ns, bool moving, v1::Sample* out);
+  void Emit(uint64_t now_ns, bool jumped, uint64_t shared_moved, v1::Sample* out);
   // PSS and USS now, from the last walk and this tick's statm.
   static std::pair<uint64_t, uint64_t> Estimate(const Proc& p);
 

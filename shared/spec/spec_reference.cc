@@ -56,7 +56,7 @@ constexpr std::pair<const char*, const char*> kReference[] = {
     {"optimizer_in_backward",
      "hogwild on cpu, every optimizer: yes steps each parameter, and frees its gradient, as "
      "soon as the backward pass has accumulated it, so no worker holds a whole model's "
-     "gradients (the same update: docs/optimizers.md); yes | no"},
+     "gradients (the same update: docs/your-model.md); yes | no"},
     {"batch_size",
      "samples per batch; 1 .. 4096; data_parallel: each worker's with `--scaling weak`, the "
      "whole step's (split evenly) with `strong`"},
