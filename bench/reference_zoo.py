@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--models", required=True, help="bench/zoo_models.py's output directory")
     ap.add_argument("--name", required=True)
     add_hogwild_args(ap, batches=8, batch_size=8, threads=0, sample_ms=200)
+    ap.add_argument("--memory-format", choices=["contiguous", "channels_last"],
+                    default="contiguous")
     args = ap.parse_args()
     with open(os.path.join(args.models, "zoo.json")) as f:
         info = json.load(f)[args.name]
@@ -88,8 +90,13 @@ def main():
     missing, _ = model.load_state_dict(
         torch.jit.load(os.path.join(args.models, args.name + ".pt")).state_dict(), strict=False)
     assert not missing, missing
+    order = getattr(torch, args.memory_format + "_format" if args.memory_format == "contiguous"
+                    else args.memory_format)
+    model.to(memory_format=order)  # 4-d weights in that order, as a user converts a model
     model.share_memory()
     x, y = data(info, zoo_models.synthetic_samples(info, args.batch_size), args.seed)
+    if x.dim() == 4:
+        x = x.contiguous(memory_format=order)
     if args.tuning == "best":
         # What share_memory() and loading freed goes back to the kernel before the workers start
         # (the raised trim threshold would keep it for the run); Shoal's leader does the same.

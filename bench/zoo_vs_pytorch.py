@@ -31,6 +31,7 @@ summary.md gives medians [min-max] with the ratios Shoal / PyTorch.
 
   bench/zoo_vs_pytorch.py [--models resnet50,...,gpt] [--workers 1,2,4]
                           [--start fork,spawn,forkserver] [--repeats 3] [--out DIR]
+                          [--memory-format channels_last] [--shoal-flags '...']
 """
 import argparse
 import contextlib
@@ -136,7 +137,8 @@ def run_shoal(args, models, info, start, workers):
         cmd = [os.path.join(args.bin, "shoal"), "--socket", cli.socket, "submit", "--model-file",
                archive, "--input", info["input"], "--classes", str(info["classes"]), "--workers",
                str(workers), "--start", start, "--batches", str(args.batches), "--batch-size",
-               str(batch_of(args, info)), "--wait", "--json"] + shlex.split(args.shoal_flags)
+               str(batch_of(args, info)), "--memory-format", args.memory_format, "--wait",
+               "--json"] + shlex.split(args.shoal_flags)
         groups = lambda: {"node": descendants(cli.pid),
                           "experiment": shoal_processes(cli.pid, start)}
         with OutsideReader(args.sample_ms, groups) as reader:
@@ -161,7 +163,7 @@ def run_reference(args, models, info, start, workers, tuning):
            models, "--name", info["name"], "--workers", str(workers), "--start", start,
            "--batches", str(args.batches), "--batch-size", str(batch_of(args, info)),
            "--threads", str(threads_for(workers) if tuning == "best" else 0), "--tuning", tuning,
-           "--sample-ms", "200"]
+           "--sample-ms", "200", "--memory-format", args.memory_format]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     tree = lambda: {"node": [proc.pid] + descendants(proc.pid)}
     with OutsideReader(args.sample_ms, tree) as reader:
@@ -255,6 +257,9 @@ def summary(args, zoo, points, raw_path):
             r = json.loads(line)
             runs.setdefault((r["model"], r["start"], r["workers"], r["side"]), []).append(r)
     out = [f"Shoal's side ran with `{args.shoal_flags}`.\n"] if args.shoal_flags else []
+    if args.memory_format != "contiguous":
+        out.append(f"Every side ran in {args.memory_format} memory order (Shoal's "
+                   f"--memory-format, PyTorch's model.to(memory_format=...) and inputs).\n")
     mib = lambda v: f"{v / 2**20:.0f}"
     sps = lambda v: f"{v:.1f}" if v < 100 else f"{v:.0f}"
     for model in dict.fromkeys(p["model"] for p in points):
@@ -308,6 +313,9 @@ def main():
     ap.add_argument("--gpt", choices=["small", "tiny"], default="small")
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--sample-ms", type=int, default=50)
+    ap.add_argument("--memory-format", choices=["contiguous", "channels_last"],
+                    default="contiguous",
+                    help="every side's memory order: an option PyTorch has too, so both take it")
     ap.add_argument("--shoal-flags", default="",
                     help="extra flags for Shoal's side only: a measured option such as "
                          "'--optimizer-in-backward yes' (recorded in plan.json)")

@@ -481,6 +481,7 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   shoal::CoordinatorOptions opts = d.opts;
   opts.limits.cuda_missing = shoal::CudaMissing(gpu->Probe(), worker);
   opts.limits.cuda_devices = uint32_t(std::max(0, worker.cuda_devices));
+  opts.limits.bf16_missing = shoal::Bf16MissingHere();
   if (!opts.limits.cuda_missing.empty())
     spdlog::info("device cuda unavailable: {}", opts.limits.cuda_missing);
   auto store = shoal::Store::Open(d.state_dir + "/shoal.db");

@@ -114,6 +114,24 @@ std::string CpuModel() {
 
 }  // namespace
 
+std::string Bf16Missing(const std::string& cpuinfo) {
+  std::istringstream in(cpuinfo);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;  // "flags\t\t: fpu vme ... avx512_bf16 ..."
+    std::istringstream words(
+        line.substr(line.find(':') == std::string::npos ? line.size() : line.find(':') + 1));
+    for (std::string w; words >> w;)
+      if (w == "avx512_bf16" || w == "amx_bf16") return "";
+    return "its flags name neither avx512_bf16 nor amx_bf16";
+  }
+  return "/proc/cpuinfo names no CPU flags";
+}
+
+std::string Bf16MissingHere() {
+  auto text = ReadSmallFile("/proc/cpuinfo");
+  return text.ok() ? Bf16Missing(*text) : "/proc/cpuinfo: " + text.status().message();
+}
+
 v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_workers,
                                      const WorkerInfo& worker, GpuMonitor* gpu) {
   v1::NodeInfoResponse r;

@@ -26,6 +26,12 @@ WorkerInfo ParseWorkerVersion(const std::string& text);
 // are then absent and say why.
 std::string CudaMissing(const GpuProbe& gpus, const WorkerInfo& worker);
 
+// "" when the CPU flags of /proc/cpuinfo's text name bfloat16 instructions (avx512_bf16,
+// amx_bf16); else why bfloat16 autocast would be emulated here (SpecLimits::bf16_missing).
+std::string Bf16Missing(const std::string& cpuinfo);
+// The same for this machine's /proc/cpuinfo.
+std::string Bf16MissingHere();
+
 v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_workers,
                                      const WorkerInfo& worker, GpuMonitor* gpu);
 

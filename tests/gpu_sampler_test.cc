@@ -225,6 +225,17 @@ TEST(NodeInfoTest, WorkerVersionSaysWhetherItsLibTorchHasCuda) {
   EXPECT_EQ(CudaMissing(no_nvml, gpu), "");
 }
 
+// bfloat16 autocast runs where the CPU's flags name bfloat16 instructions, and is refused with
+// the reason elsewhere.
+TEST(NodeInfoTest, BfloatAutocastWantsTheCpusBfloatInstructions) {
+  EXPECT_EQ(Bf16Missing("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 amx_tile\n"),
+            "");
+  EXPECT_EQ(Bf16Missing("flags\t\t: fpu amx_bf16 amx_tile\n"), "");
+  EXPECT_EQ(Bf16Missing("flags\t\t: fpu sse2 avx2 avx512f avx512_bf16x\n"),
+            "its flags name neither avx512_bf16 nor amx_bf16");
+  EXPECT_EQ(Bf16Missing("processor\t: 0\nBogoMIPS\t: 50.00\n"), "/proc/cpuinfo names no CPU flags");
+}
+
 }  // namespace
 // A worker binary written as a script: the body runs under /bin/sh.
 std::string WorkerScript(const std::string& dir, const std::string& body) {

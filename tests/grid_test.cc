@@ -354,7 +354,7 @@ TEST(GridTest, RefusesAFieldThatIsNotAnAxis) {
       "allocator, "
       "concurrent_steps, activations, kernels, eval_samples, sample_interval_ms, stall_timeout_ms, "
       "step_timeout_ms, "
-      "model_file, input, loss, classes, models, "
+      "model_file, input, loss, classes, memory_format, autocast, models, "
       "iterations, "
       "loaders, prefetch, "
       "pin_memory, nodes, node_rank, master, layers, filters, stages, chunks, checkpoint, scaling, "

@@ -72,6 +72,15 @@ TEST(LayoutTest, RejectsImpossibleModels) {
   EXPECT_TRUE(PlanWeights({{"empty", {2, 0}}}).ok());  // an empty buffer takes no bytes
   // 2^61 int64 elements: numel fits, numel * 8 wraps to 0 bytes.
   EXPECT_FALSE(PlanWeights({{"wraps", {int64_t(1) << 61}, WeightDtype::kInt64}}).ok());
+  // NHWC order is a rank-4 tensor's: it is read back as written.
+  EXPECT_FALSE(
+      PlanWeights({{"flat", {3, 4}, WeightDtype::kFloat32, WeightRole::kParameter, true}}).ok());
+  auto nhwc =
+      PlanWeights({{"conv", {2, 3, 4, 5}, WeightDtype::kFloat32, WeightRole::kParameter, true}});
+  ASSERT_TRUE(nhwc.ok());
+  std::vector<char> seg(nhwc->total_bytes);
+  WriteWeightsTable(*nhwc, seg.data());
+  EXPECT_TRUE(ReadWeights(seg.data(), seg.size())->tensors[0].t.channels_last);
 }
 
 // A table another process wrote is not trusted: every offset, count and length is checked
@@ -104,6 +113,8 @@ TEST(LayoutTest, CorruptTablesAreRefusedNotFollowed) {
       [&](auto& s) { entries(s)[0].name_at = ~0ull; },
       [&](auto& s) { entries(s)[0].dtype = 77; },
       [&](auto& s) { entries(s)[0].role = 2; },
+      [&](auto& s) { entries(s)[0].channels_last = 2; },
+      [&](auto& s) { entries(s)[0].channels_last = 1; },  // "a" is [4, 4]: rank 2, not 4
       [&](auto& s) {  // a shape whose bytes wrap past 2^64 to 0, which would pass a bytes check
         auto* dims = reinterpret_cast<int64_t*>(s.data() + AlignUp(sizeof(WeightsHeader)) +
                                                 2 * sizeof(TensorEntry));

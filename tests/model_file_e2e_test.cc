@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -160,6 +161,70 @@ TEST_F(ModelFileE2E, ASweepTakesModelFilesAsAnAxis) {
   ASSERT_EQ(md.exit_code, 0) << md.err;
   for (const auto& label : labels) EXPECT_NE(md.out.find(label), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("| mlp_wide.pt (sha256:"), std::string::npos) << md.out;
+}
+
+// --memory-format channels_last trains the same model in NHWC order. One worker and the same
+// seed: the first loss is the contiguous run's (the same weights, the same batch), the last near
+// it; shared weights under the forkserver and data_parallel's replicas under spawn train too.
+TEST_F(ModelFileE2E, ChannelsLastTrainsTheSameModel) {
+  const UserModel cnn = {
+      "cnn_exact", "float32[B,3,16,16]", "cross_entropy", "10", {"--lr", "0.02"}};
+  CommandResult r = daemon_->Cli({"sweep", "--model-file", Model(cnn.file), "--input", cnn.input,
+                                  "--classes", "10", "--lr", "0.02", "--workers", "1",
+                                  "--memory-format", "contiguous,channels_last", "--batches", "20",
+                                  "--batch-size", "16", "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  std::map<std::string, json> runs;
+  const json sweep = Parse(r);
+  for (const auto& e : sweep["experiments"]) {
+    ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+    runs[e["spec"]["memory_format"].get<std::string>()] = e["result"];
+  }
+  ASSERT_EQ(runs.size(), 2u);
+  const json &nchw = runs["contiguous"], &nhwc = runs["channels_last"];
+  std::printf("loss NCHW %.5f -> %.5f, NHWC %.5f -> %.5f\n", nchw["first_loss"].get<double>(),
+              nchw["last_loss"].get<double>(), nhwc["first_loss"].get<double>(),
+              nhwc["last_loss"].get<double>());
+  EXPECT_NEAR(nhwc["first_loss"].get<double>(), nchw["first_loss"].get<double>(), 1e-4);
+  EXPECT_NEAR(nhwc["last_loss"].get<double>(), nchw["last_loss"].get<double>(),
+              0.02 * nchw["last_loss"].get<double>());
+  std::vector<std::string> shared = Submit(cnn, "forkserver");
+  shared.insert(shared.end(), {"--memory-format", "channels_last"});
+  CommandResult h = daemon_->Cli(shared);
+  ASSERT_EQ(h.exit_code, 0) << h.err << h.out;
+  ExpectTrained(Parse(h), "channels_last, shared, forkserver");
+  std::vector<std::string> dp = Submit(cnn, "spawn");
+  dp.insert(dp.begin() + 1, {"--kind", "data_parallel"});
+  dp.insert(dp.end(), {"--memory-format", "channels_last"});
+  CommandResult d = daemon_->Cli(dp);
+  ASSERT_EQ(d.exit_code, 0) << d.err << d.out;
+  const json e = Parse(d);
+  ExpectTrained(e, "channels_last, data_parallel");
+  EXPECT_EQ(e["result"]["data_parallel"]["replicas_identical"], true);
+}
+
+// --autocast bfloat16 runs where the CPU has bfloat16 instructions and is refused, naming why,
+// where LibTorch would emulate them (this daemon reads the same /proc/cpuinfo).
+TEST_F(ModelFileE2E, BfloatAutocastRunsOnlyOnACpuThatHasIt) {
+  std::ifstream in("/proc/cpuinfo");
+  const std::string cpuinfo((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const bool has_bf16 = cpuinfo.find(" avx512_bf16") != std::string::npos ||
+                        cpuinfo.find(" amx_bf16") != std::string::npos;
+  const UserModel cnn = {
+      "cnn_exact", "float32[B,3,16,16]", "cross_entropy", "10", {"--lr", "0.02"}};
+  std::vector<std::string> args = Submit(cnn, "fork");
+  args.insert(args.end(), {"--autocast", "bfloat16"});
+  CommandResult r = daemon_->Cli(args);
+  if (has_bf16) {
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    ExpectTrained(Parse(r), "autocast bfloat16");
+  } else {
+    EXPECT_NE(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.err.find("autocast: bfloat16 on this node's CPU is emulated, not run: its flags "
+                         "name neither avx512_bf16 nor amx_bf16"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 // Submits `args` and returns the failed experiment's error (the CLI exits non-zero).

@@ -926,6 +926,8 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "input",
                                                "loss",
                                                "classes",
+                                               "memory_format",
+                                               "autocast",
                                                "models",
                                                "iterations",
                                                "loaders",
@@ -1086,6 +1088,7 @@ std::string RanPointLine() {
                                           "",
                                           "",               // model_file, input, loss,
                                           "",          "",  // classes: no model file
+                                          "",          "",  // memory_format, autocast: nor
                                           "",          "",  // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor
                                           "",          "",  // nodes, node_rank, master,

@@ -4,16 +4,19 @@
 // put B where the input spec says.
 #include "worker/models/scripted_model.h"
 
+#include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "shared/ipc/layout.h"
 #include "shared/os/shm.h"
 #include "tests/testutil.h"
 #include "worker/model_file.h"
+#include "worker/tensor_file.h"
 #include "worker/tensor_set.h"
 #include "worker/training.h"
 
@@ -44,18 +47,23 @@ torch::Tensor FromJson(const json& t) {
 }
 
 // forward and backward of the batch PyTorch used; the largest difference from its gradients.
+// `use` sets a measured option on the loaded model; the loss must be PyTorch's within `loss_tol`.
 double MaxGradDiff(const std::string& name, const std::string& loss, const std::string& path,
-                   const std::string& grads_path) {
+                   const std::string& grads_path,
+                   const std::function<void(ScriptedModel&)>& use = nullptr,
+                   double loss_tol = 1e-5) {
   json ref = json::parse(std::ifstream(grads_path));
   auto model = ScriptedModel::Load(path, loss);
   EXPECT_TRUE(model.ok()) << model.status().message();
+  if (use) use(**model);
   std::vector<torch::Tensor> inputs;
   for (const auto& t : ref["inputs"]) inputs.push_back(FromJson(t));
   torch::Tensor target = torch::tensor(ref["target"].get<std::vector<int64_t>>(), torch::kLong)
                              .reshape(ref["target_shape"].get<std::vector<int64_t>>());
   (*model)->train();
   torch::Tensor l = (*model)->Loss(inputs, target);
-  EXPECT_NEAR(l.item<double>(), ref["loss"].get<double>(), 1e-5) << name;
+  EXPECT_NEAR(l.item<double>(), ref["loss"].get<double>(), loss_tol) << name;
+  EXPECT_EQ(l.scalar_type(), torch::kFloat) << name;
   l.backward();
   double worst = 0;
   auto params = (*model)->parameters();
@@ -83,6 +91,38 @@ TEST_F(ScriptedModelTest, FirstStepGradientsArePyTorchs) {
     std::printf("%s: max |gradient - PyTorch's| = %.3g\n", name.c_str(), diff);
     EXPECT_LE(diff, 1e-5) << name;
   }
+}
+
+// memory_format channels_last is the same math in NHWC order: the first step's gradients are
+// PyTorch's (NCHW) within the same bound, the parameters and their gradients in NHWC order.
+TEST_F(ScriptedModelTest, InChannelsLastOrderTheGradientsArePyTorchs) {
+  torch::Tensor weight, grad;
+  const double diff = MaxGradDiff("cnn_exact", "cross_entropy", Path("cnn_exact"),
+                                  *dir_ + "/cnn_exact.grads.json", [&](ScriptedModel& m) {
+                                    m.UseChannelsLast();
+                                    weight = m.parameters()[0];
+                                  });
+  EXPECT_LE(diff, 1e-5);
+  ASSERT_EQ(weight.dim(), 4);
+  EXPECT_TRUE(IsChannelsLast(weight));
+  EXPECT_TRUE(IsChannelsLast(weight.grad()));
+}
+
+// autocast bfloat16: forward's matrix products and convolutions in bfloat16 (LibTorch emulates
+// them on a CPU without the instructions, slowly but exactly as it would run them), the loss and
+// the gradients in float32, near PyTorch's float32 step and not equal to it.
+TEST_F(ScriptedModelTest, UnderBfloatAutocastTheStepIsNearPyTorchsFloatOne) {
+  const double diff = MaxGradDiff(
+      "cnn_exact", "cross_entropy", Path("cnn_exact"), *dir_ + "/cnn_exact.grads.json",
+      [](ScriptedModel& m) { m.UseAutocast(torch::kBFloat16); }, 5e-2);
+  std::printf("cnn_exact under bfloat16 autocast: max |gradient - PyTorch's float32| = %.3g\n",
+              diff);
+  EXPECT_GT(diff, 1e-6);  // bfloat16's 8-bit mantissa shows
+  EXPECT_LE(diff, 5e-2);
+  auto model = ScriptedModel::Load(Path("cnn_exact"), "cross_entropy").value();
+  model->UseAutocast(torch::kBFloat16);
+  EXPECT_EQ(model->forward(torch::randn({2, 3, 16, 16})).scalar_type(), torch::kFloat);
+  EXPECT_FALSE(at::autocast::is_cpu_enabled());  // left as it was, after the forward
 }
 
 TEST_F(ScriptedModelTest, WeightsBoundToTheSegmentAreTheModules) {
@@ -216,11 +256,60 @@ TEST(TensorSetTest, PerPositionTargetsAreTheNextTokenOrTheSamplesClass) {
 
 // A data set that cannot fit is refused before it is read, with the figures.
 TEST(DatasetTest, AFileLargerThanMemoryIsRefusedBeforeItIsRead) {
-  EXPECT_TRUE(DatasetFits(1 << 20, 3 << 20).ok());
-  Status st = DatasetFits(uint64_t(10) << 30, uint64_t(24) << 30);
+  EXPECT_TRUE(DatasetFits(uint64_t(10) << 30, uint64_t(24) << 30).ok());  // one copy: the segment
+  Status st = DatasetFits(uint64_t(30) << 30, uint64_t(24) << 30);
   EXPECT_EQ(st.code(), Code::kResourceExhausted);
-  EXPECT_NE(st.message().find("10240 MiB"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("30720 MiB"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("24576 MiB available"), std::string::npos) << st.message();
+}
+
+// A tensor file is mapped, not read: its tensors view the file's pages (no copy of the data in
+// the process's heap), hold the same values torch.save wrote, and a file whose records were
+// compressed, or cut short, is refused naming that.
+TEST(DatasetTest, ATensorFileIsReadInPlaceFromItsMapping) {
+  testing::TempDir dir;
+  const std::string file = dir / "set.pt";
+  const auto made = testing::RunCommand(
+      {"/usr/bin/python3", "-W", "ignore", "-c",
+       "import sys, zipfile, torch\n"
+       "torch.save({'inputs': torch.arange(3000, dtype=torch.float32).reshape(1000, 3), "
+       "'targets': torch.arange(1000) % 7}, sys.argv[1])\n"
+       "with zipfile.ZipFile(sys.argv[1]) as z, zipfile.ZipFile(sys.argv[2], 'w', "
+       "zipfile.ZIP_DEFLATED) as out:\n"
+       "    for i in z.infolist(): out.writestr(i.filename, z.read(i.filename))\n"
+       "b = open(sys.argv[1], 'rb').read(); open(sys.argv[3], 'wb').write(b[:len(b) // 2])\n",
+       file, dir / "deflated.pt", dir / "cut.pt"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  auto v = MapTensorFile(file);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  torch::Tensor x, y;
+  for (const auto& kv : v->toGenericDict())
+    (kv.key().toStringRef() == "inputs" ? x : y) = kv.value().toTensor();
+  EXPECT_TRUE(x.equal(torch::arange(3000, torch::kFloat).reshape({1000, 3})));
+  EXPECT_TRUE(y.equal(torch::arange(1000) % 7));
+  // Where x's bytes are: a mapping of the file, by /proc/self/maps.
+  const auto at = reinterpret_cast<uintptr_t>(x.data_ptr());
+  std::ifstream maps("/proc/self/maps");
+  bool in_file = false;
+  for (std::string line; std::getline(maps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi)
+      in_file = line.find(file) != std::string::npos;
+  }
+  EXPECT_TRUE(in_file) << "the inputs are not the file's mapping";
+  // Pages let go are the file's still; a tensor of anonymous memory is never let go (it would
+  // read back as zeros).
+  ReleaseFilePages(x);
+  EXPECT_TRUE(x.equal(torch::arange(3000, torch::kFloat).reshape({1000, 3})));
+  torch::Tensor heap = torch::ones({1 << 20});
+  ReleaseFilePages(heap);
+  EXPECT_EQ(heap.sum().item<double>(), double(1 << 20));
+  auto deflated = MapTensorFile(dir / "deflated.pt");
+  EXPECT_EQ(deflated.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(deflated.status().message().find("is compressed"), std::string::npos)
+      << deflated.status().message();
+  auto cut = MapTensorFile(dir / "cut.pt");
+  EXPECT_EQ(cut.status().code(), Code::kFailedPrecondition) << cut.status().message();
 }
 
 }  // namespace

@@ -474,6 +474,52 @@ TEST(SpecTest, TheOptimizerInTheBackwardPassIsHogwildsOnTheCpu) {
   }
 }
 
+// A model file's measured options: recorded as contiguous and no when not given, checked by
+// name, a model file's only; bfloat16 autocast only where the daemon found bfloat16 instructions.
+TEST(SpecTest, AModelFilesMeasuredOptionsAreItsOwnAndCheckedByName) {
+  SpecLimits l;
+  l.bf16_missing = "its flags name neither avx512_bf16 nor amx_bf16";
+  auto model_file = [] {
+    v1::ExperimentSpec s;
+    s.set_model_file("sha256:" + std::string(64, 'a'));
+    s.set_input("float32[B,3,8,8]");
+    s.set_classes(10);
+    return s;
+  };
+  v1::ExperimentSpec plain = model_file();
+  ApplyDefaults(&plain, l);
+  EXPECT_EQ(plain.memory_format(), "contiguous");
+  EXPECT_EQ(plain.autocast(), "no");
+  EXPECT_TRUE(ValidateSpec(plain, l).ok()) << ValidateSpec(plain, l).message();
+  v1::ExperimentSpec nhwc = model_file();
+  nhwc.set_memory_format("channels_last");
+  ApplyDefaults(&nhwc, l);
+  EXPECT_TRUE(ValidateSpec(nhwc, l).ok()) << ValidateSpec(nhwc, l).message();
+  nhwc.set_memory_format("nhwc");
+  EXPECT_EQ(ValidateSpec(nhwc, l).message(),
+            "memory_format: 'nhwc' is not one of: contiguous, channels_last");
+  v1::ExperimentSpec bf16 = model_file();
+  bf16.set_autocast("bfloat16");
+  ApplyDefaults(&bf16, l);
+  EXPECT_EQ(ValidateSpec(bf16, l).code(), Code::kFailedPrecondition);
+  EXPECT_EQ(ValidateSpec(bf16, l).message(),
+            "autocast: bfloat16 on this node's CPU is emulated, not run: its flags name neither "
+            "avx512_bf16 nor amx_bf16");
+  l.bf16_missing = "";
+  EXPECT_TRUE(ValidateSpec(bf16, l).ok()) << ValidateSpec(bf16, l).message();
+  bf16.set_autocast("float16");
+  EXPECT_EQ(ValidateSpec(bf16, l).message(), "autocast: 'float16' is not one of: no, bfloat16");
+  for (const char* field : {"memory_format", "autocast"}) {
+    v1::ExperimentSpec builtin;
+    ASSERT_TRUE(SetSpecField(&builtin, *FindSpecField(field),
+                             std::string(field) == "autocast" ? "no" : "contiguous")
+                    .ok());
+    ApplyDefaults(&builtin, l);
+    EXPECT_EQ(ValidateSpec(builtin, l).message(),
+              std::string(field) + ": only with model_file (a model of your own)");
+  }
+}
+
 // shoal-leader (no LibTorch) leads where the leader holds no model: hogwild and data_parallel
 // with a built-in model under spawn or the forkserver (and unshared CUDA weights), and kind
 // command always; shoal-worker where a model must be in the leader, each with its reason.

@@ -231,5 +231,51 @@ TEST_F(WeightsTest, BuffersAndEveryDtypeAndRankAreSharedAcrossProcesses) {
   EXPECT_TRUE(copy.bn->running_mean.equal(model.bn->running_mean));
 }
 
+// memory_format channels_last: a conv's weight in NHWC order is recorded so in the segment, its
+// bytes are laid out in that order, a bound view keeps the order (and the values), a private copy
+// of the segment in a model of the same order has the same values, and a model in the other
+// order is refused as not the segment's.
+struct TwoConvs : torch::nn::Module {
+  TwoConvs() {
+    a = register_module("a", torch::nn::Conv2d(torch::nn::Conv2dOptions(3, 4, 3)));
+    b = register_module("b", torch::nn::Conv2d(torch::nn::Conv2dOptions(4, 2, 1)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return b(a(x)); }
+  void ChannelsLast() {
+    torch::NoGradGuard ng;
+    for (auto p : parameters())
+      if (p.dim() == 4) p.set_data(p.data().contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+  torch::nn::Conv2d a{nullptr}, b{nullptr};
+};
+
+TEST_F(WeightsTest, ChannelsLastWeightsKeepTheirOrderInTheSegment) {
+  TwoConvs model;
+  model.ChannelsLast();
+  const torch::Tensor w0 = model.a->weight.detach().clone();
+  auto t = ModelTensors(model).value();
+  EXPECT_TRUE(t[0].channels_last);   // a.weight [4,3,3,3]
+  EXPECT_FALSE(t[1].channels_last);  // a.bias
+  EXPECT_FALSE(t[2].channels_last);  // b.weight [2,4,1,1]: dense in both orders, kept NCHW
+  auto s = MakeSegment(model, id_);
+  auto read = ReadWeights(s.seg.data(), s.seg.size());
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  EXPECT_TRUE(read->tensors[0].t.channels_last);
+  // The segment's bytes are NHWC: element [o=0, c=1, h=0, w=0] is the second float.
+  const float* bytes =
+      reinterpret_cast<const float*>(static_cast<char*>(s.seg.data()) + s.plan.tensors[0].offset);
+  EXPECT_EQ(bytes[1], w0[0][1][0][0].item<float>());
+  ASSERT_TRUE(BindWeightsToSegment(model, *read, s.seg.data()).ok());
+  EXPECT_TRUE(model.a->weight.is_contiguous(torch::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(model.a->weight.equal(w0));
+  EXPECT_EQ(ParamsChecksum(model), SegmentChecksum(s.plan, s.seg.data()));
+  TwoConvs copy;
+  copy.ChannelsLast();
+  CopyWeightsFromSegment(copy, *read, s.seg.data());
+  EXPECT_TRUE(copy.a->weight.equal(w0));
+  TwoConvs nchw;
+  EXPECT_EQ(CheckWeightsMatch(nchw, *read).code(), Code::kDataLoss);
+}
+
 }  // namespace
 }  // namespace shoal

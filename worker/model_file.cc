@@ -13,6 +13,7 @@
 #include "shared/spec/admission.h"
 #include "shared/spec/input_spec.h"
 #include "worker/optimizers/in_backward.h"
+#include "worker/tensor_file.h"
 
 namespace shoal {
 namespace {
@@ -129,15 +130,10 @@ const char* const kTensorFileHelp =
     "as a list; a state_dict is an OrderedDict, which LibTorch cannot read: save dict(...) of it)";
 
 StatusOr<torch::IValue> Unpickled(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
-  if (!in.good() && !in.eof()) return Unavailable("dataset: cannot read " + path);
-  try {
-    return torch::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    return FailedPrecondition("dataset: LibTorch cannot read it: " + TorchMessage(e, 300) +
-                              kTensorFileHelp);
-  }
+  auto v = MapTensorFile(path);  // the tensors view the mapped file: no copy is read
+  if (!v.ok() && v.status().code() == Code::kFailedPrecondition)
+    return FailedPrecondition(v.status().message() + kTensorFileHelp);
+  return v;
 }
 
 StatusOr<TensorFile> ReadTensorFile(const std::string& path) {
@@ -208,9 +204,7 @@ Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs
 Status DatasetFits(uint64_t file_bytes, uint64_t available_bytes) {
   if (kDatasetCopies * file_bytes <= available_bytes) return Status::Ok();
   return ResourceExhausted("dataset: the file is " + MiB(file_bytes) +
-                           " and the leader holds about " + std::to_string(kDatasetCopies) +
-                           " copies of it while it reads it into shared memory (" +
-                           MiB(kDatasetCopies * file_bytes) + "); the node has " +
+                           " and its shared segment holds a copy of it; the node has " +
                            MiB(available_bytes) + " available: refused before reading it");
 }
 
@@ -231,6 +225,10 @@ StatusOr<std::shared_ptr<ScriptedModel>> LoadModelFile(const v1::ExperimentSpec&
   ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> model, std::move(loaded));
   const std::string why = model->Untrainable();
   if (!why.empty()) return FailedPrecondition("model_file: cannot train this module: " + why);
+  // The same in the leader and every worker, before any weight is laid out or bound: the weight
+  // segment records each tensor's order, and a worker's must match it.
+  if (spec.memory_format() == "channels_last") model->UseChannelsLast();
+  if (spec.autocast() == "bfloat16") model->UseAutocast(torch::kBFloat16);
   return model;
 }
 
@@ -286,8 +284,8 @@ static StatusOr<ShmSegment> LoadTensorFile(const v1::ExperimentSpec& spec,
   ASSIGN_OR_RETURN(TensorSetHeader h, PlanTensorSet(inputs, target, n));
   ASSIGN_OR_RETURN(ShmSegment seg, ShmSegment::Create(name, h.total_bytes));
   std::memcpy(seg.data(), &h, sizeof h);
-  CopyTensors(h, f.inputs, f.targets.to(target.dtype), seg.data());
-  NoteOwnPss();  // the file's tensors and the segment both resident: the leader's peak
+  CopyTensors(h, f.inputs, f.targets.to(target.dtype), seg.data(), ReleaseFilePages);
+  NoteOwnPss();  // the file's pages read and the segment both resident: the leader's peak
   return seg;
 }
 

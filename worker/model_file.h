@@ -48,11 +48,11 @@ StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const Tar
 // optimised graph's.
 void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, WorkerSlot* slot);
 
-// A --dataset file is read whole, unpickled, then copied into its segment: about three copies of
-// it are in the leader at the peak (docs/roadmap.md: mapping it is not done yet).
-constexpr uint64_t kDatasetCopies = 3;
-// RESOURCE_EXHAUSTED, naming the figures, when those copies of a file of `file_bytes` do not fit
-// in the node's available memory: refused before a byte is read.
+// A --dataset file is mapped, not read (worker/tensor_file.h): its segment is the one copy that
+// takes memory; the file's pages are the page cache's, which the kernel may drop again.
+constexpr uint64_t kDatasetCopies = 1;
+// RESOURCE_EXHAUSTED, naming the figures, when the segment of a file of `file_bytes` does not
+// fit in the node's available memory: refused before a byte is read.
 Status DatasetFits(uint64_t file_bytes, uint64_t available_bytes);
 
 // RESOURCE_EXHAUSTED, with the figures, when the workers' measured need is more than the node's

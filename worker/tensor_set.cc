@@ -196,9 +196,22 @@ std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, in
 }
 
 void CopyTensors(const TensorSetHeader& h, const std::vector<torch::Tensor>& inputs,
-                 const torch::Tensor& target, void* base) {
-  for (size_t i = 0; i < inputs.size(); ++i) Whole(h, base, uint32_t(i)).copy_(inputs[i]);
-  Whole(h, base, uint32_t(inputs.size())).copy_(target);
+                 const torch::Tensor& target, void* base,
+                 const std::function<void(const torch::Tensor&)>& copied) {
+  constexpr int64_t kSliceBytes = 16 << 20;
+  auto copy = [&](uint32_t i, const torch::Tensor& src) {
+    torch::Tensor dst = Whole(h, base, i);
+    const int64_t n = src.size(0),
+                  row = std::max<int64_t>(1, src.nbytes() / std::max<int64_t>(1, n));
+    const int64_t step = std::max<int64_t>(1, kSliceBytes / row);
+    for (int64_t r = 0; r < n; r += step) {
+      const torch::Tensor from = src.narrow(0, r, std::min(step, n - r));
+      dst.narrow(0, r, from.size(0)).copy_(from);
+      if (copied) copied(from);
+    }
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) copy(uint32_t(i), inputs[i]);
+  copy(uint32_t(inputs.size()), target);
 }
 
 Status ValidateTensorSet(const TensorSetHeader& h, uint64_t size) {

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,9 +60,12 @@ std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, in
                                         uint64_t seed);
 // The LibTorch dtype an input spec names.
 torch::ScalarType DtypeOf(const InputSpec& in);
-// Copies a data set the user gave ([n, sample...] each, batch first) into the segment at `base`.
+// Copies a data set the user gave ([n, sample...] each, batch first) into the segment at `base`,
+// a slice of samples (at most 16 MiB) at a time, calling `copied` with each source slice once it
+// is in the segment (a mapped file's pages can then go: worker/tensor_file.h).
 void CopyTensors(const TensorSetHeader& h, const std::vector<torch::Tensor>& inputs,
-                 const torch::Tensor& target, void* base);
+                 const torch::Tensor& target, void* base,
+                 const std::function<void(const torch::Tensor&)>& copied = nullptr);
 // OK when the header at the start of a segment of `size` bytes is a whole tensor set.
 Status ValidateTensorSet(const TensorSetHeader& h, uint64_t size);
 

@@ -71,6 +71,11 @@ c10::ScalarType ScalarTypeOf(WeightDtype d) {
   return kTypes[static_cast<uint32_t>(d)];
 }
 
+bool IsChannelsLast(const torch::Tensor& t) {
+  // A tensor dense in both orders (a 1x1 kernel, one channel) is recorded as NCHW: the same bytes.
+  return t.dim() == 4 && !t.is_contiguous() && t.is_contiguous(torch::MemoryFormat::ChannelsLast);
+}
+
 StatusOr<std::vector<TensorShape>> ModelTensors(torch::nn::Module& model) {
   std::vector<TensorShape> out;
   auto add = [&](const std::string& name, const torch::Tensor& t, WeightRole role) -> Status {
@@ -78,7 +83,7 @@ StatusOr<std::vector<TensorShape>> ModelTensors(torch::nn::Module& model) {
     if (!dtype.ok())
       return InvalidArgument("tensor " + name + " is " + dtype.status().message() +
                              ", which the weight segment does not hold");
-    out.push_back({name, t.sizes().vec(), *dtype, role});
+    out.push_back({name, t.sizes().vec(), *dtype, role, IsChannelsLast(t)});
     return Status::Ok();
   };
   for (const auto& p : model.named_parameters())
@@ -92,7 +97,9 @@ void CopyWeightsToSegment(torch::nn::Module& model, const WeightsPlan& plan, voi
   torch::NoGradGuard ng;
   auto tensors = SegmentTensors(model);
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
-    auto src = tensors[i].detach().to(torch::kCPU).contiguous();
+    const auto order = plan.tensors[i].t.channels_last ? torch::MemoryFormat::ChannelsLast
+                                                       : torch::MemoryFormat::Contiguous;
+    auto src = tensors[i].detach().to(torch::kCPU).contiguous(order);
     std::memcpy(static_cast<char*>(base) + plan.tensors[i].offset, src.data_ptr(),
                 plan.tensors[i].bytes());
   }
@@ -102,7 +109,10 @@ namespace {
 
 // The segment's view of tensor i at `base`, in memory `options` names.
 torch::Tensor SegmentView(const WeightTensor& w, char* base, const torch::TensorOptions& options) {
-  return torch::from_blob(base + w.offset, w.t.shape, options.dtype(ScalarTypeOf(w.t.dtype)));
+  const auto o = options.dtype(ScalarTypeOf(w.t.dtype));
+  if (!w.t.channels_last) return torch::from_blob(base + w.offset, w.t.shape, o);
+  const int64_t c = w.t.shape[1], h = w.t.shape[2], wd = w.t.shape[3];  // NHWC strides
+  return torch::from_blob(base + w.offset, w.t.shape, {h * wd * c, 1, wd * c, c}, o);
 }
 
 }  // namespace
@@ -117,7 +127,7 @@ Status CheckWeightsMatch(torch::nn::Module& model, const WeightsPlan& plan) {
     const TensorShape& have = plan.tensors[i].t;
     const TensorShape& m = (*want)[i];
     if (m.name != have.name || m.shape != have.shape || m.dtype != have.dtype ||
-        m.role != have.role)
+        m.role != have.role || m.channels_last != have.channels_last)
       return DataLoss("weight segment tensor " + have.name + " does not match the model's " +
                       m.name);
   }
@@ -160,7 +170,11 @@ Status BindWeightsToDevice(torch::nn::Module& model, const WeightsPlan& plan, De
 uint64_t ParamsChecksum(torch::nn::Module& model) {
   uint64_t h = 1469598103934665603ull;
   for (const auto& p : model.parameters()) {
-    auto c = p.detach().to(torch::kCPU).contiguous();  // a device's weights, copied back
+    // A device's weights copied back; NHWC ones in that order, as the segment holds them.
+    auto c = p.detach()
+                 .to(torch::kCPU)
+                 .contiguous(IsChannelsLast(p) ? torch::MemoryFormat::ChannelsLast
+                                               : torch::MemoryFormat::Contiguous);
     h = Fnv1a(c.data_ptr(), c.nbytes(), h);
   }
   return h;

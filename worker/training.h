@@ -24,6 +24,8 @@ std::vector<torch::Tensor> SegmentTensors(torch::nn::Module& model);
 // Their names, shapes, dtypes and roles; INVALID_ARGUMENT naming a tensor of a dtype the segment
 // does not hold (complex, quantised).
 StatusOr<std::vector<TensorShape>> ModelTensors(torch::nn::Module& model);
+// A rank-4 tensor laid out NHWC and not also NCHW-contiguous (memory_format channels_last).
+bool IsChannelsLast(const torch::Tensor& t);
 // The segment's dtype of a LibTorch one, and back.
 StatusOr<WeightDtype> WeightDtypeOf(c10::ScalarType t);
 c10::ScalarType ScalarTypeOf(WeightDtype d);

@@ -79,6 +79,8 @@ StatusOr<WeightsPlan> PlanWeights(const std::vector<TensorShape>& tensors) {
   for (WeightTensor& w : plan.tensors) {
     const TensorShape& t = w.t;
     if (DtypeBytes(t.dtype) == 0) return InvalidArgument("tensor " + t.name + ": unknown dtype");
+    if (t.channels_last && t.shape.size() != 4)
+      return InvalidArgument("tensor " + t.name + ": channels_last needs rank 4");
     if (!Numel(t.shape, &w.numel) || w.numel > (kMaxSegmentBytes - off) / DtypeBytes(t.dtype))
       return InvalidArgument("tensor " + t.name + " has a negative or impossible shape");
     w.offset = off;
@@ -114,7 +116,9 @@ void WriteWeightsTable(const WeightsPlan& plan, void* base) {
                              static_cast<uint32_t>(w.t.shape.size()),
                              static_cast<uint32_t>(w.t.dtype),
                              static_cast<uint32_t>(w.t.role),
-                             static_cast<uint32_t>(w.t.name.size())};
+                             static_cast<uint32_t>(w.t.name.size()),
+                             w.t.channels_last ? 1u : 0u,
+                             0};
     for (int64_t x : w.t.shape) dim[d++] = x;
     std::memcpy(b + parts.names + n, w.t.name.data(), w.t.name.size());
     n += w.t.name.size();
@@ -127,12 +131,14 @@ namespace {
 // `e` is a copy: the mapped table may change under a reader that checks, then uses, a field.
 Status ReadEntry(const char* b, const WeightsHeader& h, const TableParts& parts,
                  const TensorEntry e, WeightTensor* w) {
-  if (e.dtype >= kWeightDtypes || e.role > uint32_t(WeightRole::kBuffer) ||
-      e.dims_at > h.dims_count || e.ndim > h.dims_count - e.dims_at || e.name_at > h.names_bytes ||
+  if (e.dtype >= kWeightDtypes || e.role > uint32_t(WeightRole::kBuffer) || e.channels_last > 1 ||
+      (e.channels_last == 1 && e.ndim != 4) || e.dims_at > h.dims_count ||
+      e.ndim > h.dims_count - e.dims_at || e.name_at > h.names_bytes ||
       e.name_len > h.names_bytes - e.name_at)
     return DataLoss("entry out of its table");
   w->t.dtype = static_cast<WeightDtype>(e.dtype);
   w->t.role = static_cast<WeightRole>(e.role);
+  w->t.channels_last = e.channels_last == 1;
   w->t.name.assign(b + parts.names + e.name_at, e.name_len);
   const auto* dims = reinterpret_cast<const int64_t*>(b + parts.dims) + e.dims_at;
   w->t.shape.assign(dims, dims + e.ndim);

@@ -15,7 +15,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575432ull;  // "SHOALWT2"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 14;
+constexpr uint32_t kLayoutVersion = 15;
 constexpr size_t kAlign = 64;
 // ---- weights: a fixed header, a table that grows with the model (entries, their dims, their
 // names), then each tensor's bytes, 64-byte aligned. Nothing caps the number of tensors, their
@@ -63,6 +63,8 @@ struct TensorEntry {
   uint32_t dtype;  // WeightDtype
   uint32_t role;   // WeightRole
   uint32_t name_len;
+  uint32_t channels_last;  // 1: a rank-4 tensor's bytes in NHWC order (memory_format)
+  uint32_t reserved;
 };
 
 // What a writer lays out: a tensor's name, shape, dtype and role.
@@ -71,6 +73,7 @@ struct TensorShape {
   std::vector<int64_t> shape;
   WeightDtype dtype = WeightDtype::kFloat32;
   WeightRole role = WeightRole::kParameter;
+  bool channels_last = false;  // rank 4 only: the bytes in NHWC order, as the tensor's strides say
 };
 
 // A tensor of a planned or read segment: its shape and where its bytes are.

@@ -287,6 +287,8 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_model()) s->set_model(s->has_model_file() ? "torchscript" : "mnist_convnet");
   if (s->has_model_file()) {
     if (!s->has_loss()) s->set_loss("cross_entropy");
+    if (!s->has_memory_format()) s->set_memory_format("contiguous");
+    if (!s->has_autocast()) s->set_autocast("no");
     if (!s->has_eval_samples()) s->set_eval_samples(0);  // a model file comes with no test set
   }
   if (!s->has_dataset()) s->set_dataset("synthetic");
@@ -413,7 +415,7 @@ Status ValidateModelFile(const v1::ExperimentSpec& s) {
   if (!s.has_model_file()) {
     if (IsSha256Ref(s.dataset()))
       return InvalidArgument("dataset: an uploaded tensor file is for a model_file's training");
-    for (const char* f : {"input", "loss", "classes"})
+    for (const char* f : {"input", "loss", "classes", "memory_format", "autocast"})
       if (HasSpecField(s, *FindSpecField(f)))
         return InvalidArgument(std::string(f) + ": only with model_file (a model of your own)");
     if (s.model() == "torchscript")
@@ -455,6 +457,19 @@ Status ValidateModelFile(const v1::ExperimentSpec& s) {
   return Status::Ok();
 }
 
+// The measured options a model file trains with: the memory order of its 4-d tensors, and
+// autocast where the CPU has bfloat16 instructions (elsewhere LibTorch emulates them: resnet50's
+// step ran 15x slower under it on an AVX2 CPU, docs/your-model.md).
+Status ValidateModelFileOptions(const v1::ExperimentSpec& s, const SpecLimits& limits) {
+  if (!s.has_model_file()) return Status::Ok();
+  RETURN_IF_ERROR(OneOf("memory_format", s.memory_format(), {"contiguous", "channels_last"}));
+  RETURN_IF_ERROR(OneOf("autocast", s.autocast(), {"no", "bfloat16"}));
+  if (s.autocast() == "bfloat16" && !limits.bf16_missing.empty())
+    return FailedPrecondition("autocast: bfloat16 on this node's CPU is emulated, not run: " +
+                              limits.bf16_missing);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
@@ -466,6 +481,7 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   }
   RETURN_IF_ERROR(OneOf("model", s.model(), kind->models));
   RETURN_IF_ERROR(ValidateModelFile(s));
+  RETURN_IF_ERROR(ValidateModelFileOptions(s, limits));
   RETURN_IF_ERROR(InRange("workers", s.workers(), 1, limits.max_workers));
   RETURN_IF_ERROR(OneOf("start", s.start(), {"fork", "spawn", "forkserver"}));
   RETURN_IF_ERROR(OneOf("device", s.device(), {"cpu", "cuda"}));

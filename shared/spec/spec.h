@@ -33,6 +33,9 @@ struct SpecLimits {
   // The CUDA devices the worker's LibTorch sees (0: none, or not known): cuda_devices' range, and
   // what a pipeline's stages spread over by default.
   uint32_t cuda_devices = 0;
+  // Why this node's CPU cannot run bfloat16 autocast at speed ("" when it has avx512_bf16 or
+  // amx_bf16): autocast bfloat16 is then refused with FAILED_PRECONDITION.
+  std::string bf16_missing = "this daemon has not read its CPU's flags";
 };
 
 // A forked child cannot use a CUDA context its parent created: with shared weights the parent

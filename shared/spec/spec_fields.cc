@@ -130,6 +130,13 @@ std::vector<SpecField> KindFields() {
        "cross_entropy (with model_file)"},
       {"classes", "classes", "model_file with loss cross_entropy or output: target classes",
        "none (required with those losses)"},
+      {"memory_format", "memory_format",
+       "model_file: contiguous | channels_last (its 4-d parameters, buffers and inputs in NHWC "
+       "order)",
+       "contiguous (with model_file)"},
+      {"autocast", "autocast",
+       "model_file: no | bfloat16 (forward under CPU autocast; CPUs with bfloat16 instructions)",
+       "no (with model_file)"},
       {"models", "models", "multi_model: independent models trained at once (n)", "1"},
       {"iterations", "iterations", "multi_model: training iterations of each variant", "1000"},
       {"loaders", "loaders", "data_loading: loader processes feeding the trainer (0: it loads)",

@@ -105,6 +105,14 @@ constexpr std::pair<const char*, const char*> kReference[] = {
      "cross_entropy (forward returns `[B, classes]`) | mse (targets shaped like the output) | "
      "output (forward(inputs..., targets) returns the loss)"},
     {"classes", "cross_entropy and output: targets in [0, classes); 2 .. 1000000"},
+    {"memory_format",
+     "model_file: contiguous (as saved) | channels_last: every parameter, buffer and input of "
+     "rank 4 in NHWC order (the shared weight segment too), so oneDNN's convolutions skip their "
+     "reorders; the same math in another memory order (docs/your-model.md, measured options)"},
+    {"autocast",
+     "model_file: no | bfloat16: forward under CPU autocast (matrix products and convolutions "
+     "in bfloat16; the loss, gradients' accumulation and the update in the parameters' dtype); "
+     "refused on a CPU without avx512_bf16 or amx_bf16, where LibTorch emulates bfloat16"},
     {"models", "multi_model: n independent Linear(256, 512) models; 1 .. 256"},
     {"iterations", "multi_model: training iterations of each variant; 1 .. 1000000"},
     {"loaders",

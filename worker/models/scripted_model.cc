@@ -1,5 +1,6 @@
 #include "worker/models/scripted_model.h"
 
+#include <ATen/autocast_mode.h>
 #include <sys/stat.h>
 #include <torch/nn/functional/loss.h>
 
@@ -24,6 +25,29 @@ std::string LocalName(const std::string& dotted) {
 bool TrainableDtype(c10::ScalarType t) {
   return t == torch::kFloat || t == torch::kHalf || t == torch::kBFloat16 || t == torch::kDouble;
 }
+
+// CPU autocast to `dtype` for one forward, as `with torch.autocast("cpu", dtype)` enters and
+// leaves it: the cast weights are cached for the forward and dropped at its end.
+class CpuAutocast {
+ public:
+  explicit CpuAutocast(c10::ScalarType dtype)
+      : was_on_(at::autocast::is_cpu_enabled()), was_(at::autocast::get_autocast_cpu_dtype()) {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::increment_nesting();
+  }
+  ~CpuAutocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(was_on_);
+    at::autocast::set_autocast_cpu_dtype(was_);
+  }
+  CpuAutocast(const CpuAutocast&) = delete;
+  CpuAutocast& operator=(const CpuAutocast&) = delete;
+
+ private:
+  bool was_on_;
+  c10::ScalarType was_;
+};
 
 }  // namespace
 
@@ -123,12 +147,47 @@ std::string ScriptedModel::Untrainable() {
   return "";
 }
 
-torch::Tensor ScriptedModel::forward(torch::Tensor x) { return module_.forward({x}).toTensor(); }
+void ScriptedModel::UseChannelsLast() {
+  torch::NoGradGuard no_grad;
+  channels_last_ = true;
+  for (const auto& set : {parameters(), buffers()})
+    for (auto t : set)  // set_data reaches the module's own tensor: they share one TensorImpl
+      if (t.dim() == 4) t.set_data(t.data().contiguous(torch::MemoryFormat::ChannelsLast));
+}
+
+void ScriptedModel::UseAutocast(c10::ScalarType dtype) { autocast_ = dtype; }
+
+std::vector<torch::jit::IValue> ScriptedModel::Args(
+    const std::vector<torch::Tensor>& inputs) const {
+  std::vector<torch::jit::IValue> args;
+  args.reserve(inputs.size() + 1);
+  for (const auto& x : inputs) {
+    if (channels_last_ && x.dim() == 4 && x.is_floating_point())
+      args.emplace_back(x.contiguous(torch::MemoryFormat::ChannelsLast));
+    else
+      args.emplace_back(x);
+  }
+  return args;
+}
+
+torch::jit::IValue ScriptedModel::Forward(std::vector<torch::jit::IValue> args) {
+  if (!autocast_) return module_.forward(std::move(args));
+  torch::jit::IValue out;
+  {
+    CpuAutocast on(*autocast_);
+    out = module_.forward(std::move(args));
+  }
+  if (!out.isTensor() || parameters().empty()) return out;
+  torch::Tensor t = out.toTensor();
+  const auto dtype = parameters().front().scalar_type();
+  return t.is_floating_point() && t.scalar_type() != dtype ? t.to(dtype) : t;
+}
+
+torch::Tensor ScriptedModel::forward(torch::Tensor x) { return Forward(Args({x})).toTensor(); }
 
 StatusOr<torch::Tensor> ScriptedModel::TryForward(const std::vector<torch::Tensor>& inputs) {
   try {
-    std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
-    torch::jit::IValue out = module_.forward(args);
+    torch::jit::IValue out = Forward(Args(inputs));
     if (!out.isTensor())
       return InvalidArgument("forward returned " + out.tagKind() + ", not a Tensor");
     return out.toTensor();
@@ -140,12 +199,12 @@ StatusOr<torch::Tensor> ScriptedModel::TryForward(const std::vector<torch::Tenso
 torch::Tensor ScriptedModel::Loss(const std::vector<torch::Tensor>& inputs,
                                   const torch::Tensor& target) {
   namespace F = torch::nn::functional;
-  std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
+  std::vector<torch::jit::IValue> args = Args(inputs);
   if (loss_ == "output") {  // forward(inputs..., targets) is the loss
     args.emplace_back(target);
-    return module_.forward(args).toTensor();
+    return Forward(std::move(args)).toTensor();
   }
-  torch::Tensor out = module_.forward(args).toTensor();
+  torch::Tensor out = Forward(std::move(args)).toTensor();
   if (loss_ == "mse") return F::mse_loss(out, target);
   // A class per position ([B, T, vocab] against [B, T]): the mean over every position, as
   // F.cross_entropy(logits.view(-1, vocab), targets.view(-1)) takes it.

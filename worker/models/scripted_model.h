@@ -8,6 +8,7 @@
 #include <torch/script.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,14 @@ class ScriptedModel : public Model {
                      const torch::Tensor& target) override;
   void train(bool on = true) override;
 
+  // The measured options (spec memory_format, autocast), set once after Load, before the
+  // weights are laid out or bound. Channels last: every rank-4 parameter and buffer is put in
+  // NHWC order now, and every rank-4 floating input at each forward. Autocast: forward runs
+  // under CPU autocast to `dtype`; a floating output comes back in the parameters' dtype, so the
+  // loss and the gradients' accumulation stay there.
+  void UseChannelsLast();
+  void UseAutocast(c10::ScalarType dtype);
+
   // The module's own names of its trainable parameters, in registration order (the Model's are
   // '/'-joined); frozen parameters are the Model's buffers.
   const std::vector<std::string>& parameter_names() const { return names_; }
@@ -41,7 +50,12 @@ class ScriptedModel : public Model {
 
  private:
   ScriptedModel(torch::jit::Module module, std::string loss);
+  std::vector<torch::jit::IValue> Args(const std::vector<torch::Tensor>& inputs) const;
+  // module_.forward, under autocast when it is on (LibTorch's exceptions pass through).
+  torch::jit::IValue Forward(std::vector<torch::jit::IValue> args);
   torch::jit::Module module_;
+  bool channels_last_ = false;
+  std::optional<c10::ScalarType> autocast_;
   std::string loss_;
   std::vector<std::string> names_;
   size_t frozen_ = 0;
