@@ -314,6 +314,30 @@ TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
     EXPECT_LT(took, 60) << name;
     ServesWithNothingLeft(id);
   }
+  // A forward that returns in the leader's probe, then never in a worker's warm-up or in a later
+  // step, with no --step-timeout-ms: the bound the leader derives from its probe (its floor, for
+  // a step of microseconds) ends it, not the 30-minute default.
+  constexpr double kFloorS = 10;  // worker/model_file.h's kStepBoundFloorMs
+  const std::vector<std::pair<std::string, std::string>> later = {
+      {"warm_up_forever", "model_file: worker 0's warm-up of the model ran past its bound of 10.0"},
+      {"step_forever", "no worker made progress for 10000 ms (derived from the leader's probe: "},
+  };
+  for (const auto& [name, why] : later) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string id;
+    const std::string error = FailedWith(
+        *daemon_,
+        {"submit", "--model-file", hostile / (name + ".pt"), "--input", "float32[B,8]", "--classes",
+         "10", "--workers", "1", "--start", "spawn", "--batch-size", "4", "--wait", "--json"},
+        &id);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: failed after %.1f s: %s\n", name.c_str(), took, error.substr(0, 220).c_str());
+    EXPECT_NE(error.find(why), std::string::npos) << name << ": " << error;
+    EXPECT_GE(took, kFloorS) << name;
+    EXPECT_LT(took, kFloorS + 40) << name;
+    ServesWithNothingLeft(id);
+  }
   // A forward that never returns, queued ahead of a good run: the good run still runs.
   CommandResult queued =
       daemon_->Cli({"submit", "--model-file", hostile / "forever.pt", "--input", "float32[B,8]",

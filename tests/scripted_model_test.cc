@@ -263,6 +263,31 @@ TEST(DatasetTest, AFileLargerThanMemoryIsRefusedBeforeItIsRead) {
   EXPECT_NE(st.message().find("24576 MiB available"), std::string::npos) << st.message();
 }
 
+// A model file's steps and warm-up are bounded by what its probe measured unless the user typed
+// a step timeout: 100x the probe's step, scaled by the cores' oversubscription, within
+// [10 s, the default].
+TEST(StepBoundTest, TheProbesStepBoundsTheRunUnlessATimeoutWasGiven) {
+  v1::ExperimentSpec s;
+  s.set_workers(4);
+  s.set_threads(1);
+  s.set_step_timeout_ms(1800000);
+  s.set_step_timeout_why("the default");
+  std::string why;
+  EXPECT_EQ(ModelFileStepBoundMs(s, 2'000'000, 2, &why),
+            kStepBoundFloorMs);                                         // 0.2 s: the floor, 10 s
+  EXPECT_EQ(ModelFileStepBoundMs(s, 1'000'000'000, 2, &why), 200000u);  // 1 s x 100 x (4 / 2)
+  EXPECT_EQ(why,
+            "derived from the leader's probe: 100x its 1000 ms step x 2 (workers x threads / "
+            "cores), at least 10 s; --step-timeout-ms gives another");
+  EXPECT_EQ(ModelFileStepBoundMs(s, 100'000'000'000, 2, &why), 1800000u);  // never past the default
+  s.clear_step_timeout_why();  // typed: kept, 0 (off) included
+  s.set_step_timeout_ms(5000);
+  EXPECT_EQ(ModelFileStepBoundMs(s, 1'000'000'000, 2, &why), 5000u);
+  EXPECT_EQ(why, "--step-timeout-ms as given");
+  s.set_step_timeout_ms(0);
+  EXPECT_EQ(ModelFileStepBoundMs(s, 1'000'000'000, 2, &why), 0u);
+}
+
 // A tensor file is mapped, not read: its tensors view the file's pages (no copy of the data in
 // the process's heap), hold the same values torch.save wrote, and a file whose records were
 // compressed, or cut short, is refused naming that.

@@ -474,6 +474,20 @@ TEST(SpecTest, TheOptimizerInTheBackwardPassIsHogwildsOnTheCpu) {
   }
 }
 
+// step_timeout_ms: a record says whether it was given (a model file's leader replaces only the
+// default by its probe's bound).
+TEST(SpecTest, AStepTimeoutSaysWhetherItWasGiven) {
+  SpecLimits l;
+  v1::ExperimentSpec plain;
+  ApplyDefaults(&plain, l);
+  EXPECT_EQ(plain.step_timeout_ms(), 1800000u);
+  EXPECT_EQ(plain.step_timeout_why(), "the default");
+  v1::ExperimentSpec given;
+  given.set_step_timeout_ms(1800000);
+  ApplyDefaults(&given, l);
+  EXPECT_EQ(given.step_timeout_why(), "");
+}
+
 // A model file's measured options: recorded as contiguous and no when not given, checked by
 // name, a model file's only; bfloat16 autocast only where the daemon found bfloat16 instructions.
 TEST(SpecTest, AModelFilesMeasuredOptionsAreItsOwnAndCheckedByName) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,10 @@ class WorkerKind {
   // True: worker 0 writes the initial weights segment and the others wait for it (the leader
   // builds no model); false: Prepare wrote it before any worker started.
   virtual bool WorkerWritesInitialWeights() const { return false; }
+  // In the leader, after Prepare: the bound on each worker's warm-up and on the run's steps
+  // without progress that replaces the spec's step_timeout_ms, and why (a model file's, from its
+  // probe); nullopt: the spec's, and no warm-up bound.
+  virtual std::optional<uint32_t> StepBoundMs(std::string* /*why*/) const { return std::nullopt; }
   // Segment names ("data", "weights") Prepare creates, for the leader's SIGTERM cleanup.
   virtual std::vector<std::string> SegmentWhats() const = 0;
 };

@@ -120,6 +120,15 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   if (!board.ok()) return Fail(out, board.status().message());
   segment("scoreboard", board->size());
   board->header()->weights_by_worker0 = kind.WorkerWritesInitialWeights() ? 1 : 0;
+  // A kind's own bound on the warm-up and the steps (a model file's, from its probe): what the
+  // supervisor holds the run to, and what each worker bounds its warm-up by.
+  v1::ExperimentSpec supervised = spec;
+  std::string bound_why;
+  if (const std::optional<uint32_t> bound = kind.StepBoundMs(&bound_why)) {
+    supervised.set_step_timeout_ms(*bound);
+    supervised.set_step_timeout_why(bound_why);
+    board->header()->warm_up_bound_ms = *bound;
+  }
   // Turns at the steps (worker/step_gate.h): hogwild's concurrent_steps; the other kinds none.
   board->header()->step_slots = spec.has_concurrent_steps()
                                     ? std::min(spec.concurrent_steps(), spec.workers())
@@ -167,7 +176,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     e.mutable_progress()->set_tracing(Tracing(*board));
     out.Emit(e);
   };
-  WorkerSupervisor sup(spec, *board, **launcher, hooks);
+  WorkerSupervisor sup(supervised, *board, **launcher, hooks);
   const std::string failure = sup.Run(started.live, started.requested_mono, started.failure);
   ::close(lifetime[1]);
 

@@ -2,7 +2,9 @@
 
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -102,7 +104,8 @@ torch::Tensor ProbeTargets(const TargetSpec& t, int64_t batch) {
 
 // The measured step: forward and backward, resident memory read after each.
 StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::Tensor>& x,
-                                const torch::Tensor& y) {
+                                const torch::Tensor& y, uint64_t* step_ns) {
+  const uint64_t t0 = MonotonicNs();
   const uint64_t rss0 = SelfStatusBytes("VmRSS");
   torch::Tensor loss = model.Loss(x, y);
   const uint64_t rss1 = SelfStatusBytes("VmRSS");
@@ -116,6 +119,7 @@ StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::T
                            "; a model whose loss is not finite at the start cannot train");
   loss.backward();
   const uint64_t rss2 = SelfStatusBytes("VmRSS");
+  *step_ns = MonotonicNs() - t0;
   return std::max(rss1, rss2) > rss0 ? std::max(rss1, rss2) - rss0 : 0;
 }
 
@@ -263,7 +267,8 @@ static StatusOr<ModelFileProbe> Probe(ScriptedModel& model, const v1::Experiment
   }
   ASSIGN_OR_RETURN(p.target, TargetFor(spec, out, batch));
   try {
-    ASSIGN_OR_RETURN(p.step_bytes, MeasuredStep(model, x, ProbeTargets(p.target, batch)));
+    ASSIGN_OR_RETURN(p.step_bytes,
+                     MeasuredStep(model, x, ProbeTargets(p.target, batch), &p.step_ns));
   } catch (const std::exception& e) {
     return InvalidArgument("model_file: one training step failed: " + TorchMessage(e));
   }
@@ -325,6 +330,28 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
   // steps' buffers come from the planned allocator. glibc would keep the freed pages for the run:
   // give them back.
   malloc_trim(0);
+}
+
+uint32_t ModelFileStepBoundMs(const v1::ExperimentSpec& spec, uint64_t probe_step_ns,
+                              uint32_t cores, std::string* why) {
+  if (spec.step_timeout_why().empty()) {
+    *why = "--step-timeout-ms as given";
+    return spec.step_timeout_ms();
+  }
+  const uint64_t oversubscribed =
+      std::max<uint64_t>(1, uint64_t(spec.workers()) * std::max<uint32_t>(1, spec.threads()) /
+                                std::max<uint32_t>(1, cores));
+  const uint64_t derived = kStepBoundFactor * oversubscribed * probe_step_ns / 1000000;
+  const uint64_t ms = std::clamp<uint64_t>(derived, kStepBoundFloorMs,
+                                           std::max(spec.step_timeout_ms(), kStepBoundFloorMs));
+  char text[200];
+  std::snprintf(text, sizeof text,
+                "derived from the leader's probe: %llux its %.0f ms step x %llu (workers x threads "
+                "/ cores), at least %u s; --step-timeout-ms gives another",
+                static_cast<unsigned long long>(kStepBoundFactor), probe_step_ns / 1e6,
+                static_cast<unsigned long long>(oversubscribed), kStepBoundFloorMs / 1000);
+  *why = text;
+  return uint32_t(ms);
 }
 
 Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe) {

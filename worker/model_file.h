@@ -21,7 +21,18 @@ struct ModelFileProbe {
   TargetSpec target;
   uint64_t step_bytes = 0;   // resident memory one forward and backward of a batch added
   uint64_t param_bytes = 0;  // the trainable parameters, in their dtypes
+  uint64_t step_ns = 0;      // that forward and backward's time, the leader alone on the node
 };
+
+// How long a worker's warm-up, and the run's steps without progress, may take (the spec's
+// step_timeout_ms as the supervisor reads it): a given --step-timeout-ms as given (0: off); the
+// default replaced by kStepBoundFactor times the probe's step, times the oversubscription of the
+// cores (workers x threads / cores, at least 1), at least kStepBoundFloorMs and at most the
+// default. `why` says which, for the failure's message.
+constexpr uint64_t kStepBoundFactor = 100;
+constexpr uint32_t kStepBoundFloorMs = 10000;
+uint32_t ModelFileStepBoundMs(const v1::ExperimentSpec& spec, uint64_t probe_step_ns,
+                              uint32_t cores, std::string* why);
 
 // The spec's model file, loaded and checked trainable (FAILED_PRECONDITION saying why not). With
 // `fail_now` (the leader), the load is bounded in time and memory (StageBound::LoadTime,

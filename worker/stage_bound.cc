@@ -10,8 +10,8 @@ namespace shoal {
 uint64_t DataBytesNow() { return SelfStatusBytes("VmData"); }
 
 StageBound::StageBound(std::string stage, std::chrono::milliseconds time, uint64_t data_bytes,
-                       FailNow fail_now)
-    : stage_(std::move(stage)), fail_now_(std::move(fail_now)) {
+                       FailNow fail_now, std::string who)
+    : stage_(std::move(stage)), who_(std::move(who)), fail_now_(std::move(fail_now)) {
   // The watchdog first: were its start to throw, no lowered limit would outlive this.
   watchdog_ = std::thread([this, time] { Watch(time); });
   std::lock_guard<std::mutex> lock(mu_);  // the watchdog reads limit_ and old_soft_
@@ -48,7 +48,7 @@ void StageBound::Watch(std::chrono::milliseconds time) {
   LiftMemoryBound();
   try {
     if (fail_now_)
-      fail_now_("model_file: the leader's " + stage_ + " of the model ran past its bound of " +
+      fail_now_("model_file: " + who_ + "'s " + stage_ + " of the model ran past its bound of " +
                 std::to_string(time.count() / 1000.0).substr(0, 5) +
                 " s (docs/your-model.md, \"Bounds\"); a step that takes longer needs a larger "
                 "--step-timeout-ms, a file that loads longer a smaller file");
@@ -67,7 +67,7 @@ std::string StageBound::Explain(const std::string& message) const {
   if (!at_bound) return message;
   const std::string prefix = "model_file: ";
   const std::string cause = message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
-  return prefix + "the leader's " + stage_ + " of the model passed its memory bound of " +
+  return prefix + who_ + "'s " + stage_ + " of the model passed its memory bound of " +
          std::to_string(limit_ >> 20) +
          " MiB of private memory (docs/your-model.md, \"Bounds\"): " + cause;
 }

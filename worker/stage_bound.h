@@ -20,10 +20,11 @@ using FailNow = std::function<void(const std::string& message)>;
 
 class StageBound {
  public:
-  // `stage`: "load" or "probe", for messages. `data_bytes`: the most private writable memory the
-  // leader may hold during the stage (0: no bound). Starts the watchdog.
+  // `stage`: "load", "probe" or "warm-up", for messages, of `who` ("the leader", "worker 1").
+  // `data_bytes`: the most private writable memory the process may hold during the stage (0: no
+  // bound). Starts the watchdog.
   StageBound(std::string stage, std::chrono::milliseconds time, uint64_t data_bytes,
-             FailNow fail_now);
+             FailNow fail_now, std::string who = "the leader");
   ~StageBound();  // stops the watchdog and lifts the memory bound
   StageBound(const StageBound&) = delete;
   StageBound& operator=(const StageBound&) = delete;
@@ -44,6 +45,7 @@ class StageBound {
   void LiftMemoryBound();  // back to the soft limit before the stage (process-wide, any thread)
 
   std::string stage_;
+  std::string who_;
   uint64_t limit_ = 0;  // RLIMIT_DATA while the stage runs (0: unchanged)
   uint64_t old_soft_ = 0;
   FailNow fail_now_;

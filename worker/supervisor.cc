@@ -117,8 +117,10 @@ void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) 
       steps += (steps.empty() ? "" : ", ") + std::string("worker ") + std::to_string(i) + ": " +
                std::to_string(board_.slot(i)->steps.load()) + LastMoved(*board_.slot(i), t);
     }
-    StopAll("no worker made progress for " + std::to_string(spec_.step_timeout_ms()) +
-            " ms while training (a step, batch or evaluation that does not end: a deadlock, or "
+    const std::string why = spec_.step_timeout_why();
+    StopAll("no worker made progress for " + std::to_string(spec_.step_timeout_ms()) + " ms" +
+            (why.empty() ? "" : " (" + why + ")") +
+            " while training (a step, batch or evaluation that does not end: a deadlock, or "
             "work slower than --step-timeout-ms); steps so far (the one that stopped first last "
             "moved longest ago): " +
             steps);

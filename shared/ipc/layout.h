@@ -227,6 +227,9 @@ struct BoardHeader {
   // segment's state (ArenasState).
   std::atomic<uint32_t> arenas_free;
   std::atomic<uint32_t> arenas_state;
+  // A model file's bound on each worker's warm-up, set by the leader before any worker starts
+  // (0: none beyond the spec's): the spec's step timeout, or one derived from its probe.
+  uint32_t warm_up_bound_ms;
 };
 
 // kReleasing: every worker has finished stepping and one frees the arenas' pages; kReleased: done.

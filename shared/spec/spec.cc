@@ -219,6 +219,7 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   }
   if (!s->has_allocator()) s->clear_allocator_why();  // a kind that does not read it
   if (!s->has_concurrent_steps()) s->clear_concurrent_steps_why();
+  if (!s->has_step_timeout_ms()) s->clear_step_timeout_why();
 }
 
 uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& s, const SpecLimits& limits,
@@ -319,7 +320,10 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_kernels()) s->set_kernels("shoal");
   if (!s->has_eval_samples()) s->set_eval_samples(1000);
   if (!s->has_stall_timeout_ms()) s->set_stall_timeout_ms(60000);
-  if (!s->has_step_timeout_ms()) s->set_step_timeout_ms(kDefaultStepTimeoutMs);
+  if (!s->has_step_timeout_ms()) {
+    s->set_step_timeout_ms(kDefaultStepTimeoutMs);
+    s->set_step_timeout_why("the default");
+  }
   if (!s->has_force()) s->set_force(false);
   DefaultCudaDevices(s, limits);
   // Cleared again for the kinds that do not read it (ApplyDefaults).

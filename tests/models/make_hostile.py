@@ -22,6 +22,25 @@ class Forever(nn.Module):
         return self.fc(x)
 
 
+class LaterForever(nn.Module):
+    """forward returns `after` times in a process, then never: the probe passes (2 calls in the
+    leader), and a spawned worker's warm-up (calls 1-3) or a later step hangs; the bound the
+    leader derived from its probe must end it."""
+
+    def __init__(self, after: int):
+        super().__init__()
+        self.fc = nn.Linear(8, 10)
+        self.after = after
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        i = 0
+        while self.calls > self.after and i >= 0:
+            i += 1
+        return self.fc(x)
+
+
 class Hoarder(nn.Module):
     """forward allocates without bound (256 MiB a tensor, never touched, never freed)."""
 
@@ -74,7 +93,8 @@ class ManyTiny(nn.Module):
 def main(out):
     torch.manual_seed(0)
     for name, m in {"forever": Forever(), "hoarder": Hoarder(), "nan": NotANumber(),
-                    "wrong_shape": WrongShape(), "many_tiny": ManyTiny()}.items():
+                    "wrong_shape": WrongShape(), "many_tiny": ManyTiny(),
+                    "warm_up_forever": LaterForever(2), "step_forever": LaterForever(5)}.items():
         torch.jit.script(m).save(f"{out}/{name}.pt")
 
 

@@ -37,6 +37,9 @@ Status HogwildKind::PrepareModelAndData(LeaderEnv& env) {
   ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> scripted, LoadModelFile(spec, env.fail_now));
   ASSIGN_OR_RETURN(ModelFileProbe probe, ProbeModelFile(*scripted, spec, env.fail_now));
   model_step_bytes_ = probe.step_bytes;
+  step_bound_ms_ = ModelFileStepBoundMs(spec, probe.step_ns,
+                                        static_cast<uint32_t>(::sysconf(_SC_NPROCESSORS_ONLN)),
+                                        &step_bound_why_);
   RETURN_IF_ERROR(AdmitModelFileWorkers(spec, probe));
   ASSIGN_OR_RETURN(data_, MakeModelFileData(spec, probe.target, name));
   env.segment_created("data", data_.size());
@@ -176,6 +179,14 @@ int HogwildKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
     // otherwise cost the first timed step (10 ms a step over 10 steps of a small MLP here).
     at::set_num_threads(static_cast<int>(env.spec.threads()));
     model_->train();
+    // Bounded as the steps are (the leader's bound from its probe): a forward that never
+    // returns here would otherwise hold the run at the start gate, heartbeats and all.
+    std::optional<StageBound> bound;
+    if (const uint32_t ms = env.board->warm_up_bound_ms; ms > 0)
+      bound.emplace(
+          "warm-up", std::chrono::milliseconds(ms), 0,
+          [&env](const std::string& m) { WorkerFails(env.slot, env.index, m); },
+          "worker " + std::to_string(env.index));
     WarmUpModelFile(*model_, *tensors,
                     std::min<int64_t>(WorkerBatch(env.spec), int64_t(tensors->n)), env.slot);
   }
