@@ -348,7 +348,11 @@ std::string ModelFileLines(const v1::Experiment& e) {
          F(" (%.0f KiB)", double(e.dataset_file().size_bytes()) / 1024);
   if (e.result().has_model_step_bytes())
     o += ", one step " + Mib(e.result().model_step_bytes()) + " (the leader's probe)";
-  return o + "\n";
+  o += "\n";
+  if (e.result().has_step_bound_ms())
+    o += F("  bound       warm-up and steps %.1f s (", e.result().step_bound_ms() / 1000.0) +
+         e.result().step_bound_why() + ")\n";
+  return o;
 }
 
 std::string FormatExperiment(const v1::Experiment& raw) {

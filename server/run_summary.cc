@@ -203,6 +203,10 @@ void FillResult(const RunFacts& f, v1::Result* r) {
     if (f.result->final_checksum() != 0)  // data_parallel: no weights are shared
       r->set_final_shared_checksum(Hex64(f.result->final_checksum()));
     if (f.result->model_step_bytes() > 0) r->set_model_step_bytes(f.result->model_step_bytes());
+    if (!f.result->step_bound_why().empty()) {
+      r->set_step_bound_ms(f.result->step_bound_ms());
+      r->set_step_bound_why(f.result->step_bound_why());
+    }
   }
   if (const Reports* ws = WorkerReports(f)) {
     const bool phases_timed = TimesEachPhase(f.spec);

@@ -96,6 +96,10 @@ void ExpectTrained(const json& e, const std::string& what) {
   EXPECT_GT(r["peak_pss_sum_bytes"].get<double>(), 0) << what;
   EXPECT_GT(r["model_step_bytes"].get<double>(), 0) << what;  // the leader's probe
   EXPECT_TRUE(r["test_accuracy"].is_null()) << what;          // no test set: absent, not 0
+  // What its warm-up and steps were held to: no --step-timeout-ms, so the probe's bound.
+  EXPECT_GE(r["step_bound_ms"].get<double>(), 5000) << what;
+  EXPECT_EQ(r["step_bound_why"].get<std::string>().rfind("derived from the leader's probe", 0), 0u)
+      << what;
   EXPECT_EQ(e["spec"]["model"], "torchscript");
   EXPECT_EQ(e["model_file"]["ref"], e["spec"]["model_file"]);
   EXPECT_GT(e["model_file"]["size_bytes"].get<double>(), 0);
@@ -317,10 +321,11 @@ TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
   // A forward that returns in the leader's probe, then never in a worker's warm-up or in a later
   // step, with no --step-timeout-ms: the bound the leader derives from its probe (its floor, for
   // a step of microseconds) ends it, not the 30-minute default.
-  constexpr double kFloorS = 10;  // worker/model_file.h's kStepBoundFloorMs
+  constexpr double kFloorS = 5;  // worker/model_file.h's kStepBoundFloorMs
+  // The bound is the floor unless the probe's passes took over 50 ms (a loaded machine).
   const std::vector<std::pair<std::string, std::string>> later = {
-      {"warm_up_forever", "model_file: worker 0's warm-up of the model ran past its bound of 10.0"},
-      {"step_forever", "no worker made progress for 10000 ms (derived from the leader's probe: "},
+      {"warm_up_forever", "model_file: worker 0's warm-up of the model ran past its bound of "},
+      {"step_forever", " ms (derived from the leader's probe: "},
   };
   for (const auto& [name, why] : later) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -335,7 +340,7 @@ TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
     std::printf("%s: failed after %.1f s: %s\n", name.c_str(), took, error.substr(0, 220).c_str());
     EXPECT_NE(error.find(why), std::string::npos) << name << ": " << error;
     EXPECT_GE(took, kFloorS) << name;
-    EXPECT_LT(took, kFloorS + 40) << name;
+    EXPECT_LT(took, 60) << name;
     ServesWithNothingLeft(id);
   }
   // A forward that never returns, queued ahead of a good run: the good run still runs.

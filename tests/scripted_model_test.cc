@@ -265,67 +265,89 @@ TEST(DatasetTest, AFileLargerThanMemoryIsRefusedBeforeItIsRead) {
 
 // A model file's steps and warm-up are bounded by what its probe measured unless the user typed
 // a step timeout: 100x the probe's step, scaled by the cores' oversubscription, within
-// [10 s, the default].
+// [5 s, the default].
 TEST(StepBoundTest, TheProbesStepBoundsTheRunUnlessATimeoutWasGiven) {
   v1::ExperimentSpec s;
   s.set_workers(4);
   s.set_threads(1);
   s.set_step_timeout_ms(1800000);
   s.set_step_timeout_why("the default");
-  std::string why;
-  EXPECT_EQ(ModelFileStepBoundMs(s, 2'000'000, 2, &why),
-            kStepBoundFloorMs);                                         // 0.2 s: the floor, 10 s
-  EXPECT_EQ(ModelFileStepBoundMs(s, 1'000'000'000, 2, &why), 200000u);  // 1 s x 100 x (4 / 2)
-  EXPECT_EQ(why,
+  EXPECT_EQ(ModelFileStepBounds(s, 2'000'000, 2).steps_ms, kStepBoundFloorMs);  // 0.2 s: 5 s
+  const StepBounds b = ModelFileStepBounds(s, 1'000'000'000, 2);  // 1 s x 100 x (4 / 2)
+  EXPECT_EQ(b.steps_ms, 200000u);
+  EXPECT_EQ(b.warm_up_ms, 200000u);  // the probe's two passes hold the warm-up's optimisation
+  EXPECT_EQ(b.why,
             "derived from the leader's probe: 100x its 1000 ms step x 2 (workers x threads / "
-            "cores), at least 10 s; --step-timeout-ms gives another");
-  EXPECT_EQ(ModelFileStepBoundMs(s, 100'000'000'000, 2, &why), 1800000u);  // never past the default
-  s.clear_step_timeout_why();  // typed: kept, 0 (off) included
+            "cores), at least 5 s; --step-timeout-ms gives another");
+  EXPECT_EQ(ModelFileStepBounds(s, 100'000'000'000, 2).steps_ms, 1800000u);  // at most the default
+  s.clear_step_timeout_why();  // given: kept for a step, 0 (off) included; the warm-up's 3 passes
   s.set_step_timeout_ms(5000);
-  EXPECT_EQ(ModelFileStepBoundMs(s, 1'000'000'000, 2, &why), 5000u);
-  EXPECT_EQ(why, "--step-timeout-ms as given");
+  const StepBounds given = ModelFileStepBounds(s, 1'000'000'000, 2);
+  EXPECT_EQ(given.steps_ms, 5000u);
+  EXPECT_EQ(given.warm_up_ms, 3u * 5000);
+  EXPECT_EQ(given.why, "--step-timeout-ms as given");
   s.set_step_timeout_ms(0);
-  EXPECT_EQ(ModelFileStepBoundMs(s, 1'000'000'000, 2, &why), 0u);
+  EXPECT_EQ(ModelFileStepBounds(s, 1'000'000'000, 2).steps_ms, 0u);
+  EXPECT_EQ(ModelFileStepBounds(s, 1'000'000'000, 2).warm_up_ms, 0u);
 }
 
 // A tensor file is mapped, not read: its tensors view the file's pages (no copy of the data in
 // the process's heap), hold the same values torch.save wrote, and a file whose records were
 // compressed, or cut short, is refused naming that.
+// The resident size (KiB) of this process's mappings of `path`, by /proc/self/smaps.
+uint64_t MappedRssKb(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  uint64_t kb = 0, v = 0;
+  bool in_file = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find('-') != std::string::npos && line.find(':') > line.find(' '))
+      in_file = line.find(path) != std::string::npos;  // a mapping's header line
+    else if (in_file && std::sscanf(line.c_str(), "Rss: %lu kB", &v) == 1)
+      kb += v;
+  }
+  return kb;
+}
+
 TEST(DatasetTest, ATensorFileIsReadInPlaceFromItsMapping) {
   testing::TempDir dir;
   const std::string file = dir / "set.pt";
+  // set.pt; a deflated copy; its first half; and a liar: the pickle of a set of 300000 samples
+  // over the records of one of 10 (the same record names, from files called set.pt).
   const auto made = testing::RunCommand(
       {"/usr/bin/python3", "-W", "ignore", "-c",
-       "import sys, zipfile, torch\n"
-       "torch.save({'inputs': torch.arange(3000, dtype=torch.float32).reshape(1000, 3), "
-       "'targets': torch.arange(1000) % 7}, sys.argv[1])\n"
+       "import os, sys, zipfile, torch\n"
+       "torch.save({'inputs': torch.arange(3000000, dtype=torch.float32).reshape(1000000, 3), "
+       "'targets': torch.arange(1000000) % 7}, sys.argv[1])\n"
        "with zipfile.ZipFile(sys.argv[1]) as z, zipfile.ZipFile(sys.argv[2], 'w', "
        "zipfile.ZIP_DEFLATED) as out:\n"
        "    for i in z.infolist(): out.writestr(i.filename, z.read(i.filename))\n"
-       "b = open(sys.argv[1], 'rb').read(); open(sys.argv[3], 'wb').write(b[:len(b) // 2])\n",
-       file, dir / "deflated.pt", dir / "cut.pt"});
+       "b = open(sys.argv[1], 'rb').read(); open(sys.argv[3], 'wb').write(b[:len(b) // 2])\n"
+       "d = os.path.join(os.path.dirname(sys.argv[4]), 'small'); os.mkdir(d)\n"
+       "torch.save({'inputs': torch.zeros(10, 3), 'targets': torch.zeros(10, dtype=torch.long)}, "
+       "d + '/set.pt')\n"
+       "with zipfile.ZipFile(sys.argv[1]) as big, zipfile.ZipFile(d + '/set.pt') as small, "
+       "zipfile.ZipFile(sys.argv[4], 'w', zipfile.ZIP_STORED) as out:\n"
+       "    for i in small.infolist(): out.writestr(i.filename, (big if "
+       "i.filename.endswith('data.pkl') else small).read(i.filename))\n",
+       file, dir / "deflated.pt", dir / "cut.pt", dir / "liar.pt"});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   auto v = MapTensorFile(file);
   ASSERT_TRUE(v.ok()) << v.status().message();
   torch::Tensor x, y;
   for (const auto& kv : v->toGenericDict())
     (kv.key().toStringRef() == "inputs" ? x : y) = kv.value().toTensor();
-  EXPECT_TRUE(x.equal(torch::arange(3000, torch::kFloat).reshape({1000, 3})));
-  EXPECT_TRUE(y.equal(torch::arange(1000) % 7));
-  // Where x's bytes are: a mapping of the file, by /proc/self/maps.
-  const auto at = reinterpret_cast<uintptr_t>(x.data_ptr());
-  std::ifstream maps("/proc/self/maps");
-  bool in_file = false;
-  for (std::string line; std::getline(maps, line);) {
-    uintptr_t lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi)
-      in_file = line.find(file) != std::string::npos;
-  }
-  EXPECT_TRUE(in_file) << "the inputs are not the file's mapping";
-  // Pages let go are the file's still; a tensor of anonymous memory is never let go (it would
-  // read back as zeros).
+  EXPECT_TRUE(x.equal(torch::arange(3000000, torch::kFloat).reshape({1000000, 3})));
+  EXPECT_TRUE(y.equal(torch::arange(1000000) % 7));
+  // x's bytes are the file's mapping: read, they are resident in it (11.4 MiB); let go, they
+  // leave this process and still read the same (from the page cache); a tensor of anonymous
+  // memory is never let go (it would read back as zeros).
+  const uint64_t read_kb = MappedRssKb(file);
+  EXPECT_GT(read_kb, 11000u) << "the inputs are not the file's mapping";
   ReleaseFilePages(x);
-  EXPECT_TRUE(x.equal(torch::arange(3000, torch::kFloat).reshape({1000, 3})));
+  ReleaseFilePages(y);
+  EXPECT_LT(MappedRssKb(file), 64u) << "from " << read_kb << " KiB";
+  EXPECT_TRUE(x.equal(torch::arange(3000000, torch::kFloat).reshape({1000000, 3})));
   torch::Tensor heap = torch::ones({1 << 20});
   ReleaseFilePages(heap);
   EXPECT_EQ(heap.sum().item<double>(), double(1 << 20));
@@ -335,6 +357,9 @@ TEST(DatasetTest, ATensorFileIsReadInPlaceFromItsMapping) {
       << deflated.status().message();
   auto cut = MapTensorFile(dir / "cut.pt");
   EXPECT_EQ(cut.status().code(), Code::kFailedPrecondition) << cut.status().message();
+  auto liar = MapTensorFile(dir / "liar.pt");
+  EXPECT_EQ(liar.status().message(), "dataset: a tensor's storage is larger than its record")
+      << liar.status().message();
 }
 
 }  // namespace

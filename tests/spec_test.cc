@@ -486,6 +486,16 @@ TEST(SpecTest, AStepTimeoutSaysWhetherItWasGiven) {
   given.set_step_timeout_ms(1800000);
   ApplyDefaults(&given, l);
   EXPECT_EQ(given.step_timeout_why(), "");
+  // A spec from a client (one copied from a record, its timeout edited) says what was given: the
+  // daemon's reasons are cleared at the edge before the defaults are applied.
+  v1::ExperimentSpec copied = plain;
+  copied.set_step_timeout_ms(0);
+  ClearDaemonSetFields(&copied);
+  ApplyDefaults(&copied, l);
+  EXPECT_EQ(copied.step_timeout_ms(), 0u);
+  EXPECT_EQ(copied.step_timeout_why(), "");
+  EXPECT_EQ(copied.allocator_why(), "");  // its allocator came with it: given
+  EXPECT_FALSE(plain.allocator_why().empty());
 }
 
 // A model file's measured options: recorded as contiguous and no when not given, checked by

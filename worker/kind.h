@@ -23,6 +23,13 @@ class Scoreboard;
 class WorkerLauncher;
 struct LaunchContext;
 
+// A kind's own bounds on its run (a model file's, from its probe; worker/model_file.h).
+struct StepBounds {
+  uint32_t steps_ms = 0;    // no training worker making progress this long fails the run (0: off)
+  uint32_t warm_up_ms = 0;  // a worker's warm-up past this fails it (0: none)
+  std::string why;
+};
+
 struct LeaderEnv {
   const v1::ExperimentSpec& spec;
   std::string experiment_id;
@@ -62,10 +69,10 @@ class WorkerKind {
   // True: worker 0 writes the initial weights segment and the others wait for it (the leader
   // builds no model); false: Prepare wrote it before any worker started.
   virtual bool WorkerWritesInitialWeights() const { return false; }
-  // In the leader, after Prepare: the bound on each worker's warm-up and on the run's steps
-  // without progress that replaces the spec's step_timeout_ms, and why (a model file's, from its
-  // probe); nullopt: the spec's, and no warm-up bound.
-  virtual std::optional<uint32_t> StepBoundMs(std::string* /*why*/) const { return std::nullopt; }
+  // In the leader, after Prepare: the bounds on the run's steps without progress (replacing the
+  // spec's step_timeout_ms) and on each worker's warm-up (a model file's, from its probe);
+  // nullopt: the spec's, and no warm-up bound.
+  virtual std::optional<StepBounds> Bounds() const { return std::nullopt; }
   // Segment names ("data", "weights") Prepare creates, for the leader's SIGTERM cleanup.
   virtual std::vector<std::string> SegmentWhats() const = 0;
 };

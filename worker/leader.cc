@@ -123,11 +123,11 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   // A kind's own bound on the warm-up and the steps (a model file's, from its probe): what the
   // supervisor holds the run to, and what each worker bounds its warm-up by.
   v1::ExperimentSpec supervised = spec;
-  std::string bound_why;
-  if (const std::optional<uint32_t> bound = kind.StepBoundMs(&bound_why)) {
-    supervised.set_step_timeout_ms(*bound);
-    supervised.set_step_timeout_why(bound_why);
-    board->header()->warm_up_bound_ms = *bound;
+  const std::optional<StepBounds> bounds = kind.Bounds();
+  if (bounds) {
+    supervised.set_step_timeout_ms(bounds->steps_ms);
+    supervised.set_step_timeout_why(bounds->why);
+    board->header()->warm_up_bound_ms = bounds->warm_up_ms;
   }
   // Turns at the steps (worker/step_gate.h): hogwild's concurrent_steps; the other kinds none.
   board->header()->step_slots = spec.has_concurrent_steps()
@@ -186,6 +186,10 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   r->set_error(failure);
   *r->mutable_workers() = ReadBoard(*board, spec.workers(), true).workers();
   for (const auto& x : sup.exits()) *r->add_exits() = x;
+  if (bounds) {  // the kind set its own
+    r->set_step_bound_ms(bounds->steps_ms);
+    r->set_step_bound_why(bounds->why);
+  }
   r->set_leader_vmhwm_bytes(SelfVmHwm());
   kind.Finish(r);
   // Again with the workers gone and the result built: the pages they shared are the leader's

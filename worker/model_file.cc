@@ -104,8 +104,7 @@ torch::Tensor ProbeTargets(const TargetSpec& t, int64_t batch) {
 
 // The measured step: forward and backward, resident memory read after each.
 StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::Tensor>& x,
-                                const torch::Tensor& y, uint64_t* step_ns) {
-  const uint64_t t0 = MonotonicNs();
+                                const torch::Tensor& y) {
   const uint64_t rss0 = SelfStatusBytes("VmRSS");
   torch::Tensor loss = model.Loss(x, y);
   const uint64_t rss1 = SelfStatusBytes("VmRSS");
@@ -119,7 +118,6 @@ StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::T
                            "; a model whose loss is not finite at the start cannot train");
   loss.backward();
   const uint64_t rss2 = SelfStatusBytes("VmRSS");
-  *step_ns = MonotonicNs() - t0;
   return std::max(rss1, rss2) > rss0 ? std::max(rss1, rss2) - rss0 : 0;
 }
 
@@ -260,18 +258,27 @@ static StatusOr<ModelFileProbe> Probe(ScriptedModel& model, const v1::Experiment
   LeavesNoTrace untrained(model);
   model.train();
   const std::vector<torch::Tensor> x = RandomInputs(inputs, batch, spec.seed());
+  // Two passes, timed together: TorchScript's profiling executor profiles the first and optimises
+  // the graph in the second, which is what a worker's warm-up repeats (an optimisation that may
+  // take far longer than a step).
+  const uint64_t t0 = MonotonicNs();
   torch::Tensor out;
   if (spec.loss() != "output") {
     torch::NoGradGuard no_grad;
     ASSIGN_OR_RETURN(out, model.TryForward(x));
   }
   ASSIGN_OR_RETURN(p.target, TargetFor(spec, out, batch));
+  const torch::Tensor y = ProbeTargets(p.target, batch);
   try {
-    ASSIGN_OR_RETURN(p.step_bytes,
-                     MeasuredStep(model, x, ProbeTargets(p.target, batch), &p.step_ns));
+    if (spec.loss() == "output") {  // its profiling pass: forward needs the targets
+      torch::NoGradGuard no_grad;
+      model.Loss(x, y);
+    }
+    ASSIGN_OR_RETURN(p.step_bytes, MeasuredStep(model, x, y));
   } catch (const std::exception& e) {
     return InvalidArgument("model_file: one training step failed: " + TorchMessage(e));
   }
+  p.step_ns = MonotonicNs() - t0;
   return p;
 }
 
@@ -312,7 +319,7 @@ StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const Tar
 void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, WorkerSlot* slot) {
   // The profiling executor profiles the first run and optimises from the second
   // (torch._C._jit_set_num_profiled_runs, 1 by default); a third runs the optimised graph once.
-  constexpr int kRuns = 3;
+  constexpr int kRuns = kWarmUpRuns;
   std::vector<int64_t> idx(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) idx[i] = i;
   std::vector<torch::Tensor> x;
@@ -332,11 +339,14 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
   malloc_trim(0);
 }
 
-uint32_t ModelFileStepBoundMs(const v1::ExperimentSpec& spec, uint64_t probe_step_ns,
-                              uint32_t cores, std::string* why) {
-  if (spec.step_timeout_why().empty()) {
-    *why = "--step-timeout-ms as given";
-    return spec.step_timeout_ms();
+StepBounds ModelFileStepBounds(const v1::ExperimentSpec& spec, uint64_t probe_step_ns,
+                               uint32_t cores) {
+  StepBounds b;
+  if (spec.step_timeout_why().empty()) {  // a bound on one step; the warm-up takes kWarmUpRuns
+    b.steps_ms = spec.step_timeout_ms();
+    b.warm_up_ms = uint32_t(std::min<uint64_t>(uint64_t(kWarmUpRuns) * b.steps_ms, UINT32_MAX));
+    b.why = "--step-timeout-ms as given";
+    return b;
   }
   const uint64_t oversubscribed =
       std::max<uint64_t>(1, uint64_t(spec.workers()) * std::max<uint32_t>(1, spec.threads()) /
@@ -350,8 +360,9 @@ uint32_t ModelFileStepBoundMs(const v1::ExperimentSpec& spec, uint64_t probe_ste
                 "/ cores), at least %u s; --step-timeout-ms gives another",
                 static_cast<unsigned long long>(kStepBoundFactor), probe_step_ns / 1e6,
                 static_cast<unsigned long long>(oversubscribed), kStepBoundFloorMs / 1000);
-  *why = text;
-  return uint32_t(ms);
+  b.steps_ms = b.warm_up_ms = uint32_t(ms);  // the probe's passes already hold the warm-up's
+  b.why = text;
+  return b;
 }
 
 Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe) {

@@ -11,6 +11,7 @@
 #include "shared/os/shm.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
+#include "worker/kind.h"
 #include "worker/models/scripted_model.h"
 #include "worker/stage_bound.h"
 #include "worker/tensor_set.h"
@@ -21,18 +22,23 @@ struct ModelFileProbe {
   TargetSpec target;
   uint64_t step_bytes = 0;   // resident memory one forward and backward of a batch added
   uint64_t param_bytes = 0;  // the trainable parameters, in their dtypes
-  uint64_t step_ns = 0;      // that forward and backward's time, the leader alone on the node
+  // Its two passes' time, the leader alone on the node: a forward TorchScript profiles, then the
+  // measured forward and backward, in which it optimises the graph.
+  uint64_t step_ns = 0;
 };
 
-// How long a worker's warm-up, and the run's steps without progress, may take (the spec's
-// step_timeout_ms as the supervisor reads it): a given --step-timeout-ms as given (0: off); the
-// default replaced by kStepBoundFactor times the probe's step, times the oversubscription of the
-// cores (workers x threads / cores, at least 1), at least kStepBoundFloorMs and at most the
-// default. `why` says which, for the failure's message.
+// The forward and backward passes of a worker's warm-up (WarmUpModelFile).
+constexpr int kWarmUpRuns = 3;
+
+// How long the run's steps may go without progress (the spec's step_timeout_ms as the supervisor
+// reads it) and a worker's warm-up may take: a given --step-timeout-ms as given (0: off), the
+// warm-up kWarmUpRuns times it; the default replaced, for both, by kStepBoundFactor times the
+// probe's passes, times the oversubscription of the cores (workers x threads / cores, at least
+// 1), at least kStepBoundFloorMs and at most the default. `why` says which.
 constexpr uint64_t kStepBoundFactor = 100;
-constexpr uint32_t kStepBoundFloorMs = 10000;
-uint32_t ModelFileStepBoundMs(const v1::ExperimentSpec& spec, uint64_t probe_step_ns,
-                              uint32_t cores, std::string* why);
+constexpr uint32_t kStepBoundFloorMs = 5000;
+StepBounds ModelFileStepBounds(const v1::ExperimentSpec& spec, uint64_t probe_step_ns,
+                               uint32_t cores);
 
 // The spec's model file, loaded and checked trainable (FAILED_PRECONDITION saying why not). With
 // `fail_now` (the leader), the load is bounded in time and memory (StageBound::LoadTime,

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "worker/models/scripted_model.h"
@@ -46,10 +47,30 @@ class Mapping {
 
 uint16_t Le16(const char* p) { return uint16_t(uint8_t(p[0]) | uint16_t(uint8_t(p[1])) << 8); }
 
-// The compression method of the zip record whose data starts at `data` and whose name ends
-// with `suffix` (-1: no such local header). torch.save pads each record's extra field so that
-// its data is 64-byte aligned: the header lies at most 64 KiB and a name before the data.
-int CompressionAt(const Mapping& m, size_t data, const std::string& suffix) {
+uint32_t Le32(const char* p) { return uint32_t(Le16(p)) | uint32_t(Le16(p + 2)) << 16; }
+uint64_t Le64(const char* p) { return uint64_t(Le32(p)) | uint64_t(Le32(p + 4)) << 32; }
+
+// What a zip record's local header says: its compression method (-1: no header found) and its
+// size (UINT64_MAX: not in the header).
+struct RecordHeader {
+  int method = -1;
+  uint64_t size = UINT64_MAX;
+};
+
+// The size in a zip64 extra field (id 1: the uncompressed size first), if the area holds one.
+uint64_t Zip64Size(const char* extra, size_t len) {
+  for (size_t at = 0; at + 4 <= len;) {
+    const size_t id = Le16(extra + at), n = Le16(extra + at + 2);
+    if (id == 1 && n >= 8 && at + 4 + 8 <= len) return Le64(extra + at + 4);
+    at += 4 + n;
+  }
+  return UINT64_MAX;
+}
+
+// The local header of the zip record whose data starts at `data` and whose name ends with
+// `suffix`. torch.save pads each record's extra field so that its data is 64-byte aligned: the
+// header lies at most 64 KiB and a name before the data. Every read stays below `data`.
+RecordHeader HeaderOf(const Mapping& m, size_t data, const std::string& suffix) {
   constexpr size_t kHeader = 30;  // the local header's fixed part
   const size_t lowest = data > kHeader + 0xffff + 4096 ? data - kHeader - 0xffff - 4096 : 0;
   for (size_t h = data >= kHeader + suffix.size() ? data - kHeader - suffix.size() + 1 : 0;
@@ -60,22 +81,32 @@ int CompressionAt(const Mapping& m, size_t data, const std::string& suffix) {
     if (h + kHeader + name + extra != data || name < suffix.size()) continue;
     if (std::memcmp(p + kHeader + name - suffix.size(), suffix.data(), suffix.size()) != 0)
       continue;
-    return Le16(p + 8);
+    RecordHeader r;
+    r.method = Le16(p + 8);
+    const bool described_after = (Le16(p + 6) & 0x8) != 0;  // sizes in a data descriptor
+    const uint32_t size = Le32(p + 22);
+    if (!described_after)
+      r.size = size == 0xffffffffu ? Zip64Size(p + kHeader + name, extra) : size;
+    return r;
   }
-  return -1;
+  return {};
 }
 
 // A mapped storage's deleter: how ReleaseFilePages knows a tensor views a mapped file.
 void DropMappingRef(void* ctx) { delete static_cast<std::shared_ptr<Mapping>*>(ctx); }
 
-// The storage of record `key`: the mapping at its offset, checked stored (not compressed).
+// The storage of record `key`: the mapping at its offset, checked stored (not compressed); its
+// size, where the header gives one, into `sizes` by its address.
 at::DataPtr RecordInPlace(const std::shared_ptr<Mapping>& m,
-                          caffe2::serialize::PyTorchStreamReader& reader, const std::string& key) {
+                          caffe2::serialize::PyTorchStreamReader& reader, const std::string& key,
+                          std::map<const char*, uint64_t>* sizes) {
   const std::string name = "data/" + key;
   const size_t offset = reader.getRecordOffset(name);
   TORCH_CHECK(offset < m->size(), "record ", name, " starts past the file's end");
-  TORCH_CHECK(CompressionAt(*m, offset, name) == 0, "record ", name,
+  const RecordHeader h = HeaderOf(*m, offset, name);
+  TORCH_CHECK(h.method == 0, "record ", name,
               " is compressed (torch.save stores tensors uncompressed: save the file again)");
+  (*sizes)[m->data() + offset] = std::min<uint64_t>(h.size, m->size() - offset);
   return at::DataPtr(const_cast<char*>(m->data() + offset), new std::shared_ptr<Mapping>(m),
                      &DropMappingRef, at::kCPU);
 }
@@ -108,12 +139,14 @@ StatusOr<torch::IValue> MapTensorFile(const std::string& path) {
       at += n;
       return n;
     };
+    std::map<const char*, uint64_t> sizes;  // each record's bytes, by where its data starts
     torch::jit::Unpickler unpickler(
         read, nullptr, nullptr,
-        [&](const std::string& key) { return RecordInPlace(m, reader, key); }, at::kCPU);
+        [&](const std::string& key) { return RecordInPlace(m, reader, key, &sizes); }, at::kCPU);
     unpickler.set_version(reader.version());
     torch::IValue value = unpickler.parse_ivalue();
-    // A tensor's bytes past the file's end would be read as SIGBUS: refused here instead.
+    // A storage larger than its record would read the next records (or past the file's end, a
+    // SIGBUS): refused here instead.
     std::vector<torch::IValue> todo = {value};
     while (!todo.empty()) {
       torch::IValue v = todo.back();
@@ -121,8 +154,10 @@ StatusOr<torch::IValue> MapTensorFile(const std::string& path) {
       if (v.isTensor()) {
         const torch::Tensor& t = v.toTensor();
         const auto* start = static_cast<const char*>(t.storage().data());
-        if (start < m->data() || start + t.storage().nbytes() > m->data() + m->size())
-          return FailedPrecondition("dataset: a tensor's bytes lie past the file's end");
+        const auto record = sizes.find(start);
+        if (t.storage().nbytes() > 0 &&
+            (record == sizes.end() || t.storage().nbytes() > record->second))
+          return FailedPrecondition("dataset: a tensor's storage is larger than its record");
       } else if (v.isGenericDict()) {
         for (const auto& kv : v.toGenericDict()) todo.push_back(kv.value());
       } else if (v.isList()) {

@@ -13,7 +13,8 @@
 
 namespace shoal {
 
-// The file's pickled value, its tensors viewing the mapping (which they keep alive).
+// The file's pickled value, its tensors viewing the mapping (which they keep alive). The mapping
+// is read-only: an in-place operation on one of them faults; copy what is to be changed.
 // FAILED_PRECONDITION naming what is wrong: not an archive LibTorch reads, a compressed record,
 // a tensor past the file's end.
 StatusOr<torch::IValue> MapTensorFile(const std::string& path);

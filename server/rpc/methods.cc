@@ -89,7 +89,9 @@ void ShoalService::AddExperimentMethods() {
           [this](const Caller& caller, const SubmitRequest& r) -> StatusOr<SubmitResponse> {
             RETURN_IF_ERROR(CheckSpecStrings(r.spec()));
             RETURN_IF_ERROR(MayRunKinds(caller, coord_->AllowsCommands(), {r.spec().kind()}));
-            ASSIGN_OR_RETURN(std::string id, coord_->Submit(r.spec(), caller.name));
+            v1::ExperimentSpec spec = r.spec();
+            ClearDaemonSetFields(&spec);
+            ASSIGN_OR_RETURN(std::string id, coord_->Submit(std::move(spec), caller.name));
             SubmitResponse resp;
             resp.set_id(id);
             return resp;
@@ -137,7 +139,9 @@ void ShoalService::AddSweepMethods() {
           [this](const Caller& caller, const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
             RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
             RETURN_IF_ERROR(MayRunKinds(caller, coord_->AllowsCommands(), SweepKinds(r.spec())));
-            ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(r.spec(), caller.name));
+            v1::SweepSpec spec = r.spec();
+            ClearDaemonSetFields(spec.mutable_base());
+            ASSIGN_OR_RETURN(std::string id, coord_->SubmitSweep(spec, caller.name));
             SubmitResponse resp;
             resp.set_id(id);
             return resp;

@@ -206,6 +206,12 @@ Status CheckProgramFields(const v1::ExperimentSpec& s, const KindRules& kind) {
 
 }  // namespace
 
+void ClearDaemonSetFields(v1::ExperimentSpec* s) {
+  s->clear_allocator_why();
+  s->clear_concurrent_steps_why();
+  s->clear_step_timeout_why();
+}
+
 void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_kind()) s->set_kind("hogwild");
   const KindRules* kind = FindKind(s->kind());

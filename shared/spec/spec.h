@@ -79,6 +79,10 @@ bool IsSha256Ref(const std::string& ref);
 // A shell-style environment variable name: letters, digits and '_', not starting with a digit.
 bool IsEnvironmentName(const std::string& name);
 
+// Clears what only shoald sets (allocator_why, concurrent_steps_why, step_timeout_why): a spec a
+// client sends (one copied from a record, say) says what the user gave, never why a default was
+// chosen; a step_timeout_ms it carries is a given one.
+void ClearDaemonSetFields(v1::ExperimentSpec* spec);
 // Fills every absent field with its default; never touches a present one. Idempotent.
 void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
 // The allocator a spec that names none trains with, and why: `planned` where the kind's trainer

@@ -95,7 +95,7 @@ constexpr std::pair<const char*, const char*> kReference[] = {
      "fail when no training worker makes progress (a step, a loader's batch, an evaluation "
      "batch) this long: a deadlock inside a step, which its heartbeat thread does not show "
      "(0: off); 0 (off) or 500 .. 86400000. Not given with a model file: 100x the leader's probe "
-     "step x the cores' oversubscription, 10 s .. 1800000, which bounds each worker's warm-up too "
+     "step x the cores' oversubscription, 5 s .. 1800000, which bounds each worker's warm-up too "
      "(docs/your-model.md, \"Bounds\")"},
     {"model_file",
      "hogwild, data_parallel: your TorchScript model, a file path the CLI uploads (shoald "

@@ -106,7 +106,8 @@ uint64_t GradAverager::AfterBackward() {
       if (p.grad().defined()) {
         p.mutable_grad().copy_(avg);
       } else {
-        p.mutable_grad() = avg.to(p.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+        // In the parameter's memory order (channels_last: NHWC), as autograd lays gradients out.
+        p.mutable_grad() = torch::empty_like(p).copy_(avg);
       }
     }
     b.pending = b.params.size();

@@ -37,9 +37,8 @@ Status HogwildKind::PrepareModelAndData(LeaderEnv& env) {
   ASSIGN_OR_RETURN(std::shared_ptr<ScriptedModel> scripted, LoadModelFile(spec, env.fail_now));
   ASSIGN_OR_RETURN(ModelFileProbe probe, ProbeModelFile(*scripted, spec, env.fail_now));
   model_step_bytes_ = probe.step_bytes;
-  step_bound_ms_ = ModelFileStepBoundMs(spec, probe.step_ns,
-                                        static_cast<uint32_t>(::sysconf(_SC_NPROCESSORS_ONLN)),
-                                        &step_bound_why_);
+  bounds_ = ModelFileStepBounds(spec, probe.step_ns,
+                                static_cast<uint32_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
   RETURN_IF_ERROR(AdmitModelFileWorkers(spec, probe));
   ASSIGN_OR_RETURN(data_, MakeModelFileData(spec, probe.target, name));
   env.segment_created("data", data_.size());

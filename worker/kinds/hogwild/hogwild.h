@@ -18,10 +18,7 @@ class HogwildKind : public WorkerKind {
  public:
   void Warm() override;
   Status Prepare(LeaderEnv& env) override;
-  std::optional<uint32_t> StepBoundMs(std::string* why) const override {
-    *why = step_bound_why_;
-    return step_bound_ms_;
-  }
+  std::optional<StepBounds> Bounds() const override { return bounds_; }
   int RunWorker(WorkerEnv& env, bool forked_from_leader) override;
   void Finish(ipc::v1::LeaderResult* result) override;
   // "arenas": the shared step arenas a worker makes when workers take turns (shared_arenas.h).
@@ -57,9 +54,8 @@ class HogwildKind : public WorkerKind {
   WeightsPlan plan_;    // the weights segment's table, in this process's memory
   ModelPtr model_;      // the leader's (fork) or this worker's
   ModelPtr prototype_;  // built once in the forkserver: workers rebind it instead of building
-  uint64_t model_step_bytes_ = 0;          // a model file's probe step
-  std::optional<uint32_t> step_bound_ms_;  // and the bound derived from it
-  std::string step_bound_why_;
+  uint64_t model_step_bytes_ = 0;                             // a model file's probe step
+  std::optional<StepBounds> bounds_;                          // and the bounds derived from it
   std::shared_ptr<TrainDevice> device_ = TrainDevice::Cpu();  // a worker's
   std::unique_ptr<CudaDriver> leader_cuda_;                   // the leader's, cuda and shared
   std::unique_ptr<DeviceBufferOwner> owner_;                  // the leader's device buffer
