@@ -343,6 +343,8 @@ std::string ModelFileLines(const v1::Experiment& e) {
   o += ", " + s.model_file() + "\n";
   o += "  input       " + s.input() + ", loss " + s.loss();
   if (s.has_classes()) o += F(", %u classes", s.classes());
+  if (s.memory_format() == "channels_last") o += ", channels_last";  // the measured options
+  if (s.has_autocast() && s.autocast() != "no") o += ", autocast " + s.autocast();
   if (e.has_dataset_file())
     o += ", data " + e.dataset_file().name() +
          F(" (%.0f KiB)", double(e.dataset_file().size_bytes()) / 1024);

@@ -196,7 +196,13 @@ TEST_F(ModelFileE2E, ChannelsLastTrainsTheSameModel) {
   shared.insert(shared.end(), {"--memory-format", "channels_last"});
   CommandResult h = daemon_->Cli(shared);
   ASSERT_EQ(h.exit_code, 0) << h.err << h.out;
-  ExpectTrained(Parse(h), "channels_last, shared, forkserver");
+  const json hogwild = Parse(h);
+  ExpectTrained(hogwild, "channels_last, shared, forkserver");
+  const CommandResult got = daemon_->Cli({"get", hogwild["id"].get<std::string>()});
+  EXPECT_NE(got.out.find("  input       float32[B,3,16,16], loss cross_entropy, 10 classes, "
+                         "channels_last, one step "),
+            std::string::npos)
+      << got.out;
   std::vector<std::string> dp = Submit(cnn, "spawn");
   dp.insert(dp.begin() + 1, {"--kind", "data_parallel"});
   dp.insert(dp.end(), {"--memory-format", "channels_last"});
