@@ -105,6 +105,44 @@ void ReportOwnMemory(StatusPipe& out) {
   out.Emit(e);
 }
 
+// The board's settings from the kind and the spec; the spec the supervisor holds the run to: a
+// kind's own bound on the warm-up and the steps (a model file's, from its probe) in place of the
+// spec's step timeout.
+v1::ExperimentSpec SetUpBoard(const v1::ExperimentSpec& spec, const WorkerKind& kind,
+                              const std::optional<StepBounds>& bounds, BoardHeader* h) {
+  h->weights_by_worker0 = kind.WorkerWritesInitialWeights() ? 1 : 0;
+  v1::ExperimentSpec supervised = spec;
+  if (bounds) {
+    supervised.set_step_timeout_ms(bounds->steps_ms);
+    supervised.set_step_timeout_why(bounds->why);
+    h->warm_up_bound_ms = bounds->warm_up_ms;
+  }
+  // Turns at the steps (worker/step_gate.h): hogwild's concurrent_steps; the other kinds none.
+  h->step_slots = spec.has_concurrent_steps() ? std::min(spec.concurrent_steps(), spec.workers())
+                                              : spec.workers();
+  return supervised;
+}
+
+// What the supervisor reports as the run goes: worker exits and the board's progress, to shoald.
+WorkerSupervisor::Hooks SupervisorHooks(StatusPipe& out, const Scoreboard& board, uint32_t workers,
+                                        std::optional<uint64_t> oom_kills_before) {
+  WorkerSupervisor::Hooks hooks;
+  hooks.oom_kills = ReadOomKills;
+  hooks.oom_kills_before = oom_kills_before;
+  hooks.exited = [&out](const ipc::v1::WorkerExited& x) {
+    LeaderEvent e;
+    *e.mutable_worker_exited() = x;
+    out.Emit(e);
+  };
+  hooks.progress = [&out, &board, workers] {
+    LeaderEvent e;
+    *e.mutable_progress() = ReadBoard(board, workers, false);
+    e.mutable_progress()->set_tracing(Tracing(board));
+    out.Emit(e);
+  };
+  return hooks;
+}
+
 int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   const auto& spec = a.spec;
   SegmentCleanup cleanup{SegmentPrefix(a.experiment_id)};
@@ -119,20 +157,8 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   auto board = Scoreboard::Create(SegmentName(a.experiment_id, "scoreboard"), spec.workers());
   if (!board.ok()) return Fail(out, board.status().message());
   segment("scoreboard", board->size());
-  board->header()->weights_by_worker0 = kind.WorkerWritesInitialWeights() ? 1 : 0;
-  // A kind's own bound on the warm-up and the steps (a model file's, from its probe): what the
-  // supervisor holds the run to, and what each worker bounds its warm-up by.
-  v1::ExperimentSpec supervised = spec;
   const std::optional<StepBounds> bounds = kind.Bounds();
-  if (bounds) {
-    supervised.set_step_timeout_ms(bounds->steps_ms);
-    supervised.set_step_timeout_why(bounds->why);
-    board->header()->warm_up_bound_ms = bounds->warm_up_ms;
-  }
-  // Turns at the steps (worker/step_gate.h): hogwild's concurrent_steps; the other kinds none.
-  board->header()->step_slots = spec.has_concurrent_steps()
-                                    ? std::min(spec.concurrent_steps(), spec.workers())
-                                    : spec.workers();
+  const v1::ExperimentSpec supervised = SetUpBoard(spec, kind, bounds, board->header());
 
   // The lifetime pipe: workers watch the read end and leave when we are gone, whoever their
   // parent is (a forkserver worker's parent is the forkserver).
@@ -162,21 +188,8 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   // shoal-worker) is no page its workers share, and no page it needs resident.
   DropCleanFilePages();
 
-  WorkerSupervisor::Hooks hooks;
-  hooks.oom_kills = ReadOomKills;
-  hooks.oom_kills_before = oom_kills_before;
-  hooks.exited = [&](const ipc::v1::WorkerExited& x) {
-    LeaderEvent e;
-    *e.mutable_worker_exited() = x;
-    out.Emit(e);
-  };
-  hooks.progress = [&] {
-    LeaderEvent e;
-    *e.mutable_progress() = ReadBoard(*board, spec.workers(), false);
-    e.mutable_progress()->set_tracing(Tracing(*board));
-    out.Emit(e);
-  };
-  WorkerSupervisor sup(supervised, *board, **launcher, hooks);
+  WorkerSupervisor sup(supervised, *board, **launcher,
+                       SupervisorHooks(out, *board, spec.workers(), oom_kills_before));
   const std::string failure = sup.Run(started.live, started.requested_mono, started.failure);
   ::close(lifetime[1]);
 

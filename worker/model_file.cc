@@ -204,7 +204,7 @@ Status CheckTensorFile(const TensorFile& f, const std::vector<InputSpec>& inputs
 }  // namespace
 
 Status DatasetFits(uint64_t file_bytes, uint64_t available_bytes) {
-  if (kDatasetCopies * file_bytes <= available_bytes) return Status::Ok();
+  if (file_bytes <= available_bytes) return Status::Ok();
   return ResourceExhausted("dataset: the file is " + MiB(file_bytes) +
                            " and its shared segment holds a copy of it; the node has " +
                            MiB(available_bytes) + " available: refused before reading it");

@@ -67,7 +67,6 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
 
 // A --dataset file is mapped, not read (worker/tensor_file.h): its segment is the one copy that
 // takes memory; the file's pages are the page cache's, which the kernel may drop again.
-constexpr uint64_t kDatasetCopies = 1;
 // RESOURCE_EXHAUSTED, naming the figures, when the segment of a file of `file_bytes` does not
 // fit in the node's available memory: refused before a byte is read.
 Status DatasetFits(uint64_t file_bytes, uint64_t available_bytes);
