@@ -91,14 +91,31 @@ bool ExperimentRunner::Launch() {
   OpenLog(&fd_map);
   const LeaderChoice choice = ChooseLeader(e_.spec());
   const bool light = !choice.libtorch && !env_.leader_bin.empty();
+  const bool hands_off = choice.hands_off && !env_.leader_bin.empty();
   const std::string& leader_bin = light ? env_.leader_bin : env_.worker_bin;
-  facts_.leader_program = light ? "shoal-leader" : "shoal-worker";
-  facts_.leader_why = light || choice.libtorch ? choice.why : "shoald has no shoal-leader";
-  auto pid = env_.proc->Spawn(
-      {leader_bin, "--role", "leader", "--experiment", e_.id(), "--spec-json",
-       SpecToJson(e_.spec()), "--status-fd", "3", "--parent", std::to_string(env_.daemon_pid),
-       "--worker-bin", env_.worker_bin, "--forkserver-socket", env_.fork_server_socket},
-      {fd_map, /*new_process_group=*/true, &environment});
+  facts_.leader_program =
+      light ? "shoal-leader" : (hands_off ? "shoal-worker, then shoal-leader" : "shoal-worker");
+  facts_.leader_why = choice.why;
+  if (!light && !choice.libtorch) facts_.leader_why = "shoald has no shoal-leader";
+  if (choice.hands_off && !hands_off)
+    facts_.leader_why = "the leader loads and probes the model file; shoald has no shoal-leader";
+  std::vector<std::string> argv = {leader_bin,
+                                   "--role",
+                                   "leader",
+                                   "--experiment",
+                                   e_.id(),
+                                   "--spec-json",
+                                   SpecToJson(e_.spec()),
+                                   "--status-fd",
+                                   "3",
+                                   "--parent",
+                                   std::to_string(env_.daemon_pid),
+                                   "--worker-bin",
+                                   env_.worker_bin,
+                                   "--forkserver-socket",
+                                   env_.fork_server_socket};
+  if (hands_off) argv.insert(argv.end(), {"--leader-bin", env_.leader_bin});
+  auto pid = env_.proc->Spawn(argv, {fd_map, /*new_process_group=*/true, &environment});
   ::close(fds[1]);
   if (log_) log_->CloseWriteEnd();
   if (!pid.ok()) {

@@ -119,6 +119,11 @@ void ProcessSampler::ReadCheap(pid_t pid, Proc& p, uint64_t now_ns) {
     p.gone = true;
     return;
   }
+  // A new command name is an exec (a model file's leader becoming shoal-leader): the walk's
+  // figures were the old image's, which carried forward read a USS above its PSS. Unwalked, it is
+  // walked this tick outside the budget; its peak stays.
+  if (!p.comm.empty() && s->comm != p.comm) p.walked = false;
+  p.comm = s->comm;
   p.rss_now = m->resident_bytes;
   p.shared_now = m->shared_bytes;
   p.ppid = s->ppid;

@@ -107,6 +107,7 @@ class ProcessSampler {
     bool jumped = false;
     bool bursting = false;          // its shared pages grew 16 MiB or more at its last growing tick
     uint64_t shared_last_tick = 0;  // its file+shmem resident at the tick before
+    std::string comm;               // its command name at the last tick (an exec changes it)
   };
 
   static std::optional<Peak> PeakOf(const Proc& p);

@@ -97,6 +97,7 @@ class FakeProc : public ProcReader {
     bool split = false;
     uint64_t pss_anon_kb = 0, pss_file_kb = 0, pss_shmem_kb = 0;
     pid_t ppid = 1;
+    std::string comm = "w";  // stat's command name: another after an exec
   };
   std::map<pid_t, P> procs;
   std::map<pid_t, std::string> children;  // task/PID/children: "501 502"
@@ -117,8 +118,8 @@ class FakeProc : public ProcReader {
       return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " " +
              std::to_string(p.shared_kb * 1024 / page) + " 1 0 1 0\n";
     if (f == "stat")
-      return std::to_string(pid) + " (w) R " + std::to_string(p.ppid) + " 1 1 0 -1 0 0 0 0 0 " +
-             std::to_string(p.ticks) + " 0 0 0";
+      return std::to_string(pid) + " (" + p.comm + ") R " + std::to_string(p.ppid) +
+             " 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) + " 0 0 0";
     if (before_walk) before_walk(p);
     cpu_ns += walk_cost_ns;
     ++walks[pid];

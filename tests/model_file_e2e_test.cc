@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -119,6 +120,60 @@ TEST_F(ModelFileE2E, EachModelTrainsUnderEveryStartMethod) {
     }
   }
   EXPECT_EQ(Blobs().size(), 2 * Models().size());  // each file once (and its name), however used
+}
+
+// Under spawn and the forkserver no worker inherits the leader's module: once the file is
+// checked, probed and in the segments the leader execs shoal-leader on the same pid, so while
+// the workers train it maps no LibTorch; the probe's figures, its bound and the weights it laid
+// out (the fork leader's, checksum for checksum) come through the hand-off.
+TEST_F(ModelFileE2E, UnderSpawnAndTheForkServerTheLeaderHandsOffToShoalLeader) {
+  const UserModel& cnn = Models()[1];
+  std::map<std::string, json> runs;
+  for (const std::string start : {"fork", "spawn", "forkserver"}) {
+    std::vector<std::string> args = Submit(cnn, start);
+    args.erase(std::find(args.begin(), args.end(), "--wait"));
+    const std::string id = Parse(daemon_->Cli(args))["id"];
+    pid_t leader = -1;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {  // a worker started: the leader has prepared (and handed off, where it does)
+          const json e = Parse(daemon_->Cli({"get", id, "--json"}));
+          bool worker = false;
+          for (const auto& p : e["processes"]) {
+            if (p["role"] == "leader") leader = p["pid"].get<int>();
+            worker = worker || p["role"] == "worker";
+          }
+          return (worker && leader > 0) || e["state"] == "FAILED";
+        },
+        60));
+    std::ifstream in("/proc/" + std::to_string(leader) + "/maps");
+    const std::string maps((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_NE(maps.find("[stack]"), std::string::npos) << start << ": leader gone before read";
+    EXPECT_EQ(maps.find("libtorch") == std::string::npos, start != "fork") << start;
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          runs[start] = Parse(daemon_->Cli({"get", id, "--json"}));
+          return runs[start]["state"] != "RUNNING" && runs[start]["state"] != "QUEUED";
+        },
+        120));
+    ExpectTrained(runs[start], "cnn " + start);
+  }
+  EXPECT_EQ(runs["fork"]["result"]["leader_program"], "shoal-worker");
+  for (const std::string start : {"spawn", "forkserver"}) {
+    const json& r = runs[start]["result"];
+    EXPECT_EQ(r["leader_program"], "shoal-worker, then shoal-leader") << start;
+    EXPECT_EQ(r["leader_why"],
+              "the leader loads and probes the model file, then execs shoal-leader: no worker "
+              "inherits the model");
+    EXPECT_EQ(r["initial_weights_checksum"], runs["fork"]["result"]["initial_weights_checksum"]);
+    EXPECT_EQ(r["weights_bytes"], runs["fork"]["result"]["weights_bytes"]);
+    // Its peak is the one before the exec (LibTorch loaded, the probe run), which it read and
+    // reported itself: more than shoal-leader alone ever holds.
+    EXPECT_GT(r["leader_peak_pss_bytes"].get<double>(), 40.0 * (1 << 20)) << start;
+    const auto it = std::find_if(runs[start]["processes"].begin(), runs[start]["processes"].end(),
+                                 [](const json& p) { return p["role"] == "leader"; });
+    ASSERT_NE(it, runs[start]["processes"].end());
+    EXPECT_GT((*it)["peak_rss_bytes"].get<double>(), 40.0 * (1 << 20)) << start;  // VmHWM, kept
+  }
 }
 
 TEST_F(ModelFileE2E, DataParallelReplicasStayIdentical) {

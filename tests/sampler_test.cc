@@ -337,6 +337,44 @@ TEST(SamplerTest, SharedPagesTouchedBetweenWalksCountAtTheirShare) {
   EXPECT_EQ(s.sum_of_peak_pss(), s.peak_pss_sum());  // one process: the two peaks agree
 }
 
+// A process that execs (a model file's leader becoming shoal-leader) is another image on the
+// same pid: its next tick walks it, even with no budget, instead of carrying the old image's
+// walk forward (which read its USS at 184 MiB beside a PSS of 7); its peak stays the old one's.
+TEST(SamplerTest, AProcessThatExecsIsWalkedAfreshKeepingItsPeak) {
+  FakeProc proc;
+  FakeProc::P leader;
+  leader.comm = "shoal-worker";
+  leader.split = true;
+  leader.rss_kb = 348000;
+  leader.shared_kb = 40000;
+  leader.pss_kb = 343000;
+  leader.uss_kb = 340000;
+  leader.pss_anon_kb = 308000;
+  leader.pss_file_kb = 35000;
+  proc.procs[10] = leader;
+  ProcessSampler s = WalkedOnce(&proc);
+  s.Track(10, "leader", -1);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  FakeProc::P& now = proc.procs[10];
+  now.comm = "shoal-leader";
+  now.rss_kb = 8000;
+  now.shared_kb = 6000;
+  now.pss_kb = 7000;
+  now.uss_kb = 1500;
+  now.pss_anon_kb = 1500;
+  now.pss_file_kb = 5500;
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  EXPECT_EQ(proc.walks[10], 2);
+  EXPECT_EQ(out.total_pss_bytes(), 7000ull * 1024);
+  EXPECT_EQ(out.total_uss_bytes(), 1500ull * 1024);
+  EXPECT_EQ(s.PeakPss(10), 343000ull * 1024);
+  out.Clear();
+  s.Tick(1400 * kMs, &out);  // the same image again: no walk (no budget)
+  EXPECT_EQ(proc.walks[10], 2);
+}
+
 // A worker just forked faults its libraries in between the tick's statm and its walk. The share
 // of each shared page must come from the walk alone (a fifth here), or every library page it
 // touches later would count whole: this was 50 MB too much per worker in a 4-worker fork run.

@@ -546,7 +546,8 @@ TEST(SpecTest, AModelFilesMeasuredOptionsAreItsOwnAndCheckedByName) {
 
 // shoal-leader (no LibTorch) leads where the leader holds no model: hogwild and data_parallel
 // with a built-in model under spawn or the forkserver (and unshared CUDA weights), and kind
-// command always; shoal-worker where a model must be in the leader, each with its reason.
+// command always; shoal-worker where a model must be in the leader, each with its reason; a model
+// file's shoal-worker leader hands off to shoal-leader where no worker inherits its model.
 TEST(SpecTest, TheLeaderLoadsLibTorchOnlyWhereItHoldsAModel) {
   struct Case {
     std::string kind, start, device, model_file;
@@ -568,7 +569,14 @@ TEST(SpecTest, TheLeaderLoadsLibTorchOnlyWhereItHoldsAModel) {
        "start fork: the workers inherit the leader's model"},
       {"data_parallel", "fork", "cpu", "", true, true,
        "start fork: the workers inherit the leader's model"},
-      {"hogwild", "spawn", "cpu", file, true, true, "the leader loads and probes the model file"},
+      {"hogwild", "spawn", "cpu", file, true, true,
+       "the leader loads and probes the model file, then execs shoal-leader: no worker inherits "
+       "the model"},
+      {"data_parallel", "forkserver", "cpu", file, false, true,
+       "the leader loads and probes the model file, then execs shoal-leader: no worker inherits "
+       "the model"},
+      {"hogwild", "fork", "cpu", file, true, true,
+       "start fork: the workers inherit the leader's model"},
       {"hogwild", "spawn", "cuda", "", true, true,
        "shared CUDA weights: the leader owns the device buffer"},
       {"multi_model", "spawn", "cpu", "", true, true, "multi_model builds its model in the leader"},
@@ -586,6 +594,9 @@ TEST(SpecTest, TheLeaderLoadsLibTorchOnlyWhereItHoldsAModel) {
     const LeaderChoice got = ChooseLeader(s);
     EXPECT_EQ(got.libtorch, c.libtorch) << c.kind << " " << c.start << " " << c.device;
     EXPECT_EQ(got.why, c.why);
+    // Only a model file's leader under spawn or the forkserver hands off to shoal-leader.
+    EXPECT_EQ(got.hands_off, !c.model_file.empty() && c.start != "fork")
+        << c.kind << " " << c.start;
   }
 }
 

@@ -116,7 +116,11 @@ LeaderRun RunToyLeader(const v1::ExperimentSpec& spec) {
   if (child == 0) {
     ::close(fds[0]);
     ::setpgid(0, 0);  // the leader's SIGTERM handler takes its own group down, never the test's
-    LeaderArgs a{spec, "toy" + std::to_string(::getpid()), fds[1], parent, "", ""};
+    LeaderArgs a;
+    a.spec = spec;
+    a.experiment_id = "toy" + std::to_string(::getpid());
+    a.status_fd = fds[1];
+    a.parent = parent;
     ::_exit(RunLeader(a, MakeWorkerKindFor));
   }
   ::close(fds[1]);

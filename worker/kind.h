@@ -73,6 +73,10 @@ class WorkerKind {
   // spec's step_timeout_ms) and on each worker's warm-up (a model file's, from its probe);
   // nullopt: the spec's, and no warm-up bound.
   virtual std::optional<StepBounds> Bounds() const { return std::nullopt; }
+  // In shoal-worker's leader, prepared, before it execs shoal-leader (shared/spec ChooseLeader
+  // hands_off): the kind's figures shoal-leader's half reports in its place (the bounds, the
+  // segments and the memory are the runtime's).
+  virtual void HandOff(ipc::v1::LeaderHandOff* /*h*/) const {}
   // Segment names ("data", "weights") Prepare creates, for the leader's SIGTERM cleanup.
   virtual std::vector<std::string> SegmentWhats() const = 0;
 };

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
 #include "shared/os/shm.h"
+#include "shared/spec/spec.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "worker/launchers.h"
 #include "worker/scoreboard.h"
@@ -143,17 +145,78 @@ WorkerSupervisor::Hooks SupervisorHooks(StatusPipe& out, const Scoreboard& board
   return hooks;
 }
 
+// shoal-worker's leader, its kind prepared where no worker inherits its model (shared/spec
+// ChooseLeader hands_off): it execs shoal-leader on the same pid, so shoald's pipe, process
+// record and sampler carry on, and the run is supervised by a leader that holds no LibTorch (a
+// model file's leader kept ~90 MiB of PSS for the run after letting its module go). What it
+// prepared goes through a pipe as one LeaderHandOff. Returns only when the exec failed.
+Status HandOff(const LeaderArgs& a, const WorkerKind& kind, ipc::v1::LeaderHandOff* h,
+               StatusPipe& out) {
+  if (const std::optional<StepBounds> b = kind.Bounds()) {
+    h->set_step_bound_ms(b->steps_ms);
+    h->set_warm_up_bound_ms(b->warm_up_ms);
+    h->set_step_bound_why(b->why);
+  }
+  kind.HandOff(h);
+  h->set_vmhwm_bytes(SelfVmHwm());
+  ReportOwnMemory(out);  // this image's peak (the probe's), which the exec's image never sees
+  const std::string frame = EncodeFrame(*h);
+  int p[2];
+  if (frame.size() > 32768)  // it must fit the pipe's buffer: nobody reads it until the exec
+    return Internal("hand-off: " + std::to_string(frame.size()) + " bytes");
+  if (::pipe2(p, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+  const bool written = WriteAll(p[1], frame);
+  ::close(p[1]);
+  if (!written) {
+    ::close(p[0]);
+    return Internal("hand-off: write to its pipe failed");
+  }
+  ::fcntl(p[0], F_SETFD, 0);  // the exec'd leader's to read, as are shoald's pipe and the log
+  ::fcntl(a.status_fd, F_SETFD, 0);
+  const std::vector<std::string> args = {a.leader_bin,
+                                         "--role",
+                                         "leader",
+                                         "--experiment",
+                                         a.experiment_id,
+                                         "--spec-json",
+                                         SpecToJson(a.spec),
+                                         "--status-fd",
+                                         std::to_string(a.status_fd),
+                                         "--parent",
+                                         std::to_string(a.parent),
+                                         "--worker-bin",
+                                         a.worker_bin,
+                                         "--forkserver-socket",
+                                         a.fork_server_socket,
+                                         "--hand-off-fd",
+                                         std::to_string(p[0])};
+  std::vector<char*> argv;
+  for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  ::execv(a.leader_bin.c_str(), argv.data());
+  const int err = errno;
+  ::fcntl(a.status_fd, F_SETFD, FD_CLOEXEC);
+  ::close(p[0]);
+  return Internal("exec " + a.leader_bin + ": " + std::strerror(err));
+}
+
 int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   const auto& spec = a.spec;
   SegmentCleanup cleanup{SegmentPrefix(a.experiment_id)};
+  ipc::v1::LeaderHandOff hand_off;  // what shoal-leader needs, should this process hand off
   auto segment = [&](const std::string& what, uint64_t bytes) {
     LeaderEvent e;
     e.mutable_segment()->set_what(what);
     e.mutable_segment()->set_bytes(bytes);
+    *hand_off.add_segments() = e.segment();
     out.Emit(e);
   };
   LeaderEnv env{spec, a.experiment_id, segment, [&out](const std::string& m) { out.Error(m); }};
   if (Status st = kind.Prepare(env); !st.ok()) return Fail(out, st.message());
+  if (!a.leader_bin.empty() && ChooseLeader(spec).hands_off) {
+    Status st = HandOff(a, kind, &hand_off, out);  // returns only when the exec failed
+    return Fail(out, st.message());
+  }
   auto board = Scoreboard::Create(SegmentName(a.experiment_id, "scoreboard"), spec.workers());
   if (!board.ok()) return Fail(out, board.status().message());
   segment("scoreboard", board->size());
@@ -203,7 +266,9 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
     r->set_step_bound_ms(bounds->steps_ms);
     r->set_step_bound_why(bounds->why);
   }
-  r->set_leader_vmhwm_bytes(SelfVmHwm());
+  // The exec of a hand-off began a new high-water mark: the process's is the higher.
+  r->set_leader_vmhwm_bytes(
+      std::max(SelfVmHwm(), a.handed_off ? a.handed_off->vmhwm_bytes() : uint64_t(0)));
   kind.Finish(r);
   // Again with the workers gone and the result built: the pages they shared are the leader's
   // alone now, so its PSS rises at the very end, often after the daemon's last sample.
@@ -245,6 +310,26 @@ void InstallTerminateHandler(const std::string& id, const WorkerKind& kind) {
 }
 
 }  // namespace
+
+StatusOr<ipc::v1::LeaderHandOff> ReadHandOff(int fd) {
+  FrameReader reader;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return DataLoss(std::string("hand-off: read: ") + std::strerror(err));
+    }
+    reader.Feed(buf, size_t(n));
+  }
+  ::close(fd);
+  ipc::v1::LeaderHandOff h;
+  ASSIGN_OR_RETURN(bool whole, reader.Next(&h));
+  if (!whole || reader.pending() != 0) return DataLoss("hand-off: not one whole message");
+  return h;
+}
 
 StatusOr<std::unique_ptr<WorkerLauncher>> WorkerKind::Launcher(const LaunchContext&, Scoreboard&) {
   return std::unique_ptr<WorkerLauncher>();  // the start method's

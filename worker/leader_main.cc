@@ -28,5 +28,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "shoal-leader: %s\n", a.status().message().c_str());
     return 2;
   }
-  return shoal::RunLeader(*a, shoal::MakeLibTorchFreeLeaderKind);
+  const auto* handed_off = a->handed_off ? &*a->handed_off : nullptr;
+  return shoal::RunLeader(*a, [handed_off](const shoal::v1::ExperimentSpec& spec) {
+    return shoal::MakeLibTorchFreeLeaderKind(spec, handed_off);
+  });
 }

@@ -269,6 +269,11 @@ LeaderChoice ChooseLeader(const v1::ExperimentSpec& s) {
     return {true, s.kind() + " builds its model in the leader"};
   if (kind->runs_user_code) return {false, "the workers are the user's program"};
   if (s.start() == "fork") return {true, "start fork: the workers inherit the leader's model"};
+  if (s.model() == "torchscript" && s.device() == "cpu")
+    return {true,
+            "the leader loads and probes the model file, then execs shoal-leader: no worker "
+            "inherits the model",
+            true};
   if (s.model() == "torchscript") return {true, "the leader loads and probes the model file"};
   if (s.device() == "cuda" && s.share())
     return {true, "shared CUDA weights: the leader owns the device buffer"};

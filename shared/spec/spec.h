@@ -96,10 +96,14 @@ uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& spec, const SpecLimits
 // Which program leads an experiment. shoal-leader loads no LibTorch: it serves the kinds whose
 // leader only loads data and supervises (KindRules::leader_without_libtorch), unless the leader
 // must hold a model (start fork: the workers inherit it; shared CUDA weights: it owns the device
-// buffer; a model file: it loads and probes it). shoal-worker leads the rest.
+// buffer; a model file: it loads and probes it). shoal-worker leads the rest. Where no worker
+// inherits the model a model file's leader loaded (start spawn, the forkserver), it hands off:
+// once the file is checked, probed and in the segments it execs shoal-leader (worker/leader.h),
+// keeping none of LibTorch for the run.
 struct LeaderChoice {
-  bool libtorch = true;  // true: shoal-worker --role leader; false: shoal-leader
-  std::string why;       // for `get`: "start spawn: worker 0 writes the initial weights"
+  bool libtorch = true;    // true: shoal-worker --role leader; false: shoal-leader
+  std::string why;         // for `get`: "start spawn: worker 0 writes the initial weights"
+  bool hands_off = false;  // shoal-worker, then shoal-leader (libtorch true)
 };
 LeaderChoice ChooseLeader(const v1::ExperimentSpec& spec);
 

@@ -21,6 +21,9 @@ class HogwildKind : public WorkerKind {
   std::optional<StepBounds> Bounds() const override { return bounds_; }
   int RunWorker(WorkerEnv& env, bool forked_from_leader) override;
   void Finish(ipc::v1::LeaderResult* result) override;
+  void HandOff(ipc::v1::LeaderHandOff* h) const override {
+    h->set_model_step_bytes(model_step_bytes_);
+  }
   // "arenas": the shared step arenas a worker makes when workers take turns (shared_arenas.h).
   std::vector<std::string> SegmentWhats() const override { return {"data", "weights", "arenas"}; }
 

@@ -26,6 +26,7 @@ Status PrepareRendezvous(LeaderEnv& env, ShmSegment* rendezvous) {
 Status ImageLeaderKind::Prepare(LeaderEnv& env) {
   weights_name_ = SegmentName(env.experiment_id, "weights");
   announce_ = env.segment_created;
+  if (handed_off_) return Status::Ok();  // every segment made (and announced) before the exec
   RETURN_IF_ERROR(PrepareImageData(env, &data_));
   return data_parallel_ ? PrepareRendezvous(env, &rendezvous_) : Status::Ok();
 }
@@ -39,15 +40,23 @@ void ImageLeaderKind::Finish(ipc::v1::LeaderResult* result) {
   if (!weights.ok()) return;  // worker 0 failed before writing them: the result says why
   auto plan = ReadWeights(weights->data(), weights->size());
   if (!plan.ok()) return;
-  announce_("weights", weights->size());
+  if (!handed_off_) announce_("weights", weights->size());  // else announced before the exec
+  if (handed_off_) result->set_model_step_bytes(handed_off_->model_step_bytes());
   result->set_initial_checksum(plan->initial_checksum);
   // data_parallel's replicas train their own copies: the segment's are no final weights.
   if (!data_parallel_) result->set_final_checksum(SegmentChecksum(*plan, weights->data()));
 }
 
+std::optional<StepBounds> ImageLeaderKind::Bounds() const {
+  if (!handed_off_ || handed_off_->step_bound_why().empty()) return std::nullopt;
+  return StepBounds{handed_off_->step_bound_ms(), handed_off_->warm_up_bound_ms(),
+                    handed_off_->step_bound_why()};
+}
+
+// "arenas": the shared step arenas a worker makes when workers take turns (shared_arenas.h).
 std::vector<std::string> ImageLeaderKind::SegmentWhats() const {
-  if (data_parallel_) return {"data", "weights", "rendezvous"};
-  return {"data", "weights"};
+  if (data_parallel_) return {"data", "weights", "rendezvous", "arenas"};
+  return {"data", "weights", "arenas"};
 }
 
 }  // namespace shoal

@@ -1,10 +1,13 @@
 // The leader's half of hogwild and data_parallel without LibTorch (shoal-leader): the data set in
 // its segment and, for data_parallel, the rendezvous segment; no model. Worker 0 writes the
 // initial weights (HogwildKind::Attach), so a spawn or forkserver leader never loads LibTorch,
-// whose initialisation alone is ~60 MiB of a leader's PSS.
+// whose initialisation alone is ~60 MiB of a leader's PSS. A model file's leader under spawn or
+// the forkserver is shoal-worker until the file is probed and every segment made, then this,
+// with what that leader handed off (worker/leader.h).
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,17 +23,24 @@ Status PrepareRendezvous(LeaderEnv& env, ShmSegment* rendezvous);
 
 class ImageLeaderKind : public WorkerKind {
  public:
-  explicit ImageLeaderKind(bool data_parallel) : data_parallel_(data_parallel) {}
+  // `handed_off`: the segments exist and the model file's figures are in it (copied).
+  ImageLeaderKind(bool data_parallel, const ipc::v1::LeaderHandOff* handed_off = nullptr)
+      : data_parallel_(data_parallel),
+        handed_off_(handed_off ? std::optional(*handed_off) : std::nullopt) {}
   Status Prepare(LeaderEnv& env) override;
   // Never called: shoal-leader does not start workers by fork (ChooseLeader).
   int RunWorker(WorkerEnv& env, bool forked_from_leader) override;
-  // The weights worker 0 wrote: their size, initial and final checksums.
+  // The weights worker 0 (or the handing-off leader) wrote: their size, initial and final
+  // checksums; a model file's probe step.
   void Finish(ipc::v1::LeaderResult* result) override;
-  bool WorkerWritesInitialWeights() const override { return true; }
+  bool WorkerWritesInitialWeights() const override { return !handed_off_; }
+  // A model file's, from the handing-off leader's probe.
+  std::optional<StepBounds> Bounds() const override;
   std::vector<std::string> SegmentWhats() const override;
 
  private:
   bool data_parallel_;
+  std::optional<ipc::v1::LeaderHandOff> handed_off_;
   std::string weights_name_;
   std::function<void(const std::string& what, uint64_t bytes)> announce_;
   ShmSegment data_, rendezvous_;
