@@ -1,13 +1,13 @@
-// The leader's watch over its workers on a fake launcher and a real scoreboard: exits, stalls,
-// stop-all, a lost forkserver. No process is started and no signal reaches a process.
+// The leader's watch over its workers on a fake launcher, a fake clock and a real scoreboard:
+// exits, stalls, stop-all, a lost forkserver. No process is started, no signal reaches a process,
+// and no test sleeps: each drives the supervisor look by look, 5 ms of fake time apart.
 #include "worker/supervisor.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <mutex>
+#include <functional>
 #include <optional>
 #include <set>
 #include <thread>
@@ -28,26 +28,42 @@ namespace {
 // Pids no process can have (above the kernel's pid_max), so nothing real is ever touched.
 constexpr pid_t kPid0 = 0x7ffffff0, kPid1 = 0x7ffffff1;
 
-// Reports an exit for every pid it was told ended, and for every pid signalled (as killed).
+// Reports an exit for every pid it was told ended.
 class FakeLauncher : public WorkerLauncher {
  public:
   bool lost = false;
-  void End(pid_t pid, int status) {
-    std::lock_guard<std::mutex> l(mu_);
-    pending_.push_back({pid, status});
-  }
+  void End(pid_t pid, int status) { pending_.push_back({pid, status}); }
   StatusOr<pid_t> Start(uint32_t) override { return Internal("not used"); }
   Status Poll(std::vector<Exit>* exits) override {
     if (lost) return Unavailable("forkserver closed the connection");
-    std::lock_guard<std::mutex> l(mu_);
     exits->insert(exits->end(), pending_.begin(), pending_.end());
     pending_.clear();
     return Status::Ok();
   }
 
  private:
-  std::mutex mu_;
   std::vector<Exit> pending_;
+};
+
+// Signals recorded with the fake time they were sent at; SIGKILL (and SIGTERM, when the workers
+// heed it) ends the fake worker.
+class SignalsEnd : public testing::FakeProcessControl {
+ public:
+  SignalsEnd(FakeLauncher& launcher, testing::FakeClock& clock, const uint64_t& t0,
+             const bool& kill_on_term)
+      : launcher_(launcher), clock_(clock), t0_(t0), kill_on_term_(kill_on_term) {}
+  std::vector<uint64_t> at_ms;  // when each of `signals` was sent, after the run's start
+  void Signal(pid_t pid, int sig) override {
+    FakeProcessControl::Signal(pid, sig);
+    at_ms.push_back((clock_.mono - t0_) / 1000000);
+    if (sig == SIGKILL || kill_on_term_) launcher_.End(pid, sig);
+  }
+
+ private:
+  FakeLauncher& launcher_;
+  testing::FakeClock& clock_;
+  const uint64_t& t0_;
+  const bool& kill_on_term_;
 };
 
 class SupervisorTest : public ::testing::Test {
@@ -61,33 +77,71 @@ class SupervisorTest : public ::testing::Test {
   }
   void TearDown() override { ShmSegment::Remove(name_); }
 
-  std::string Run(std::string failure = "") {
+  // Watches the two fake workers to the end on the fake clock, one look every 5 ms of it;
+  // `script(ms)` runs before each look: what the workers do by then, ms after the start.
+  std::string Run(std::string failure = "", const std::function<void(uint64_t ms)>& script = {}) {
     WorkerSupervisor::Hooks hooks;
     hooks.oom_kills_before = oom_before_;
     hooks.oom_kills = [this] { return oom_now_; };
     hooks.exited = [](const ipc::v1::WorkerExited&) {};
     hooks.progress = [this] { ++progress_; };
-    hooks.signal = [this](pid_t p, int sig) {
-      signals_.push_back({p, sig});
-      if (sig == SIGKILL || kill_on_term_) launcher_.End(p, sig);
-    };
-    WorkerSupervisor sup(spec_, *board_, launcher_, hooks);
-    const uint64_t now = MonotonicNs();
-    std::string out = sup.Run({{kPid0, 0}, {kPid1, 1}}, {now, now}, failure);
+    WorkerSupervisor sup(spec_, *board_, launcher_, proc_, clock_, hooks);
+    t0_ = clock_.mono;
+    sup.Begin({{kPid0, 0}, {kPid1, 1}}, {t0_, t0_}, failure);
+    for (;;) {
+      elapsed_ms_ = (clock_.mono - t0_) / 1000000;
+      if (script) script(elapsed_ms_);
+      if (sup.Advance()) break;
+      if (elapsed_ms_ > 60000) {
+        ADD_FAILURE() << "still watching after a minute of fake time";
+        break;
+      }
+      clock_.Advance(uint64_t(WorkerSupervisor::kLookEveryMs) * 1000000);
+    }
     exits_ = sup.exits();
-    return out;
+    signals_ = proc_.signals;
+    return sup.failure();
   }
+  // What a worker's own threads would write, read off the fake clock.
+  void Beat(uint32_t i) { board_->slot(i)->heartbeat_ns.store(clock_.mono); }
+  void Moves(uint32_t i) { board_->slot(i)->progress_ns.store(clock_.mono); }
+  void Phase(uint32_t i, WorkerPhase p) { board_->slot(i)->phase.store(static_cast<uint32_t>(p)); }
 
   std::string name_;
   std::unique_ptr<Scoreboard> board_;
   v1::ExperimentSpec spec_;
   FakeLauncher launcher_;
+  testing::FakeClock clock_;
+  uint64_t t0_ = 0, elapsed_ms_ = 0;
   bool kill_on_term_ = true;
+  SignalsEnd proc_{launcher_, clock_, t0_, kill_on_term_};
   std::optional<uint64_t> oom_before_, oom_now_;  // the kernel's OOM-kill count
   int progress_ = 0;
   std::vector<std::pair<pid_t, int>> signals_;
   std::vector<ipc::v1::WorkerExited> exits_;
 };
+
+// Run, the leader's driver, looks on the real clock: exits already there end it at once.
+TEST(WorkerSupervisorTest, RunWatchesUntilEveryWorkerHasEnded) {
+  const std::string name = "shoal.supervisor-run-" + std::to_string(getpid()) + ".scoreboard";
+  auto board = Scoreboard::Create(name, 2);
+  ASSERT_TRUE(board.ok());
+  v1::ExperimentSpec spec;
+  spec.set_sample_interval_ms(50);
+  FakeLauncher launcher;
+  launcher.End(kPid0, 0);
+  launcher.End(kPid1, 1 << 8);
+  testing::FakeProcessControl proc;
+  RealClock clock;
+  WorkerSupervisor::Hooks hooks;
+  hooks.exited = [](const ipc::v1::WorkerExited&) {};
+  hooks.progress = [] {};
+  WorkerSupervisor sup(spec, *board, launcher, proc, clock, hooks);
+  const uint64_t now = MonotonicNs();
+  EXPECT_EQ(sup.Run({{kPid0, 0}, {kPid1, 1}}, {now, now}, ""), "worker 1 exited with code 1");
+  EXPECT_EQ(sup.exits().size(), 2u);
+  ShmSegment::Remove(name);
+}
 
 TEST_F(SupervisorTest, CleanExitsAreNoFailure) {
   launcher_.End(kPid0, 0);
@@ -147,28 +201,31 @@ TEST_F(SupervisorTest, ASigkillWithoutAnOomKillIsJustASignal) {
   EXPECT_EQ(Run(), "worker 0 killed by signal 9");
 }
 
+// Stalled at the first look past the timeout (5 ms apart): killed then, and SIGKILL, which a
+// stopped process cannot ignore.
 TEST_F(SupervisorTest, AStallIsDetectedOnTheMonotonicClock) {
   spec_.set_stall_timeout_ms(200);
   kill_on_term_ = false;  // only SIGKILL ends the fake workers
-  board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
-  const auto t0 = std::chrono::steady_clock::now();
+  Phase(1, WorkerPhase::kFinished);
   EXPECT_EQ(Run(), "worker 0 stalled (no heartbeat for 200 ms)");
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(200));
-  EXPECT_EQ(signals_.front(),
-            (std::pair<pid_t, int>{kPid0, SIGKILL}));  // a stopped process ignores TERM
+  EXPECT_EQ(signals_.front(), (std::pair<pid_t, int>{kPid0, SIGKILL}));
+  EXPECT_EQ(proc_.at_ms.front(), 205u);
+  // Worker 1 ignored SIGTERM: SIGKILL once the grace is over.
+  EXPECT_EQ(signals_.back(), (std::pair<pid_t, int>{kPid1, SIGKILL}));
+  EXPECT_EQ(proc_.at_ms.back(), 205u + WorkerSupervisor::kKillGraceNs / 1000000);
 }
 
 TEST_F(SupervisorTest, ZeroStallTimeoutMeansNoStallDetection) {
   spec_.set_stall_timeout_ms(0);
-  std::thread later([this] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    launcher_.End(kPid0, 0);
-    launcher_.End(kPid1, 0);
-  });
-  EXPECT_EQ(Run(), "");
-  later.join();
+  EXPECT_EQ(Run("",
+                [this](uint64_t ms) {
+                  if (ms != 300) return;
+                  launcher_.End(kPid0, 0);
+                  launcher_.End(kPid1, 0);
+                }),
+            "");
   EXPECT_TRUE(signals_.empty());
-  EXPECT_GE(progress_, 2);  // progress every 50 ms meanwhile
+  EXPECT_EQ(progress_, 6);  // a report every 50 ms: at 0, 50, ..., 250
 }
 
 // A worker deadlocked inside a step: its heartbeat thread beats on, but it marks no progress, and
@@ -178,21 +235,15 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
   spec_.set_stall_timeout_ms(10000);
   spec_.set_step_timeout_ms(300);
   kill_on_term_ = false;
-  std::atomic<bool> done{false};
   for (uint32_t i = 0; i < 2; ++i) {  // worker 1 trained and evaluates: watched all the same
-    board_->slot(i)->phase.store(
-        static_cast<uint32_t>(i == 0 ? WorkerPhase::kTraining : WorkerPhase::kEvaluating));
+    Phase(i, i == 0 ? WorkerPhase::kTraining : WorkerPhase::kEvaluating);
     board_->slot(i)->steps.store(5 + i);
-    board_->slot(i)->progress_ns.store(MonotonicNs());
+    Moves(i);
   }
-  std::thread beats([&] {
-    while (!done) {
-      for (uint32_t i = 0; i < 2; ++i) board_->slot(i)->heartbeat_ns.store(MonotonicNs());
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
+  const std::string why = Run("", [this](uint64_t) {
+    Beat(0);
+    Beat(1);
   });
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string why = Run();
   EXPECT_EQ(why.rfind("no worker made progress for 300 ms while training (a step, batch or "
                       "evaluation that does not end: a deadlock, or work slower than "
                       "--step-timeout-ms); steps so far (the one that stopped first last moved "
@@ -200,7 +251,7 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
                       0),
             0u)
       << why;
-  // How long ago each last moved: at least the timeout, and read off the same clock.
+  // How long ago each last moved, read off the same clock: the first look past the timeout.
   const auto moves = testing::LastMoves(why);
   ASSERT_EQ(moves.size(), 2u) << why;
   EXPECT_EQ(why.substr(why.size() - 8), " ms ago)") << why;
@@ -208,63 +259,57 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
   EXPECT_EQ(moves[0].steps, 5);
   EXPECT_EQ(moves[1].worker, 1);
   EXPECT_EQ(moves[1].steps, 6);
-  EXPECT_GE(moves[0].ms_ago, 300);
-  EXPECT_GE(moves[1].ms_ago, 300);
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
-  done = true;
-  beats.join();
+  EXPECT_EQ(moves[0].ms_ago, 305);
+  EXPECT_EQ(moves[1].ms_ago, 305);
   std::set<std::pair<pid_t, int>> got(signals_.begin(), signals_.end());
   EXPECT_TRUE(got.count({kPid0, SIGKILL}) && got.count({kPid1, SIGKILL}));
 }
 
 // While any worker moves, the run is alive: worker 0 marks nothing, worker 1 progresses for
-// twice the timeout and ends; then the live workers have made none for longer than the timeout,
-// and only worker 0 is named.
+// twice the timeout and ends; then the live workers have made none for longer than the timeout
+// (counted from worker 1's end, a phase change), and only worker 0 is named.
 TEST_F(SupervisorTest, OneWorkerMovingKeepsTheRunAlive) {
   spec_.set_stall_timeout_ms(0);
   spec_.set_step_timeout_ms(300);
-  for (uint32_t i = 0; i < 2; ++i)
-    board_->slot(i)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-  std::thread mover([this] {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
-    while (std::chrono::steady_clock::now() < end) {
-      board_->slot(1)->progress_ns.store(MonotonicNs());
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
+  Phase(0, WorkerPhase::kTraining);
+  Phase(1, WorkerPhase::kTraining);
+  const std::string why = Run("", [this](uint64_t ms) {
+    if (ms < 600) Moves(1);
+    if (ms != 600) return;
+    Phase(1, WorkerPhase::kFinished);
     launcher_.End(kPid1, 0);
   });
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string why = Run();
-  mover.join();
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(600));
   EXPECT_NE(why.find("no worker made progress for 300 ms"), std::string::npos) << why;
   EXPECT_NE(why.find("longest ago): worker 0: 0 (never moved)"), std::string::npos) << why;
   EXPECT_EQ(why.find("worker 1"), std::string::npos) << why;
+  EXPECT_EQ(proc_.at_ms.front(), 905u);
 }
 
 // multi_model's workers train in turn: worker 1 starts training after worker 0 trained for
-// longer than the step timeout, and has not moved yet: it is not stuck.
+// longer than the step timeout, and has not moved yet: it is not stuck. Each takes 100 ms to its
+// first step, then moves for 500.
 TEST_F(SupervisorTest, AWorkerThatStartsAfterWaitingItsTurnIsNotStuck) {
   spec_.set_stall_timeout_ms(0);
   spec_.set_step_timeout_ms(300);
-  board_->slot(0)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-  std::thread turns([this] {
-    for (uint32_t w : {0u, 1u}) {
-      if (w == 1) board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // its first step
-      const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-      while (std::chrono::steady_clock::now() < end) {
-        board_->slot(w)->progress_ns.store(MonotonicNs());
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      board_->slot(w)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
-      launcher_.End(w == 0 ? kPid0 : kPid1, 0);
-    }
-  });
-  EXPECT_EQ(Run(), "");
-  turns.join();
+  Phase(0, WorkerPhase::kTraining);
+  EXPECT_EQ(Run("",
+                [this](uint64_t ms) {
+                  const uint32_t w = ms < 600 ? 0 : 1;
+                  const uint64_t since = ms - w * 600;  // into its turn
+                  if (since >= 100 && since < 600) Moves(w);
+                  if (ms == 600) {
+                    Phase(0, WorkerPhase::kFinished);
+                    launcher_.End(kPid0, 0);
+                    Phase(1, WorkerPhase::kTraining);
+                  }
+                  if (ms == 1200) {
+                    Phase(1, WorkerPhase::kFinished);
+                    launcher_.End(kPid1, 0);
+                  }
+                }),
+            "");
   EXPECT_TRUE(signals_.empty());
+  EXPECT_EQ(elapsed_ms_, 1200u);
 }
 
 // Hogwild's worker 0 waits for its peers (no step of its own) and then evaluates: the peers'
@@ -273,26 +318,25 @@ TEST_F(SupervisorTest, AWorkerThatEvaluatesAfterWaitingForItsPeersIsNotStuck) {
   spec_.set_stall_timeout_ms(0);
   spec_.set_step_timeout_ms(300);
   for (uint32_t i = 0; i < 2; ++i) {
-    board_->slot(i)->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-    board_->slot(i)->progress_ns.store(MonotonicNs());
+    Phase(i, WorkerPhase::kTraining);
+    Moves(i);
   }
-  std::thread run([this] {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(600);
-    while (std::chrono::steady_clock::now() < end) {
-      board_->slot(1)->progress_ns.store(MonotonicNs());
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    board_->slot(1)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
-    launcher_.End(kPid1, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    board_->slot(0)->phase.store(static_cast<uint32_t>(WorkerPhase::kEvaluating));
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // its first evaluation batch
-    board_->slot(0)->phase.store(static_cast<uint32_t>(WorkerPhase::kFinished));
-    launcher_.End(kPid0, 0);
-  });
-  EXPECT_EQ(Run(), "");
-  run.join();
+  EXPECT_EQ(Run("",
+                [this](uint64_t ms) {
+                  if (ms < 600) Moves(1);
+                  if (ms == 600) {
+                    Phase(1, WorkerPhase::kFinished);
+                    launcher_.End(kPid1, 0);
+                  }
+                  if (ms == 650) Phase(0, WorkerPhase::kEvaluating);
+                  if (ms == 850) {  // its first evaluation batch took 200 ms
+                    Phase(0, WorkerPhase::kFinished);
+                    launcher_.End(kPid0, 0);
+                  }
+                }),
+            "");
   EXPECT_TRUE(signals_.empty());
+  EXPECT_EQ(elapsed_ms_, 850u);
 }
 
 // Off, or a worker not yet training (still starting: loading, warming up), is never stuck.
@@ -300,15 +344,15 @@ TEST_F(SupervisorTest, NoStepTimeoutOrNoTrainingMeansNotStuck) {
   for (uint32_t timeout : {0u, 100u}) {
     spec_.set_stall_timeout_ms(0);
     spec_.set_step_timeout_ms(timeout);
-    board_->slot(0)->phase.store(
-        static_cast<uint32_t>(timeout == 0 ? WorkerPhase::kTraining : WorkerPhase::kStarting));
-    std::thread later([this] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
-      launcher_.End(kPid0, 0);
-      launcher_.End(kPid1, 0);
-    });
-    EXPECT_EQ(Run(), "") << timeout;
-    later.join();
+    Phase(0, timeout == 0 ? WorkerPhase::kTraining : WorkerPhase::kStarting);
+    EXPECT_EQ(Run("",
+                  [this](uint64_t ms) {
+                    if (ms != 400) return;
+                    launcher_.End(kPid0, 0);
+                    launcher_.End(kPid1, 0);
+                  }),
+              "")
+        << timeout;
     EXPECT_TRUE(signals_.empty()) << timeout;
   }
 }

@@ -251,9 +251,11 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   // shoal-worker) is no page its workers share, and no page it needs resident.
   DropCleanFilePages();
 
-  WorkerSupervisor sup(supervised, *board, **launcher,
+  RealClock clock;  // the workers' slots hold MonotonicNs() readings
+  WorkerSupervisor sup(supervised, *board, **launcher, *lc.processes, clock,
                        SupervisorHooks(out, *board, spec.workers(), oom_kills_before));
-  const std::string failure = sup.Run(started.live, started.requested_mono, started.failure);
+  const std::string failure =
+      sup.Run(started.live, std::move(started.requested_mono), started.failure);
   ::close(lifetime[1]);
 
   LeaderEvent e;

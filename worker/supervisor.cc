@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
 #include <thread>
 
 #include "shared/os/process.h"
@@ -22,8 +23,14 @@ bool Busy(const WorkerSlot& w) {
 }  // namespace
 
 WorkerSupervisor::WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
-                                   WorkerLauncher& launcher, Hooks hooks)
-    : spec_(spec), board_(board), launcher_(launcher), hooks_(std::move(hooks)) {}
+                                   WorkerLauncher& launcher, ProcessControl& proc, Clock& clock,
+                                   Hooks hooks)
+    : spec_(spec),
+      board_(board),
+      launcher_(launcher),
+      proc_(proc),
+      clock_(clock),
+      hooks_(std::move(hooks)) {}
 
 std::string WorkerSupervisor::OomNote(int status) {
   const std::optional<uint64_t> before = hooks_.oom_kills_before;
@@ -37,32 +44,37 @@ std::string WorkerSupervisor::OomNote(int status) {
 }
 
 std::string WorkerSupervisor::Run(std::map<pid_t, uint32_t> live,
-                                  const std::vector<uint64_t>& requested_mono,
-                                  std::string failure) {
-  live_ = std::move(live);
-  if (!failure.empty()) StopAll(failure);
-  const auto interval = std::chrono::milliseconds(spec_.sample_interval_ms());
-  auto next_report = std::chrono::steady_clock::now(), last_report = next_report;
-  while (!live_.empty()) {
-    if (!CollectExits()) break;
-    if (live_.empty()) break;
-    const auto now = std::chrono::steady_clock::now();
-    const bool changed = PhaseChanged();  // first: a phase change is progress (NoProgress)
-    if (changed) phase_changed_ns_ = MonotonicNs();
-    if (!stopping_) CheckStalls(requested_mono);
-    if (stopping_ && now >= kill_at_) {
-      for (auto& [p, i] : live_) Signal(p, SIGKILL);
-    }
-    // Phase changes are sampled at once, and a step plan being traced every kTracingReportMs.
-    const auto tracing_due = last_report + std::chrono::milliseconds(kTracingReportMs);
-    if (now >= next_report || changed || (Tracing(board_) && now >= tracing_due)) {
-      hooks_.progress();
-      next_report = now + interval;
-      last_report = now;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+                                  std::vector<uint64_t> requested_mono, std::string failure) {
+  Begin(std::move(live), std::move(requested_mono), std::move(failure));
+  while (!Advance()) std::this_thread::sleep_for(std::chrono::milliseconds(kLookEveryMs));
   return failure_;
+}
+
+void WorkerSupervisor::Begin(std::map<pid_t, uint32_t> live, std::vector<uint64_t> requested_mono,
+                             std::string failure) {
+  live_ = std::move(live);
+  requested_mono_ = std::move(requested_mono);
+  next_report_ns_ = last_report_ns_ = clock_.MonotonicNs();  // the first look reports
+  if (!failure.empty()) StopAll(failure);
+}
+
+bool WorkerSupervisor::Advance() {
+  if (done_ || live_.empty() || !CollectExits() || live_.empty()) return done_ = true;
+  const uint64_t now = clock_.MonotonicNs();
+  const bool changed = PhaseChanged();  // first: a phase change is progress (NoProgress)
+  if (changed) phase_changed_ns_ = now;
+  if (!stopping_) CheckStalls(now);
+  if (stopping_ && now >= kill_at_ns_) {
+    for (auto& [p, i] : live_) Signal(p, SIGKILL);
+  }
+  // Phase changes are sampled at once, and a step plan being traced every kTracingReportMs.
+  const uint64_t tracing_due = last_report_ns_ + uint64_t(kTracingReportMs) * 1000000;
+  if (now >= next_report_ns_ || changed || (Tracing(board_) && now >= tracing_due)) {
+    hooks_.progress();
+    next_report_ns_ = now + uint64_t(spec_.sample_interval_ms()) * 1000000;
+    last_report_ns_ = now;
+  }
+  return false;
 }
 
 bool WorkerSupervisor::CollectExits() {
@@ -98,12 +110,12 @@ bool WorkerSupervisor::CollectExits() {
   return true;
 }
 
-void WorkerSupervisor::CheckStalls(const std::vector<uint64_t>& requested_mono) {
-  const uint64_t t = MonotonicNs();
+void WorkerSupervisor::CheckStalls(uint64_t t) {
   for (auto& [p, i] : live_) {
     const WorkerSlot* w = board_.slot(i);
     if (w->phase.load() == static_cast<uint32_t>(WorkerPhase::kFinished)) continue;
-    if (std::string why = Stalled(*w, requested_mono[i], t); !why.empty()) {
+    const uint64_t requested = i < requested_mono_.size() ? requested_mono_[i] : 0;
+    if (std::string why = Stalled(*w, requested, t); !why.empty()) {
       Signal(p, SIGKILL);  // a stopped or wedged process does not act on SIGTERM
       StopAll("worker " + std::to_string(i) + " " + why);
       return;
@@ -176,20 +188,14 @@ bool WorkerSupervisor::PhaseChanged() {
   return changed;
 }
 
-void WorkerSupervisor::Signal(pid_t pid, int sig) {
-  if (hooks_.signal) {
-    hooks_.signal(pid, sig);
-  } else {
-    ::kill(pid, sig);
-  }
-}
+void WorkerSupervisor::Signal(pid_t pid, int sig) { proc_.Signal(pid, sig); }
 
 void WorkerSupervisor::StopAll(const std::string& why) {
   if (stopping_) return;
   failure_ = why;
   stopping_ = true;
   for (auto& [p, i] : live_) Signal(p, SIGTERM);
-  kill_at_ = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  kill_at_ns_ = clock_.MonotonicNs() + kKillGraceNs;
 }
 
 }  // namespace shoal

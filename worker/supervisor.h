@@ -1,18 +1,20 @@
 // The leader's watch over its workers: collects their exits, detects stalls (no heartbeat for
 // stall_timeout_ms on the monotonic clock) and runs that make no progress (no training worker
 // steps for step_timeout_ms), and stops everyone at the first failure (SIGTERM,
-// then SIGKILL after a grace period).
+// then SIGKILL after a grace period). Its clock and its signals go through the OS seams
+// (shared/os/os_seams.h), so its tests drive it on a fake clock, look by look, as shoald's
+// runner's do.
 #pragma once
 
 #include <sys/types.h>
 
-#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "shared/os/os_seams.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "shoal/v1/shoal.pb.h"
 #include "worker/launchers.h"
@@ -38,25 +40,39 @@ class WorkerSupervisor {
  public:
   struct Hooks {
     std::function<void(const ipc::v1::WorkerExited&)> exited;
-    std::function<void()> progress;          // every sample interval
-    std::function<void(pid_t, int)> signal;  // how to signal a worker (unset: kill(2))
+    std::function<void()> progress;  // every sample interval
     // The kernel's count of OOM kills now (ReadOomKills), and before the first worker started;
     // unset or nullopt: not known.
     std::function<std::optional<uint64_t>()> oom_kills;
     std::optional<uint64_t> oom_kills_before;
   };
-  WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
-                   WorkerLauncher& launcher, Hooks hooks);
+  // SIGTERM first; SIGKILL to whoever is left this long after.
+  static constexpr uint64_t kKillGraceNs = 3'000'000'000ull;
+  // How long Run waits between looks (real time).
+  static constexpr int kLookEveryMs = 5;
 
-  // Watches workers (pid -> index, requested at requested_mono[index]) until all have ended.
-  // `failure` non-empty: stop them at once. Returns the first failure, "" when there was none.
-  std::string Run(std::map<pid_t, uint32_t> live, const std::vector<uint64_t>& requested_mono,
+  // `proc` signals the workers; `clock` is the monotonic clock their slots' heartbeats and
+  // progress are read on (RealClock in the leader, where the workers write MonotonicNs()).
+  WorkerSupervisor(const v1::ExperimentSpec& spec, const Scoreboard& board,
+                   WorkerLauncher& launcher, ProcessControl& proc, Clock& clock, Hooks hooks);
+
+  // Watches workers (pid -> index, requested at requested_mono[index]) until all have ended:
+  // Begin, then Advance every kLookEveryMs. `failure` non-empty: stop them at once. Returns the
+  // first failure, "" when there was none.
+  std::string Run(std::map<pid_t, uint32_t> live, std::vector<uint64_t> requested_mono,
                   std::string failure);
+  // Run's parts, for a driver of its own (a test's, on a fake clock).
+  void Begin(std::map<pid_t, uint32_t> live, std::vector<uint64_t> requested_mono,
+             std::string failure);
+  // One look: exits, stalls, progress, the report, the grace's SIGKILL. True once every worker
+  // has ended (or the launcher lost them).
+  bool Advance();
+  const std::string& failure() const { return failure_; }
   const std::vector<ipc::v1::WorkerExited>& exits() const { return exits_; }
 
  private:
   bool CollectExits();  // false when the launcher lost track of the workers
-  void CheckStalls(const std::vector<uint64_t>& requested_mono);
+  void CheckStalls(uint64_t t);
   // Why worker `w` is stalled at monotonic time `t` ("" when it is not).
   std::string Stalled(const WorkerSlot& w, uint64_t requested, uint64_t t) const;
   static std::string LastMoved(const WorkerSlot& w, uint64_t t);
@@ -70,15 +86,20 @@ class WorkerSupervisor {
   const v1::ExperimentSpec& spec_;
   const Scoreboard& board_;
   WorkerLauncher& launcher_;
+  ProcessControl& proc_;
+  Clock& clock_;
   Hooks hooks_;
   std::map<pid_t, uint32_t> live_;
+  std::vector<uint64_t> requested_mono_;
+  bool done_ = false;
   std::vector<ipc::v1::WorkerExited> exits_;
   std::string failure_;
   bool stopping_ = false;
   std::vector<uint32_t> phases_;
   uint64_t training_seen_ns_ = 0;  // monotonic, when a worker was first seen training
   uint64_t phase_changed_ns_ = 0;  // monotonic, when a worker's phase last changed
-  std::chrono::steady_clock::time_point kill_at_{};
+  uint64_t kill_at_ns_ = 0;        // monotonic: SIGKILL whoever is left (once stopping)
+  uint64_t next_report_ns_ = 0, last_report_ns_ = 0;
 };
 
 }  // namespace shoal
