@@ -86,7 +86,9 @@ TEST_F(ScriptedModelTest, FirstStepGradientsArePyTorchs) {
                                                         {"encoder_exact", "cross_entropy"},
                                                         {"own_loss", "output"},
                                                         {"tied", "cross_entropy"},
-                                                        {"gpt_tiny", "cross_entropy"}}) {
+                                                        {"gpt_tiny", "cross_entropy"},
+                                                        // a NamedTuple: its first element
+                                                        {"tuple_out", "cross_entropy"}}) {
     const double diff = MaxGradDiff(name, loss, Path(name), *dir_ + "/" + name + ".grads.json");
     std::printf("%s: max |gradient - PyTorch's| = %.3g\n", name.c_str(), diff);
     EXPECT_LE(diff, 1e-5) << name;
@@ -166,6 +168,13 @@ TEST_F(ScriptedModelTest, RefusesWhatCannotTrain) {
   EXPECT_NE(wrong.status().message().find("forward refused the inputs"), std::string::npos);
   EXPECT_EQ(wrong.status().message().find('\n'), std::string::npos);  // escaped, one line
   EXPECT_LE(wrong.status().message().size(), 700u);                   // and cut
+  // A tuple's first element is the output; one that is no tensor is named.
+  auto count_first = ScriptedModel::Load(Path("count_first"), "cross_entropy").value();
+  auto counted = count_first->TryForward({torch::randn({2, 64})});
+  EXPECT_EQ(counted.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(counted.status().message().find("a Tuple whose first element is Int, not a Tensor"),
+            std::string::npos)
+      << counted.status().message();
 }
 
 // A tied weight is one parameter (one optimiser step, one slot in the segment); a frozen one is

@@ -8,6 +8,7 @@ from the same weights the archive holds."""
 import json
 import os
 import sys
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -102,6 +103,35 @@ class OwnLoss(nn.Module):
         return F.cross_entropy(self.fc(x), y)
 
 
+class Outputs(NamedTuple):
+    """What torchvision's GoogLeNet and Inception return when scripted: the logits first."""
+    logits: torch.Tensor
+    aux: Optional[torch.Tensor]
+
+
+class TupleOut(nn.Module):
+    """Returns a NamedTuple, as scripted GoogLeNet does: Shoal's output is its first element."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 32)
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x) -> Outputs:
+        return Outputs(self.head(torch.relu(self.fc(x))), None)
+
+
+class CountFirst(nn.Module):
+    """Returns (a count, the logits): no output Shoal can take."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 10)
+
+    def forward(self, x) -> Tuple[int, torch.Tensor]:
+        return x.size(0), self.fc(x)
+
+
 def first_step(module, inputs, target, loss):
     module.train()
     module.zero_grad()
@@ -109,6 +139,8 @@ def first_step(module, inputs, target, loss):
         value = module(*inputs, target)
     else:
         out = module(*inputs)
+        if isinstance(out, tuple):  # the logits of a NamedTuple, as Shoal takes them
+            out = out[0]
         if loss == "cross_entropy" and out.dim() > 2:  # a class per position: [B, T, V]
             value = F.cross_entropy(out.reshape(-1, out.size(-1)), target.reshape(-1))
         elif loss == "cross_entropy":
@@ -175,6 +207,11 @@ def main(out):
     for p in frozen.parameters():
         p.requires_grad_(False)
     frozen.save(f"{out}/frozen.pt")
+    tg = torch.Generator().manual_seed(2)  # its own: the models above keep their batches
+    tuple_out = TupleOut()
+    save(out, "tuple_out", tuple_out, torch.jit.script(tuple_out),
+         [torch.randn(8, 64, generator=tg)], torch.randint(0, 10, (8,), generator=tg))
+    torch.jit.script(CountFirst()).save(f"{out}/count_first.pt")
 
 
 if __name__ == "__main__":

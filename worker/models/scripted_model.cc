@@ -170,27 +170,53 @@ std::vector<torch::jit::IValue> ScriptedModel::Args(
   return args;
 }
 
-torch::jit::IValue ScriptedModel::Forward(std::vector<torch::jit::IValue> args) {
-  if (!autocast_) return module_.forward(std::move(args));
+namespace {
+
+// forward's output as one tensor: itself, or a tuple's (a NamedTuple's) first element.
+StatusOr<torch::Tensor> OutputTensor(const torch::jit::IValue& out) {
+  if (out.isTensor()) return out.toTensor();
+  if (out.isTuple()) {
+    const auto& elements = out.toTupleRef().elements();
+    if (!elements.empty() && elements[0].isTensor()) return elements[0].toTensor();
+    return InvalidArgument("forward returned a Tuple whose first element is " +
+                           (elements.empty() ? std::string("missing") : elements[0].tagKind()) +
+                           ", not a Tensor (the output is a tuple's first element)");
+  }
+  return InvalidArgument("forward returned " + out.tagKind() +
+                         ", not a Tensor or a tuple whose first element is one");
+}
+
+}  // namespace
+
+StatusOr<torch::Tensor> ScriptedModel::Forward(std::vector<torch::jit::IValue> args) {
+  if (!autocast_) return OutputTensor(module_.forward(std::move(args)));
   torch::jit::IValue out;
   {
     CpuAutocast on(*autocast_);
     out = module_.forward(std::move(args));
   }
-  if (!out.isTensor() || parameters().empty()) return out;
-  torch::Tensor t = out.toTensor();
+  ASSIGN_OR_RETURN(torch::Tensor t, OutputTensor(out));
+  if (parameters().empty()) return t;
   const auto dtype = parameters().front().scalar_type();
   return t.is_floating_point() && t.scalar_type() != dtype ? t.to(dtype) : t;
 }
 
-torch::Tensor ScriptedModel::forward(torch::Tensor x) { return Forward(Args({x})).toTensor(); }
+namespace {
+
+// The probe (TryForward) has seen forward's output: a step's Forward that is no tensor now is a
+// model that changed its output between calls, an error like any other LibTorch raises.
+torch::Tensor Must(StatusOr<torch::Tensor> t) {
+  if (!t.ok()) throw std::runtime_error(t.status().message());
+  return std::move(*t);
+}
+
+}  // namespace
+
+torch::Tensor ScriptedModel::forward(torch::Tensor x) { return Must(Forward(Args({x}))); }
 
 StatusOr<torch::Tensor> ScriptedModel::TryForward(const std::vector<torch::Tensor>& inputs) {
   try {
-    torch::jit::IValue out = Forward(Args(inputs));
-    if (!out.isTensor())
-      return InvalidArgument("forward returned " + out.tagKind() + ", not a Tensor");
-    return out.toTensor();
+    return Forward(Args(inputs));
   } catch (const std::exception& e) {
     return InvalidArgument("forward refused the inputs: " + TorchMessage(e));
   }
@@ -202,9 +228,9 @@ torch::Tensor ScriptedModel::Loss(const std::vector<torch::Tensor>& inputs,
   std::vector<torch::jit::IValue> args = Args(inputs);
   if (loss_ == "output") {  // forward(inputs..., targets) is the loss
     args.emplace_back(target);
-    return Forward(std::move(args)).toTensor();
+    return Must(Forward(std::move(args)));
   }
-  torch::Tensor out = Forward(std::move(args)).toTensor();
+  torch::Tensor out = Must(Forward(std::move(args)));
   if (loss_ == "mse") return F::mse_loss(out, target);
   // A class per position ([B, T, vocab] against [B, T]): the mean over every position, as
   // F.cross_entropy(logits.view(-1, vocab), targets.view(-1)) takes it.

@@ -51,8 +51,10 @@ class ScriptedModel : public Model {
  private:
   ScriptedModel(torch::jit::Module module, std::string loss);
   std::vector<torch::jit::IValue> Args(const std::vector<torch::Tensor>& inputs) const;
-  // module_.forward, under autocast when it is on (LibTorch's exceptions pass through).
-  torch::jit::IValue Forward(std::vector<torch::jit::IValue> args);
+  // module_.forward, under autocast when it is on (LibTorch's exceptions pass through), as the
+  // output tensor: forward's tensor, or the first element of the tuple it returned (torchvision's
+  // GoogLeNetOutputs and InceptionOutputs: the logits). INVALID_ARGUMENT for anything else.
+  StatusOr<torch::Tensor> Forward(std::vector<torch::jit::IValue> args);
   torch::jit::Module module_;
   bool channels_last_ = false;
   std::optional<c10::ScalarType> autocast_;
