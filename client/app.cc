@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "shared/kinds/kind.h"
 #include "shared/spec/cli_checks.h"
 #include "shared/spec/spec_fields.h"
 
@@ -54,9 +55,10 @@ std::string FieldTable() {
     std::string flag = "--" + f.name;
     for (char& ch : flag)
       if (ch == '_') ch = '-';
-    auto text = SpecFieldReference().find(f.name);
-    o += "| `" + flag + "` | " + f.fallback + " | " +
-         Escaped(text == SpecFieldReference().end() ? f.help : text->second) + " |\n";
+    SpecField shown = f;  // with its longer reference text, where it has one
+    if (auto text = SpecFieldReference().find(f.name); text != SpecFieldReference().end())
+      shown.help = text->second;
+    o += "| `" + flag + "` | " + f.fallback + " | " + Escaped(SpecFieldHelp(shown)) + " |\n";
   }
   return o;
 }
@@ -90,6 +92,10 @@ std::string CliReference() {
   for (const Command& cmd : c->commands) {
     o += "\n## shoal " + cmd.app->get_name() + "\n\n```\n" + cmd.app->help("shoal") + "```\n";
   }
+  o += "\n## Kinds\n\nWhat `--kind` runs, from the kinds' registry "
+       "(`shared/kinds/registry.cc`); each kind's page is in [kinds/](kinds/).\n\n"
+       "| kind | what it runs |\n| --- | --- |\n";
+  for (const KindRules& k : AllKinds()) o += "| `" + k.name + "` | " + k.summary + " |\n";
   return o +
          "\n## Spec options\n\nShared by `submit` (one value each) and `sweep` (a "
          "comma-separated list makes an axis); the default is what shoald fills in when the "

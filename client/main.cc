@@ -12,7 +12,6 @@
 #include "client/shoal_client.h"
 #include "client/spec_flags.h"
 #include "shared/endpoint.h"
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/procfs.h"
 #include "shared/spec/cli_checks.h"
 

@@ -10,13 +10,13 @@ namespace shoal::cli {
 void SpecFlags::Add(CLI::App* cmd, bool lists) {
   for (const auto& f : SpecFields()) {
     if (f.name == "force") {
-      force_opt_ = cmd->add_flag("--force", force_, f.help);
+      force_opt_ = cmd->add_flag("--force", force_, SpecFieldHelp(f));
       continue;
     }
     std::string flag = "--" + f.name;
     for (auto& c : flag)
       if (c == '_') c = '-';
-    std::string help = f.help + " [default: " + f.fallback + "]";
+    std::string help = SpecFieldHelp(f) + " [default: " + f.fallback + "]";
     if (lists) help += f.axis ? "; a comma-separated list makes it an axis" : "; not an axis";
     // No CLI11 delimiter: it drops empty pieces ("1,,2" would be 1 and 2), and each typed value
     // must be kept or refused. Lists are split in Sweep(). No extra arguments either: with them

@@ -26,7 +26,6 @@
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
 #include "shared/endpoint.h"
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
 #include "shared/spec/cli_checks.h"

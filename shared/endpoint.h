@@ -4,8 +4,10 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "shared/status.h"
 
@@ -32,11 +34,16 @@ struct PathInfo {
 Status JudgeSocket(const std::string& path, const PathInfo& socket, const PathInfo& dir, uid_t me,
                    std::optional<uid_t> trusted);
 
-// JudgeSocket on the real file system (lstat of the path and its directory).
+// "HOST:PORT" or "[IPv6]:PORT" -> host (brackets dropped) and port (1..65535); INVALID_ARGUMENT
+// naming `field` otherwise. For --target, --listen, node_daemons and a data_parallel master.
+StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& field,
+                                                         const std::string& text);
+
 // True for a host name or address that stays on this machine: localhost, 127.x.x.x, ::1 (no
 // brackets: ParseHostPort drops them).
 bool IsLoopbackHost(const std::string& host);
 
+// JudgeSocket on the real file system (lstat of the path and its directory).
 Status CheckSocketTrust(const std::string& path, uid_t me, std::optional<uid_t> trusted);
 
 }  // namespace shoal

@@ -2,7 +2,6 @@
 
 #include "client/shoal_client.h"
 #include "shared/endpoint.h"
-#include "shared/kinds/data_parallel/data_parallel.h"
 
 namespace shoal {
 namespace {

@@ -44,7 +44,7 @@ struct KindTablesInput {
 
 struct KindRules {
   std::string name;
-  std::string summary;              // one line for --help and docs/cli.md
+  std::string summary;              // one line for the reference's Kinds table (shoal reference)
   std::vector<std::string> models;  // the models it can train
   // Checks beyond the common fields (the spec has its defaults); nullptr: none.
   Status (*validate)(const v1::ExperimentSpec&, const SpecLimits&) = nullptr;

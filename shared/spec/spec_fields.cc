@@ -10,6 +10,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "shared/kinds/kind.h"
 #include "shared/spec/number_text.h"
 
 namespace shoal {
@@ -21,9 +22,7 @@ using google::protobuf::Message;
 // Fields every kind reads, in the order the grid expands them.
 std::vector<SpecField> CommonFields() {
   return {
-      {"kind", "kind",
-       "experiment kind: hogwild | multi_model | data_loading | data_parallel | pipeline",
-       "hogwild"},
+      {"kind", "kind", "experiment kind: {kinds}", "hogwild"},
       {"model", "model",
        "network: mnist_convnet (hogwild, data_loading, data_parallel), resnet18_cifar "
        "(data_parallel), linear_256_512 (multi_model), amoebanet_d (pipeline), torchscript "
@@ -258,6 +257,18 @@ std::string ShortDouble(double v) {
     if (std::strtod(buf, nullptr) == v) break;
   }
   return buf;
+}
+
+std::string KindList() {
+  std::string names;
+  for (const std::string& k : KindNames()) names += (names.empty() ? "" : " | ") + k;
+  return names;
+}
+
+std::string SpecFieldHelp(const SpecField& f) {
+  const size_t at = f.help.find("{kinds}");
+  if (at == std::string::npos) return f.help;
+  return f.help.substr(0, at) + KindList() + f.help.substr(at + 7);
 }
 
 const std::vector<SpecField>& SpecFields() {

@@ -15,7 +15,7 @@ namespace shoal {
 struct SpecField {
   std::string name;      // "batch_size", "optimizer", "lr"
   std::string path;      // the proto field: "batch_size", "optimizer.name", "optimizer.lr"
-  std::string help;      // one line, for --help and docs/cli.md
+  std::string help;      // one line, for --help and docs/cli.md ({kinds}: SpecFieldHelp's)
   std::string fallback;  // what an unset field becomes, in words ("64", "per optimizer")
   bool axis = true;      // may be swept (name, force are labels and switches, not parameters)
 };
@@ -26,6 +26,12 @@ const std::map<std::string, std::string>& SpecFieldReference();
 
 // Every settable field, in the order the grid expands them (see ExpandGrid).
 const std::vector<SpecField>& SpecFields();
+// The kinds the registry holds, "hogwild | ... | command" (shared/kinds/registry.cc): a kind
+// added is named in --help and the generated reference with no edit of a list (a hand-kept one
+// left out `command`). Not while the registry is being built: a kind's rules read SpecFields.
+std::string KindList();
+// A field's --help line, "{kinds}" replaced by KindList().
+std::string SpecFieldHelp(const SpecField& f);
 // The field called `name` (or its flag spelling, "batch-size"); nullptr when there is none.
 const SpecField* FindSpecField(const std::string& name);
 

@@ -12,7 +12,7 @@ namespace {
 
 // One row per field of the spec field table: its name, then its text.
 constexpr std::pair<const char*, const char*> kReference[] = {
-    {"kind", "experiment kind: hogwild | multi_model | data_loading | data_parallel | pipeline"},
+    {"kind", "experiment kind: {kinds} (the Kinds table above)"},
     {"model",
      "network: mnist_convnet (hogwild, data_loading, data_parallel), resnet18_cifar "
      "(data_parallel), linear_256_512 (multi_model), amoebanet_d (pipeline), torchscript "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "shared/endpoint.h"
 #include "shared/spec/spec.h"
 
 namespace shoal {
@@ -23,30 +24,6 @@ uint32_t WorkerBatch(const v1::ExperimentSpec& spec) {
 uint32_t TotalBatch(const v1::ExperimentSpec& spec) {
   if (spec.kind() == "data_parallel" && spec.scaling() == "strong") return spec.batch_size();
   return spec.batch_size() * WorldSize(spec);
-}
-
-StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& field,
-                                                         const std::string& master) {
-  const size_t colon = master.rfind(':');
-  const std::string why = field + ": '" + master + "' is not HOST:PORT with a port 1..65535";
-  if (colon == std::string::npos || colon == 0 || colon + 1 == master.size())
-    return InvalidArgument(why);
-  const std::string port = master.substr(colon + 1);
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    return InvalidArgument(why);
-  const unsigned long p = std::stoul(port);
-  if (p < 1 || p > 65535) return InvalidArgument(why);
-  std::string host = master.substr(0, colon);
-  const bool v6 = host.size() > 2 && host.front() == '[' && host.back() == ']';  // [IPv6]:PORT
-  if (v6) host = host.substr(1, host.size() - 2);
-  // A space or a stray character would pass here and fail only when the run connects.
-  const char* allowed = v6 ? "0123456789abcdefABCDEF:."
-                           : "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-_";
-  if (host.find_first_not_of(allowed) != std::string::npos) {
-    return InvalidArgument(field + ": '" + master + "': '" + host + "' is not a host name or " +
-                           (v6 ? "an IPv6 address" : "an IPv4 address ([IPv6]:PORT for IPv6)"));
-  }
-  return std::make_pair(host, uint16_t(p));
 }
 
 StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/endpoint.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -22,10 +23,6 @@ uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index);
 uint32_t WorkerBatch(const v1::ExperimentSpec& spec);
 // One step of every replica on every node: batch_size x world size (weak), batch_size (strong).
 uint32_t TotalBatch(const v1::ExperimentSpec& spec);
-// "HOST:PORT" or "[IPv6]:PORT" -> host (brackets dropped) and port (1..65535); INVALID_ARGUMENT
-// naming `field` otherwise.
-StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& field,
-                                                         const std::string& text);
 inline StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master) {
   return ParseHostPort("master", master);
 }
