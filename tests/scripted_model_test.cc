@@ -14,6 +14,7 @@
 
 #include "shared/ipc/layout.h"
 #include "shared/os/shm.h"
+#include "shared/spec/admission.h"
 #include "tests/testutil.h"
 #include "worker/model_file.h"
 #include "worker/tensor_file.h"
@@ -270,6 +271,27 @@ TEST(DatasetTest, AFileLargerThanMemoryIsRefusedBeforeItIsRead) {
   EXPECT_EQ(st.code(), Code::kResourceExhausted);
   EXPECT_NE(st.message().find("30720 MiB"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("24576 MiB available"), std::string::npos) << st.message();
+}
+
+// Admission counts what each worker holds beside the shared weights: its gradients and momentum,
+// its own weights when private, and data_parallel's gradient buckets; and the weights segment.
+TEST(AdmissionTest, AModelFilesWorkersNeedTheirCopiesOfTheWeights) {
+  ModelFileProbe probe;
+  probe.param_bytes = 1000ull << 20;
+  probe.step_bytes = 50ull << 20;
+  v1::ExperimentSpec spec;
+  spec.set_kind("hogwild");
+  spec.set_workers(2);
+  spec.set_share(true);
+  const uint64_t base = kWorkerBaseBytes + probe.step_bytes;
+  EXPECT_EQ(ModelFileWorkersNeed(spec, probe),
+            2 * (base + 2 * probe.param_bytes) + probe.param_bytes);
+  spec.set_share(false);
+  EXPECT_EQ(ModelFileWorkersNeed(spec, probe),
+            2 * (base + 3 * probe.param_bytes) + probe.param_bytes);
+  spec.set_kind("data_parallel");
+  EXPECT_EQ(ModelFileWorkersNeed(spec, probe),
+            2 * (base + 4 * probe.param_bytes) + probe.param_bytes);
 }
 
 // A model file's steps and warm-up are bounded by what its probe measured unless the user typed
