@@ -66,7 +66,7 @@ IdSource FreshIds(Store* store, IdSource draw) {
 }
 
 Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hub,
-                         CoordinatorSeams seams)
+                         DaemonSeams seams)
     : opts_(std::move(opts)),
       store_(store),
       hub_(hub),
@@ -537,15 +537,9 @@ Status Coordinator::PrepareForkServer(const v1::Experiment& e) {
 
 RunnerEnv Coordinator::EnvFor() {
   RunnerEnv env;
-  env.proc = os_.proc;
-  env.clock = os_.clock;
-  env.segments = os_.segments;
+  env.os = os_;
   env.reaper = &reaper_;
-  env.procfs = os_.procfs;
-  env.gpu = os_.gpu;
-  env.machine = os_.machine;
   env.disturbed_cores = opts_.disturbed_cores;
-  env.cpu_energy = os_.cpu_energy;
   env.sampler_cpu = ThreadCpuNs;
   env.sampler = opts_.sampler;
   env.grace_ns = uint64_t(opts_.grace_ms) * 1000000ull;

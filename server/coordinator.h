@@ -15,6 +15,7 @@
 
 #include "server/blob_store.h"
 #include "server/child_reaper.h"
+#include "server/daemon_seams.h"
 #include "server/experiment_queue.h"
 #include "server/experiment_runner.h"
 #include "server/experiment_service.h"
@@ -57,21 +58,9 @@ struct CoordinatorOptions {
   FederationOptions federation;
 };
 
-// The OS as the core sees it; the defaults are the real one.
-struct CoordinatorSeams {
-  ProcessControl* proc = nullptr;
-  ChildWaiter* waiter = nullptr;
-  SegmentJanitor* segments = nullptr;
-  Clock* clock = nullptr;
-  ProcReader* procfs = nullptr;
-  GpuMonitor* gpu = nullptr;        // NVML; null: no GPU telemetry
-  MachineProcs* machine = nullptr;  // the disturbance meter's /proc; null: not measured
-  CpuEnergy* cpu_energy = nullptr;  // powercap RAPL; null: CPU energy not measured
-};
-
 class Coordinator : public ExperimentService {
  public:
-  Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hub, CoordinatorSeams seams);
+  Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hub, DaemonSeams seams);
   ~Coordinator() override;
 
   // Brings the store up to date after a previous daemon and queues what was queued. Call before
@@ -138,7 +127,7 @@ class Coordinator : public ExperimentService {
   TelemetryHub* hub_;
   std::mutex latest_mu_;
   std::optional<MetricsSnapshot::Running> latest_;  // the running experiment's last sample
-  CoordinatorSeams os_;
+  DaemonSeams os_;
   BlobStore blobs_;
   ChildReaper reaper_;
   ForkServerSupervisor fork_server_;

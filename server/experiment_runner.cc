@@ -46,7 +46,7 @@ ExperimentRunner::~ExperimentRunner() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-double ExperimentRunner::TMs() const { return NsToMs(env_.clock->MonotonicNs() - start_mono_); }
+double ExperimentRunner::TMs() const { return NsToMs(env_.os.clock->MonotonicNs() - start_mono_); }
 
 void ExperimentRunner::AddEvent(const std::string& text) { hooks_.event(TMs(), text); }
 
@@ -58,8 +58,8 @@ void ExperimentRunner::PublishState() {
 
 // The run's clocks: wall_ms, ready_ms and the samples' times count from here.
 void ExperimentRunner::StartClocks() {
-  start_mono_ = env_.clock->MonotonicNs();
-  facts_.start_real_ns = env_.clock->RealtimeNs();
+  start_mono_ = env_.os.clock->MonotonicNs();
+  facts_.start_real_ns = env_.os.clock->RealtimeNs();
   e_.set_started_unix_ms(static_cast<int64_t>(facts_.start_real_ns / 1000000));
   e_.mutable_result()->set_queued_ms(double(e_.started_unix_ms() - e_.submitted_unix_ms()));
 }
@@ -68,14 +68,14 @@ bool ExperimentRunner::Launch() {
   facts_.spec = e_.spec();
   e_.set_state(v1::RUNNING);
   StartClocks();
-  if (env_.machine) machine_at_start_ = TakeCpuSnapshot(*env_.machine, start_mono_);
+  if (env_.os.machine) machine_at_start_ = TakeCpuSnapshot(*env_.os.machine, start_mono_);
   hooks_.update(e_);
   PublishState();
   // Again after the record is stored, which may wait (for SQLite's lock held by another process,
   // or for a sweep being deleted): that wait is the daemon's, not the run's.
   StartClocks();
-  sampler_ = std::make_unique<ProcessSampler>(env_.procfs, env_.sampler, env_.sampler_cpu);
-  gpu_ = std::make_unique<GpuSampler>(env_.gpu, env_.sampler_cpu, env_.sampler.budget_fraction);
+  sampler_ = std::make_unique<ProcessSampler>(env_.os.procfs, env_.sampler, env_.sampler_cpu);
+  gpu_ = std::make_unique<GpuSampler>(env_.os.gpu, env_.sampler_cpu, env_.sampler.budget_fraction);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     facts_.runtime_error = std::string("pipe: ") + std::strerror(errno);
@@ -115,7 +115,7 @@ bool ExperimentRunner::Launch() {
                                    "--forkserver-socket",
                                    env_.fork_server_socket};
   if (hands_off) argv.insert(argv.end(), {"--leader-bin", env_.leader_bin});
-  auto pid = env_.proc->Spawn(argv, {fd_map, /*new_process_group=*/true, &environment});
+  auto pid = env_.os.proc->Spawn(argv, {fd_map, /*new_process_group=*/true, &environment});
   ::close(fds[1]);
   if (log_) log_->CloseWriteEnd();
   if (!pid.ok()) {
@@ -168,8 +168,8 @@ void ExperimentRunner::OnBytes(const char* data, size_t n) {
       AddEvent(facts_.runtime_error);
       OnEof();
       if (phase_ == Phase::kRunning) {
-        env_.proc->SignalGroup(facts_.leader, SIGTERM);
-        deadline_ = env_.clock->MonotonicNs() + env_.grace_ns;
+        env_.os.proc->SignalGroup(facts_.leader, SIGTERM);
+        deadline_ = env_.os.clock->MonotonicNs() + env_.grace_ns;
         phase_ = Phase::kStopping;
       }
       return;
@@ -223,7 +223,7 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
     }
     // A step plan being traced peaks and falls within a second: sampled at each report then.
     if (moved || ev.progress().tracing())
-      next_tick_ = std::min(next_tick_, env_.clock->MonotonicNs());
+      next_tick_ = std::min(next_tick_, env_.os.clock->MonotonicNs());
   } else if (ev.has_self_memory()) {
     sampler_->NoteOwnReading(facts_.leader, ev.self_memory().pss_bytes());
   } else if (ev.has_result()) {
@@ -264,14 +264,14 @@ void ExperimentRunner::RequestStop(bool shutdown) {
   (shutdown ? facts_.interrupted : facts_.cancelled) = true;
   AddEvent(shutdown ? "shoald stopping: SIGTERM to the process group"
                     : "cancel: SIGTERM to the process group");
-  env_.proc->SignalGroup(facts_.leader, SIGTERM);
-  deadline_ = env_.clock->MonotonicNs() + env_.grace_ns;
+  env_.os.proc->SignalGroup(facts_.leader, SIGTERM);
+  deadline_ = env_.os.clock->MonotonicNs() + env_.grace_ns;
   phase_ = Phase::kStopping;
 }
 
 bool ExperimentRunner::Advance() {
   if (phase_ == Phase::kDone || phase_ == Phase::kIdle) return phase_ == Phase::kDone;
-  const uint64_t now = env_.clock->MonotonicNs();
+  const uint64_t now = env_.os.clock->MonotonicNs();
   if (phase_ != Phase::kDraining && now >= next_tick_) {
     Tick(now);
     const uint64_t interval = uint64_t(e_.spec().sample_interval_ms()) * 1000000ull;
@@ -293,7 +293,7 @@ bool ExperimentRunner::Advance() {
         StartDraining(now);
       } else if (now >= deadline_) {
         AddEvent("grace period over: SIGKILL to the process group");
-        env_.proc->SignalGroup(facts_.leader, SIGKILL);
+        env_.os.proc->SignalGroup(facts_.leader, SIGKILL);
         deadline_ = now + env_.drain_ns;
         phase_ = Phase::kKilled;
       }
@@ -308,8 +308,8 @@ bool ExperimentRunner::Advance() {
       }
       break;
     case Phase::kDraining:
-      env_.proc->SignalGroup(facts_.leader, SIGKILL);  // a forkserver child may join it late
-      if (!env_.proc->GroupExists(facts_.leader)) {
+      env_.os.proc->SignalGroup(facts_.leader, SIGKILL);  // a forkserver child may join it late
+      if (!env_.os.proc->GroupExists(facts_.leader)) {
         Finish();
       } else if (now >= deadline_) {
         facts_.group_gone = false;
@@ -327,7 +327,7 @@ bool ExperimentRunner::Advance() {
 
 void ExperimentRunner::StartDraining(uint64_t now) {
   OnEof();
-  env_.proc->SignalGroup(facts_.leader, SIGKILL);
+  env_.os.proc->SignalGroup(facts_.leader, SIGKILL);
   deadline_ = now + env_.drain_ns;
   phase_ = Phase::kDraining;
 }
@@ -342,7 +342,7 @@ void ExperimentRunner::TrackForkServerPool() {
   const pid_t z = env_.fork_server_pid();
   if (z <= 0) return;
   const std::string file = "task/" + std::to_string(z) + "/children";
-  auto text = env_.procfs->Read(z, file.c_str());
+  auto text = env_.os.procfs->Read(z, file.c_str());
   if (!text.ok()) return;
   std::set<pid_t> now;
   std::istringstream in(*text);
@@ -370,7 +370,7 @@ void ExperimentRunner::TrackDescendants() {
     const auto [parent, index] = frontier.back();
     frontier.pop_back();
     const std::string file = "task/" + std::to_string(parent) + "/children";
-    auto text = env_.procfs->Read(parent, file.c_str());
+    auto text = env_.os.procfs->Read(parent, file.c_str());
     if (!text.ok()) continue;
     std::istringstream in(*text);
     for (pid_t pid; in >> pid;) {
@@ -442,11 +442,12 @@ void ExperimentRunner::Finish() {
   OnEof();
   if (log_) log_->Finish();  // every writer is gone: the rest, and what the cap dropped
   const std::string prefix = SegmentPrefix(e_.id());
-  if (int removed = env_.segments->Remove(prefix); removed > 0)
+  if (int removed = env_.os.segments->Remove(prefix); removed > 0)
     AddEvent("removed " + std::to_string(removed) + " segment(s) the leader left");
-  if (env_.segments->Count(prefix) > 0) spdlog::error("{}: segments remain in /dev/shm", e_.id());
+  if (env_.os.segments->Count(prefix) > 0)
+    spdlog::error("{}: segments remain in /dev/shm", e_.id());
   for (const auto& [pid, p] : facts_.procs) env_.reaper->Forget(pid);
-  facts_.wall_ns = env_.clock->MonotonicNs() - start_mono_;
+  facts_.wall_ns = env_.os.clock->MonotonicNs() - start_mono_;
   if (sampler_) {
     SamplerFigures& f = facts_.sampler;
     f.peak_pss_sum = sampler_->peak_pss_sum();
@@ -469,7 +470,7 @@ void ExperimentRunner::Finish() {
   auto [state, error] = FinalState(facts_);
   e_.set_state(state);
   e_.set_error(error);
-  e_.set_finished_unix_ms(static_cast<int64_t>(env_.clock->RealtimeNs() / 1000000));
+  e_.set_finished_unix_ms(static_cast<int64_t>(env_.os.clock->RealtimeNs() / 1000000));
   phase_ = Phase::kDone;
   hooks_.update(e_);
   AddEvent("finished: " + v1::ExperimentState_Name(state) +
@@ -485,8 +486,8 @@ void ExperimentRunner::Finish() {
 }
 
 void ExperimentRunner::ReadCpuEnergy(uint64_t now) {
-  if (env_.cpu_energy == nullptr) return;
-  auto r = env_.cpu_energy->Read();
+  if (env_.os.cpu_energy == nullptr) return;
+  auto r = env_.os.cpu_energy->Read();
   if (!r.ok()) {
     cpu_energy_why_ = r.status().message();
     return;
@@ -497,7 +498,7 @@ void ExperimentRunner::ReadCpuEnergy(uint64_t now) {
 // The CPU packages' energy over the training window, and per sample (server/energy.h).
 void ExperimentRunner::FillCpuEnergy() {
   v1::Result* r = e_.mutable_result();
-  if (env_.cpu_energy == nullptr) {
+  if (env_.os.cpu_energy == nullptr) {
     r->set_cpu_energy_status("CPU energy: not measured by this shoald");
     return;
   }
@@ -519,8 +520,8 @@ void ExperimentRunner::FillCpuEnergy() {
 void ExperimentRunner::FillDisturbed() {
   std::optional<OutsideCpu> outside;
   std::set<pid_t> foreign = gpu_ ? gpu_->foreign_on_devices() : std::set<pid_t>{};
-  if (env_.machine && machine_at_start_) {
-    const CpuSnapshot end = TakeCpuSnapshot(*env_.machine, env_.clock->MonotonicNs());
+  if (env_.os.machine && machine_at_start_) {
+    const CpuSnapshot end = TakeCpuSnapshot(*env_.os.machine, env_.os.clock->MonotonicNs());
     outside = OutsideOf(*machine_at_start_, end, env_.daemon_pid, uint64_t(::sysconf(_SC_CLK_TCK)));
     for (const CpuSnapshot* s : {static_cast<const CpuSnapshot*>(&*machine_at_start_), &end})
       for (pid_t p : ProcessTree(*s, env_.daemon_pid)) foreign.erase(p);

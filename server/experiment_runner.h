@@ -19,6 +19,7 @@
 #include <string>
 
 #include "server/child_reaper.h"
+#include "server/daemon_seams.h"
 #include "server/disturbance.h"
 #include "server/energy.h"
 #include "server/gpu_sampler.h"
@@ -33,15 +34,11 @@
 
 namespace shoal {
 
+// What a runner is given: the daemon's seams (the same bundle the Coordinator holds), the
+// reaper they feed, and the daemon's settings for a run.
 struct RunnerEnv {
-  ProcessControl* proc = nullptr;
-  Clock* clock = nullptr;
-  SegmentJanitor* segments = nullptr;
+  DaemonSeams os;
   ChildReaper* reaper = nullptr;
-  ProcReader* procfs = nullptr;
-  GpuMonitor* gpu = nullptr;                 // NVML; null: no GPU telemetry
-  MachineProcs* machine = nullptr;           // /proc for the disturbance meter; null: not measured
-  CpuEnergy* cpu_energy = nullptr;           // powercap RAPL; null: CPU energy not measured
   double disturbed_cores = kDisturbedCores;  // shoald --disturbed-cores
   ProcessSampler::CpuClock sampler_cpu;      // CPU time of the sampling thread
   SamplerOptions sampler;

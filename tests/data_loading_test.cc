@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "shared/kinds/data_loading/loader_batch.h"
+#include "shared/kinds/data_loading/ring.h"
 #include "shared/kinds/kind.h"
 #include "shared/spec/spec.h"
 

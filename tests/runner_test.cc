@@ -33,11 +33,11 @@ class RunnerTest : public ::testing::Test {
   // The fake OS, for every runner of the test.
   RunnerEnv Env() {
     RunnerEnv env;
-    env.proc = &proc_;
-    env.clock = &clock_;
-    env.segments = &segments_;
+    env.os.proc = &proc_;
+    env.os.clock = &clock_;
+    env.os.segments = &segments_;
     env.reaper = &reaper_;
-    env.procfs = &procfs_;
+    env.os.procfs = &procfs_;
     env.sampler_cpu = [] { return uint64_t(0); };
     env.grace_ns = 3000 * kMs;
     env.drain_ns = 10000 * kMs;

@@ -81,15 +81,6 @@ struct KindRules {
   std::string (*role_name)(const v1::ProcessInfo&) = nullptr;
 };
 
-// multi_model's variants for n models, in worker order: linear, conv1d (n = 1); mlinear, mconv1d,
-// gconv1d (n > 1).
-std::vector<std::string> MultiModelVariants(uint32_t models);
-
-// data_loading's ring: max(1, loaders) x prefetch slots, each a whole batch; 0 bytes with no
-// loaders (the trainer makes its batches itself).
-uint32_t DataLoadingRingSlots(const v1::ExperimentSpec& spec);
-uint64_t DataLoadingRingBytes(const v1::ExperimentSpec& spec);
-
 // Every registered kind, in registration order.
 const std::deque<KindRules>& AllKinds();
 // Adds a kind after the registry's (a test's toy kind), before any thread reads the registry;

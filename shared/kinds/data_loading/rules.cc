@@ -5,6 +5,7 @@
 #include "shared/ipc/batch_ring.h"
 #include "shared/kinds/data_loading/figures.h"
 #include "shared/kinds/data_loading/loader_batch.h"
+#include "shared/kinds/data_loading/ring.h"
 #include "shared/kinds/kind.h"
 
 namespace shoal {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 
+#include "shared/kinds/multi_model/variants.h"
 #include "shared/report/text.h"
 
 namespace shoal::multi_model {

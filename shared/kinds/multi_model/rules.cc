@@ -5,6 +5,7 @@
 #include "shared/ipc/layout.h"
 #include "shared/kinds/kind.h"
 #include "shared/kinds/multi_model/figures.h"
+#include "shared/kinds/multi_model/variants.h"
 
 namespace shoal {
 namespace {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "shared/kinds/data_loading/ring.h"
 #include "shared/kinds/kind.h"
 #include "shared/os/process.h"
 #include "worker/scoreboard.h"

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "shared/kinds/kind.h"
+#include "shared/kinds/multi_model/variants.h"
 #include "shared/os/process.h"
 #include "worker/counting_allocator.h"
 #include "worker/optimizers/from_spec.h"
