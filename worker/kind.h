@@ -66,6 +66,9 @@ class WorkerKind {
   // start method's.
   virtual StatusOr<std::unique_ptr<WorkerLauncher>> Launcher(const LaunchContext& c,
                                                              Scoreboard& board);
+  // How many workers may be inside a step at once (worker/step_gate.h): all of them unless the
+  // kind takes turns (hogwild's concurrent_steps).
+  virtual uint32_t StepSlots(const v1::ExperimentSpec& spec) const { return spec.workers(); }
   // True: worker 0 writes the initial weights segment and the others wait for it (the leader
   // builds no model); false: Prepare wrote it before any worker started.
   virtual bool WorkerWritesInitialWeights() const { return false; }

@@ -119,9 +119,7 @@ v1::ExperimentSpec SetUpBoard(const v1::ExperimentSpec& spec, const WorkerKind& 
     supervised.set_step_timeout_why(bounds->why);
     h->warm_up_bound_ms = bounds->warm_up_ms;
   }
-  // Turns at the steps (worker/step_gate.h): hogwild's concurrent_steps; the other kinds none.
-  h->step_slots = spec.has_concurrent_steps() ? std::min(spec.concurrent_steps(), spec.workers())
-                                              : spec.workers();
+  h->step_slots = kind.StepSlots(spec);  // turns at the steps, where the kind takes them
   return supervised;
 }
 

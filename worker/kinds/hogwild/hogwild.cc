@@ -67,6 +67,10 @@ Status HogwildKind::Prepare(LeaderEnv& env) {
   return Status::Ok();
 }
 
+uint32_t HogwildKind::StepSlots(const v1::ExperimentSpec& spec) const {
+  return HogwildStepSlots(spec);
+}
+
 // Only here does the leader touch CUDA: shared weights need a buffer that outlives every worker.
 // Without sharing it never does, so `fork` can start cuda workers (their parent has no context).
 Status HogwildKind::ExportToDevice(const v1::ExperimentSpec& spec) {

@@ -21,6 +21,7 @@ class HogwildKind : public WorkerKind {
   std::optional<StepBounds> Bounds() const override { return bounds_; }
   int RunWorker(WorkerEnv& env, bool forked_from_leader) override;
   void Finish(ipc::v1::LeaderResult* result) override;
+  uint32_t StepSlots(const v1::ExperimentSpec& spec) const override;
   void HandOff(ipc::v1::LeaderHandOff* h) const override {
     h->set_model_step_bytes(model_step_bytes_);
   }

@@ -1,5 +1,7 @@
 #include "worker/kinds/hogwild/hogwild_leader.h"
 
+#include <algorithm>
+
 #include "shared/spec/spec.h"
 #include "worker/data_segment.h"
 #include "worker/scoreboard.h"
@@ -21,6 +23,11 @@ Status PrepareRendezvous(LeaderEnv& env, ShmSegment* rendezvous) {
   h->port.store(0);
   env.segment_created("rendezvous", rendezvous->size());
   return Status::Ok();
+}
+
+uint32_t HogwildStepSlots(const v1::ExperimentSpec& spec) {
+  return spec.has_concurrent_steps() ? std::min(spec.concurrent_steps(), spec.workers())
+                                     : spec.workers();
 }
 
 Status ImageLeaderKind::Prepare(LeaderEnv& env) {

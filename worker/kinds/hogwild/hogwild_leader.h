@@ -20,6 +20,8 @@ namespace shoal {
 Status PrepareImageData(LeaderEnv& env, ShmSegment* data);
 // data_parallel's rendezvous segment (shared/ipc/layout.h), worker 0's store port not yet in it.
 Status PrepareRendezvous(LeaderEnv& env, ShmSegment* rendezvous);
+// Turns at the steps: hogwild's concurrent_steps where set (at most the workers), else none.
+uint32_t HogwildStepSlots(const v1::ExperimentSpec& spec);
 
 class ImageLeaderKind : public WorkerKind {
  public:
@@ -34,6 +36,9 @@ class ImageLeaderKind : public WorkerKind {
   // checksums; a model file's probe step.
   void Finish(ipc::v1::LeaderResult* result) override;
   bool WorkerWritesInitialWeights() const override { return !handed_off_; }
+  uint32_t StepSlots(const v1::ExperimentSpec& spec) const override {
+    return HogwildStepSlots(spec);
+  }
   // A model file's, from the handing-off leader's probe.
   std::optional<StepBounds> Bounds() const override;
   std::vector<std::string> SegmentWhats() const override;
