@@ -99,21 +99,9 @@ bool ExperimentRunner::Launch() {
   if (!light && !choice.libtorch) facts_.leader_why = "shoald has no shoal-leader";
   if (choice.hands_off && !hands_off)
     facts_.leader_why = "the leader loads and probes the model file; shoald has no shoal-leader";
-  std::vector<std::string> argv = {leader_bin,
-                                   "--role",
-                                   "leader",
-                                   "--experiment",
-                                   e_.id(),
-                                   "--spec-json",
-                                   SpecToJson(e_.spec()),
-                                   "--status-fd",
-                                   "3",
-                                   "--parent",
-                                   std::to_string(env_.daemon_pid),
-                                   "--worker-bin",
-                                   env_.worker_bin,
-                                   "--forkserver-socket",
-                                   env_.fork_server_socket};
+  std::vector<std::string> argv = LeaderArgv(
+      {leader_bin, e_.id(), 3, int(env_.daemon_pid), env_.worker_bin, env_.fork_server_socket},
+      e_.spec());
   if (hands_off) argv.insert(argv.end(), {"--leader-bin", env_.leader_bin});
   auto pid = env_.os.proc->Spawn(argv, {fd_map, /*new_process_group=*/true, &environment});
   ::close(fds[1]);

@@ -171,23 +171,10 @@ Status HandOff(const LeaderArgs& a, const WorkerKind& kind, ipc::v1::LeaderHandO
   }
   ::fcntl(p[0], F_SETFD, 0);  // the exec'd leader's to read, as are shoald's pipe and the log
   ::fcntl(a.status_fd, F_SETFD, 0);
-  const std::vector<std::string> args = {a.leader_bin,
-                                         "--role",
-                                         "leader",
-                                         "--experiment",
-                                         a.experiment_id,
-                                         "--spec-json",
-                                         SpecToJson(a.spec),
-                                         "--status-fd",
-                                         std::to_string(a.status_fd),
-                                         "--parent",
-                                         std::to_string(a.parent),
-                                         "--worker-bin",
-                                         a.worker_bin,
-                                         "--forkserver-socket",
-                                         a.fork_server_socket,
-                                         "--hand-off-fd",
-                                         std::to_string(p[0])};
+  std::vector<std::string> args = LeaderArgv({a.leader_bin, a.experiment_id, a.status_fd,
+                                              int(a.parent), a.worker_bin, a.fork_server_socket},
+                                             a.spec);
+  args.insert(args.end(), {"--hand-off-fd", std::to_string(p[0])});
   std::vector<char*> argv;
   for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);

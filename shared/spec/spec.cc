@@ -280,6 +280,24 @@ LeaderChoice ChooseLeader(const v1::ExperimentSpec& s) {
   return {false, "start " + s.start() + ": worker 0 writes the initial weights"};
 }
 
+std::vector<std::string> LeaderArgv(const LeaderCommand& c, const v1::ExperimentSpec& spec) {
+  return {c.program,
+          "--role",
+          "leader",
+          "--experiment",
+          c.experiment_id,
+          "--spec-json",
+          SpecToJson(spec),
+          "--status-fd",
+          std::to_string(c.status_fd),
+          "--parent",
+          std::to_string(c.parent),
+          "--worker-bin",
+          c.worker_bin,
+          "--forkserver-socket",
+          c.fork_server_socket};
+}
+
 namespace {
 
 // Written into the spec, so that its record says where each worker trained: a kind that spreads

@@ -107,6 +107,16 @@ struct LeaderChoice {
 };
 LeaderChoice ChooseLeader(const v1::ExperimentSpec& spec);
 
+// The leader's command line (worker/leader_options.h parses it), as shoald starts a leader and as
+// a model file's shoal-worker leader execs shoal-leader when it hands off.
+struct LeaderCommand {
+  std::string program, experiment_id;
+  int status_fd = 3;
+  int parent = 0;  // shoald's pid
+  std::string worker_bin, fork_server_socket;
+};
+std::vector<std::string> LeaderArgv(const LeaderCommand& c, const v1::ExperimentSpec& spec);
+
 // Checks every field; the message names the field and the allowed values or range.
 // Does not look at the file system (see CheckDataset).
 Status ValidateSpec(const v1::ExperimentSpec& spec, const SpecLimits& limits);
