@@ -30,8 +30,11 @@ def later_epochs(epochs):
 def shoal_figures(e):
     eps = later_epochs(e["result"]["epochs"])
     mean = lambda k: statistics.mean(x[k] for x in eps) / 1000
+    # The kind's own figure lives in its message (result.data_loading), by epoch.
+    load = {x["epoch"]: x["load_cpu_ms"] for x in e["result"]["data_loading"]["epochs"]}
+    load_cpu_s = statistics.mean(load[x["epoch"]] for x in eps) / 1000
     return {"data_s": mean("data_ms"), "compute_s": mean("train_ms"), "epoch_s": mean("wall_ms"),
-            "load_cpu_s": mean("load_cpu_ms"), "pss_gib": e["result"]["peak_pss_sum_bytes"] / 2**30}
+            "load_cpu_s": load_cpu_s, "pss_gib": e["result"]["peak_pss_sum_bytes"] / 2**30}
 
 
 def torch_figures(args, loaders, start, tuning, threads):

@@ -61,7 +61,7 @@ def main():
         best = reference(args.model, k, per, args.batches, "best")["samples_per_sec"]
         mine = e["result"]["samples_per_sec"]
         over = " (oversubscribed)" if k > cores else ""
-        print(f"| {spec['scaling']} | {spec['batch_size']} | {k}{over} | {per} "
+        print(f"| {spec['data_parallel']['scaling']} | {spec['batch_size']} | {k}{over} | {per} "
               f"| {d['step_ms']:.0f} | {d['compute_ms']:.0f} | {d['comm_ms']:.1f} "
               f"| {cell(step, i, 3)} | {cell(scale, i, 5)} | {cell(scale, i, 3)} "
               f"| {mine:.1f} | {users:.1f} | {best:.1f} | {mine / users:.2f} | {mine / best:.2f} |",

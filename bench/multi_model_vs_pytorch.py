@@ -44,7 +44,7 @@ def main():
             e = shoal_cli("submit", "--kind", "multi_model", "--models", str(n), "--iterations",
                           str(args.iterations), "--threads", "1", "--wait", "--json")
             assert e["state"] == "SUCCEEDED", e
-            shoal = {v["variant"]: v for v in e["result"]["variants"]}
+            shoal = {v["variant"]: v for v in e["result"]["multi_model"]["variants"]}
             torch = reference(n, args.iterations, False)
             best = reference(n, args.iterations, True)
             base_s = next(shoal[k]["total_ms"] for k in ("linear", "mlinear") if k in shoal)

@@ -53,11 +53,14 @@ std::string AllocatorLine(const v1::ExperimentSpec& s) {
 // How many workers stepped at once, given or shoald's default (and why); nothing when the
 // default let every worker step at once.
 std::string ConcurrentStepsLine(const v1::ExperimentSpec& s) {
-  if (!s.has_concurrent_steps()) return "";
-  if (!s.concurrent_steps_why().empty() && s.concurrent_steps() >= s.workers()) return "";
-  return "  steps       " + std::to_string(s.concurrent_steps()) + " of " +
+  if (!s.hogwild().has_concurrent_steps()) return "";
+  if (!s.hogwild().concurrent_steps_why().empty() && s.hogwild().concurrent_steps() >= s.workers())
+    return "";
+  return "  steps       " + std::to_string(s.hogwild().concurrent_steps()) + " of " +
          std::to_string(s.workers()) + " workers at once" +
-         (s.concurrent_steps_why().empty() ? " (given)" : " (" + s.concurrent_steps_why() + ")") +
+         (s.hogwild().concurrent_steps_why().empty()
+              ? " (given)"
+              : " (" + s.hogwild().concurrent_steps_why() + ")") +
          "\n";
 }
 
@@ -209,17 +212,18 @@ std::string ResultLines(const v1::Experiment& e) {
          EnergyLine(r);
 }
 
-// data_loading adds the CPU time its loaders (or trainer) spent making each epoch's batches.
-std::string EpochLines(const v1::Result& r) {
+// A kind may add a column (data_loading: the CPU time spent making each epoch's batches).
+std::string EpochLines(const v1::Result& r, const KindRules* kind) {
   if (r.epochs().empty()) return "";
-  const bool load = r.epochs(0).has_load_cpu_ms();
+  // The kind's column, where it has a cell for the first epoch.
+  const bool column = kind != nullptr && kind->epoch_cell != nullptr &&
+                      !kind->epoch_cell(r, r.epochs(0).epoch()).empty();
   std::string o = F("  epochs      %-5s %9s %9s %9s %9s %9s%s\n", "epoch", "wall s", "data s",
-                    "train s", "loss", "accuracy", load ? "  load CPU s" : "");
+                    "train s", "loss", "accuracy", column ? kind->epoch_column_header.c_str() : "");
   auto secs = [](bool has, double ms) { return has ? F("%9.2f", ms / 1000) : F("%9s", "-"); };
   for (const auto& x : r.epochs()) {
     const std::string acc = x.has_test_accuracy() ? F("%.3f", x.test_accuracy()) : "-";
-    // To the millisecond: a trainer's own batch making takes a few (0.00 read as none).
-    const std::string cpu = x.has_load_cpu_ms() ? F(" %11.3f", x.load_cpu_ms() / 1000) : "";
+    const std::string cpu = column ? kind->epoch_cell(r, x.epoch()) : "";
     o += F("              %-5u %9.2f %s %s %9.4f %9s%s\n", x.epoch(), x.wall_ms() / 1000,
            secs(x.has_data_ms(), x.data_ms()).c_str(), secs(x.has_train_ms(), x.train_ms()).c_str(),
            x.mean_loss(), acc.c_str(), cpu.c_str());
@@ -366,7 +370,8 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   o += ConcurrentStepsLine(e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
-  return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) + EpochLines(e.result()) +
+  return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) +
+         EpochLines(e.result(), FindKind(e.spec().kind())) +
          KindLines(e.spec(), &KindRules::detail_lines, e.result()) + ProcessLines(e) +
          StepMemoryLines(e);
 }

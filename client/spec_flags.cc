@@ -39,7 +39,8 @@ void SpecFlags::AddProgramOptions(CLI::App* cmd) {
 
 // In a sweep, `--env NAME=a,b` makes NAME an axis ("env.NAME"), as a list does any field.
 Status SpecFlags::EnvAxes(v1::SweepSpec* sweep) const {
-  auto* env = sweep->mutable_base()->mutable_env();
+  if (!sweep->base().has_command()) return Status::Ok();  // no program, no environment
+  auto* env = sweep->mutable_base()->mutable_command()->mutable_env();
   for (auto it = env->begin(); it != env->end();) {
     const size_t eq = it->find('=');
     if (eq == std::string::npos || it->find(',', eq) == std::string::npos) {
@@ -62,14 +63,14 @@ std::vector<std::string>& ProgramArgs() {
 }
 
 void SpecFlags::SetProgram(v1::ExperimentSpec* spec) const {
-  for (const auto& a : ProgramArgs()) spec->add_command(a);
-  for (const auto& e : env_) spec->add_env(e);
+  for (const auto& a : ProgramArgs()) spec->mutable_command()->add_argv(a);
+  for (const auto& e : env_) spec->mutable_command()->add_env(e);
   if (cwd_opt_ != nullptr && cwd_opt_->count() > 0) {
-    spec->set_cwd(cwd_);
+    spec->mutable_command()->set_cwd(cwd_);
   } else if (!ProgramArgs().empty()) {  // `python3 train.py` means the train.py here, as torchrun
     std::error_code ec;
     const std::string here = std::filesystem::current_path(ec).string();
-    if (!ec) spec->set_cwd(here);
+    if (!ec) spec->mutable_command()->set_cwd(here);
   }
 }
 

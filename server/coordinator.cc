@@ -140,7 +140,7 @@ Status Coordinator::Admit(const v1::ExperimentSpec& spec, bool queued) {
 StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::string& submitter) {
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
-  if (spec.has_node_daemons()) return SubmitFederated(spec, submitter);
+  if (spec.data_parallel().has_node_daemons()) return SubmitFederated(spec, submitter);
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(CheckModelFile(spec));
   RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
@@ -197,7 +197,8 @@ StatusOr<std::string> Coordinator::SubmitFederated(const v1::ExperimentSpec& spe
         "node_daemons: this shoald was started without --peer-token-file, so it cannot reach "
         "other nodes' daemons");
   }
-  ASSIGN_OR_RETURN(std::vector<std::string> daemons, ParseNodeDaemons(spec.node_daemons()));
+  ASSIGN_OR_RETURN(std::vector<std::string> daemons,
+                   ParseNodeDaemons(spec.data_parallel().node_daemons()));
   v1::Experiment e = NewFederatedRecord(new_id_("x"), spec, daemons, RealtimeMs());
   e.set_submitter(submitter);
   RETURN_IF_ERROR(queue_.Adopt(e));
@@ -430,7 +431,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
     return it->second;
   };
   if (spec.base().has_dataset()) RETURN_IF_ERROR(check(spec.base().dataset()));
-  if (spec.base().has_node_daemons()) {
+  if (spec.base().data_parallel().has_node_daemons()) {
     return InvalidArgument(
         "node_daemons: a sweep's points run one by one on this daemon; submit each federated "
         "experiment with shoal submit");

@@ -400,7 +400,8 @@ void ExperimentRunner::Tick(uint64_t now) {
   const auto& spec = e_.spec();
   s.set_steps(live.steps);
   if (spec.has_batches()) s.set_steps_total(uint64_t(spec.workers()) * spec.batches());
-  if (spec.has_iterations()) s.set_steps_total(uint64_t(spec.workers()) * spec.iterations());
+  if (spec.multi_model().has_iterations())
+    s.set_steps_total(uint64_t(spec.workers()) * spec.multi_model().iterations());
   if (auto r = steps_rate_.per_sec()) s.set_steps_per_sec(*r);
   if (auto r = samples_rate_.per_sec()) s.set_samples_per_sec(*r);
   s.set_loss(live.loss ? *live.loss : std::nan(""));

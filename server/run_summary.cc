@@ -159,7 +159,7 @@ const Reports* WorkerReports(const RunFacts& f) {
 
 void FillEpochs(const Reports& workers, bool phases_timed, v1::Result* r) {
   std::map<uint32_t, v1::EpochResult> epochs;
-  std::map<uint32_t, uint64_t> steps, load_cpu;
+  std::map<uint32_t, uint64_t> steps;
   for (const auto& w : workers) {
     for (const auto& x : w.epochs()) {
       v1::EpochResult& e = epochs[x.epoch()];
@@ -174,14 +174,12 @@ void FillEpochs(const Reports& workers, bool phases_timed, v1::Result* r) {
       e.set_mean_loss(e.mean_loss() + x.loss_sum());  // a sum until divided below
       e.set_samples(e.samples() + x.samples());
       steps[x.epoch()] += x.steps();
-      load_cpu[x.epoch()] += x.load_cpu_ns();
       if (w.index() == 0 && x.has_test_accuracy()) e.set_test_accuracy(x.test_accuracy());
     }
   }
   for (auto& [k, e] : epochs) {
     if (steps[k] == 0) continue;  // only loaders' records: no one trained this epoch
     e.set_mean_loss(e.mean_loss() / double(steps[k]));
-    if (load_cpu[k] > 0) e.set_load_cpu_ms(NsToMs(load_cpu[k]));  // only data_loading measures it
     *r->add_epochs() = e;
   }
 }

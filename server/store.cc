@@ -1,5 +1,7 @@
 #include "server/store.h"
 
+#include "server/store_migration.h"
+
 namespace shoal {
 namespace {
 
@@ -33,8 +35,10 @@ StatusOr<std::vector<Msg>> ReadAll(sqlite3* db, const char* sql, const std::stri
   std::vector<Msg> out;
   while (sqlite3_step(st.s) == SQLITE_ROW) {
     Msg m;
-    if (m.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0)))
+    if (m.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) {
+      MigrateRecord(&m);
       out.push_back(std::move(m));
+    }
   }
   return out;
 }
@@ -56,6 +60,7 @@ v1::Experiment ListedRow(sqlite3_stmt* st) {
     if (v1::ExperimentState_IsValid(state)) e.set_state(v1::ExperimentState(state));
     e.set_error("store: this record is corrupt (its body does not parse)");
   }
+  MigrateRecord(&e);
   e.set_id(id != nullptr ? id : "");
   e.set_submitted_unix_ms(sqlite3_column_int64(st, 1));
   return e;
@@ -183,6 +188,7 @@ StatusOr<v1::Experiment> Store::Get(const std::string& id) {
   if (!e.ParseFromArray(sqlite3_column_blob(st.s, 0), sqlite3_column_bytes(st.s, 0))) {
     return DataLoss("store: experiment " + id + " is corrupt");
   }
+  MigrateRecord(&e);
   return e;
 }
 

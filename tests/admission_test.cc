@@ -46,10 +46,10 @@ TEST(AdmissionTest, CudaPipelineStagesKeepModelActivationsAndSlotsOnTheDevice) {
   v1::ExperimentSpec s;
   s.set_kind("pipeline");
   s.set_dataset("synthetic");
-  s.set_layers(18);
-  s.set_filters(208);
+  s.mutable_pipeline()->set_layers(18);
+  s.mutable_pipeline()->set_filters(208);
   s.set_batch_size(128);  // the seed's baseline: ~45 GiB of host memory on the CPU
-  s.set_stages(2);
+  s.mutable_pipeline()->set_stages(2);
   ApplyDefaults(&s, SpecLimits{});
   const auto estimate = FindKind("pipeline")->estimate;
   auto cpu = estimate(s);

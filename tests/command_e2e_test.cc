@@ -139,7 +139,7 @@ TEST_F(CommandE2E, ReportsBecomeTheFiguresAndChildrenAreMeasuredWithTheirRank) {
   EXPECT_GT(res["samples_per_sec"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(res["first_loss"].get<double>(), 1.0);
   EXPECT_NEAR(res["last_loss"].get<double>(), 0.2, 1e-6);
-  EXPECT_EQ(res["report_lines_ignored"].get<uint64_t>(), 2u);  // not JSON; 10 MB
+  EXPECT_EQ(res["command"]["report_lines_ignored"].get<uint64_t>(), 2u);  // not JSON; 10 MB
   EXPECT_EQ(res["curve"].size(), 5u);  // rank 0's losses, every report (the curve has room)
   EXPECT_NEAR(res["forward_ms"].get<double>(), 2 * 4 * 2.0, 1e-6);  // as reported, in the window
   EXPECT_TRUE(res["backward_ms"].is_null());                        // not reported: absent, not 0
@@ -174,7 +174,7 @@ TEST_F(CommandE2E, WithoutReportsTheTrainingFiguresAreAbsentNotZero) {
        {"samples_per_sec", "samples", "steps", "train_ms", "first_loss", "forward_ms"})
     EXPECT_TRUE(e["result"][absent].is_null()) << absent;
   EXPECT_GT(e["result"]["peak_pss_sum_bytes"].get<double>(), 0);
-  EXPECT_EQ(e["result"]["report_lines_ignored"].get<uint64_t>(), 0u);
+  EXPECT_EQ(e["result"]["command"]["report_lines_ignored"].get<uint64_t>(), 0u);
 }
 
 TEST_F(CommandE2E, ARankThatFailsEndsTheRunNamingItAndLeavesNothing) {
@@ -265,7 +265,7 @@ TEST_F(CommandE2E, ASweepVariesWorkersAndAnEnvironmentVariable) {
   std::set<std::string> tags;
   for (const auto& [id, e] : report["experiments"].items()) {
     EXPECT_EQ(e["state"], "SUCCEEDED") << e["error"];
-    for (const auto& kv : e["spec"]["env"])
+    for (const auto& kv : e["spec"]["command"]["env"])
       if (kv.get<std::string>().rfind("TAG=", 0) == 0) tags.insert(kv.get<std::string>());
   }
   EXPECT_EQ(tags, (std::set<std::string>{"TAG=red", "TAG=green"}));

@@ -79,7 +79,7 @@ TEST(LoaderBatchTest, SameBytesFromAnyLoaderAndLabelsAligned) {
 v1::ExperimentSpec DataLoading(uint32_t loaders) {
   v1::ExperimentSpec s;
   s.set_kind("data_loading");
-  s.set_loaders(loaders);
+  s.mutable_data_loading()->set_loaders(loaders);
   return s;
 }
 
@@ -90,7 +90,7 @@ TEST(DataLoadingSpecTest, DefaultsGiveTheTrainerEveryCoreAndOneWorkerPerLoader) 
   ApplyDefaults(&s, l);
   EXPECT_EQ(s.workers(), 4u);
   EXPECT_EQ(s.threads(), 2u);
-  EXPECT_EQ(s.prefetch(), 2u);
+  EXPECT_EQ(s.data_loading().prefetch(), 2u);
   EXPECT_EQ(s.epochs(), 1u);
   EXPECT_FALSE(s.has_batches());
   EXPECT_FALSE(s.has_share());
@@ -120,16 +120,16 @@ TEST(DataLoadingSpecTest, WrongFieldsAreRefusedByName) {
   s.set_workers(2);
   refused(s, "workers: data_loading runs the trainer and one worker per loader (3");
   s = DataLoading(1);
-  s.set_pin_memory(true);
+  s.mutable_data_loading()->set_pin_memory(true);
   refused(s,
           "pin_memory: page-locked batches only speed up copies to a GPU, and data_loading "
           "runs on the CPU only (no CUDA path yet)");
   s = DataLoading(1);
-  s.set_pin_memory(false);  // what the flag's default is, typed: kept
+  s.mutable_data_loading()->set_pin_memory(false);  // what the flag's default is, typed: kept
   ApplyDefaults(&s, l);
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   s = DataLoading(1);
-  s.set_prefetch(0);
+  s.mutable_data_loading()->set_prefetch(0);
   refused(s, "prefetch: 0 is outside the allowed range 1..64");
   s = DataLoading(64);
   refused(s, "loaders: 64 is outside the allowed range 0..63");
@@ -139,7 +139,7 @@ TEST(DataLoadingSpecTest, WrongFieldsAreRefusedByName) {
   s.set_batches(5);
   refused(s, "batches: not a field of kind data_loading");
   v1::ExperimentSpec h;
-  h.set_loaders(2);
+  h.mutable_data_loading()->set_loaders(2);
   refused(h, "loaders: not a field of kind hogwild");
 }
 

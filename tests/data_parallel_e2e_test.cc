@@ -72,7 +72,7 @@ TEST_F(DataParallelE2E, WeakAndStrongOverOneTwoThreeWorkersFillTheSeedTables) {
   ASSERT_EQ(j["experiments"].size(), 6u);
   for (const auto& e : j["experiments"]) {
     const uint32_t k = e["spec"]["workers"];
-    const bool strong = e["spec"]["scaling"] == "strong";
+    const bool strong = e["spec"]["data_parallel"]["scaling"] == "strong";
     ExpectIdenticalReplicas(e, k);
     const json& r = e["result"];
     const json& d = r["data_parallel"];

@@ -14,7 +14,7 @@ v1::ExperimentSpec DataParallel(uint32_t workers, uint32_t batch, const char* sc
   s.set_kind("data_parallel");
   s.set_workers(workers);
   s.set_batch_size(batch);
-  if (scaling != nullptr) s.set_scaling(scaling);
+  if (scaling != nullptr) s.mutable_data_parallel()->set_scaling(scaling);
   SpecLimits l;
   l.cores = 2;
   ApplyDefaults(&s, l);
@@ -82,7 +82,7 @@ TEST(DataParallelTest, DefaultsAndRefusalsNameTheField) {
   SpecLimits l;
   l.cores = 2;
   auto s = DataParallel(2, 32, nullptr);
-  EXPECT_EQ(s.scaling(), "weak");
+  EXPECT_EQ(s.data_parallel().scaling(), "weak");
   EXPECT_FALSE(s.share());
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   v1::ExperimentSpec dflt;
@@ -113,20 +113,21 @@ TEST(DataParallelTest, DefaultsAndRefusalsNameTheField) {
             0u);
   // Only data_parallel reads scaling.
   v1::ExperimentSpec hog;
-  hog.set_scaling("weak");
+  hog.mutable_data_parallel()->set_scaling("weak");
   ApplyDefaults(&hog, l);
-  EXPECT_EQ(ValidateSpec(hog, l).message(), "scaling: not a field of kind hogwild");
+  EXPECT_EQ(ValidateSpec(hog, l).message(),
+            "scaling: not a field of kind hogwild (it is data_parallel's)");
 }
 
 TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   SpecLimits l;
   l.cores = 2;
   auto s = DataParallel(2, 64, "strong");
-  s.set_nodes(2);
-  s.set_node_rank(1);
+  s.mutable_data_parallel()->set_nodes(2);
+  s.mutable_data_parallel()->set_node_rank(1);
   EXPECT_EQ(ValidateSpec(s, l).message(),
             "master: nodes 2 need HOST:PORT where node 0's worker 0 hosts the c10d store");
-  s.set_master("node0:29500");
+  s.mutable_data_parallel()->set_master("node0:29500");
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   EXPECT_EQ(WorldSize(s), 4u);
   EXPECT_EQ(GlobalRank(s, 0), 2u);
@@ -134,15 +135,15 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   EXPECT_EQ(WorkerBatch(s), 16u);  // 64 over 4 replicas on 2 nodes
   EXPECT_EQ(TotalBatch(s), 64u);
   for (const char* bad : {"node0", "node0:", ":29500", "node0:0", "node0:65536", "node0:29x"}) {
-    s.set_master(bad);
+    s.mutable_data_parallel()->set_master(bad);
     EXPECT_EQ(ValidateSpec(s, l).message(),
               std::string("master: '") + bad + "' is not HOST:PORT with a port 1..65535");
   }
-  s.set_master("node0:29500");
-  s.set_node_rank(2);
+  s.mutable_data_parallel()->set_master("node0:29500");
+  s.mutable_data_parallel()->set_node_rank(2);
   EXPECT_EQ(ValidateSpec(s, l).message(), "node_rank: 2 is not below nodes (2)");
   auto one = DataParallel(2, 32, "weak");
-  one.set_master("node0:29500");
+  one.mutable_data_parallel()->set_master("node0:29500");
   EXPECT_EQ(ValidateSpec(one, l).message().rfind("master: only with nodes > 1", 0), 0u);
   auto parsed = ParseMaster("[::1]:80");
   ASSERT_TRUE(parsed.ok());
@@ -153,9 +154,9 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
 // Federated: node_daemons gives nodes and the master; each part gets its rank, not the list.
 v1::ExperimentSpec Federated(const std::string& daemons) {
   v1::ExperimentSpec s = DataParallel(1, 32, nullptr);
-  s.clear_nodes();
-  s.clear_node_rank();
-  s.set_node_daemons(daemons);
+  s.mutable_data_parallel()->clear_nodes();
+  s.mutable_data_parallel()->clear_node_rank();
+  s.mutable_data_parallel()->set_node_daemons(daemons);
   ApplyDefaults(&s, SpecLimits{});
   return s;
 }
@@ -165,21 +166,21 @@ TEST(DataParallelTest, NodeDaemonsGiveNodesAndMasterAndEachPartItsRank) {
   l.cores = 2;
   auto s = Federated("node0:7443,node1:7443,[fd00::3]:7443");
   ASSERT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
-  EXPECT_EQ(s.nodes(), 3u);
-  EXPECT_EQ(s.master(), "node0:29500");
-  EXPECT_FALSE(s.has_node_rank());
+  EXPECT_EQ(s.data_parallel().nodes(), 3u);
+  EXPECT_EQ(s.data_parallel().master(), "node0:29500");
+  EXPECT_FALSE(s.data_parallel().has_node_rank());
   EXPECT_EQ(DefaultMaster("[fd00::3]:7443"), "[fd00::3]:29500");
   const v1::ExperimentSpec part = PartSpec(s, "x0123456789", 2);
-  EXPECT_FALSE(part.has_node_daemons());
-  EXPECT_EQ(part.node_rank(), 2u);
-  EXPECT_EQ(part.nodes(), 3u);
-  EXPECT_EQ(part.master(), "node0:29500");
+  EXPECT_FALSE(part.data_parallel().has_node_daemons());
+  EXPECT_EQ(part.data_parallel().node_rank(), 2u);
+  EXPECT_EQ(part.data_parallel().nodes(), 3u);
+  EXPECT_EQ(part.data_parallel().master(), "node0:29500");
   EXPECT_EQ(part.name(), "x0123456789 node 2");
   EXPECT_TRUE(ValidateSpec(part, l).ok()) << ValidateSpec(part, l).message();
   auto own_master = s;
-  own_master.set_master("node0:31000");
+  own_master.mutable_data_parallel()->set_master("node0:31000");
   ApplyDefaults(&own_master, l);
-  EXPECT_EQ(own_master.master(), "node0:31000");  // given: kept
+  EXPECT_EQ(own_master.data_parallel().master(), "node0:31000");  // given: kept
 }
 
 TEST(DataParallelTest, NodeDaemonsRefusalsNameTheField) {
@@ -202,20 +203,20 @@ TEST(DataParallelTest, NodeDaemonsRefusalsNameTheField) {
     EXPECT_EQ(ValidateSpec(Federated(daemons), l).message(), why) << daemons;
   EXPECT_TRUE(ValidateSpec(Federated("a.example:1,[fd00::3]:2,10.0.0.7:3"), l).ok());
   auto spaced = Federated("a:1,b:2");
-  spaced.set_master(" node0:29500");
+  spaced.mutable_data_parallel()->set_master(" node0:29500");
   EXPECT_EQ(ValidateSpec(spaced, l).message(),
             "master: ' node0:29500': ' node0' is not a host name or an IPv4 address ([IPv6]:PORT "
             "for IPv6)");
   auto ranked = Federated("a:1,b:2");
-  ranked.set_node_rank(1);
+  ranked.mutable_data_parallel()->set_node_rank(1);
   EXPECT_EQ(ValidateSpec(ranked, l).message().rfind("node_rank: the federating daemon gives", 0),
             0u);
   auto counted = Federated("a:1,b:2");
-  counted.set_nodes(3);
+  counted.mutable_data_parallel()->set_nodes(3);
   EXPECT_EQ(ValidateSpec(counted, l).message(), "nodes: 3 but node_daemons names 2 daemons");
   v1::ExperimentSpec hog;
   hog.set_kind("hogwild");
-  hog.set_node_daemons("a:1,b:2");
+  hog.mutable_data_parallel()->set_node_daemons("a:1,b:2");
   ApplyDefaults(&hog, l);
   EXPECT_NE(ValidateSpec(hog, l).message().find("node_daemons"), std::string::npos)
       << ValidateSpec(hog, l).message();

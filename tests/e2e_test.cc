@@ -248,7 +248,7 @@ TEST_F(E2E, WorkersTakingTurnsShareStepArenasAndTrainTheSameWeights) {
     EXPECT_EQ(together[i]["step_wait_ms"], nullptr);                    // absent: no turns taken
   }
   EXPECT_EQ(adopted, 2);  // one worker traced, the other two took its plan
-  EXPECT_EQ(runs["2"]["spec"]["concurrent_steps_why"], "");  // given: no reason
+  EXPECT_EQ(runs["2"]["spec"]["hogwild"]["concurrent_steps_why"], "");  // given: no reason
   for (const auto& [steps, e] : runs) ExpectNothingLeft(e);
   const CommandResult get = daemon_->Cli({"get", runs["2"]["id"]});
   EXPECT_NE(get.out.find("  steps       2 of 3 workers at once (given)"), std::string::npos)

@@ -145,7 +145,7 @@ class FederationTest : public ::testing::Test {
   void Start() {
     v1::ExperimentSpec spec;
     spec.set_kind("data_parallel");
-    spec.set_node_daemons("a:7443,b:7443");
+    spec.mutable_data_parallel()->set_node_daemons("a:7443,b:7443");
     SpecLimits limits;
     limits.cores = 2;
     ApplyDefaults(&spec, limits);
@@ -205,10 +205,10 @@ TEST_F(FederationTest, EachNodeGetsItsRankAndTheWholeSucceedsWithNodeZerosResult
   for (uint32_t i = 0; i < 2; ++i) {
     std::lock_guard<std::mutex> l(nodes_[i].mu);
     const v1::ExperimentSpec& part = nodes_[i].submitted.at(0);
-    EXPECT_EQ(part.node_rank(), i);
-    EXPECT_EQ(part.nodes(), 2u);
-    EXPECT_EQ(part.master(), "a:29500");
-    EXPECT_FALSE(part.has_node_daemons());  // a part never federates in turn
+    EXPECT_EQ(part.data_parallel().node_rank(), i);
+    EXPECT_EQ(part.data_parallel().nodes(), 2u);
+    EXPECT_EQ(part.data_parallel().master(), "a:29500");
+    EXPECT_FALSE(part.data_parallel().has_node_daemons());  // a part never federates in turn
     nodes_[i].part.mutable_result()->set_samples(100 + i);
     nodes_[i].part.mutable_result()->set_sum_of_peak_pss_bytes(1000 + i);
     v1::ProcessInfo* w = nodes_[i].part.add_processes();

@@ -9,6 +9,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "shared/kinds/data_parallel/board.h"
+
 namespace shoal {
 namespace {
 
@@ -80,10 +82,11 @@ void ExpectAveraged(uint64_t first_cap, uint64_t cap, size_t want_buckets) {
   for (const auto& o : out) {
     EXPECT_EQ(o.buckets, want_buckets);
     EXPECT_EQ(o.bytes, bytes);
-    EXPECT_EQ(o.slot.allreduce_bytes.load(), 2 * bytes);  // two steps
-    EXPECT_EQ(o.slot.buckets.load(), want_buckets);
+    EXPECT_EQ(KindArea<data_parallel::Board>(o.slot)->allreduce_bytes.load(),
+              2 * bytes);  // two steps
+    EXPECT_EQ(KindArea<data_parallel::Board>(o.slot)->buckets.load(), want_buckets);
     EXPECT_EQ(o.slot.parameters.load(), bytes / sizeof(float));
-    EXPECT_GT(o.slot.allreduce_busy_ns.load(), 0u);
+    EXPECT_GT(KindArea<data_parallel::Board>(o.slot)->allreduce_busy_ns.load(), 0u);
   }
 }
 

@@ -565,8 +565,8 @@ TEST(GridTest, CudaPointsGetNotesAndStayValidElsewhere) {
 TEST(GridTest, AnEnvironmentVariableOfACommandIsAnAxis) {
   v1::SweepSpec s;
   s.mutable_base()->set_kind("command");
-  s.mutable_base()->add_command("python3");
-  s.mutable_base()->add_env("FIXED=1");
+  s.mutable_base()->mutable_command()->add_argv("python3");
+  s.mutable_base()->mutable_command()->add_env("FIXED=1");
   AddAxis(&s, "env.BATCH", {"32", "128"});
   AddAxis(&s, "workers", {"1", "2"});
   auto grid = ExpandGrid(s, SpecLimits{});
@@ -574,9 +574,9 @@ TEST(GridTest, AnEnvironmentVariableOfACommandIsAnAxis) {
   ASSERT_EQ(grid->size(), 4u);
   std::set<std::string> seen;
   for (const auto& g : *grid) {
-    ASSERT_EQ(g.spec.env_size(), 2);
-    EXPECT_EQ(g.spec.env(0), "FIXED=1");
-    seen.insert(g.spec.env(1) + " w" + std::to_string(g.spec.workers()));
+    ASSERT_EQ(g.spec.command().env_size(), 2);
+    EXPECT_EQ(g.spec.command().env(0), "FIXED=1");
+    seen.insert(g.spec.command().env(1) + " w" + std::to_string(g.spec.workers()));
     const Values v = PointValues(g.point);
     EXPECT_EQ(
         std::count_if(v.begin(), v.end(), [](const auto& x) { return x.first == "env.BATCH"; }), 1);
@@ -584,7 +584,7 @@ TEST(GridTest, AnEnvironmentVariableOfACommandIsAnAxis) {
   EXPECT_EQ(seen,
             (std::set<std::string>{"BATCH=32 w1", "BATCH=32 w2", "BATCH=128 w1", "BATCH=128 w2"}));
   v1::SweepSpec twice = s;
-  twice.mutable_base()->add_env("BATCH=8");
+  twice.mutable_base()->mutable_command()->add_env("BATCH=8");
   EXPECT_EQ(ExpandGrid(twice, SpecLimits{}).status().message(),
             "env.BATCH: given both as a fixed value and as an axis");
   v1::SweepSpec dup = s;

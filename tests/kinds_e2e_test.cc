@@ -105,8 +105,8 @@ TEST_F(KindsE2E, MultiModelSweepReportsEveryVariant) {
   ASSERT_EQ(j["experiments"].size(), 4u);
   for (const auto& e : j["experiments"]) {
     ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
-    const uint32_t n = e["spec"]["models"];
-    const auto& vs = e["result"]["variants"];
+    const uint32_t n = e["spec"]["multi_model"]["models"];
+    const auto& vs = e["result"]["multi_model"]["variants"];
     ASSERT_EQ(vs.size(), n == 1 ? 2u : 3u) << e.dump();
     std::set<int> pids;
     for (const auto& p : e["processes"]) {
@@ -160,14 +160,16 @@ TEST_F(KindsE2E, DataLoadingSweepMeasuresLoadersAndTrainer) {
   ASSERT_EQ(j["experiments"].size(), 2u);
   for (const auto& e : j["experiments"]) {
     ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
-    const uint32_t loaders = e["spec"]["loaders"];
+    const uint32_t loaders = e["spec"]["data_loading"]["loaders"];
     EXPECT_EQ(e["spec"]["workers"], loaders + 1);
     const auto& res = e["result"];
     EXPECT_EQ(res["samples"], 320u);  // 2 epochs of 160, every batch trained once
     EXPECT_EQ(res["steps"], 10u);
     ASSERT_EQ(res["epochs"].size(), 2u);
-    for (const auto& x : res["epochs"]) {
+    ASSERT_EQ(res["data_loading"]["epochs"].size(), 2u);  // the kind's own figure, by epoch
+    for (const auto& x : res["data_loading"]["epochs"])
       EXPECT_GT(x["load_cpu_ms"].get<double>(), 0) << x.dump();
+    for (const auto& x : res["epochs"]) {
       EXPECT_GT(x["train_ms"].get<double>(), 0);
       EXPECT_EQ(x["samples"], 160u);
     }

@@ -89,7 +89,7 @@ TEST(ModelFileSpecTest, DefaultsMakeATorchscriptModelWithNoTestSet) {
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   s.set_kind("data_parallel");
   s.clear_share();
-  s.clear_concurrent_steps();  // hogwild's
+  s.clear_hogwild();  // hogwild's settings
   ApplyDefaults(&s, l);
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
 }
@@ -115,7 +115,7 @@ TEST(ModelFileSpecTest, EveryBadDescriptionIsNamed) {
       {[](auto* s) {
          s->set_kind("data_parallel");
          s->set_share(false);
-         s->set_node_daemons("a:1,b:1");
+         s->mutable_data_parallel()->set_node_daemons("a:1,b:1");
        },
        "node_daemons: a model file is uploaded to one daemon"},
       {[](auto* s) { s->set_kind("pipeline"); }, "model_file: not a field of kind pipeline"},

@@ -224,8 +224,8 @@ TEST_F(TwoNodes, OneDaemonFederatesAndBothTrainOneModel) {
     EXPECT_LT((*p)["result"]["last_loss"].get<double>(),
               (*p)["result"]["first_loss"].get<double>());
   }
-  EXPECT_EQ(p1["spec"]["node_rank"], 1u);
-  EXPECT_EQ(p1["spec"]["master"], "shoalnode0:29500");
+  EXPECT_EQ(p1["spec"]["data_parallel"]["node_rank"], 1u);
+  EXPECT_EQ(p1["spec"]["data_parallel"]["master"], "shoalnode0:29500");
   EXPECT_EQ(p1["submitter"], "token coordinator");
   EXPECT_FALSE(Checksum(p0).empty());
   EXPECT_EQ(Checksum(p0), Checksum(p1));  // one model, averaged across the link

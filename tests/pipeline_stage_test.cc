@@ -166,11 +166,12 @@ struct Rings {
   std::vector<uint64_t> segment;
   explicit Rings(uint32_t chunks) {
     v1::ExperimentSpec spec;
-    spec.set_layers(kLayers);
-    spec.set_filters(kFilters);
-    spec.set_stages(2);
-    spec.set_balance(std::to_string(kCut) + "," + std::to_string(Plan().size() - kCut));
-    spec.set_chunks(chunks);
+    spec.mutable_pipeline()->set_layers(kLayers);
+    spec.mutable_pipeline()->set_filters(kFilters);
+    spec.mutable_pipeline()->set_stages(2);
+    spec.mutable_pipeline()->set_balance(std::to_string(kCut) + "," +
+                                         std::to_string(Plan().size() - kCut));
+    spec.mutable_pipeline()->set_chunks(chunks);
     spec.set_batch_size(kBatch);
     layout = PlanPipeline(spec).value();
     segment.assign(layout.total_bytes / 8, 0);

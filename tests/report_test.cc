@@ -514,7 +514,11 @@ TEST(ReportTest, DataLoadingTablesAverageEpochsAfterTheFirst) {
     Epoch(r, 3000, 1000 * (k + 1), 2000 - 1000 * k, std::nullopt);
     Epoch(r, 5000, 1000 * (k + 1), 4000 - 1000 * k, std::nullopt);
     // The trainer's own batch making (no loaders) takes milliseconds.
-    for (auto& e : *r->mutable_epochs()) e.set_load_cpu_ms(k == 0 ? 3 : 1500);
+    for (const auto& e : r->epochs()) {
+      auto* x = r->mutable_data_loading()->add_epochs();
+      x->set_epoch(e.epoch());
+      x->set_load_cpu_ms(k == 0 ? 3 : 1500);
+    }
   }
   ReportInput in = b.Build();
   Worker(&in.experiments["e0"], 0, 300ull << 20);
@@ -690,7 +694,7 @@ TEST(ReportTest, TheReportSaysWhereWorkersTookTurnsAtTheirSteps) {
   }
 
   v1::ExperimentSpec typed;
-  typed.set_concurrent_steps(1);
+  typed.mutable_hogwild()->set_concurrent_steps(1);
   SweepBuilder g("s14", "", typed);
   g.Axis("workers", {"2", "3"}).State(v1::SUCCEEDED);
   for (const std::string w : {"2", "3"}) g.Run(g.Point({{"workers", w}}), v1::SUCCEEDED);
@@ -950,6 +954,7 @@ const std::vector<std::string> kSpecColumns = {"kind",
 // Result's scalar fields, alphabetically (the order of its JSON object); Result.threads is the
 // spec's threads column.
 const std::vector<std::string> kFigureColumns = {"backward_ms",
+                                                 "command.report_lines_ignored",
                                                  "cpu_energy_j",
                                                  "cpu_energy_status",
                                                  "cpu_joules_per_sample",
@@ -1016,7 +1021,6 @@ const std::vector<std::string> kFigureColumns = {"backward_ms",
                                                  "pipeline.step_ms",
                                                  "queued_ms",
                                                  "ready_ms",
-                                                 "report_lines_ignored",
                                                  "sampler_cpu_ms",
                                                  "sampler_cpu_percent",
                                                  "samples",

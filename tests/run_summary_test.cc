@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include "client/format.h"
+#include "shared/kinds/kind.h"
 
 namespace shoal {
 namespace {
@@ -101,10 +102,10 @@ RunFacts TwoStages(const std::string& device) {
   RunFacts f = Finished(true);
   f.spec.set_kind("pipeline");
   f.spec.set_device(device);
-  f.spec.set_layers(6);
-  f.spec.set_filters(16);
-  f.spec.set_stages(2);
-  f.spec.set_chunks(1);
+  f.spec.mutable_pipeline()->set_layers(6);
+  f.spec.mutable_pipeline()->set_filters(16);
+  f.spec.mutable_pipeline()->set_stages(2);
+  f.spec.mutable_pipeline()->set_chunks(1);
   f.spec.set_batch_size(4);
   for (int i = 0; i < 2; ++i) {
     auto* w = f.result->mutable_workers(i);
@@ -154,7 +155,7 @@ TEST(RunSummaryTest, APipelineThatNeverSteppedHasNoStepOrBubble) {
   RunFacts f = TwoStages("cpu");
   for (auto& w : *f.result->mutable_workers()) {
     w.set_steps(0);
-    w.set_step_wall_ns(0);
+    w.mutable_pipeline()->set_step_wall_ns(0);
   }
   v1::Result r;
   FillResult(f, &r);
@@ -238,7 +239,7 @@ TEST(RunSummaryTest, APipelineStepIsTheStagesWallTime) {
     w->set_forward_ns(300 * ms);
     w->set_backward_ns(500 * ms);
     w->set_comm_ns((i == 0 ? 100 : 400) * ms);
-    w->set_step_wall_ns((i == 0 ? 1000 : 1200) * ms);
+    w->mutable_pipeline()->set_step_wall_ns((i == 0 ? 1000 : 1200) * ms);
   }
   v1::Result r;
   FillResult(f, &r);
@@ -256,7 +257,7 @@ TEST(RunSummaryTest, APipelineStepIsTheStagesWallTime) {
 TEST(RunSummaryTest, AVariantHasOnlyTheFiguresItsWorkerGave) {
   RunFacts f = Finished(true);
   f.spec.set_kind("multi_model");
-  f.spec.set_models(1);
+  f.spec.mutable_multi_model()->set_models(1);
   f.result->mutable_workers(0)->set_pid(700);
   f.result->mutable_workers(1)->set_pid(701);
   f.result->mutable_workers(0)->set_vmhwm_bytes(300u << 20);
@@ -266,15 +267,16 @@ TEST(RunSummaryTest, AVariantHasOnlyTheFiguresItsWorkerGave) {
   f.result->mutable_workers(1)->clear_last_loss();
   v1::Result r;
   FillResult(f, &r);
-  ASSERT_EQ(r.variants_size(), 2);
-  EXPECT_DOUBLE_EQ(r.variants(0).final_loss(), 0.25);
-  EXPECT_FALSE(r.variants(1).has_final_loss());
-  EXPECT_DOUBLE_EQ(r.variants(0).total_ms(), 4000);
-  EXPECT_EQ(r.variants(0).peak_rss_bytes(), 300u << 20);
-  EXPECT_EQ(r.variants(0).peak_pss_bytes(), 200u << 20);
-  EXPECT_FALSE(r.variants(1).has_total_ms());
-  EXPECT_FALSE(r.variants(1).has_peak_rss_bytes());
-  EXPECT_FALSE(r.variants(1).has_peak_pss_bytes());
+  const auto& variants = r.multi_model().variants();
+  ASSERT_EQ(variants.size(), 2);
+  EXPECT_DOUBLE_EQ(variants[0].final_loss(), 0.25);
+  EXPECT_FALSE(variants[1].has_final_loss());
+  EXPECT_DOUBLE_EQ(variants[0].total_ms(), 4000);
+  EXPECT_EQ(variants[0].peak_rss_bytes(), 300u << 20);
+  EXPECT_EQ(variants[0].peak_pss_bytes(), 200u << 20);
+  EXPECT_FALSE(variants[1].has_total_ms());
+  EXPECT_FALSE(variants[1].has_peak_rss_bytes());
+  EXPECT_FALSE(variants[1].has_peak_pss_bytes());
 }
 
 // Unknown through the set-up ticks and the first step (a rate needs two step ends); then the
@@ -390,27 +392,35 @@ TEST(RunSummaryTest, LoadCpuIsSummedAndLoaderOnlyEpochsDropped) {
   x->set_data_ns(kS);
   x->set_steps(5);
   x->set_samples(160);
+  trainer->mutable_data_loading()->add_epoch_load_cpu_ns(0);  // it had loaders
   for (uint32_t i = 1; i <= 2; ++i) {
     auto* loader = ws.Add();
     loader->set_index(i);
     for (uint32_t e = 1; e <= 2; ++e) {
-      auto* y = loader->add_epochs();
-      y->set_epoch(e);
-      y->set_load_cpu_ns(i * kS);
+      loader->add_epochs()->set_epoch(e);
+      loader->mutable_data_loading()->add_epoch_load_cpu_ns(i * kS);
     }
   }
+  v1::ExperimentSpec spec;
+  spec.set_kind("data_loading");
+  const std::map<pid_t, uint64_t> none;
+  const KindRunFacts facts{spec, ws, none, none};
+  const KindRules* kind = FindKind("data_loading");
   v1::Result r;
   FillEpochs(ws, true, &r);
+  kind->summarize(facts, &r);
   ASSERT_EQ(r.epochs_size(), 1);
   EXPECT_DOUBLE_EQ(r.epochs(0).wall_ms(), 4000);
   EXPECT_DOUBLE_EQ(r.epochs(0).train_ms(), 3000);
-  EXPECT_DOUBLE_EQ(r.epochs(0).load_cpu_ms(), 3000);
-  // hogwild measures no load CPU: absent, not 0.
-  trainer->mutable_epochs(0)->set_load_cpu_ns(0);
+  ASSERT_EQ(r.data_loading().epochs_size(), 1);  // epoch 2 was the loaders' only
+  EXPECT_EQ(r.data_loading().epochs(0).epoch(), 1u);
+  EXPECT_DOUBLE_EQ(r.data_loading().epochs(0).load_cpu_ms(), 3000);
+  // None measured (the loaders' reports lost): absent, not 0.
   ws.DeleteSubrange(1, 2);
   v1::Result h;
   FillEpochs(ws, true, &h);
-  EXPECT_FALSE(h.epochs(0).has_load_cpu_ms());
+  kind->summarize(facts, &h);
+  EXPECT_EQ(h.data_loading().epochs_size(), 0);
 }
 
 // With epochs the training time leaves out worker 0's evaluations between them: the epochs' own

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/kinds/kind.h"
 #include "shared/spec/spec_fields.h"
 #include "shared/spec/wire_check.h"
 
@@ -138,15 +139,15 @@ std::vector<BadCase> OtherKindCases() {
        OfKind(
            "pipeline",
            [](auto* s) {
-             s->set_stages(2);
-             s->set_filters(512);
+             s->mutable_pipeline()->set_stages(2);
+             s->mutable_pipeline()->set_filters(512);
              s->set_batch_size(4096);
            },
            Nothing),
        "images leaves stage 0 as "},
       {"kernels",
        OfKind(
-           "command", [](auto* s) { s->add_command("true"); },
+           "command", [](auto* s) { s->mutable_command()->add_argv("true"); },
            [](auto* s) { s->set_kernels("libtorch"); }),
        "kernels: not a field of kind command"},
   };
@@ -281,12 +282,12 @@ TEST(SpecTest, MultiModelDefaultsAndForeignFields) {
   l.cores = 2;
   v1::ExperimentSpec s;
   s.set_kind("multi_model");
-  s.set_models(8);
+  s.mutable_multi_model()->set_models(8);
   ApplyDefaults(&s, l);
   EXPECT_EQ(s.workers(), 3u);
   EXPECT_EQ(s.batch_size(), 32u);
   EXPECT_EQ(s.seed(), 114514u);
-  EXPECT_EQ(s.iterations(), 1000u);
+  EXPECT_EQ(s.multi_model().iterations(), 1000u);
   EXPECT_DOUBLE_EQ(s.optimizer().momentum(), 0.9);
   EXPECT_FALSE(s.has_dataset());
   EXPECT_FALSE(s.has_batches());
@@ -307,11 +308,12 @@ TEST(SpecTest, MultiModelDefaultsAndForeignFields) {
   EXPECT_NE(ValidateSpec(w, l).message().find("one worker per variant (2 for models 1)"),
             std::string::npos);
   v1::ExperimentSpec hog;
-  hog.set_iterations(5);
+  hog.mutable_multi_model()->set_iterations(5);
   ApplyDefaults(&hog, l);
-  EXPECT_EQ(ValidateSpec(hog, l).message(), "iterations: not a field of kind hogwild");
+  EXPECT_EQ(ValidateSpec(hog, l).message(),
+            "iterations: not a field of kind hogwild (it is multi_model's)");
   v1::ExperimentSpec big = one;
-  big.set_models(300);
+  big.mutable_multi_model()->set_models(300);
   big.set_workers(3);
   EXPECT_NE(ValidateSpec(big, l).message().find("models: 300 is outside"), std::string::npos);
 }
@@ -399,8 +401,10 @@ TEST(SpecTest, ConcurrentStepsDefaultToTheCoresWorthWhereArenasAreShared) {
     s.set_device(c.device);
     if (c.device == "cuda") s.set_start("spawn");
     ApplyDefaults(&s, l);
-    EXPECT_EQ(s.concurrent_steps(), c.want) << c.workers << " x " << c.threads << " " << c.device;
-    EXPECT_EQ(s.concurrent_steps_why().rfind("default", 0), 0u) << s.concurrent_steps_why();
+    EXPECT_EQ(s.hogwild().concurrent_steps(), c.want)
+        << c.workers << " x " << c.threads << " " << c.device;
+    EXPECT_EQ(s.hogwild().concurrent_steps_why().rfind("default", 0), 0u)
+        << s.hogwild().concurrent_steps_why();
     if (c.device == "cpu") {  // cuda: this test's daemon probed no GPU
       EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
     }
@@ -408,30 +412,31 @@ TEST(SpecTest, ConcurrentStepsDefaultToTheCoresWorthWhereArenasAreShared) {
   v1::ExperimentSpec eight;
   eight.set_workers(8);
   ApplyDefaults(&eight, l);
-  EXPECT_EQ(eight.concurrent_steps_why(), "default: the cores' worth (2 cores, 1 thread each)");
+  EXPECT_EQ(eight.hogwild().concurrent_steps_why(),
+            "default: the cores' worth (2 cores, 1 thread each)");
   EXPECT_TRUE(CheckSpecStrings(eight).ok()) << CheckSpecStrings(eight).message();
   v1::ExperimentSpec two;
   two.set_workers(2);
   ApplyDefaults(&two, l);
-  EXPECT_EQ(two.concurrent_steps_why(), "default: all at once, as the cores allow");
+  EXPECT_EQ(two.hogwild().concurrent_steps_why(), "default: all at once, as the cores allow");
   v1::ExperimentSpec cached;  // no shared arenas: a turn would save nothing
   cached.set_workers(8);
   cached.set_allocator("cache");
   ApplyDefaults(&cached, l);
-  EXPECT_EQ(cached.concurrent_steps(), 8u);
-  EXPECT_EQ(cached.concurrent_steps_why(),
+  EXPECT_EQ(cached.hogwild().concurrent_steps(), 8u);
+  EXPECT_EQ(cached.hogwild().concurrent_steps_why(),
             "default: all at once (shared arenas need planned, on the CPU)");
   EXPECT_TRUE(CheckSpecStrings(cached).ok()) << CheckSpecStrings(cached).message();
   v1::ExperimentSpec typed;
   typed.set_workers(8);
-  typed.set_concurrent_steps(8);
+  typed.mutable_hogwild()->set_concurrent_steps(8);
   ApplyDefaults(&typed, l);
   ApplyDefaults(&typed, l);  // twice, as a sweep's point is: still the user's
-  EXPECT_EQ(typed.concurrent_steps(), 8u);
-  EXPECT_EQ(typed.concurrent_steps_why(), "");
+  EXPECT_EQ(typed.hogwild().concurrent_steps(), 8u);
+  EXPECT_EQ(typed.hogwild().concurrent_steps_why(), "");
   EXPECT_TRUE(ValidateSpec(typed, l).ok());
   for (uint32_t bad : {0u, 9u}) {
-    typed.set_concurrent_steps(bad);
+    typed.mutable_hogwild()->set_concurrent_steps(bad);
     EXPECT_EQ(ValidateSpec(typed, l).message(), "concurrent_steps: " + std::to_string(bad) +
                                                     " is outside 1..8 (at most the 8 workers)");
   }
@@ -439,10 +444,11 @@ TEST(SpecTest, ConcurrentStepsDefaultToTheCoresWorthWhereArenasAreShared) {
     v1::ExperimentSpec other;
     other.set_kind(kind);
     ApplyDefaults(&other, l);
-    EXPECT_FALSE(other.has_concurrent_steps()) << kind;
-    EXPECT_EQ(other.concurrent_steps_why(), "") << kind;
-    other.set_concurrent_steps(1);
-    EXPECT_EQ(ValidateSpec(other, l).message(), "concurrent_steps: not a field of kind " + kind);
+    EXPECT_FALSE(other.hogwild().has_concurrent_steps()) << kind;
+    EXPECT_EQ(other.hogwild().concurrent_steps_why(), "") << kind;
+    other.mutable_hogwild()->set_concurrent_steps(1);
+    EXPECT_EQ(ValidateSpec(other, l).message(),
+              "concurrent_steps: not a field of kind " + kind + " (it is hogwild's)");
   }
 }
 
@@ -644,7 +650,7 @@ TEST(SpecTest, CudaDevicesDefaultPerKindAndAreKeptWhenGiven) {
     s.set_kind(kind);
     s.set_device(device);
     s.set_start("spawn");
-    if (kind == "pipeline") s.set_stages(stages);
+    if (kind == "pipeline") s.mutable_pipeline()->set_stages(stages);
     ApplyDefaults(&s, l);
     return s;
   };
@@ -661,7 +667,7 @@ TEST(SpecTest, CudaDevicesDefaultPerKindAndAreKeptWhenGiven) {
   v1::ExperimentSpec given;
   given.set_kind("pipeline");
   given.set_device("cuda");
-  given.set_stages(4);
+  given.mutable_pipeline()->set_stages(4);
   given.set_cuda_devices("1,1,0");
   ApplyDefaults(&given, l);
   EXPECT_EQ(given.cuda_devices(), "1,1,0");
@@ -744,6 +750,45 @@ TEST(SpecTest, JsonRoundTrip) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->SerializeAsString(), s.SerializeAsString());
   EXPECT_FALSE(SpecFromJson("{not json").ok());
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// A kind's fields live in its own message: one kind's settings at a time, the other refused by
+// the schema, naming whose field it is; the CLI's flat names map into the message.
+TEST(SpecTest, AKindsFieldsLiveInItsMessageAndAnotherKindsAreRefused) {
+  v1::ExperimentSpec s;
+  s.set_kind("data_loading");
+  ASSERT_TRUE(SetSpecField(&s, *FindSpecField("loaders"), "2").ok());
+  EXPECT_EQ(s.data_loading().loaders(), 2u);
+  EXPECT_EQ(FieldKind(*FindSpecField("loaders")), "data_loading");
+  EXPECT_EQ(FieldKind(*FindSpecField("batch_size")), "");
+  // A second kind's field would switch the oneof and drop the first: refused, nothing lost.
+  const Status two = SetSpecField(&s, *FindSpecField("stages"), "2");
+  EXPECT_EQ(two.message(),
+            "stages: a field of kind pipeline, and the spec already holds kind data_loading's "
+            "settings (an experiment is of one kind)");
+  EXPECT_EQ(s.data_loading().loaders(), 2u);
+  // Clearing another kind's field leaves this kind's settings alone.
+  ClearSpecField(&s, *FindSpecField("stages"));
+  EXPECT_TRUE(s.has_data_loading());
+  // Given to hogwild: refused before any default is applied, naming the field and its kind.
+  v1::ExperimentSpec h;
+  ASSERT_TRUE(SetSpecField(&h, *FindSpecField("prefetch"), "4").ok());
+  ApplyDefaults(&h, SpecLimits{});
+  EXPECT_EQ(h.data_loading().prefetch(), 4u);  // kept as given, not replaced by hogwild's
+  EXPECT_EQ(ValidateSpec(h, SpecLimits{}).message(),
+            "prefetch: not a field of kind hogwild (it is data_loading's)");
+  // Every kind's field is in the table once, under its kind's message.
+  for (const KindRules& k : AllKinds())
+    for (const SpecField& f : k.fields) {
+      ASSERT_NE(FindSpecField(f.name), nullptr) << f.name;
+      EXPECT_EQ(FieldKind(*FindSpecField(f.name)), k.name) << f.name;
+    }
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "server/store.h"
 
+#include <google/protobuf/unknown_field_set.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+
+#include <cstring>
 
 #include "server/coordinator.h"
 #include "server/experiment_queue.h"
@@ -675,6 +678,100 @@ TEST(RecoveryTest, AQueuedPointOfACancelledSweepIsCancelled) {
   EXPECT_TRUE(r->queue.empty());
   EXPECT_EQ(t.store->Get("x2")->state(), v1::CANCELLED);
   EXPECT_EQ(t.store->GetSweep("s1")->points(0).state(), v1::CANCELLED);
+}
+
+}  // namespace
+}  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// A record written before issue 55 moved each kind's fields into its own message: its old field
+// numbers are unknown fields now, and every read (Get, List, GetSweep) moves them where they
+// live, so that an old state directory reads as it did.
+TEST(StoreTest, RecordsWrittenBeforeTheKindsOwnedTheirFieldsReadAsTheyDid) {
+  using google::protobuf::UnknownFieldSet;
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  v1::Experiment mm;  // multi_model: models 4 (field 21), iterations 50 (22), its variants (34)
+  mm.set_id("old-mm");
+  mm.mutable_spec()->set_kind("multi_model");
+  UnknownFieldSet* u = mm.mutable_spec()->GetReflection()->MutableUnknownFields(mm.mutable_spec());
+  u->AddVarint(21, 4);
+  u->AddVarint(22, 50);
+  v1::VariantResult v;
+  v.set_variant("mlinear");
+  v.set_final_loss(0.5);
+  mm.mutable_result()
+      ->GetReflection()
+      ->MutableUnknownFields(mm.mutable_result())
+      ->AddLengthDelimited(34, v.SerializeAsString());
+  ASSERT_TRUE((*s)->Put(mm).ok());
+  v1::Experiment cmd;  // command: its argv (45), env (46), cwd (47); lines ignored (44)
+  cmd.set_id("old-cmd");
+  cmd.mutable_spec()->set_kind("command");
+  u = cmd.mutable_spec()->GetReflection()->MutableUnknownFields(cmd.mutable_spec());
+  u->AddLengthDelimited(45, "python3");
+  u->AddLengthDelimited(45, "train.py");
+  u->AddLengthDelimited(46, "A=1");
+  u->AddLengthDelimited(47, "/work");
+  cmd.mutable_result()
+      ->GetReflection()
+      ->MutableUnknownFields(cmd.mutable_result())
+      ->AddVarint(44, 3);
+  ASSERT_TRUE((*s)->Put(cmd).ok());
+  v1::Experiment dl;  // data_loading: loaders 2 (23); an epoch's load CPU (EpochResult 8)
+  dl.set_id("old-dl");
+  dl.mutable_spec()->set_kind("data_loading");
+  dl.mutable_spec()->GetReflection()->MutableUnknownFields(dl.mutable_spec())->AddVarint(23, 2);
+  auto* epoch = dl.mutable_result()->add_epochs();
+  epoch->set_epoch(1);
+  const double ms = 1234.5;
+  uint64_t bits;
+  std::memcpy(&bits, &ms, sizeof bits);
+  epoch->GetReflection()->MutableUnknownFields(epoch)->AddFixed64(8, bits);
+  ASSERT_TRUE((*s)->Put(dl).ok());
+  v1::Sweep sw;  // a hogwild sweep's base: concurrent_steps 1 (50)
+  sw.set_id("old-sweep");
+  sw.mutable_spec()->mutable_base()->set_kind("hogwild");
+  sw.mutable_spec()
+      ->mutable_base()
+      ->GetReflection()
+      ->MutableUnknownFields(sw.mutable_spec()->mutable_base())
+      ->AddVarint(50, 1);
+  ASSERT_TRUE((*s)->PutSweep(sw).ok());
+
+  auto m = (*s)->Get("old-mm");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->spec().multi_model().models(), 4u);
+  EXPECT_EQ(m->spec().multi_model().iterations(), 50u);
+  ASSERT_EQ(m->result().multi_model().variants_size(), 1);
+  EXPECT_EQ(m->result().multi_model().variants(0).variant(), "mlinear");
+  EXPECT_TRUE(m->spec().GetReflection()->GetUnknownFields(m->spec()).empty());
+  auto c = (*s)->Get("old-cmd");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(std::vector<std::string>(c->spec().command().argv().begin(),
+                                     c->spec().command().argv().end()),
+            (std::vector<std::string>{"python3", "train.py"}));
+  EXPECT_EQ(c->spec().command().env(0), "A=1");
+  EXPECT_EQ(c->spec().command().cwd(), "/work");
+  EXPECT_EQ(c->result().command().report_lines_ignored(), 3u);
+  auto listed = (*s)->List();
+  ASSERT_TRUE(listed.ok());
+  bool seen = false;
+  for (const auto& e : *listed) {
+    if (e.id() != "old-dl") continue;
+    seen = true;
+    EXPECT_EQ(e.spec().data_loading().loaders(), 2u);
+    ASSERT_EQ(e.result().data_loading().epochs_size(), 1);
+    EXPECT_EQ(e.result().data_loading().epochs(0).epoch(), 1u);
+    EXPECT_DOUBLE_EQ(e.result().data_loading().epochs(0).load_cpu_ms(), 1234.5);
+  }
+  EXPECT_TRUE(seen);
+  auto got = (*s)->GetSweep("old-sweep");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->spec().base().hogwild().concurrent_steps(), 1u);
 }
 
 }  // namespace

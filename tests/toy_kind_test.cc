@@ -62,10 +62,7 @@ KindRules Rules() {
   k.models = {"toy_model"};
   k.validate = Validate;
   k.estimate = EstimateExperiment;
-  k.foreign_fields = {"models",     "iterations", "loaders",   "prefetch", "pin_memory",
-                      "scaling",    "nodes",      "node_rank", "master",   "node_daemons",
-                      "layers",     "filters",    "stages",    "balance",  "chunks",
-                      "checkpoint", "model_file", "input",     "loss",     "classes"};
+  k.ignores = {"model_file", "input", "loss", "classes"};
   k.summarize = Summarize;
   k.report_tables = ReportTables;
   k.result_lines = ResultLines;
@@ -173,7 +170,7 @@ TEST_F(ToyKindTest, TheSpecIsCheckedByItsRules) {
   other.set_model("mnist_convnet");
   EXPECT_FALSE(ValidateSpec(other, SpecLimits{}).ok());  // not one of its models
   other = ToySpec(2);
-  other.set_stages(2);
+  other.mutable_pipeline()->set_stages(2);
   EXPECT_NE(ValidateSpec(other, SpecLimits{}).message().find("stages"), std::string::npos);
 }
 

@@ -70,9 +70,9 @@ TEST(WireCheckTest, ListsAndHostNamesHaveRoomForWhatTheirRulesAllow) {
     balance += (i ? ",12" : "12");
   }
   v1::ExperimentSpec spec;
-  spec.set_node_daemons(daemons);
-  spec.set_balance(balance);
-  spec.set_master(std::string(253, 'h') + ":29500");
+  spec.mutable_data_parallel()->set_node_daemons(daemons);
+  spec.mutable_pipeline()->set_balance(balance);
+  spec.mutable_data_parallel()->set_master(std::string(253, 'h') + ":29500");
   EXPECT_TRUE(CheckSpecStrings(spec).ok()) << CheckSpecStrings(spec).message();
   v1::SweepSpec sweep;
   *sweep.mutable_base() = spec;
@@ -80,11 +80,11 @@ TEST(WireCheckTest, ListsAndHostNamesHaveRoomForWhatTheirRulesAllow) {
   axis->set_field("balance");
   axis->add_values(balance);
   EXPECT_TRUE(CheckSweepStrings(sweep).ok()) << CheckSweepStrings(sweep).message();
-  spec.set_master(std::string(300, 'h') + ":29500");
+  spec.mutable_data_parallel()->set_master(std::string(300, 'h') + ":29500");
   EXPECT_NE(CheckSpecStrings(spec).message().find("master: 306 bytes"), std::string::npos)
       << CheckSpecStrings(spec).message();
-  spec.clear_master();
-  spec.set_node_daemons(std::string(kMaxListBytes + 1, 'n'));
+  spec.mutable_data_parallel()->clear_master();
+  spec.mutable_data_parallel()->set_node_daemons(std::string(kMaxListBytes + 1, 'n'));
   EXPECT_EQ(CheckSpecStrings(spec).code(), Code::kInvalidArgument);
 }
 

@@ -86,6 +86,8 @@ class WorkerKind {
 
 // A fresh object of the named kind; nullptr when this shoal-worker has no such kind.
 std::unique_ptr<WorkerKind> MakeWorkerKind(const std::string& name);
+// The kinds this shoal-worker has, in registration order.
+std::vector<std::string> WorkerKindNames();
 // The leader's kind for a spec: shoal-worker's MakeWorkerKind by the spec's kind, or
 // shoal-leader's LibTorch-free one.
 using LeaderKindMaker =

@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "shared/ipc/ipc_codec.h"
+#include "shared/kinds/kind.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
 #include "shared/os/shm.h"
@@ -58,9 +59,17 @@ struct SegmentCleanup {
   ~SegmentCleanup() { RemoveSegments(prefix); }
 };
 
-ipc::v1::Progress ReadBoard(const Scoreboard& board, uint32_t workers, bool final) {
+// The kind's reader of its area of each slot; nullptr: it keeps none.
+KindBoardReader KindAreaReader(const v1::ExperimentSpec& spec) {
+  const KindRules* kind = FindKind(spec.kind());
+  return kind == nullptr ? nullptr : kind->read_board;
+}
+
+ipc::v1::Progress ReadBoard(const Scoreboard& board, uint32_t workers, bool final,
+                            KindBoardReader kind_area) {
   ipc::v1::Progress p;
-  for (uint32_t i = 0; i < workers; ++i) *p.add_workers() = ReadSlot(*board.slot(i), i, final);
+  for (uint32_t i = 0; i < workers; ++i)
+    *p.add_workers() = ReadSlot(*board.slot(i), i, final, kind_area);
   return p;
 }
 
@@ -125,6 +134,7 @@ v1::ExperimentSpec SetUpBoard(const v1::ExperimentSpec& spec, const WorkerKind& 
 
 // What the supervisor reports as the run goes: worker exits and the board's progress, to shoald.
 WorkerSupervisor::Hooks SupervisorHooks(StatusPipe& out, const Scoreboard& board, uint32_t workers,
+                                        KindBoardReader kind_area,
                                         std::optional<uint64_t> oom_kills_before) {
   WorkerSupervisor::Hooks hooks;
   hooks.oom_kills = ReadOomKills;
@@ -134,9 +144,9 @@ WorkerSupervisor::Hooks SupervisorHooks(StatusPipe& out, const Scoreboard& board
     *e.mutable_worker_exited() = x;
     out.Emit(e);
   };
-  hooks.progress = [&out, &board, workers] {
+  hooks.progress = [&out, &board, workers, kind_area] {
     LeaderEvent e;
-    *e.mutable_progress() = ReadBoard(board, workers, false);
+    *e.mutable_progress() = ReadBoard(board, workers, false, kind_area);
     e.mutable_progress()->set_tracing(Tracing(board));
     out.Emit(e);
   };
@@ -237,8 +247,9 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   DropCleanFilePages();
 
   RealClock clock;  // the workers' slots hold MonotonicNs() readings
-  WorkerSupervisor sup(supervised, *board, **launcher, *lc.processes, clock,
-                       SupervisorHooks(out, *board, spec.workers(), oom_kills_before));
+  WorkerSupervisor sup(
+      supervised, *board, **launcher, *lc.processes, clock,
+      SupervisorHooks(out, *board, spec.workers(), KindAreaReader(spec), oom_kills_before));
   const std::string failure =
       sup.Run(started.live, std::move(started.requested_mono), started.failure);
   ::close(lifetime[1]);
@@ -247,7 +258,7 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   auto* r = e.mutable_result();
   r->set_ok(failure.empty());
   r->set_error(failure);
-  *r->mutable_workers() = ReadBoard(*board, spec.workers(), true).workers();
+  *r->mutable_workers() = ReadBoard(*board, spec.workers(), true, KindAreaReader(spec)).workers();
   for (const auto& x : sup.exits()) *r->add_exits() = x;
   if (bounds) {  // the kind set its own
     r->set_step_bound_ms(bounds->steps_ms);

@@ -42,7 +42,6 @@ void ReadEpochs(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
     out->set_epoch(e + 1);
     out->set_wall_ns(x.wall_ns.load());
     out->set_data_ns(x.data_ns.load());
-    out->set_load_cpu_ns(x.load_cpu_ns.load());
     out->set_steps(x.steps.load());
     out->set_samples(x.samples.load());
     out->set_loss_sum(BitsToDouble(x.loss_sum_bits.load()));
@@ -167,7 +166,8 @@ bool PassStartGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd) {
   return WaitForCount(&board->at_gate, board->workers, slot, lifetime_fd);
 }
 
-ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) {
+ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
+                               KindBoardReader read_kind_area) {
   ipc::v1::WorkerReport r;
   r.set_index(index);
   r.set_pid(w.pid.load());
@@ -187,17 +187,11 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
   r.set_backward_ns(w.backward_ns.load());
   r.set_optimizer_ns(w.optimizer_ns.load());
   r.set_eval_ns(w.eval_ns.load());
-  r.set_zero_grad_ns(w.zero_grad_ns.load());
-  r.set_define_ns(w.define_ns.load());
   r.set_parameters(w.parameters.load());
   r.set_alloc_peak_bytes(w.alloc_peak_bytes.load());
   if (const uint64_t b = w.device_alloc_peak_bytes.load()) r.set_device_alloc_peak_bytes(b);
   if (const uint64_t b = w.device_reserved_peak_bytes.load()) r.set_device_reserved_peak_bytes(b);
   r.set_comm_ns(w.comm_ns.load());
-  r.set_step_wall_ns(w.step_wall_ns.load());
-  r.set_allreduce_busy_ns(w.allreduce_busy_ns.load());
-  r.set_allreduce_bytes(w.allreduce_bytes.load());
-  r.set_buckets(w.buckets.load());
   r.set_vmhwm_bytes(w.vmhwm_bytes.load());
   if (w.plan_made.load() != 0) ReadStepMemory(w, r.mutable_step_memory());
   if (w.step_gated.load() != 0) r.set_step_wait_ns(w.step_wait_ns.load());
@@ -208,6 +202,7 @@ ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final) 
     ReadEpochs(w, &r);
     ReadCurve(w, &r);
   }
+  if (read_kind_area != nullptr) read_kind_area(w, &r);
   return r;
 }
 

@@ -68,7 +68,6 @@ void StepRecorder::Epoch(uint32_t epoch, const EpochTotals& t) {
     EpochRecord& r = slot_->epochs[epoch - 1];
     r.wall_ns.store(t.wall_ns);
     r.data_ns.store(t.data_ns);
-    r.load_cpu_ns.store(t.load_cpu_ns);
     r.steps.store(t.steps);
     r.samples.store(t.samples);
     r.loss_sum_bits.store(DoubleToBits(t.loss_sum));

@@ -35,7 +35,7 @@ struct StepTimes {
 
 // One worker's running totals over one epoch.
 struct EpochTotals {
-  uint64_t wall_ns = 0, data_ns = 0, load_cpu_ns = 0, steps = 0, samples = 0;
+  uint64_t wall_ns = 0, data_ns = 0, steps = 0, samples = 0;
   double loss_sum = 0;
 };
 

@@ -436,7 +436,7 @@ std::string CountList(const std::vector<double>& counts) {
 
 // Fewer of its workers stepped at once than it has: they took turns and shared step arenas.
 bool TookTurns(const v1::ExperimentSpec& s) {
-  return s.has_concurrent_steps() && s.concurrent_steps() < s.workers();
+  return s.hogwild().has_concurrent_steps() && s.hogwild().concurrent_steps() < s.workers();
 }
 
 // The worker counts at which some point's workers took turns at their steps (their host memory
@@ -571,8 +571,9 @@ std::string TurnsLine(const ReportInput& in) {
   for (const auto& v : Points(in)) {
     if (v.experiment == nullptr || !TookTurns(v.experiment->spec())) continue;
     const v1::ExperimentSpec& s = v.experiment->spec();
-    turns.insert({s.workers(), s.concurrent_steps()});
-    whys.insert(s.concurrent_steps_why().empty() ? "given" : s.concurrent_steps_why());
+    turns.insert({s.workers(), s.hogwild().concurrent_steps()});
+    whys.insert(s.hogwild().concurrent_steps_why().empty() ? "given"
+                                                           : s.hogwild().concurrent_steps_why());
   }
   if (turns.empty()) return "";
   std::string list, why;

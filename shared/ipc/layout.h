@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "shared/gpu/cuda_ipc.h"
@@ -15,7 +16,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575432ull;  // "SHOALWT2"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 15;
+constexpr uint32_t kLayoutVersion = 16;
 constexpr size_t kAlign = 64;
 // ---- weights: a fixed header, a table that grows with the model (entries, their dims, their
 // names), then each tensor's bytes, 64-byte aligned. Nothing caps the number of tensors, their
@@ -121,15 +122,6 @@ DataHeader PlanData(uint64_t n_train, uint64_t n_test, uint32_t rows, uint32_t c
 inline uint64_t ImageBytes(const DataHeader& h) { return uint64_t(h.channels) * h.rows * h.cols; }
 Status ValidateData(const DataHeader& h, size_t segment_bytes);
 
-// ---- rendezvous (data_parallel): worker 0 hosts the c10d TCPStore on a port the kernel picks and
-// publishes it here; the other workers wait for it, then meet in the store.
-constexpr uint64_t kRendezvousMagic = 0x53484f414c525631ull;  // "SHOALRV1"
-struct RendezvousHeader {
-  uint64_t magic;
-  uint32_t version;
-  std::atomic<uint32_t> port;  // 0 until worker 0's store listens
-};
-
 // ---- scoreboard: one cache-line-separated slot per worker, lock-free (a crash holds no lock).
 // Each slot is written by its worker only; the leader reads it.
 // kEvaluating: trained and fingerprinted, evaluating its final weights (not training: GPU
@@ -144,11 +136,11 @@ enum class WorkerPhase : uint32_t {
 
 constexpr size_t kMaxEpochRecords = 64;  // epochs past this are trained but not itemised
 constexpr size_t kCurvePoints = 128;     // loss curve points per worker
+constexpr size_t kKindAreaBytes = 1024;  // a slot's area for its kind's own figures
 
 struct EpochRecord {
   std::atomic<uint64_t> wall_ns;  // the epoch's steps, evaluation excluded
   std::atomic<uint64_t> data_ns;
-  std::atomic<uint64_t> load_cpu_ns;  // data_loading: CPU time making this epoch's batches
   std::atomic<uint64_t> steps;
   std::atomic<uint64_t> samples;
   std::atomic<uint64_t> loss_sum_bits;  // double
@@ -177,15 +169,14 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint64_t> ready_ns;
   std::atomic<uint64_t> data_ns, forward_ns, backward_ns, optimizer_ns;
   std::atomic<uint64_t> eval_ns;  // worker 0: test-set evaluation
-  std::atomic<uint64_t> zero_grad_ns, define_ns, parameters, alloc_peak_bytes;  // multi_model
-  // A pipeline stage on CUDA: LibTorch's CUDA allocator's peaks (0: unknown).
+  // Its model's parameters, and the counting allocator's peak where one counts (0: unknown).
+  std::atomic<uint64_t> parameters, alloc_peak_bytes;
+  // On CUDA: LibTorch's CUDA allocator's peaks (0: unknown).
   std::atomic<uint64_t> device_alloc_peak_bytes, device_reserved_peak_bytes;
-  std::atomic<uint64_t> step_wall_ns;  // a pipeline stage: its steps' wall time, summed
   std::atomic<uint64_t> vmhwm_bytes;
   std::atomic<uint64_t> weights_checksum;
-  // data_parallel: blocked in all-reduce waits; time an all-reduce was in flight; bytes.
-  std::atomic<uint64_t> comm_ns, allreduce_busy_ns, allreduce_bytes;
-  std::atomic<uint32_t> buckets;
+  // Blocked on other workers inside its steps (all-reduce waits, a pipeline neighbour).
+  std::atomic<uint64_t> comm_ns;
   // --allocator planned (worker/planned_allocator.h): written after every step once planned.
   std::atomic<uint32_t> plan_made;
   std::atomic<uint64_t> plan_arena_bytes, plan_peak_live_bytes, plan_replayed_steps,
@@ -207,7 +198,23 @@ struct alignas(128) WorkerSlot {
   // experiment's error: written before it exits non-zero, error_len last.
   char error[256];
   std::atomic<uint32_t> error_len;
+  // What only the worker's kind records, laid out by the kind (KindArea below): zero when the
+  // slot is made, written by its worker, read into WorkerReport.kind_report by the kind.
+  alignas(64) unsigned char kind_area[kKindAreaBytes];
 };
+
+// The kind's view of a slot's kind_area: T is a struct of atomics the kind declares in
+// shared/kinds/<kind>/board.h, read and written by its own code only.
+template <typename T>
+T* KindArea(WorkerSlot* slot) {
+  static_assert(sizeof(T) <= kKindAreaBytes && alignof(T) <= 64, "a kind area is 1 KiB");
+  static_assert(std::is_trivially_destructible_v<T>, "a kind area holds atomics and plain data");
+  return reinterpret_cast<T*>(slot->kind_area);
+}
+template <typename T>
+const T* KindArea(const WorkerSlot& slot) {
+  return KindArea<T>(const_cast<WorkerSlot*>(&slot));
+}
 
 struct BoardHeader {
   uint64_t magic;

@@ -19,11 +19,14 @@
 #include "shared/report/table.h"
 #include "shared/spec/admission.h"
 #include "shared/spec/spec.h"
+#include "shared/spec/spec_fields.h"
 #include "shared/status.h"
 #include "shoal/ipc/v1/ipc.pb.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
+
+struct WorkerSlot;  // shared/ipc/layout.h
 
 // What a finished (or cut) run left, for the kind's part of its result.
 struct KindRunFacts {
@@ -50,10 +53,18 @@ struct KindRules {
   Status (*validate)(const v1::ExperimentSpec&, const SpecLimits&) = nullptr;
   // What the experiment will put in /dev/shm and memory, for admission.
   StatusOr<ExperimentEstimate> (*estimate)(const v1::ExperimentSpec&) = nullptr;
-  // The kind's own defaults, applied before the common ones; nullptr: none.
+  // The kind's own defaults, applied before the common ones, and those that depend on the
+  // common ones (hogwild's turns on the allocator and threads), after; nullptr: none.
   void (*defaults)(v1::ExperimentSpec*, const SpecLimits&) = nullptr;
-  // Fields of the table this kind does not read: refused when given, never defaulted.
-  std::vector<std::string> foreign_fields;
+  void (*late_defaults)(v1::ExperimentSpec*, const SpecLimits&) = nullptr;
+  // Its own fields: flat names for the CLI, sweeps and reports ("loaders"), their paths in its
+  // message of ExperimentSpec.settings ("data_loading.loaders"). Another kind's are refused by
+  // the schema: they live in another message.
+  std::vector<SpecField> fields;
+  // Each of its fields' reference text (docs/cli-reference.md's field table), longer than help.
+  std::map<std::string, std::string> references;
+  // The common fields (CommonSpecFields) it does not read: refused when given, never defaulted.
+  std::vector<std::string> ignores;
   // The devices its worker half can train on.
   std::vector<std::string> devices = {"cpu"};
   // Whether its trainer marks each step for --allocator planned (worker/planned_allocator.h).
@@ -67,19 +78,41 @@ struct KindRules {
   // Its leader needs no LibTorch for a built-in model started by spawn or the forkserver (worker
   // 0 writes the initial weights) or at all (kind command): shoald runs shoal-leader for it.
   bool leader_without_libtorch = false;
+  // Without one: why its leader is shoal-worker, for the result's leader_why ("": "<kind>
+  // builds its model in the leader").
+  std::string leader_why;
 
+  // One model trained by ranks over several processes or nodes (data_parallel): how many ranks,
+  // a worker's rank among them (its shard of the data, its seed), and each worker's batch;
+  // nullptr: the workers, its index, batch_size.
+  uint32_t (*world_size)(const v1::ExperimentSpec&) = nullptr;
+  uint32_t (*global_rank)(const v1::ExperimentSpec&, uint32_t index) = nullptr;
+  uint32_t (*worker_batch)(const v1::ExperimentSpec&) = nullptr;
+
+  // Its area of a worker's scoreboard slot (shared/kinds/<kind>/board.h) into the worker's
+  // report (WorkerReport.kind_report); nullptr: it keeps none.
+  void (*read_board)(const WorkerSlot&, ipc::v1::WorkerReport*) = nullptr;
   // Its part of the result (v1::Result's message of the kind), from the run's facts.
   void (*summarize)(const KindRunFacts&, v1::Result*) = nullptr;
   // Its tables in a sweep's report; called when any point is of this kind, returns none when
   // there is nothing to show.
   std::vector<Table> (*report_tables)(const KindTablesInput&) = nullptr;
   // `shoal get`: its spec line(s), instead of the common ones; its lines after the common
-  // figures; its block after the epochs; the name of a worker's role ("trainer").
+  // figures; its block after the epochs; the name of a worker's role ("trainer"); its column of
+  // the epochs table (header, then the epoch's cell; "" when it has none for that epoch).
   std::string (*spec_lines)(const v1::ExperimentSpec&) = nullptr;
   std::string (*result_lines)(const v1::Result&) = nullptr;
   std::string (*detail_lines)(const v1::Result&) = nullptr;
   std::string (*role_name)(const v1::ProcessInfo&) = nullptr;
+  std::string epoch_column_header;
+  std::string (*epoch_cell)(const v1::Result&, uint32_t epoch) = nullptr;
 };
+
+// The spec's kind's world_size, global_rank and worker_batch, or what they are without one
+// (the workers, the index, batch_size): what the generic trainer and epoch arithmetic use.
+uint32_t Ranks(const v1::ExperimentSpec& spec);
+uint32_t RankOf(const v1::ExperimentSpec& spec, uint32_t index);
+uint32_t BatchOf(const v1::ExperimentSpec& spec);
 
 // Every registered kind, in registration order.
 const std::deque<KindRules>& AllKinds();

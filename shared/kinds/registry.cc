@@ -19,8 +19,8 @@ namespace {
 // A deque: FindKind's pointers stay valid when a kind is registered after.
 std::deque<KindRules>& Kinds() {
   static std::deque<KindRules> kinds = {
-      HogwildRules(),      MultiModelRules(), DataLoadingRules(),
-      DataParallelRules(), PipelineRules(),   CommandRules(),
+      HogwildRules(),  MultiModelRules(), DataLoadingRules(), DataParallelRules(),
+      PipelineRules(), CommandRules(),
   };
   return kinds;
 }
@@ -40,6 +40,22 @@ const KindRules* FindKind(const std::string& name) {
   auto it =
       std::find_if(all.begin(), all.end(), [&](const KindRules& k) { return k.name == name; });
   return it == all.end() ? nullptr : &*it;
+}
+
+uint32_t Ranks(const v1::ExperimentSpec& spec) {
+  const KindRules* k = FindKind(spec.kind());
+  return k != nullptr && k->world_size ? k->world_size(spec)
+                                       : std::max<uint32_t>(1, spec.workers());
+}
+
+uint32_t RankOf(const v1::ExperimentSpec& spec, uint32_t index) {
+  const KindRules* k = FindKind(spec.kind());
+  return k != nullptr && k->global_rank ? k->global_rank(spec, index) : index;
+}
+
+uint32_t BatchOf(const v1::ExperimentSpec& spec) {
+  const KindRules* k = FindKind(spec.kind());
+  return k != nullptr && k->worker_batch ? k->worker_batch(spec) : spec.batch_size();
 }
 
 std::vector<std::string> KindNames() {

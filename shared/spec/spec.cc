@@ -1,5 +1,6 @@
 #include "shared/spec/spec.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
@@ -9,7 +10,6 @@
 #include <map>
 
 #include "shared/idx.h"
-#include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/kind.h"
 #include "shared/spec/input_spec.h"
 #include "shared/spec/spec_fields.h"
@@ -182,9 +182,9 @@ const std::vector<std::string>& OptimizerNamesAllowed() {
 
 namespace {
 
-// The kind's foreign fields, and the CUDA fields of a kind that cannot train on CUDA.
-std::vector<std::string> ForeignFields(const KindRules& kind) {
-  std::vector<std::string> out = kind.foreign_fields;
+// The common fields the kind ignores, and the CUDA fields of a kind that cannot train on CUDA.
+std::vector<std::string> IgnoredFields(const KindRules& kind) {
+  std::vector<std::string> out = kind.ignores;
   if (std::find(kind.devices.begin(), kind.devices.end(), "cuda") == kind.devices.end())
     out.insert(out.end(), CudaOnlyFields().begin(), CudaOnlyFields().end());
   return out;
@@ -192,39 +192,63 @@ std::vector<std::string> ForeignFields(const KindRules& kind) {
 
 // Whether the kind reads the field: a foreign one is absent, and its checks do not apply.
 bool Reads(const KindRules& kind, const std::string& field) {
-  const auto foreign = ForeignFields(kind);
-  return std::find(foreign.begin(), foreign.end(), field) == foreign.end();
+  const auto ignored = IgnoredFields(kind);
+  return std::find(ignored.begin(), ignored.end(), field) == ignored.end();
 }
 
-// A program of the user's is only a command kind's (these fields are outside the field table).
-Status CheckProgramFields(const v1::ExperimentSpec& s, const KindRules& kind) {
-  if (kind.runs_user_code || (s.command().empty() && s.env().empty() && !s.has_cwd()))
-    return Status::Ok();
-  return InvalidArgument("command, env, cwd: kind " + s.kind() +
-                         " runs no program of yours (kind command does)");
+// The fields given of the kind whose settings the spec holds: by their flat names where the
+// field table has them ("layers"), else as its message names them (the command kind's argv,
+// env, cwd, given after `--` and by --env, --cwd).
+std::string GivenSettings(const v1::ExperimentSpec& s, const std::string& kind) {
+  const auto* top = v1::ExperimentSpec::descriptor()->FindFieldByName(kind);
+  const auto& m = s.GetReflection()->GetMessage(s, top);
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  m.GetReflection()->ListFields(m, &set);
+  std::string names;
+  for (const auto* f : set) {
+    std::string name = f->name();
+    for (const SpecField& x : SpecFields())
+      if (x.path == kind + "." + f->name()) name = x.name;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return names.empty() ? kind : names;
+}
+
+// A field of one kind's message given to another kind: the schema says whose it is.
+Status CheckSettingsKind(const v1::ExperimentSpec& s) {
+  const std::string held = SettingsKind(s);
+  if (held.empty() || held == s.kind()) return Status::Ok();
+  const KindRules* owner = FindKind(held);
+  if (owner != nullptr && owner->runs_user_code)
+    return InvalidArgument(GivenSettings(s, held) + ": kind " + s.kind() +
+                           " runs no program of yours (kind " + held + " does)");
+  return InvalidArgument(GivenSettings(s, held) + ": not a field of kind " + s.kind() + " (it is " +
+                         held + "'s)");
 }
 
 }  // namespace
 
 void ClearDaemonSetFields(v1::ExperimentSpec* s) {
   s->clear_allocator_why();
-  s->clear_concurrent_steps_why();
+  if (s->has_hogwild()) s->mutable_hogwild()->clear_concurrent_steps_why();
   s->clear_step_timeout_why();
 }
 
 void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_kind()) s->set_kind("hogwild");
   const KindRules* kind = FindKind(s->kind());
+  // Another kind's settings: refused as they are (ValidateSpec), not replaced by this kind's.
+  if (!CheckSettingsKind(*s).ok()) kind = nullptr;
   const v1::ExperimentSpec given = *s;
   if (kind != nullptr && kind->defaults != nullptr) kind->defaults(s, limits);
   ApplyCommonDefaults(s, limits);
+  if (kind != nullptr && kind->late_defaults != nullptr) kind->late_defaults(s, limits);
   // A field the kind does not read is not filled in (and is refused if given: ValidateSpec).
-  for (const auto& name : kind != nullptr ? ForeignFields(*kind) : std::vector<std::string>{}) {
+  for (const auto& name : kind != nullptr ? IgnoredFields(*kind) : std::vector<std::string>{}) {
     const SpecField* f = FindSpecField(name);
     if (!HasSpecField(given, *f)) ClearSpecField(s, *f);
   }
   if (!s->has_allocator()) s->clear_allocator_why();  // a kind that does not read it
-  if (!s->has_concurrent_steps()) s->clear_concurrent_steps_why();
   if (!s->has_step_timeout_ms()) s->clear_step_timeout_why();
 }
 
@@ -266,7 +290,9 @@ std::string DefaultAllocator(const v1::ExperimentSpec& s, std::string* why) {
 LeaderChoice ChooseLeader(const v1::ExperimentSpec& s) {
   const KindRules* kind = FindKind(s.kind());
   if (kind == nullptr || !kind->leader_without_libtorch)
-    return {true, s.kind() + " builds its model in the leader"};
+    return {true, kind != nullptr && !kind->leader_why.empty()
+                      ? kind->leader_why
+                      : s.kind() + " builds its model in the leader"};
   if (kind->runs_user_code) return {false, "the workers are the user's program"};
   if (s.start() == "fork") return {true, "start fork: the workers inherit the leader's model"};
   if (s.model() == "torchscript" && s.device() == "cpu")
@@ -337,11 +363,6 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
     std::string why;
     s->set_allocator(DefaultAllocator(*s, &why));
     s->set_allocator_why(why);
-  }
-  if (!s->has_concurrent_steps()) {  // after the allocator: the turns share its arenas
-    std::string why;
-    s->set_concurrent_steps(DefaultConcurrentSteps(*s, limits, &why));
-    s->set_concurrent_steps_why(why);
   }
   if (!s->has_seed()) s->set_seed(1);
   if (!s->has_sample_interval_ms()) s->set_sample_interval_ms(200);
@@ -459,10 +480,6 @@ Status ValidateModelFile(const v1::ExperimentSpec& s) {
     return InvalidArgument("model_file: '" + s.model_file().substr(0, 80) +
                            "' is not sha256:<64 hex digits> (the CLI uploads a file path and "
                            "sends its hash)");
-  if (s.has_node_daemons())
-    return InvalidArgument(
-        "node_daemons: a model file is uploaded to one daemon; run each node's part with "
-        "--nodes and --node-rank on its own daemon (uploading the file to each)");
   if (s.model() != "torchscript")
     return InvalidArgument("model: '" + s.model() +
                            "' beside model_file; the file is the model (leave model out)");
@@ -508,7 +525,8 @@ Status ValidateModelFileOptions(const v1::ExperimentSpec& s, const SpecLimits& l
 Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   const KindRules* kind = FindKind(s.kind());
   if (kind == nullptr) return OneOf("kind", s.kind(), KindNames());
-  for (const auto& name : ForeignFields(*kind)) {
+  RETURN_IF_ERROR(CheckSettingsKind(s));
+  for (const auto& name : IgnoredFields(*kind)) {
     if (HasSpecField(s, *FindSpecField(name)))
       return InvalidArgument(name + ": not a field of kind " + s.kind());
   }
@@ -524,7 +542,6 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (ForkCudaShare(s)) return InvalidArgument(std::string("device: ") + kForkCudaShareWhy);
   RETURN_IF_ERROR(ValidateCudaDevices(s, limits));
   RETURN_IF_ERROR(ValidateCudaSync(s));
-  RETURN_IF_ERROR(CheckProgramFields(s, *kind));
   if (Reads(*kind, "batch_size"))
     RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
   RETURN_IF_ERROR(ValidateLength(s, limits));
@@ -541,11 +558,6 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
         "allocator: planned needs a trainer that marks its steps (hogwild, "
         "data_parallel); kind " +
         s.kind() + " does not");
-  if (s.has_concurrent_steps() &&  // hogwild's only
-      (s.concurrent_steps() < 1 || s.concurrent_steps() > s.workers()))
-    return InvalidArgument("concurrent_steps: " + std::to_string(s.concurrent_steps()) +
-                           " is outside 1.." + std::to_string(s.workers()) + " (at most the " +
-                           std::to_string(s.workers()) + " workers)");
   if (s.has_kernels())  // foreign to kind command
     RETURN_IF_ERROR(OneOf("kernels", s.kernels(), {"shoal", "libtorch"}));
   if (s.has_activations())  // foreign to the kinds that build no mnist_convnet
@@ -646,7 +658,7 @@ Status CheckTrainingSet(const v1::ExperimentSpec& s, uint64_t n_train) {
   if (BatchesPerEpoch(s, n_train) == 0) {
     return InvalidArgument("epoch_samples: an epoch of " +
                            std::to_string(s.has_epoch_samples() ? s.epoch_samples() : n_train) +
-                           " samples over " + std::to_string(WorldSize(s)) +
+                           " samples over " + std::to_string(Ranks(s)) +
                            " workers leaves none to a worker");
   }
   return Status::Ok();
@@ -655,14 +667,14 @@ Status CheckTrainingSet(const v1::ExperimentSpec& s, uint64_t n_train) {
 uint64_t BatchesPerEpoch(const v1::ExperimentSpec& s, uint64_t n_train) {
   const uint64_t per_epoch =
       s.has_epoch_samples() ? std::min<uint64_t>(s.epoch_samples(), n_train) : n_train;
-  const uint64_t w = WorldSize(s);       // data_parallel: every node's workers
+  const uint64_t w = Ranks(s);           // data_parallel: every node's workers
   const uint64_t shard = per_epoch / w;  // the remainder of per_epoch / w is not used
-  const uint64_t b = std::max<uint32_t>(1, WorkerBatch(s));
+  const uint64_t b = std::max<uint32_t>(1, BatchOf(s));
   return (shard + b - 1) / b;
 }
 
 uint64_t StepsPerWorker(const v1::ExperimentSpec& s, uint64_t n_train) {
-  if (s.has_iterations()) return s.iterations();
+  if (s.multi_model().has_iterations()) return s.multi_model().iterations();
   if (s.has_epochs()) return uint64_t(s.epochs()) * BatchesPerEpoch(s, n_train);
   return s.batches();
 }

@@ -3,6 +3,7 @@
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -81,10 +82,6 @@ std::vector<SpecField> CommonFields() {
        "step; hogwild, data_parallel) | retain (glibc heap, never trimmed) | system",
        "planned where the trainer marks its steps on the CPU (hogwild, data_parallel); cache on "
        "CUDA and for multi_model, data_loading, pipeline"},
-      {"concurrent_steps", "concurrent_steps",
-       "hogwild: at most this many workers inside a step at once, the others waiting their turn; "
-       "fewer than the workers: that many step arenas, shared",
-       "cores / threads where fewer than the workers, with planned on the CPU; else the workers"},
       {"activations", "activations",
        "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
        "its indices only, fused with the ReLU; bit-identical)",
@@ -111,9 +108,8 @@ std::vector<SpecField> RunControlFields() {
   };
 }
 
-// Fields only some kinds read (each kind's rules refuse the others'), then the worker count,
-// which every kind reads but several derive, and the label and switch last.
-std::vector<SpecField> KindFields() {
+// A model file's fields (hogwild and data_parallel read them; the other kinds ignore them).
+std::vector<SpecField> ModelFileFields() {
   return {
       {"model_file", "model_file",
        "hogwild, data_parallel: your TorchScript model (a file path; the CLI uploads it and sends "
@@ -136,33 +132,12 @@ std::vector<SpecField> KindFields() {
       {"autocast", "autocast",
        "model_file: no | bfloat16 (forward under CPU autocast; CPUs with bfloat16 instructions)",
        "no (with model_file)"},
-      {"models", "models", "multi_model: independent models trained at once (n)", "1"},
-      {"iterations", "iterations", "multi_model: training iterations of each variant", "1000"},
-      {"loaders", "loaders", "data_loading: loader processes feeding the trainer (0: it loads)",
-       "0"},
-      {"prefetch", "prefetch", "data_loading: batches in flight per loader", "2"},
-      {"pin_memory", "pin_memory",
-       "data_loading: page-locked batches for a GPU (refused: no CUDA path yet)", "no"},
-      {"nodes", "nodes", "data_parallel: nodes the experiment spans, one shoald each", "1"},
-      {"node_rank", "node_rank", "data_parallel: this daemon's node (0 .. nodes - 1)", "0"},
-      {"master", "master",
-       "data_parallel with nodes > 1: HOST:PORT where node 0's worker 0 hosts the c10d store",
-       "none (with node_daemons: node 0's daemon host, port 29500)"},
-      {"node_daemons", "node_daemons",
-       "data_parallel: HOST:PORT of each node's shoald, node 0 first; this daemon federates "
-       "(submit only: refused in a sweep)",
-       "none", false},
-      {"layers", "layers", "pipeline: AmoebaNet-D's L (normal cells, a multiple of 3)", "18"},
-      {"filters", "filters", "pipeline: AmoebaNet-D's D (a multiple of 8)", "64"},
-      {"stages", "stages", "pipeline: stage processes the layers are cut into", "1"},
-      {"balance", "balance", "pipeline: layers per stage, comma-separated, summing to layers + 6",
-       "as even as can be", false},
-      {"chunks", "chunks", "pipeline: micro-batches per mini-batch (must divide batch_size)", "1"},
-      {"checkpoint", "checkpoint",
-       "pipeline: never | except_last | always (micro-batches recomputed in backward)",
-       "except_last"},
-      {"scaling", "scaling",
-       "data_parallel: weak (batch_size per worker) | strong (batch_size per step, split)", "weak"},
+  };
+}
+
+// The worker count, which every kind reads but several derive, and the label and switch last.
+std::vector<SpecField> LastFields() {
+  return {
       {"workers", "workers",
        "worker processes (multi_model: one per variant; data_loading: loaders + 1)",
        "1 (multi_model: 2 for n = 1, else 3; data_loading: loaders + 1; pipeline: stages)"},
@@ -171,10 +146,29 @@ std::vector<SpecField> KindFields() {
   };
 }
 
+std::vector<SpecField> MakeCommonFields() {
+  std::vector<SpecField> all = CommonFields();
+  for (SpecField& f : RunControlFields()) all.push_back(std::move(f));
+  for (SpecField& f : ModelFileFields()) all.push_back(std::move(f));
+  for (SpecField& f : LastFields()) all.push_back(std::move(f));
+  return all;
+}
+
+// The common fields, then each registered kind's own (its table in shared/kinds/<kind>/rules.cc)
+// before the worker count, the label and the switch.
 std::vector<SpecField> MakeFields() {
   std::vector<SpecField> all = CommonFields();
   for (SpecField& f : RunControlFields()) all.push_back(std::move(f));
-  for (auto& f : KindFields()) all.push_back(std::move(f));
+  for (SpecField& f : ModelFileFields()) all.push_back(std::move(f));
+  std::vector<SpecField> placed;  // those that name the field they follow, placed once all are in
+  for (const KindRules& k : AllKinds())
+    for (const SpecField& f : k.fields) (f.after.empty() ? all : placed).push_back(f);
+  for (const SpecField& f : placed) {
+    auto at =
+        std::find_if(all.begin(), all.end(), [&](const SpecField& x) { return x.name == f.after; });
+    all.insert(at == all.end() ? at : at + 1, f);
+  }
+  for (SpecField& f : LastFields()) all.push_back(std::move(f));
   return all;
 }
 
@@ -271,9 +265,21 @@ std::string SpecFieldHelp(const SpecField& f) {
   return f.help.substr(0, at) + KindList() + f.help.substr(at + 7);
 }
 
-const std::vector<SpecField>& SpecFields() {
-  static const std::vector<SpecField> fields = MakeFields();
+const std::vector<SpecField>& CommonSpecFields() {
+  static const std::vector<SpecField> fields = MakeCommonFields();
   return fields;
+}
+
+const std::vector<SpecField>& SpecFields() {
+  // Made again when a kind registered after (a test's): the older tables are kept, never freed,
+  // so that a pointer FindSpecField gave stays valid. Kinds register before any thread reads.
+  static const std::vector<SpecField>* fields = nullptr;
+  static size_t kinds = 0;
+  if (fields == nullptr || kinds != AllKinds().size()) {
+    kinds = AllKinds().size();
+    fields = new std::vector<SpecField>(MakeFields());
+  }
+  return *fields;
 }
 
 const SpecField* FindSpecField(const std::string& name) {
@@ -285,7 +291,28 @@ const SpecField* FindSpecField(const std::string& name) {
   return nullptr;
 }
 
+std::string FieldKind(const SpecField& f) {
+  const size_t dot = f.path.find('.');
+  if (dot == std::string::npos) return "";
+  const FieldDescriptor* top =
+      v1::ExperimentSpec::descriptor()->FindFieldByName(f.path.substr(0, dot));
+  const bool kind_message = top != nullptr && top->containing_oneof() != nullptr &&
+                            top->containing_oneof()->name() == "settings";
+  return kind_message ? top->name() : "";
+}
+
+std::string SettingsKind(const v1::ExperimentSpec& spec) {
+  const auto* oneof = v1::ExperimentSpec::descriptor()->FindOneofByName("settings");
+  const FieldDescriptor* set = spec.GetReflection()->GetOneofFieldDescriptor(spec, oneof);
+  return set == nullptr ? "" : set->name();
+}
+
 Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text) {
+  // One kind's message at a time: setting another's would drop what was given of the first.
+  const std::string kind = FieldKind(f), held = SettingsKind(*spec);
+  if (!kind.empty() && !held.empty() && kind != held)
+    return InvalidArgument(f.name + ": a field of kind " + kind + ", and the spec already holds " +
+                           "kind " + held + "'s settings (an experiment is of one kind)");
   auto [m, fd] = Resolve<Message>(spec, f.path);
   const auto* r = m->GetReflection();
   uint64_t u = 0;
@@ -323,6 +350,8 @@ bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f) {
 }
 
 void ClearSpecField(v1::ExperimentSpec* spec, const SpecField& f) {
+  const std::string kind = FieldKind(f);
+  if (!kind.empty() && SettingsKind(*spec) != kind) return;  // absent already
   auto [m, fd] = Resolve<Message>(spec, f.path);
   m->GetReflection()->ClearField(m, fd);
 }

@@ -18,14 +18,26 @@ struct SpecField {
   std::string help;      // one line, for --help and docs/cli.md ({kinds}: SpecFieldHelp's)
   std::string fallback;  // what an unset field becomes, in words ("64", "per optimizer")
   bool axis = true;      // may be swept (name, force are labels and switches, not parameters)
+  // A kind's field: listed after this one (in reports, CSV columns, the grid's order); empty:
+  // after the common fields, in registry order.
+  std::string after{};
 };
 
 // Each field's reference text by name (what, allowed values, ranges, what is refused), longer
 // than its --help line: docs/cli-reference.md's table (shared/spec/spec_reference.cc).
 const std::map<std::string, std::string>& SpecFieldReference();
 
-// Every settable field, in the order the grid expands them (see ExpandGrid).
+// Every settable field, in the order the grid expands them (see ExpandGrid): the common ones,
+// each kind's own (KindRules::fields, their paths in the kind's message: "pipeline.stages"),
+// then workers, name and force.
 const std::vector<SpecField>& SpecFields();
+// The fields every kind's spec has (ExperimentSpec outside its `settings`): what a kind's
+// KindRules::ignores names from. Never reads the registry.
+const std::vector<SpecField>& CommonSpecFields();
+// The kind whose message holds the field ("pipeline" for pipeline.stages); "" for a common one.
+std::string FieldKind(const SpecField& f);
+// The kind whose message the spec holds (its `settings`); "" when none.
+std::string SettingsKind(const v1::ExperimentSpec& spec);
 // The kinds the registry holds, "hogwild | ... | command" (shared/kinds/registry.cc): a kind
 // added is named in --help and the generated reference with no edit of a list (a hand-kept one
 // left out `command`). Not while the registry is being built: a kind's rules read SpecFields.
@@ -35,7 +47,8 @@ std::string SpecFieldHelp(const SpecField& f);
 // The field called `name` (or its flag spelling, "batch-size"); nullptr when there is none.
 const SpecField* FindSpecField(const std::string& name);
 
-// Parses `text` by the field's type and sets it: uint32/uint64 decimal digits only, double a
+// Parses `text` by the field's type and sets it (a kind's field only while the spec holds no
+// other kind's settings: INVALID_ARGUMENT naming both): uint32/uint64 decimal digits only, double a
 // finite number, bool yes/no/true/false/1/0. The error names the field and quotes the text.
 Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text);
 // True when the field is present (given by the user or filled by ApplyDefaults).

@@ -1,10 +1,12 @@
 // The spec options' reference text (docs/cli-reference.md): for each field of the spec field
 // table, what it is, its allowed values and ranges, and what is refused. --help says the short
-// form (SpecField::help); tests/cli_reference_test.cc checks that every field has its text here.
+// form (SpecField::help); tests/cli_reference_test.cc checks that every field has its text here
+// (a kind's own fields: in its rules, KindRules::references).
 #include <iterator>
 #include <map>
 #include <utility>
 
+#include "shared/kinds/kind.h"
 #include "shared/spec/spec_fields.h"
 
 namespace shoal {
@@ -72,11 +74,6 @@ constexpr std::pair<const char*, const char*> kReference[] = {
     {"allocator",
      "cache (exact-size reuse of step buffers) | planned (one arena, offsets planned from a "
      "traced step; hogwild, data_parallel) | retain (glibc heap, never trimmed) | system"},
-    {"concurrent_steps",
-     "hogwild: at most this many workers inside a training step at once; the others wait their "
-     "turn between steps, first come first served. Fewer than the workers: the planned "
-     "allocator's step arenas are shared, this many for all the workers (docs/allocators.md). "
-     "1 .. workers"},
     {"activations",
      "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool "
      "keeps its indices only, fused with the ReLU; bit-identical)"},
@@ -115,46 +112,6 @@ constexpr std::pair<const char*, const char*> kReference[] = {
      "model_file: no | bfloat16: forward under CPU autocast (matrix products and convolutions "
      "in bfloat16; the loss, gradients' accumulation and the update in the parameters' dtype); "
      "refused on a CPU without avx512_bf16 or amx_bf16, where LibTorch emulates bfloat16"},
-    {"models", "multi_model: n independent Linear(256, 512) models; 1 .. 256"},
-    {"iterations", "multi_model: training iterations of each variant; 1 .. 1000000"},
-    {"loaders",
-     "data_loading: loader processes feeding the trainer (0: it loads its own batches); 0 .. "
-     "`--max-workers` - 1"},
-    {"prefetch",
-     "data_loading: batches in flight per loader (the ring has max(1, loaders) x prefetch "
-     "slots, at most 1024); 1 .. 64"},
-    {"pin_memory",
-     "data_loading: page-locked batches for copies to a GPU; `yes` is refused until "
-     "data_loading has a CUDA path (it runs on the CPU only)"},
-    {"nodes",
-     "data_parallel: nodes the experiment spans, one shoald each (see \"Several nodes\"); 1 "
-     ".. 64"},
-    {"node_rank", "data_parallel: this daemon's node, 0 .. nodes - 1"},
-    {"master",
-     "data_parallel with `--nodes` > 1 (required then, refused otherwise): HOST:PORT where "
-     "node 0's worker 0 hosts the c10d store"},
-    {"node_daemons",
-     "data_parallel: `HOST:PORT,HOST:PORT,...`, every node's shoald (its `--listen`), node 0 "
-     "first, 2 .. 64 of them; the daemon given it federates (see \"One daemon federating\"); "
-     "sets `--nodes`, refuses `--node-rank`; not in sweeps"},
-    {"layers",
-     "pipeline: AmoebaNet-D's L, the normal cells (L / 3 per group); a multiple of 3, 3 .. 300"},
-    {"filters",
-     "pipeline: AmoebaNet-D's D (the seed's 208 scaled by 1 / 3.25 for a CPU); a multiple of "
-     "8, 8 .. 4096"},
-    {"stages",
-     "pipeline: stage processes the L + 6 layers are cut into (the workers: one per stage); 1 "
-     ".. L + 6"},
-    {"balance",
-     "pipeline: layers per stage, comma-separated, summing to L + 6 (`16,8` for L = 18, 2 "
-     "stages); not an axis"},
-    {"chunks", "pipeline: micro-batches per mini-batch (GPipe's m), dividing `--batch-size`"},
-    {"checkpoint",
-     "pipeline: never | except_last | always — which micro-batches drop their activations in "
-     "forward and recompute them in backward (torchgpipe's modes)"},
-    {"scaling",
-     "data_parallel: weak (`--batch-size` per worker: the step grows with the workers) | "
-     "strong (`--batch-size` per step, split over the workers, which must divide it)"},
     {"workers",
      "worker processes; 1 .. `--max-workers` (64); multi_model: one per variant, as many as "
      "it has; data_loading: the trainer and its loaders; pipeline: one per stage (leave it "
@@ -167,9 +124,18 @@ constexpr std::pair<const char*, const char*> kReference[] = {
 }  // namespace
 
 const std::map<std::string, std::string>& SpecFieldReference() {
-  static const std::map<std::string, std::string> text(std::begin(kReference),
-                                                       std::end(kReference));
-  return text;
+  // The common fields' texts here, each kind's from its rules (KindRules::references); made
+  // again when a kind registered after (a test's), as SpecFields is.
+  static const std::map<std::string, std::string>* text = nullptr;
+  static size_t kinds = 0;
+  if (text == nullptr || kinds != AllKinds().size()) {
+    kinds = AllKinds().size();
+    auto* all =
+        new std::map<std::string, std::string>(std::begin(kReference), std::end(kReference));
+    for (const KindRules& k : AllKinds()) all->insert(k.references.begin(), k.references.end());
+    text = all;
+  }
+  return *text;
 }
 
 }  // namespace shoal

@@ -51,7 +51,7 @@ Status CheckEnvAxis(const v1::Axis& a, const std::string& name, const v1::Experi
   const std::set<std::string> distinct(a.values().begin(), a.values().end());
   if (distinct.size() != size_t(a.values_size()))
     return InvalidArgument(a.field() + ": a value is listed twice");
-  for (const auto& kv : base.env())
+  for (const auto& kv : base.command().env())
     if (kv.rfind(name + "=", 0) == 0)
       return InvalidArgument(a.field() + ": given both as a fixed value and as an axis");
   return Status::Ok();
@@ -104,7 +104,7 @@ StatusOr<GridPoint> MakePoint(const v1::SweepSpec& sweep, const std::vector<v1::
   for (size_t k = 0; k < axes.size(); ++k) {
     const std::string& text = axes[k].values(pick[k]);
     if (const std::string env = EnvAxisName(axes[k].field()); !env.empty()) {
-      g.spec.add_env(env + "=" + text);
+      g.spec.mutable_command()->add_env(env + "=" + text);
     } else {
       RETURN_IF_ERROR(SetSpecField(&g.spec, *FindSpecField(axes[k].field()), text));
     }

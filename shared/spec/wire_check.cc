@@ -35,9 +35,19 @@ size_t Utf8At(std::string_view s, size_t i, uint32_t* cp) {
 // C0, DEL and C1: what a terminal may take as the start of an escape sequence.
 bool IsControl(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
 
-// By the field's path in the spec ("name", "optimizer.name", "base.dataset").
+// A path inside a kind's settings without the kind ("data_parallel.master": "master").
+std::string WithoutKind(const std::string& path) {
+  const size_t dot = path.find('.');
+  if (dot == std::string::npos) return path;
+  const auto* top = v1::ExperimentSpec::descriptor()->FindFieldByName(path.substr(0, dot));
+  const bool settings = top != nullptr && top->containing_oneof() != nullptr;
+  return settings ? path.substr(dot + 1) : path;
+}
+
+// By the field's path in the spec ("name", "optimizer.name", "base.dataset",
+// "data_parallel.master").
 size_t MaxBytesOf(const std::string& path) {
-  const std::string field = path.rfind("base.", 0) == 0 ? path.substr(5) : path;
+  const std::string field = WithoutKind(path.rfind("base.", 0) == 0 ? path.substr(5) : path);
   if (field == "name") return kMaxNameBytes;
   if (field == "dataset") return kMaxPathBytes;
   if (field == "master") return kMaxHostPortBytes;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "worker/kind.h"
 
@@ -11,5 +13,7 @@ namespace shoal {
 // LibTorch, unless shoal-worker's leader prepared it and handed off (`handed_off`).
 StatusOr<std::unique_ptr<WorkerKind>> MakeLibTorchFreeLeaderKind(
     const v1::ExperimentSpec& spec, const ipc::v1::LeaderHandOff* handed_off = nullptr);
+// The kinds shoal-leader can lead (its registry's names).
+std::vector<std::string> LibTorchFreeLeaderKinds();
 
 }  // namespace shoal

@@ -60,6 +60,12 @@ StatusOr<std::unique_ptr<WorkerKind>> MakeWorkerKindFor(const v1::ExperimentSpec
   return kind;
 }
 
+std::vector<std::string> WorkerKindNames() {
+  std::vector<std::string> names;
+  for (const Entry& e : Entries()) names.push_back(e.name);
+  return names;
+}
+
 bool RegisterWorkerKind(const std::string& name, WorkerKindFactory make) {
   if (Find(name) != nullptr) return false;
   Entries().push_back({name, std::move(make)});

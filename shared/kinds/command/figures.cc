@@ -23,7 +23,8 @@ std::string QuotedArgv(const google::protobuf::RepeatedPtrField<std::string>& ar
 // A program's figures are what it reported: what it did not say is absent, never 0 (a phase
 // only where some rank timed it).
 void Summarize(const KindRunFacts& f, v1::Result* r) {
-  if (f.leader != nullptr) r->set_report_lines_ignored(f.leader->report_lines_ignored());
+  if (f.leader != nullptr)
+    r->mutable_command()->set_report_lines_ignored(f.leader->report_lines_ignored());
   if (r->data_ms() == 0) r->clear_data_ms();
   if (r->forward_ms() == 0) r->clear_forward_ms();
   if (r->backward_ms() == 0) r->clear_backward_ms();
@@ -42,16 +43,16 @@ std::string SpecLines(const v1::ExperimentSpec& s) {
   std::string o = F("  spec        command, %u workers, start %s, device %s%s\n", s.workers(),
                     s.start().c_str(), s.device().c_str(),
                     s.has_cuda_devices() ? (", cuda_devices " + s.cuda_devices()).c_str() : "");
-  o += "  command     " + QuotedArgv(s.command()) + "\n";
-  if (s.has_cwd()) o += "  cwd         " + s.cwd() + "\n";
-  if (!s.env().empty()) o += "  env         " + QuotedArgv(s.env()) + "\n";
+  o += "  command     " + QuotedArgv(s.command().argv()) + "\n";
+  if (s.command().has_cwd()) o += "  cwd         " + s.command().cwd() + "\n";
+  if (!s.command().env().empty()) o += "  env         " + QuotedArgv(s.command().env()) + "\n";
   return o;
 }
 
 std::string ResultLines(const v1::Result& r) {
-  if (!r.has_report_lines_ignored() || r.report_lines_ignored() == 0) return "";
+  if (!r.command().has_report_lines_ignored() || r.command().report_lines_ignored() == 0) return "";
   return F("  reports     %lu lines ignored (not a JSON object of known fields, or over 64 KiB)\n",
-           UL(r.report_lines_ignored()));
+           UL(r.command().report_lines_ignored()));
 }
 
 }  // namespace shoal::command

@@ -23,11 +23,11 @@ bool ReservedName(const std::string& name) {
 }
 
 Status ValidateEnv(const v1::ExperimentSpec& s) {
-  if (size_t(s.env_size()) > kMaxEnv)
-    return InvalidArgument("env: " + std::to_string(s.env_size()) + " variables; at most " +
-                           std::to_string(kMaxEnv));
+  if (size_t(s.command().env_size()) > kMaxEnv)
+    return InvalidArgument("env: " + std::to_string(s.command().env_size()) +
+                           " variables; at most " + std::to_string(kMaxEnv));
   std::set<std::string> seen;
-  for (const std::string& kv : s.env()) {
+  for (const std::string& kv : s.command().env()) {
     const std::string name = kv.substr(0, kv.find('='));
     if (kv.find('=') == std::string::npos || !IsEnvironmentName(name) || kv.size() > kMaxArgBytes)
       return InvalidArgument("env: '" + kv.substr(0, 80) + "' is not NAME=value");
@@ -42,14 +42,14 @@ Status ValidateEnv(const v1::ExperimentSpec& s) {
 }
 
 Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
-  if (s.command().empty() || s.command(0).empty())
+  if (s.command().argv().empty() || s.command().argv(0).empty())
     return InvalidArgument(
         "command: give the program each worker runs after --, as in `shoal submit --kind "
         "command --workers 2 -- python3 train.py`");
-  if (size_t(s.command_size()) > kMaxArgs)
-    return InvalidArgument("command: " + std::to_string(s.command_size()) + " arguments; at most " +
-                           std::to_string(kMaxArgs));
-  for (const std::string& arg : s.command()) {
+  if (size_t(s.command().argv_size()) > kMaxArgs)
+    return InvalidArgument("command: " + std::to_string(s.command().argv_size()) +
+                           " arguments; at most " + std::to_string(kMaxArgs));
+  for (const std::string& arg : s.command().argv()) {
     if (arg.size() > kMaxArgBytes || arg.find('\0') != std::string::npos)
       return InvalidArgument("command: an argument is longer than 4096 bytes or holds a NUL");
   }
@@ -57,8 +57,9 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
     return InvalidArgument(
         "start: a command is spawned (fork and forkserver copy a warm shoal-worker, which is not "
         "your program); give spawn or leave it out");
-  if (s.has_cwd() && (s.cwd().empty() || s.cwd()[0] != '/'))
-    return InvalidArgument("cwd: '" + s.cwd().substr(0, 80) + "' is not an absolute path");
+  if (s.command().has_cwd() && (s.command().cwd().empty() || s.command().cwd()[0] != '/'))
+    return InvalidArgument("cwd: '" + s.command().cwd().substr(0, 80) +
+                           "' is not an absolute path");
   return ValidateEnv(s);
 }
 
@@ -77,13 +78,13 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
   return e;
 }
 
-// Every field of the table but these is about training Shoal's own models.
-std::vector<std::string> Foreign() {
+// Every common field but these is about training Shoal's own models.
+std::vector<std::string> Ignored() {
   static const std::set<std::string> reads = {"kind",  "model",  "workers",
                                               "start", "device", "cuda_devices",
                                               "name",  "force",  "sample_interval_ms"};
   std::vector<std::string> out;
-  for (const SpecField& f : SpecFields())
+  for (const SpecField& f : CommonSpecFields())
     if (!reads.count(f.name)) out.push_back(f.name);
   return out;
 }
@@ -101,7 +102,7 @@ KindRules CommandRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = Foreign();
+  k.ignores = Ignored();
   k.spec_lines = command::SpecLines;
   k.summarize = command::Summarize;
   k.result_lines = command::ResultLines;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 
 #include "shared/report/text.h"
@@ -13,6 +14,13 @@ namespace {
 using namespace report;
 using namespace text;
 using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
+
+// The epoch's load CPU (DataLoadingResult); nullopt when not measured.
+std::optional<double> LoadCpuMs(const v1::Result& r, uint32_t epoch) {
+  for (const auto& x : r.data_loading().epochs())
+    if (x.epoch() == epoch && x.has_load_cpu_ms()) return x.load_cpu_ms();
+  return std::nullopt;
+}
 
 // data_loading: a per-epoch figure averaged over the epochs after the first (which warms up),
 // or the only epoch; nullopt when an epoch lacks it.
@@ -31,12 +39,12 @@ std::optional<double> MeanEpoch(
 }
 
 Cell EpochSeconds(const v1::Experiment& e, size_t column) {
-  const auto v = MeanEpoch(e.result(), [column](const v1::EpochResult& x) -> std::optional<double> {
+  const v1::Result& r = e.result();
+  const auto v = MeanEpoch(r, [column, &r](const v1::EpochResult& x) -> std::optional<double> {
     if (column == 0) return x.has_data_ms() ? std::optional<double>(x.data_ms()) : std::nullopt;
     if (column == 1) return x.has_train_ms() ? std::optional<double>(x.train_ms()) : std::nullopt;
     if (column == 2) return x.wall_ms();
-    if (!x.has_load_cpu_ms()) return std::nullopt;
-    return x.load_cpu_ms();
+    return LoadCpuMs(r, x.epoch());
   });
   // Load CPU to the millisecond: a trainer's own batch making takes a few (0.00 read as none).
   return v ? Value(*v / 1000, column == 3 ? "%.3f" : "%.2f") : Missing();
@@ -60,7 +68,8 @@ Cell LoadingMemory(const v1::Experiment& e, size_t column) {
     }
   }
   if (column == 0) return trainer > 0 ? Value(double(trainer) / mib, "%.0f") : Missing();
-  if (e.spec().loaders() == 0 || seen != e.spec().loaders()) return Missing();
+  if (e.spec().data_loading().loaders() == 0 || seen != e.spec().data_loading().loaders())
+    return Missing();
   return Value(double(loaders) / mib, "%.0f");
 }
 
@@ -85,6 +94,28 @@ bool AnyDataLoading(const std::vector<PointView>& points) {
 
 }  // namespace
 
+void Summarize(const KindRunFacts& f, v1::Result* r) {
+  // Summed over the processes that made batches: the loaders, or the trainer with none.
+  std::map<uint32_t, uint64_t> load_cpu;
+  for (const auto& w : f.workers) {
+    const auto& ns = w.data_loading().epoch_load_cpu_ns();
+    for (int e = 0; e < ns.size(); ++e) load_cpu[uint32_t(e + 1)] += ns[e];
+  }
+  for (const auto& epoch : r->epochs()) {  // the epochs someone trained
+    const uint64_t ns = load_cpu[epoch.epoch()];
+    if (ns == 0) continue;
+    auto* x = r->mutable_data_loading()->add_epochs();
+    x->set_epoch(epoch.epoch());
+    x->set_load_cpu_ms(NsToMs(ns));
+  }
+}
+
+std::string EpochCell(const v1::Result& r, uint32_t epoch) {
+  // To the millisecond: a trainer's own batch making takes a few (0.00 read as none).
+  const auto ms = LoadCpuMs(r, epoch);
+  return ms ? F(" %11.3f", *ms / 1000) : "";
+}
+
 std::vector<Table> ReportTables(const KindTablesInput& in) {
   if (!AnyDataLoading(in.points)) return {};
   return DataLoadingTables(in.points, in.fields);
@@ -93,8 +124,8 @@ std::vector<Table> ReportTables(const KindTablesInput& in) {
 std::string SpecLines(const v1::ExperimentSpec& s) {
   return F("  spec        data_loading %s: %u loaders (+ the trainer), prefetch %u, start %s, "
            "device %s, %s, trainer threads %u, seed %lu\n",
-           s.model().c_str(), s.loaders(), s.prefetch(), s.start().c_str(), s.device().c_str(),
-           Length(s).c_str(), s.threads(), UL(s.seed())) +
+           s.model().c_str(), s.data_loading().loaders(), s.data_loading().prefetch(),
+           s.start().c_str(), s.device().c_str(), Length(s).c_str(), s.threads(), UL(s.seed())) +
          "  optimiser   " + Optimizer(s) + "\n  dataset     " + s.dataset() + "\n";
 }
 

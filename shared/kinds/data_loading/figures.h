@@ -12,5 +12,9 @@ namespace shoal::data_loading {
 std::vector<Table> ReportTables(const KindTablesInput& in);
 std::string SpecLines(const v1::ExperimentSpec& s);
 std::string RoleName(const v1::ProcessInfo& p);
+// Its part of the result: each epoch's load CPU (DataLoadingResult).
+void Summarize(const KindRunFacts& f, v1::Result* r);
+// Its column of `get`'s epochs table: the epoch's load CPU in seconds ("" when not measured).
+std::string EpochCell(const v1::Result& r, uint32_t epoch);
 
 }  // namespace shoal::data_loading

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "shared/ipc/batch_ring.h"
+#include "shared/kinds/data_loading/board.h"
 #include "shared/kinds/data_loading/figures.h"
 #include "shared/kinds/data_loading/loader_batch.h"
 #include "shared/kinds/data_loading/ring.h"
@@ -15,12 +16,14 @@ constexpr uint32_t kMaxPrefetch = 64;
 constexpr uint32_t kMaxRingSlots = 1024;
 
 void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
-  if (!s->has_loaders()) s->set_loaders(0);
-  if (!s->has_prefetch()) s->set_prefetch(2);  // DataLoader's prefetch_factor
-  if (!s->has_pin_memory()) s->set_pin_memory(false);
+  if (!s->data_loading().has_loaders()) s->mutable_data_loading()->set_loaders(0);
+  if (!s->data_loading().has_prefetch())
+    s->mutable_data_loading()->set_prefetch(2);  // DataLoader's prefetch_factor
+  if (!s->data_loading().has_pin_memory()) s->mutable_data_loading()->set_pin_memory(false);
   // Too many loaders leave workers to the common default, so the refusal names loaders (Validate)
   // rather than a worker count the user never typed.
-  if (!s->has_workers() && s->loaders() < limits.max_workers) s->set_workers(s->loaders() + 1);
+  if (!s->has_workers() && s->data_loading().loaders() < limits.max_workers)
+    s->set_workers(s->data_loading().loaders() + 1);
   if (!s->has_epochs()) s->set_epochs(1);
   // The trainer takes every core, as a PyTorch training loop does; loaders run one thread each
   // (DataLoader workers call torch.set_num_threads(1)), so loaders and trainer compete on purpose.
@@ -28,18 +31,20 @@ void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
 }
 
 Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
-  if (uint64_t(s.loaders()) + 1 > limits.max_workers) {  // 2^32-1 + 1 would wrap to 0
-    return InvalidArgument("loaders: " + std::to_string(s.loaders()) +
+  if (uint64_t(s.data_loading().loaders()) + 1 >
+      limits.max_workers) {  // 2^32-1 + 1 would wrap to 0
+    return InvalidArgument("loaders: " + std::to_string(s.data_loading().loaders()) +
                            " is outside the allowed range 0.." +
                            std::to_string(limits.max_workers - 1));
   }
-  if (s.workers() != s.loaders() + 1) {
+  if (s.workers() != s.data_loading().loaders() + 1) {
     return InvalidArgument("workers: data_loading runs the trainer and one worker per loader (" +
-                           std::to_string(s.loaders() + 1) + " for loaders " +
-                           std::to_string(s.loaders()) + "), not " + std::to_string(s.workers()));
+                           std::to_string(s.data_loading().loaders() + 1) + " for loaders " +
+                           std::to_string(s.data_loading().loaders()) + "), not " +
+                           std::to_string(s.workers()));
   }
-  if (s.prefetch() < 1 || s.prefetch() > kMaxPrefetch) {
-    return InvalidArgument("prefetch: " + std::to_string(s.prefetch()) +
+  if (s.data_loading().prefetch() < 1 || s.data_loading().prefetch() > kMaxPrefetch) {
+    return InvalidArgument("prefetch: " + std::to_string(s.data_loading().prefetch()) +
                            " is outside the allowed range 1.." + std::to_string(kMaxPrefetch));
   }
   if (DataLoadingRingSlots(s) > kMaxRingSlots) {
@@ -49,7 +54,7 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   }
   // Kept as a field so that records and sweeps name it when the CUDA path comes; until then
   // there is no GPU to copy to.
-  if (s.pin_memory()) {
+  if (s.data_loading().pin_memory()) {
     return InvalidArgument(
         "pin_memory: page-locked batches only speed up copies to a GPU, and data_loading runs on "
         "the CPU only (no CUDA path yet)");
@@ -70,27 +75,45 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
 }  // namespace
 
 uint32_t DataLoadingRingSlots(const v1::ExperimentSpec& s) {
-  return std::max<uint32_t>(1, s.loaders()) * s.prefetch();
+  return std::max<uint32_t>(1, s.data_loading().loaders()) * s.data_loading().prefetch();
 }
 
 uint64_t DataLoadingRingBytes(const v1::ExperimentSpec& s) {
-  if (s.loaders() == 0) return 0;  // the trainer loads its own batches: no ring
+  if (s.data_loading().loaders() == 0) return 0;  // the trainer loads its own batches: no ring
   return BatchRing::Bytes(DataLoadingRingSlots(s), LoaderBatchBytes(s.batch_size(), 28 * 28));
 }
 
 KindRules DataLoadingRules() {
   KindRules k;
   k.name = "data_loading";
+  k.references = {
+      {"loaders",
+       "data_loading: loader processes feeding the trainer (0: it loads its own batches); 0 .. "
+       "`--max-workers` - 1"},
+      {"prefetch",
+       "data_loading: batches in flight per loader (the ring has max(1, loaders) x prefetch "
+       "slots, at most 1024); 1 .. 64"},
+      {"pin_memory",
+       "data_loading: page-locked batches for copies to a GPU; `yes` is refused until "
+       "data_loading has a CUDA path (it runs on the CPU only)"},
+  };
+  k.read_board = data_loading::ReadBoard;
   k.summary = "one trainer fed augmented batches by L loader processes through shared memory";
   k.models = {"mnist_convnet"};
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"concurrent_steps", "model_file",   "input",   "loss",
-                      "classes",          "share",        "batches", "models",
-                      "iterations",       "scaling",      "nodes",   "node_rank",
-                      "master",           "node_daemons", "layers",  "filters",
-                      "stages",           "balance",      "chunks",  "checkpoint"};
+  k.fields = {
+      {"loaders", "data_loading.loaders",
+       "data_loading: loader processes feeding the trainer (0: it loads)", "0"},
+      {"prefetch", "data_loading.prefetch", "data_loading: batches in flight per loader", "2"},
+      {"pin_memory", "data_loading.pin_memory",
+       "data_loading: page-locked batches for a GPU (refused: no CUDA path yet)", "no"},
+  };
+  k.ignores = {"model_file", "input", "loss", "classes", "share", "batches"};
+  k.summarize = data_loading::Summarize;
+  k.epoch_column_header = "  load CPU s";
+  k.epoch_cell = data_loading::EpochCell;
   k.report_tables = data_loading::ReportTables;
   k.spec_lines = data_loading::SpecLines;
   k.role_name = data_loading::RoleName;

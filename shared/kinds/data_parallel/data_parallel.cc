@@ -8,21 +8,22 @@
 namespace shoal {
 
 uint32_t WorldSize(const v1::ExperimentSpec& spec) {
-  return std::max<uint32_t>(1, spec.workers()) * std::max<uint32_t>(1, spec.nodes());
+  return std::max<uint32_t>(1, spec.workers()) *
+         std::max<uint32_t>(1, spec.data_parallel().nodes());
 }
 
 uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index) {
-  return spec.node_rank() * std::max<uint32_t>(1, spec.workers()) + index;
+  return spec.data_parallel().node_rank() * std::max<uint32_t>(1, spec.workers()) + index;
 }
 
 uint32_t WorkerBatch(const v1::ExperimentSpec& spec) {
-  if (spec.kind() == "data_parallel" && spec.scaling() == "strong")
-    return spec.batch_size() / WorldSize(spec);
+  if (spec.data_parallel().scaling() == "strong") return spec.batch_size() / WorldSize(spec);
   return spec.batch_size();
 }
 
 uint32_t TotalBatch(const v1::ExperimentSpec& spec) {
-  if (spec.kind() == "data_parallel" && spec.scaling() == "strong") return spec.batch_size();
+  if (spec.kind() == "data_parallel" && spec.data_parallel().scaling() == "strong")
+    return spec.batch_size();
   return spec.batch_size() * WorldSize(spec);
 }
 
@@ -52,8 +53,8 @@ std::string DefaultMaster(const std::string& node0_daemon) {
 v1::ExperimentSpec PartSpec(const v1::ExperimentSpec& spec, const std::string& group_id,
                             uint32_t node) {
   v1::ExperimentSpec part = spec;
-  part.clear_node_daemons();
-  part.set_node_rank(node);
+  part.mutable_data_parallel()->clear_node_daemons();
+  part.mutable_data_parallel()->set_node_rank(node);
   part.set_name((spec.has_name() ? spec.name() + " " : "") + group_id + " node " +
                 std::to_string(node));
   return part;

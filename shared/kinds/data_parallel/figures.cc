@@ -19,7 +19,7 @@ using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
 // with the same weights.
 void FillDataParallel(const KindRunFacts& f, const Reports& ws, v1::Result* r) {
   v1::DataParallelResult* d = r->mutable_data_parallel();
-  d->set_scaling(f.spec.scaling());
+  d->set_scaling(f.spec.data_parallel().scaling());
   d->set_world_size(WorldSize(f.spec));
   d->set_batch_per_worker(WorkerBatch(f.spec));
   d->set_batch_total(TotalBatch(f.spec));
@@ -32,10 +32,10 @@ void FillDataParallel(const KindRunFacts& f, const Reports& ws, v1::Result* r) {
     fwd += w.forward_ns();
     bwd += w.backward_ns();
     comm += w.comm_ns();
-    busy += w.allreduce_busy_ns();
+    busy += w.data_parallel().allreduce_busy_ns();
     opt += w.optimizer_ns();
-    bytes += w.allreduce_bytes();
-    d->set_buckets(std::max(d->buckets(), w.buckets()));
+    bytes += w.data_parallel().allreduce_bytes();
+    d->set_buckets(std::max(d->buckets(), w.data_parallel().buckets()));
     d->set_parameters(std::max(d->parameters(), w.parameters()));
     if (w.phase() != ipc::v1::FINISHED) continue;
     ++finished;

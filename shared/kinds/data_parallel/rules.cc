@@ -1,6 +1,7 @@
 // data_parallel (seed 002): k replicas of one network, each on its own batches, their gradients
 // averaged every step by an all-reduce through LibTorch's c10d (ProcessGroupGloo on the CPU).
 #include "shared/ipc/layout.h"
+#include "shared/kinds/data_parallel/board.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/data_parallel/figures.h"
 #include "shared/kinds/kind.h"
@@ -12,31 +13,36 @@ constexpr uint64_t kResNetParams = 11173962;
 constexpr uint64_t kResNetBytesPerSample = 12ull << 20;  // activations kept for backward, measured
 
 Status ValidateNodes(const v1::ExperimentSpec& s) {
-  if (s.nodes() < 1 || s.nodes() > 64)
-    return InvalidArgument("nodes: " + std::to_string(s.nodes()) + " is outside 1..64");
-  if (s.node_rank() >= s.nodes()) {
-    return InvalidArgument("node_rank: " + std::to_string(s.node_rank()) + " is not below nodes (" +
-                           std::to_string(s.nodes()) + ")");
+  if (s.data_parallel().nodes() < 1 || s.data_parallel().nodes() > 64)
+    return InvalidArgument("nodes: " + std::to_string(s.data_parallel().nodes()) +
+                           " is outside 1..64");
+  if (s.data_parallel().node_rank() >= s.data_parallel().nodes()) {
+    return InvalidArgument("node_rank: " + std::to_string(s.data_parallel().node_rank()) +
+                           " is not below nodes (" + std::to_string(s.data_parallel().nodes()) +
+                           ")");
   }
-  if (s.nodes() == 1 && s.has_master())
+  if (s.data_parallel().nodes() == 1 && s.data_parallel().has_master())
     return InvalidArgument("master: only with nodes > 1 (one node meets on a port it picks)");
-  if (s.nodes() > 1 && !s.has_master())
-    return InvalidArgument("master: nodes " + std::to_string(s.nodes()) +
+  if (s.data_parallel().nodes() > 1 && !s.data_parallel().has_master())
+    return InvalidArgument("master: nodes " + std::to_string(s.data_parallel().nodes()) +
                            " need HOST:PORT where node 0's worker 0 hosts the c10d store");
-  if (s.has_master()) RETURN_IF_ERROR(ParseMaster(s.master()).status());
+  if (s.data_parallel().has_master())
+    RETURN_IF_ERROR(ParseMaster(s.data_parallel().master()).status());
   return Status::Ok();
 }
 
 // With node_daemons this daemon federates: nodes and master follow from the list, and each part
 // gets its own node_rank (one given here would be overwritten, so it is refused).
 Status ValidateFederated(const v1::ExperimentSpec& s) {
-  if (!s.has_node_daemons()) return Status::Ok();
-  ASSIGN_OR_RETURN(std::vector<std::string> daemons, ParseNodeDaemons(s.node_daemons()));
-  if (s.nodes() != daemons.size()) {
-    return InvalidArgument("nodes: " + std::to_string(s.nodes()) + " but node_daemons names " +
-                           std::to_string(daemons.size()) + " daemons");
+  if (!s.data_parallel().has_node_daemons()) return Status::Ok();
+  ASSIGN_OR_RETURN(std::vector<std::string> daemons,
+                   ParseNodeDaemons(s.data_parallel().node_daemons()));
+  if (s.data_parallel().nodes() != daemons.size()) {
+    return InvalidArgument("nodes: " + std::to_string(s.data_parallel().nodes()) +
+                           " but node_daemons names " + std::to_string(daemons.size()) +
+                           " daemons");
   }
-  if (s.has_node_rank()) {
+  if (s.data_parallel().has_node_rank()) {
     return InvalidArgument(
         "node_rank: the federating daemon gives each node its rank (its place in node_daemons); "
         "leave node_rank out with node_daemons");
@@ -45,37 +51,44 @@ Status ValidateFederated(const v1::ExperimentSpec& s) {
 }
 
 void FederatedDefaults(v1::ExperimentSpec* s) {
-  auto daemons = ParseNodeDaemons(s->node_daemons());
+  auto daemons = ParseNodeDaemons(s->data_parallel().node_daemons());
   if (!daemons.ok()) return;  // Validate says why
-  if (!s->has_nodes()) s->set_nodes(uint32_t(daemons->size()));
-  if (!s->has_master()) s->set_master(DefaultMaster(daemons->front()));
+  if (!s->data_parallel().has_nodes())
+    s->mutable_data_parallel()->set_nodes(uint32_t(daemons->size()));
+  if (!s->data_parallel().has_master())
+    s->mutable_data_parallel()->set_master(DefaultMaster(daemons->front()));
 }
 
 void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
-  if (!s->has_scaling()) s->set_scaling("weak");
+  if (!s->data_parallel().has_scaling()) s->mutable_data_parallel()->set_scaling("weak");
   if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
   if (!s->has_share()) s->set_share(false);         // replicas: never shared
-  if (s->has_node_daemons()) {
+  if (s->data_parallel().has_node_daemons()) {
     FederatedDefaults(s);
   } else {
-    if (!s->has_nodes()) s->set_nodes(1);
-    if (!s->has_node_rank()) s->set_node_rank(0);
+    if (!s->data_parallel().has_nodes()) s->mutable_data_parallel()->set_nodes(1);
+    if (!s->data_parallel().has_node_rank()) s->mutable_data_parallel()->set_node_rank(0);
   }
   // A ResNet-18 evaluation on the CPU costs as much as the run it follows: ask for it.
   if (s->model() == "resnet18_cifar" && !s->has_eval_samples()) s->set_eval_samples(0);
 }
 
 Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
+  if (s.has_model_file() && s.data_parallel().has_node_daemons())
+    return InvalidArgument(
+        "node_daemons: a model file is uploaded to one daemon; run each node's part with "
+        "--nodes and --node-rank on its own daemon (uploading the file to each)");
   if (s.share()) {
     return InvalidArgument(
         "share: data_parallel keeps one replica per worker and averages gradients; "
         "shared weights are kind hogwild");
   }
-  if (s.scaling() != "weak" && s.scaling() != "strong")
-    return InvalidArgument("scaling: '" + s.scaling() + "' is not one of weak, strong");
+  if (s.data_parallel().scaling() != "weak" && s.data_parallel().scaling() != "strong")
+    return InvalidArgument("scaling: '" + s.data_parallel().scaling() +
+                           "' is not one of weak, strong");
   RETURN_IF_ERROR(ValidateFederated(s));
   RETURN_IF_ERROR(ValidateNodes(s));
-  if (s.scaling() == "strong" && s.batch_size() % WorldSize(s) != 0) {
+  if (s.data_parallel().scaling() == "strong" && s.batch_size() % WorldSize(s) != 0) {
     return InvalidArgument("batch_size: strong scaling splits the step's " +
                            std::to_string(s.batch_size()) + " samples evenly over the workers; " +
                            std::to_string(WorldSize(s)) + " does not divide it");
@@ -96,7 +109,7 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
   // The table of its ~120 tensors, their alignment, and BatchNorm's statistics: under 128 KiB.
   constexpr uint64_t kTableAndBuffers = 128 << 10;
   e.shm_bytes = d.total_bytes + AlignUp(sizeof(WeightsHeader)) + weights + kTableAndBuffers +
-                BoardBytes(s.workers()) + sizeof(RendezvousHeader);
+                BoardBytes(s.workers()) + sizeof(data_parallel::RendezvousHeader);
   // Each replica: weights, gradients, momentum, the bucket buffers, activations.
   const uint64_t per_worker =
       kWorkerBaseBytes + 4 * weights + kResNetBytesPerSample * WorkerBatch(s);
@@ -109,16 +122,49 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
 KindRules DataParallelRules() {
   KindRules k;
   k.name = "data_parallel";
+  k.references = {
+      {"nodes",
+       "data_parallel: nodes the experiment spans, one shoald each (see \"Several nodes\"); 1 "
+       ".. 64"},
+      {"node_rank", "data_parallel: this daemon's node, 0 .. nodes - 1"},
+      {"master",
+       "data_parallel with `--nodes` > 1 (required then, refused otherwise): HOST:PORT where "
+       "node 0's worker 0 hosts the c10d store"},
+      {"node_daemons",
+       "data_parallel: `HOST:PORT,HOST:PORT,...`, every node's shoald (its `--listen`), node 0 "
+       "first, 2 .. 64 of them; the daemon given it federates (see \"One daemon federating\"); "
+       "sets `--nodes`, refuses `--node-rank`; not in sweeps"},
+      {"scaling",
+       "data_parallel: weak (`--batch-size` per worker: the step grows with the workers) | "
+       "strong (`--batch-size` per step, split over the workers, which must divide it)"},
+  };
   k.marks_steps = true;  // its replicas train with the hogwild trainer
   k.leader_without_libtorch = true;
+  k.read_board = data_parallel::ReadBoard;
   k.summary = "k replicas, gradients averaged every step with c10d all-reduce (Gloo)";
   k.models = {"mnist_convnet", "resnet18_cifar", "torchscript"};
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.foreign_fields = {"concurrent_steps", "models",     "iterations", "loaders",
-                      "prefetch",         "pin_memory", "layers",     "filters",
-                      "stages",           "balance",    "chunks",     "checkpoint"};
+  k.fields = {
+      {"nodes", "data_parallel.nodes", "data_parallel: nodes the experiment spans, one shoald each",
+       "1"},
+      {"node_rank", "data_parallel.node_rank", "data_parallel: this daemon's node (0 .. nodes - 1)",
+       "0"},
+      {"master", "data_parallel.master",
+       "data_parallel with nodes > 1: HOST:PORT where node 0's worker 0 hosts the c10d store",
+       "none (with node_daemons: node 0's daemon host, port 29500)"},
+      {"node_daemons", "data_parallel.node_daemons",
+       "data_parallel: HOST:PORT of each node's shoald, node 0 first; this daemon federates "
+       "(submit only: refused in a sweep)",
+       "none", false},
+      {"scaling", "data_parallel.scaling",
+       "data_parallel: weak (batch_size per worker) | strong (batch_size per step, split)", "weak",
+       true, "checkpoint"},  // where it has always been listed
+  };
+  k.world_size = WorldSize;
+  k.global_rank = GlobalRank;
+  k.worker_batch = WorkerBatch;
   k.summarize = data_parallel::Summarize;
   k.report_tables = data_parallel::ReportTables;
   k.result_lines = data_parallel::ResultLines;

@@ -17,17 +17,17 @@ using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
 
 // multi_model: each finished worker's variant, its phase times and memory.
 void FillVariants(const KindRunFacts& f, const Reports& ws, v1::Result* r) {
-  const std::vector<std::string> names = MultiModelVariants(f.spec.models());
+  const std::vector<std::string> names = MultiModelVariants(f.spec.multi_model().models());
   for (const auto& w : ws) {
     if (w.phase() != ipc::v1::FINISHED || w.index() >= names.size()) continue;
-    v1::VariantResult* v = r->add_variants();
+    v1::VariantResult* v = r->mutable_multi_model()->add_variants();
     v->set_variant(names[w.index()]);
-    v->set_models(f.spec.models());
+    v->set_models(f.spec.multi_model().models());
     v->set_iterations(w.steps());
     v->set_parameters(w.parameters());
-    v->set_define_ms(NsToMs(w.define_ns()));
+    v->set_define_ms(NsToMs(w.multi_model().define_ns()));
     v->set_data_ms(NsToMs(w.data_ns()));
-    v->set_zero_grad_ms(NsToMs(w.zero_grad_ns()));
+    v->set_zero_grad_ms(NsToMs(w.multi_model().zero_grad_ns()));
     v->set_forward_ms(NsToMs(w.forward_ns()));
     v->set_backward_ms(NsToMs(w.backward_ns()));
     v->set_optimizer_ms(NsToMs(w.optimizer_ns()));
@@ -59,7 +59,7 @@ Table VariantTable(const std::vector<PointView>& points, const ReportLayout& l, 
   if (phases.size() > 1) t.row_fields.push_back("phase");
   for (const auto& v : points) {
     if (v.experiment == nullptr || v.experiment->state() != v1::SUCCEEDED) continue;
-    for (const auto& vr : v.experiment->result().variants()) {
+    for (const auto& vr : v.experiment->result().multi_model().variants()) {
       for (const auto& phase : phases) {
         auto labels = Labels(v, l.row_fields);
         labels.push_back(vr.variant());
@@ -79,7 +79,7 @@ Table VariantTable(const std::vector<PointView>& points, const ReportLayout& l, 
 
 // The variant that trains n separate Linears at this point: what the others are compared with.
 const v1::VariantResult* Separate(const v1::Result& r) {
-  for (const auto& v : r.variants())
+  for (const auto& v : r.multi_model().variants())
     if (v.variant() == "linear" || v.variant() == "mlinear") return &v;
   return nullptr;
 }
@@ -139,14 +139,14 @@ std::vector<Table> VariantTables(const std::vector<PointView>& points, const Rep
 
 bool AnyVariants(const std::vector<PointView>& points) {
   return std::any_of(points.begin(), points.end(), [](const PointView& v) {
-    return v.experiment != nullptr && !v.experiment->result().variants().empty();
+    return v.experiment != nullptr && !v.experiment->result().multi_model().variants().empty();
   });
 }
 
 // multi_model: the original's block per variant (its "MB" were KiB; these are what they say).
 std::string VariantBlocks(const v1::Result& r) {
   std::string o;
-  for (const auto& v : r.variants()) {
+  for (const auto& v : r.multi_model().variants()) {
     o += F("  ==============================\n  >> [%s] %u models, %lu iterations\n",
            v.variant().c_str(), v.models(), UL(v.iterations()));
     o += F("  >> model define: %.3fs\n       param_cnt: %lu\n", v.define_ms() / 1000,
@@ -183,8 +183,8 @@ std::vector<Table> ReportTables(const KindTablesInput& in) {
 std::string SpecLines(const v1::ExperimentSpec& s) {
   return F("  spec        multi_model: %u models, %u iterations, batch %u, %u workers (one per "
            "variant, in turn), start %s, device %s, %u threads, seed %lu\n",
-           s.models(), s.iterations(), s.batch_size(), s.workers(), s.start().c_str(),
-           s.device().c_str(), s.threads(), UL(s.seed())) +
+           s.multi_model().models(), s.multi_model().iterations(), s.batch_size(), s.workers(),
+           s.start().c_str(), s.device().c_str(), s.threads(), UL(s.seed())) +
          "  optimiser   " + Optimizer(s) + "\n";
 }
 

@@ -51,7 +51,7 @@ v1::StageResult StageFigures(const KindRunFacts& f, const ipc::v1::WorkerReport&
   s.set_data_ms(NsToMs(w.data_ns()) / steps);
   const double timed =
       s.forward_ms() + s.backward_ms() + s.wait_ms() + s.optimizer_ms() + s.data_ms();
-  s.set_step_ms(std::max(timed, NsToMs(w.step_wall_ns()) / steps));
+  s.set_step_ms(std::max(timed, NsToMs(w.pipeline().step_wall_ns()) / steps));
   s.set_other_ms(s.step_ms() - timed);
   return s;
 }
@@ -60,10 +60,10 @@ void FillPipeline(const KindRunFacts& f, const Reports& ws, v1::Result* r) {
   auto layout = PlanPipeline(f.spec);
   if (!layout.ok()) return;
   v1::PipelineResult* p = r->mutable_pipeline();
-  p->set_stages(f.spec.stages());
-  p->set_chunks(f.spec.chunks());
-  p->set_checkpoint(f.spec.checkpoint());
-  p->set_micro_batch(f.spec.batch_size() / std::max<uint32_t>(1, f.spec.chunks()));
+  p->set_stages(f.spec.pipeline().stages());
+  p->set_chunks(f.spec.pipeline().chunks());
+  p->set_checkpoint(f.spec.pipeline().checkpoint());
+  p->set_micro_batch(f.spec.batch_size() / std::max<uint32_t>(1, f.spec.pipeline().chunks()));
   double bubble = 0;
   uint32_t stepped = 0;
   bool allocated = !ws.empty(), activation = !ws.empty();  // every stage's known

@@ -66,16 +66,17 @@ uint64_t PipelineSlotBytes(const std::vector<AmoebaLayer>& plan, uint32_t last_l
 StatusOr<PipelineLayout> PlanPipeline(const v1::ExperimentSpec& spec) {
   PipelineLayout out;
   ASSIGN_OR_RETURN(out.plan, PipelinePlan(spec));
-  ASSIGN_OR_RETURN(out.balance,
-                   ParseBalance(spec.balance(), spec.stages(), uint32_t(out.plan.size())));
-  if (spec.chunks() == 0 || spec.batch_size() % spec.chunks() != 0)
+  ASSIGN_OR_RETURN(out.balance, ParseBalance(spec.pipeline().balance(), spec.pipeline().stages(),
+                                             uint32_t(out.plan.size())));
+  if (spec.pipeline().chunks() == 0 || spec.batch_size() % spec.pipeline().chunks() != 0)
     return InvalidArgument("chunks: must split batch_size evenly");
-  const uint32_t micro = spec.batch_size() / spec.chunks();
-  if (spec.stages() > 1)  // the exports, a page or more
-    out.total_bytes = (2 * (spec.stages() - 1) * sizeof(CudaExport) + 4095) / 4096 * 4096;
-  for (uint32_t b = 0; b + 1 < spec.stages(); ++b) {
+  const uint32_t micro = spec.batch_size() / spec.pipeline().chunks();
+  if (spec.pipeline().stages() > 1)  // the exports, a page or more
+    out.total_bytes =
+        (2 * (spec.pipeline().stages() - 1) * sizeof(CudaExport) + 4095) / 4096 * 4096;
+  for (uint32_t b = 0; b + 1 < spec.pipeline().stages(); ++b) {
     PipelineRing r;
-    r.slots = spec.chunks();
+    r.slots = spec.pipeline().chunks();
     r.slot_bytes = PipelineSlotBytes(out.plan, StageLayers(out.balance, b).second - 1, micro);
     r.bytes = (BatchRing::Bytes(r.slots, r.slot_bytes) + 4095) / 4096 * 4096;
     for (int dir = 0; dir < 2; ++dir) {  // forward, then backward: the same shapes
@@ -96,7 +97,7 @@ bool Checkpointed(const std::string& mode, uint32_t chunk, uint32_t chunks) {
 }
 
 StatusOr<std::vector<AmoebaLayer>> PipelinePlan(const v1::ExperimentSpec& spec) {
-  return PlanAmoebaNet(spec.layers(), spec.filters(), kPipelineClasses);
+  return PlanAmoebaNet(spec.pipeline().layers(), spec.pipeline().filters(), kPipelineClasses);
 }
 
 }  // namespace shoal

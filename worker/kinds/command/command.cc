@@ -52,11 +52,12 @@ class CommandLauncher : public WorkerLauncher {
     }
     const std::vector<std::string> env =
         RankEnvironment(c_.spec, inherited_, rank, port_, kReportFd);
-    const std::vector<std::string> argv(c_.spec.command().begin(), c_.spec.command().end());
+    const std::vector<std::string> argv(c_.spec.command().argv().begin(),
+                                        c_.spec.command().argv().end());
     SpawnOptions opts{
         {{o[1], STDOUT_FILENO}, {o[1], STDERR_FILENO}, {p[1], kReportFd}}, false, &env};
     opts.search_path = true;
-    if (c_.spec.has_cwd()) opts.cwd = &c_.spec.cwd();
+    if (c_.spec.command().has_cwd()) opts.cwd = &c_.spec.command().cwd();
     StatusOr<pid_t> pid = c_.processes->Spawn(argv, opts);
     ::close(p[1]);
     ::close(o[1]);
@@ -105,7 +106,7 @@ std::vector<std::string> RankEnvironment(const v1::ExperimentSpec& spec,
     const bool devices = kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0 && spec.has_cuda_devices();
     if (kv.rfind("SHOAL_", 0) != 0 && !devices) env.push_back(kv);
   }
-  env.insert(env.end(), spec.env().begin(), spec.env().end());
+  env.insert(env.end(), spec.command().env().begin(), spec.command().env().end());
   const std::string world = std::to_string(spec.workers());
   for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
            {"RANK", std::to_string(rank)},

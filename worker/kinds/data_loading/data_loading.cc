@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "shared/kinds/data_loading/board.h"
 #include "shared/kinds/data_loading/ring.h"
 #include "shared/kinds/kind.h"
 #include "shared/os/process.h"
@@ -43,7 +44,8 @@ namespace {
 // Adds one batch's CPU time to its epoch's record; the loader's epochs_done follows the latest
 // epoch it has worked on.
 void RecordLoad(WorkerSlot* slot, uint32_t epoch, uint64_t cpu_ns) {
-  if (epoch <= kMaxEpochRecords) slot->epochs[epoch - 1].load_cpu_ns.fetch_add(cpu_ns);
+  if (epoch <= kMaxEpochRecords)
+    data_loading::BoardOf(slot)->load_cpu_ns[epoch - 1].fetch_add(cpu_ns);
   if (slot->epochs_done.load() < epoch) slot->epochs_done.store(epoch, std::memory_order_release);
   MarkStepEnded(slot);
 }
@@ -84,7 +86,7 @@ Status DataLoadingKind::Prepare(LeaderEnv& env) {
   env.segment_created("data", data_.size());
   const auto* dh = static_cast<const DataHeader*>(data_.data());
   RETURN_IF_ERROR(CheckTrainingSet(spec, dh->n_train));
-  if (spec.loaders() == 0) return Status::Ok();
+  if (spec.data_loading().loaders() == 0) return Status::Ok();
   const uint64_t slot_bytes = LoaderBatchBytes(spec.batch_size(), dh->rows * dh->cols);
   const uint32_t slots = DataLoadingRingSlots(spec);
   ASSIGN_OR_RETURN(ring_, ShmSegment::Create(SegmentName(env.experiment_id, "ring"),
@@ -97,7 +99,7 @@ Status DataLoadingKind::Prepare(LeaderEnv& env) {
 Status DataLoadingKind::Attach(const WorkerEnv& env) {
   ASSIGN_OR_RETURN(data_, ShmSegment::Open(SegmentName(env.experiment_id, "data"), false));
   RETURN_IF_ERROR(ValidateData(*static_cast<const DataHeader*>(data_.data()), data_.size()));
-  if (env.spec.loaders() == 0) return Status::Ok();
+  if (env.spec.data_loading().loaders() == 0) return Status::Ok();
   ASSIGN_OR_RETURN(ring_, ShmSegment::Open(SegmentName(env.experiment_id, "ring"), true));
   return BatchRing::Attach(ring_.data(), ring_.size()).status();
 }
@@ -113,7 +115,7 @@ int DataLoadingKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
   const DataView data{static_cast<const DataHeader*>(data_.data()),
                       static_cast<const uint8_t*>(data_.data())};
   std::optional<BatchRing> ring;
-  if (env.spec.loaders() > 0) {
+  if (env.spec.data_loading().loaders() > 0) {
     auto attached = BatchRing::Attach(ring_.data(), ring_.size());
     if (!attached.ok()) {
       return WorkerFails(env.slot, env.index, attached.status().message());

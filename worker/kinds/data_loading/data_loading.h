@@ -57,7 +57,7 @@ class DataLoadingTrainer {
  private:
   bool RunEpoch(uint32_t epoch, EpochTotals* totals);
   // Batch b's bytes: waited for in the ring, or made here. nullptr when the leader is gone.
-  const uint8_t* Fetch(uint64_t b, EpochTotals* totals);
+  const uint8_t* Fetch(uint64_t b);
   bool Step(uint64_t b, EpochTotals* totals);
   void Evaluate();
 
@@ -71,6 +71,7 @@ class DataLoadingTrainer {
   StepRecorder recorder_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   std::vector<uint8_t> own_;
+  uint64_t load_cpu_ns_ = 0;  // this epoch's batch making, with no loaders (its CPU time)
 };
 
 class DataLoadingKind : public WorkerKind {

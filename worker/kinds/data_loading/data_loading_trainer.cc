@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "shared/kinds/data_loading/board.h"
 #include "shared/os/process.h"
 #include "worker/kinds/data_loading/data_loading.h"
 #include "worker/optimizers/from_spec.h"
@@ -42,6 +43,9 @@ int DataLoadingTrainer::Run() {
       if (ring_ != nullptr) ring_->Close();
       return kLeaderGoneExit;
     }
+    // Before the epoch record: its epochs_done, stored last, publishes both.
+    if (e <= kMaxEpochRecords) data_loading::BoardOf(slot_)->load_cpu_ns[e - 1].store(load_cpu_ns_);
+    load_cpu_ns_ = 0;
     recorder_.Epoch(e, t);
   }
   slot_->weights_checksum.store(ParamsChecksum(model_));
@@ -60,7 +64,7 @@ bool DataLoadingTrainer::RunEpoch(uint32_t epoch, EpochTotals* totals) {
   return true;
 }
 
-const uint8_t* DataLoadingTrainer::Fetch(uint64_t b, EpochTotals* totals) {
+const uint8_t* DataLoadingTrainer::Fetch(uint64_t b) {
   if (ring_ != nullptr) {
     auto got = ring_->BeginRead(b, [&] { return !LeaderGone(env_.lifetime_fd); });
     return got.ok() ? got->first : nullptr;
@@ -68,14 +72,14 @@ const uint8_t* DataLoadingTrainer::Fetch(uint64_t b, EpochTotals* totals) {
   if (LeaderGone(env_.lifetime_fd)) return nullptr;
   const uint64_t c0 = ThreadCpuNs();
   maker_.Make(b, own_.data());
-  totals->load_cpu_ns += ThreadCpuNs() - c0;
+  load_cpu_ns_ += ThreadCpuNs() - c0;
   return own_.data();
 }
 
 // The step reads the batch in place (from_blob: no copy) and releases its slot when done.
 bool DataLoadingTrainer::Step(uint64_t b, EpochTotals* totals) {
   const auto t0 = SteadyClock::now();
-  const uint8_t* bytes = Fetch(b, totals);
+  const uint8_t* bytes = Fetch(b);
   if (bytes == nullptr) return false;
   const auto* h = reinterpret_cast<const LoaderBatchHeader*>(bytes);
   const int64_t n = h->n, rows = maker_.augment().rows, cols = maker_.augment().cols;

@@ -11,10 +11,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "shared/kinds/data_parallel/board.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/process.h"
 #include "shared/spec/spec_fields.h"
-#include "worker/kinds/hogwild/hogwild_leader.h"
+#include "worker/kinds/data_parallel/data_parallel_leader.h"
 #include "worker/scoreboard.h"
 #include "worker/training.h"
 
@@ -32,7 +33,8 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const v1::ExperimentSpec& 
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   if (ifname != nullptr && *ifname != '\0')
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
-  if (spec.nodes() > 1) return c10d::ProcessGroupGloo::createDefaultDevice();  // CheckHostAddress
+  if (spec.data_parallel().nodes() > 1)
+    return c10d::ProcessGroupGloo::createDefaultDevice();  // CheckHostAddress
   return c10d::ProcessGroupGloo::createDeviceForHostname(kLoopback);
 }
 
@@ -63,7 +65,7 @@ Status CheckHostAddress() {
 
 // What every node's part must agree on: the spec less what is each daemon's own.
 v1::ExperimentSpec Contract(v1::ExperimentSpec s) {
-  s.clear_node_rank();
+  s.mutable_data_parallel()->clear_node_rank();
   s.clear_name();
   s.clear_force();
   s.clear_start();
@@ -101,7 +103,7 @@ Status AgreeAcrossNodes(c10d::Store& store, const v1::ExperimentSpec& spec, uint
     const std::string a = SpecFieldText(theirs, f), b = SpecFieldText(mine, f);
     if (a != b && why.empty())
       why = "nodes disagree: " + f.name + " is '" + a + "' on node 0 and '" + b + "' on node " +
-            std::to_string(spec.node_rank());
+            std::to_string(spec.data_parallel().node_rank());
   }
   store.set("verdict/" + std::to_string(rank), bytes(why.empty() ? "ok" : why));
   return why.empty() ? Status::Ok() : FailedPrecondition(why);
@@ -114,7 +116,7 @@ std::chrono::milliseconds CollectiveTimeout(const v1::ExperimentSpec& spec) {
 }  // namespace
 
 Status DataParallelKind::Prepare(LeaderEnv& env) {
-  RETURN_IF_ERROR(HogwildKind::Prepare(env));
+  RETURN_IF_ERROR(ImageKind::Prepare(env));
   return PrepareRendezvous(env, &rendezvous_);
 }
 
@@ -122,8 +124,9 @@ Status DataParallelKind::JoinStore(WorkerEnv& env, std::chrono::milliseconds tim
   c10d::TCPStoreOptions o;
   o.timeout = timeout;
   o.waitWorkers = false;
-  if (env.spec.nodes() > 1) {  // global rank 0 hosts it on the master's port; all others dial it
-    ASSIGN_OR_RETURN(auto master, ParseMaster(env.spec.master()));
+  if (env.spec.data_parallel().nodes() >
+      1) {  // global rank 0 hosts it on the master's port; all others dial it
+    ASSIGN_OR_RETURN(auto master, ParseMaster(env.spec.data_parallel().master()));
     o.port = master.second;
     o.isServer = GlobalRank(env.spec, env.index) == 0;
     store_ = c10::make_intrusive<c10d::TCPStore>(master.first, o);
@@ -131,8 +134,9 @@ Status DataParallelKind::JoinStore(WorkerEnv& env, std::chrono::milliseconds tim
   }
   ASSIGN_OR_RETURN(ShmSegment seg,
                    ShmSegment::Open(SegmentName(env.experiment_id, "rendezvous"), true));
-  auto* h = static_cast<RendezvousHeader*>(seg.data());
-  if (seg.size() < sizeof *h || h->magic != kRendezvousMagic || h->version != kLayoutVersion)
+  auto* h = static_cast<data_parallel::RendezvousHeader*>(seg.data());
+  if (seg.size() < sizeof *h || h->magic != data_parallel::kRendezvousMagic ||
+      h->version != kLayoutVersion)
     return DataLoss("rendezvous segment: bad header");
   if (env.index == 0) {
     o.isServer = true;
@@ -154,14 +158,14 @@ Status DataParallelKind::BeforeTraining(WorkerEnv& env, Model& model, StepSync* 
   const auto timeout = CollectiveTimeout(env.spec);
   try {
     const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    if (env.spec.nodes() > 1 && (ifname == nullptr || *ifname == '\0'))
+    if (env.spec.data_parallel().nodes() > 1 && (ifname == nullptr || *ifname == '\0'))
       RETURN_IF_ERROR(CheckHostAddress());
     RETURN_IF_ERROR(JoinStore(env, timeout));
     // Each daemon names the experiment its own way: across nodes one fixed scope (the store is
     // the run's own, gone with it).
-    const std::string scope = env.spec.nodes() > 1 ? "nodes" : env.experiment_id;
+    const std::string scope = env.spec.data_parallel().nodes() > 1 ? "nodes" : env.experiment_id;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("shoal/" + scope + "/", store_);
-    if (env.spec.nodes() > 1)
+    if (env.spec.data_parallel().nodes() > 1)
       RETURN_IF_ERROR(AgreeAcrossNodes(*prefixed, env.spec, GlobalRank(env.spec, env.index)));
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(GlooDevice(env.spec));
@@ -180,7 +184,7 @@ Status DataParallelKind::BeforeTraining(WorkerEnv& env, Model& model, StepSync* 
 // The weights segment holds the initial weights only (each replica trained its own copy): the
 // replicas' fingerprints are in their reports.
 void DataParallelKind::Finish(ipc::v1::LeaderResult* result) {
-  HogwildKind::Finish(result);
+  ImageKind::Finish(result);
   result->clear_final_checksum();
 }
 

@@ -1,6 +1,6 @@
 // data_parallel (seed 002): each worker a replica of the network on its own batches, gradients
-// averaged every step through c10d's ProcessGroupGloo. A replica trains like a hogwild worker with
-// private weights — same data, batches, timing and scoreboard — plus GradAverager around each step.
+// averaged every step through c10d's ProcessGroupGloo. A replica is an image-training worker
+// (worker/image/image_kind.h) with private weights, plus GradAverager around each step.
 // Worker 0 hosts the c10d TCPStore (as torchrun's rank 0 does) on a port it publishes in the
 // experiment's "rendezvous" segment; every key lives under shoal/<experiment id>/.
 #pragma once
@@ -9,12 +9,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "worker/image/image_kind.h"
 #include "worker/kinds/data_parallel/grad_averager.h"
-#include "worker/kinds/hogwild/hogwild.h"
 
 namespace shoal {
 
-class DataParallelKind : public HogwildKind {
+class DataParallelKind : public ImageKind {
  public:
   Status Prepare(LeaderEnv& env) override;
   void Finish(ipc::v1::LeaderResult* result) override;

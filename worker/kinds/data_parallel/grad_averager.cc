@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "shared/kinds/data_parallel/board.h"
+
 namespace shoal {
 namespace {
 
@@ -49,7 +51,7 @@ GradAverager::GradAverager(c10::intrusive_ptr<c10d::ProcessGroup> pg, torch::nn:
   for (size_t k = 0; k < params_.size(); ++k)
     params_[k].register_hook([this, k](torch::Tensor grad) { OnGrad(k, grad); });
   if (slot_ != nullptr) {
-    slot_->buckets.store(uint32_t(buckets_.size()));
+    data_parallel::BoardOf(slot_)->buckets.store(uint32_t(buckets_.size()));
     uint64_t n = 0;
     for (const auto& p : params_) n += uint64_t(p.numel());
     slot_->parameters.store(n);
@@ -117,8 +119,9 @@ uint64_t GradAverager::AfterBackward() {
   }
   next_launch_ = 0;
   if (slot_ != nullptr) {
-    slot_->allreduce_busy_ns.fetch_add(busy, std::memory_order_relaxed);
-    slot_->allreduce_bytes.fetch_add(bytes_per_step_, std::memory_order_relaxed);
+    data_parallel::BoardOf(slot_)->allreduce_busy_ns.fetch_add(busy, std::memory_order_relaxed);
+    data_parallel::BoardOf(slot_)->allreduce_bytes.fetch_add(bytes_per_step_,
+                                                             std::memory_order_relaxed);
   }
   return ElapsedNs(t0, t1);
 }

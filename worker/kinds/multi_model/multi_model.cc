@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "shared/kinds/kind.h"
+#include "shared/kinds/multi_model/board.h"
 #include "shared/kinds/multi_model/variants.h"
 #include "shared/os/process.h"
 #include "worker/counting_allocator.h"
@@ -84,9 +85,10 @@ namespace {
 // The original's loop: data, zero grad, forward, loss + backward, step; each phase timed.
 bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const WorkerEnv& env) {
   WorkerSlot* slot = env.slot;
-  const uint64_t per_step = uint64_t(env.spec.batch_size()) * env.spec.models();  // B per model
-  LossWindows losses(slot, env.spec.iterations());
-  for (uint64_t it = 0; it < env.spec.iterations(); ++it) {
+  const uint64_t per_step =
+      uint64_t(env.spec.batch_size()) * env.spec.multi_model().models();  // B per model
+  LossWindows losses(slot, env.spec.multi_model().iterations());
+  for (uint64_t it = 0; it < env.spec.multi_model().iterations(); ++it) {
     if ((it & 63) == 0 && LeaderGone(env.lifetime_fd)) return false;
     const auto t0 = Clock::now();
     torch::Tensor x = torch::rand(v.x_shape), y = torch::rand(v.y_shape);
@@ -101,7 +103,8 @@ bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const Work
     opt.step();
     const auto t5 = Clock::now();
     slot->data_ns.fetch_add(ElapsedNs(t0, t1), std::memory_order_relaxed);
-    slot->zero_grad_ns.fetch_add(ElapsedNs(t1, t2), std::memory_order_relaxed);
+    multi_model::BoardOf(slot)->zero_grad_ns.fetch_add(ElapsedNs(t1, t2),
+                                                       std::memory_order_relaxed);
     slot->forward_ns.fetch_add(ElapsedNs(t2, t3), std::memory_order_relaxed);
     slot->backward_ns.fetch_add(ElapsedNs(t3, t4), std::memory_order_relaxed);
     slot->optimizer_ns.fetch_add(ElapsedNs(t4, t5), std::memory_order_relaxed);
@@ -128,18 +131,18 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   slot->ready_ns.store(RealtimeNs());
   // One variant at a time: worker i starts when the i before it have finished.
   if (!WaitForCount(&env.board->finished, env.index, slot, env.lifetime_fd)) return kLeaderGoneExit;
-  const std::string name = MultiModelVariants(spec.models()).at(env.index);
+  const std::string name = MultiModelVariants(spec.multi_model().models()).at(env.index);
   SeedCpu(spec.seed());
   counter->ResetPeak();
   const auto t0 = Clock::now();
   slot->first_step_ns.store(RealtimeNs());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-  MultiModelVariant v = MakeMultiModelVariant(name, spec.models(), spec.batch_size());
+  MultiModelVariant v = MakeMultiModelVariant(name, spec.multi_model().models(), spec.batch_size());
   auto opt = MakeOptimizer(ConfigFromSpec(spec.optimizer()), v.module->parameters());
   if (!opt.ok()) {
     return WorkerFails(env.slot, env.index, opt.status().message());
   }
-  slot->define_ns.store(ElapsedNs(t0, Clock::now()));
+  multi_model::BoardOf(slot)->define_ns.store(ElapsedNs(t0, Clock::now()));
   uint64_t params = 0;
   for (const auto& p : v.module->parameters()) params += uint64_t(p.numel());
   slot->parameters.store(params);

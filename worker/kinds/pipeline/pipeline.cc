@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "shared/ipc/batch_ring.h"
+#include "shared/kinds/pipeline/board.h"
 #include "shared/kinds/pipeline/pipeline.h"
 #include "shared/os/process.h"
 #include "worker/counting_allocator.h"
@@ -35,7 +36,7 @@ torch::Tensor Labels(const v1::ExperimentSpec& s, uint64_t step) {
 // `losses` is the last stage's: it alone sees the loss and the samples leaving the pipeline.
 void Record(WorkerSlot* slot, const StageStep& t, uint64_t data_ns, uint64_t wall_ns,
             LossWindows* losses, uint64_t batch) {
-  slot->step_wall_ns.fetch_add(wall_ns, std::memory_order_relaxed);
+  pipeline::BoardOf(slot)->step_wall_ns.fetch_add(wall_ns, std::memory_order_relaxed);
   slot->data_ns.fetch_add(data_ns, std::memory_order_relaxed);
   slot->forward_ns.fetch_add(t.forward_ns, std::memory_order_relaxed);
   slot->backward_ns.fetch_add(t.backward_ns, std::memory_order_relaxed);
@@ -71,10 +72,10 @@ int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const Tr
   if (!opt.ok()) return WorkerFails(slot, env.index, opt.status().message());
   StageConfig cfg{begin,
                   end,
-                  spec.stages(),
+                  spec.pipeline().stages(),
                   env.index,
-                  spec.chunks(),
-                  spec.checkpoint(),
+                  spec.pipeline().chunks(),
+                  spec.pipeline().checkpoint(),
                   [&dev] { dev.Sync(); }};
   PipelineStage stage(&model, opt->get(), cfg, link);
   if (Status st = link->ExportDeviceSlots(); !st.ok())
@@ -82,7 +83,7 @@ int Train(WorkerEnv& env, const PipelineLayout& layout, RingLink* link, const Tr
   if (!PassStartGate(env.board, slot, env.lifetime_fd)) return kLeaderGoneExit;
   slot->first_step_ns.store(RealtimeNs());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
-  const bool first = env.index == 0, last = env.index + 1 == spec.stages();
+  const bool first = env.index == 0, last = env.index + 1 == spec.pipeline().stages();
   LossWindows losses(slot, spec.batches());
   for (uint64_t step = 0; step < spec.batches(); ++step) {
     counter->ResetPeak();
@@ -114,7 +115,7 @@ int EndStage(WorkerEnv& env, RingLink* link, const TrainDevice& dev) {
   link->CloseViews();
   Arrive(&env.board->finished);
   if (dev.is_cuda() &&
-      !WaitForCount(&env.board->finished, env.spec.stages(), env.slot, env.lifetime_fd))
+      !WaitForCount(&env.board->finished, env.spec.pipeline().stages(), env.slot, env.lifetime_fd))
     return kLeaderGoneExit;
   return 0;
 }

@@ -1,7 +1,8 @@
-// One Hogwild worker's training: a start gate shared with its peers, then `batches` steps or
-// `epochs` passes over its shard of the training set, each step timed by phase and published on
-// its scoreboard slot (progress, per-epoch records, a loss curve), then a barrier, a fingerprint of
-// the weights and (worker 0) the test-set evaluation.
+// One image-training worker's training (hogwild's and data_parallel's, worker/image/image_kind.h):
+// a start gate shared with its peers, then `batches` steps or `epochs` passes over its shard of the
+// training set, each step timed by phase and published on its scoreboard slot (progress, per-epoch
+// records, a loss curve), then a barrier, a fingerprint of the weights and (worker 0) the test-set
+// evaluation.
 #pragma once
 
 #include <torch/torch.h>
@@ -21,20 +22,20 @@
 
 namespace shoal {
 
-// What data_parallel adds around each step (worker/kinds/data_parallel/grad_averager.h); hogwild
-// has none. Each returns the ns it was blocked communicating.
+// What a kind whose workers train together adds around each step (data_parallel's gradient
+// averager); none by default. Each returns the ns it was blocked communicating.
 struct StepSync {
   std::function<uint64_t()> before_forward;  // rank 0's buffers to every replica
   std::function<uint64_t()> after_backward;  // the averaged gradients
 };
 
-class HogwildTrainer {
+class ImageTrainer {
  public:
-  HogwildTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device,
-                 const StepSync* sync = nullptr);
+  ImageTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device,
+               const StepSync* sync = nullptr);
   // A model file's: batches gathered from its tensor set (worker/tensor_set.h), no test set.
-  HogwildTrainer(WorkerEnv& env, Model& model, const TensorSetHeader* tensors,
-                 const TrainDevice& device, const StepSync* sync = nullptr);
+  ImageTrainer(WorkerEnv& env, Model& model, const TensorSetHeader* tensors,
+               const TrainDevice& device, const StepSync* sync = nullptr);
   // Returns the worker's exit code.
   int Run();
 

@@ -1,4 +1,4 @@
-#include "worker/kinds/hogwild/hogwild_trainer.h"
+#include "worker/image/image_trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <thread>
 
-#include "shared/kinds/data_parallel/data_parallel.h"
+#include "shared/kinds/kind.h"
 #include "shared/os/process.h"
 #include "shared/spec/spec.h"
 #include "worker/cuda_memory.h"
@@ -48,8 +48,8 @@ void PublishStepMemory(WorkerSlot* slot) {
 
 }  // namespace
 
-HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, DataView data,
-                               const TrainDevice& device, const StepSync* sync)
+ImageTrainer::ImageTrainer(WorkerEnv& env, Model& model, DataView data, const TrainDevice& device,
+                           const StepSync* sync)
     : env_(env),
       spec_(env.spec),
       model_(model),
@@ -59,11 +59,11 @@ HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, DataView data,
       slot_(env.slot),
       n_train_(int64_t(data.header->n_train)),
       pixels_(int64_t(ImageBytes(*data.header))),
-      batch_(std::min<int64_t>(WorkerBatch(env.spec), n_train_)),
+      batch_(std::min<int64_t>(BatchOf(env.spec), n_train_)),
       recorder_(env.slot, StepsPerWorker(env.spec, uint64_t(n_train_))) {}
 
-HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, const TensorSetHeader* tensors,
-                               const TrainDevice& device, const StepSync* sync)
+ImageTrainer::ImageTrainer(WorkerEnv& env, Model& model, const TensorSetHeader* tensors,
+                           const TrainDevice& device, const StepSync* sync)
     : env_(env),
       spec_(env.spec),
       model_(model),
@@ -72,13 +72,13 @@ HogwildTrainer::HogwildTrainer(WorkerEnv& env, Model& model, const TensorSetHead
       step_sync_(sync),
       slot_(env.slot),
       n_train_(int64_t(tensors->n)),
-      batch_(std::min<int64_t>(WorkerBatch(env.spec), n_train_)),
+      batch_(std::min<int64_t>(BatchOf(env.spec), n_train_)),
       recorder_(env.slot, StepsPerWorker(env.spec, uint64_t(n_train_))) {}
 
 // With fewer concurrent steps than workers: a turn at each step and, on the CPU with the planned
 // allocator (not data_parallel's replicas, which wait for each other inside their steps), the
 // step arenas shared.
-void HogwildTrainer::TakeTurns() {
+void ImageTrainer::TakeTurns() {
   gate_ = std::make_unique<StepGate>(env_.board, slot_, env_.lifetime_fd);
   if (!gate_->active()) return;
   slot_->step_gated.store(1);
@@ -89,19 +89,19 @@ void HogwildTrainer::TakeTurns() {
                                            env_.index, planned, env_.lifetime_fd);
 }
 
-StatusOr<std::unique_ptr<torch::optim::Optimizer>> HogwildTrainer::MakeTrainerOptimizer() {
+StatusOr<std::unique_ptr<torch::optim::Optimizer>> ImageTrainer::MakeTrainerOptimizer() {
   const OptimizerConfig config = ConfigFromSpec(spec_.optimizer());
   if (!spec_.optimizer().in_backward()) return MakeOptimizer(config, model_.parameters());
   ASSIGN_OR_RETURN(auto in_backward, InBackwardOptimizer::Make(config, model_.parameters()));
   return std::unique_ptr<torch::optim::Optimizer>(std::move(in_backward));
 }
 
-int HogwildTrainer::Run() {
+int ImageTrainer::Run() {
   slot_->pid.store(getpid());
   slot_->accuracy_bits.store(FloatToBits(std::nanf("")));
   at::set_num_threads(static_cast<int>(spec_.threads()));
-  // data_parallel across nodes: the global rank, so no two replicas draw the same batches.
-  device_.Seed(spec_.seed() * 7919 + GlobalRank(spec_, env_.index) + 1);
+  // Its rank among every node's ranks (data_parallel across nodes): no two draw the same batches.
+  device_.Seed(spec_.seed() * 7919 + RankOf(spec_, env_.index) + 1);
   model_.train();
   auto opt = MakeTrainerOptimizer();
   if (!opt.ok()) {
@@ -142,7 +142,7 @@ int HogwildTrainer::Run() {
 }
 
 // Without epochs each worker draws its own random order of the whole set, again when it runs out.
-bool HogwildTrainer::RunBatches() {
+bool ImageTrainer::RunBatches() {
   torch::Tensor perm = torch::randperm(n_train_, torch::kLong);
   int64_t pos = 0;
   EpochTotals unused;
@@ -159,17 +159,17 @@ bool HogwildTrainer::RunBatches() {
 
 // Epoch e's order is one permutation every worker draws alike (seeded by the spec's seed and e);
 // worker i takes the i-th of W equal shards of its first epoch_samples, as DistributedSampler does.
-std::vector<int64_t> HogwildTrainer::EpochShard(uint32_t epoch) const {
+std::vector<int64_t> ImageTrainer::EpochShard(uint32_t epoch) const {
   auto gen = at::detail::createCPUGenerator(spec_.seed() * 1000003ull + epoch);
   torch::Tensor perm = torch::randperm(n_train_, gen, torch::kLong);
   const int64_t per_epoch =
       spec_.has_epoch_samples() ? std::min<int64_t>(spec_.epoch_samples(), n_train_) : n_train_;
-  const int64_t shard = per_epoch / int64_t(WorldSize(spec_));
-  const int64_t* p = perm.data_ptr<int64_t>() + shard * int64_t(GlobalRank(spec_, env_.index));
+  const int64_t shard = per_epoch / int64_t(Ranks(spec_));
+  const int64_t* p = perm.data_ptr<int64_t>() + shard * int64_t(RankOf(spec_, env_.index));
   return std::vector<int64_t>(p, p + shard);
 }
 
-bool HogwildTrainer::RunEpochs() {
+bool ImageTrainer::RunEpochs() {
   for (uint32_t e = 1; e <= spec_.epochs(); ++e) {
     EpochTotals t;
     const auto t0 = Clock::now();
@@ -187,7 +187,7 @@ bool HogwildTrainer::RunEpochs() {
   return true;
 }
 
-bool HogwildTrainer::RunShard(const std::vector<int64_t>& order, EpochTotals* totals) {
+bool ImageTrainer::RunShard(const std::vector<int64_t>& order, EpochTotals* totals) {
   const int64_t n = static_cast<int64_t>(order.size());
   for (int64_t pos = 0; pos < n; pos += batch_) {
     if (!Step(order.data() + pos, std::min(batch_, n - pos), totals)) return false;
@@ -195,7 +195,7 @@ bool HogwildTrainer::RunShard(const std::vector<int64_t>& order, EpochTotals* to
   return true;
 }
 
-bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
+bool ImageTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   const auto map_arenas = [this] {
     if (arenas_ != nullptr) arenas_->MapIfReady();
   };
@@ -247,7 +247,7 @@ bool HogwildTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
 
 // Fingerprints are taken when every worker has finished: with sharing on, the others are still
 // writing the weights. The leader kills us if a peer dies, so this cannot hang.
-bool HogwildTrainer::WaitForPeers() {
+bool ImageTrainer::WaitForPeers() {
   env_.board->finished.fetch_add(1);
   while (env_.board->finished.load() < env_.board->workers) {
     if (LeaderGone(env_.lifetime_fd)) return false;
@@ -257,7 +257,7 @@ bool HogwildTrainer::WaitForPeers() {
   return true;
 }
 
-void HogwildTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {
+void ImageTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {
   const auto e0 = Clock::now();
   const double acc = Evaluate(model_, data_, spec_.eval_samples(), std::max<int64_t>(batch_, 64),
                               device_.device(), slot_);
