@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,10 @@ struct KindRules {
   std::string epoch_column_header;
   std::string (*epoch_cell)(const v1::Result&, uint32_t epoch) = nullptr;
 };
+
+// For a kind that reads few of the common fields (command, baseline): every common field but
+// `reads`, its KindRules::ignores.
+std::vector<std::string> CommonFieldsBut(const std::set<std::string>& reads);
 
 // The spec's kind's world_size, global_rank and worker_batch, or what they are without one
 // (the workers, the index, batch_size): what the generic trainer and epoch arithmetic use.

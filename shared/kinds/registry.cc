@@ -19,8 +19,8 @@ namespace {
 // A deque: FindKind's pointers stay valid when a kind is registered after.
 std::deque<KindRules>& Kinds() {
   static std::deque<KindRules> kinds = {
-      HogwildRules(),  MultiModelRules(), DataLoadingRules(), DataParallelRules(),
-      PipelineRules(), CommandRules(),
+      HogwildRules(),      MultiModelRules(), DataLoadingRules(),
+      DataParallelRules(), PipelineRules(),   CommandRules(),
   };
   return kinds;
 }
@@ -40,6 +40,13 @@ const KindRules* FindKind(const std::string& name) {
   auto it =
       std::find_if(all.begin(), all.end(), [&](const KindRules& k) { return k.name == name; });
   return it == all.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> CommonFieldsBut(const std::set<std::string>& reads) {
+  std::vector<std::string> out;
+  for (const SpecField& f : CommonSpecFields())
+    if (!reads.count(f.name)) out.push_back(f.name);
+  return out;
 }
 
 uint32_t Ranks(const v1::ExperimentSpec& spec) {

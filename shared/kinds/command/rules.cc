@@ -78,17 +78,6 @@ StatusOr<ExperimentEstimate> Estimate(const v1::ExperimentSpec& s) {
   return e;
 }
 
-// Every common field but these is about training Shoal's own models.
-std::vector<std::string> Ignored() {
-  static const std::set<std::string> reads = {"kind",  "model",  "workers",
-                                              "start", "device", "cuda_devices",
-                                              "name",  "force",  "sample_interval_ms"};
-  std::vector<std::string> out;
-  for (const SpecField& f : CommonSpecFields())
-    if (!reads.count(f.name)) out.push_back(f.name);
-  return out;
-}
-
 }  // namespace
 
 KindRules CommandRules() {
@@ -102,7 +91,9 @@ KindRules CommandRules() {
   k.defaults = Defaults;
   k.validate = Validate;
   k.estimate = Estimate;
-  k.ignores = Ignored();
+  // Every common field but these is about training Shoal's own models.
+  k.ignores = CommonFieldsBut({"kind", "model", "workers", "start", "device", "cuda_devices",
+                               "name", "force", "sample_interval_ms"});
   k.spec_lines = command::SpecLines;
   k.summarize = command::Summarize;
   k.result_lines = command::ResultLines;
