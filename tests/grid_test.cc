@@ -358,7 +358,7 @@ TEST(GridTest, RefusesAFieldThatIsNotAnAxis) {
       "iterations, "
       "loaders, prefetch, "
       "pin_memory, nodes, node_rank, master, layers, filters, stages, chunks, checkpoint, scaling, "
-      "workers)";
+      "touch_mib, hold_ms, workers)";
   for (const std::string field : {"colour", "name", "force"}) {
     SCOPED_TRACE(field);
     v1::SweepSpec s;

@@ -148,6 +148,43 @@ TEST_F(KindsE2E, MultiModelSweepReportsEveryVariant) {
   }
 }
 
+// baseline, the kind added as docs/architecture.md says (its folders, a registry line each, its
+// messages): its own field (touch_mib) and figure (ns_per_page) through every start method, read
+// against the sampler (an independent reader of the same memory), in `get` and the report.
+TEST_F(KindsE2E, BaselineTouchesItsMemoryUnderEveryStartMethod) {
+  CommandResult r = daemon_->Cli({"sweep", "--kind", "baseline", "--workers", "2", "--touch-mib",
+                                  "48", "--hold-ms", "600", "--sample-interval-ms", "50", "--start",
+                                  "fork,spawn,forkserver", "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = Parse(r);
+  ASSERT_EQ(j["experiments"].size(), 3u);
+  for (const auto& e : j["experiments"]) {
+    SCOPED_TRACE(e["spec"]["start"].get<std::string>());
+    ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+    EXPECT_EQ(e["spec"]["baseline"]["touch_mib"], 48u);
+    const json& b = e["result"]["baseline"];
+    EXPECT_EQ(b["workers_touched"], 2u);
+    EXPECT_GT(b["ns_per_page"].get<double>(), 0);
+    EXPECT_GT(b["touch_ms"].get<double>(), 0);
+    EXPECT_GT(b["minor_faults"].get<uint64_t>(), 0u);
+    for (const auto& p : e["processes"]) {
+      if (p["role"] != "worker") continue;
+      // The sampler saw each worker hold its 48 MiB (the hold outlasts several ticks).
+      EXPECT_GE(p["peak_pss_bytes"].get<double>(), 48.0 * (1 << 20)) << p.dump();
+      EXPECT_FALSE(testing::ProcessAlive(p["pid"].get<int>()));
+    }
+    const CommandResult get = daemon_->Cli({"get", e["id"]});
+    EXPECT_NE(get.out.find("  touch       48 MiB a worker in "), std::string::npos) << get.out;
+    EXPECT_TRUE(ListSegments(SegmentPrefix(e["id"].get<std::string>())).empty());
+  }
+  FilledTable(j, "baseline_touch");
+  // Its fields are its own: refused on another kind, naming whose they are.
+  const CommandResult other = daemon_->Cli({"submit", "--touch-mib", "8"});
+  EXPECT_NE(other.err.find("touch_mib: not a field of kind hogwild (it is baseline's)"),
+            std::string::npos)
+      << other.err;
+}
+
 // data_loading on real processes and Fashion-MNIST: loaders started by spawn attach to the data
 // and the ring by name, the trainer trains on their batches, every epoch and process is measured.
 TEST_F(KindsE2E, DataLoadingSweepMeasuresLoadersAndTrainer) {

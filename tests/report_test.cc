@@ -948,12 +948,19 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "chunks",
                                                "checkpoint",
                                                "scaling",
+                                               "touch_mib",
+                                               "hold_ms",
                                                "workers",
                                                "name",
                                                "force"};
 // Result's scalar fields, alphabetically (the order of its JSON object); Result.threads is the
 // spec's threads column.
 const std::vector<std::string> kFigureColumns = {"backward_ms",
+                                                 "baseline.minor_faults",
+                                                 "baseline.ns_per_page",
+                                                 "baseline.touch_mib",
+                                                 "baseline.touch_ms",
+                                                 "baseline.workers_touched",
                                                  "command.report_lines_ignored",
                                                  "cpu_energy_j",
                                                  "cpu_energy_status",
@@ -1103,6 +1110,7 @@ std::string RanPointLine() {
                                           "",          "",  // layers, filters, stages,
                                           "",          "",  // balance, chunks, checkpoint:
                                           "",          "",  // pipeline's
+                                          "",          "",  // touch_mib, hold_ms: baseline's
                                           "",          "1",
                                           "",          "no"};
   // The figures the test's result holds; every other one was not reported, so its cell is

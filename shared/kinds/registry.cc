@@ -13,14 +13,15 @@ KindRules DataLoadingRules();
 KindRules DataParallelRules();
 KindRules PipelineRules();
 KindRules CommandRules();
+KindRules BaselineRules();
 
 namespace {
 
 // A deque: FindKind's pointers stay valid when a kind is registered after.
 std::deque<KindRules>& Kinds() {
   static std::deque<KindRules> kinds = {
-      HogwildRules(),      MultiModelRules(), DataLoadingRules(),
-      DataParallelRules(), PipelineRules(),   CommandRules(),
+      HogwildRules(),  MultiModelRules(), DataLoadingRules(), DataParallelRules(),
+      PipelineRules(), CommandRules(),    BaselineRules(),
   };
   return kinds;
 }

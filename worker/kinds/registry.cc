@@ -4,6 +4,7 @@
 #include <deque>
 
 #include "worker/kind.h"
+#include "worker/kinds/baseline/baseline.h"
 #include "worker/kinds/command/command.h"
 #include "worker/kinds/data_loading/data_loading.h"
 #include "worker/kinds/hogwild/hogwild.h"
@@ -34,6 +35,7 @@ std::deque<Entry>& Entries() {
       Kind<DataLoadingKind>("data_loading"),
       Kind<PipelineKind>("pipeline"),
       Kind<CommandKind>("command"),
+      Kind<BaselineKind>("baseline"),
 #ifdef SHOAL_WITH_GLOO
       Kind<DataParallelKind>("data_parallel"),
 #endif
