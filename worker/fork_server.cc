@@ -93,6 +93,7 @@ class ForkServer {
   void ReapChildren();
   void Serve(int client);
   void DropClient(int client);
+  int Stop();  // closes what it holds; its idle children end as their socketpairs close
 
   const ForkServerArgs& a_;
   const pid_t self_;
@@ -230,7 +231,7 @@ int ForkServer::Run() {
   }
   listen_fd_ = *listen_fd;
   for (;;) {
-    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {sfd_, POLLIN, 0}};
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {sfd_, POLLIN, 0}, {a_.stop_fd, POLLIN, 0}};
     for (int c : clients_) fds.push_back({c, POLLIN, 0});
     // Refill the pool only when nothing else is waiting; after a failed fork (a pids limit, no
     // fds) wait 100 ms before the next try rather than spin a core the runs are measured on.
@@ -247,9 +248,19 @@ int ForkServer::Run() {
       if (c >= 0) clients_.push_back(c);
     }
     if (fds[1].revents & POLLIN) ReapChildren();
-    for (size_t k = 2; k < fds.size(); ++k)
+    if (fds[2].revents != 0) return Stop();
+    for (size_t k = 3; k < fds.size(); ++k)
       if (fds[k].revents != 0) Serve(fds[k].fd);
   }
+}
+
+int ForkServer::Stop() {
+  for (int c : clients_) ::close(c);
+  for (const Idle& i : pool_) ::close(i.fd);
+  ::close(listen_fd_);
+  ::close(sfd_);
+  sigprocmask(SIG_UNBLOCK, &chld_, nullptr);
+  return 0;
 }
 
 }  // namespace

@@ -30,6 +30,8 @@ struct ForkServerArgs {
   size_t pool = 16;                              // idle children kept forked ahead of demand
   ProcessControl* processes = &RealProcesses();  // its forks
   ChildWaiter* children = &RealChildren();       // its reaping
+  // Readable: Run returns 0 (a test's way to end it; shoald's ends with shoald, its parent).
+  int stop_fd = -1;
 };
 // The forkserver: loads and warms LibTorch and every kind once, then forks workers on request.
 int RunForkServer(const ForkServerArgs& args);
