@@ -50,20 +50,6 @@ std::string AllocatorLine(const v1::ExperimentSpec& s) {
          (s.allocator_why().empty() ? " (given)" : " (" + s.allocator_why() + ")") + "\n";
 }
 
-// How many workers stepped at once, given or shoald's default (and why); nothing when the
-// default let every worker step at once.
-std::string ConcurrentStepsLine(const v1::ExperimentSpec& s) {
-  if (!s.hogwild().has_concurrent_steps()) return "";
-  if (!s.hogwild().concurrent_steps_why().empty() && s.hogwild().concurrent_steps() >= s.workers())
-    return "";
-  return "  steps       " + std::to_string(s.hogwild().concurrent_steps()) + " of " +
-         std::to_string(s.workers()) + " workers at once" +
-         (s.hogwild().concurrent_steps_why().empty()
-              ? " (given)"
-              : " (" + s.hogwild().concurrent_steps_why() + ")") +
-         "\n";
-}
-
 // The names passed to the experiment's processes (values: get --json).
 std::string EnvironmentLine(const v1::Experiment& e) {
   if (e.environment().empty()) return "";
@@ -147,10 +133,11 @@ std::string LeaderLine(const v1::Result& r) {
 }
 
 // The kind's own lines (a hook of its rules), or none: a record may be of a kind this CLI lacks.
-std::string KindLines(const v1::ExperimentSpec& s,
-                      std::string (*KindRules::*hook)(const v1::Result&), const v1::Result& r) {
+template <typename Arg>
+std::string KindLines(const v1::ExperimentSpec& s, std::string (*KindRules::*hook)(const Arg&),
+                      const Arg& a) {
   const KindRules* kind = FindKind(s.kind());
-  return kind && kind->*hook ? (kind->*hook)(r) : "";
+  return kind && kind->*hook ? (kind->*hook)(a) : "";
 }
 
 // A process's role as its kind names it (data_loading's "trainer").
@@ -367,7 +354,7 @@ std::string FormatExperiment(const v1::Experiment& raw) {
                     e.error().empty() ? "" : ": ", e.error().c_str());
   o += SpecLines(e.spec());
   o += AllocatorLine(e.spec());
-  o += ConcurrentStepsLine(e.spec());
+  o += KindLines(e.spec(), &KindRules::setting_lines, e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
   return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) +

@@ -676,7 +676,7 @@ TEST(ReportTest, TheReportSaysWhereWorkersTookTurnsAtTheirSteps) {
       b.Run(b.Point({{"start", start}, {"workers", w}}), v1::SUCCEEDED)
           ->set_peak_pss_sum_bytes(kGiB);
   const ReportInput in = b.Build();
-  EXPECT_EQ(TurnsLine(in),
+  EXPECT_EQ(KindNotes(in),
             "Turns: 4 of 8 workers stepped at once (default: the cores' worth (4 cores, 1 thread "
             "each)), sharing that many step arenas (docs/allocators.md).");
   EXPECT_NE(RenderMarkdown(in).find("\nTurns: 4 of 8 workers"), std::string::npos);
@@ -698,10 +698,10 @@ TEST(ReportTest, TheReportSaysWhereWorkersTookTurnsAtTheirSteps) {
   SweepBuilder g("s14", "", typed);
   g.Axis("workers", {"2", "3"}).State(v1::SUCCEEDED);
   for (const std::string w : {"2", "3"}) g.Run(g.Point({{"workers", w}}), v1::SUCCEEDED);
-  EXPECT_EQ(TurnsLine(g.Build()),
+  EXPECT_EQ(KindNotes(g.Build()),
             "Turns: 1 of 2 workers, 1 of 3 workers stepped at once (given), sharing that many "
             "step arenas (docs/allocators.md).");
-  EXPECT_EQ(TurnsLine(OneAxis()), "");
+  EXPECT_EQ(KindNotes(OneAxis()), "");
 }
 
 TEST(ReportTest, PerExtraWorkerIsTheSlopeFromTheFewestToTheMostWorkersOfEachRow) {

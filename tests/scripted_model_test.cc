@@ -16,6 +16,8 @@
 #include "shared/os/shm.h"
 #include "shared/spec/admission.h"
 #include "tests/testutil.h"
+#include "worker/kinds/data_parallel/data_parallel.h"
+#include "worker/kinds/hogwild/hogwild.h"
 #include "worker/model_file.h"
 #include "worker/tensor_file.h"
 #include "worker/tensor_set.h"
@@ -290,7 +292,10 @@ TEST(AdmissionTest, AModelFilesWorkersNeedTheirCopiesOfTheWeights) {
   EXPECT_EQ(ModelFileWorkersNeed(spec, probe),
             2 * (base + 3 * probe.param_bytes) + probe.param_bytes);
   spec.set_kind("data_parallel");
-  EXPECT_EQ(ModelFileWorkersNeed(spec, probe),
+  const KindCopies buckets = DataParallelKind().ModelFileCopies();  // a copy of the gradients
+  EXPECT_EQ(buckets.gradient_copies, 1u);
+  EXPECT_EQ(HogwildKind().ModelFileCopies().gradient_copies, 0u);
+  EXPECT_EQ(ModelFileWorkersNeed(spec, probe, buckets),
             2 * (base + 4 * probe.param_bytes) + probe.param_bytes);
 }
 

@@ -365,26 +365,27 @@ StepBounds ModelFileStepBounds(const v1::ExperimentSpec& spec, uint64_t probe_st
   return b;
 }
 
-uint64_t ModelFileWorkersNeed(const v1::ExperimentSpec& spec, const ModelFileProbe& probe) {
+uint64_t ModelFileWorkersNeed(const v1::ExperimentSpec& spec, const ModelFileProbe& probe,
+                              const KindCopies& kind) {
   // Gradients and one optimiser state (momentum's; Adam's two are under-counted by one copy),
-  // the weights when private, data_parallel's flat gradient buckets (a copy of the gradients).
-  const uint64_t copies = (spec.share() ? 2 : 3) + (spec.kind() == "data_parallel" ? 1 : 0);
+  // the weights when private, the kind's own copies.
+  const uint64_t copies = (spec.share() ? 2 : 3) + kind.gradient_copies;
   const uint64_t per_worker = kWorkerBaseBytes + probe.step_bytes + probe.param_bytes * copies;
   return per_worker * spec.workers() + probe.param_bytes;  // and the weights segment, made next
 }
 
-Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe) {
+Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe,
+                             const KindCopies& kind) {
   if (spec.force()) return Status::Ok();
-  const uint64_t need = ModelFileWorkersNeed(spec, probe);
+  const uint64_t need = ModelFileWorkersNeed(spec, probe, kind);
   ASSIGN_OR_RETURN(NodeCapacity have, ReadNodeCapacity());
   if (need <= have.memory_available_bytes) return Status::Ok();
-  return ResourceExhausted(
-      "model_file: one step of this model took " + MiB(probe.step_bytes) +
-      " in the leader (parameters " + MiB(probe.param_bytes) + "), so " +
-      std::to_string(spec.workers()) + " workers" +
-      (spec.kind() == "data_parallel" ? " (with their gradient buckets)" : "") +
-      " and the weights segment need about " + MiB(need) + " and the node has " +
-      MiB(have.memory_available_bytes) + " available (force yes starts anyway)");
+  return ResourceExhausted("model_file: one step of this model took " + MiB(probe.step_bytes) +
+                           " in the leader (parameters " + MiB(probe.param_bytes) + "), so " +
+                           std::to_string(spec.workers()) + " workers" + kind.what +
+                           " and the weights segment need about " + MiB(need) +
+                           " and the node has " + MiB(have.memory_available_bytes) +
+                           " available (force yes starts anyway)");
 }
 
 }  // namespace shoal

@@ -71,14 +71,23 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
 // fit in the node's available memory: refused before a byte is read.
 Status DatasetFits(uint64_t file_bytes, uint64_t available_bytes);
 
+// What a kind's worker holds beyond what every model file's worker does: more copies of the
+// gradients (data_parallel's flat buckets: one), and how to say so in a refusal.
+struct KindCopies {
+  uint32_t gradient_copies = 0;
+  std::string what;  // " (with their gradient buckets)"
+};
+
 // What the workers need in all, from the probe: each worker's LibTorch, its step, its gradients
-// and optimiser state, its own weights when not shared and data_parallel's gradient buckets; and
-// the weights segment. (vit_h_14's data_parallel replicas, admitted without their buckets, were
-// killed by the kernel's OOM killer on a 24 GiB node.)
-uint64_t ModelFileWorkersNeed(const v1::ExperimentSpec& spec, const ModelFileProbe& probe);
+// and optimiser state, its own weights when not shared and the kind's copies; and the weights
+// segment. (vit_h_14's data_parallel replicas, admitted without their buckets, were killed by
+// the kernel's OOM killer on a 24 GiB node.)
+uint64_t ModelFileWorkersNeed(const v1::ExperimentSpec& spec, const ModelFileProbe& probe,
+                              const KindCopies& kind = {});
 
 // RESOURCE_EXHAUSTED, with the figures, when the workers' measured need is more than the node's
 // available memory (unless the spec says force).
-Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe);
+Status AdmitModelFileWorkers(const v1::ExperimentSpec& spec, const ModelFileProbe& probe,
+                             const KindCopies& kind = {});
 
 }  // namespace shoal

@@ -115,7 +115,7 @@ std::string RenderHtml(const ReportInput& in, const v1::NodeInfoResponse* node) 
     << "</title><style>" << kStyle << "</style></head><body>\n<h1>" << Esc(title) << ": "
     << Esc(report::Lower(v1::ExperimentState_Name(s.state()))) << "</h1>\n<p>" << Esc(RunsLine(s))
     << "</p>\n";
-  if (const std::string turns = TurnsLine(in); !turns.empty()) o << "<p>" << Esc(turns) << "</p>\n";
+  if (const std::string notes = KindNotes(in); !notes.empty()) o << "<p>" << Esc(notes) << "</p>\n";
   o << "<h2>Fixed fields</h2>\n<dl>";
   for (const auto& [field, value] : FixedFields(in))
     o << "<dt>" << Esc(field) << "</dt><dd>" << Esc(value) << "</dd>";

@@ -434,9 +434,10 @@ std::string CountList(const std::vector<double>& counts) {
   return out;
 }
 
-// Fewer of its workers stepped at once than it has: they took turns and shared step arenas.
-bool TookTurns(const v1::ExperimentSpec& s) {
-  return s.hogwild().has_concurrent_steps() && s.hogwild().concurrent_steps() < s.workers();
+// The kind says its workers shared memory that does not grow with them (hogwild's turns).
+bool MemorySharedByWorkers(const v1::ExperimentSpec& s) {
+  const KindRules* kind = FindKind(s.kind());
+  return kind != nullptr && kind->memory_shared_by_workers && kind->memory_shared_by_workers(s);
 }
 
 // The worker counts at which some point's workers took turns at their steps (their host memory
@@ -444,7 +445,7 @@ bool TookTurns(const v1::ExperimentSpec& s) {
 std::set<double> TurnsAt(const std::vector<PointView>& points) {
   std::set<double> out;
   for (const auto& v : points)
-    if (v.experiment != nullptr && TookTurns(v.experiment->spec()))
+    if (v.experiment != nullptr && MemorySharedByWorkers(v.experiment->spec()))
       out.insert(v.experiment->spec().workers());
   return out;
 }
@@ -563,26 +564,15 @@ std::string RunsLine(const v1::Sweep& sweep) {
          "show the run with the median throughput.";
 }
 
-// Where workers took turns at their steps (hogwild's default where the cores hold fewer steps
-// than the workers): those points' memory is the shared step arenas', so the report says which.
-std::string TurnsLine(const ReportInput& in) {
-  std::set<std::pair<uint32_t, uint32_t>> turns;  // (workers, steps at once)
-  std::set<std::string> whys;
-  for (const auto& v : Points(in)) {
-    if (v.experiment == nullptr || !TookTurns(v.experiment->spec())) continue;
-    const v1::ExperimentSpec& s = v.experiment->spec();
-    turns.insert({s.workers(), s.hogwild().concurrent_steps()});
-    whys.insert(s.hogwild().concurrent_steps_why().empty() ? "given"
-                                                           : s.hogwild().concurrent_steps_why());
+std::string KindNotes(const ReportInput& in) {
+  const std::vector<PointView> points = Points(in);
+  std::string out;
+  for (const KindRules& k : AllKinds()) {
+    if (k.report_note == nullptr) continue;
+    const std::string note = k.report_note(points);
+    if (!note.empty()) out += (out.empty() ? "" : "\n\n") + note;
   }
-  if (turns.empty()) return "";
-  std::string list, why;
-  for (const auto& [workers, at_once] : turns)
-    list += (list.empty() ? "" : ", ") + std::to_string(at_once) + " of " +
-            std::to_string(workers) + " workers";
-  for (const auto& w : whys) why += (why.empty() ? "" : "; ") + w;
-  return "Turns: " + list + " stepped at once (" + why +
-         "), sharing that many step arenas (docs/allocators.md).";
+  return out;
 }
 
 std::string RenderMarkdown(const ReportInput& in) {
@@ -596,7 +586,7 @@ std::string RenderMarkdown(const ReportInput& in) {
     first = false;
   }
   o << "\n\n" << RunsLine(in.sweep) << "\n";
-  if (const std::string turns = TurnsLine(in); !turns.empty()) o << "\n" << turns << "\n";
+  if (const std::string notes = KindNotes(in); !notes.empty()) o << "\n" << notes << "\n";
   for (const auto& t : BuildTables(in)) MarkdownTable(o, t);
   return o.str();
 }

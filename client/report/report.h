@@ -42,8 +42,9 @@ StatusOr<ReportInput> ReportFromJson(const nlohmann::json& j);
 
 // How many runs each cell holds and how the tables make one figure of them.
 std::string RunsLine(const v1::Sweep& sweep);
-// "Turns: 2 of 4 workers, 2 of 8 workers stepped at once (why), ...": "" where none took turns.
-std::string TurnsLine(const ReportInput& in);
+// The kinds' notes about their points (KindRules::report_note; hogwild's "Turns: 2 of 4
+// workers, ... stepped at once (why), ..."), "" where none has one.
+std::string KindNotes(const ReportInput& in);
 std::string RenderMarkdown(const ReportInput& in);
 // One line per grid point: its axis values, every spec field and every figure of its result.
 std::string RenderCsv(const ReportInput& in);

@@ -70,6 +70,9 @@ struct KindRules {
   std::vector<std::string> devices = {"cpu"};
   // Whether its trainer marks each step for --allocator planned (worker/planned_allocator.h).
   bool marks_steps = false;
+  // Whether its trainer can step the optimiser inside the backward pass (optimizer_in_backward,
+  // on the CPU): hogwild's; data_parallel reduces the gradients after it.
+  bool steps_in_backward = false;
   // With device cuda and no cuda_devices: worker i on device i mod the devices there are (a
   // pipeline's stages, as torchgpipe places partitions), rather than all on device 0.
   bool spreads_over_devices = false;
@@ -98,10 +101,17 @@ struct KindRules {
   // Its tables in a sweep's report; called when any point is of this kind, returns none when
   // there is nothing to show.
   std::vector<Table> (*report_tables)(const KindTablesInput&) = nullptr;
+  // Its note above a report's tables about its points (hogwild: where workers took turns), ""
+  // for none; and whether a point's host memory does not grow with its workers (hogwild's shared
+  // step arenas under turns), so the per-worker memory table leaves that worker count out.
+  std::string (*report_note)(const std::vector<PointView>&) = nullptr;
+  bool (*memory_shared_by_workers)(const v1::ExperimentSpec&) = nullptr;
   // `shoal get`: its spec line(s), instead of the common ones; its lines after the common
   // figures; its block after the epochs; the name of a worker's role ("trainer"); its column of
   // the epochs table (header, then the epoch's cell; "" when it has none for that epoch).
   std::string (*spec_lines)(const v1::ExperimentSpec&) = nullptr;
+  // Its lines after the common spec lines (hogwild's turns at the steps); nullptr: none.
+  std::string (*setting_lines)(const v1::ExperimentSpec&) = nullptr;
   std::string (*result_lines)(const v1::Result&) = nullptr;
   std::string (*detail_lines)(const v1::Result&) = nullptr;
   std::string (*role_name)(const v1::ProcessInfo&) = nullptr;

@@ -127,15 +127,18 @@ Status ValidateOptimizer(const v1::OptimizerSpec& o) {
   return Status::Ok();
 }
 
-// Only hogwild's trainer steps inside the backward pass: data_parallel reduces the gradients
-// after it, and the other kinds step their own ways. CUDA is not tried yet.
-Status ValidateInBackward(const v1::ExperimentSpec& s) {
+// Only a kind whose trainer can (KindRules::steps_in_backward) steps inside the backward pass.
+// CUDA is not tried yet.
+Status ValidateInBackward(const v1::ExperimentSpec& s, const KindRules& kind) {
   if (!s.optimizer().in_backward()) return Status::Ok();
-  if (s.kind() != "hogwild")
-    return InvalidArgument(
-        "optimizer_in_backward: only hogwild steps its optimizer in the "
-        "backward pass (kind " +
-        s.kind() + " does not)");
+  if (!kind.steps_in_backward) {
+    std::string which;
+    for (const KindRules& k : AllKinds())
+      if (k.steps_in_backward) which += (which.empty() ? "" : ", ") + k.name;
+    return InvalidArgument("optimizer_in_backward: only " + which +
+                           " steps its optimizer in the backward pass (kind " + s.kind() +
+                           " does not)");
+  }
   if (s.device() != "cpu")
     return InvalidArgument("optimizer_in_backward: cpu only (not tried on " + s.device() + ")");
   return Status::Ok();
@@ -546,7 +549,7 @@ Status ValidateSpec(const v1::ExperimentSpec& s, const SpecLimits& limits) {
     RETURN_IF_ERROR(InRange("batch_size", s.batch_size(), 1, limits.max_batch_size));
   RETURN_IF_ERROR(ValidateLength(s, limits));
   if (Reads(*kind, "optimizer")) RETURN_IF_ERROR(ValidateOptimizer(s.optimizer()));
-  RETURN_IF_ERROR(ValidateInBackward(s));
+  RETURN_IF_ERROR(ValidateInBackward(s, *kind));
   if (Reads(*kind, "threads"))
     RETURN_IF_ERROR(InRange("threads", s.threads(), 1, limits.max_threads));
   RETURN_IF_ERROR(InRange("sample_interval_ms", s.sample_interval_ms(),

@@ -39,7 +39,7 @@ Status ImageKind::PrepareModelAndData(LeaderEnv& env) {
   model_step_bytes_ = probe.step_bytes;
   bounds_ = ModelFileStepBounds(spec, probe.step_ns,
                                 static_cast<uint32_t>(::sysconf(_SC_NPROCESSORS_ONLN)));
-  RETURN_IF_ERROR(AdmitModelFileWorkers(spec, probe));
+  RETURN_IF_ERROR(AdmitModelFileWorkers(spec, probe, ModelFileCopies()));
   ASSIGN_OR_RETURN(data_, MakeModelFileData(spec, probe.target, name));
   env.segment_created("data", data_.size());
   RETURN_IF_ERROR(CheckTrainingSet(spec, static_cast<const TensorSetHeader*>(data_.data())->n));

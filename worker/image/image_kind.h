@@ -11,6 +11,7 @@
 #include "shared/os/shm.h"
 #include "worker/image/image_trainer.h"
 #include "worker/kind.h"
+#include "worker/model_file.h"
 #include "worker/models/models.h"
 #include "worker/train_device.h"
 
@@ -28,6 +29,9 @@ class ImageKind : public WorkerKind {
   }
   // "arenas": the shared step arenas a worker makes when workers take turns (shared_arenas.h).
   std::vector<std::string> SegmentWhats() const override { return {"data", "weights", "arenas"}; }
+  // What its workers hold beyond a model file's every worker, for admission (data_parallel's
+  // gradient buckets).
+  virtual KindCopies ModelFileCopies() const { return {}; }
 
  protected:
   // In the worker, the model in place and about to train: a kind whose workers train together

@@ -1,4 +1,5 @@
 // hogwild (seed 000): N workers train one network on shared (or private) weights.
+#include "shared/kinds/hogwild/figures.h"
 #include "shared/kinds/kind.h"
 
 namespace shoal {
@@ -36,6 +37,7 @@ KindRules HogwildRules() {
   };
   k.devices = {"cpu", "cuda"};
   k.marks_steps = true;
+  k.steps_in_backward = true;
   k.leader_without_libtorch = true;
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet", "torchscript"};
@@ -47,6 +49,9 @@ KindRules HogwildRules() {
                "workers",
                true, "allocator"}};  // beside the allocator, whose arenas the turns share
   k.late_defaults = LateDefaults;
+  k.setting_lines = hogwild::SettingLines;
+  k.report_note = hogwild::ReportNote;
+  k.memory_shared_by_workers = hogwild::TookTurns;
   k.validate = Validate;
   return k;
 }

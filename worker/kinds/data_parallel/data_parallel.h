@@ -21,6 +21,8 @@ class DataParallelKind : public ImageKind {
   std::vector<std::string> SegmentWhats() const override {
     return {"data", "weights", "rendezvous"};
   }
+  // Each replica's flat gradient buckets: a copy of its gradients.
+  KindCopies ModelFileCopies() const override { return {1, " (with their gradient buckets)"}; }
 
  protected:
   Status BeforeTraining(WorkerEnv& env, Model& model, StepSync* sync) override;
