@@ -15,8 +15,10 @@
 //                                  occupancy 33.25%, tensor pipes 12.5%, DRAM bandwidth 44%)
 // Device memory used = 512 MiB + its processes' memory; total 80 GiB.
 #include <dirent.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -49,7 +51,26 @@ std::string CommOf(const char* pid) {
   return comm;
 }
 
-// The scripted processes on one device.
+// Whether `pid` descends from this process (the daemon that loaded the fake): another test's
+// daemon's workers, running beside it under ctest -j2, are not this daemon's GPU processes.
+bool OursDescendant(unsigned pid) {
+  const unsigned self = unsigned(getpid());
+  for (int depth = 0; depth < 8 && pid > 1; ++depth) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) return false;
+    unsigned ppid = 0;
+    char state = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %u", &state, &ppid) != 2) return false;
+    if (ppid == self) return true;
+    pid = ppid;
+  }
+  return false;
+}
+
+// The scripted processes on one device: the named ones among this daemon's descendants.
 std::vector<ProcessInfo> ProcessesOn(unsigned device) {
   std::vector<ProcessInfo> out;
   const char* comm = std::getenv("SHOAL_FAKE_NVML_COMM");
@@ -57,6 +78,7 @@ std::vector<ProcessInfo> ProcessesOn(unsigned device) {
     while (dirent* e = readdir(d)) {
       const unsigned pid = unsigned(std::strtoul(e->d_name, nullptr, 10));
       if (pid == 0 || pid % Devices() != device || CommOf(e->d_name) != comm) continue;
+      if (!OursDescendant(pid)) continue;
       out.push_back({pid, (pid % 61 + 1) * kMiB, 0, 0});
     }
     closedir(d);
