@@ -16,6 +16,7 @@
 
 #include "shared/ipc/ipc_codec.h"
 #include "shared/ipc/packet.h"
+#include "tests/testutil.h"
 #include "worker/worker_roles.h"
 
 namespace shoal {
@@ -23,18 +24,6 @@ namespace {
 
 using ipc::v1::ForkRequest;
 using ipc::v1::ForkServerReply;
-
-// (Not tests/testutil.h: its namespace shoal::testing would hide ::testing from the files the
-// unity build puts beside this one.)
-template <typename Pred>
-bool Eventually(Pred pred, double seconds) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
-}
 
 // Forks nothing: each "child" gets the next pid. Called from the forkserver's thread.
 class CountingForks : public ProcessControl {
@@ -77,9 +66,6 @@ class ForkServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(::pipe(stop_), 0);
-    char dir[] = "/tmp/shoal-forkserver-test.XXXXXX";
-    ASSERT_NE(::mkdtemp(dir), nullptr);
-    dir_ = dir;
     args_.socket = dir_ / "fs.sock";
     args_.pool = 2;
     args_.processes = &forks_;
@@ -87,11 +73,11 @@ class ForkServerTest : public ::testing::Test {
     args_.stop_fd = stop_[0];
     server_ = std::thread([this] { rc_ = RunForkServer(args_); });
     // It warms every kind (LibTorch, a training step) before it listens.
-    ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(args_.socket); }, 60));
+    ASSERT_TRUE(testing::WaitFor([&] { return std::filesystem::exists(args_.socket); }, 60));
     auto c = ConnectPacket(args_.socket);
     ASSERT_TRUE(c.ok()) << c.status().message();
     leader_ = *c;
-    ASSERT_TRUE(Eventually([&] { return forks_.forks >= 2; }, 10));  // the pool, ahead
+    ASSERT_TRUE(testing::WaitFor([&] { return forks_.forks >= 2; }, 10));  // the pool, ahead
   }
   void TearDown() override {
     ASSERT_EQ(::write(stop_[1], "x", 1), 1);
@@ -100,7 +86,6 @@ class ForkServerTest : public ::testing::Test {
     ::close(leader_);
     ::close(stop_[0]);
     ::close(stop_[1]);
-    std::filesystem::remove_all(dir_);
   }
   // A leader's request for worker `index`, with its lifetime pipe and output attached.
   void Ask(uint32_t index) {
@@ -129,7 +114,7 @@ class ForkServerTest : public ::testing::Test {
     ASSERT_EQ(::pthread_kill(server_.native_handle(), SIGCHLD), 0);
   }
 
-  std::filesystem::path dir_;
+  testing::TempDir dir_;
   CountingForks forks_;
   ScriptedReaper reaper_;
   ForkServerArgs args_;
@@ -148,7 +133,7 @@ TEST_F(ForkServerTest, ARequestSkipsDeadIdleChildrenAndItsWorkersEndGoesToItsLea
   ASSERT_TRUE(r.has_forked()) << r.DebugString();
   EXPECT_EQ(r.forked().index(), 3u);
   EXPECT_EQ(r.forked().pid(), 5002);  // 5000 and 5001 could not take it
-  EXPECT_TRUE(Eventually([&] { return forks_.forks >= 5; }, 10));  // the pool refilled
+  EXPECT_TRUE(testing::WaitFor([&] { return forks_.forks >= 5; }, 10));  // the pool refilled
   ChildEnded(5002, 9);  // killed by SIGKILL, as waitpid says it
   r = Next();
   ASSERT_TRUE(r.has_exited()) << r.DebugString();
@@ -159,7 +144,7 @@ TEST_F(ForkServerTest, ARequestSkipsDeadIdleChildrenAndItsWorkersEndGoesToItsLea
 // An idle child that ends is replaced, and no leader hears of it.
 TEST_F(ForkServerTest, AnIdleChildThatEndsIsReplacedAndReportedToNoOne) {
   ChildEnded(5000, 0);
-  EXPECT_TRUE(Eventually([&] { return forks_.forks >= 3; }, 10));
+  EXPECT_TRUE(testing::WaitFor([&] { return forks_.forks >= 3; }, 10));
   pollfd p{leader_, POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 300), 0);  // nothing for the leader
 }

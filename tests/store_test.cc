@@ -686,61 +686,74 @@ TEST(RecoveryTest, AQueuedPointOfACancelledSweepIsCancelled) {
 namespace shoal {
 namespace {
 
-// A record written before issue 55 moved each kind's fields into its own message: its old field
-// numbers are unknown fields now, and every read (Get, List, GetSweep) moves them where they
-// live, so that an old state directory reads as it did.
-TEST(StoreTest, RecordsWrittenBeforeTheKindsOwnedTheirFieldsReadAsTheyDid) {
-  using google::protobuf::UnknownFieldSet;
-  testing::TempDir d;
-  auto s = Store::Open(d / "db");
-  ASSERT_TRUE(s.ok());
-  v1::Experiment mm;  // multi_model: models 4 (field 21), iterations 50 (22), its variants (34)
-  mm.set_id("old-mm");
-  mm.mutable_spec()->set_kind("multi_model");
-  UnknownFieldSet* u = mm.mutable_spec()->GetReflection()->MutableUnknownFields(mm.mutable_spec());
-  u->AddVarint(21, 4);
-  u->AddVarint(22, 50);
+using google::protobuf::UnknownFieldSet;
+
+UnknownFieldSet* Unknown(google::protobuf::Message* m) {
+  return m->GetReflection()->MutableUnknownFields(m);
+}
+
+// multi_model: models 4 (field 21), iterations 50 (22), its variants (Result 34).
+v1::Experiment OldMultiModel() {
+  v1::Experiment e;
+  e.set_id("old-mm");
+  e.mutable_spec()->set_kind("multi_model");
+  Unknown(e.mutable_spec())->AddVarint(21, 4);
+  Unknown(e.mutable_spec())->AddVarint(22, 50);
   v1::VariantResult v;
   v.set_variant("mlinear");
   v.set_final_loss(0.5);
-  mm.mutable_result()
-      ->GetReflection()
-      ->MutableUnknownFields(mm.mutable_result())
-      ->AddLengthDelimited(34, v.SerializeAsString());
-  ASSERT_TRUE((*s)->Put(mm).ok());
-  v1::Experiment cmd;  // command: its argv (45), env (46), cwd (47); lines ignored (44)
-  cmd.set_id("old-cmd");
-  cmd.mutable_spec()->set_kind("command");
-  u = cmd.mutable_spec()->GetReflection()->MutableUnknownFields(cmd.mutable_spec());
+  Unknown(e.mutable_result())->AddLengthDelimited(34, v.SerializeAsString());
+  return e;
+}
+
+// command: its argv (45), env (46), cwd (47); report lines ignored (Result 44).
+v1::Experiment OldCommand() {
+  v1::Experiment e;
+  e.set_id("old-cmd");
+  e.mutable_spec()->set_kind("command");
+  UnknownFieldSet* u = Unknown(e.mutable_spec());
   u->AddLengthDelimited(45, "python3");
   u->AddLengthDelimited(45, "train.py");
   u->AddLengthDelimited(46, "A=1");
   u->AddLengthDelimited(47, "/work");
-  cmd.mutable_result()
-      ->GetReflection()
-      ->MutableUnknownFields(cmd.mutable_result())
-      ->AddVarint(44, 3);
-  ASSERT_TRUE((*s)->Put(cmd).ok());
-  v1::Experiment dl;  // data_loading: loaders 2 (23); an epoch's load CPU (EpochResult 8)
-  dl.set_id("old-dl");
-  dl.mutable_spec()->set_kind("data_loading");
-  dl.mutable_spec()->GetReflection()->MutableUnknownFields(dl.mutable_spec())->AddVarint(23, 2);
-  auto* epoch = dl.mutable_result()->add_epochs();
+  Unknown(e.mutable_result())->AddVarint(44, 3);
+  return e;
+}
+
+// data_loading: loaders 2 (23); an epoch's load CPU (EpochResult 8, a double).
+v1::Experiment OldDataLoading() {
+  v1::Experiment e;
+  e.set_id("old-dl");
+  e.mutable_spec()->set_kind("data_loading");
+  Unknown(e.mutable_spec())->AddVarint(23, 2);
+  auto* epoch = e.mutable_result()->add_epochs();
   epoch->set_epoch(1);
   const double ms = 1234.5;
   uint64_t bits;
   std::memcpy(&bits, &ms, sizeof bits);
-  epoch->GetReflection()->MutableUnknownFields(epoch)->AddFixed64(8, bits);
-  ASSERT_TRUE((*s)->Put(dl).ok());
-  v1::Sweep sw;  // a hogwild sweep's base: concurrent_steps 1 (50)
+  Unknown(epoch)->AddFixed64(8, bits);
+  return e;
+}
+
+// A hogwild sweep's base: concurrent_steps 1 (50).
+v1::Sweep OldSweep() {
+  v1::Sweep sw;
   sw.set_id("old-sweep");
   sw.mutable_spec()->mutable_base()->set_kind("hogwild");
-  sw.mutable_spec()
-      ->mutable_base()
-      ->GetReflection()
-      ->MutableUnknownFields(sw.mutable_spec()->mutable_base())
-      ->AddVarint(50, 1);
-  ASSERT_TRUE((*s)->PutSweep(sw).ok());
+  Unknown(sw.mutable_spec()->mutable_base())->AddVarint(50, 1);
+  return sw;
+}
+
+// A record written before issue 55 moved each kind's fields into its own message: its old field
+// numbers are unknown fields now, and every read (Get, List, GetSweep) moves them where they
+// live, so that an old state directory reads as it did.
+TEST(StoreTest, RecordsWrittenBeforeTheKindsOwnedTheirFieldsReadAsTheyDid) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  for (const v1::Experiment& e : {OldMultiModel(), OldCommand(), OldDataLoading()})
+    ASSERT_TRUE((*s)->Put(e).ok());
+  ASSERT_TRUE((*s)->PutSweep(OldSweep()).ok());
 
   auto m = (*s)->Get("old-mm");
   ASSERT_TRUE(m.ok());

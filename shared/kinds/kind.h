@@ -129,6 +129,12 @@ uint32_t Ranks(const v1::ExperimentSpec& spec);
 uint32_t RankOf(const v1::ExperimentSpec& spec, uint32_t index);
 uint32_t BatchOf(const v1::ExperimentSpec& spec);
 
+// A table made from the registry by Make (the spec fields, their reference texts), made again when
+// a kind registers after it was first read (a test's kind). Older tables are kept, never freed,
+// so a pointer into one stays valid; kinds register before any thread reads.
+template <typename T, T (*Make)()>
+const T& MadeFromRegistry();
+
 // Every registered kind, in registration order.
 const std::deque<KindRules>& AllKinds();
 // Adds a kind after the registry's (a test's toy kind), before any thread reads the registry;
@@ -136,5 +142,16 @@ const std::deque<KindRules>& AllKinds();
 bool RegisterKind(KindRules kind);
 const KindRules* FindKind(const std::string& name);
 std::vector<std::string> KindNames();
+
+template <typename T, T (*Make)()>
+const T& MadeFromRegistry() {
+  static const T* made = nullptr;
+  static size_t kinds = 0;
+  if (made == nullptr || kinds != AllKinds().size()) {
+    kinds = AllKinds().size();
+    made = new T(Make());
+  }
+  return *made;
+}
 
 }  // namespace shoal

@@ -241,7 +241,7 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_kind()) s->set_kind("hogwild");
   const KindRules* kind = FindKind(s->kind());
   // Another kind's settings: refused as they are (ValidateSpec), not replaced by this kind's.
-  if (!CheckSettingsKind(*s).ok()) kind = nullptr;
+  if (const std::string held = SettingsKind(*s); !held.empty() && held != s->kind()) kind = nullptr;
   const v1::ExperimentSpec given = *s;
   if (kind != nullptr && kind->defaults != nullptr) kind->defaults(s, limits);
   ApplyCommonDefaults(s, limits);

@@ -146,31 +146,31 @@ std::vector<SpecField> LastFields() {
   };
 }
 
-std::vector<SpecField> MakeCommonFields() {
+// Each registered kind's own fields (its table in shared/kinds/<kind>/rules.cc), after the
+// common ones or after the field one names.
+void AddKindFields(std::vector<SpecField>* all) {
+  std::vector<SpecField> placed;  // those that name the field they follow, placed once all are in
+  for (const KindRules& k : AllKinds())
+    for (const SpecField& f : k.fields) (f.after.empty() ? *all : placed).push_back(f);
+  for (const SpecField& f : placed) {
+    auto at = std::find_if(all->begin(), all->end(),
+                           [&](const SpecField& x) { return x.name == f.after; });
+    all->insert(at == all->end() ? at : at + 1, f);
+  }
+}
+
+// The common fields, with every kind's own (`with_kinds`) before the worker count, the label and
+// the switch.
+std::vector<SpecField> MakeFields(bool with_kinds) {
   std::vector<SpecField> all = CommonFields();
   for (SpecField& f : RunControlFields()) all.push_back(std::move(f));
   for (SpecField& f : ModelFileFields()) all.push_back(std::move(f));
+  if (with_kinds) AddKindFields(&all);
   for (SpecField& f : LastFields()) all.push_back(std::move(f));
   return all;
 }
 
-// The common fields, then each registered kind's own (its table in shared/kinds/<kind>/rules.cc)
-// before the worker count, the label and the switch.
-std::vector<SpecField> MakeFields() {
-  std::vector<SpecField> all = CommonFields();
-  for (SpecField& f : RunControlFields()) all.push_back(std::move(f));
-  for (SpecField& f : ModelFileFields()) all.push_back(std::move(f));
-  std::vector<SpecField> placed;  // those that name the field they follow, placed once all are in
-  for (const KindRules& k : AllKinds())
-    for (const SpecField& f : k.fields) (f.after.empty() ? all : placed).push_back(f);
-  for (const SpecField& f : placed) {
-    auto at =
-        std::find_if(all.begin(), all.end(), [&](const SpecField& x) { return x.name == f.after; });
-    all.insert(at == all.end() ? at : at + 1, f);
-  }
-  for (SpecField& f : LastFields()) all.push_back(std::move(f));
-  return all;
-}
+std::vector<SpecField> MakeEveryField() { return MakeFields(true); }
 
 // The message holding the path's last component, and that component's descriptor; M is
 // const Message (reading) or Message (writing: missing sub-messages are created).
@@ -266,20 +266,12 @@ std::string SpecFieldHelp(const SpecField& f) {
 }
 
 const std::vector<SpecField>& CommonSpecFields() {
-  static const std::vector<SpecField> fields = MakeCommonFields();
+  static const std::vector<SpecField> fields = MakeFields(false);
   return fields;
 }
 
 const std::vector<SpecField>& SpecFields() {
-  // Made again when a kind registered after (a test's): the older tables are kept, never freed,
-  // so that a pointer FindSpecField gave stays valid. Kinds register before any thread reads.
-  static const std::vector<SpecField>* fields = nullptr;
-  static size_t kinds = 0;
-  if (fields == nullptr || kinds != AllKinds().size()) {
-    kinds = AllKinds().size();
-    fields = new std::vector<SpecField>(MakeFields());
-  }
-  return *fields;
+  return MadeFromRegistry<std::vector<SpecField>, MakeEveryField>();
 }
 
 const SpecField* FindSpecField(const std::string& name) {
@@ -291,11 +283,11 @@ const SpecField* FindSpecField(const std::string& name) {
   return nullptr;
 }
 
-std::string FieldKind(const SpecField& f) {
-  const size_t dot = f.path.find('.');
+std::string SettingsKindOf(const std::string& path) {
+  const size_t dot = path.find('.');
   if (dot == std::string::npos) return "";
   const FieldDescriptor* top =
-      v1::ExperimentSpec::descriptor()->FindFieldByName(f.path.substr(0, dot));
+      v1::ExperimentSpec::descriptor()->FindFieldByName(path.substr(0, dot));
   const bool kind_message = top != nullptr && top->containing_oneof() != nullptr &&
                             top->containing_oneof()->name() == "settings";
   return kind_message ? top->name() : "";

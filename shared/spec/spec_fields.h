@@ -34,8 +34,11 @@ const std::vector<SpecField>& SpecFields();
 // The fields every kind's spec has (ExperimentSpec outside its `settings`): what a kind's
 // KindRules::ignores names from. Never reads the registry.
 const std::vector<SpecField>& CommonSpecFields();
-// The kind whose message holds the field ("pipeline" for pipeline.stages); "" for a common one.
-std::string FieldKind(const SpecField& f);
+// The kind whose settings message a spec path starts in ("pipeline" for "pipeline.stages");
+// "" for a common one ("batch_size", "optimizer.lr").
+std::string SettingsKindOf(const std::string& path);
+// The kind whose message holds the field (SettingsKindOf its path).
+inline std::string FieldKind(const SpecField& f) { return SettingsKindOf(f.path); }
 // The kind whose message the spec holds (its `settings`); "" when none.
 std::string SettingsKind(const v1::ExperimentSpec& spec);
 // The kinds the registry holds, "hogwild | ... | command" (shared/kinds/registry.cc): a kind

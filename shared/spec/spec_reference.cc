@@ -121,21 +121,17 @@ constexpr std::pair<const char*, const char*> kReference[] = {
      "start even if the admission check says it will not fit (`--force=no` is kept as no)"},
 };
 
+// The common fields' texts here, each kind's from its rules (KindRules::references).
+std::map<std::string, std::string> MakeReference() {
+  std::map<std::string, std::string> all(std::begin(kReference), std::end(kReference));
+  for (const KindRules& k : AllKinds()) all.insert(k.references.begin(), k.references.end());
+  return all;
+}
+
 }  // namespace
 
 const std::map<std::string, std::string>& SpecFieldReference() {
-  // The common fields' texts here, each kind's from its rules (KindRules::references); made
-  // again when a kind registered after (a test's), as SpecFields is.
-  static const std::map<std::string, std::string>* text = nullptr;
-  static size_t kinds = 0;
-  if (text == nullptr || kinds != AllKinds().size()) {
-    kinds = AllKinds().size();
-    auto* all =
-        new std::map<std::string, std::string>(std::begin(kReference), std::end(kReference));
-    for (const KindRules& k : AllKinds()) all->insert(k.references.begin(), k.references.end());
-    text = all;
-  }
-  return *text;
+  return MadeFromRegistry<std::map<std::string, std::string>, MakeReference>();
 }
 
 }  // namespace shoal

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "shared/spec/spec_fields.h"
+
 namespace shoal {
 namespace {
 
@@ -37,11 +39,8 @@ bool IsControl(uint32_t cp) { return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f); }
 
 // A path inside a kind's settings without the kind ("data_parallel.master": "master").
 std::string WithoutKind(const std::string& path) {
-  const size_t dot = path.find('.');
-  if (dot == std::string::npos) return path;
-  const auto* top = v1::ExperimentSpec::descriptor()->FindFieldByName(path.substr(0, dot));
-  const bool settings = top != nullptr && top->containing_oneof() != nullptr;
-  return settings ? path.substr(dot + 1) : path;
+  const std::string kind = SettingsKindOf(path);
+  return kind.empty() ? path : path.substr(kind.size() + 1);
 }
 
 // By the field's path in the spec ("name", "optimizer.name", "base.dataset",
