@@ -411,6 +411,23 @@ std::string CsvField(const std::string& v) {
   return out + "\"";
 }
 
+// The value at a dotted path ("command.report_lines_ignored"), null where any part is absent: a
+// figure one run's kind has and another's has not (const operator[] on a missing key is undefined).
+nlohmann::json JsonPath(const nlohmann::json& j, const std::string& path) {
+  const nlohmann::json* at = &j;
+  size_t begin = 0;
+  while (true) {
+    const size_t dot = path.find('.', begin);
+    const std::string key = path.substr(begin, dot == std::string::npos ? dot : dot - begin);
+    if (!at->is_object()) return nullptr;
+    const auto it = at->find(key);
+    if (it == at->end()) return nullptr;
+    at = &*it;
+    if (dot == std::string::npos) return *at;
+    begin = dot + 1;
+  }
+}
+
 std::string JsonScalar(const nlohmann::json& v) {
   if (v.is_null()) return "";
   if (v.is_string()) return v.get<std::string>();
@@ -631,13 +648,7 @@ std::string RenderCsv(const ReportInput& in) {
       continue;
     }
     const nlohmann::json r = ToJson(ex->result());
-    for (const auto& k : figures) {
-      const size_t dot = k.find('.');
-      const nlohmann::json& part = dot == std::string::npos ? r[k] : r[k.substr(0, dot)];
-      const nlohmann::json value =
-          dot == std::string::npos ? part : (part.is_object() ? part[k.substr(dot + 1)] : nullptr);
-      o << "," << CsvField(JsonScalar(value));
-    }
+    for (const auto& k : figures) o << "," << CsvField(JsonScalar(JsonPath(r, k)));
     o << "\n";
   }
   return o.str();
