@@ -4,6 +4,7 @@
 
 #include "shared/kinds/kind.h"
 #include "shared/spec/cli_checks.h"
+#include "shared/spec/spec.h"
 #include "shared/spec/spec_fields.h"
 
 namespace shoal::cli {
@@ -58,7 +59,8 @@ std::string FieldTable() {
     SpecField shown = f;  // with its longer reference text, where it has one
     if (auto text = SpecFieldReference().find(f.name); text != SpecFieldReference().end())
       shown.help = text->second;
-    o += "| `" + flag + "` | " + f.fallback + " | " + Escaped(SpecFieldHelp(shown)) + " |\n";
+    o += "| `" + flag + "` | " + SpecFieldDefault(f) + " | " + Escaped(SpecFieldHelp(shown)) +
+         " |\n";
   }
   return o;
 }

@@ -16,7 +16,7 @@ void SpecFlags::Add(CLI::App* cmd, bool lists) {
     std::string flag = "--" + f.name;
     for (auto& c : flag)
       if (c == '_') c = '-';
-    std::string help = SpecFieldHelp(f) + " [default: " + f.fallback + "]";
+    std::string help = SpecFieldHelp(f) + " [default: " + SpecFieldDefault(f) + "]";
     if (lists) help += f.axis ? "; a comma-separated list makes it an axis" : "; not an axis";
     // No CLI11 delimiter: it drops empty pieces ("1,,2" would be 1 and 2), and each typed value
     // must be kept or refused. Lists are split in Sweep(). No extra arguments either: with them

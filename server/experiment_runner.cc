@@ -195,7 +195,7 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
       phase = uint32_t(w.phase());
       for (auto& [pid, p] : facts_.procs)  // the live record shows each worker as it goes
         if (p.role() == "worker" && p.index() == int(w.index()))
-          ApplyWorkerReport(w, facts_.start_real_ns, &p);
+          ApplyWorkerReading(w, facts_.start_real_ns, &p);
       if (w.first_step_ns() == 0 || announced_ready_[w.index()]) continue;
       announced_ready_[w.index()] = true;
       const uint64_t ready = ReadyNs(w);

@@ -6,20 +6,10 @@
 #include <string>
 
 #include "server/gpu_monitor.h"
+#include "server/worker_version.h"
 #include "shoal/v1/shoal.pb.h"
 
 namespace shoal {
-
-// What shoal-worker says of itself (`shoal-worker --version`, asked once at start: LibTorch lives
-// there). A binary that does not answer within timeout_ms is killed and reported as unknown.
-struct WorkerInfo {
-  std::string torch_version = "unknown";
-  int cuda_devices = -1;  // -1: it cannot train on CUDA, cuda_why says why
-  std::string cuda_why;
-};
-WorkerInfo QueryWorker(const std::string& worker_bin, uint64_t timeout_ms = 60'000);
-// Parses the worker's two lines ("libtorch V", "cuda N" | "cuda none: why").
-WorkerInfo ParseWorkerVersion(const std::string& text);
 
 // "" when device cuda can run here (the worker's LibTorch sees a device); else what is missing,
 // NVML's view and the worker's both. NVML missing alone does not stop a run: its GPU figures

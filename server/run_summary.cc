@@ -14,7 +14,7 @@
 namespace shoal {
 namespace {
 
-using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
+using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>;
 
 void FillMemory(const RunFacts& f, v1::Result* r) {
   if (f.sampler.peak_pss_sum) r->set_peak_pss_sum_bytes(*f.sampler.peak_pss_sum);
@@ -121,11 +121,12 @@ v1::ProcessInfo* FindWorker(std::map<pid_t, v1::ProcessInfo>& procs, uint32_t in
 
 }  // namespace
 
-uint64_t ReadyNs(const ipc::v1::WorkerReport& w) {
+uint64_t ReadyNs(const ipc::v1::WorkerReading& w) {
   return w.has_ready_ns() ? w.ready_ns() : w.first_step_ns();
 }
 
-void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p) {
+void ApplyWorkerReading(const ipc::v1::WorkerReading& w, uint64_t start_real_ns,
+                        v1::ProcessInfo* p) {
   if (w.vmhwm_bytes() > 0) p->set_peak_rss_bytes(w.vmhwm_bytes());
   if (w.has_step_memory()) *p->mutable_step_memory() = w.step_memory();
   if (w.has_step_wait_ns()) p->set_step_wait_ms(NsToMs(w.step_wait_ns()));
@@ -151,7 +152,7 @@ void RecordExit(v1::ProcessInfo* p, int status) {
   p->set_signal(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-const Reports* WorkerReports(const RunFacts& f) {
+const Reports* WorkerReadings(const RunFacts& f) {
   if (f.result) return &f.result->workers();
   if (f.progress) return &f.progress->workers();
   return nullptr;
@@ -206,7 +207,7 @@ void FillResult(const RunFacts& f, v1::Result* r) {
       r->set_step_bound_why(f.result->step_bound_why());
     }
   }
-  if (const Reports* ws = WorkerReports(f)) {
+  if (const Reports* ws = WorkerReadings(f)) {
     const bool phases_timed = TimesEachPhase(f.spec);
     FillTraining(*ws, f.spec.workers(), f.start_real_ns, phases_timed, r);
     FillLosses(*ws, r);
@@ -231,10 +232,10 @@ void FillProcesses(const RunFacts& f, v1::Experiment* e) {
   if (auto it = procs.find(f.leader); it != procs.end() && f.result)
     if (f.result->leader_vmhwm_bytes() > 0)
       it->second.set_peak_rss_bytes(f.result->leader_vmhwm_bytes());
-  if (const Reports* ws = WorkerReports(f)) {
+  if (const Reports* ws = WorkerReadings(f)) {
     for (const auto& w : *ws) {
       if (v1::ProcessInfo* p = FindWorker(procs, w.index()))
-        ApplyWorkerReport(w, f.start_real_ns, p);
+        ApplyWorkerReading(w, f.start_real_ns, p);
     }
   }
   if (f.result) {  // exits the leader (or the forkserver) saw

@@ -46,7 +46,7 @@ struct RunFacts {
 };
 
 // The workers' reports: the final ones when the leader sent a result, else the latest progress.
-const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>* WorkerReports(const RunFacts& f);
+const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>* WorkerReadings(const RunFacts& f);
 
 // fork_server_processes: the forkserver's processes sampled with the run (f.helpers), with pid,
 // role and peak PSS, so that the process table adds up to the sum of peak PSS.
@@ -56,7 +56,7 @@ void SetHelperRows(const SamplerFigures& f, v1::Experiment* e);
 void FillResult(const RunFacts& f, v1::Result* r);
 // Per-epoch figures: for each epoch the slowest worker's times, losses over all workers; its data
 // and training split only where `phases_timed` (not cuda_sync step).
-void FillEpochs(const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>& workers,
+void FillEpochs(const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>& workers,
                 bool phases_timed, v1::Result* r);
 // The final process list (ready/start times, steps, losses, peaks, exits, checksums).
 void FillProcesses(const RunFacts& f, v1::Experiment* e);
@@ -64,8 +64,9 @@ void FillProcesses(const RunFacts& f, v1::Experiment* e);
 // (once finished) its weights' fingerprint. Used live and at the end.
 // When the worker was up and ready to train: its first step, or earlier where it then waits
 // (multi_model's workers, one variant at a time); 0 before either.
-uint64_t ReadyNs(const ipc::v1::WorkerReport& w);
-void ApplyWorkerReport(const ipc::v1::WorkerReport& w, uint64_t start_real_ns, v1::ProcessInfo* p);
+uint64_t ReadyNs(const ipc::v1::WorkerReading& w);
+void ApplyWorkerReading(const ipc::v1::WorkerReading& w, uint64_t start_real_ns,
+                        v1::ProcessInfo* p);
 // Marks a process ended with a waitpid status.
 void RecordExit(v1::ProcessInfo* p, int wait_status);
 // How it ended: succeeded only if the leader exited 0 with an ok result and the group is gone.

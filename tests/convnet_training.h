@@ -9,7 +9,6 @@
 
 #include "worker/models/models.h"
 #include "worker/train_device.h"
-#include "worker/training.h"
 
 namespace shoal::testing {
 

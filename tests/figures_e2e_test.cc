@@ -539,7 +539,7 @@ TEST(DisturbanceE2E, ABusyLoopBesideARunDisturbsItAndNothingElseDoes) {
   ASSERT_TRUE(daemon.Start());
   const std::vector<std::string> run = {
       "submit", "--workers",      "1", "--threads", "1",      "--batches", "12",    "--batch-size",
-      "64",     "--eval-samples", "0", "--dataset", kFashion, "--wait",    "--json"};
+      "32",     "--eval-samples", "0", "--dataset", kFashion, "--wait",    "--json"};
   const json quiet = Parse(daemon.Cli(run));
   ASSERT_EQ(quiet["state"], "SUCCEEDED") << quiet["error"];
   EXPECT_EQ(quiet["result"]["disturbed"], false) << quiet["result"].dump();

@@ -1,6 +1,8 @@
 // The forkserver's protocol on fakes: its forks and its reaping go through ProcessControl and
 // ChildWaiter, so no worker runs and no child ends but when the test says; a real socket carries
 // a leader's requests, with the two descriptors each one passes, as a leader sends them.
+#include "worker/fork_server.h"
+
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pthread.h>
@@ -16,8 +18,8 @@
 
 #include "shared/ipc/ipc_codec.h"
 #include "shared/ipc/packet.h"
+#include "shoal/ipc/v1/ipc.pb.h"
 #include "tests/testutil.h"
-#include "worker/worker_roles.h"
 
 namespace shoal {
 namespace {

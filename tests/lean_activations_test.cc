@@ -13,7 +13,6 @@
 #include "worker/models/models.h"
 #include "worker/step_recorder.h"
 #include "worker/train_device.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {

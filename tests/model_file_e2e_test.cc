@@ -358,10 +358,10 @@ TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
   auto made = testing::RunModelScript("make_hostile.py", {hostile.path()});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"forever", "the leader's probe of the model ran past its bound of 3.0"},
+      {"forever", "the leader's probe of the model ran past its bound of 1.0"},
       {"hoarder", "model_file: the leader's probe of the model passed its memory bound of"},
       {"nan", "gave a loss of nan"},
-      {"many_tiny", "the leader's probe of the model ran past its bound of 3.0"},
+      {"many_tiny", "the leader's probe of the model ran past its bound of 1.0"},
   };
   for (const auto& [name, why] : cases) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -370,7 +370,7 @@ TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
         FailedWith(*daemon_,
                    {"submit", "--model-file", hostile / (name + ".pt"), "--input", "float32[B,8]",
                     "--classes", "10", "--workers", "2", "--batch-size", "4", "--step-timeout-ms",
-                    "3000", "--wait", "--json"},
+                    "1000", "--wait", "--json"},
                    &id);
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -407,7 +407,7 @@ TEST_F(ModelFileE2E, HostileModelsFailNamingTheStageAndTheQueueMoves) {
   // A forward that never returns, queued ahead of a good run: the good run still runs.
   CommandResult queued =
       daemon_->Cli({"submit", "--model-file", hostile / "forever.pt", "--input", "float32[B,8]",
-                    "--classes", "10", "--step-timeout-ms", "3000", "--json"});
+                    "--classes", "10", "--step-timeout-ms", "1000", "--json"});
   ASSERT_EQ(queued.exit_code, 0) << queued.err;
   std::vector<std::string> good = Submit(Models()[0], "fork");
   CommandResult after = daemon_->Cli(good);

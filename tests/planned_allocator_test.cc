@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "worker/models/models.h"
+#include "worker/segment_weights.h"
 #include "worker/step_recorder.h"
 #include "worker/train_device.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {

@@ -11,8 +11,8 @@ namespace {
 
 constexpr uint64_t kS = 1'000'000'000;
 
-ipc::v1::WorkerReport Worker(uint32_t index, uint64_t first_s, uint64_t last_s, uint64_t samples) {
-  ipc::v1::WorkerReport w;
+ipc::v1::WorkerReading Worker(uint32_t index, uint64_t first_s, uint64_t last_s, uint64_t samples) {
+  ipc::v1::WorkerReading w;
   w.set_index(index);
   w.set_phase(ipc::v1::FINISHED);
   w.set_first_step_ns(first_s * kS);
@@ -62,7 +62,7 @@ TEST(RunSummaryTest, AWorkerThatWaitsItsTurnIsStartedWhenReady) {
   EXPECT_DOUBLE_EQ(r.ready_ms(), 1100);  // left the queue at 99 s
   EXPECT_DOUBLE_EQ(r.train_ms(), 5000);  // training is still first step to last
   v1::ProcessInfo p;
-  ApplyWorkerReport(f.result->workers(1), f.start_real_ns, &p);
+  ApplyWorkerReading(f.result->workers(1), f.start_real_ns, &p);
   EXPECT_NEAR(p.start_ms(), 100, 1e-6);
 }
 
@@ -219,13 +219,13 @@ TEST(RunSummaryTest, NoFingerprintTakenIsNoneShown) {
   v1::Result r;
   FillResult(f, &r);
   EXPECT_TRUE(r.initial_weights_checksum().empty());
-  ipc::v1::WorkerReport w = f.result->workers(0);
+  ipc::v1::WorkerReading w = f.result->workers(0);
   w.set_phase(ipc::v1::FINISHED);
   v1::ProcessInfo p;
-  ApplyWorkerReport(w, 0, &p);
+  ApplyWorkerReading(w, 0, &p);
   EXPECT_TRUE(p.weights_checksum().empty());
   w.set_weights_checksum(0xabcdef);  // hogwild's
-  ApplyWorkerReport(w, 0, &p);
+  ApplyWorkerReading(w, 0, &p);
   EXPECT_EQ(p.weights_checksum(), "0000000000abcdef");
 }
 
@@ -353,7 +353,7 @@ TEST(RunSummaryTest, TheVmHwmSumNeedsEveryProcesssMark) {
 }
 
 TEST(RunSummaryTest, EpochsTakeTheSlowestWorkersTimesAndEveryWorkersLoss) {
-  google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport> ws;
+  google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading> ws;
   for (uint32_t i = 0; i < 2; ++i) {
     auto* w = ws.Add();
     w->set_index(i);
@@ -383,7 +383,7 @@ TEST(RunSummaryTest, EpochsTakeTheSlowestWorkersTimesAndEveryWorkersLoss) {
 // data_loading: the trainer's times; the loaders' CPU summed with the trainer's own; an epoch
 // only loaders worked on (the run was cut before the trainer reached it) is no epoch.
 TEST(RunSummaryTest, LoadCpuIsSummedAndLoaderOnlyEpochsDropped) {
-  google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport> ws;
+  google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading> ws;
   auto* trainer = ws.Add();
   trainer->set_index(0);
   auto* x = trainer->add_epochs();
@@ -498,23 +498,23 @@ TEST(RunSummaryTest, ProcessesCarryTheExitsTheKernelGave) {
 // A CUDA worker's allocator peaks reach its process record as it reported them; a worker without
 // them (the CPU, a LibTorch without CUDA) has none, not 0.
 TEST(RunSummaryTest, ACudaWorkersAllocatorPeaksReachItsProcess) {
-  ipc::v1::WorkerReport w = Worker(0, 100, 104, 640);
+  ipc::v1::WorkerReading w = Worker(0, 100, 104, 640);
   v1::ProcessInfo cpu;
-  ApplyWorkerReport(w, 99 * kS, &cpu);
+  ApplyWorkerReading(w, 99 * kS, &cpu);
   EXPECT_FALSE(cpu.has_peak_cuda_allocated_bytes());
   EXPECT_FALSE(cpu.has_peak_cuda_reserved_bytes());
-  ipc::v1::WorkerReport stepless = w;  // no loss before its first step: none, not 0
+  ipc::v1::WorkerReading stepless = w;  // no loss before its first step: none, not 0
   stepless.clear_last_loss();
   v1::ProcessInfo none;
-  ApplyWorkerReport(stepless, 99 * kS, &none);
+  ApplyWorkerReading(stepless, 99 * kS, &none);
   EXPECT_FALSE(none.has_last_loss());
   w.set_last_loss(0.5f);
-  ApplyWorkerReport(w, 99 * kS, &cpu);
+  ApplyWorkerReading(w, 99 * kS, &cpu);
   EXPECT_DOUBLE_EQ(cpu.last_loss(), 0.5);
   w.set_device_alloc_peak_bytes(7 << 20);
   w.set_device_reserved_peak_bytes(20 << 20);
   v1::ProcessInfo cuda;
-  ApplyWorkerReport(w, 99 * kS, &cuda);
+  ApplyWorkerReading(w, 99 * kS, &cuda);
   EXPECT_EQ(cuda.peak_cuda_allocated_bytes(), 7u << 20);
   EXPECT_EQ(cuda.peak_cuda_reserved_bytes(), 20u << 20);
 }

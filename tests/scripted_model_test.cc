@@ -19,9 +19,9 @@
 #include "worker/kinds/data_parallel/data_parallel.h"
 #include "worker/kinds/hogwild/hogwild.h"
 #include "worker/model_file.h"
+#include "worker/segment_weights.h"
 #include "worker/tensor_file.h"
 #include "worker/tensor_set.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {

@@ -330,7 +330,7 @@ TEST(SpecTest, TheCliReferenceQuotesEveryFieldAndItsDefault) {
     std::string flag = "--" + f.name;
     for (auto& c : flag)
       if (c == '_') c = '-';
-    const std::string row = "| `" + flag + "` | " + f.fallback + " |";
+    const std::string row = "| `" + flag + "` | " + SpecFieldDefault(f) + " |";
     EXPECT_NE(readme.find(row), std::string::npos) << "docs/cli-reference.md lacks: " << row;
   }
 }
@@ -606,36 +606,76 @@ TEST(SpecTest, TheLeaderLoadsLibTorchOnlyWhereItHoldsAModel) {
   }
 }
 
-// Each default a kind gets is in the words docs/cli.md and --help quote: a kind whose default
-// differs from hogwild's is named there, and a field only some kinds read quotes its default.
+// Whether `quoted` (SpecFieldDefault's words) names `kind` with `said` in its kinds' part:
+// "64 (multi_model, data_parallel: 32; pipeline: 8)".
+bool NamesKindWith(const std::string& quoted, const std::string& kind, const std::string& said) {
+  const size_t open = quoted.rfind(" (");
+  if (open == std::string::npos || quoted.back() != ')') return false;
+  std::stringstream groups(quoted.substr(open + 2, quoted.size() - open - 3));
+  for (std::string group; std::getline(groups, group, ';');) {
+    if (group.rfind(' ', 0) == 0) group.erase(0, 1);
+    const size_t colon = group.find(": ");
+    if (colon == std::string::npos || group.substr(colon + 2) != said) continue;
+    std::stringstream kinds(group.substr(0, colon));
+    for (std::string k; std::getline(kinds, k, ',');)
+      if (k == kind || k == " " + kind) return true;
+  }
+  return false;
+}
+
+// Each default a kind gets is in the words docs/cli-reference.md and --help quote: a kind whose
+// default differs from hogwild's is named there with it, and a field only some kinds read quotes
+// their default. The words come from the kinds (their defaults, applied; their default_words).
 TEST(SpecTest, EveryKindsOwnDefaultIsQuoted) {
   SpecLimits l;
   l.cores = 2;
-  for (const std::string kind : {"multi_model", "data_loading", "data_parallel", "pipeline"}) {
+  for (const std::string& kind : KindNames()) {
     v1::ExperimentSpec spec;
     spec.set_kind(kind);
     ApplyDefaults(&spec, l);
     // Against hogwild with the same optimiser and workers: what follows from those (an
     // optimiser's own defaults, threads from workers) is quoted under them.
     v1::ExperimentSpec hogwild;
-    hogwild.mutable_optimizer()->set_name(spec.optimizer().name());
-    hogwild.set_workers(spec.workers());
+    if (!spec.optimizer().name().empty())
+      hogwild.mutable_optimizer()->set_name(spec.optimizer().name());
+    if (spec.has_workers()) hogwild.set_workers(spec.workers());
     ApplyDefaults(&hogwild, l);
     for (const auto& f : SpecFields()) {
       const std::string mine = SpecFieldText(spec, f), base = SpecFieldText(hogwild, f);
       if (f.name == "kind" || mine.empty() || mine == base) continue;
-      if (f.fallback.find("per kind") != std::string::npos) continue;
+      const std::string quoted = SpecFieldDefault(f);
+      const auto& words = FindKind(kind)->default_words;
+      const std::string said = words.count(f.name) ? words.at(f.name) : mine;
       if (base.empty()) {
-        EXPECT_NE(f.fallback.find(mine), std::string::npos)
-            << f.name << ": " << kind << "'s default " << mine << " is not in '" << f.fallback
-            << "'";
+        EXPECT_NE(quoted.find(said), std::string::npos)
+            << f.name << ": " << kind << "'s default " << said << " is not in '" << quoted << "'";
       } else {
-        EXPECT_NE(f.fallback.find(kind), std::string::npos)
-            << f.name << ": " << kind << "'s default " << mine << " (hogwild's " << base
-            << ") is not named in '" << f.fallback << "'";
+        EXPECT_TRUE(NamesKindWith(quoted, kind, said))
+            << f.name << ": " << kind << "'s default " << said << " (hogwild's " << base
+            << ") is not named in '" << quoted << "'";
       }
     }
   }
+}
+
+// The generic words name no kind; each kind adds its own, grouped where they agree.
+TEST(SpecTest, AFieldsDefaultAndHelpAreHogwildsThenEachKindsOwn) {
+  auto words = [](const std::string& name) { return SpecFieldDefault(*FindSpecField(name)); };
+  EXPECT_EQ(words("batch_size"), "64 (multi_model, data_parallel: 32; pipeline: 8)");
+  EXPECT_EQ(words("seed"), "1 (multi_model: 114514)");
+  EXPECT_EQ(words("workers"),
+            "1 (multi_model: one per variant: 2 for models 1, else 3; data_loading: loaders + 1; "
+            "pipeline: stages)");
+  EXPECT_EQ(words("dampening"), "0");  // the same for every kind that reads it
+  EXPECT_EQ(words("loaders"), "0");    // a kind's own field: its table's words
+  const std::string help = SpecFieldHelp(*FindSpecField("batch_size"));
+  EXPECT_EQ(help,
+            "samples per batch (data_parallel: per worker with scaling weak, per step with "
+            "strong)");
+  const std::string model = SpecFieldHelp(*FindSpecField("model"));
+  EXPECT_NE(model.find("mnist_convnet (hogwild, data_loading, data_parallel)"), std::string::npos)
+      << model;
+  EXPECT_NE(model.find("amoebanet_d (pipeline)"), std::string::npos) << model;
 }
 
 // Where each worker trains on CUDA is written into the spec: a pipeline spreads its stages over

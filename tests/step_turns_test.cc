@@ -20,9 +20,9 @@
 #include "shared/os/shm.h"
 #include "worker/models/models.h"
 #include "worker/planned_allocator.h"
+#include "worker/segment_weights.h"
 #include "worker/shared_arenas.h"
 #include "worker/step_gate.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {

@@ -517,7 +517,7 @@ TEST_F(SupervisorTest, ACommandsReportsFillItsSlotAndBadLinesAreCounted) {
   r.Feed(two.data() + 20, two.size() - 20);
   EXPECT_EQ(slot->steps.load(), 2u);
   EXPECT_EQ(slot->samples.load(), 8u);  // the first report's were made before the window
-  const ipc::v1::WorkerReport w = ReadSlot(*slot, 0, true);
+  const ipc::v1::WorkerReading w = ReadSlot(*slot, 0, true);
   EXPECT_FLOAT_EQ(w.first_loss(), 2.0f);
   EXPECT_FLOAT_EQ(w.last_loss(), 1.0f);
   EXPECT_EQ(w.curve_size(), 2);
@@ -535,7 +535,7 @@ TEST_F(SupervisorTest, ACommandsReportsFillItsSlotAndBadLinesAreCounted) {
                              "\n";
     r.Feed(line.data(), line.size());
   }
-  const ipc::v1::WorkerReport after = ReadSlot(*slot, 0, true);
+  const ipc::v1::WorkerReading after = ReadSlot(*slot, 0, true);
   EXPECT_EQ(after.steps(), 602u);
   ASSERT_GT(after.curve_size(), 64);
   ASSERT_LE(after.curve_size(), int(kCurvePoints));

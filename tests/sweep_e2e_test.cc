@@ -366,7 +366,7 @@ TEST_F(SweepE2E, TheHtmlReportIsOnePageABrowserRendersWithNothingElse) {
 TEST_F(SweepE2E, KilledDaemonResumesWithoutRerunningFinishedPoints) {
   const std::string id = Parse(daemon_->Cli(
       {"sweep", "--workers", "1,2", "--start", "fork", "--share", "yes,no", "--batches", "6",
-       "--eval-samples", "0", "--dataset", "synthetic", "--json"}))["id"];
+       "--batch-size", "8", "--eval-samples", "0", "--dataset", "synthetic", "--json"}))["id"];
   ASSERT_FALSE(id.empty());
   // Wait until at least one point finished and the next one trains.
   json sw;

@@ -7,7 +7,8 @@
 #include <cstring>
 
 #include "shared/os/shm.h"
-#include "worker/training.h"
+#include "worker/batches.h"
+#include "worker/segment_weights.h"
 
 namespace shoal {
 namespace {

@@ -1,9 +1,10 @@
+#include "worker/attached_worker.h"
+
 #include <cstdio>
 
 #include "shared/os/process.h"
 #include "shared/spec/spec.h"
 #include "worker/scoreboard.h"
-#include "worker/worker_roles.h"
 
 namespace shoal {
 

@@ -9,6 +9,8 @@
 //                     leader's stderr attached (SCM_RIGHTS): the worker's stdout and stderr
 //   forkserver -> leader  ForkServerReply: forked {index, pid} | error {message}, and
 //                     exited {pid, wait_status} when a worker ends
+#include "worker/fork_server.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -27,9 +29,8 @@
 #include "shared/os/process.h"
 #include "shared/spec/spec.h"
 #include "shoal/ipc/v1/ipc.pb.h"
+#include "worker/attached_worker.h"
 #include "worker/fork_server_exits.h"
-#include "worker/training.h"
-#include "worker/worker_roles.h"
 
 namespace shoal {
 namespace {

@@ -9,8 +9,9 @@
 #include <cstdio>
 
 #include "shared/os/process.h"
+#include "worker/attached_worker.h"
+#include "worker/fork_server.h"
 #include "worker/leader_options.h"
-#include "worker/worker_roles.h"
 
 namespace {
 

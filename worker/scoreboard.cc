@@ -33,7 +33,7 @@ void SetIfFinite(uint32_t bits, const std::function<void(float)>& set) {
   if (std::isfinite(v)) set(v);
 }
 
-void ReadEpochs(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
+void ReadEpochs(const WorkerSlot& w, ipc::v1::WorkerReading* r) {
   const uint32_t n =
       std::min<uint32_t>(w.epochs_done.load(std::memory_order_acquire), kMaxEpochRecords);
   for (uint32_t e = 0; e < n; ++e) {
@@ -49,7 +49,7 @@ void ReadEpochs(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
   }
 }
 
-void ReadCurve(const WorkerSlot& w, ipc::v1::WorkerReport* r) {
+void ReadCurve(const WorkerSlot& w, ipc::v1::WorkerReading* r) {
   const uint32_t n =
       std::min<uint32_t>(w.curve_points.load(std::memory_order_acquire), kCurvePoints);
   for (uint32_t k = 0; k < n; ++k) {
@@ -166,9 +166,9 @@ bool PassStartGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd) {
   return WaitForCount(&board->at_gate, board->workers, slot, lifetime_fd);
 }
 
-ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
-                               KindBoardReader read_kind_area) {
-  ipc::v1::WorkerReport r;
+ipc::v1::WorkerReading ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
+                                KindBoardReader read_kind_area) {
+  ipc::v1::WorkerReading r;
   r.set_index(index);
   r.set_pid(w.pid.load());
   r.set_phase(static_cast<ipc::v1::WorkerPhase>(w.phase.load()));

@@ -74,8 +74,8 @@ std::string SlotError(const WorkerSlot& slot);
 
 // A slot as a report. `final` adds the per-epoch records and the loss curve.
 // The kind's reader of a slot's kind area (KindRules::read_board); nullptr: it keeps none.
-using KindBoardReader = void (*)(const WorkerSlot&, ipc::v1::WorkerReport*);
-ipc::v1::WorkerReport ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
-                               KindBoardReader read_kind_area = nullptr);
+using KindBoardReader = void (*)(const WorkerSlot&, ipc::v1::WorkerReading*);
+ipc::v1::WorkerReading ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
+                                KindBoardReader read_kind_area = nullptr);
 
 }  // namespace shoal

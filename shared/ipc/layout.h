@@ -199,7 +199,7 @@ struct alignas(128) WorkerSlot {
   char error[256];
   std::atomic<uint32_t> error_len;
   // What only the worker's kind records, laid out by the kind (KindArea below): zero when the
-  // slot is made, written by its worker, read into WorkerReport.kind_report by the kind.
+  // slot is made, written by its worker, read into WorkerReading.kind_reading by the kind.
   alignas(64) unsigned char kind_area[kKindAreaBytes];
 };
 

@@ -33,7 +33,7 @@ struct WorkerSlot;  // shared/ipc/layout.h
 struct KindRunFacts {
   const v1::ExperimentSpec& spec;
   // The workers' reports: the final ones, else the latest progress.
-  const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>& workers;
+  const google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>& workers;
   const std::map<pid_t, uint64_t>& peak_pss;      // per process, as the sampler read it
   const std::map<pid_t, uint64_t>& peak_gpu;      // per process seen on a GPU (NVML)
   const ipc::v1::LeaderResult* leader = nullptr;  // the leader's result; nullptr: none came
@@ -66,6 +66,13 @@ struct KindRules {
   std::map<std::string, std::string> references;
   // The common fields (CommonSpecFields) it does not read: refused when given, never defaulted.
   std::vector<std::string> ignores;
+  // What a common field means for it, where that differs ("batch_size": "per worker with scaling
+  // weak, per step with strong"), appended to the field's --help line as "(<kind>: <words>)".
+  std::map<std::string, std::string> help_words;
+  // Its default of a common field in words, where its defaults derive it from other fields
+  // ("workers": "loaders + 1"); a default that is a value is found by applying its defaults
+  // (SpecFieldDefault), never written here.
+  std::map<std::string, std::string> default_words;
   // The devices its worker half can train on.
   std::vector<std::string> devices = {"cpu"};
   // Whether its trainer marks each step for --allocator planned (worker/planned_allocator.h).
@@ -94,8 +101,8 @@ struct KindRules {
   uint32_t (*worker_batch)(const v1::ExperimentSpec&) = nullptr;
 
   // Its area of a worker's scoreboard slot (shared/kinds/<kind>/board.h) into the worker's
-  // report (WorkerReport.kind_report); nullptr: it keeps none.
-  void (*read_board)(const WorkerSlot&, ipc::v1::WorkerReport*) = nullptr;
+  // report (WorkerReading.kind_reading); nullptr: it keeps none.
+  void (*read_board)(const WorkerSlot&, ipc::v1::WorkerReading*) = nullptr;
   // Its part of the result (v1::Result's message of the kind), from the run's facts.
   void (*summarize)(const KindRunFacts&, v1::Result*) = nullptr;
   // Its tables in a sweep's report; called when any point is of this kind, returns none when

@@ -255,6 +255,51 @@ void ApplyDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_step_timeout_ms()) s->clear_step_timeout_why();
 }
 
+namespace {
+
+// A kind's default of a common field where it is a value other than hogwild's ("" when the same or
+// unset). Against hogwild with the same optimiser and workers: what follows from those (an
+// optimiser's own momentum, threads from workers) is stated under those fields, not as the kind's.
+std::string KindDefaultValue(const std::string& kind, const SpecField& f) {
+  const SpecLimits limits;  // a default that depends on the machine is in words (default_words)
+  v1::ExperimentSpec mine;
+  mine.set_kind(kind);
+  ApplyDefaults(&mine, limits);
+  v1::ExperimentSpec base;
+  if (f.path != "optimizer.name" && !mine.optimizer().name().empty())
+    base.mutable_optimizer()->set_name(mine.optimizer().name());
+  if (f.name != "workers" && mine.has_workers()) base.set_workers(mine.workers());
+  ApplyDefaults(&base, limits);
+  const std::string value = SpecFieldText(mine, f);
+  return value == SpecFieldText(base, f) ? "" : value;
+}
+
+}  // namespace
+
+std::string SpecFieldDefault(const SpecField& f) {
+  // The kind itself, or a kind's own field: its table's words.
+  if (f.name == "kind" || !FieldKind(f).empty()) return f.fallback;
+  std::vector<std::pair<std::string, std::string>> kinds;  // (words, kinds named with them)
+  for (const std::string& name : KindNames()) {
+    const KindRules& k = *FindKind(name);
+    const auto& ignored = k.ignores;
+    if (name == "hogwild" || std::count(ignored.begin(), ignored.end(), f.name) > 0) continue;
+    const auto said = k.default_words.find(f.name);
+    const std::string words =
+        said != k.default_words.end() ? said->second : KindDefaultValue(name, f);
+    if (words.empty()) continue;
+    auto same = std::find_if(kinds.begin(), kinds.end(), [&](auto& g) { return g.first == words; });
+    if (same == kinds.end())
+      kinds.push_back({words, name});
+    else
+      same->second += ", " + name;
+  }
+  std::string out = f.fallback;
+  for (size_t i = 0; i < kinds.size(); ++i)
+    out += (i == 0 ? " (" : "; ") + kinds[i].second + ": " + kinds[i].first;
+  return kinds.empty() ? out : out + ")";
+}
+
 uint32_t DefaultConcurrentSteps(const v1::ExperimentSpec& s, const SpecLimits& limits,
                                 std::string* why) {
   const uint32_t workers = std::max<uint32_t>(1, s.workers());

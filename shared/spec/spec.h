@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/spec/spec_fields.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -85,6 +86,10 @@ bool IsEnvironmentName(const std::string& name);
 void ClearDaemonSetFields(v1::ExperimentSpec* spec);
 // Fills every absent field with its default; never touches a present one. Idempotent.
 void ApplyDefaults(v1::ExperimentSpec* spec, const SpecLimits& limits);
+// A field's default in words for --help and the reference: a common field's own words
+// (SpecField::fallback, hogwild's) then each kind whose default differs, as its defaults compute
+// it or its KindRules::default_words say: "64 (data_parallel, multi_model: 32; pipeline: 8)".
+std::string SpecFieldDefault(const SpecField& f);
 // The allocator a spec that names none trains with, and why: `planned` where the kind's trainer
 // marks its steps on the CPU (hogwild and data_parallel, a model file's included), else `cache`.
 std::string DefaultAllocator(const v1::ExperimentSpec& spec, std::string* why);

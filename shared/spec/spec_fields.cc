@@ -24,29 +24,24 @@ using google::protobuf::Message;
 std::vector<SpecField> CommonFields() {
   return {
       {"kind", "kind", "experiment kind: {kinds}", "hogwild"},
-      {"model", "model",
-       "network: mnist_convnet (hogwild, data_loading, data_parallel), resnet18_cifar "
-       "(data_parallel), linear_256_512 (multi_model), amoebanet_d (pipeline), torchscript "
-       "(the model_file)",
-       "per kind (torchscript with model_file)"},
+      {"model", "model", "network: {models}; torchscript is a model_file's",
+       "mnist_convnet, torchscript with model_file"},
       {"dataset", "dataset", "directory of MNIST IDX files (gzipped or not), or 'synthetic'",
        "synthetic"},
       {"start", "start", "how workers start: fork | spawn | forkserver", "fork"},
-      {"share", "share", "weights in one shared segment: yes | no",
-       "yes (data_parallel, pipeline: no; multi_model, data_loading: none)"},
+      {"share", "share", "weights in one shared segment: yes | no", "yes"},
       {"device", "device", "cpu | cuda (hogwild, pipeline; not start fork with share yes)", "cpu"},
       {"cuda_devices", "cuda_devices",
        "device cuda: CUDA ordinals, comma-separated; worker (stage) i on the (i mod n)-th",
-       "pipeline: stage i on i mod the node's devices; hogwild: 0", false},
+       "0 with device cuda", false},
       {"cuda_sync", "cuda_sync",
        "hogwild on cuda: phases (wait for the device before each phase time: the split is the "
        "work done) | step (once a step, when its loss is read: no phase split)",
-       "phases (device cuda)"},
+       "phases with device cuda"},
       {"optimizer", "optimizer.name",
-       "sgd | nesterov | adagrad | adadelta | adam | adamw | rmsprop", "sgd (pipeline: rmsprop)"},
+       "sgd | nesterov | adagrad | adadelta | adam | adamw | rmsprop", "sgd"},
       {"lr", "optimizer.lr", "learning rate", "per optimizer (sgd 0.01)"},
-      {"momentum", "optimizer.momentum", "sgd, nesterov, rmsprop",
-       "sgd/nesterov 0.5 (multi_model: 0.9), rmsprop 0"},
+      {"momentum", "optimizer.momentum", "sgd, nesterov, rmsprop", "sgd/nesterov 0.5, rmsprop 0"},
       {"dampening", "optimizer.dampening", "sgd", "0"},
       {"weight_decay", "optimizer.weight_decay", "every optimizer (L2; adamw decoupled)",
        "adamw 0.01, others 0"},
@@ -64,24 +59,18 @@ std::vector<SpecField> CommonFields() {
        "hogwild on cpu, every optimizer: step each parameter and free its gradient as soon as "
        "the backward pass has it: yes | no",
        "no"},
-      {"batch_size", "batch_size",
-       "samples per batch (data_parallel: per worker with scaling weak, per step with strong)",
-       "64 (data_parallel, multi_model: 32; pipeline: 8)"},
-      {"batches", "batches", "batches per worker (exclusive with epochs)",
-       "20 (without epochs; pipeline: 2)"},
-      {"epochs", "epochs", "passes over the training set, split over the workers",
-       "none (data_loading: 1)"},
+      {"batch_size", "batch_size", "samples per batch", "64"},
+      {"batches", "batches", "batches per worker (exclusive with epochs)", "20 without epochs"},
+      {"epochs", "epochs", "passes over the training set, split over the workers", "none"},
       {"epoch_samples", "epoch_samples", "training samples an epoch covers (at most the set)",
        "the whole set"},
-      {"threads", "threads", "intra-op threads per worker (data_loading: the trainer's)",
-       "floor(cores / workers), at least 1 (data_loading: cores)"},
-      {"seed", "seed", "random seed", "1 (multi_model: 114514)"},
+      {"threads", "threads", "intra-op threads per worker", "floor(cores / workers), at least 1"},
+      {"seed", "seed", "random seed", "1"},
       {"allocator", "allocator",
        "cache (exact-size reuse of step buffers) | planned (one arena, offsets planned from a "
        "traced "
        "step; hogwild, data_parallel) | retain (glibc heap, never trimmed) | system",
-       "planned where the trainer marks its steps on the CPU (hogwild, data_parallel); cache on "
-       "CUDA and for multi_model, data_loading, pipeline"},
+       "planned where the trainer marks its steps on the CPU, else cache"},
       {"activations", "activations",
        "pytorch (what PyTorch's autograd keeps for backward) | lean (mnist_convnet: max-pool keeps "
        "its indices only, fused with the ReLU; bit-identical)",
@@ -97,7 +86,7 @@ std::vector<SpecField> CommonFields() {
 std::vector<SpecField> RunControlFields() {
   return {
       {"eval_samples", "eval_samples", "test images evaluated after training (0: none)",
-       "1000 (pipeline, resnet18_cifar: 0)"},
+       "1000, 0 with a model file"},
       {"sample_interval_ms", "sample_interval_ms", "telemetry interval", "200"},
       {"stall_timeout_ms", "stall_timeout_ms",
        "fail when a worker has no heartbeat this long (0: off)", "60000"},
@@ -138,9 +127,7 @@ std::vector<SpecField> ModelFileFields() {
 // The worker count, which every kind reads but several derive, and the label and switch last.
 std::vector<SpecField> LastFields() {
   return {
-      {"workers", "workers",
-       "worker processes (multi_model: one per variant; data_loading: loaders + 1)",
-       "1 (multi_model: 2 for n = 1, else 3; data_loading: loaders + 1; pipeline: stages)"},
+      {"workers", "workers", "worker processes", "1"},
       {"name", "name", "a label", "none", false},
       {"force", "force", "start even if the admission check says it will not fit", "no", false},
   };
@@ -259,10 +246,43 @@ std::string KindList() {
   return names;
 }
 
+namespace {
+
+// "mnist_convnet (hogwild, data_loading), resnet18_cifar (data_parallel), ...": each model a kind
+// trains, with the kinds that train it, in the registry's order.
+std::string ModelList() {
+  std::vector<std::pair<std::string, std::string>> models;  // (model, its kinds)
+  for (const std::string& name : KindNames()) {
+    for (const std::string& m : FindKind(name)->models) {
+      auto it = std::find_if(models.begin(), models.end(), [&](auto& p) { return p.first == m; });
+      if (it == models.end())
+        models.push_back({m, name});
+      else
+        it->second += ", " + name;
+    }
+  }
+  std::string out;
+  for (const auto& [m, kinds] : models) out += (out.empty() ? "" : ", ") + m + " (" + kinds + ")";
+  return out;
+}
+
+std::string Replaced(std::string text, const std::string& what, const std::string& with) {
+  const size_t at = text.find(what);
+  return at == std::string::npos ? text : text.replace(at, what.size(), with);
+}
+
+}  // namespace
+
 std::string SpecFieldHelp(const SpecField& f) {
-  const size_t at = f.help.find("{kinds}");
-  if (at == std::string::npos) return f.help;
-  return f.help.substr(0, at) + KindList() + f.help.substr(at + 7);
+  std::string help = Replaced(f.help, "{kinds}", KindList());
+  if (help.find("{models}") != std::string::npos) help = Replaced(help, "{models}", ModelList());
+  std::string kinds;
+  for (const std::string& name : KindNames()) {
+    const auto& words = FindKind(name)->help_words;
+    if (auto it = words.find(f.name); it != words.end())
+      kinds += (kinds.empty() ? " (" : "; ") + name + ": " + it->second;
+  }
+  return kinds.empty() ? help : help + kinds + ")";
 }
 
 const std::vector<SpecField>& CommonSpecFields() {

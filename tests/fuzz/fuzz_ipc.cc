@@ -27,7 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string packet(bytes, size);
   shoal::ipc::v1::ForkRequest req;
   shoal::ipc::v1::ForkServerReply reply;
-  shoal::ipc::v1::WorkerReport report;
+  shoal::ipc::v1::WorkerReading report;
   (void)shoal::DecodePacket(packet, &req);
   (void)shoal::DecodePacket(packet, &reply);
   (void)shoal::DecodePacket(packet, &report);

@@ -10,9 +10,10 @@
 #include "worker/image/image_leader.h"
 #include "worker/image/image_trainer.h"
 #include "worker/model_file.h"
+#include "worker/process_setup.h"
 #include "worker/scoreboard.h"
+#include "worker/segment_weights.h"
 #include "worker/train_device.h"
-#include "worker/training.h"
 
 namespace shoal {
 

@@ -20,7 +20,6 @@
 namespace shoal {
 namespace {
 
-using Clock = SteadyClock;
 
 void PrintAllocatorStats(uint32_t index) {
   auto st = StepCacheAllocator::Stats();
@@ -172,9 +171,9 @@ std::vector<int64_t> ImageTrainer::EpochShard(uint32_t epoch) const {
 bool ImageTrainer::RunEpochs() {
   for (uint32_t e = 1; e <= spec_.epochs(); ++e) {
     EpochTotals t;
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     if (!RunShard(EpochShard(e), &t)) return false;
-    t.wall_ns = ElapsedNs(t0, Clock::now());
+    t.wall_ns = ElapsedNs(t0, SteadyClock::now());
     recorder_.Epoch(e, t);
     // The last epoch is evaluated after every worker has finished (Run), the others now — but
     // not with replicas in lockstep (data_parallel): the others would wait in their next
@@ -207,7 +206,7 @@ bool ImageTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
   {
     // --allocator planned: one step, buffers freed within (in `arena` when shared)
     PlannedAllocator::StepScope step_memory(arena);
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     torch::Tensor x, y;
     std::vector<torch::Tensor> inputs;
     if (tensors_ != nullptr) {
@@ -219,7 +218,7 @@ bool ImageTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
       MakeBatch(data_.train_images(), data_.train_labels(), idx, n, pixels_, &x, &y,
                 data_.header->channels);
     }
-    const uint64_t data_ns = ElapsedNs(t0, Clock::now());
+    const uint64_t data_ns = ElapsedNs(t0, SteadyClock::now());
     float loss = 0;
     uint64_t buffers_ns = 0;
     if (step_sync_ != nullptr && step_sync_->before_forward)
@@ -232,7 +231,7 @@ bool ImageTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
     // Reading the loss waited for everything queued before it: the step is done now.
     if (device_.is_cuda() && !sync_) {
       t = StepTimes();
-      t.unsplit_ns = ElapsedNs(t0, Clock::now());
+      t.unsplit_ns = ElapsedNs(t0, SteadyClock::now());
     }
     recorder_.Step(t, loss, uint64_t(n), totals);
   }
@@ -258,10 +257,10 @@ bool ImageTrainer::WaitForPeers() {
 }
 
 void ImageTrainer::EvaluateInto(std::atomic<uint32_t>* bits) {
-  const auto e0 = Clock::now();
+  const auto e0 = SteadyClock::now();
   const double acc = Evaluate(model_, data_, spec_.eval_samples(), std::max<int64_t>(batch_, 64),
                               device_.device(), slot_);
-  slot_->eval_ns.fetch_add(ElapsedNs(e0, Clock::now()));
+  slot_->eval_ns.fetch_add(ElapsedNs(e0, SteadyClock::now()));
   bits->store(FloatToBits(static_cast<float>(acc)));
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "worker/batches.h"
 #include "worker/kind.h"
 #include "worker/models/models.h"
 #include "worker/shared_arenas.h"
@@ -18,7 +19,6 @@
 #include "worker/step_recorder.h"
 #include "worker/tensor_set.h"
 #include "worker/train_device.h"
-#include "worker/training.h"
 
 namespace shoal {
 

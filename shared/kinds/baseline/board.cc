@@ -2,7 +2,7 @@
 
 namespace shoal::baseline {
 
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report) {
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report) {
   const Board& b = *KindArea<Board>(slot);
   const uint64_t bytes = b.touched_bytes.load(std::memory_order_acquire);
   if (bytes == 0) return;  // not touched yet: nothing to report

@@ -16,7 +16,7 @@ struct Board {
 };
 
 inline Board* BoardOf(WorkerSlot* slot) { return KindArea<Board>(slot); }
-// The area into the report's BaselineReport (KindRules::read_board).
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report);
+// The area into the report's BaselineReading (KindRules::read_board).
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report);
 
 }  // namespace shoal::baseline

@@ -4,7 +4,7 @@
 
 namespace shoal::data_loading {
 
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report) {
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report) {
   const Board& b = *KindArea<Board>(slot);
   const uint32_t n = std::min<uint32_t>(slot.epochs_done.load(std::memory_order_acquire),
                                         uint32_t(kMaxEpochRecords));

@@ -16,8 +16,8 @@ struct Board {
 };
 
 inline Board* BoardOf(WorkerSlot* slot) { return KindArea<Board>(slot); }
-// The area into the report's DataLoadingReport, one entry per epoch the slot records
+// The area into the report's DataLoadingReading, one entry per epoch the slot records
 // (KindRules::read_board).
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report);
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report);
 
 }  // namespace shoal::data_loading

@@ -13,7 +13,7 @@ namespace {
 
 using namespace report;
 using namespace text;
-using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
+using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>;
 
 // The epoch's load CPU (DataLoadingResult); nullopt when not measured.
 std::optional<double> LoadCpuMs(const v1::Result& r, uint32_t epoch) {

@@ -111,6 +111,8 @@ KindRules DataLoadingRules() {
        "data_loading: page-locked batches for a GPU (refused: no CUDA path yet)", "no"},
   };
   k.ignores = {"model_file", "input", "loss", "classes", "share", "batches"};
+  k.help_words = {{"threads", "the trainer's"}, {"workers", "loaders + 1"}};
+  k.default_words = {{"threads", "cores"}, {"workers", "loaders + 1"}};
   k.summarize = data_loading::Summarize;
   k.epoch_column_header = "  load CPU s";
   k.epoch_cell = data_loading::EpochCell;

@@ -2,7 +2,7 @@
 
 namespace shoal::data_parallel {
 
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report) {
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report) {
   const Board& b = *KindArea<Board>(slot);
   auto* r = report->mutable_data_parallel();
   r->set_allreduce_busy_ns(b.allreduce_busy_ns.load());

@@ -17,8 +17,8 @@ struct Board {
 };
 
 inline Board* BoardOf(WorkerSlot* slot) { return KindArea<Board>(slot); }
-// The area into the report's DataParallelReport (KindRules::read_board).
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report);
+// The area into the report's DataParallelReading (KindRules::read_board).
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report);
 
 // Worker 0 hosts the c10d TCPStore on a port the kernel picks and publishes it here; the other
 // workers wait for it, then meet in the store.

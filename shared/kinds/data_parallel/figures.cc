@@ -13,7 +13,7 @@ namespace {
 
 using namespace report;
 using namespace text;
-using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
+using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>;
 
 // data_parallel: per-step means over every step of every replica, and whether the replicas ended
 // with the same weights.

@@ -162,6 +162,8 @@ KindRules DataParallelRules() {
        "data_parallel: weak (batch_size per worker) | strong (batch_size per step, split)", "weak",
        true, "checkpoint"},  // where it has always been listed
   };
+  k.help_words = {{"batch_size", "per worker with scaling weak, per step with strong"}};
+  k.default_words = {{"eval_samples", "0 with resnet18_cifar, else 1000"}};
   k.world_size = WorldSize;
   k.global_rank = GlobalRank;
   k.worker_batch = WorkerBatch;

@@ -15,7 +15,7 @@ struct Board {
 };
 
 inline Board* BoardOf(WorkerSlot* slot) { return KindArea<Board>(slot); }
-// The area into the report's MultiModelReport (KindRules::read_board).
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report);
+// The area into the report's MultiModelReading (KindRules::read_board).
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report);
 
 }  // namespace shoal::multi_model

@@ -13,7 +13,7 @@ namespace {
 
 using namespace report;
 using namespace text;
-using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
+using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>;
 
 // multi_model: each finished worker's variant, its phase times and memory.
 void FillVariants(const KindRunFacts& f, const Reports& ws, v1::Result* r) {

@@ -83,6 +83,8 @@ KindRules MultiModelRules() {
   };
   k.ignores = {"model_file", "input",   "loss",   "classes",       "activations", "dataset",
                "share",      "batches", "epochs", "epoch_samples", "eval_samples"};
+  k.help_words = {{"workers", "one per variant"}};
+  k.default_words = {{"workers", "one per variant: 2 for models 1, else 3"}};
   k.summarize = multi_model::Summarize;
   k.report_tables = multi_model::ReportTables;
   k.spec_lines = multi_model::SpecLines;

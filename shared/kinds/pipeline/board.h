@@ -15,7 +15,7 @@ struct Board {
 };
 
 inline Board* BoardOf(WorkerSlot* slot) { return KindArea<Board>(slot); }
-// The area into the report's PipelineReport (KindRules::read_board).
-void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReport* report);
+// The area into the report's PipelineReading (KindRules::read_board).
+void ReadBoard(const WorkerSlot& slot, ipc::v1::WorkerReading* report);
 
 }  // namespace shoal::pipeline

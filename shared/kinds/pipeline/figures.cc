@@ -11,10 +11,10 @@ namespace {
 
 using namespace report;
 using namespace text;
-using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReport>;
+using Reports = google::protobuf::RepeatedPtrField<ipc::v1::WorkerReading>;
 
 // pipeline: each stage's memory the seed's way and its share of the step; the whole's sums.
-v1::StageResult StageFigures(const KindRunFacts& f, const ipc::v1::WorkerReport& w,
+v1::StageResult StageFigures(const KindRunFacts& f, const ipc::v1::WorkerReading& w,
                              const std::vector<uint32_t>& balance) {
   v1::StageResult s;
   s.set_stage(w.index());

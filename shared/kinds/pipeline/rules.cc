@@ -174,6 +174,8 @@ KindRules PipelineRules() {
        "except_last"},
   };
   k.ignores = {"model_file", "input", "loss", "classes", "activations", "cuda_sync"};
+  k.default_words = {{"workers", "stages"},
+                     {"cuda_devices", "stage i on device i mod the node's devices"}};
   k.summarize = pipeline::Summarize;
   k.report_tables = pipeline::ReportTables;
   k.result_lines = pipeline::ResultLines;

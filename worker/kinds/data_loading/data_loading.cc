@@ -9,6 +9,7 @@
 #include "shared/kinds/data_loading/ring.h"
 #include "shared/kinds/kind.h"
 #include "shared/os/process.h"
+#include "worker/process_setup.h"
 #include "worker/scoreboard.h"
 #include "worker/train_device.h"
 

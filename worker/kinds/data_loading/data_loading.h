@@ -13,10 +13,10 @@
 #include "shared/ipc/batch_ring.h"
 #include "shared/kinds/data_loading/loader_batch.h"
 #include "shared/os/shm.h"
+#include "worker/batches.h"
 #include "worker/kind.h"
 #include "worker/models/models.h"
 #include "worker/step_recorder.h"
-#include "worker/training.h"
 
 namespace shoal {
 

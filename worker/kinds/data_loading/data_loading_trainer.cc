@@ -8,6 +8,7 @@
 #include "worker/kinds/data_loading/data_loading.h"
 #include "worker/optimizers/from_spec.h"
 #include "worker/scoreboard.h"
+#include "worker/segment_weights.h"
 
 namespace shoal {
 

@@ -17,7 +17,6 @@
 #include "shared/spec/spec_fields.h"
 #include "worker/kinds/data_parallel/data_parallel_leader.h"
 #include "worker/scoreboard.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {

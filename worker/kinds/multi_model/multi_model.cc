@@ -11,15 +11,14 @@
 #include "shared/os/process.h"
 #include "worker/counting_allocator.h"
 #include "worker/optimizers/from_spec.h"
+#include "worker/process_setup.h"
 #include "worker/scoreboard.h"
 #include "worker/step_recorder.h"
 #include "worker/train_device.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {
 
-using Clock = SteadyClock;
 constexpr int64_t kIn = 256, kOut = 512;
 
 // n modules of one kind, each applied to its own slice x[i]; the outputs stacked.
@@ -90,18 +89,18 @@ bool TrainVariant(MultiModelVariant& v, torch::optim::Optimizer& opt, const Work
   LossWindows losses(slot, env.spec.multi_model().iterations());
   for (uint64_t it = 0; it < env.spec.multi_model().iterations(); ++it) {
     if ((it & 63) == 0 && LeaderGone(env.lifetime_fd)) return false;
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     torch::Tensor x = torch::rand(v.x_shape), y = torch::rand(v.y_shape);
-    const auto t1 = Clock::now();
+    const auto t1 = SteadyClock::now();
     opt.zero_grad();
-    const auto t2 = Clock::now();
+    const auto t2 = SteadyClock::now();
     torch::Tensor out = v.forward(x);
-    const auto t3 = Clock::now();
+    const auto t3 = SteadyClock::now();
     torch::Tensor loss = torch::mse_loss(out, y);
     loss.backward();
-    const auto t4 = Clock::now();
+    const auto t4 = SteadyClock::now();
     opt.step();
-    const auto t5 = Clock::now();
+    const auto t5 = SteadyClock::now();
     slot->data_ns.fetch_add(ElapsedNs(t0, t1), std::memory_order_relaxed);
     multi_model::BoardOf(slot)->zero_grad_ns.fetch_add(ElapsedNs(t1, t2),
                                                        std::memory_order_relaxed);
@@ -134,7 +133,7 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   const std::string name = MultiModelVariants(spec.multi_model().models()).at(env.index);
   SeedCpu(spec.seed());
   counter->ResetPeak();
-  const auto t0 = Clock::now();
+  const auto t0 = SteadyClock::now();
   slot->first_step_ns.store(RealtimeNs());
   slot->phase.store(static_cast<uint32_t>(WorkerPhase::kTraining));
   MultiModelVariant v = MakeMultiModelVariant(name, spec.multi_model().models(), spec.batch_size());
@@ -142,7 +141,7 @@ int MultiModelKind::RunWorker(WorkerEnv& env, bool) {
   if (!opt.ok()) {
     return WorkerFails(env.slot, env.index, opt.status().message());
   }
-  multi_model::BoardOf(slot)->define_ns.store(ElapsedNs(t0, Clock::now()));
+  multi_model::BoardOf(slot)->define_ns.store(ElapsedNs(t0, SteadyClock::now()));
   uint64_t params = 0;
   for (const auto& p : v.module->parameters()) params += uint64_t(p.numel());
   slot->parameters.store(params);

@@ -14,10 +14,10 @@
 #include "worker/kinds/pipeline/pipeline_stage.h"
 #include "worker/kinds/pipeline/ring_link.h"
 #include "worker/optimizers/from_spec.h"
+#include "worker/process_setup.h"
 #include "worker/scoreboard.h"
 #include "worker/step_recorder.h"
 #include "worker/train_device.h"
-#include "worker/training.h"
 
 namespace shoal {
 namespace {

@@ -1,19 +1,16 @@
-// Training-side building blocks every kind can use: the model's weights in a shared segment, the
-// data set in a shared segment and batches from it, evaluation. Shared by shoal-worker and tests.
+// A model's weights in the experiment's weight segment: which tensors it holds and in what order,
+// copying a model in and out, and binding a model's parameters and buffers to the segment (CPU) or
+// to the leader's device buffer (GPU) so that every worker trains the one copy (Hogwild).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <string>
+#include <vector>
 
 #include "shared/gpu/cuda_driver.h"
 #include "shared/ipc/layout.h"
-#include "shared/os/shm.h"
 #include "shared/status.h"
-#include "shoal/v1/shoal.pb.h"
-#include "worker/data_segment.h"
-#include "worker/models/models.h"
 
 namespace shoal {
 
@@ -46,40 +43,5 @@ Status BindWeightsToDevice(torch::nn::Module& model, const WeightsPlan& plan, De
                            const torch::Device& device);
 // FNV-1a over the parameters' bytes in order (SegmentChecksum's order); buffers left out.
 uint64_t ParamsChecksum(torch::nn::Module& model);
-
-// Builds a normalised float batch [B,channels,side,side] and int64 labels from the given rows;
-// `pixels`: bytes per image, every channel.
-void MakeBatch(const uint8_t* images, const uint8_t* labels, const int64_t* idx, int64_t n,
-               int64_t pixels, torch::Tensor* x, torch::Tensor* y, int64_t channels = 1);
-
-// The training set on a device: uint8 images [n, pixels] and int64 labels, uploaded once per
-// worker (each worker's own copy: one copy shared through IPC would save device memory, but each
-// PyTorch process of the study holds its own, and that is what is measured).
-struct DeviceData {
-  torch::Tensor images, labels;
-  int64_t channels = 1;
-};
-DeviceData UploadTrainSet(const DataView& data, const torch::Device& device);
-// MakeBatch's batch, made on the device the data lives on.
-void MakeDeviceBatch(const DeviceData& d, const int64_t* idx, int64_t n, torch::Tensor* x,
-                     torch::Tensor* y);
-
-// Test-set accuracy of the model on the first `limit` test images (batches moved to `device`);
-// each batch marks `progress` (MarkProgress) when given.
-double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch,
-                const torch::Device& device = torch::kCPU, WorkerSlot* progress = nullptr);
-
-// Builds an mnist_convnet and takes one tiny step on it, once per process (later calls return at
-// once): pages in the kernels and allocator paths its training uses. The forkserver calls it
-// from every kind that trains this network.
-void WarmConvNetOnce();
-
-// Applies the allocator policy named in the spec ("retain" keeps freed step buffers mapped).
-void ApplyAllocatorPolicy(const std::string& policy);
-
-// What a training process applies before it builds anything: the spec's allocator, and its
-// kernels ("shoal": Shoal's CPU kernels in the dispatcher for the rest of the process,
-// worker/kernels/shoal_kernels.h; "libtorch" or unset: LibTorch's own).
-void ApplyRuntimePolicies(const v1::ExperimentSpec& spec);
 
 }  // namespace shoal
