@@ -59,6 +59,11 @@ std::string EnvironmentLine(const v1::Experiment& e) {
   return "  environment " + names + " (nothing else passed)\n";
 }
 
+// Where it ran (absent on records from before hosts were recorded).
+std::string HostLine(const v1::Experiment& e) {
+  return e.has_host() ? "  host        " + HostText(e.host()) + "\n" : "";
+}
+
 // NVML GPM's view of the devices while training, or why there is none.
 std::string GpmLine(const v1::Result& r) {
   if (!r.has_gpu_sm_active_percent())
@@ -357,7 +362,7 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   o += KindLines(e.spec(), &KindRules::setting_lines, e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
-  return o + PartLines(e) + EnvironmentLine(e) + ResultLines(e) +
+  return o + PartLines(e) + HostLine(e) + EnvironmentLine(e) + ResultLines(e) +
          EpochLines(e.result(), FindKind(e.spec().kind())) +
          KindLines(e.spec(), &KindRules::detail_lines, e.result()) + ProcessLines(e) +
          StepMemoryLines(e);

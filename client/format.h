@@ -24,6 +24,7 @@ std::string FormatSweepPoints(const v1::Sweep& sw);
 std::string FormatSweepRuns(const v1::Experiment& e, const v1::SweepReport& r);
 std::string FormatSweeps(const std::vector<v1::Sweep>& sweeps);
 std::string FormatNode(const v1::NodeInfoResponse& n);
+
 // "30d", "12h", "90m", "45s", "500ms" in milliseconds; the unit is required.
 StatusOr<uint64_t> ParseDurationMs(const std::string& text);
 

@@ -595,6 +595,7 @@ void Coordinator::RunOne(v1::Experiment e) {
     // Samples are kept for the newest experiments only: the store does not grow without bound.
     if (Status st = store_->PruneSamples(kSampleHistoryExperiments); !st.ok())
       spdlog::warn("pruning samples: {}", st.message());
+    if (opts_.host) *e.mutable_host() = *opts_.host;  // where it ran, as it starts to
     ExperimentRunner runner(std::move(e), EnvFor(), HooksFor(id));
     RunToEnd(runner, reaper_, [this, id] { return int(queue_.StopRequest(id)); });
   }

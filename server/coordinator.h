@@ -56,6 +56,8 @@ struct CoordinatorOptions {
   // node_daemons); null: it federates none (shoald without --peer-token-file).
   PeerConnector connect_peer;
   FederationOptions federation;
+  // This daemon's machine, written into every experiment it runs (Experiment.host).
+  std::optional<v1::Host> host;
 };
 
 class Coordinator : public ExperimentService {

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "server/coordinator.h"
 #include "server/disturbance.h"
@@ -25,6 +27,7 @@
 #include "server/rpc/peer_daemon.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
+#include "server/run_record.h"
 #include "shared/endpoint.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
@@ -62,6 +65,8 @@ struct DaemonArgs {
   int max_watchers = 1024;
   uint64_t max_upload_mb = 1024;
   shoal::CoordinatorOptions opts;
+  // One-shot: run one sweep point and write its whole record, no socket (a Slurm array task).
+  std::string run_point, record_out;
 };
 
 // Files clients upload (a model, a tensor data set): their size, and how long an unused one stays.
@@ -117,8 +122,22 @@ void AddTcpOptions(CLI::App& app, DaemonArgs& d) {
   app.add_flag("--insecure", d.insecure, "allow --listen without TLS, on a loopback address only");
 }
 
+// A sweep's point placed on this node by another daemon (a Slurm array task): run it on a daemon
+// of its own in --state-dir, write its record, exit.
+void AddRunPointOptions(CLI::App& app, DaemonArgs& d) {
+  auto* point = app.add_option("--run-point", d.run_point,
+                               "run the point this order (JSON, a PointOrder) names, write its "
+                               "record to --record-out and exit; no socket")
+                    ->check(CLI::ExistingFile);
+  auto* out = app.add_option("--record-out", d.record_out,
+                             "where --run-point writes the run's record (a RunRecord)");
+  point->needs(out);
+  out->needs(point);
+}
+
 void AddOptions(CLI::App& app, DaemonArgs& d) {
   auto& opts = d.opts;
+  AddRunPointOptions(app, d);
   // A TOML (or INI) file of the same options, `key = value` with the flag's name ("max-workers =
   // 8"); a flag on the command line overrides the file.
   // An empty name would make CLI11 read no file at all: a unit's unset ${CONF} starting the
@@ -405,7 +424,8 @@ bool FreeSocketPath(const std::string& path) {
 
 // The state directory, its lock (one daemon per directory) and a free socket path.
 bool ClaimStateDir(const DaemonArgs& d) {
-  return MakeStateDir(d.state_dir) && LockStateDir(d.state_dir) && FreeSocketPath(d.socket_path);
+  return MakeStateDir(d.state_dir) && LockStateDir(d.state_dir) &&
+         (!d.run_point.empty() || FreeSocketPath(d.socket_path));
 }
 
 // Signals are taken by sigwait in main; every thread started after this inherits the mask.
@@ -471,6 +491,33 @@ bool StartMetrics(const DaemonArgs& d, shoal::Coordinator& coord,
   return true;
 }
 
+// --run-point: the point's run to its end and its record written (a failed run too: the record
+// says why), then shut down. A signal (scancel's SIGTERM) cancels the run, whose record is still
+// written. 0 when the record was written.
+int RunPointOnce(const DaemonArgs& d, shoal::Coordinator& coord, shoal::Store* store,
+                 sigset_t sigs) {
+  auto order = shoal::ReadPointOrder(d.run_point);
+  if (!order.ok()) {
+    spdlog::critical("{}", order.status().message());
+    coord.Shutdown();
+    return 1;
+  }
+  coord.Start();
+  std::atomic<bool> stop{false};
+  std::thread([&stop, sigs] {  // detached: it ends with the process
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    stop = true;
+  })
+      .detach();
+  auto record = shoal::RunPoint(&coord, store, *order, &stop);
+  shoal::Status written =
+      record.ok() ? shoal::WriteRunRecord(*record, d.record_out) : record.status();
+  if (!written.ok()) spdlog::critical("point {}: {}", order->index(), written.message());
+  coord.Shutdown();
+  return written.ok() ? 0 : 1;
+}
+
 // Runs the daemon until a signal; returns the exit code.
 int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
@@ -483,6 +530,8 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   opts.limits.bf16_missing = shoal::Bf16MissingHere();
   if (!opts.limits.cuda_missing.empty())
     spdlog::info("device cuda unavailable: {}", opts.limits.cuda_missing);
+  opts.host = shoal::HostOf(
+      shoal::CollectNodeInfo(d.state_dir, opts.limits.max_workers, worker, gpu.get()));
   auto store = shoal::Store::Open(d.state_dir + "/shoal.db");
   if (!store.ok()) {
     spdlog::critical("{}", store.status().message());
@@ -503,6 +552,7 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;
   }
+  if (!d.run_point.empty()) return RunPointOnce(d, coord, store->get(), sigs);
   std::unique_ptr<shoal::MetricsServer> metrics;
   const auto versions =
       shoal::CollectNodeInfo(d.state_dir, opts.limits.max_workers, worker, gpu.get()).versions();

@@ -111,4 +111,23 @@ v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_
   return r;
 }
 
+v1::Host HostOf(const v1::NodeInfoResponse& n) {
+  v1::Host h;
+  h.set_hostname(n.hostname());
+  h.set_cpu_model(n.cpu_model());
+  h.set_cores(n.cores());
+  h.set_memory_bytes(n.memory_total_bytes());
+  h.set_kernel(n.kernel());
+  for (const auto& g : n.gpus()) h.add_gpus(g.name());
+  auto version = [&](const char* name) {
+    const auto it = n.versions().find(name);
+    return it == n.versions().end() ? std::string() : it->second;
+  };
+  h.set_nvidia_driver(version("nvidia_driver"));
+  h.set_cuda_driver(version("cuda_driver"));
+  h.set_libtorch(version("libtorch"));
+  h.set_shoal(version("shoal"));
+  return h;
+}
+
 }  // namespace shoal

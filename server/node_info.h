@@ -22,6 +22,10 @@ std::string Bf16Missing(const std::string& cpuinfo);
 // The same for this machine's /proc/cpuinfo.
 std::string Bf16MissingHere();
 
+// The host an experiment records (Experiment.host): the node's identity from what `shoal node`
+// shows, without its moment-to-moment figures (free memory, GPU use).
+v1::Host HostOf(const v1::NodeInfoResponse& node);
+
 v1::NodeInfoResponse CollectNodeInfo(const std::string& state_dir, uint32_t max_workers,
                                      const WorkerInfo& worker, GpuMonitor* gpu);
 

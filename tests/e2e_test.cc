@@ -2,6 +2,7 @@
 // socket and state directory, on the real Fashion-MNIST files.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -315,6 +316,34 @@ TEST_F(E2E, AccuracyIsOverTheImagesEvaluated) {
   EXPECT_NE(get.out.find(" on 1000 images ("), std::string::npos) << get.out;
 }
 
+// A record says where it ran: this machine, as the OS tells it here (not as shoald read it), and
+// `get` prints it.
+TEST_F(E2E, ARecordSaysWhereItRan) {
+  json e = MustJson(daemon_->Cli({"submit", "--batches", "1", "--dataset", "synthetic",
+                                  "--eval-samples", "0", "--wait", "--json"}));
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+  ASSERT_TRUE(e.contains("host")) << e.dump(2);
+  const json& h = e["host"];
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  EXPECT_EQ(h["hostname"], name);
+  EXPECT_EQ(h["cores"].get<long>(), ::sysconf(_SC_NPROCESSORS_ONLN));
+  utsname u{};
+  ::uname(&u);
+  EXPECT_EQ(h["kernel"], u.release);
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  meminfo >> key >> kb;  // "MemTotal: N kB"
+  EXPECT_EQ(key, "MemTotal:");
+  EXPECT_EQ(h["memory_bytes"].get<uint64_t>(), kb * 1024);
+  EXPECT_EQ(h["libtorch"].get<std::string>().rfind("1.13", 0), 0u) << h.dump();
+  EXPECT_FALSE(h["shoal"].get<std::string>().empty());
+  const CommandResult get = daemon_->Cli({"get", e["id"]});
+  EXPECT_NE(get.out.find("  host        " + std::string(name) + ": "), std::string::npos)
+      << get.out;
+}
+
 // An epoch larger than the data set is refused once the leader has read the set, with both
 // sizes; it is never cut to the set, and nothing is left behind.
 TEST_F(E2E, AnEpochLargerThanTheSetFailsNamingBothSizes) {
@@ -330,10 +359,10 @@ TEST_F(E2E, AnEpochLargerThanTheSetFailsNamingBothSizes) {
 }
 
 TEST_F(E2E, LossDecreasesOverALongerRun) {
-  json e = MustJson(daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes",
-                                  "--batches", "50", "--batch-size", "32", "--dataset", kFashion,
-                                  "--eval-samples", "500",
-                                  "--allocator", "planned", "--wait", "--json"}));
+  json e = MustJson(
+      daemon_->Cli({"submit", "--workers", "1", "--start", "fork", "--share", "yes", "--batches",
+                    "50", "--batch-size", "32", "--dataset", kFashion, "--eval-samples", "500",
+                    "--allocator", "planned", "--wait", "--json"}));
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   const double first = e["result"]["first_loss"], last = e["result"]["last_loss"];
   EXPECT_GT(first, 2.0);  // ten classes, untrained: ~ln(10)

@@ -157,6 +157,30 @@ TEST(FormatTest, FinishedExperimentWithEpochsAndProcesses) {
 
 // A figure the run never had is a dash, not 0: here no worker reached its first step, and one
 // process's VmHWM is missing.
+// Where it ran, on one line after the spec; a record from before hosts were recorded has none.
+TEST(FormatTest, TheHostLineSaysWhereItRan) {
+  v1::Experiment e;
+  e.set_id("x1");
+  e.set_state(v1::SUCCEEDED);
+  EXPECT_EQ(FormatExperiment(e).find("  host "), std::string::npos);
+  v1::Host* h = e.mutable_host();
+  h->set_hostname("gpu7");
+  h->set_cpu_model("AMD EPYC 9654");
+  h->set_cores(192);
+  h->set_memory_bytes(uint64_t(1536) << 30);
+  h->set_kernel("6.8.0");
+  h->set_libtorch("2.5.1");
+  h->set_shoal("0.1.0");
+  for (int i = 0; i < 8; ++i) h->add_gpus("NVIDIA H200");
+  h->set_nvidia_driver("560.35");
+  h->set_cuda_driver("12.6");
+  EXPECT_NE(FormatExperiment(e).find(
+                "  host        gpu7: AMD EPYC 9654, 192 cores, 1536.00 GiB, Linux 6.8.0; LibTorch "
+                "2.5.1, Shoal 0.1.0; GPU 8 x NVIDIA H200, driver 560.35, CUDA 12.6\n"),
+            std::string::npos)
+      << FormatExperiment(e);
+}
+
 TEST(FormatTest, UnknownTimesThroughputAndVmHwmSumAreDashes) {
   v1::Experiment e = Finished();
   auto* r = e.mutable_result();

@@ -61,7 +61,7 @@ class KindsE2E : public ::testing::Test {
 
 TEST_F(KindsE2E, OptimiserSweepComparesLossAndAccuracy) {
   CommandResult r = daemon_->Cli({"sweep", "--optimizer", "sgd,adadelta,adam", "--epochs", "2",
-                                  "--epoch-samples", "192", "--batch-size", "64", "--eval-samples",
+                                  "--epoch-samples", "96", "--batch-size", "32", "--eval-samples",
                                   "100", "--dataset", kFashion, "--wait", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = Parse(r);

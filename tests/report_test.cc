@@ -1050,8 +1050,8 @@ TEST(ReportTest, CsvHeaderHasEverySpecFieldAndEveryScalarFigure) {
   std::istringstream csv(RenderCsv(ThreeAxes()));
   std::string line;
   std::getline(csv, line);
-  std::vector<std::string> want = {"sweep_id", "index",         "cell",  "repeat",
-                                   "note",     "experiment_id", "state", "error"};
+  std::vector<std::string> want = {"sweep_id",      "index", "cell",  "repeat", "note",
+                                   "experiment_id", "state", "error", "host"};
   want.insert(want.end(), kSpecColumns.begin(), kSpecColumns.end());
   want.insert(want.end(), kFigureColumns.begin(), kFigureColumns.end());
   EXPECT_EQ(line, Join(want));
@@ -1124,7 +1124,7 @@ std::string RanPointLine() {
                                                   {"train_ms", "1000"}};
   std::vector<std::string> figures0;
   for (const auto& c : kFigureColumns) figures0.push_back(set.count(c) ? set.at(c) : "");
-  std::vector<std::string> want0 = {"s3", "0", "0", "0", "", "e0", "succeeded", ""};
+  std::vector<std::string> want0 = {"s3", "0", "0", "0", "", "e0", "succeeded", "", ""};
   want0.insert(want0.end(), spec0.begin(), spec0.end());
   want0.insert(want0.end(), figures0.begin(), figures0.end());
   return Join(want0);
@@ -1148,7 +1148,7 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
   EXPECT_EQ(SplitCsv(lines[1])[acc], "0.5");
 
   // Point 2 could not run: its note and its axis values, nothing else.
-  std::vector<std::string> want2 = {"s3", "2", "2", "0", kImpossible, "", "", ""};
+  std::vector<std::string> want2 = {"s3", "2", "2", "0", kImpossible, "", "", "", ""};
   for (const auto& c : kSpecColumns)
     want2.push_back(c == "start" ? "fork" : c == "device" ? "cuda" : c == "workers" ? "1" : "");
   want2.insert(want2.end(), kFigureColumns.size(), "");
@@ -1156,7 +1156,8 @@ TEST(ReportTest, CsvHasOneLinePerPoint) {
 
   // Point 5 failed with an error holding a comma and quotes: quoted, quotes doubled.
   EXPECT_EQ(
-      lines[6].rfind("s3,5,5,0,,e5,failed,\"leader: \"\"oops\"\", worker 1 died\",hogwild,", 0), 0u)
+      lines[6].rfind("s3,5,5,0,,e5,failed,\"leader: \"\"oops\"\", worker 1 died\",,hogwild,", 0),
+      0u)
       << lines[6];
   const auto f5 = SplitCsv(lines[6]);
   ASSERT_EQ(f5.size(), header.size());
@@ -1489,6 +1490,49 @@ const Table& TableOf(const std::vector<Table>& tables, const std::string& key) {
   auto t = std::find_if(tables.begin(), tables.end(), [&](const Table& x) { return x.key == key; });
   EXPECT_NE(t, tables.end()) << key;
   return *t;
+}
+
+// The records say where each run ran: one host is named once; runs on unlike hosts are listed
+// with their counts, and a cell whose runs span them says its median mixes them.
+TEST(ReportTest, TheReportSaysWhereTheRunsRanAndMarksACellOverUnlikeHosts) {
+  ReportInput in = Repeated("s8", [](int c, int r) { return 100.0 + c + r; });
+  EXPECT_EQ(HostsNote(in), "");  // records from before hosts were recorded
+  v1::Host a;
+  a.set_hostname("n1");
+  a.set_cpu_model("Xeon");
+  a.set_cores(2);
+  a.set_memory_bytes(kGiB);
+  a.set_kernel("6.1");
+  a.set_libtorch("1.13.1");
+  a.set_shoal("0.1.0");
+  for (auto& [id, e] : in.experiments) *e.mutable_host() = a;
+  EXPECT_EQ(HostsNote(in),
+            "Host: n1: Xeon, 2 cores, 1.00 GiB, Linux 6.1; LibTorch 1.13.1, Shoal 0.1.0.");
+  v1::Host b = a;
+  b.set_hostname("n2");
+  b.set_cpu_model("EPYC");
+  b.add_gpus("H100");
+  b.add_gpus("H100");
+  b.set_nvidia_driver("550.54");
+  for (auto& [id, e] : in.experiments)
+    if (e.sweep_index() == 5) *e.mutable_host() = b;  // cell 1's third run
+  EXPECT_EQ(HostsNote(in),
+            "Hosts: the runs ran on 2 hosts, and a figure from one does not compare with "
+            "another's: n1: Xeon, 2 cores, 1.00 GiB, Linux 6.1; LibTorch 1.13.1, Shoal 0.1.0 (5 "
+            "runs); n2: EPYC, 2 cores, 1.00 GiB, Linux 6.1; LibTorch 1.13.1, Shoal 0.1.0; GPU 2 x "
+            "H100, driver 550.54 (1 run).");
+  const auto tables = BuildTables(in);
+  const Table& t = TableOf(tables, "samples_per_sec");
+  ASSERT_EQ(t.rows.size(), 1u);
+  EXPECT_EQ(t.rows[0].cells[0].footnote, 0);  // all three on n1
+  const Cell& mixed = t.rows[0].cells[1];
+  ASSERT_GT(mixed.footnote, 0);
+  EXPECT_EQ(t.footnotes[size_t(mixed.footnote - 1)],
+            "its runs ran on unlike hosts (n1, n2): the median mixes them");
+  EXPECT_NE(RenderMarkdown(in).find("Hosts: the runs ran on 2 hosts"), std::string::npos);
+  const std::string csv = RenderCsv(in);
+  EXPECT_NE(csv.find(",e5,succeeded,,n2,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(",e0,succeeded,,n1,"), std::string::npos) << csv;
 }
 
 TEST(ReportTest, RepeatedCellIsTheMedianWithItsSpreadAndNoisyWhenWide) {

@@ -334,9 +334,13 @@ TEST_F(SweepE2E, TheHtmlReportIsOnePageABrowserRendersWithNothingElse) {
   std::ifstream in(page);
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_NO_FATAL_FAILURE(ExpectSelfContained(text));
-  for (const char* part : {"<h2>Fixed fields</h2>", "<h2>Tables</h2>", "<h2>Node</h2>",
-                           "<dt>CPU</dt>", "<dt>libtorch</dt>", "<h2>Environment</h2>",
-                           "Runs: 1 run per point", "Throughput (samples/s, all workers)"})
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string ran_on = "Host: " + std::string(host) + ": ";  // from the records
+  for (const char* part :
+       {"<h2>Fixed fields</h2>", "<h2>Tables</h2>", "<h2>Node that answered</h2>", "<dt>CPU</dt>",
+        "<dt>libtorch</dt>", "<h2>Environment</h2>", "Runs: 1 run per point",
+        "Throughput (samples/s, all workers)", ran_on.c_str()})
     EXPECT_NE(text.find(part), std::string::npos) << part;
   // Debian's Chromium, headless, with no way to resolve a name: what it draws came from the file.
   CommandResult browser = testing::RunCommand(

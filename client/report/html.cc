@@ -56,7 +56,9 @@ void HtmlTable(std::ostringstream& o, const Table& t) {
 }
 
 void NodeSection(std::ostringstream& o, const v1::NodeInfoResponse* n) {
-  o << "<h2>Node</h2>\n";
+  // The daemon that answers now, which need not be the host a run ran on (the records say that:
+  // HostsNote, above).
+  o << "<h2>Node that answered</h2>\n";
   if (n == nullptr) {
     o << "<p>Not recorded: this report was read from a saved JSON file, not from the daemon "
          "that ran it.</p>\n";
@@ -116,6 +118,7 @@ std::string RenderHtml(const ReportInput& in, const v1::NodeInfoResponse* node) 
     << Esc(report::Lower(v1::ExperimentState_Name(s.state()))) << "</h1>\n<p>" << Esc(RunsLine(s))
     << "</p>\n";
   if (const std::string notes = KindNotes(in); !notes.empty()) o << "<p>" << Esc(notes) << "</p>\n";
+  if (const std::string hosts = HostsNote(in); !hosts.empty()) o << "<p>" << Esc(hosts) << "</p>\n";
   o << "<h2>Fixed fields</h2>\n<dl>";
   for (const auto& [field, value] : FixedFields(in))
     o << "<dt>" << Esc(field) << "</dt><dd>" << Esc(value) << "</dd>";

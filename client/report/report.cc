@@ -16,6 +16,7 @@
 #include "client/report/pbjson.h"
 #include "client/report/svg_chart.h"
 #include "shared/kinds/kind.h"
+#include "shared/report/text.h"
 #include "shared/spec/spec_fields.h"
 #include "shared/spec/sweep.h"
 
@@ -592,6 +593,35 @@ std::string KindNotes(const ReportInput& in) {
   return out;
 }
 
+std::vector<std::pair<v1::Host, int>> RunHosts(const ReportInput& in) {
+  std::vector<std::pair<v1::Host, int>> hosts;  // each host its runs, in the order first seen
+  for (const auto& v : RunViews(in)) {
+    if (v.experiment == nullptr || !v.experiment->has_host()) continue;
+    const v1::Host& h = v.experiment->host();
+    auto same = std::find_if(hosts.begin(), hosts.end(), [&](const auto& k) {
+      return k.first.hostname() == h.hostname() && k.first.cpu_model() == h.cpu_model();
+    });
+    if (same == hosts.end())
+      hosts.push_back({h, 1});
+    else
+      ++same->second;
+  }
+  return hosts;
+}
+
+std::string HostsNote(const ReportInput& in) {
+  const auto hosts = RunHosts(in);
+  if (hosts.empty()) return "";
+  if (hosts.size() == 1) return "Host: " + text::HostText(hosts[0].first) + ".";
+  std::string out = "Hosts: the runs ran on " + std::to_string(hosts.size()) +
+                    " hosts, and a figure from one does not compare with another's:";
+  for (const auto& [h, runs] : hosts)
+    out += " " + text::HostText(h) + " (" + std::to_string(runs) + (runs == 1 ? " run" : " runs") +
+           ");";
+  out.back() = '.';
+  return out;
+}
+
 std::string RenderMarkdown(const ReportInput& in) {
   std::ostringstream o;
   const auto& s = in.sweep;
@@ -603,6 +633,7 @@ std::string RenderMarkdown(const ReportInput& in) {
     first = false;
   }
   o << "\n\n" << RunsLine(in.sweep) << "\n";
+  if (const std::string hosts = HostsNote(in); !hosts.empty()) o << "\n" << hosts << "\n";
   if (const std::string notes = KindNotes(in); !notes.empty()) o << "\n" << notes << "\n";
   for (const auto& t : BuildTables(in)) MarkdownTable(o, t);
   return o.str();
@@ -628,7 +659,7 @@ std::string RenderCsv(const ReportInput& in) {
   }
   std::sort(figures.begin(), figures.end());
   std::ostringstream o;
-  o << "sweep_id,index,cell,repeat,note,experiment_id,state,error";
+  o << "sweep_id,index,cell,repeat,note,experiment_id,state,error,host";
   for (const auto& f : SpecFields()) o << "," << f.name;
   for (const auto& k : figures) o << "," << k;
   o << "\n";
@@ -637,7 +668,8 @@ std::string RenderCsv(const ReportInput& in) {
     o << in.sweep.id() << "," << v.point->index() << "," << CellOf(in.sweep, *v.point) << ","
       << v.point->repeat() << "," << CsvField(v.point->note()) << "," << v.point->experiment_id()
       << "," << (ex ? Lower(v1::ExperimentState_Name(ex->state())) : "") << ","
-      << CsvField(ex ? ex->error() : "");
+      << CsvField(ex ? ex->error() : "") << ","
+      << CsvField(ex && ex->has_host() ? ex->host().hostname() : "");
     for (const auto& f : SpecFields()) {
       const std::string value =
           ex ? SpecFieldText(ex->spec(), f) : (v.values.count(f.name) ? v.values.at(f.name) : "");

@@ -45,6 +45,9 @@ std::string RunsLine(const v1::Sweep& sweep);
 // The kinds' notes about their points (KindRules::report_note; hogwild's "Turns: 2 of 4
 // workers, ... stepped at once (why), ..."), "" where none has one.
 std::string KindNotes(const ReportInput& in);
+// Where the runs ran, from their records: "Host: <host>." or, over unlike hosts, each with its
+// runs; "" when no record names its host (records from before hosts were recorded).
+std::string HostsNote(const ReportInput& in);
 std::string RenderMarkdown(const ReportInput& in);
 // One line per grid point: its axis values, every spec field and every figure of its result.
 std::string RenderCsv(const ReportInput& in);

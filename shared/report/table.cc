@@ -57,6 +57,24 @@ Cell StateCell(const PointView& v, Table& t) {
   return c;
 }
 
+// "a, b" when the runs' records name more than one host (name and CPU model); "" when one.
+std::string UnlikeHosts(const std::vector<const v1::Experiment*>& runs) {
+  std::vector<std::string> names;
+  const v1::Host* first = nullptr;
+  bool unlike = false;
+  for (const v1::Experiment* e : runs) {
+    if (!e->has_host()) continue;
+    const v1::Host& h = e->host();
+    if (first == nullptr) first = &h;
+    unlike = unlike || h.hostname() != first->hostname() || h.cpu_model() != first->cpu_model();
+    if (std::find(names.begin(), names.end(), h.hostname()) == names.end())
+      names.push_back(h.hostname());
+  }
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return unlike ? out : "";
+}
+
 }  // namespace
 
 Cell Summarize(const std::vector<Cell>& cells, const PointView& v, Table& t) {
@@ -88,6 +106,9 @@ Cell Summarize(const std::vector<Cell>& cells, const PointView& v, Table& t) {
     note += std::string(note.empty() ? "" : "; ") + "noisy: its runs spread over more than " +
             Fmt("%.0f", kNoisySpread * 100) + "% of their median";
   if (disturbed) note += std::string(note.empty() ? "" : "; ") + "every run was disturbed";
+  if (const std::string hosts = UnlikeHosts(counted); !hosts.empty())
+    note += std::string(note.empty() ? "" : "; ") + "its runs ran on unlike hosts (" + hosts +
+            "): the median mixes them";
   if (!note.empty()) out.footnote = Footnote(t, note);
   return out;
 }

@@ -2,6 +2,8 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <map>
+#include <string>
 
 #include "shared/spec/spec_fields.h"
 
@@ -45,6 +47,20 @@ std::string Length(const v1::ExperimentSpec& s) {
   std::string out = F("batch %u x %u epochs", s.batch_size(), s.epochs());
   if (s.has_epoch_samples()) out += F(" of %u samples", s.epoch_samples());
   return out;
+}
+
+std::string HostText(const v1::Host& h) {
+  std::string o =
+      h.hostname() + ": " + (h.cpu_model().empty() ? "CPU ?" : h.cpu_model()) +
+      F(", %u cores, %s, Linux %s", h.cores(), Gib(h.memory_bytes()).c_str(), h.kernel().c_str());
+  o += "; LibTorch " + h.libtorch() + ", Shoal " + h.shoal();
+  if (h.gpus().empty()) return o;
+  std::map<std::string, int> models;
+  for (const auto& g : h.gpus()) ++models[g];
+  std::string gpus;
+  for (const auto& [m, n] : models) gpus += (gpus.empty() ? "" : ", ") + F("%d x ", n) + m;
+  return o + "; GPU " + gpus + (h.nvidia_driver().empty() ? "" : ", driver " + h.nvidia_driver()) +
+         (h.cuda_driver().empty() ? "" : ", CUDA " + h.cuda_driver());
 }
 
 }  // namespace shoal::text

@@ -23,6 +23,9 @@ std::string MsIf(bool known, double ms);
 
 // "sgd lr 0.01 momentum 0.5 dampening 0 weight_decay 0"
 std::string Optimizer(const v1::ExperimentSpec& s);
+// "node1: AMD EPYC 7B13, 2 cores, 23.47 GiB, Linux 6.1.0-25; LibTorch 1.13.0, Shoal 0.1.0[; GPU
+// 2 x NVIDIA H100, driver 550.54, CUDA 12.4]": a record's host, for `get` and reports.
+std::string HostText(const v1::Host& h);
 // "batch 64 x 100 batches", "batch 64 x 2 epochs of 6000 samples"
 std::string Length(const v1::ExperimentSpec& s);
 

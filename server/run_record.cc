@@ -1,0 +1,127 @@
+#include "server/run_record.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "server/log_capture.h"
+#include "shared/os/procfs.h"
+#include "shared/spec/sweep.h"
+
+namespace shoal {
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(100);
+
+// The run's captured output, read to its end once the run has ended (the log is complete).
+StatusOr<std::string> WholeLog(ExperimentService* service, const std::string& id) {
+  std::string log;
+  v1::LogsRequest req;
+  req.set_id(id);
+  req.set_max_bytes(1 << 20);
+  for (;;) {
+    req.set_offset(log.size());
+    ASSIGN_OR_RETURN(v1::LogsResponse r, service->Logs(req));
+    log += r.data();
+    if (r.complete()) return log;
+    if (r.data().empty()) std::this_thread::sleep_for(kPoll);
+  }
+}
+
+}  // namespace
+
+StatusOr<v1::PointOrder> ReadPointOrder(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("run-point: cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  v1::PointOrder order;
+  google::protobuf::util::JsonParseOptions strict;
+  if (auto st = google::protobuf::util::JsonStringToMessage(text.str(), &order, strict); !st.ok())
+    return InvalidArgument("run-point: " + path +
+                           " is not a point order: " + std::string(st.message()));
+  if (order.sweep_id().empty() || order.experiment_id().empty())
+    return InvalidArgument("run-point: " + path + " names no sweep_id or experiment_id");
+  return order;
+}
+
+StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,
+                                 const v1::PointOrder& order, const std::atomic<bool>* stop) {
+  ASSIGN_OR_RETURN(const std::string id,
+                   service->Submit(order.spec(), "point " + order.sweep_id() + "/" +
+                                                     std::to_string(order.index())));
+  v1::RunRecord r;
+  bool cancelled = false;
+  for (;;) {
+    ASSIGN_OR_RETURN(v1::Experiment e, service->Get(id));
+    if (IsTerminal(e.state())) break;
+    if (stop != nullptr && *stop && !cancelled) {
+      cancelled = true;
+      (void)service->Cancel(id);  // it ends CANCELLED, and is recorded so
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
+  ASSIGN_OR_RETURN(std::string log, WholeLog(service, id));  // complete: the run has left
+  ASSIGN_OR_RETURN(*r.mutable_experiment(), service->Get(id));
+  ASSIGN_OR_RETURN(auto samples, service->Samples(id));
+  for (auto& s : samples) *r.add_samples() = std::move(s);
+  ASSIGN_OR_RETURN(auto events, store->Events(id));
+  for (auto& ev : events) *r.add_events() = std::move(ev);
+  r.set_log(std::move(log));
+  v1::Experiment& e = *r.mutable_experiment();
+  e.set_id(order.experiment_id());
+  e.set_sweep_id(order.sweep_id());
+  e.set_sweep_index(order.index());
+  return r;
+}
+
+Status WriteRunRecord(const v1::RunRecord& r, const std::string& path) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out || !r.SerializeToOstream(&out) || !out.flush())
+      return Internal("writing " + tmp + " failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Internal("cannot move the record into " + path);
+  }
+  return {};
+}
+
+StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": no record");
+  v1::RunRecord r;
+  if (!r.ParseFromIstream(&in)) return InvalidArgument(path + ": not a run record");
+  return r;
+}
+
+Status StoreRunRecord(Store* store, const std::string& logs_dir, const v1::PointOrder& order,
+                      const v1::RunRecord& r) {
+  const v1::Experiment& e = r.experiment();
+  const std::string where = "point " + std::to_string(order.index()) + "'s record: ";
+  if (!IsTerminal(e.state()))
+    return InvalidArgument(where + "its run has not ended (" + v1::ExperimentState_Name(e.state()) +
+                           ")");
+  if (e.sweep_id() != order.sweep_id() || e.sweep_index() != order.index() ||
+      e.id() != order.experiment_id())
+    return InvalidArgument(where + "it names " + e.sweep_id() + " point " +
+                           std::to_string(e.sweep_index()) + " (" + e.id() + "), not " +
+                           order.sweep_id() + " point " + std::to_string(order.index()) + " (" +
+                           order.experiment_id() + ")");
+  if (!logs_dir.empty() && !r.log().empty()) {
+    std::ofstream log(LogPath(logs_dir, e.id()), std::ios::binary | std::ios::trunc);
+    log.write(r.log().data(), std::streamsize(std::min<size_t>(r.log().size(), kLogCapBytes)));
+  }
+  for (const auto& s : r.samples()) RETURN_IF_ERROR(store->AddSample(e.id(), s));
+  for (const auto& ev : r.events()) RETURN_IF_ERROR(store->AddEvent(e.id(), ev));
+  return store->Put(e);  // last: a reader that sees the ended record finds its samples
+}
+
+}  // namespace shoal

@@ -1,0 +1,35 @@
+// A run's whole record in one message (v1::RunRecord), for a sweep's point that runs on another
+// node (a Slurm array task, issue 56): `shoald --run-point ORDER --record-out FILE` runs the
+// point on a throwaway daemon and writes it; the daemon that placed the point stores it as its own.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "server/experiment_service.h"
+#include "server/store.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+// Reads a PointOrder (JSON); INVALID_ARGUMENT naming what is wrong with it.
+StatusOr<v1::PointOrder> ReadPointOrder(const std::string& path);
+
+// Submits the order's spec to `service`, waits for the run to end and its log to be complete,
+// and gathers its record, named as the order names it (its sweep, point and id). Once `stop` is
+// set the run is cancelled (and its record still gathered).
+StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,
+                                 const v1::PointOrder& order, const std::atomic<bool>* stop);
+
+// Writes `r` to `path` whole or not at all (a temporary file renamed into place).
+Status WriteRunRecord(const v1::RunRecord& r, const std::string& path);
+StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path);
+
+// Stores a record a node handed back for `order`: its experiment, samples, events and log (under
+// logs_dir). INVALID_ARGUMENT, storing nothing, when the record is not of an ended run or names
+// another sweep, point or id than the order (a task's record claiming another's place).
+Status StoreRunRecord(Store* store, const std::string& logs_dir, const v1::PointOrder& order,
+                      const v1::RunRecord& r);
+
+}  // namespace shoal

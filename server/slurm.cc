@@ -1,0 +1,218 @@
+#include "server/slurm.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <sstream>
+
+#include "shared/os/process.h"
+
+namespace shoal {
+namespace {
+
+// What sbatch would take as a name or partition: no spaces, quotes or shell-looking text, so a
+// value reaches Slurm as typed and an error names it.
+bool PlainWord(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (unsigned char c : s)
+    if (!std::isalnum(c) && c != '_' && c != '-' && c != '.') return false;
+  return true;
+}
+
+// Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+bool SlurmTime(const std::string& t) {
+  static const std::regex kTime(
+      R"(^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d{1,2}(:\d{1,2}){0,2})$)");
+  return std::regex_match(t, kTime);
+}
+
+// "3-9%2", "3,5,7-9", "4": the indices a line of scontrol's output stands for.
+std::vector<uint32_t> ExpandTaskIds(std::string ids) {
+  std::vector<uint32_t> out;
+  if (const size_t pct = ids.find('%'); pct != std::string::npos) ids.resize(pct);
+  std::stringstream parts(ids);
+  for (std::string part; std::getline(parts, part, ',');) {
+    unsigned long a = 0, b = 0, step = 1;
+    const int n = std::sscanf(part.c_str(), "%lu-%lu:%lu", &a, &b, &step);
+    if (n <= 0) continue;
+    if (n == 1) b = a;
+    if (step == 0 || b < a || b - a > 1'000'000) continue;
+    for (unsigned long i = a; i <= b; i += step) out.push_back(uint32_t(i));
+  }
+  return out;
+}
+
+std::string FieldOf(const std::string& line, const std::string& key) {
+  std::istringstream words(line);
+  for (std::string w; words >> w;)
+    if (w.rfind(key + "=", 0) == 0) return w.substr(key.size() + 1);
+  return "";
+}
+
+class CommandSlurm : public Slurm {
+ public:
+  explicit CommandSlurm(CommandRunner run) : run_(std::move(run)) {}
+
+  StatusOr<std::string> SubmitArray(const ArrayJob& job) override {
+    RETURN_IF_ERROR(CheckArrayJob(job));
+    ASSIGN_OR_RETURN(CommandOutput r, run_(SbatchArgv(job)));
+    if (r.exit_code != 0) return Failed("sbatch", r);
+    return ParseSbatchJobId(r.out);
+  }
+
+  StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) override {
+    ASSIGN_OR_RETURN(CommandOutput r, run_({"scontrol", "-o", "show", "job", job_id}));
+    // A job Slurm has forgotten (every task ended more than MinJobAge ago): no tasks.
+    if (r.exit_code != 0 && r.err.find("Invalid job id") != std::string::npos)
+      return std::vector<SlurmTask>{};
+    if (r.exit_code != 0) return Failed("scontrol show job " + job_id, r);
+    return ParseScontrolJobs(r.out);
+  }
+
+  Status Cancel(const std::string& job_id) override {
+    ASSIGN_OR_RETURN(CommandOutput r, run_({"scancel", job_id}));
+    if (r.exit_code != 0) return Failed("scancel " + job_id, r);
+    return {};
+  }
+
+ private:
+  static Status Failed(const std::string& what, const CommandOutput& r) {
+    std::string said = r.err.empty() ? r.out : r.err;
+    while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+    if (r.exit_code == 127)
+      return Unavailable(what + ": not found (are Slurm's client tools installed here?)");
+    return Internal(what + " exited with code " + std::to_string(r.exit_code) +
+                    (said.empty() ? "" : ": " + said));
+  }
+
+  CommandRunner run_;
+};
+
+}  // namespace
+
+Status CheckArrayJob(const ArrayJob& job) {
+  if (job.tasks == 0) return InvalidArgument("slurm: a job array needs at least one task");
+  if (!PlainWord(job.name))
+    return InvalidArgument("slurm: job name '" + job.name + "' is not a plain word");
+  if (!job.partition.empty() && !PlainWord(job.partition))
+    return InvalidArgument("partition: '" + job.partition +
+                           "' is not a partition name (letters, digits, '_', '-', '.')");
+  if (!job.time_limit.empty() && !SlurmTime(job.time_limit))
+    return InvalidArgument("time: '" + job.time_limit +
+                           "' is not one of Slurm's formats (MM, MM:SS, HH:MM:SS, D-HH, "
+                           "D-HH:MM, D-HH:MM:SS)");
+  if (job.script.empty() || job.script[0] != '/')
+    return InvalidArgument("slurm: the batch script must be an absolute path");
+  return {};
+}
+
+std::vector<std::string> SbatchArgv(const ArrayJob& job) {
+  std::string array = "--array=0-" + std::to_string(job.tasks - 1);
+  if (job.max_parallel > 0) array += "%" + std::to_string(job.max_parallel);
+  std::vector<std::string> argv = {"sbatch",    "--parsable", array, "--job-name=" + job.name,
+                                   "--nodes=1", "--ntasks=1"};
+  if (job.exclusive) argv.push_back("--exclusive");
+  if (!job.output.empty()) argv.push_back("--output=" + job.output);
+  if (!job.partition.empty()) argv.push_back("--partition=" + job.partition);
+  if (!job.time_limit.empty()) argv.push_back("--time=" + job.time_limit);
+  argv.push_back(job.script);
+  return argv;
+}
+
+StatusOr<std::string> ParseSbatchJobId(const std::string& out) {
+  std::string id = out.substr(0, out.find_first_of(";\n"));
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
+    return Internal("sbatch printed no job id: '" + out + "'");
+  return id;
+}
+
+bool SlurmTaskEnded(const std::string& state) {
+  return state != "PENDING" && state != "RUNNING" && state != "CONFIGURING" &&
+         state != "COMPLETING" && state != "SUSPENDED" && state != "REQUEUED" &&
+         state != "RESIZING" && state != "SIGNALING" && state != "STAGE_OUT" &&
+         state != "REQUEUE_HOLD" && state != "REQUEUE_FED" && state != "RESV_DEL_HOLD" &&
+         state != "STOPPED";
+}
+
+std::vector<SlurmTask> ParseScontrolJobs(const std::string& out) {
+  std::vector<SlurmTask> tasks;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string ids = FieldOf(line, "ArrayTaskId");
+    if (ids.empty()) continue;  // not a task of an array
+    SlurmTask t;
+    t.state = FieldOf(line, "JobState");
+    t.reason = FieldOf(line, "Reason");
+    if (t.reason == "None") t.reason.clear();
+    t.node = FieldOf(line, "NodeList");
+    if (t.node == "(null)") t.node.clear();
+    t.exit_code = FieldOf(line, "ExitCode");
+    for (uint32_t i : ExpandTaskIds(ids)) {
+      t.index = i;
+      tasks.push_back(t);
+    }
+  }
+  return tasks;
+}
+
+std::unique_ptr<Slurm> MakeSlurm(CommandRunner run) {
+  return std::make_unique<CommandSlurm>(std::move(run));
+}
+
+StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
+                                           const std::vector<std::string>& argv) {
+  std::array<int[2], 3> pipes{};  // stdout, stderr, the exit code
+  for (auto& p : pipes)
+    if (::pipe2(p, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+  std::vector<std::string> shell = {"/bin/sh", "-c", "\"$@\"; echo $? >&3", "sh"};
+  shell.insert(shell.end(), argv.begin(), argv.end());
+  SpawnOptions o;
+  o.dup_fds = {{pipes[0][1], 1}, {pipes[1][1], 2}, {pipes[2][1], 3}};
+  StatusOr<pid_t> pid = proc->Spawn(shell, o);
+  for (auto& p : pipes) ::close(p[1]);
+  if (!pid.ok()) {
+    for (auto& p : pipes) ::close(p[0]);
+    return pid.status();
+  }
+  std::array<std::string, 3> text;
+  std::array<bool, 3> open = {true, true, true};
+  const uint64_t deadline = MonotonicNs() + 60'000'000'000ull;  // scontrol retries for ~10 s
+  while (open[0] || open[1] || open[2]) {
+    std::array<pollfd, 3> fds{};
+    for (int i = 0; i < 3; ++i) fds[i] = {open[i] ? pipes[i][0] : -1, POLLIN, 0};
+    const int r = ::poll(fds.data(), 3, 1000);
+    if (r < 0 && errno != EINTR) break;
+    if (MonotonicNs() > deadline) {
+      proc->Signal(*pid, SIGKILL);
+      for (auto& p : pipes) ::close(p[0]);
+      return Unavailable(argv[0] + " did not finish in 60 s");
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (!open[i] || fds[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(pipes[i][0], buf, sizeof buf);
+      if (n > 0)
+        text[i].append(buf, size_t(n));
+      else if (n == 0 || errno != EINTR)
+        open[i] = false;
+    }
+  }
+  for (auto& p : pipes) ::close(p[0]);
+  CommandOutput out;
+  out.out = std::move(text[0]);
+  out.err = std::move(text[1]);
+  if (!text[2].empty()) out.exit_code = std::atoi(text[2].c_str());
+  return out;
+}
+
+}  // namespace shoal

@@ -1,0 +1,83 @@
+// Slurm's own tools, as shoald uses them to place a sweep's points on a cluster (issue 56): sbatch
+// submits a job array, scontrol says what each task is doing or how it ended, scancel cancels.
+// Behind an interface, so what drives it is unit-tested on a fake that answers as they do; the
+// parsers are pure functions of their output.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/os/os_seams.h"
+#include "shared/status.h"
+
+namespace shoal {
+
+// One job array: task i runs point i.
+struct ArrayJob {
+  std::string name;           // --job-name
+  std::string script;         // the batch script (a file every node can read)
+  std::string output;         // --output: each task's stdout and stderr (%A: the job, %a: the task)
+  uint32_t tasks = 0;         // --array=0-(tasks-1)
+  uint32_t max_parallel = 0;  // the array's %K: at most this many tasks at once; 0: no limit
+  std::string partition;      // --partition; empty: the cluster's default
+  std::string time_limit;     // --time ("30:00", "2:00:00", "1-00:00:00"); empty: the partition's
+  bool exclusive = true;      // --exclusive: a point's node runs nothing else meanwhile
+};
+
+// INVALID_ARGUMENT naming the field when a value could not be what Slurm takes (a partition with
+// a space, a time that is not Slurm's format, no tasks): refused before sbatch is run.
+Status CheckArrayJob(const ArrayJob& job);
+// sbatch's command line for the job (--parsable: it prints the job id alone).
+std::vector<std::string> SbatchArgv(const ArrayJob& job);
+// The job id from sbatch --parsable's output ("1234" or "1234;cluster").
+StatusOr<std::string> ParseSbatchJobId(const std::string& out);
+
+// One task of an array, as Slurm last said.
+struct SlurmTask {
+  uint32_t index = 0;
+  // Slurm's job state: PENDING, RUNNING, COMPLETING, COMPLETED, FAILED, TIMEOUT, OUT_OF_MEMORY,
+  // NODE_FAIL, CANCELLED, PREEMPTED, BOOT_FAIL, DEADLINE, ...
+  std::string state;
+  std::string reason;     // why it waits or ended (Priority, Resources, ...); "" for None
+  std::string node;       // where it runs or ran; "" while pending
+  std::string exit_code;  // "code:signal" once it ended
+};
+// True for the states after which a task never runs again.
+bool SlurmTaskEnded(const std::string& state);
+
+// `scontrol -o show job JOB` (one line per task; a pending remainder of the array as one line
+// with a range "3-9%2", expanded here): every task Slurm still knows. Tasks that ended more than
+// MinJobAge ago are forgotten by Slurm and absent.
+std::vector<SlurmTask> ParseScontrolJobs(const std::string& out);
+
+class Slurm {
+ public:
+  virtual ~Slurm() = default;
+  virtual StatusOr<std::string> SubmitArray(const ArrayJob& job) = 0;  // the job id
+  // The tasks Slurm still knows, by index; none when it knows nothing of the job any more.
+  virtual StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) = 0;
+  virtual Status Cancel(const std::string& job_id) = 0;
+};
+
+// What running a command gave: its exit code (-1: it did not exit by itself) and its output.
+struct CommandOutput {
+  int exit_code = -1;
+  std::string out, err;
+};
+using CommandRunner = std::function<StatusOr<CommandOutput>(const std::vector<std::string>&)>;
+
+// Slurm through its commands, each run by `run`.
+std::unique_ptr<Slurm> MakeSlurm(CommandRunner run);
+
+// Runs a command with its output captured. In shoald one thread reaps every child
+// (ChildReaper's waitpid(-1)), which may take the command's exit before this could, so the
+// command runs under `sh -c '"$@"; echo $?'` with its arguments as sh's positional parameters
+// (never parsed by the shell) and the code is read from its output. UNAVAILABLE when it cannot be
+// started (no such command: Slurm's tools are not installed here).
+StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
+                                           const std::vector<std::string>& argv);
+
+}  // namespace shoal
