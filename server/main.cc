@@ -503,8 +503,9 @@ int RunPointOnce(const DaemonArgs& d, shoal::Coordinator& coord, shoal::Store* s
     return 1;
   }
   coord.Start();
-  std::atomic<bool> stop{false};
-  std::thread([&stop, sigs] {  // detached: it ends with the process
+  // Static: the detached thread may outlive this frame (a signal while the process exits).
+  static std::atomic<bool> stop{false};
+  std::thread([sigs] {  // detached: it ends with the process
     int sig = 0;
     sigwait(&sigs, &sig);
     stop = true;
