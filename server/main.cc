@@ -520,19 +520,29 @@ int RunPointOnce(const DaemonArgs& d, shoal::Coordinator& coord, shoal::Store* s
 }
 
 // Runs the daemon until a signal; returns the exit code.
-int Serve(const DaemonArgs& d, const sigset_t& sigs) {
-  const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
-  if (worker.torch_version.rfind("unknown", 0) == 0)
-    spdlog::warn("{}: experiments will fail until it runs", worker.cuda_why);
-  const std::unique_ptr<shoal::GpuMonitor> gpu = shoal::OpenNvml();
+// The options as this machine sets them: what the worker's LibTorch and NVML allow, and the host
+// every record names (from `node`, read once at start).
+shoal::CoordinatorOptions OptionsHere(const DaemonArgs& d, const shoal::WorkerInfo& worker,
+                                      shoal::GpuMonitor* gpu,
+                                      const shoal::v1::NodeInfoResponse& node) {
   shoal::CoordinatorOptions opts = d.opts;
   opts.limits.cuda_missing = shoal::CudaMissing(gpu->Probe(), worker);
   opts.limits.cuda_devices = uint32_t(std::max(0, worker.cuda_devices));
   opts.limits.bf16_missing = shoal::Bf16MissingHere();
   if (!opts.limits.cuda_missing.empty())
     spdlog::info("device cuda unavailable: {}", opts.limits.cuda_missing);
-  opts.host = shoal::HostOf(
-      shoal::CollectNodeInfo(d.state_dir, opts.limits.max_workers, worker, gpu.get()));
+  opts.host = shoal::HostOf(node);
+  return opts;
+}
+
+int Serve(const DaemonArgs& d, const sigset_t& sigs) {
+  const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
+  if (worker.torch_version.rfind("unknown", 0) == 0)
+    spdlog::warn("{}: experiments will fail until it runs", worker.cuda_why);
+  const std::unique_ptr<shoal::GpuMonitor> gpu = shoal::OpenNvml();
+  const auto node =
+      shoal::CollectNodeInfo(d.state_dir, d.opts.limits.max_workers, worker, gpu.get());
+  const shoal::CoordinatorOptions opts = OptionsHere(d, worker, gpu.get(), node);
   auto store = shoal::Store::Open(d.state_dir + "/shoal.db");
   if (!store.ok()) {
     spdlog::critical("{}", store.status().message());
@@ -555,8 +565,7 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   }
   if (!d.run_point.empty()) return RunPointOnce(d, coord, store->get(), sigs);
   std::unique_ptr<shoal::MetricsServer> metrics;
-  const auto versions =
-      shoal::CollectNodeInfo(d.state_dir, opts.limits.max_workers, worker, gpu.get()).versions();
+  const auto& versions = node.versions();
   if (!StartMetrics(d, coord, {versions.begin(), versions.end()}, &metrics)) return 1;
   coord.Start();
   shoal::PeerTable peers;

@@ -598,9 +598,8 @@ std::vector<std::pair<v1::Host, int>> RunHosts(const ReportInput& in) {
   for (const auto& v : RunViews(in)) {
     if (v.experiment == nullptr || !v.experiment->has_host()) continue;
     const v1::Host& h = v.experiment->host();
-    auto same = std::find_if(hosts.begin(), hosts.end(), [&](const auto& k) {
-      return k.first.hostname() == h.hostname() && k.first.cpu_model() == h.cpu_model();
-    });
+    auto same = std::find_if(hosts.begin(), hosts.end(),
+                             [&](const auto& k) { return SameHost(k.first, h); });
     if (same == hosts.end())
       hosts.push_back({h, 1});
     else

@@ -66,7 +66,7 @@ std::string UnlikeHosts(const std::vector<const v1::Experiment*>& runs) {
     if (!e->has_host()) continue;
     const v1::Host& h = e->host();
     if (first == nullptr) first = &h;
-    unlike = unlike || h.hostname() != first->hostname() || h.cpu_model() != first->cpu_model();
+    unlike = unlike || !SameHost(h, *first);
     if (std::find(names.begin(), names.end(), h.hostname()) == names.end())
       names.push_back(h.hostname());
   }
@@ -76,6 +76,10 @@ std::string UnlikeHosts(const std::vector<const v1::Experiment*>& runs) {
 }
 
 }  // namespace
+
+bool SameHost(const v1::Host& a, const v1::Host& b) {
+  return a.hostname() == b.hostname() && a.cpu_model() == b.cpu_model();
+}
 
 Cell Summarize(const std::vector<Cell>& cells, const PointView& v, Table& t) {
   if (cells.empty()) return Missing();

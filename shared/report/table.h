@@ -80,6 +80,8 @@ int Footnote(Table& t, const std::string& note);
 // The runs a cell's figures are the medians of: its succeeded runs, less the disturbed ones while
 // an undisturbed one is left.
 std::vector<const v1::Experiment*> CountedRuns(const PointView& v);
+// Whether two records' hosts are one machine for comparing figures: the same name and CPU model.
+bool SameHost(const v1::Host& a, const v1::Host& b);
 // A cell for one point: its figure (the median over its counted runs, with their spread, when it
 // has repeats), or why there is none (its state, or the sweep's note).
 Cell PointCell(const PointView& v, Table& t, bool gpu, const Getter& get, const char* format);

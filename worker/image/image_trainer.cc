@@ -20,7 +20,6 @@
 namespace shoal {
 namespace {
 
-
 void PrintAllocatorStats(uint32_t index) {
   auto st = StepCacheAllocator::Stats();
   std::fprintf(stderr,

@@ -63,14 +63,6 @@ KindRules BaselineRules() {
        "baseline: how long each worker holds its touched memory before it ends, so the "
        "sampler reads it; 0 .. 3600000"},
   };
-  k.references = {
-      {"touch_mib",
-       "baseline: MiB of fresh anonymous memory each worker maps and writes a byte of every "
-       "4 KiB page of, timed (its first touch: the page faults); 0 .. 65536, 0 for none"},
-      {"hold_ms",
-       "baseline: how long each worker holds its touched memory before it ends, so the "
-       "sampler reads it; 0 .. 3600000"},
-  };
   // Every common field but these is about training.
   k.ignores = CommonFieldsBut({"kind", "model", "workers", "start", "device", "sample_interval_ms",
                                "name", "stall_timeout_ms", "force"});
