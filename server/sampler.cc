@@ -93,10 +93,12 @@ void ProcessSampler::Tick(uint64_t now_ns, v1::Sample* out) {
   if (!jumped || shared_before.size() < 2) walk_ns += ConfirmPeak(now_ns);
   if (walk_ns > 0) RereadUnwalked(now_ns);
   Emit(now_ns, jumped, SharedMoved(shared_before), out);
-  const uint64_t spent = cpu_clock_() - cpu0;
-  cpu_ns_ += spent;
-  // The bucket pays for the whole tick (the walks were already charged as they ran).
-  tokens_ns_ -= double(spent - std::min(spent, walk_ns));
+  // The bucket rations the walks alone, charged as they ran. The tick's statm and stat reads
+  // (0.01-0.07 ms a process) are counted in cpu_ns but not charged: charged too, a forkserver
+  // run's 20 processes read 16 times a second cost 2.3% of a core, the bucket sat 5-28 ms in
+  // debt for 6 s, nobody was walked, and the leader, whose data set the workers were mapping,
+  // read 51.7 MiB to a walk's 36: the run's peak PSS sum 1.022-1.028x an independent reader's.
+  cpu_ns_ += cpu_clock_() - cpu0;
 }
 
 // statm and stat: RSS and CPU time, cheap enough for every process every tick.
@@ -265,16 +267,20 @@ double ProcessSampler::SharingRisk(const Proc& p) const {
          std::min(1.0, grew / std::max<double>(1.0, double(std::max(p.shared, SharedNow(p)))));
 }
 
-// Who deserves a page-table walk, in tiers: never walked, then the parents of those; sharing
-// changed (a process joined, a worker started or finished training); the others mapped more
-// shared pages; not walked for refresh_after; RSS moved. Within the first four, the process whose
-// estimate can be most wrong goes first (the others mapping more: for the CPU its walk costs).
-// Whose sharing changed: its PSS at the walk, as any of its pages may have gained sharers (a fork
-// leader's own pages become every worker's too: ranked by shared PSS, which was 0 at its walk, it
-// came last and a 4-worker fork run's peak PSS sum read 3% high). The stale: what drifts unseen is
-// the PSS of its shared pages (PSS - USS at its walk), which falls or rises with its sharers,
-// weighed by its age. Staleness outranks RSS moves because a move is what the estimate follows well
-// (new anonymous pages are private), while what it cannot see moves no RSS: a leader's or a
+// Who deserves a page-table walk, in tiers: never walked, then the parents of those; the estimate
+// may have gone wrong unseen (its sharing changed: a process joined or left, a worker started or
+// finished training; or the others mapped more shared pages since its walk); not walked for
+// refresh_after; RSS moved. In the second, the PSS at stake for each byte its walk reads goes
+// first. At stake when its sharing changed: its PSS at the walk, as any of its pages may have
+// gained sharers (a fork leader's own pages become every worker's too: ranked by shared PSS, which
+// was 0 at its walk, it came last and a 4-worker fork run's peak PSS sum read 3% high). At stake
+// when the others mapped more: SharingRisk. One tier for both, since either can be the larger: a
+// forkserver run's leader, whose data set the workers were mapping (16-50 MiB at stake), waited
+// for 5 s behind the 16 idle children of the forkserver, whose sharing a new sibling had changed
+// (5 MiB each), and read 51.7 MiB to a walk's 36. The stale: what drifts unseen is the PSS of its
+// shared pages (PSS - USS at its walk), which falls or rises with its sharers, weighed by its
+// age. Staleness outranks RSS moves because a move is what the estimate follows well (new
+// anonymous pages are private), while what it cannot see moves no RSS: a leader's or a
 // forkserver's PSS falls as workers map pages it holds. Measured: ranked below the movers, a leader
 // went 11 s unwalked in a 4-worker run and read 20% high; ranked without weights, a forkserver
 // run's forkserver (100 MB of shared PSS) waited behind 16 idle children (5 MB each) and read twice
@@ -296,10 +302,9 @@ std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
       want.push_back({{4, 0.0}, pid});
     } else if (p.forked) {  // after the new ones, whose first walks are not rationed
       want.push_back({{4, -1.0}, pid});
-    } else if (p.due) {
-      want.push_back({{3, double(p.pss)}, pid});
-    } else if (const double risk = SharingRisk(p); risk >= opts_.move_threshold * double(p.pss)) {
-      want.push_back({{2, risk / std::max<double>(1.0, double(p.rss_now))}, pid});
+    } else if (const double at_stake = p.due ? double(p.pss) : SharingRisk(p);
+               p.due || at_stake >= opts_.move_threshold * double(p.pss)) {
+      want.push_back({{3, at_stake / std::max<double>(1.0, double(p.rss_now))}, pid});
     } else if (age_ns > opts_.refresh_after_ns) {
       want.push_back({{1, shared_pss * double(age_ns) / 1e9}, pid});
     } else if (move >= opts_.move_threshold) {
@@ -353,6 +358,9 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
     p.anon =
         r->has_split ? std::min(r->anonymous, r->rss) : r->rss - std::min(p.shared_now, r->rss);
     p.shared = r->rss - p.anon;
+    p.private_shared_share =
+        p.shared > 0 ? std::min(1.0, double(p.uss - std::min(p.uss, p.pss_anon)) / double(p.shared))
+                     : 1.0;
     p.others_shared_at_walk = OthersShared(p);
     p.rss_now = r->rss;
     p.shared_now = p.shared;
@@ -429,9 +437,13 @@ std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {
   }
   const uint64_t shared_now = SharedNow(p);
   const int64_t anon_delta = int64_t(p.rss_now - shared_now) - int64_t(p.anon);
-  // Shared pages touched since count at the share the walk found.
+  // Shared pages touched since count at the share the walk found, and in USS at the part of them
+  // that was private: a multi_model leader loading LibTorch faults in 100 MiB of library pages
+  // no other process maps, and counted in PSS alone its USS read 103 MiB where an independent
+  // reader saw 130 held (CI, 2026-11-29), its peak USS sum being that leader just before it forks.
+  const int64_t shared_delta = int64_t(shared_now) - int64_t(p.shared);
   const uint64_t pss = add(p.pss_anon, anon_delta) + uint64_t(SharedShare(p) * double(shared_now));
-  return {pss, add(p.uss, anon_delta)};
+  return {pss, add(p.uss, anon_delta + int64_t(p.private_shared_share * double(shared_delta)))};
 }
 
 bool ProcessSampler::ReadAny() const { return ticked_read_; }

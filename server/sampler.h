@@ -1,12 +1,14 @@
 // Samples the memory and CPU of an experiment's processes from /proc without disturbing them.
 //
-// statm and stat (~0.01 ms each) are read for every process on every tick. smaps_rollup, which
-// walks the page tables (1.5-16 ms for a training worker, by machine), is read under a CPU budget
-// (default 1% of one core, a token bucket filled with wall time and drained by the measured cost
-// of each read; a walk may leave it in debt; a process's first walk is not rationed), first for
-// processes never walked or whose sharing changed, then for those whose pages the others may have
-// mapped since (the others' file+shmem resident grew), then for those not walked for
-// refresh_after, then for those whose RSS moved most (WalkCandidates says why, and who goes first
+// statm and stat (0.01-0.07 ms each) are read for every process on every tick. smaps_rollup,
+// which walks the page tables (1.5-16 ms for a training worker, by machine), is read under a CPU
+// budget (default 1% of one core, a token bucket filled with wall time and drained by the measured
+// cost of each walk: the cheap reads count in the sampler's CPU but are not charged, or 20
+// processes' would starve the walks; a walk may leave it in debt; a process's first walk is not
+// rationed), first for processes never walked, then for those whose sharing changed or whose
+// pages the others may have mapped since (the others' file+shmem resident grew), the most PSS at
+// stake per byte walked first, then for those not walked for refresh_after, then for those whose
+// RSS moved most (WalkCandidates says why, and who goes first
 // in a tier). A tick whose sums would be the highest yet first walks, outside the budget, the
 // processes whose sharing changed, until what may be wrong in the peak is within 1% of it: the
 // peaks are the figures a run is judged by (ConfirmPeak).
@@ -15,7 +17,8 @@
 // walked at once, outside the budget, and again when the burst ends (MarkSharingJumps).
 // Between walks a process's PSS is estimated from its last walk and statm: anonymous pages added
 // since count whole (they are private), while file and shared-memory pages (the shared data and
-// weight segments, the libraries) count at the share of them the walk found to be this process's.
+// weight segments, the libraries) count at the share of them the walk found to be this process's,
+// and in USS at the part of them the walk found private (a leader's LibTorch pages are its own).
 #pragma once
 
 #include <sys/types.h>
@@ -92,6 +95,9 @@ class ProcessSampler {
     uint64_t anon = 0, shared = 0;       // anonymous and file+shmem resident, as the walk saw them
     uint64_t pss_anon = 0, pss_shared = 0;  // the walk's Pss_Anon and Pss_File + Pss_Shmem
     bool split = false;                     // the kernel gave that split
+    // The part of its file+shmem resident that was its alone at the walk (USS - Pss_Anon over
+    // those pages: a lower bound, exact while no anonymous page is shared with a fork).
+    double private_shared_share = 0;
     uint64_t rss_now = 0, shared_now = 0;
     // The other processes' file+shmem resident at its walk: as they map more, some of it may be
     // its pages, whose share of its PSS falls while its own RSS stands still.

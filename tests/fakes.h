@@ -104,6 +104,7 @@ class FakeProc : public ProcReader {
   std::map<pid_t, int> walks;
   uint64_t cpu_ns = 0;
   uint64_t walk_cost_ns = 1'500'000;
+  uint64_t cheap_cost_ns = 0;  // each statm or stat read
   // Runs just before a walk reads a process: what changed between its statm and its walk.
   std::function<void(P&)> before_walk;
 
@@ -114,6 +115,7 @@ class FakeProc : public ProcReader {
     const std::string f = file;
     if (f.rfind("task/", 0) == 0) return children[pid];
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    if (f == "statm" || f == "stat") cpu_ns += cheap_cost_ns;
     if (f == "statm")
       return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " " +
              std::to_string(p.shared_kb * 1024 / page) + " 1 0 1 0\n";

@@ -84,6 +84,48 @@ TEST(SamplerTest, WalksStayWithinTheCpuBudget) {
   EXPECT_GT(s.smaps_reads(), 16u);  // but it did keep walking
 }
 
+// The bucket rations walks, not the statm and stat reads every tick needs: 20 processes whose
+// cheap reads cost 2% of a core (more than the budget) must not starve the walks. A forkserver
+// run's leader, whose data set its workers were mapping, went unwalked for 6 s so, its PSS 43%
+// high.
+TEST(SamplerTest, ManyProcessesCheapReadsDoNotStarveTheWalks) {
+  FakeProc proc;
+  proc.cheap_cost_ns = 100'000;  // 20 processes x 2 reads x 5 ticks a second: 2% of a core
+  FakeProc::P leader;
+  leader.split = true;
+  leader.rss_kb = 57000;
+  leader.shared_kb = 40000;  // the data set's segment
+  leader.pss_anon_kb = 17000;
+  leader.pss_shmem_kb = 40000;
+  leader.pss_kb = 57000;
+  leader.uss_kb = 57000;
+  proc.procs[10] = leader;
+  for (pid_t w : {11, 12}) proc.procs[w] = AWorkerOf100Mb();
+  for (pid_t pool = 13; pool < 30; ++pool) proc.procs[pool] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  for (const auto& [pid, p] : proc.procs) s.Track(pid, pid == 10 ? "leader" : "worker", 0);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);
+  // The workers map the whole data set within a second; the leader's share of it falls to a third.
+  for (int i = 1; i <= 5; ++i) {
+    for (pid_t w : {11, 12}) MapShared(proc.procs[w], 8000, 8000 / 3);
+    proc.procs[10].pss_shmem_kb = 40000 - i * 8000 * 2 / 3;
+    proc.procs[10].pss_kb = 17000 + proc.procs[10].pss_shmem_kb;
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);
+  }
+  for (int i = 0; i < 10; ++i) {
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);
+  }
+  EXPECT_GE(proc.walks[10], 2);
+  for (const auto& p : out.processes()) {
+    if (p.pid() != 10) continue;
+    EXPECT_NEAR(double(p.pss_bytes()) / 1024, 17000.0 + 40000 / 3.0, 200);
+  }
+}
+
 // Two workers map the same 800 MB of shared memory at once (hogwild's shared step arenas): each
 // now holds half of it, a share the estimate cannot know (it would count the new pages at the
 // share of their older shared pages: whole, here). Both are walked at once though the budget
@@ -335,6 +377,36 @@ TEST(SamplerTest, SharedPagesTouchedBetweenWalksCountAtTheirShare) {
   EXPECT_EQ(out.total_uss_bytes(), (300000ull + 20000) * 1024);
   EXPECT_EQ(s.peak_pss_sum(), (325000ull + 20000 + 10000) * 1024);
   EXPECT_EQ(s.sum_of_peak_pss(), s.peak_pss_sum());  // one process: the two peaks agree
+}
+
+// A leader alone loading its libraries faults in file pages no other process maps: between its
+// walks they count in its USS at the part of its file pages its walk found private (here 80 of
+// 100 MB), as they count in its PSS at their share. Counted in PSS alone, a multi_model leader's
+// USS just before it forked, the run's peak USS sum, read 0.79x an independent reader's.
+TEST(SamplerTest, PrivateLibraryPagesFaultedInBetweenWalksCountInUss) {
+  FakeProc proc;
+  FakeProc::P leader;
+  leader.split = true;
+  leader.rss_kb = 150000;
+  leader.shared_kb = 100000;  // its libraries: 80 MB of them its alone, 20 MB shared with others
+  leader.pss_anon_kb = 50000;
+  leader.pss_file_kb = 90000;
+  leader.pss_kb = 140000;
+  leader.uss_kb = 130000;
+  proc.procs[10] = leader;
+  ProcessSampler s = WalkedOnce(&proc);
+  s.Track(10, "leader", -1);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  EXPECT_EQ(out.total_uss_bytes(), 130000ull * 1024);
+  // 50 MB more of its libraries and 10 MB of its own anonymous memory, unwalked (no budget).
+  proc.procs[10].rss_kb += 60000;
+  proc.procs[10].shared_kb += 50000;
+  out.Clear();
+  s.Tick(1200 * kMs, &out);
+  EXPECT_EQ(proc.walks[10], 1);
+  EXPECT_EQ(out.total_uss_bytes(), (130000ull + 10000 + 40000) * 1024);
+  EXPECT_EQ(out.total_pss_bytes(), (140000ull + 10000 + 45000) * 1024);
 }
 
 // A process that execs (a model file's leader becoming shoal-leader) is another image on the
