@@ -47,14 +47,18 @@ v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet)
   int last_done = -1;
   for (;;) {
     const v1::Sweep sw = OrDie(c.GetSweep(id)).sweep();
-    int total = 0, done = 0;
+    int total = 0, done = 0, running = 0;
     std::string current;
     for (const auto& p : sw.points()) {
       if (!p.note().empty()) continue;
       ++total;
       if (IsTerminal(p.state())) ++done;
-      if (p.state() == v1::RUNNING) current = DescribePoint(p);
+      if (p.state() == v1::RUNNING) current = DescribePoint(p), ++running;
     }
+    // On Slurm many run at once: how many run and how many wait for a node.
+    if (!sw.slurm_job_id().empty())
+      current = "Slurm job " + sw.slurm_job_id() + ": " + std::to_string(running) + " running, " +
+                std::to_string(total - done - running) + " pending";
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string left = done > 0 ? Clock(elapsed / done * (total - done)) : "?";
@@ -83,13 +87,34 @@ struct SweepOptions {
   uint32_t repeats = 1;
   CLI::Option* repeats_opt = nullptr;
   bool no_skip_after_oom = false;
+  // On Slurm: one array task per point.
+  bool slurm = false;
+  std::string partition, time_limit;
+  uint32_t max_parallel = 0;
+  CLI::Option* max_parallel_opt = nullptr;
+  bool shared_nodes = false;
 };
 
-int SubmitSweep(ShoalClient& c, const SpecFlags& flags, const SweepOptions& o, bool wait,
-                bool json) {
+// --partition, --time, --max-parallel and --shared-nodes place a sweep on Slurm: each means
+// nothing without --slurm, and is refused rather than ignored.
+v1::SlurmPlacement SlurmOf(const SweepOptions& o, const CLI::App& sweep) {
+  for (const char* flag : {"--partition", "--time", "--max-parallel", "--shared-nodes"})
+    if (!o.slurm && sweep.count(flag) > 0) Die(std::string(flag) + ": only with --slurm");
+  v1::SlurmPlacement p;
+  p.set_partition(o.partition);
+  p.set_time_limit(o.time_limit);
+  if (o.max_parallel_opt->count() > 0) p.set_max_parallel(o.max_parallel);
+  if (o.shared_nodes) p.set_exclusive(false);
+  return p;
+}
+
+int SubmitSweep(ShoalClient& c, const SpecFlags& flags, const SweepOptions& o,
+                const CLI::App& sweep, bool wait, bool json) {
   v1::SweepSpec spec = OrDie(flags.Sweep());
   if (o.repeats_opt->count() > 0) spec.set_repeats(o.repeats);  // typed: kept, checked by shoald
   if (o.no_skip_after_oom) spec.set_skip_after_oom(false);
+  const v1::SlurmPlacement slurm = SlurmOf(o, sweep);
+  if (o.slurm) *spec.mutable_slurm() = slurm;
   OrDie(UploadModelFiles(c, &spec));
   const std::string id = OrDie(c.SubmitSweep(spec));
   if (!wait) {
@@ -213,10 +238,26 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   sweep->add_flag("--no-skip-after-oom", s->options.no_skip_after_oom,
                   "run a row's bigger points even after one ran out of memory (default: skip "
                   "them, noting why)");
+  sweep->add_flag("--slurm", s->options.slurm,
+                  "run the points on Slurm's nodes as one job array (a task per point, a node "
+                  "to each) instead of one by one on this daemon (docs/cluster.md)");
+  sweep->add_option("--partition", s->options.partition, "with --slurm: sbatch's --partition");
+  sweep->add_option("--time", s->options.time_limit,
+                    "with --slurm: each task's time limit, in Slurm's format (30:00, 2:00:00, "
+                    "1-00:00:00)");
+  s->options.max_parallel_opt =
+      sweep
+          ->add_option("--max-parallel", s->options.max_parallel,
+                       "with --slurm: at most K tasks at once (the array's %K)")
+          ->check(WholeNumber())
+          ->check(CLI::Range(1, 100000));
+  sweep->add_flag("--shared-nodes", s->options.shared_nodes,
+                  "with --slurm: let Slurm put tasks beside other jobs (default: a node to each "
+                  "task alone, so its figures are its own)");
   sweep->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the report");
   sweep->add_flag("--json", s->json, "print one JSON object");
-  out->push_back({sweep, [s](ShoalClient& c) {
-                    return SubmitSweep(c, s->flags, s->options, s->wait, s->json);
+  out->push_back({sweep, [s, sweep](ShoalClient& c) {
+                    return SubmitSweep(c, s->flags, s->options, *sweep, s->wait, s->json);
                   }});
 
   auto* sweeps = app.add_subcommand("sweeps", "all sweeps");

@@ -64,6 +64,19 @@ std::string HostLine(const v1::Experiment& e) {
   return e.has_host() ? "  host        " + HostText(e.host()) + "\n" : "";
 }
 
+// A point placed on Slurm: its array task, as Slurm last said ("slurm  job 4242_1 PENDING
+// (Priority)", "... COMPLETED on node7, exit code 0:0"), and where its output went.
+std::string SlurmLine(const v1::Experiment& e) {
+  if (!e.has_slurm()) return "";
+  const v1::SlurmTaskInfo& t = e.slurm();
+  std::string line =
+      "  slurm       job " + t.job_id() + "_" + std::to_string(t.task()) + " " + t.state();
+  if (!t.reason().empty()) line += " (" + t.reason() + ")";
+  if (!t.node().empty()) line += " on " + t.node();
+  if (!t.exit_code().empty()) line += ", exit code " + t.exit_code();
+  return line + "; output " + t.output() + "\n";
+}
+
 // NVML GPM's view of the devices while training, or why there is none.
 std::string GpmLine(const v1::Result& r) {
   if (!r.has_gpu_sm_active_percent())
@@ -362,7 +375,7 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   o += KindLines(e.spec(), &KindRules::setting_lines, e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
-  return o + PartLines(e) + HostLine(e) + EnvironmentLine(e) + ResultLines(e) +
+  return o + PartLines(e) + HostLine(e) + SlurmLine(e) + EnvironmentLine(e) + ResultLines(e) +
          EpochLines(e.result(), FindKind(e.spec().kind())) +
          KindLines(e.spec(), &KindRules::detail_lines, e.result()) + ProcessLines(e) +
          StepMemoryLines(e);

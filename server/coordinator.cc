@@ -78,14 +78,21 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
       queue_(store, opts_.max_queued),
       new_id_(FreshIds(store)),
       sweeps_(store, &queue_, new_id_) {
+  if (seams.slurm != nullptr) {
+    SlurmSweepOptions slurm = opts_.slurm;
+    slurm.logs_dir = opts_.logs_dir;
+    slurm_ = std::make_unique<SlurmSweeps>(seams.slurm, &queue_, store, slurm);
+  }
   queue_.Listen([this](const v1::Experiment& e) { sweeps_.OnExperiment(e); });
   queue_.Listen([this](const v1::Experiment& e) {
-    // Cancelled before it started: no runner will tell its watchers, so this does.
-    if (e.state() != v1::CANCELLED || e.started_unix_ms() != 0) return;
+    // Cancelled before it started, or run by Slurm: no runner here tells its watchers, so this
+    // does.
+    const bool here = !e.has_slurm();
+    if (here && (e.state() != v1::CANCELLED || e.started_unix_ms() != 0)) return;
     v1::WatchEvent ev;
     ev.set_state(e.state());
     Publish(e.id(), ev);
-    hub_->Close(e.id());
+    if (IsTerminal(e.state())) hub_->Close(e.id());
   });
 }
 
@@ -96,6 +103,7 @@ Status Coordinator::Recover() {
   ASSIGN_OR_RETURN(Recovered r, shoal::Recover(store_, os_.segments, new_id_));
   queue_.Restore(r.queue);
   sweeps_.Restore(r.sweeps);
+  FollowRecovered(r);
   // A federated experiment cut short here may still have parts running on the nodes.
   for (const auto& e : r.interrupted) {
     if (e.parts_size() == 0 || !opts_.connect_peer) continue;
@@ -104,13 +112,54 @@ Status Coordinator::Recover() {
   return Status::Ok();
 }
 
+// Points placed on Slurm by a previous daemon: followed again from their sweep's job id (their
+// tasks ran on meanwhile); a sweep cancelled before its array was has its points cancelled now.
+void Coordinator::FollowRecovered(const Recovered& r) {
+  if (r.elsewhere.empty()) return;
+  queue_.RestoreAdopted(r.elsewhere);
+  for (const auto& sw : r.sweeps) {
+    std::vector<v1::Experiment> mine;
+    for (const auto& e : r.elsewhere)
+      if (e.sweep_id() == sw.id()) mine.push_back(e);
+    if (mine.empty()) continue;
+    if (!slurm_) {
+      spdlog::error("sweep {}: {} points placed on Slurm, but this shoald has no Slurm", sw.id(),
+                    mine.size());
+      continue;
+    }
+    slurm_->Follow(sw, mine);
+    spdlog::info("sweep {}: following Slurm job array {} again ({} points not ended)", sw.id(),
+                 sw.slurm_job_id(), mine.size());
+    if (!sw.error().empty())
+      for (const auto& e : mine) (void)queue_.Cancel(e.id());
+  }
+}
+
 void Coordinator::Start() {
   scheduler_ = std::thread([this] { SchedulerLoop(); });
+  if (slurm_) slurm_poller_ = std::thread([this] { SlurmLoop(); });
+}
+
+// Looks at the followed arrays every slurm_poll: one scontrol each, whatever their size.
+void Coordinator::SlurmLoop() {
+  std::unique_lock<std::mutex> l(slurm_mu_);
+  while (!slurm_stop_) {
+    l.unlock();
+    slurm_->Poll();
+    l.lock();
+    slurm_cv_.wait_for(l, opts_.slurm_poll, [this] { return slurm_stop_; });
+  }
 }
 
 void Coordinator::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  {
+    std::lock_guard<std::mutex> l(slurm_mu_);
+    slurm_stop_ = true;
+  }
+  slurm_cv_.notify_all();
+  if (slurm_poller_.joinable()) slurm_poller_.join();
   queue_.Shutdown();
   if (scheduler_.joinable()) scheduler_.join();
   std::lock_guard<std::mutex> l(federated_mu_);
@@ -201,7 +250,7 @@ StatusOr<std::string> Coordinator::SubmitFederated(const v1::ExperimentSpec& spe
                    ParseNodeDaemons(spec.data_parallel().node_daemons()));
   v1::Experiment e = NewFederatedRecord(new_id_("x"), spec, daemons, RealtimeMs());
   e.set_submitter(submitter);
-  RETURN_IF_ERROR(queue_.Adopt(e));
+  RETURN_IF_ERROR(queue_.Adopt({e}));
   spdlog::info("federating {}: data_parallel over {} nodes", e.id(), daemons.size());
   StartFederated([this, e] {
     RunFederated(e, opts_.connect_peer, opts_.federation, FederatedHooks(e.id()));
@@ -436,12 +485,37 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
         "node_daemons: a sweep's points run one by one on this daemon; submit each federated "
         "experiment with shoal submit");
   }
+  if (spec.has_slurm()) {
+    return SubmitSlurmSweep(spec, submitter, [&](const v1::ExperimentSpec& s) -> Status {
+      RETURN_IF_ERROR(check(s.dataset()));
+      return CheckModelFile(s);
+    });
+  }
   return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
     RETURN_IF_ERROR(check(s.dataset()));
     RETURN_IF_ERROR(CheckModelFile(s));
     Status st = Admit(s, /*queued=*/true);
     return st.ok() ? st : ResourceExhausted(st.message());
   });
+}
+
+// A sweep whose points run on Slurm's nodes: each point is checked as a spec (its files here
+// too), not against this machine, which runs none of them.
+StatusOr<std::string> Coordinator::SubmitSlurmSweep(const v1::SweepSpec& spec,
+                                                    const std::string& submitter,
+                                                    const SweepTracker::Admit& check) {
+  if (!slurm_) return FailedPrecondition("slurm: this shoald has no Slurm to place a sweep on");
+  SweepTracker::Placement placement;
+  placement.place = [this](v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
+    return slurm_->Place(sw, exps);
+  };
+  placement.placed = [this](const v1::Sweep& sw, const std::vector<v1::Experiment>& exps,
+                            bool stored) {
+    if (!stored) return slurm_->Abandon(sw);
+    slurm_->Follow(sw, exps);
+    slurm_cv_.notify_all();  // a first look now, not a poll later
+  };
+  return sweeps_.Submit(spec, submitter, opts_.limits, check, &placement);
 }
 
 void Coordinator::Publish(const std::string& id, v1::WatchEvent ev) {

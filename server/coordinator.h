@@ -6,6 +6,8 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,7 +24,9 @@
 #include "server/federation.h"
 #include "server/fork_server_supervisor.h"
 #include "server/metrics.h"
+#include "server/recovery.h"
 #include "server/sampler.h"
+#include "server/slurm_sweeps.h"
 #include "server/store.h"
 #include "server/sweep_tracker.h"
 #include "server/telemetry_hub.h"
@@ -58,6 +62,10 @@ struct CoordinatorOptions {
   FederationOptions federation;
   // This daemon's machine, written into every experiment it runs (Experiment.host).
   std::optional<v1::Host> host;
+  // Sweeps placed on Slurm (`--slurm`): what each array task runs and where its files go, and how
+  // often the arrays are looked at (one scontrol each).
+  SlurmSweepOptions slurm;
+  std::chrono::milliseconds slurm_poll{2000};
 };
 
 class Coordinator : public ExperimentService {
@@ -115,6 +123,11 @@ class Coordinator : public ExperimentService {
   void KeepSample(const std::string& id, const v1::Sample& s);
   void ThinSamples(const std::string& id, std::optional<uint32_t> node);
   void SchedulerLoop();
+  void SlurmLoop();
+  // The admission and placement of a sweep on Slurm (spec.slurm).
+  StatusOr<std::string> SubmitSlurmSweep(const v1::SweepSpec& spec, const std::string& submitter,
+                                         const SweepTracker::Admit& check);
+  void FollowRecovered(const Recovered& r);
   void RunOne(v1::Experiment e);
   void EndUnstarted(v1::Experiment e, v1::ExperimentState state, const std::string& why);
   Status PrepareForkServer(const v1::Experiment& e);
@@ -137,6 +150,11 @@ class Coordinator : public ExperimentService {
   std::function<std::string(const char*)> new_id_;  // FreshIds: before sweeps_, which keeps it
   SweepTracker sweeps_;
   std::thread scheduler_;
+  std::unique_ptr<SlurmSweeps> slurm_;  // null when this daemon has no Slurm (seams.slurm)
+  std::thread slurm_poller_;
+  std::mutex slurm_mu_;
+  std::condition_variable slurm_cv_;  // wakes the poller for a shutdown or a new array
+  bool slurm_stop_ = false;
   // One thread per federated experiment (or leftover parts to cancel); the ended ones are joined
   // when the next starts, the rest at Shutdown, so a long-lived daemon does not keep them.
   struct FederatedThread {

@@ -11,6 +11,7 @@ namespace shoal {
 class GpuMonitor;
 class MachineProcs;
 class CpuEnergy;
+class Slurm;
 
 struct DaemonSeams {
   ProcessControl* proc = nullptr;
@@ -21,6 +22,7 @@ struct DaemonSeams {
   GpuMonitor* gpu = nullptr;        // NVML; null: no GPU telemetry
   MachineProcs* machine = nullptr;  // the disturbance meter's /proc; null: not measured
   CpuEnergy* cpu_energy = nullptr;  // powercap RAPL; null: CPU energy not measured
+  Slurm* slurm = nullptr;           // sbatch, scontrol, scancel; null: no sweep goes to Slurm
 };
 
 }  // namespace shoal

@@ -33,13 +33,23 @@ Status ExperimentQueue::Room(size_t more) const {
                            ": wait for some to run, or cancel some");
 }
 
-Status ExperimentQueue::Adopt(const v1::Experiment& e) {
+Status ExperimentQueue::Adopt(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep) {
   std::lock_guard<std::mutex> l(mu_);
   if (stopping_) return Unavailable("shoald is shutting down");
-  RETURN_IF_ERROR(store_->Put(e));
-  live_[e.id()] = e;
-  adopted_[e.id()] = false;
+  RETURN_IF_ERROR(store_->PutBatch(es, sweep));
+  for (const auto& e : es) {
+    live_[e.id()] = e;
+    adopted_[e.id()] = false;
+  }
   return Status::Ok();
+}
+
+void ExperimentQueue::RestoreAdopted(const std::vector<v1::Experiment>& es) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& e : es) {
+    live_[e.id()] = e;
+    adopted_[e.id()] = false;
+  }
 }
 
 void ExperimentQueue::Restore(const std::vector<v1::Experiment>& es) {

@@ -34,10 +34,13 @@ class ExperimentQueue {
   // Stores the records (with the sweep they are points of, when given: all or none) and queues
   // them, in order, at once. UNAVAILABLE once stopping.
   Status Enqueue(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep = nullptr);
-  // Stores a record that runs elsewhere (a federated experiment: its parts run on the nodes) and
-  // keeps it live, outside the queue: Get, List, Cancel and StopRequest know it, Next never
-  // returns it, and it does not hold up the queue. It leaves like any record: a terminal Update.
-  Status Adopt(const v1::Experiment& e);
+  // Stores records that run elsewhere (a federated experiment, whose parts run on the nodes; a
+  // sweep's points placed on Slurm, with their sweep: all or none) and keeps them live, outside
+  // the queue: Get, List, Cancel and StopRequest know them, Next never returns them, and they do
+  // not hold up the queue. Each leaves like any record: a terminal Update, then Done.
+  Status Adopt(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep = nullptr);
+  // Keeps live records already stored that run elsewhere (recovery: a Slurm array's points).
+  void RestoreAdopted(const std::vector<v1::Experiment>& es);
   // Queues records already stored (recovery), in the given order: all of them, over the cap too
   // (each was accepted under the cap of its time); new ones wait until it drains under.
   void Restore(const std::vector<v1::Experiment>& es);

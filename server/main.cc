@@ -28,6 +28,7 @@
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
 #include "server/run_record.h"
+#include "server/slurm.h"
 #include "shared/endpoint.h"
 #include "shared/os/process.h"
 #include "shared/os/procfs.h"
@@ -67,6 +68,9 @@ struct DaemonArgs {
   shoal::CoordinatorOptions opts;
   // One-shot: run one sweep point and write its whole record, no socket (a Slurm array task).
   std::string run_point, record_out;
+  // Sweeps placed on Slurm: the folder the nodes share for their orders, script and records.
+  std::string slurm_dir;
+  int slurm_poll_ms = 2000;
 };
 
 // Files clients upload (a model, a tensor data set): their size, and how long an unused one stays.
@@ -135,9 +139,23 @@ void AddRunPointOptions(CLI::App& app, DaemonArgs& d) {
   out->needs(point);
 }
 
+// Sweeps placed on Slurm (shoal sweep --slurm): where their files go, how often Slurm is asked.
+void AddSlurmOptions(CLI::App& app, DaemonArgs& d) {
+  app.add_option("--slurm-dir", d.slurm_dir,
+                 "where a sweep placed on Slurm keeps each task's order, script, record and "
+                 "output: a folder every node reads and writes at the same path (default: "
+                 "STATE_DIR/slurm)");
+  app.add_option("--slurm-poll-ms", d.slurm_poll_ms,
+                 "how often each Slurm job array is looked at (one scontrol call)")
+      ->capture_default_str()
+      ->check(shoal::WholeNumber())
+      ->check(CLI::Range(100, 600000));
+}
+
 void AddOptions(CLI::App& app, DaemonArgs& d) {
   auto& opts = d.opts;
   AddRunPointOptions(app, d);
+  AddSlurmOptions(app, d);
   // A TOML (or INI) file of the same options, `key = value` with the flag's name ("max-workers =
   // 8"); a flag on the command line overrides the file.
   // An empty name would make CLI11 read no file at all: a unit's unset ${CONF} starting the
@@ -252,6 +270,13 @@ bool Resolve(DaemonArgs& d) {
   opts.blobs_dir = std::filesystem::absolute(d.state_dir + "/blobs").lexically_normal().string();
   ::setenv("SHOAL_BLOB_DIR", opts.blobs_dir.c_str(), 1);
   opts.max_upload_bytes = d.max_upload_mb << 20;
+  // Absolute, as every node reads them: the tasks run elsewhere, from elsewhere.
+  opts.slurm.dir =
+      std::filesystem::absolute(d.slurm_dir.empty() ? d.state_dir + "/slurm" : d.slurm_dir)
+          .lexically_normal()
+          .string();
+  opts.slurm.shoald = shoal::SelfExeDir() + "/shoald";
+  opts.slurm_poll = std::chrono::milliseconds(d.slurm_poll_ms);
   d.access.daemon_uid = ::geteuid();
   if (!CheckTcp(d) || !CheckPeers(d)) return false;
   if (!d.socket_group.empty()) {
@@ -556,9 +581,13 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   shoal::RealClock clock;
   const auto machine = shoal::RealMachineProcs();
   const auto cpu_energy = shoal::PowercapEnergy();
-  shoal::Coordinator coord(
-      opts, store->get(), &hub,
-      {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(), cpu_energy.get()});
+  // Slurm's tools, run beside the coordinator's one reaper (RunCapturingOutput says how).
+  const auto slurm = shoal::MakeSlurm([&proc](const std::vector<std::string>& argv) {
+    return shoal::RunCapturingOutput(&proc, argv);
+  });
+  shoal::Coordinator coord(opts, store->get(), &hub,
+                           {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(),
+                            cpu_energy.get(), slurm.get()});
   if (auto st = coord.Recover(); !st.ok()) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;

@@ -26,6 +26,10 @@ Status RecoverExperiments(Store* store, std::vector<v1::Experiment>& all,
       spdlog::warn("removed {} leftover shared memory segment(s) of {}", n, e.id());
   }
   for (auto& e : all) {
+    if (e.has_slurm() && !IsTerminal(e.state())) {
+      out->elsewhere.push_back(e);
+      continue;
+    }
     if (e.state() == v1::RUNNING) {
       e.set_state(v1::INTERRUPTED);
       e.set_error("shoald stopped while this experiment ran");

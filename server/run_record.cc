@@ -103,7 +103,7 @@ StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path) {
 }
 
 Status StoreRunRecord(Store* store, const std::string& logs_dir, const v1::PointOrder& order,
-                      const v1::RunRecord& r) {
+                      const v1::RunRecord& r, const PutRecord& put) {
   const v1::Experiment& e = r.experiment();
   const std::string where = "point " + std::to_string(order.index()) + "'s record: ";
   if (!IsTerminal(e.state()))
@@ -121,7 +121,8 @@ Status StoreRunRecord(Store* store, const std::string& logs_dir, const v1::Point
   }
   for (const auto& s : r.samples()) RETURN_IF_ERROR(store->AddSample(e.id(), s));
   for (const auto& ev : r.events()) RETURN_IF_ERROR(store->AddEvent(e.id(), ev));
-  return store->Put(e);  // last: a reader that sees the ended record finds its samples
+  // Last: a reader that sees the ended record finds its samples.
+  return put ? put(e) : store->Put(e);
 }
 
 }  // namespace shoal

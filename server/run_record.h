@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "server/experiment_service.h"
@@ -26,10 +27,13 @@ StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,
 Status WriteRunRecord(const v1::RunRecord& r, const std::string& path);
 StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path);
 
-// Stores a record a node handed back for `order`: its experiment, samples, events and log (under
-// logs_dir). INVALID_ARGUMENT, storing nothing, when the record is not of an ended run or names
-// another sweep, point or id than the order (a task's record claiming another's place).
+// Stores a record a node handed back for `order`: its samples, events and log (under logs_dir),
+// then its experiment through `put` (store->Put when none: a daemon that adopted the record puts
+// it through its queue, whose listeners learn of the end). INVALID_ARGUMENT, storing nothing, when
+// the record is not of an ended run or names another sweep, point or id than the order (a task's
+// record claiming another's place).
+using PutRecord = std::function<Status(const v1::Experiment&)>;
 Status StoreRunRecord(Store* store, const std::string& logs_dir, const v1::PointOrder& order,
-                      const v1::RunRecord& r);
+                      const v1::RunRecord& r, const PutRecord& put = nullptr);
 
 }  // namespace shoal

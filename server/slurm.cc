@@ -78,9 +78,16 @@ class CommandSlurm : public Slurm {
     return ParseScontrolJobs(r.out);
   }
 
-  Status Cancel(const std::string& job_id) override {
-    ASSIGN_OR_RETURN(CommandOutput r, run_({"scancel", job_id}));
-    if (r.exit_code != 0) return Failed("scancel " + job_id, r);
+  Status Cancel(const std::vector<std::string>& targets, bool gently) override {
+    std::vector<std::string> argv = {"scancel"};
+    if (gently) argv.insert(argv.end(), {"--batch", "--signal=TERM"});
+    argv.insert(argv.end(), targets.begin(), targets.end());
+    ASSIGN_OR_RETURN(CommandOutput r, run_(argv));
+    if (r.exit_code != 0) {
+      std::string what;
+      for (size_t i = 0; i < argv.size(); ++i) what += (i ? " " : "") + argv[i];
+      return Failed(what, r);
+    }
     return {};
   }
 

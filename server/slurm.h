@@ -59,7 +59,12 @@ class Slurm {
   virtual StatusOr<std::string> SubmitArray(const ArrayJob& job) = 0;  // the job id
   // The tasks Slurm still knows, by index; none when it knows nothing of the job any more.
   virtual StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) = 0;
-  virtual Status Cancel(const std::string& job_id) = 0;
+  // scancel of jobs or tasks ("4242", "4242_3"), all in one call. `gently`: a running task's
+  // batch shell alone gets SIGTERM (scancel --batch --signal=TERM), which the array's script
+  // passes to its run, so the run ends cancelled and still writes its record; the task then ends
+  // by itself. Otherwise Slurm cancels them (a pending task never starts; a running one's every
+  // process gets SIGTERM, then SIGKILL).
+  virtual Status Cancel(const std::vector<std::string>& targets, bool gently = false) = 0;
 };
 
 // What running a command gave: its exit code (-1: it did not exit by itself) and its output.

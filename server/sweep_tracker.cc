@@ -57,7 +57,8 @@ SweepTracker::SweepTracker(Store* store, ExperimentQueue* queue, NewId new_id)
     : store_(store), queue_(queue), new_id_(std::move(new_id)) {}
 
 StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const std::string& submitter,
-                                           const SpecLimits& limits, const Admit& admit) {
+                                           const SpecLimits& limits, const Admit& admit,
+                                           const Placement* elsewhere) {
   ASSIGN_OR_RETURN(std::vector<GridPoint> grid, ExpandGrid(spec, limits));
   RETURN_IF_ERROR(SkipRefused(grid, admit, SkipsAfterOom(spec)));
   v1::Sweep sw;
@@ -81,13 +82,19 @@ StatusOr<std::string> SweepTracker::Submit(const v1::SweepSpec& spec, const std:
   }
   sw.set_state(SweepState(sw, false));
   if (IsTerminal(sw.state())) sw.set_finished_unix_ms(RealtimeMs());  // nothing can run here
+  if (elsewhere != nullptr && !exps.empty()) RETURN_IF_ERROR(elsewhere->place(&sw, &exps));
+  Status stored;
   {
     // Under the lock: a point that starts at once cannot store its sweep before this first copy.
     std::lock_guard<std::mutex> l(mu_);
     // The points and their sweep in one transaction: on record together or not at all.
-    RETURN_IF_ERROR(queue_->Enqueue(exps, &sw));
-    sweeps_[sw.id()] = sw;
+    stored = elsewhere != nullptr ? queue_->Adopt(exps, &sw) : queue_->Enqueue(exps, &sw);
+    if (stored.ok()) sweeps_[sw.id()] = sw;
   }
+  // Outside the lock: whoever follows the placed points tells the queue, whose listeners (this
+  // tracker) take the lock.
+  if (elsewhere != nullptr && !exps.empty()) elsewhere->placed(sw, exps, stored.ok());
+  RETURN_IF_ERROR(stored);
   spdlog::info("queued sweep {}: {} points, {} to run", sw.id(), sw.points_size(), exps.size());
   return sw.id();
 }

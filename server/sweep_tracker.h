@@ -24,9 +24,18 @@ class SweepTracker {
   using NewId = std::function<std::string(const char* prefix)>;
   SweepTracker(Store* store, ExperimentQueue* queue, NewId new_id);
 
-  // Expands the grid, admits every runnable point (unless forced), stores and queues it.
+  // Where a sweep's points run when not here (a Slurm array): `place` before they are stored
+  // (it may fill their records in), `placed` after, told whether they were stored (if not,
+  // whatever was placed must be undone).
+  struct Placement {
+    std::function<Status(v1::Sweep*, std::vector<v1::Experiment>*)> place;
+    std::function<void(const v1::Sweep&, const std::vector<v1::Experiment>&, bool stored)> placed;
+  };
+  // Expands the grid, admits every runnable point (unless forced), stores it and queues it here,
+  // or with a placement adopts it (the queue keeps it live but never runs it).
   StatusOr<std::string> Submit(const v1::SweepSpec& spec, const std::string& submitter,
-                               const SpecLimits& limits, const Admit& admit);
+                               const SpecLimits& limits, const Admit& admit,
+                               const Placement* elsewhere = nullptr);
   StatusOr<v1::SweepReport> Get(const std::string& id);
   StatusOr<std::vector<v1::Sweep>> List();
   StatusOr<v1::Sweep> Cancel(const std::string& id);

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "shoal/v1/shoal.pb.h"
 #include "tests/testutil.h"
@@ -11,8 +12,12 @@
 namespace shoal {
 namespace {
 
+using nlohmann::json;
 using testing::CommandResult;
+using testing::Daemon;
+using testing::Parse;
 using testing::TempDir;
+using testing::WaitFor;
 
 // A point run on a daemon of its own, as an array task runs it: no socket, the run to its end,
 // its whole record (experiment, samples, events, log) written under the order's names, and
@@ -88,6 +93,124 @@ TEST(RunPointE2E, AnOrderThatIsNotOneFailsNamingItAndWritesNothing) {
       {testing::BinDir() + "/shoald", "--state-dir", d / "state", "--run-point", d / "order.json"});
   EXPECT_NE(alone.exit_code, 0);
   EXPECT_NE((alone.out + alone.err).find("--record-out"), std::string::npos) << alone.err;
+}
+
+// A real Slurm (deploy/slurm/cluster.sh: slurmctld, two slurmd and munge, each node a network
+// namespace with its own host name) and shoald on its first node, placing sweeps on it.
+class SlurmSweepE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const CommandResult up = testing::RunCommand({script_, "up", cluster_});
+    ASSERT_EQ(up.exit_code, 0) << up.out << up.err;
+    StartDaemon();
+  }
+  void TearDown() override {
+    daemon_->Stop(SIGTERM);
+    testing::RunCommand({script_, "down", cluster_});
+  }
+  void StartDaemon() {
+    daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
+    daemon_->WrapWith({script_, "on", cluster_, "0"});
+    ASSERT_TRUE(daemon_->Start({"--slurm-poll-ms", "300"}));
+  }
+  CommandResult OnNode0(std::vector<std::string> cmd) const {
+    cmd.insert(cmd.begin(), {script_, "on", cluster_, "0"});
+    return testing::RunCommand(cmd);
+  }
+  json Get(const std::string& id) const { return Parse(daemon_->Cli({"get", id, "--json"})); }
+  // Nothing of the array is left: no job in Slurm's queue, no task's daemon, no task's state.
+  void ExpectNothingLeft() {
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return OnNode0({"squeue", "-h"}).out.empty();
+        },
+        30))
+        << OnNode0({"squeue", "-h"}).out;
+    EXPECT_NE(
+        testing::RunCommand({"/usr/bin/pgrep", "-f", "--", "--run-point " + dir_.path()}).exit_code,
+        0);
+  }
+  TempDir dir_;
+  const std::string cluster_ = dir_ / "cluster";
+  const std::string script_ = std::string(SHOAL_SOURCE_DIR) + "/deploy/slurm/cluster.sh";
+  std::unique_ptr<Daemon> daemon_;
+};
+
+// A 4-point sweep as one job array: a task per point, each alone on a node, both nodes used, and
+// every point's whole record (figures, samples, output, host) back in this daemon's store.
+TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWhole) {
+  const CommandResult r =
+      daemon_->Cli({"sweep",          "--slurm", "--partition",  "try",   "--time",    "5:00",
+                    "--max-parallel", "2",       "--workers",    "1,2",   "--start",   "fork,spawn",
+                    "--batches",      "3",       "--batch-size", "16",    "--dataset", "synthetic",
+                    "--eval-samples", "0",       "--wait",       "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json sw = Parse(r)["sweep"];
+  ASSERT_EQ(sw["state"], "SUCCEEDED") << r.out;
+  const std::string job = sw["slurm_job_id"];
+  EXPECT_FALSE(job.empty());
+  std::set<std::string> hosts, tasks;
+  for (const auto& p : sw["points"]) {
+    const json e = Get(p["experiment_id"]);
+    EXPECT_EQ(e["state"], "SUCCEEDED") << e.dump();
+    EXPECT_EQ(e["slurm"]["job_id"], job);
+    EXPECT_EQ(e["slurm"]["state"], "COMPLETED");
+    tasks.insert(std::to_string(e["slurm"].value("task", 0)));
+    hosts.insert(e["host"]["hostname"].get<std::string>());
+    EXPECT_EQ(e["slurm"]["node"], e["host"]["hostname"]);
+    EXPECT_EQ(e["result"]["steps"].get<int>(), 3 * p["workers"].get<int>());
+    const json kept =
+        Parse(daemon_->Cli({"get", p["experiment_id"], "--samples", "--format", "json"}));
+    EXPECT_FALSE(kept.value("samples", json::array()).empty());
+    int workers = 0;  // its processes as the node's sampler saw them
+    for (const auto& proc : e["processes"]) workers += proc["role"] == "worker";
+    EXPECT_EQ(workers, p["workers"].get<int>());
+  }
+  EXPECT_EQ(tasks.size(), 4u);
+  EXPECT_EQ(hosts, (std::set<std::string>{"shoalslurm0", "shoalslurm1"}));
+  const CommandResult report = daemon_->Cli({"report", sw["id"]});
+  EXPECT_NE(report.out.find("Hosts: "), std::string::npos) << report.out;
+  ExpectNothingLeft();
+}
+
+// shoald stopped while the array runs: the tasks run on, and the next shoald picks the array up
+// from the job id it recorded; a cancel then reaches Slurm (scancel), and a task killed mid-run
+// fails its point in Slurm's words.
+TEST_F(SlurmSweepE2E, ARestartPicksTheArrayUpAndCancelAndAKilledTaskEndTheirPoints) {
+  const CommandResult r = daemon_->Cli({"sweep", "--slurm", "--max-parallel", "2", "--repeats", "3",
+                                        "--batches", "100000", "--batch-size", "16", "--dataset",
+                                        "synthetic", "--eval-samples", "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string id = Parse(r)["id"];
+  auto points = [&] { return Get(id)["sweep"]["points"]; };
+  auto state = [&](int i) { return Get(points()[i]["experiment_id"])["state"]; };
+  ASSERT_TRUE(WaitFor([&] { return state(0) == "RUNNING" && state(1) == "RUNNING"; }, 60))
+      << Get(points()[0]["experiment_id"]).dump();
+  EXPECT_EQ(state(2), "QUEUED");  // %2: it waits for a task to end
+  EXPECT_EQ(Get(points()[2]["experiment_id"])["slurm"]["state"], "PENDING");
+  daemon_->Stop(SIGTERM);
+  StartDaemon();
+  EXPECT_EQ(state(0), "RUNNING");  // not interrupted: it runs on Slurm's node
+  // Task 0's daemon killed: its point fails naming Slurm's state, and task 2 takes the node.
+  const std::string order0 = dir_.path() + "/state/slurm/" + id + "/order-0.json";
+  ASSERT_EQ(testing::RunCommand({"/usr/bin/pkill", "-KILL", "-f", "--", "--run-point " + order0})
+                .exit_code,
+            0);
+  ASSERT_TRUE(WaitFor([&] { return state(0) == "FAILED" && state(2) == "RUNNING"; }, 60));
+  const std::string error = Get(points()[0]["experiment_id"])["error"];
+  EXPECT_NE(error.find("Slurm task " + Get(id)["sweep"]["slurm_job_id"].get<std::string>() +
+                       "_0 ended FAILED"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("wrote no record; its output: "), std::string::npos) << error;
+  ASSERT_EQ(daemon_->Cli({"cancel", id}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return state(1) == "CANCELLED" && state(2) == "CANCELLED"; }, 60));
+  // Cancelled mid-run, each still handed back its record: its telemetry.
+  const json kept =
+      Parse(daemon_->Cli({"get", points()[1]["experiment_id"], "--samples", "--format", "json"}));
+  EXPECT_FALSE(kept.value("samples", json::array()).empty()) << kept.dump();
+  EXPECT_EQ(Get(id)["sweep"]["state"], "CANCELLED");
+  ExpectNothingLeft();
 }
 
 }  // namespace

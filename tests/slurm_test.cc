@@ -148,8 +148,15 @@ TEST(SlurmTest, TheCommandsAndTheirFailuresReachTheCaller) {
   EXPECT_EQ(slurm->Tasks("4242").status().code(), Code::kInternal);
 
   answers["scancel"] = {0, "", ""};
-  EXPECT_TRUE(slurm->Cancel("4242").ok());
+  EXPECT_TRUE(slurm->Cancel({"4242"}).ok());
   EXPECT_EQ(ran.back(), (std::vector<std::string>{"scancel", "4242"}));
+  EXPECT_TRUE(slurm->Cancel({"4242_0", "4242_3"}, /*gently=*/true).ok());
+  EXPECT_EQ(ran.back(),
+            (std::vector<std::string>{"scancel", "--batch", "--signal=TERM", "4242_0", "4242_3"}));
+  answers["scancel"] = {1, "", "scancel: error: Kill job error on job id 4242_7: Invalid job id\n"};
+  EXPECT_EQ(slurm->Cancel({"4242_7"}).message(),
+            "scancel 4242_7 exited with code 1: scancel: error: Kill job error on job id 4242_7: "
+            "Invalid job id");
 }
 
 // A real command: its output, its errors and its exit code, with no shell parsing its arguments.

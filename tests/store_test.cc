@@ -574,7 +574,7 @@ TEST(StoreTest, AnEndedRunStaysLiveUntilItsRunnerIsDone) {
   EXPECT_FALSE(t.q.IsLive("x1"));
   v1::Experiment adopted = Record("x2");
   adopted.set_state(v1::RUNNING);
-  ASSERT_TRUE(t.q.Adopt(adopted).ok());
+  ASSERT_TRUE(t.q.Adopt({adopted}).ok());
   adopted.set_state(v1::FAILED);
   t.q.Update(adopted);
   EXPECT_TRUE(t.q.IsLive("x2"));

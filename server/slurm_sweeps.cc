@@ -1,0 +1,316 @@
+#include "server/slurm_sweeps.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/run_record.h"
+#include "shared/os/process.h"
+#include "shared/spec/sweep.h"
+#include "spdlog/spdlog.h"
+
+namespace shoal {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Single quotes for sh: the path as one word whatever it holds.
+std::string ShellQuoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+Status WriteFile(const std::string& path, const std::string& text, fs::perms mode) {
+  {
+    std::ofstream out(path, std::ios::trunc);
+    if (!out || !(out << text) || !out.flush()) return Internal("cannot write " + path);
+  }
+  std::error_code ec;
+  fs::permissions(path, mode, ec);
+  return ec ? Internal("cannot set the mode of " + path + ": " + ec.message()) : Status::Ok();
+}
+
+Status WriteOrder(const v1::Experiment& e, const std::string& path) {
+  v1::PointOrder order;
+  order.set_sweep_id(e.sweep_id());
+  order.set_index(e.sweep_index());
+  order.set_experiment_id(e.id());
+  *order.mutable_spec() = e.spec();
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(order, &json).ok())
+    return Internal("cannot write the order of point " + std::to_string(e.sweep_index()));
+  return WriteFile(path, json + "\n", fs::perms::owner_read | fs::perms::owner_write);
+}
+
+ArrayJob JobOf(const v1::Sweep& sw, const std::string& dir, uint32_t tasks) {
+  const v1::SlurmPlacement& s = sw.spec().slurm();
+  ArrayJob job;
+  job.name = "shoal-" + sw.id();
+  job.script = dir + "/task.sh";
+  job.output = dir + "/task-%a.out";
+  job.tasks = tasks;
+  job.max_parallel = s.has_max_parallel() ? s.max_parallel() : 0;
+  job.partition = s.partition();
+  job.time_limit = s.time_limit();
+  job.exclusive = !s.has_exclusive() || s.exclusive();
+  return job;
+}
+
+std::string TaskName(const std::string& job_id, uint32_t task) {
+  return job_id + "_" + std::to_string(task);
+}
+
+bool Runs(const std::string& state) {
+  return state == "RUNNING" || state == "COMPLETING" || state == "CONFIGURING" ||
+         state == "STAGE_OUT";
+}
+
+// Why a task that left no record ended, in Slurm's words; an out-of-memory end says so in the
+// words a sweep's skip-after-OOM rule knows.
+std::string NoRecordError(const std::string& job_id, uint32_t task, const SlurmTask* t,
+                          const std::string& output) {
+  std::string why = "Slurm task " + TaskName(job_id, task);
+  if (t == nullptr) {
+    why += " is no longer known to Slurm";
+  } else {
+    why +=
+        t->state == "OUT_OF_MEMORY" ? " ran out of memory (OUT_OF_MEMORY)" : " ended " + t->state;
+    if (!t->reason.empty()) why += " (" + t->reason + ")";
+    if (!t->node.empty()) why += " on " + t->node;
+    if (!t->exit_code.empty()) why += ", exit code " + t->exit_code;
+  }
+  return why + ", and wrote no record; its output: " + output;
+}
+
+}  // namespace
+
+std::string OrderPath(const std::string& dir, uint32_t task) {
+  return dir + "/order-" + std::to_string(task) + ".json";
+}
+std::string RecordPath(const std::string& dir, uint32_t task) {
+  return dir + "/record-" + std::to_string(task) + ".pb";
+}
+std::string TaskOutputPath(const std::string& dir, uint32_t task) {
+  return dir + "/task-" + std::to_string(task) + ".out";
+}
+
+std::string ArrayScript(const std::string& shoald, const std::string& dir) {
+  return "#!/bin/sh\n"
+         "# Written by shoald: array task $SLURM_ARRAY_TASK_ID runs one point of a sweep.\n"
+         "dir=" +
+         ShellQuoted(dir) +
+         "\n"
+         "task=\"$SLURM_ARRAY_TASK_ID\"\n"
+         "state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n" +
+         ShellQuoted(shoald) +
+         " --run-point \"$dir/order-$task.json\" --record-out \"$dir/record-$task.pb\" \\\n"
+         "  --state-dir \"$state\" --log-level info &\n"
+         "pid=$!\n"
+         "# scancel's SIGTERM to the run: it ends cancelled and still writes its record.\n"
+         "trap 'kill -TERM $pid 2>/dev/null' TERM INT\n"
+         "wait $pid\n"
+         "code=$?\n"
+         "if kill -0 $pid 2>/dev/null; then wait $pid; code=$?; fi\n"
+         "rm -rf \"$state\"\n"
+         "exit $code\n";
+}
+
+SlurmSweeps::SlurmSweeps(Slurm* slurm, ExperimentQueue* queue, Store* store, SlurmSweepOptions opts)
+    : slurm_(slurm), queue_(queue), store_(store), opts_(std::move(opts)) {}
+
+std::string SlurmSweeps::SweepDir(const std::string& sweep_id) const {
+  return opts_.dir + "/" + sweep_id;
+}
+
+Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
+  const std::string dir = SweepDir(sw->id());
+  const ArrayJob job = JobOf(*sw, dir, uint32_t(exps->size()));
+  RETURN_IF_ERROR(CheckArrayJob(job));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Internal("cannot make " + dir + ": " + ec.message());
+  auto placed = [&]() -> StatusOr<std::string> {
+    for (uint32_t i = 0; i < exps->size(); ++i)
+      RETURN_IF_ERROR(WriteOrder((*exps)[i], OrderPath(dir, i)));
+    RETURN_IF_ERROR(WriteFile(job.script, ArrayScript(opts_.shoald, dir), fs::perms::owner_all));
+    return slurm_->SubmitArray(job);
+  }();
+  if (!placed.ok()) {
+    fs::remove_all(dir, ec);
+    return placed.status();
+  }
+  sw->set_slurm_job_id(*placed);
+  for (uint32_t i = 0; i < exps->size(); ++i) {
+    v1::SlurmTaskInfo* t = (*exps)[i].mutable_slurm();
+    t->set_job_id(*placed);
+    t->set_task(i);
+    t->set_state("PENDING");
+    t->set_output(TaskOutputPath(dir, i));
+  }
+  spdlog::info("sweep {}: {} points submitted to Slurm as job array {}", sw->id(), exps->size(),
+               *placed);
+  return Status::Ok();
+}
+
+void SlurmSweeps::Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>& pending) {
+  std::lock_guard<std::mutex> l(mu_);
+  Array& a = arrays_[sw.id()];
+  a.sweep_id = sw.id();
+  a.job_id = sw.slurm_job_id();
+  a.dir = SweepDir(sw.id());
+  for (const auto& e : pending)
+    if (e.has_slurm() && !IsTerminal(e.state())) a.tasks[e.slurm().task()] = e;
+  if (a.tasks.empty()) arrays_.erase(sw.id());
+}
+
+void SlurmSweeps::Abandon(const v1::Sweep& sw) {
+  if (Status st = slurm_->Cancel({sw.slurm_job_id()}); !st.ok())
+    spdlog::error("sweep {}: its array {} could not be cancelled: {}", sw.id(), sw.slurm_job_id(),
+                  st.message());
+  std::error_code ec;
+  fs::remove_all(SweepDir(sw.id()), ec);
+}
+
+size_t SlurmSweeps::Poll() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = arrays_.begin(); it != arrays_.end();) {
+    PollArray(it->second);
+    it = it->second.tasks.empty() ? arrays_.erase(it) : std::next(it);
+  }
+  return arrays_.size();
+}
+
+// Points whose cancel was asked (`shoal cancel`, a sweep's skip after an OOM): a pending task is
+// cancelled by Slurm (the whole array in one word when no task of it has started); a running one
+// is asked to stop, its run ending cancelled with its record written, and cancelled by Slurm
+// outright if it runs on past gentle_cancel_ms. One scancel call for each kind.
+void SlurmSweeps::CancelAsked(Array& a) {
+  const int64_t now = RealtimeMs();
+  std::vector<std::string> hard, gentle;
+  bool any_started = false;
+  for (const auto& [task, e] : a.tasks) {
+    const bool running = e.state() == v1::RUNNING;
+    any_started = any_started || running;
+    auto sent = a.cancels.find(task);
+    if (sent == a.cancels.end()) {
+      if (queue_->StopRequest(e.id()) != ExperimentQueue::kCancel) continue;
+      (running ? gentle : hard).push_back(TaskName(a.job_id, task));
+    } else if (!sent->second.hard && now - sent->second.at_ms > opts_.gentle_cancel_ms) {
+      hard.push_back(TaskName(a.job_id, task));
+    }
+  }
+  if (!any_started && !hard.empty() && hard.size() == a.tasks.size()) hard = {a.job_id};
+  for (const auto& [targets, gently] : {std::pair{hard, false}, std::pair{gentle, true}}) {
+    if (targets.empty()) continue;
+    if (Status st = slurm_->Cancel(targets, gently); !st.ok()) {
+      spdlog::warn("sweep {}: {}", a.sweep_id, st.message());
+      continue;  // asked again at the next poll
+    }
+    for (const auto& name : targets) {
+      if (name == a.job_id) continue;
+      const uint32_t task = uint32_t(std::stoul(name.substr(a.job_id.size() + 1)));
+      a.cancels[task] = {a.cancels.count(task) ? a.cancels[task].at_ms : now, !gently};
+    }
+    if (targets.size() == 1 && targets[0] == a.job_id)
+      for (const auto& [task, e] : a.tasks) a.cancels[task] = {now, true};
+  }
+}
+
+void SlurmSweeps::PollArray(Array& a) {
+  CancelAsked(a);
+  auto known = slurm_->Tasks(a.job_id);
+  if (!known.ok()) {
+    spdlog::warn("sweep {}: scontrol show job {}: {}", a.sweep_id, a.job_id,
+                 known.status().message());
+    return;
+  }
+  std::map<uint32_t, const SlurmTask*> by_task;
+  for (const auto& t : *known) by_task[t.index] = &t;
+  std::vector<uint32_t> ended;
+  for (auto& [task, e] : a.tasks) {
+    auto it = by_task.find(task);
+    if (it == by_task.end() || SlurmTaskEnded(it->second->state)) {
+      ended.push_back(task);
+    } else if (Runs(it->second->state)) {
+      Started(e, *it->second);
+    } else {
+      Waiting(e, *it->second);
+    }
+  }
+  for (uint32_t task : ended) {
+    auto it = by_task.find(task);
+    Ended(a, task, it == by_task.end() ? nullptr : it->second);
+    a.tasks.erase(task);
+  }
+}
+
+void SlurmSweeps::Started(v1::Experiment& e, const SlurmTask& t) {
+  if (e.state() == v1::RUNNING && e.slurm().state() == t.state) return;
+  if (e.state() != v1::RUNNING) e.set_started_unix_ms(RealtimeMs());
+  e.set_state(v1::RUNNING);
+  e.mutable_slurm()->set_state(t.state);
+  e.mutable_slurm()->set_reason(t.reason);
+  e.mutable_slurm()->set_node(t.node);
+  queue_->Update(e);  // stored: the sweep's point runs
+}
+
+void SlurmSweeps::Waiting(v1::Experiment& e, const SlurmTask& t) {
+  if (e.slurm().state() == t.state && e.slurm().reason() == t.reason) return;
+  e.mutable_slurm()->set_state(t.state);
+  e.mutable_slurm()->set_reason(t.reason);
+  queue_->SetLive(e);  // why it waits: shown by get and list, not worth a write per change
+}
+
+void SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
+  v1::Experiment e = a.tasks[task];
+  v1::SlurmTaskInfo slurm = e.slurm();
+  if (t != nullptr) {
+    slurm.set_state(t->state);
+    slurm.set_reason(t->reason);
+    if (!t->node.empty()) slurm.set_node(t->node);
+    slurm.set_exit_code(t->exit_code);
+  }
+  // Asked to stop: whatever it ended of, it was cancelled (a run Slurm cancelled outright fails
+  // of the signals; its own words are kept).
+  const bool cancelled = a.cancels.count(task) > 0;
+  const std::string record_path = RecordPath(a.dir, task);
+  auto record = ReadRunRecord(record_path);
+  Status stored = record.status();
+  if (record.ok()) {
+    v1::PointOrder order;
+    order.set_sweep_id(e.sweep_id());
+    order.set_index(e.sweep_index());
+    order.set_experiment_id(e.id());
+    v1::Experiment& ran = *record->mutable_experiment();
+    ran.set_submitter(e.submitter());
+    ran.set_submitted_unix_ms(e.submitted_unix_ms());
+    if (cancelled && ran.state() == v1::FAILED) ran.set_state(v1::CANCELLED);
+    *ran.mutable_slurm() = slurm;
+    stored =
+        StoreRunRecord(store_, opts_.logs_dir, order, *record, [this](const v1::Experiment& x) {
+          queue_->Update(x);
+          return Status::Ok();
+        });
+  }
+  if (!stored.ok()) {
+    *e.mutable_slurm() = slurm;
+    e.set_state(cancelled ? v1::CANCELLED : v1::FAILED);
+    if (record.ok()) {
+      e.set_error("Slurm task " + TaskName(a.job_id, task) +
+                  ": its record was refused: " + stored.message());
+    } else if (!cancelled) {
+      e.set_error(NoRecordError(a.job_id, task, t, slurm.output()));
+    }
+    e.set_finished_unix_ms(RealtimeMs());
+    queue_->Update(e);
+  }
+  queue_->Done(e.id());
+  std::error_code ec;
+  fs::remove(record_path, ec);
+  fs::remove(OrderPath(a.dir, task), ec);
+}
+
+}  // namespace shoal

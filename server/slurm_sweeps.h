@@ -1,0 +1,84 @@
+// A sweep placed on Slurm (issue 56, `shoal sweep --slurm`): each runnable point is one task of a
+// job array that runs `shoald --run-point` on the node Slurm gives it, with no daemon left there.
+// This daemon keeps the points' records, adopted by the queue (get, list, watch and cancel know
+// them; the scheduler never runs them here), follows every array with one `scontrol show job` per
+// poll, and stores each task's whole record (figures, samples, events, output) as the task ends.
+// A task that ends without one fails with Slurm's state and reason and the path of its output.
+// The records, the orders and the script live under one folder the nodes share (--slurm-dir).
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/experiment_queue.h"
+#include "server/slurm.h"
+#include "server/store.h"
+#include "shared/status.h"
+#include "shoal/v1/shoal.pb.h"
+
+namespace shoal {
+
+struct SlurmSweepOptions {
+  std::string shoald;    // the binary each task runs: a path every node sees
+  std::string dir;       // one folder per sweep under it: orders, script, records, task output
+  std::string logs_dir;  // where a stored record's captured output goes (the store's logs)
+  // A running task asked to stop (its run cancelled, its record still written) is cancelled by
+  // Slurm outright once it has run on this long.
+  int64_t gentle_cancel_ms = 30000;
+};
+
+class SlurmSweeps {
+ public:
+  SlurmSweeps(Slurm* slurm, ExperimentQueue* queue, Store* store, SlurmSweepOptions opts);
+
+  // Writes each point's order and the array's script under dir/<sweep id>/ and submits the array:
+  // task i runs exps[i]. Sets sw->slurm_job_id and each record's `slurm`. Nothing is submitted
+  // when a file cannot be written or the placement is refused (INVALID_ARGUMENT naming it).
+  Status Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps);
+  // Follows a placed array whose records are now stored (or, after a restart, were).
+  void Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>& pending);
+  // scancel of a placed array whose records could not be stored: nothing may run unrecorded.
+  void Abandon(const v1::Sweep& sw);
+  // One look at every followed array: tasks that started, tasks that ended (their records stored),
+  // cancels asked of points (scancel). Returns how many arrays are still followed.
+  size_t Poll();
+
+ private:
+  struct Array {
+    std::string sweep_id, job_id, dir;
+    std::map<uint32_t, v1::Experiment> tasks;  // task index -> its point's record, until it ends
+    struct Cancel {
+      int64_t at_ms = 0;  // when it was asked to stop
+      bool hard = false;  // cancelled by Slurm outright (pending, or running past the grace)
+    };
+    std::map<uint32_t, Cancel> cancels;  // the tasks whose cancel reached Slurm
+  };
+  void PollArray(Array& a);
+  void CancelAsked(Array& a);
+  void Started(v1::Experiment& e, const SlurmTask& t);
+  void Waiting(v1::Experiment& e, const SlurmTask& t);
+  // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.
+  void Ended(Array& a, uint32_t task, const SlurmTask* t);
+  std::string SweepDir(const std::string& sweep_id) const;
+
+  Slurm* slurm_;
+  ExperimentQueue* queue_;
+  Store* store_;
+  SlurmSweepOptions opts_;
+  std::mutex mu_;  // arrays_: Follow may come from a submit while the poller runs
+  std::map<std::string, Array> arrays_;
+};
+
+// The batch script every task of a sweep's array runs: task $SLURM_ARRAY_TASK_ID's order, a
+// throwaway state folder on the node, its record back under `dir`; scancel's SIGTERM is passed
+// on, so the run ends cancelled and its record is still written.
+std::string ArrayScript(const std::string& shoald, const std::string& dir);
+
+// A task's files under its sweep's folder.
+std::string OrderPath(const std::string& dir, uint32_t task);
+std::string RecordPath(const std::string& dir, uint32_t task);
+std::string TaskOutputPath(const std::string& dir, uint32_t task);
+
+}  // namespace shoal

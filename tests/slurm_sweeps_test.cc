@@ -1,0 +1,278 @@
+// A sweep placed on Slurm (server/slurm_sweeps.h), against a fake Slurm that answers as sbatch,
+// scontrol and scancel do: the orders and script each task needs, the points following their
+// tasks' states, each ended task's record stored (or the point failed in Slurm's words), cancels
+// passed on as scancel.
+#include "server/slurm_sweeps.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/run_record.h"
+#include "shared/spec/sweep.h"
+#include "tests/testutil.h"
+
+namespace shoal {
+namespace {
+
+class FakeSlurm : public Slurm {
+ public:
+  StatusOr<std::string> SubmitArray(const ArrayJob& job) override {
+    submitted.push_back(job);
+    if (!refuse.empty()) return InvalidArgument(refuse);
+    return std::string("4242");
+  }
+  StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) override {
+    asked.push_back(job_id);
+    return tasks;
+  }
+  Status Cancel(const std::vector<std::string>& targets, bool gently) override {
+    for (const auto& t : targets) cancelled.push_back((gently ? "gently " : "") + t);
+    return Status::Ok();
+  }
+  std::vector<ArrayJob> submitted;
+  std::vector<std::string> asked, cancelled;
+  std::vector<SlurmTask> tasks;
+  std::string refuse;  // sbatch's error, when set
+};
+
+SlurmTask Task(uint32_t i, const std::string& state, const std::string& reason = "",
+               const std::string& node = "") {
+  SlurmTask t;
+  t.index = i;
+  t.state = state;
+  t.reason = reason;
+  t.node = node;
+  t.exit_code = "0:0";
+  return t;
+}
+
+class SlurmSweepsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto s = Store::Open(dir_ / "db");
+    ASSERT_TRUE(s.ok());
+    store_ = std::move(s).value();
+    queue_ = std::make_unique<ExperimentQueue>(store_.get());
+    queue_->Listen([this](const v1::Experiment& e) { heard_.push_back(e); });
+    Follower(30000);
+    std::filesystem::create_directories(dir_ / "logs");
+    sw_.set_id("s0000000001");
+    sw_.mutable_spec()->mutable_slurm()->set_partition("gpu");
+    sw_.mutable_spec()->mutable_slurm()->set_time_limit("30:00");
+    sw_.mutable_spec()->mutable_slurm()->set_max_parallel(2);
+    for (uint32_t i = 0; i < 3; ++i) {
+      v1::Experiment e;
+      e.set_id("x000000000" + std::to_string(i));
+      e.set_sweep_id(sw_.id());
+      e.set_sweep_index(i);
+      e.set_state(v1::QUEUED);
+      e.mutable_spec()->set_workers(i + 1);
+      exps_.push_back(e);
+    }
+  }
+  void Follower(int64_t gentle_cancel_ms) {
+    sweeps_ =
+        std::make_unique<SlurmSweeps>(&slurm_, queue_.get(), store_.get(),
+                                      SlurmSweepOptions{"/opt/shoal it's/shoald", dir_ / "slurm",
+                                                        dir_ / "logs", gentle_cancel_ms});
+  }
+  // Placed, stored and followed, as the coordinator does it.
+  void PlaceAll() {
+    ASSERT_TRUE(sweeps_->Place(&sw_, &exps_).ok());
+    ASSERT_TRUE(queue_->Adopt(exps_, &sw_).ok());
+    sweeps_->Follow(sw_, exps_);
+  }
+  std::string SweepDir() const { return dir_ / ("slurm/" + sw_.id()); }
+  // What task `i` hands back: its run, ended, under its order's place.
+  void WriteRecord(uint32_t i, v1::ExperimentState state, const std::string& id = "",
+                   const std::string& error = "") {
+    v1::RunRecord r;
+    v1::Experiment& e = *r.mutable_experiment();
+    e.set_id(id.empty() ? exps_[i].id() : id);
+    e.set_sweep_id(sw_.id());
+    e.set_sweep_index(i);
+    e.set_state(state);
+    e.set_error(error);
+    e.mutable_host()->set_hostname("node" + std::to_string(i));
+    for (int s = 0; s < 4; ++s) r.add_samples()->set_t_ms(50.0 * s);
+    r.set_log("[worker 0] trained\n");
+    ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), i)).ok());
+  }
+  v1::Experiment Stored(uint32_t i) { return store_->Get(exps_[i].id()).value(); }
+
+  testing::TempDir dir_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<ExperimentQueue> queue_;
+  FakeSlurm slurm_;
+  std::unique_ptr<SlurmSweeps> sweeps_;
+  v1::Sweep sw_;
+  std::vector<v1::Experiment> exps_;
+  std::vector<v1::Experiment> heard_;
+};
+
+TEST_F(SlurmSweepsTest, APlacedSweepIsOneArrayWithAnOrderPerTaskAndAScript) {
+  PlaceAll();
+  ASSERT_EQ(slurm_.submitted.size(), 1u);
+  const ArrayJob& job = slurm_.submitted[0];
+  EXPECT_EQ(job.tasks, 3u);
+  EXPECT_EQ(job.max_parallel, 2u);
+  EXPECT_EQ(job.partition, "gpu");
+  EXPECT_EQ(job.time_limit, "30:00");
+  EXPECT_TRUE(job.exclusive);
+  EXPECT_EQ(job.output, SweepDir() + "/task-%a.out");
+  EXPECT_EQ(sw_.slurm_job_id(), "4242");
+  for (uint32_t i = 0; i < 3; ++i) {
+    auto order = ReadPointOrder(OrderPath(SweepDir(), i));
+    ASSERT_TRUE(order.ok()) << order.status().message();
+    EXPECT_EQ(order->experiment_id(), exps_[i].id());
+    EXPECT_EQ(order->index(), i);
+    EXPECT_EQ(order->spec().workers(), i + 1);
+    EXPECT_EQ(exps_[i].slurm().job_id(), "4242");
+    EXPECT_EQ(exps_[i].slurm().task(), i);
+    EXPECT_EQ(exps_[i].slurm().output(), TaskOutputPath(SweepDir(), i));
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(job.script.c_str(), &st), 0);
+  EXPECT_TRUE(st.st_mode & S_IXUSR);
+  std::ifstream in(job.script);
+  const std::string script((std::istreambuf_iterator<char>(in)), {});
+  // The binary's path is one word for sh, quote and space included.
+  EXPECT_NE(script.find("'/opt/shoal it'\\''s/shoald' --run-point"), std::string::npos) << script;
+}
+
+TEST_F(SlurmSweepsTest, APlacementSlurmRefusesLeavesNoFilesAndNamesWhy) {
+  slurm_.refuse = "sbatch: error: invalid partition specified: gpu";
+  const Status st = sweeps_->Place(&sw_, &exps_);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("invalid partition specified: gpu"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(SweepDir()));
+  EXPECT_TRUE(sw_.slurm_job_id().empty());
+  sw_.mutable_spec()->mutable_slurm()->set_time_limit("half an hour");
+  slurm_.refuse.clear();
+  EXPECT_EQ(sweeps_->Place(&sw_, &exps_).code(), Code::kInvalidArgument);
+  EXPECT_EQ(slurm_.submitted.size(), 1u);  // refused before sbatch
+}
+
+TEST_F(SlurmSweepsTest, PointsFollowTheirTasksAndAnEndedTaskHandsBackItsWholeRecord) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "RUNNING", "", "node0"), Task(1, "PENDING", "Priority"),
+                  Task(2, "PENDING", "Priority")};
+  EXPECT_EQ(sweeps_->Poll(), 1u);
+  EXPECT_EQ(Stored(0).state(), v1::RUNNING);
+  EXPECT_EQ(Stored(0).slurm().node(), "node0");
+  EXPECT_GT(Stored(0).started_unix_ms(), 0);
+  auto waiting = queue_->Get(exps_[1].id());
+  EXPECT_EQ(waiting->state(), v1::QUEUED);
+  EXPECT_EQ(waiting->slurm().reason(), "Priority");
+  WriteRecord(0, v1::SUCCEEDED);
+  slurm_.tasks = {Task(0, "COMPLETED", "", "node0"), Task(1, "RUNNING", "", "node1"),
+                  Task(2, "PENDING", "JobArrayTaskLimit")};
+  EXPECT_EQ(sweeps_->Poll(), 1u);
+  const v1::Experiment done = Stored(0);
+  EXPECT_EQ(done.state(), v1::SUCCEEDED);
+  EXPECT_EQ(done.host().hostname(), "node0");
+  EXPECT_EQ(done.slurm().state(), "COMPLETED");
+  EXPECT_EQ(store_->Samples(done.id())->size(), 4u);
+  EXPECT_FALSE(queue_->IsLive(done.id()));
+  EXPECT_FALSE(std::filesystem::exists(RecordPath(SweepDir(), 0)));
+  // Slurm forgets ended tasks (MinJobAge): a task it no longer lists is read from its record.
+  WriteRecord(1, v1::SUCCEEDED);
+  WriteRecord(2, v1::SUCCEEDED);
+  slurm_.tasks.clear();
+  EXPECT_EQ(sweeps_->Poll(), 0u);
+  EXPECT_EQ(Stored(1).state(), v1::SUCCEEDED);
+  EXPECT_EQ(Stored(2).state(), v1::SUCCEEDED);
+  EXPECT_EQ(slurm_.asked, std::vector<std::string>(3, "4242"));  // one scontrol per poll
+}
+
+TEST_F(SlurmSweepsTest, ATaskThatLeftNoRecordFailsInSlurmsWords) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "TIMEOUT", "TimeLimit", "node0"), Task(1, "OUT_OF_MEMORY", "", "node1"),
+                  Task(2, "NODE_FAIL", "", "node1")};
+  slurm_.tasks[0].exit_code = "0:15";
+  EXPECT_EQ(sweeps_->Poll(), 0u);
+  const v1::Experiment timed_out = Stored(0);
+  EXPECT_EQ(timed_out.state(), v1::FAILED);
+  EXPECT_EQ(timed_out.error(),
+            "Slurm task 4242_0 ended TIMEOUT (TimeLimit) on node0, exit code 0:15, and wrote no "
+            "record; its output: " +
+                TaskOutputPath(SweepDir(), 0));
+  // In the words a sweep's skip-after-OOM rule knows.
+  EXPECT_TRUE(IsOutOfMemory(Stored(1).error())) << Stored(1).error();
+  EXPECT_NE(Stored(2).error().find("ended NODE_FAIL"), std::string::npos);
+  EXPECT_EQ(heard_.back().state(), v1::FAILED);
+}
+
+TEST_F(SlurmSweepsTest, ARecordClaimingAnotherPlaceIsRefusedAndThePointFails) {
+  PlaceAll();
+  WriteRecord(0, v1::SUCCEEDED, "x0000000009");
+  slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "RUNNING"), Task(2, "RUNNING")};
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(0).state(), v1::FAILED);
+  EXPECT_NE(Stored(0).error().find("its record was refused"), std::string::npos);
+  EXPECT_FALSE(store_->Get("x0000000009").ok());  // nothing stored under the claimed id
+}
+
+// A pending task is Slurm's to cancel; a running one is asked to stop (its batch shell gets
+// SIGTERM, which its script passes to the run), so its record, cancelled, still comes back.
+TEST_F(SlurmSweepsTest, PendingTasksAreCancelledAndRunningOnesAskedToStop) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "PENDING"), Task(2, "PENDING")};
+  sweeps_->Poll();
+  ASSERT_TRUE(queue_->Cancel(exps_[1].id()).ok());
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242_1"});
+  // A cancelled pending task leaves no record: the point ends cancelled, not failed.
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "CANCELLED"), Task(2, "PENDING")};
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(1).state(), v1::CANCELLED);
+  EXPECT_TRUE(Stored(1).error().empty());
+  ASSERT_TRUE(queue_->Cancel(exps_[0].id()).ok());
+  ASSERT_TRUE(queue_->Cancel(exps_[2].id()).ok());
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.cancelled, (std::vector<std::string>{"4242_1", "4242_2", "gently 4242_0"}));
+  WriteRecord(0, v1::CANCELLED);
+  slurm_.tasks = {Task(0, "COMPLETED"), Task(2, "CANCELLED")};
+  EXPECT_EQ(sweeps_->Poll(), 0u);
+  EXPECT_EQ(Stored(0).state(), v1::CANCELLED);
+  EXPECT_EQ(store_->Samples(exps_[0].id())->size(), 4u);
+  EXPECT_EQ(Stored(2).state(), v1::CANCELLED);
+  EXPECT_EQ(slurm_.cancelled.size(), 3u);  // each asked once
+}
+
+// A sweep cancelled before any task started: one scancel of the array.
+TEST_F(SlurmSweepsTest, ACancelBeforeAnyTaskStartedIsOneScancelOfTheArray) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "PENDING"), Task(1, "PENDING"), Task(2, "PENDING")};
+  sweeps_->Poll();
+  for (const auto& e : exps_) ASSERT_TRUE(queue_->Cancel(e.id()).ok());
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242"});
+  slurm_.tasks.clear();  // Slurm forgot them
+  EXPECT_EQ(sweeps_->Poll(), 0u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(Stored(i).state(), v1::CANCELLED);
+}
+
+// A running task that does not stop when asked is cancelled by Slurm outright after the grace;
+// its run, killed, fails, and the point still ends cancelled, the run's own words kept.
+TEST_F(SlurmSweepsTest, ARunningTaskThatOutstaysItsGraceIsCancelledOutright) {
+  Follower(-1);  // no grace
+  PlaceAll();
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "RUNNING"), Task(2, "PENDING")};
+  sweeps_->Poll();
+  ASSERT_TRUE(queue_->Cancel(exps_[0].id()).ok());
+  sweeps_->Poll();
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.cancelled, (std::vector<std::string>{"gently 4242_0", "4242_0"}));
+  WriteRecord(0, v1::FAILED, "", "leader killed by signal 9");
+  slurm_.tasks[0].state = "CANCELLED";
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(0).state(), v1::CANCELLED);
+  EXPECT_EQ(Stored(0).error(), "leader killed by signal 9");
+}
+
+}  // namespace
+}  // namespace shoal
