@@ -177,7 +177,8 @@ std::unique_ptr<Slurm> MakeSlurm(CommandRunner run) {
 }
 
 StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
-                                           const std::vector<std::string>& argv) {
+                                           const std::vector<std::string>& argv,
+                                           std::chrono::milliseconds timeout) {
   std::array<int[2], 3> pipes{};  // stdout, stderr, the exit code
   for (auto& p : pipes)
     if (::pipe2(p, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
@@ -185,6 +186,7 @@ StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
   shell.insert(shell.end(), argv.begin(), argv.end());
   SpawnOptions o;
   o.dup_fds = {{pipes[0][1], 1}, {pipes[1][1], 2}, {pipes[2][1], 3}};
+  o.new_process_group = true;  // a command that outstays its time goes with its children
   StatusOr<pid_t> pid = proc->Spawn(shell, o);
   for (auto& p : pipes) ::close(p[1]);
   if (!pid.ok()) {
@@ -193,16 +195,20 @@ StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
   }
   std::array<std::string, 3> text;
   std::array<bool, 3> open = {true, true, true};
-  const uint64_t deadline = MonotonicNs() + 60'000'000'000ull;  // scontrol retries for ~10 s
+  const uint64_t deadline = MonotonicNs() + uint64_t(timeout.count()) * 1'000'000ull;
   while (open[0] || open[1] || open[2]) {
     std::array<pollfd, 3> fds{};
     for (int i = 0; i < 3; ++i) fds[i] = {open[i] ? pipes[i][0] : -1, POLLIN, 0};
-    const int r = ::poll(fds.data(), 3, 1000);
+    const int r = ::poll(fds.data(), 3, 100);
     if (r < 0 && errno != EINTR) break;
     if (MonotonicNs() > deadline) {
-      proc->Signal(*pid, SIGKILL);
+      proc->SignalGroup(*pid, SIGKILL);
       for (auto& p : pipes) ::close(p[0]);
-      return Unavailable(argv[0] + " did not finish in 60 s");
+      std::string said = text[1];  // what it said meanwhile: why it waits, in its words
+      while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back())))
+        said.pop_back();
+      return Unavailable(argv[0] + " did not finish in " + std::to_string(timeout.count()) + " ms" +
+                         (said.empty() ? "" : ": " + said));
     }
     for (int i = 0; i < 3; ++i) {
       if (!open[i] || fds[i].revents == 0) continue;

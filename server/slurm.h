@@ -4,6 +4,7 @@
 // parsers are pure functions of their output.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -81,8 +82,12 @@ std::unique_ptr<Slurm> MakeSlurm(CommandRunner run);
 // (ChildReaper's waitpid(-1)), which may take the command's exit before this could, so the
 // command runs under `sh -c '"$@"; echo $?'` with its arguments as sh's positional parameters
 // (never parsed by the shell) and the code is read from its output. UNAVAILABLE when it cannot be
-// started (no such command: Slurm's tools are not installed here).
-StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
-                                           const std::vector<std::string>& argv);
+// started (no such command: Slurm's tools are not installed here), or when it has not finished
+// within `timeout` (killed, with its process group; the message carries what it printed to
+// stderr meanwhile). Slurm's commands retry for 60 s when they cannot reach slurmctld or read
+// their configuration: a sweep's submit must fail with that, within its client's deadline.
+StatusOr<CommandOutput> RunCapturingOutput(
+    ProcessControl* proc, const std::vector<std::string>& argv,
+    std::chrono::milliseconds timeout = std::chrono::seconds(15));
 
 }  // namespace shoal

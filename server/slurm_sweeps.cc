@@ -298,7 +298,7 @@ void SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   if (!stored.ok()) {
     *e.mutable_slurm() = slurm;
     e.set_state(cancelled ? v1::CANCELLED : v1::FAILED);
-    if (record.ok()) {
+    if (record.ok() || record.status().code() != Code::kNotFound) {  // refused, or unreadable
       e.set_error("Slurm task " + TaskName(a.job_id, task) +
                   ": its record was refused: " + stored.message());
     } else if (!cancelled) {

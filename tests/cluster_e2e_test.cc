@@ -95,6 +95,33 @@ TEST(RunPointE2E, AnOrderThatIsNotOneFailsNamingItAndWritesNothing) {
   EXPECT_NE((alone.out + alone.err).find("--record-out"), std::string::npos) << alone.err;
 }
 
+// A placement flag without --slurm is refused, not ignored; a time Slurm cannot take is refused
+// before sbatch runs; a Slurm that cannot be reached fails the submit in sbatch's words, within
+// the client's deadline, and nothing is kept.
+TEST(SlurmSweepRefusals, BadPlacementsAreRefusedNamingWhyAndNothingIsKept) {
+  TempDir d;
+  Daemon daemon(d / "state", d / "s.sock");
+  ASSERT_TRUE(daemon.Start({}, {"SLURM_CONF=" + (d / "no-such-slurm.conf")}));
+  const CommandResult alone = daemon.Cli({"sweep", "--partition", "gpu", "--workers", "1"});
+  EXPECT_NE(alone.exit_code, 0);
+  EXPECT_NE(alone.err.find("--partition: only with --slurm"), std::string::npos) << alone.err;
+  const CommandResult time = daemon.Cli(
+      {"sweep", "--slurm", "--time", "half an hour", "--workers", "1", "--dataset", "synthetic"});
+  EXPECT_NE(time.err.find("time: 'half an hour' is not one of Slurm's formats"), std::string::npos)
+      << time.err;
+  const CommandResult r =
+      daemon.Cli({"sweep", "--slurm", "--workers", "1,2", "--dataset", "synthetic"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("sbatch did not finish in 15000 ms: sbatch: error: s_p_parse_file: cannot "
+                       "stat file " +
+                       (d / "no-such-slurm.conf")),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(Parse(daemon.Cli({"sweeps", "--json"})).value("sweeps", json::array()).empty());
+  EXPECT_TRUE(!std::filesystem::exists(d / "state/slurm") ||
+              std::filesystem::is_empty(d / "state/slurm"));
+}
+
 // A real Slurm (deploy/slurm/cluster.sh: slurmctld, two slurmd and munge, each node a network
 // namespace with its own host name) and shoald on its first node, placing sweeps on it.
 class SlurmSweepE2E : public ::testing::Test {
@@ -139,6 +166,14 @@ class SlurmSweepE2E : public ::testing::Test {
 // A 4-point sweep as one job array: a task per point, each alone on a node, both nodes used, and
 // every point's whole record (figures, samples, output, host) back in this daemon's store.
 TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWhole) {
+  // A partition the cluster has not: sbatch's own words, nothing kept.
+  const CommandResult nope = daemon_->Cli(
+      {"sweep", "--slurm", "--partition", "nope", "--workers", "1,2", "--dataset", "synthetic"});
+  EXPECT_NE(nope.err.find("sbatch exited with code 1: sbatch: error: invalid partition specified: "
+                          "nope"),
+            std::string::npos)
+      << nope.err;
+  EXPECT_TRUE(Parse(daemon_->Cli({"sweeps", "--json"})).value("sweeps", json::array()).empty());
   const CommandResult r =
       daemon_->Cli({"sweep",          "--slurm", "--partition",  "try",   "--time",    "5:00",
                     "--max-parallel", "2",       "--workers",    "1,2",   "--start",   "fork,spawn",

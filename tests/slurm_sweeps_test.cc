@@ -214,6 +214,15 @@ TEST_F(SlurmSweepsTest, ARecordClaimingAnotherPlaceIsRefusedAndThePointFails) {
   EXPECT_EQ(Stored(0).state(), v1::FAILED);
   EXPECT_NE(Stored(0).error().find("its record was refused"), std::string::npos);
   EXPECT_FALSE(store_->Get("x0000000009").ok());  // nothing stored under the claimed id
+  // A record that is not one: refused as such, not taken for a missing one.
+  std::ofstream(RecordPath(SweepDir(), 1)) << "not a record \xff\xff";
+  slurm_.tasks = {Task(1, "COMPLETED"), Task(2, "RUNNING")};
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(1).state(), v1::FAILED);
+  EXPECT_NE(Stored(1).error().find("its record was refused: " + RecordPath(SweepDir(), 1) +
+                                   ": not a run record"),
+            std::string::npos)
+      << Stored(1).error();
 }
 
 // A pending task is Slurm's to cancel; a running one is asked to stop (its batch shell gets

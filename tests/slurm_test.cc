@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -173,6 +174,23 @@ TEST(SlurmTest, ACommandsOutputAndCodeAreCapturedAndItsArgumentsPassedAsTheyAre)
   auto missing = RunCapturingOutput(&RealProcesses(), {"no-such-command-here"});
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->exit_code, 127);
+}
+
+// sbatch that cannot read its configuration or reach slurmctld retries for 60 s: a command that
+// outstays its time is killed with its children, and the error says what it said meanwhile.
+TEST(SlurmTest, ACommandThatOutstaysItsTimeIsKilledSayingWhatItSaid) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = RunCapturingOutput(
+      &RealProcesses(),
+      {"sh", "-c", "echo 'sbatch: error: cannot stat file /x, retrying' >&2; sleep 7.31"},
+      std::chrono::milliseconds(300));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_EQ(r.status().message(),
+            "sh did not finish in 300 ms: sbatch: error: cannot stat file /x, retrying");
+  const auto left = RunCapturingOutput(&RealProcesses(), {"pgrep", "-f", "[s]leep 7.31"});
+  ASSERT_TRUE(left.ok());
+  EXPECT_NE(left->exit_code, 0) << left->out;  // its child went with it
 }
 
 }  // namespace
