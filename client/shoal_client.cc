@@ -11,8 +11,13 @@
 namespace shoal::cli {
 namespace {
 
+// What a reply may weigh: a 10,000-point sweep placed on Slurm, with every point's record, is
+// 11.7 MB, over gRPC's default 4 MiB (bench/slurm_bookkeeping.py).
+constexpr int kMaxReplyBytes = 256 << 20;
+
 grpc::ChannelArguments Arguments(const Endpoint& e) {
   grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxReplyBytes);
   if (e.keepalive_ms > 0) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, e.keepalive_ms);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, e.keepalive_ms);

@@ -81,7 +81,11 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
   if (seams.slurm != nullptr) {
     SlurmSweepOptions slurm = opts_.slurm;
     slurm.logs_dir = opts_.logs_dir;
-    slurm_ = std::make_unique<SlurmSweeps>(seams.slurm, &queue_, store, slurm);
+    slurm_ = std::make_unique<SlurmSweeps>(
+        seams.slurm, &queue_, store, slurm,
+        [this](const std::string& id, const std::function<void()>& fn) {
+          sweeps_.WithSavesHeld(id, fn);
+        });
   }
   queue_.Listen([this](const v1::Experiment& e) { sweeps_.OnExperiment(e); });
   queue_.Listen([this](const v1::Experiment& e) {

@@ -95,6 +95,9 @@ class CommandSlurm : public Slurm {
   static Status Failed(const std::string& what, const CommandOutput& r) {
     std::string said = r.err.empty() ? r.out : r.err;
     while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+    // One line: what the command said over several ("sbatch: error: ...; sbatch: fatal: ...").
+    for (size_t at = said.find('\n'); at != std::string::npos; at = said.find('\n', at))
+      said.replace(at, 1, "; ");
     if (r.exit_code == 127)
       return Unavailable(what + ": not found (are Slurm's client tools installed here?)");
     return Internal(what + " exited with code " + std::to_string(r.exit_code) +

@@ -118,8 +118,11 @@ std::string ArrayScript(const std::string& shoald, const std::string& dir) {
          "exit $code\n";
 }
 
-SlurmSweeps::SlurmSweeps(Slurm* slurm, ExperimentQueue* queue, Store* store, SlurmSweepOptions opts)
-    : slurm_(slurm), queue_(queue), store_(store), opts_(std::move(opts)) {}
+SlurmSweeps::SlurmSweeps(Slurm* slurm, ExperimentQueue* queue, Store* store, SlurmSweepOptions opts,
+                         HoldSaves hold)
+    : slurm_(slurm), queue_(queue), store_(store), opts_(std::move(opts)), hold_(std::move(hold)) {
+  if (!hold_) hold_ = [](const std::string&, const std::function<void()>& fn) { fn(); };
+}
 
 std::string SlurmSweeps::SweepDir(const std::string& sweep_id) const {
   return opts_.dir + "/" + sweep_id;
@@ -229,6 +232,11 @@ void SlurmSweeps::PollArray(Array& a) {
   }
   std::map<uint32_t, const SlurmTask*> by_task;
   for (const auto& t : *known) by_task[t.index] = &t;
+  hold_(a.sweep_id, [&] { Apply(a, by_task); });
+}
+
+// The tasks' states into their points: started, waiting, or ended (records stored).
+void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by_task) {
   std::vector<uint32_t> ended;
   for (auto& [task, e] : a.tasks) {
     auto it = by_task.find(task);

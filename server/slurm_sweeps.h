@@ -7,6 +7,7 @@
 // The records, the orders and the script live under one folder the nodes share (--slurm-dir).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -31,7 +32,11 @@ struct SlurmSweepOptions {
 
 class SlurmSweeps {
  public:
-  SlurmSweeps(Slurm* slurm, ExperimentQueue* queue, Store* store, SlurmSweepOptions opts);
+  // Runs a poll's changes to one sweep's points with that sweep's saves held (SweepTracker::
+  // WithSavesHeld): none by default.
+  using HoldSaves = std::function<void(const std::string& sweep_id, const std::function<void()>&)>;
+  SlurmSweeps(Slurm* slurm, ExperimentQueue* queue, Store* store, SlurmSweepOptions opts,
+              HoldSaves hold = nullptr);
 
   // Writes each point's order and the array's script under dir/<sweep id>/ and submits the array:
   // task i runs exps[i]. Sets sw->slurm_job_id and each record's `slurm`. Nothing is submitted
@@ -56,6 +61,7 @@ class SlurmSweeps {
     std::map<uint32_t, Cancel> cancels;  // the tasks whose cancel reached Slurm
   };
   void PollArray(Array& a);
+  void Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by_task);
   void CancelAsked(Array& a);
   void Started(v1::Experiment& e, const SlurmTask& t);
   void Waiting(v1::Experiment& e, const SlurmTask& t);
@@ -67,6 +73,7 @@ class SlurmSweeps {
   ExperimentQueue* queue_;
   Store* store_;
   SlurmSweepOptions opts_;
+  HoldSaves hold_;
   std::mutex mu_;  // arrays_: Follow may come from a submit while the poller runs
   std::map<std::string, Array> arrays_;
 };

@@ -119,7 +119,7 @@ void SweepTracker::OnExperiment(const v1::Experiment& e) {
       sw.set_finished_unix_ms(RealtimeMs());
       spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
     }
-    if (cancelling_.count(sw.id()) == 0) Save(sw);
+    if (held_.count(sw.id()) == 0) Save(sw);
   }
   // Outside the lock: cancelling tells the listeners, this one included.
   for (const auto& id : skipped) (void)queue_->Cancel(id);
@@ -183,16 +183,28 @@ StatusOr<v1::Sweep> SweepTracker::Cancel(const std::string& id) {
       if (queue_->IsLive(p.experiment_id())) to_cancel.push_back(p.experiment_id());
     it->second.set_state(SweepState(it->second, true));
     RETURN_IF_ERROR(store_->PutSweep(it->second));
-    cancelling_.insert(id);
+    held_.insert(id);
   }
   for (const auto& e : to_cancel) (void)queue_->Cancel(e);
   std::lock_guard<std::mutex> l(mu_);
-  cancelling_.erase(cancelling_.find(id));  // this call's mark only: another cancel may hold one
+  held_.erase(held_.find(id));  // this call's mark only: another cancel may hold one
   // Deleted meanwhile (its points had all ended): nothing to store, nothing to return.
   auto it = sweeps_.find(id);
   if (it == sweeps_.end()) return NotFound("sweep " + id + " was deleted while it was cancelled");
   Save(it->second);  // the points' ends, all at once
   return it->second;
+}
+
+void SweepTracker::WithSavesHeld(const std::string& id, const std::function<void()>& fn) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    held_.insert(id);
+  }
+  fn();
+  std::lock_guard<std::mutex> l(mu_);
+  held_.erase(held_.find(id));
+  if (held_.count(id) > 0) return;  // another holder stores it when it lets go
+  if (auto it = sweeps_.find(id); it != sweeps_.end()) Save(it->second);
 }
 
 StatusOr<uint32_t> SweepTracker::Delete(const std::string& id) {

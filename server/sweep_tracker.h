@@ -46,6 +46,10 @@ class SweepTracker {
   void Restore(const std::vector<v1::Sweep>& sweeps);
   // A queue listener: mirrors an experiment's state into its sweep's point.
   void OnExperiment(const v1::Experiment& e);
+  // Runs `fn` with the sweep's saves held: the changes of its points that `fn` makes are kept in
+  // memory and the sweep is stored once, after. A Slurm poll that starts or ends 1,000 tasks
+  // would otherwise rewrite a 10,000-point record 1,000 times.
+  void WithSavesHeld(const std::string& id, const std::function<void()>& fn);
 
  private:
   Store* store_;
@@ -57,9 +61,10 @@ class SweepTracker {
   std::vector<std::string> SkipAfterOom(v1::Sweep& sw, const v1::SweepPoint& failed);
   std::mutex mu_;
   std::map<std::string, v1::Sweep> sweeps_;
-  // Sweeps whose points Cancel is stopping: their points' ends are kept in memory and the sweep
-  // stored once after (a write per point would rewrite a 1,000-point record 1,000 times).
-  std::multiset<std::string> cancelling_;
+  // Sweeps whose saves are held (Cancel stopping their points, WithSavesHeld): their points'
+  // changes are kept in memory and the sweep stored once after (a write per point would rewrite a
+  // 1,000-point record 1,000 times).
+  std::multiset<std::string> held_;
 };
 
 // A queued record for a spec, submitted at `submitted_ms`.

@@ -103,7 +103,21 @@ TEST(GridTest, RepeatsOutOfRangeOrTooManyRunsAreRefused) {
   for (int b = 1; b <= 11; ++b) many.push_back(std::to_string(b));
   AddAxis(&s, "batch_size", many);
   s.set_repeats(100);  // 22 points x 100 runs
-  EXPECT_EQ(Refusal(s), "sweep: more than 1000 points (runs: grid points x repeats)");
+  EXPECT_EQ(Refusal(s),
+            "sweep: more than 1000 points (runs: grid points x repeats); on Slurm (--slurm), up to "
+            "100000");
+  // On Slurm, whose nodes run them at once, a whole study: 2,200 runs here, up to 100,000.
+  s.mutable_slurm();
+  EXPECT_EQ(Refusal(s), "(accepted)");
+  std::vector<std::string> thousand;
+  for (int b = 1; b <= 1000; ++b) thousand.push_back(std::to_string(b));
+  v1::SweepSpec huge = s;
+  huge.clear_axes();
+  AddAxis(&huge, "batch_size", thousand);
+  huge.set_repeats(100);
+  AddAxis(&huge, "lr", {"0.1", "0.01"});  // 200,000 runs
+  EXPECT_EQ(Refusal(huge), "sweep: more than 100000 points (runs: grid points x repeats) on Slurm");
+  s.clear_slurm();
   s.set_repeats(45);  // 990 runs
   EXPECT_EQ(Refusal(s), "(accepted)");
 }
@@ -178,7 +192,7 @@ TEST(GridTest, BadValuesRefuseTheSweep) {
   wide.max_workers = 1000;
   EXPECT_EQ(
       Refusal(Legacy(many, {"fork", "spawn", "forkserver"}, {true, false}, {"cpu", "cuda"}), wide),
-      "sweep: more than 1000 points");
+      "sweep: more than 1000 points; on Slurm (--slurm), up to 100000");
 }
 
 // --- Axes over any field. ---
@@ -468,7 +482,7 @@ TEST(GridTest, RefusesMoreThanAThousandPoints) {
   v1::SweepSpec over;
   AddAxis(&over, "workers", forty);
   AddAxis(&over, "batch_size", twenty_six);  // 1040 points
-  EXPECT_EQ(Refusal(over), "sweep: more than 1000 points");
+  EXPECT_EQ(Refusal(over), "sweep: more than 1000 points; on Slurm (--slurm), up to 100000");
 
   v1::SweepSpec exactly;
   AddAxis(&exactly, "workers", forty);

@@ -158,12 +158,16 @@ StatusOr<std::vector<GridPoint>> ExpandGrid(const v1::SweepSpec& sweep, const Sp
     return InvalidArgument("repeats: " + std::to_string(sweep.repeats()) + " is not in 1.." +
                            std::to_string(kMaxRepeats));
   const size_t repeats = Repeats(sweep);
+  const size_t most = sweep.has_slurm() ? kMaxSlurmSweepPoints : kMaxSweepPoints;
   size_t n = 1;
   for (const auto& a : axes) {
     n *= size_t(a.values_size());
-    if (n * repeats > kMaxSweepPoints)
-      return InvalidArgument("sweep: more than " + std::to_string(kMaxSweepPoints) + " points" +
-                             (repeats > 1 ? " (runs: grid points x repeats)" : ""));
+    if (n * repeats > most)
+      return InvalidArgument("sweep: more than " + std::to_string(most) + " points" +
+                             (repeats > 1 ? " (runs: grid points x repeats)" : "") +
+                             (sweep.has_slurm() ? " on Slurm"
+                                                : "; on Slurm (--slurm), up to " +
+                                                      std::to_string(kMaxSlurmSweepPoints)));
   }
   std::vector<GridPoint> out;
   std::vector<int> pick(axes.size(), 0);

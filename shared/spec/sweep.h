@@ -13,7 +13,10 @@
 
 namespace shoal {
 
-constexpr size_t kMaxSweepPoints = 1000;  // runs: grid points x repeats
+constexpr size_t kMaxSweepPoints = 1000;  // runs: grid points x repeats, on this daemon
+// Placed on Slurm (spec.slurm), where the nodes run them at once: a sweep's whole study. Slurm's
+// own MaxArraySize (1001 by default) must be above it too; sbatch says so when it is not.
+constexpr size_t kMaxSlurmSweepPoints = 100000;
 constexpr uint32_t kMaxRepeats = 100;
 
 struct GridPoint {
