@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the unit tests under ASan+UBSan (the
-# parts that do not load LibTorch) and the fuzz targets for 5 s each from one clang build, then
+# parts that do not load LibTorch) and the fuzz targets for 2 s each from one clang build, then
 # the rest of the suite under ctest (the measured end-to-end tests one at a time, the others
 # beside each other).
 set -euo pipefail
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 deploy/install-deps.sh
 # One clang build under ASan+UBSan serves both: the unit tests run under it, then every parser of
 # outside input is fuzzed briefly (longer: deploy/fuzz.sh 600).
-seconds=5
+seconds=2
 [ "${SHOAL_SKIP_FUZZ:-0}" = 1 ] && seconds=0
 # The unit tests run once: under the sanitizers when that build ran them (the gcc build below
 # leaves them out rather than compile them a second time), else in the gcc build.

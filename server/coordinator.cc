@@ -56,7 +56,8 @@ IdSource FreshIds(Store* store, IdSource draw) {
       if (StatusOr<bool> taken = store->Taken(id); taken.ok() && *taken) continue;
       recent->ids.insert(id);
       recent->order.push_back(id);
-      if (recent->order.size() > 4 * kMaxSweepPoints) {
+      // Every id one sweep draws is remembered until its records are stored together.
+      if (recent->order.size() > 2 * kMaxSlurmSweepPoints) {
         recent->ids.erase(recent->order.front());
         recent->order.pop_front();
       }
@@ -151,7 +152,8 @@ void Coordinator::SlurmLoop() {
     l.unlock();
     slurm_->Poll();
     l.lock();
-    slurm_cv_.wait_for(l, opts_.slurm_poll, [this] { return slurm_stop_; });
+    slurm_cv_.wait_for(l, opts_.slurm_poll, [this] { return slurm_stop_ || slurm_kick_; });
+    slurm_kick_ = false;
   }
 }
 
@@ -492,7 +494,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
   if (spec.has_slurm()) {
     return SubmitSlurmSweep(spec, submitter, [&](const v1::ExperimentSpec& s) -> Status {
       RETURN_IF_ERROR(check(s.dataset()));
-      return CheckModelFile(s);
+      return OnSharedFiles(s);
     });
   }
   return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
@@ -501,6 +503,20 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
     Status st = Admit(s, /*queued=*/true);
     return st.ok() ? st : ResourceExhausted(st.message());
   });
+}
+
+// A point on Slurm's nodes reads its files there: an uploaded one lives in this daemon's blob
+// store, which a task's throwaway daemon neither has nor may share (it would clean it up).
+Status Coordinator::OnSharedFiles(const v1::ExperimentSpec& spec) const {
+  for (const std::string* f : {&spec.model_file(), &spec.dataset()}) {
+    if (f->rfind("sha256:", 0) == 0)
+      return InvalidArgument(
+          "slurm: " + std::string(f == &spec.dataset() ? "dataset" : "model_file") +
+          ": a file uploaded to this daemon stays in its store, which the nodes do not read: "
+          "a sweep on Slurm cannot use one yet (a data set given as a folder on the cluster's "
+          "shared file system can be)");
+  }
+  return Status::Ok();
 }
 
 // A sweep whose points run on Slurm's nodes: each point is checked as a spec (its files here
@@ -517,7 +533,11 @@ StatusOr<std::string> Coordinator::SubmitSlurmSweep(const v1::SweepSpec& spec,
                             bool stored) {
     if (!stored) return slurm_->Abandon(sw);
     slurm_->Follow(sw, exps);
-    slurm_cv_.notify_all();  // a first look now, not a poll later
+    {
+      std::lock_guard<std::mutex> l(slurm_mu_);
+      slurm_kick_ = true;  // a first look now, not a poll later
+    }
+    slurm_cv_.notify_all();
   };
   return sweeps_.Submit(spec, submitter, opts_.limits, check, &placement);
 }

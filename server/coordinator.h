@@ -128,6 +128,7 @@ class Coordinator : public ExperimentService {
   StatusOr<std::string> SubmitSlurmSweep(const v1::SweepSpec& spec, const std::string& submitter,
                                          const SweepTracker::Admit& check);
   void FollowRecovered(const Recovered& r);
+  Status OnSharedFiles(const v1::ExperimentSpec& spec) const;
   void RunOne(v1::Experiment e);
   void EndUnstarted(v1::Experiment e, v1::ExperimentState state, const std::string& why);
   Status PrepareForkServer(const v1::Experiment& e);
@@ -155,6 +156,7 @@ class Coordinator : public ExperimentService {
   std::mutex slurm_mu_;
   std::condition_variable slurm_cv_;  // wakes the poller for a shutdown or a new array
   bool slurm_stop_ = false;
+  bool slurm_kick_ = false;  // a new array: look now
   // One thread per federated experiment (or leftover parts to cancel); the ended ones are joined
   // when the next starts, the rest at Shutdown, so a long-lived daemon does not keep them.
   struct FederatedThread {

@@ -3,8 +3,10 @@
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -96,7 +98,11 @@ Status WriteRunRecord(const v1::RunRecord& r, const std::string& path) {
 
 StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": no record");
+  // No file is no record; a file that cannot be opened now (permissions, a shared file system's
+  // hiccup) may be read later: UNAVAILABLE, and it is not to be taken for missing.
+  if (!in)
+    return errno == ENOENT ? NotFound(path + ": no record")
+                           : Unavailable(path + ": " + std::strerror(errno));
   v1::RunRecord r;
   if (!r.ParseFromIstream(&in)) return InvalidArgument(path + ": not a run record");
   return r;

@@ -63,6 +63,20 @@ std::string TaskName(const std::string& job_id, uint32_t task) {
   return job_id + "_" + std::to_string(task);
 }
 
+// Tasks as one scancel word: "4242_3", or "4242_[0-3,5,9-12]".
+std::string TaskSet(const std::string& job_id, const std::vector<uint32_t>& tasks) {
+  if (tasks.size() == 1) return TaskName(job_id, tasks[0]);
+  std::string out = job_id + "_[";
+  for (size_t i = 0; i < tasks.size();) {
+    size_t j = i;
+    while (j + 1 < tasks.size() && tasks[j + 1] == tasks[j] + 1) ++j;
+    out += (i ? "," : "") + std::to_string(tasks[i]) +
+           (j > i ? "-" + std::to_string(tasks[j]) : std::string());
+    i = j + 1;
+  }
+  return out + "]";
+}
+
 bool Runs(const std::string& state) {
   return state == "RUNNING" || state == "COMPLETING" || state == "CONFIGURING" ||
          state == "STAGE_OUT";
@@ -105,15 +119,16 @@ std::string ArrayScript(const std::string& shoald, const std::string& dir) {
          "\n"
          "task=\"$SLURM_ARRAY_TASK_ID\"\n"
          "state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n" +
+         "# scancel's SIGTERM to the run: it ends cancelled and still writes its record.\n"
+         "pid=\n"
+         "trap '[ -n \"$pid\" ] && kill -TERM $pid 2>/dev/null' TERM INT\n" +
          ShellQuoted(shoald) +
          " --run-point \"$dir/order-$task.json\" --record-out \"$dir/record-$task.pb\" \\\n"
          "  --state-dir \"$state\" --log-level info &\n"
          "pid=$!\n"
-         "# scancel's SIGTERM to the run: it ends cancelled and still writes its record.\n"
-         "trap 'kill -TERM $pid 2>/dev/null' TERM INT\n"
          "wait $pid\n"
          "code=$?\n"
-         "if kill -0 $pid 2>/dev/null; then wait $pid; code=$?; fi\n"
+         "while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n"
          "rm -rf \"$state\"\n"
          "exit $code\n";
 }
@@ -164,6 +179,10 @@ void SlurmSweeps::Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>&
   a.sweep_id = sw.id();
   a.job_id = sw.slurm_job_id();
   a.dir = SweepDir(sw.id());
+  // Where its tasks write: the folder it was placed in, whatever --slurm-dir says now.
+  for (const auto& e : pending)
+    if (e.has_slurm() && !e.slurm().output().empty())
+      a.dir = fs::path(e.slurm().output()).parent_path().string();
   for (const auto& e : pending)
     if (e.has_slurm() && !IsTerminal(e.state())) a.tasks[e.slurm().task()] = e;
   if (a.tasks.empty()) arrays_.erase(sw.id());
@@ -192,33 +211,33 @@ size_t SlurmSweeps::Poll() {
 // outright if it runs on past gentle_cancel_ms. One scancel call for each kind.
 void SlurmSweeps::CancelAsked(Array& a) {
   const int64_t now = RealtimeMs();
-  std::vector<std::string> hard, gentle;
+  std::vector<uint32_t> hard, gentle;
   bool any_started = false;
   for (const auto& [task, e] : a.tasks) {
-    const bool running = e.state() == v1::RUNNING;
+    // As Slurm last said: a task it requeued or suspended is not running.
+    const bool running = Runs(e.slurm().state());
     any_started = any_started || running;
     auto sent = a.cancels.find(task);
     if (sent == a.cancels.end()) {
       if (queue_->StopRequest(e.id()) != ExperimentQueue::kCancel) continue;
-      (running ? gentle : hard).push_back(TaskName(a.job_id, task));
+      (running ? gentle : hard).push_back(task);
     } else if (!sent->second.hard && now - sent->second.at_ms > opts_.gentle_cancel_ms) {
-      hard.push_back(TaskName(a.job_id, task));
+      hard.push_back(task);
     }
   }
-  if (!any_started && !hard.empty() && hard.size() == a.tasks.size()) hard = {a.job_id};
-  for (const auto& [targets, gently] : {std::pair{hard, false}, std::pair{gentle, true}}) {
-    if (targets.empty()) continue;
-    if (Status st = slurm_->Cancel(targets, gently); !st.ok()) {
+  const bool whole = !any_started && !hard.empty() && hard.size() == a.tasks.size();
+  for (const auto& [tasks, gently] : {std::pair{hard, false}, std::pair{gentle, true}}) {
+    if (tasks.empty()) continue;
+    // One word however many tasks ("4242_[0-9,12]"): 10,000 names would pass the argument limit.
+    const std::string target = whole && !gently ? a.job_id : TaskSet(a.job_id, tasks);
+    if (Status st = slurm_->Cancel({target}, gently); !st.ok()) {
       spdlog::warn("sweep {}: {}", a.sweep_id, st.message());
       continue;  // asked again at the next poll
     }
-    for (const auto& name : targets) {
-      if (name == a.job_id) continue;
-      const uint32_t task = uint32_t(std::stoul(name.substr(a.job_id.size() + 1)));
-      a.cancels[task] = {a.cancels.count(task) ? a.cancels[task].at_ms : now, !gently};
+    for (uint32_t task : tasks) {
+      auto [it, fresh] = a.cancels.try_emplace(task, Array::Cancel{now, !gently});
+      if (!fresh) it->second.hard = !gently;
     }
-    if (targets.size() == 1 && targets[0] == a.job_id)
-      for (const auto& [task, e] : a.tasks) a.cancels[task] = {now, true};
   }
 }
 
@@ -240,7 +259,15 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
   std::vector<uint32_t> ended;
   for (auto& [task, e] : a.tasks) {
     auto it = by_task.find(task);
-    if (it == by_task.end() || SlurmTaskEnded(it->second->state)) {
+    if (it == by_task.end()) {
+      // Absent: ended long ago (Slurm forgets), or only left out of this answer. Its record
+      // says it ended; without one, three absences in a row do.
+      std::error_code ec;
+      if (fs::exists(RecordPath(a.dir, task), ec) || ++a.absent[task] >= 3) ended.push_back(task);
+      continue;
+    }
+    a.absent.erase(task);
+    if (SlurmTaskEnded(it->second->state)) {
       ended.push_back(task);
     } else if (Runs(it->second->state)) {
       Started(e, *it->second);
@@ -250,8 +277,9 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
   }
   for (uint32_t task : ended) {
     auto it = by_task.find(task);
-    Ended(a, task, it == by_task.end() ? nullptr : it->second);
+    if (!Ended(a, task, it == by_task.end() ? nullptr : it->second)) continue;
     a.tasks.erase(task);
+    a.absent.erase(task);
   }
 }
 
@@ -272,7 +300,13 @@ void SlurmSweeps::Waiting(v1::Experiment& e, const SlurmTask& t) {
   queue_->SetLive(e);  // why it waits: shown by get and list, not worth a write per change
 }
 
-void SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
+// Slurm's own ends of a task that it stopped, not the user: a run they stopped is no cancel.
+bool SlurmStopped(const std::string& state) {
+  return state == "TIMEOUT" || state == "PREEMPTED" || state == "NODE_FAIL" ||
+         state == "DEADLINE" || state == "OUT_OF_MEMORY";
+}
+
+bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   v1::Experiment e = a.tasks[task];
   v1::SlurmTaskInfo slurm = e.slurm();
   if (t != nullptr) {
@@ -283,9 +317,11 @@ void SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   }
   // Asked to stop: whatever it ended of, it was cancelled (a run Slurm cancelled outright fails
   // of the signals; its own words are kept).
-  const bool cancelled = a.cancels.count(task) > 0;
+  const bool cancelled =
+      a.cancels.count(task) > 0 || queue_->StopRequest(e.id()) == ExperimentQueue::kCancel;
   const std::string record_path = RecordPath(a.dir, task);
   auto record = ReadRunRecord(record_path);
+  if (!record.ok() && record.status().code() == Code::kUnavailable) return false;  // retried
   Status stored = record.status();
   if (record.ok()) {
     v1::PointOrder order;
@@ -296,17 +332,30 @@ void SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     ran.set_submitter(e.submitter());
     ran.set_submitted_unix_ms(e.submitted_unix_ms());
     if (cancelled && ran.state() == v1::FAILED) ran.set_state(v1::CANCELLED);
+    // Stopped by Slurm (its time limit's SIGTERM reads as a cancel to the run): failed, saying so.
+    if (!cancelled && ran.state() == v1::CANCELLED && SlurmStopped(slurm.state())) {
+      ran.set_state(v1::FAILED);
+      ran.set_error("Slurm stopped task " + TaskName(a.job_id, task) + ": " + slurm.state() +
+                    (slurm.reason().empty() ? "" : " (" + slurm.reason() + ")") +
+                    "; the record of the run until then is kept");
+    }
     *ran.mutable_slurm() = slurm;
     stored =
         StoreRunRecord(store_, opts_.logs_dir, order, *record, [this](const v1::Experiment& x) {
           queue_->Update(x);
           return Status::Ok();
         });
+    // The store refused the write (locked, full): the record stays where it is, asked again.
+    if (!stored.ok() && stored.code() != Code::kInvalidArgument) {
+      spdlog::warn("sweep {}: point {}'s record not stored yet: {}", a.sweep_id, e.sweep_index(),
+                   stored.message());
+      return false;
+    }
   }
   if (!stored.ok()) {
     *e.mutable_slurm() = slurm;
     e.set_state(cancelled ? v1::CANCELLED : v1::FAILED);
-    if (record.ok() || record.status().code() != Code::kNotFound) {  // refused, or unreadable
+    if (record.ok() || record.status().code() != Code::kNotFound) {  // refused, or not one
       e.set_error("Slurm task " + TaskName(a.job_id, task) +
                   ": its record was refused: " + stored.message());
     } else if (!cancelled) {
@@ -319,6 +368,7 @@ void SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   std::error_code ec;
   fs::remove(record_path, ec);
   fs::remove(OrderPath(a.dir, task), ec);
+  return true;
 }
 
 }  // namespace shoal

@@ -59,6 +59,9 @@ class SlurmSweeps {
       bool hard = false;  // cancelled by Slurm outright (pending, or running past the grace)
     };
     std::map<uint32_t, Cancel> cancels;  // the tasks whose cancel reached Slurm
+    // Polls in a row a task was absent from Slurm's answer: one absence is no end (scontrol
+    // shortens a long list of pending tasks; a task may be between states).
+    std::map<uint32_t, int> absent;
   };
   void PollArray(Array& a);
   void Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by_task);
@@ -66,7 +69,8 @@ class SlurmSweeps {
   void Started(v1::Experiment& e, const SlurmTask& t);
   void Waiting(v1::Experiment& e, const SlurmTask& t);
   // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.
-  void Ended(Array& a, uint32_t task, const SlurmTask* t);
+  // False when that must wait (the record could not be read or stored now): asked again.
+  bool Ended(Array& a, uint32_t task, const SlurmTask* t);
   std::string SweepDir(const std::string& sweep_id) const;
 
   Slurm* slurm_;

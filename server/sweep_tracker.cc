@@ -119,7 +119,11 @@ void SweepTracker::OnExperiment(const v1::Experiment& e) {
       sw.set_finished_unix_ms(RealtimeMs());
       spdlog::info("sweep {} {}", sw.id(), v1::ExperimentState_Name(sw.state()));
     }
-    if (held_.count(sw.id()) == 0) Save(sw);
+    if (held_.count(sw.id()) == 0) {
+      Save(sw);
+    } else {
+      changed_.insert(sw.id());  // stored when let go
+    }
   }
   // Outside the lock: cancelling tells the listeners, this one included.
   for (const auto& id : skipped) (void)queue_->Cancel(id);
@@ -204,6 +208,8 @@ void SweepTracker::WithSavesHeld(const std::string& id, const std::function<void
   std::lock_guard<std::mutex> l(mu_);
   held_.erase(held_.find(id));
   if (held_.count(id) > 0) return;  // another holder stores it when it lets go
+  // Only when a point changed: a poll in which no task moved writes nothing.
+  if (changed_.erase(id) == 0) return;
   if (auto it = sweeps_.find(id); it != sweeps_.end()) Save(it->second);
 }
 

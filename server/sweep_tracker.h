@@ -65,6 +65,7 @@ class SweepTracker {
   // changes are kept in memory and the sweep stored once after (a write per point would rewrite a
   // 1,000-point record 1,000 times).
   std::multiset<std::string> held_;
+  std::set<std::string> changed_;  // held sweeps whose points changed meanwhile
 };
 
 // A queued record for a spec, submitted at `submitted_ms`.

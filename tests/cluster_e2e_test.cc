@@ -132,8 +132,8 @@ class SlurmSweepE2E : public ::testing::Test {
     StartDaemon();
   }
   void TearDown() override {
-    daemon_->Stop(SIGTERM);
-    testing::RunCommand({script_, "down", cluster_});
+    if (daemon_) daemon_->Stop(SIGTERM);
+    testing::RunCommand({script_, "down", cluster_});  // whatever `up` got to
   }
   void StartDaemon() {
     daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");

@@ -252,6 +252,49 @@ TEST_F(SlurmSweepsTest, PendingTasksAreCancelledAndRunningOnesAskedToStop) {
   EXPECT_EQ(slurm_.cancelled.size(), 3u);  // each asked once
 }
 
+// Tasks named in one word, however many: 10,000 names would pass the argument limit.
+TEST_F(SlurmSweepsTest, ManyTasksAreCancelledInOneWord) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "PENDING"), Task(2, "PENDING")};
+  sweeps_->Poll();
+  ASSERT_TRUE(queue_->Cancel(exps_[1].id()).ok());
+  ASSERT_TRUE(queue_->Cancel(exps_[2].id()).ok());
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242_[1-2]"});
+}
+
+// A task left out of scontrol's answer (it shortens a long list of pending tasks) has not ended:
+// it ends with its record, or after three answers in a row without it.
+TEST_F(SlurmSweepsTest, AnAbsentTaskEndsWithItsRecordOrAfterThreeAbsences) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "RUNNING")};
+  sweeps_->Poll();
+  sweeps_->Poll();
+  EXPECT_TRUE(queue_->IsLive(exps_[1].id()));
+  EXPECT_EQ(queue_->Get(exps_[1].id())->state(), v1::QUEUED);
+  WriteRecord(2, v1::SUCCEEDED);
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(2).state(), v1::SUCCEEDED);
+  EXPECT_EQ(Stored(1).state(), v1::FAILED);
+  EXPECT_NE(Stored(1).error().find("Slurm task 4242_1 is no longer known to Slurm"),
+            std::string::npos)
+      << Stored(1).error();
+}
+
+// Slurm's time limit sends the task SIGTERM, which its run reads as a cancel: nobody cancelled
+// it, so the point fails naming Slurm's state, with the record of the run until then.
+TEST_F(SlurmSweepsTest, ARunSlurmStoppedAtItsTimeLimitFailsSayingSo) {
+  PlaceAll();
+  WriteRecord(0, v1::CANCELLED);
+  slurm_.tasks = {Task(0, "TIMEOUT", "TimeLimit"), Task(1, "RUNNING"), Task(2, "RUNNING")};
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(0).state(), v1::FAILED);
+  EXPECT_EQ(Stored(0).error(),
+            "Slurm stopped task 4242_0: TIMEOUT (TimeLimit); the record of the run until then is "
+            "kept");
+  EXPECT_EQ(store_->Samples(exps_[0].id())->size(), 4u);
+}
+
 // A sweep cancelled before any task started: one scancel of the array.
 TEST_F(SlurmSweepsTest, ACancelBeforeAnyTaskStartedIsOneScancelOfTheArray) {
   PlaceAll();
@@ -260,9 +303,15 @@ TEST_F(SlurmSweepsTest, ACancelBeforeAnyTaskStartedIsOneScancelOfTheArray) {
   for (const auto& e : exps_) ASSERT_TRUE(queue_->Cancel(e.id()).ok());
   sweeps_->Poll();
   EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242"});
-  slurm_.tasks.clear();  // Slurm forgot them
-  EXPECT_EQ(sweeps_->Poll(), 0u);
+  slurm_.tasks = {Task(0, "CANCELLED"), Task(1, "CANCELLED")};  // 2 already forgotten
+  EXPECT_EQ(sweeps_->Poll(), 1u);
+  EXPECT_EQ(Stored(0).state(), v1::CANCELLED);
+  EXPECT_TRUE(queue_->IsLive(exps_[2].id()));
+  slurm_.tasks.clear();
+  sweeps_->Poll();
+  EXPECT_EQ(sweeps_->Poll(), 0u);  // the third answer without it
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(Stored(i).state(), v1::CANCELLED);
+  EXPECT_TRUE(Stored(2).error().empty());
 }
 
 // A running task that does not stop when asked is cancelled by Slurm outright after the grace;
