@@ -28,9 +28,12 @@ void GpuSampler::Tick(uint64_t now_ns, bool training, v1::Sample* s) {
 
 // GPM and energy of every device while a worker trains (Fill keeps the experiment's devices').
 void GpuSampler::AddActivity(const GpuReading& r, uint64_t now_ns, bool training) {
+  // Why a device has no GPM is the device's, whenever it was read: a run whose training no
+  // budgeted reading fell in (a loaded machine) said "no two readings" of a GPU without GPM.
+  for (const auto& d : r.devices)
+    if (!d.gpm_status.empty()) gpm_why_ = d.gpm_status;
   if (!training) return;
   for (const auto& d : r.devices) {
-    if (!d.gpm_status.empty()) gpm_why_ = d.gpm_status;
     if (d.sm_active && d.sm_occupancy && d.tensor_active && d.dram_bw) {
       Activity& a = activity_[d.index];
       const double v[4] = {*d.sm_active, *d.sm_occupancy, *d.tensor_active, *d.dram_bw};

@@ -187,6 +187,21 @@ TEST(GpuSamplerTest, AbsentWithAReasonWhenNothingWasSeen) {
   EXPECT_EQ(r.gpu_status(), "no GPU telemetry in this daemon");
 }
 
+// Why a device has no GPM is the device's: said though no reading fell while a worker trained
+// (a loaded machine's budgeted readings missed a short training), not "no two readings".
+TEST(GpuSamplerTest, ADevicesReasonForNoGpmHoldsThoughNoReadingFellInTraining) {
+  Fixture f;
+  GpuDevice d = Device(0, 50);
+  d.gpm_status = "GPM: not supported on this GPU (compute capability 8.0)";
+  f.gpu.reading.devices = {d};
+  f.gpu.reading.processes = {{100, 0, kMiB, {}}};
+  v1::Sample s = WithProcesses({100});
+  f.sampler.Tick(1, /*training=*/false, &s);
+  v1::Result r;
+  f.sampler.Fill(&r);
+  EXPECT_EQ(r.gpm_status(), d.gpm_status);
+}
+
 TEST(GpuSamplerTest, ReadingsWaitUntilTheirCostFitsTheBudget) {
   ScriptedGpu gpu;
   gpu.reading.devices = {Device(0, 10)};
