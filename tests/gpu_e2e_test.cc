@@ -70,8 +70,10 @@ TEST(GpuE2E, SampledGpuFiguresAreTheExperimentsOwnAndReachTheReport) {
   testing::Daemon d(dir / "state", dir / "s.sock");
   ASSERT_TRUE(d.Start({}, FakeEnv()));
   const json j =
+      // 40 batches: the NVML readings wait until their cost fits the budget (100-200 ms apart),
+      // and a 10-batch training on a loaded machine fell between two (no utilisation, absent).
       ParseOk(d.Cli({"sweep", "--workers", "2", "--device", "cpu,cuda", "--start", "spawn",
-                     "--batches", "10", "--batch-size", "8", "--dataset", "synthetic",
+                     "--batches", "40", "--batch-size", "8", "--dataset", "synthetic",
                      "--eval-samples", "0", "--sample-interval-ms", "50", "--wait", "--json"}));
   ASSERT_EQ(j["experiments"].size(), 1u) << j.dump(2);  // the cuda point cannot run here
   const json& e = j["experiments"][0];
