@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from shoal_bench import ROOT
+from shoal_bench import ROOT, daemon
 
 sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 from shoal.v1 import shoal_pb2  # noqa: E402
@@ -138,65 +138,60 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="shoal-slurm-bench.")
-    daemon = None
     try:
         template = one_record(a.bin, tmp)
-        env = dict(os.environ, PATH=fake_slurm(tmp) + ":" + os.environ["PATH"],
-                   FAKE_SLURM_STATE=os.path.join(tmp, "slurm.json"))
-        sock = os.path.join(tmp, "s.sock")
-        daemon = subprocess.Popen([os.path.join(a.bin, "shoald"), "--socket", sock, "--state-dir",
-                                   os.path.join(tmp, "state"), "--log-level", "warn",
-                                   "--max-queued", str(a.points)], env=env)
-        for _ in range(600):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.1)
-        time.sleep(0.5)
-        cli = [os.path.join(a.bin, "shoal"), "--socket", sock]
-        repeats = max(1, a.points // 100)
-        sizes = ",".join(str(16 + b) for b in range(a.points // repeats))
-        t0 = time.monotonic()
-        out = subprocess.run(cli + ["sweep", "--slurm", "--max-parallel", str(a.max_parallel),
-                                    "--batch-size", sizes, "--repeats", str(repeats),
-                                    "--dataset", "synthetic", "--force", "--json"],
-                             capture_output=True, text=True, env=env)
-        if out.returncode != 0:
-            sys.exit("the sweep was refused: " + out.stderr)
-        out = out.stdout
-        submit_s = time.monotonic() - t0
-        sweep = json.loads(out)["id"]
-        cpu0, _ = proc_figures(daemon.pid)
-        t_last = play_cluster(env["FAKE_SLURM_STATE"], os.path.join(tmp, "state", "slurm", sweep),
-                              template, a.points, a.max_parallel, a.per_second)
-        while True:
-            r = subprocess.run(cli + ["get", sweep, "--json"], capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit("get " + sweep + ": " + r.stderr)
-            got = json.loads(r.stdout)
-            if got["sweep"]["state"] not in ("QUEUED", "RUNNING"):
-                break
-            time.sleep(0.2)
-        merge_s = time.monotonic() - t_last
-        cpu1, hwm_mib = proc_figures(daemon.pid)
-        with open(env["FAKE_SLURM_STATE"] + ".scontrol") as f:
-            polls = [tuple(map(int, l.split())) for l in f]
-        succeeded = sum(p["state"] == "SUCCEEDED" for p in got["sweep"]["points"])
-        print(json.dumps({
-            "points": a.points, "max_parallel": a.max_parallel, "per_second": a.per_second,
-            "record_bytes": template.ByteSize(), "submit_s": round(submit_s, 2),
-            "sweep_state": got["sweep"]["state"], "succeeded": succeeded,
-            "shoald_cpu_s_while_following": round(cpu1 - cpu0, 2),
-            "shoald_peak_rss_mib": round(hwm_mib, 1), "scontrol_calls": len(polls),
-            "scontrol_largest_lines": max(p[0] for p in polls),
-            "scontrol_largest_bytes": max(p[1] for p in polls),
-            "last_record_to_sweep_end_s": round(merge_s, 2),
-            "store_mib": round(os.path.getsize(os.path.join(tmp, "state", "shoal.db")) / 2**20, 1),
-        }))
+        # The daemon and the CLI find the fake Slurm first.
+        os.environ["PATH"] = fake_slurm(tmp) + ":" + os.environ["PATH"]
+        os.environ["FAKE_SLURM_STATE"] = os.path.join(tmp, "slurm.json")
+        with daemon(a.bin, settle_s=0.5, extra=("--max-queued", str(a.points))) as cli:
+            print(json.dumps(follow_array(a, cli, template)))
     finally:
-        if daemon:
-            daemon.terminate()
-            daemon.wait()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def follow_array(a, cli, template):
+    """Submits the sweep, plays the cluster to its end; returns what it cost shoald."""
+    state_dir = os.path.join(os.path.dirname(cli.socket), "state")
+    shoal = [os.path.join(a.bin, "shoal"), "--socket", cli.socket]
+    repeats = max(1, a.points // 100)
+    sizes = ",".join(str(16 + b) for b in range(a.points // repeats))
+    t0 = time.monotonic()
+    out = subprocess.run(shoal + ["sweep", "--slurm", "--max-parallel", str(a.max_parallel),
+                                  "--batch-size", sizes, "--repeats", str(repeats),
+                                  "--dataset", "synthetic", "--force", "--json"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit("the sweep was refused: " + out.stderr)
+    submit_s = time.monotonic() - t0
+    sweep = json.loads(out.stdout)["id"]
+    cpu0, _ = proc_figures(cli.pid)
+    t_last = play_cluster(os.environ["FAKE_SLURM_STATE"],
+                          os.path.join(state_dir, "slurm", sweep), template, a.points,
+                          a.max_parallel, a.per_second)
+    while True:
+        r = subprocess.run(shoal + ["get", sweep, "--json"], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit("get " + sweep + ": " + r.stderr)
+        got = json.loads(r.stdout)
+        if got["sweep"]["state"] not in ("QUEUED", "RUNNING"):
+            break
+        time.sleep(0.2)
+    merge_s = time.monotonic() - t_last
+    cpu1, hwm_mib = proc_figures(cli.pid)
+    with open(os.environ["FAKE_SLURM_STATE"] + ".scontrol") as f:
+        polls = [tuple(map(int, l.split())) for l in f]
+    succeeded = sum(p["state"] == "SUCCEEDED" for p in got["sweep"]["points"])
+    return {
+        "points": a.points, "max_parallel": a.max_parallel, "per_second": a.per_second,
+        "record_bytes": template.ByteSize(), "submit_s": round(submit_s, 2),
+        "sweep_state": got["sweep"]["state"], "succeeded": succeeded,
+        "shoald_cpu_s_while_following": round(cpu1 - cpu0, 2),
+        "shoald_peak_rss_mib": round(hwm_mib, 1), "scontrol_calls": len(polls),
+        "scontrol_largest_lines": max(p[0] for p in polls),
+        "scontrol_largest_bytes": max(p[1] for p in polls),
+        "last_record_to_sweep_end_s": round(merge_s, 2),
+        "store_mib": round(os.path.getsize(os.path.join(state_dir, "shoal.db")) / 2**20, 1),
+    }
 
 
 if __name__ == "__main__":

@@ -219,6 +219,25 @@ int ShowSweep(ShoalClient& c, const std::string& id, bool cancel, bool json) {
   return 0;
 }
 
+// --slurm and what places a sweep there (SlurmOf refuses them without it).
+void AddSlurmOptions(CLI::App* sweep, SweepOptions* o) {
+  sweep->add_flag("--slurm", o->slurm,
+                  "run the points on Slurm's nodes as one job array (a task per point, a node "
+                  "to each) instead of one by one on this daemon (docs/cluster.md)");
+  sweep->add_option("--partition", o->partition, "with --slurm: sbatch's --partition");
+  sweep->add_option("--time", o->time_limit,
+                    "with --slurm: each task's time limit, in Slurm's format (30:00, 2:00:00, "
+                    "1-00:00:00)");
+  o->max_parallel_opt = sweep
+                            ->add_option("--max-parallel", o->max_parallel,
+                                         "with --slurm: at most K tasks at once (the array's %K)")
+                            ->check(WholeNumber())
+                            ->check(CLI::Range(1, 100000));
+  sweep->add_flag("--shared-nodes", o->shared_nodes,
+                  "with --slurm: let Slurm put tasks beside other jobs (default: a node to each "
+                  "task alone, so its figures are its own)");
+}
+
 void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   struct State {
     SpecFlags flags;
@@ -238,22 +257,7 @@ void AddSweepCommands(CLI::App& app, std::vector<Command>* out) {
   sweep->add_flag("--no-skip-after-oom", s->options.no_skip_after_oom,
                   "run a row's bigger points even after one ran out of memory (default: skip "
                   "them, noting why)");
-  sweep->add_flag("--slurm", s->options.slurm,
-                  "run the points on Slurm's nodes as one job array (a task per point, a node "
-                  "to each) instead of one by one on this daemon (docs/cluster.md)");
-  sweep->add_option("--partition", s->options.partition, "with --slurm: sbatch's --partition");
-  sweep->add_option("--time", s->options.time_limit,
-                    "with --slurm: each task's time limit, in Slurm's format (30:00, 2:00:00, "
-                    "1-00:00:00)");
-  s->options.max_parallel_opt =
-      sweep
-          ->add_option("--max-parallel", s->options.max_parallel,
-                       "with --slurm: at most K tasks at once (the array's %K)")
-          ->check(WholeNumber())
-          ->check(CLI::Range(1, 100000));
-  sweep->add_flag("--shared-nodes", s->options.shared_nodes,
-                  "with --slurm: let Slurm put tasks beside other jobs (default: a node to each "
-                  "task alone, so its figures are its own)");
+  AddSlurmOptions(sweep, &s->options);
   sweep->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the report");
   sweep->add_flag("--json", s->json, "print one JSON object");
   out->push_back({sweep, [s, sweep](ShoalClient& c) {

@@ -58,6 +58,14 @@ std::string FieldOf(const std::string& line, const std::string& key) {
   return "";
 }
 
+// What a command printed, as one line ("sbatch: error: ...; sbatch: fatal: ...").
+std::string OneLine(std::string said) {
+  while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
+  for (size_t at = said.find('\n'); at != std::string::npos; at = said.find('\n', at))
+    said.replace(at, 1, "; ");
+  return said;
+}
+
 class CommandSlurm : public Slurm {
  public:
   explicit CommandSlurm(CommandRunner run) : run_(std::move(run)) {}
@@ -93,11 +101,7 @@ class CommandSlurm : public Slurm {
 
  private:
   static Status Failed(const std::string& what, const CommandOutput& r) {
-    std::string said = r.err.empty() ? r.out : r.err;
-    while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
-    // One line: what the command said over several ("sbatch: error: ...; sbatch: fatal: ...").
-    for (size_t at = said.find('\n'); at != std::string::npos; at = said.find('\n', at))
-      said.replace(at, 1, "; ");
+    const std::string said = OneLine(r.err.empty() ? r.out : r.err);
     if (r.exit_code == 127)
       return Unavailable(what + ": not found (are Slurm's client tools installed here?)");
     return Internal(what + " exited with code " + std::to_string(r.exit_code) +
@@ -207,9 +211,7 @@ StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
     if (MonotonicNs() > deadline) {
       proc->SignalGroup(*pid, SIGKILL);
       for (auto& p : pipes) ::close(p[0]);
-      std::string said = text[1];  // what it said meanwhile: why it waits, in its words
-      while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back())))
-        said.pop_back();
+      const std::string said = OneLine(text[1]);  // what it said meanwhile: why it waits
       return Unavailable(argv[0] + " did not finish in " + std::to_string(timeout.count()) + " ms" +
                          (said.empty() ? "" : ": " + said));
     }

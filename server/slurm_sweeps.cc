@@ -33,12 +33,18 @@ Status WriteFile(const std::string& path, const std::string& text, fs::perms mod
   return ec ? Internal("cannot set the mode of " + path + ": " + ec.message()) : Status::Ok();
 }
 
-Status WriteOrder(const v1::Experiment& e, const std::string& path) {
+// What a point's task is told to run, and what its record must name: the point's place and spec.
+v1::PointOrder OrderOf(const v1::Experiment& e) {
   v1::PointOrder order;
   order.set_sweep_id(e.sweep_id());
   order.set_index(e.sweep_index());
   order.set_experiment_id(e.id());
   *order.mutable_spec() = e.spec();
+  return order;
+}
+
+Status WriteOrder(const v1::Experiment& e, const std::string& path) {
+  const v1::PointOrder order = OrderOf(e);
   std::string json;
   if (!google::protobuf::util::MessageToJsonString(order, &json).ok())
     return Internal("cannot write the order of point " + std::to_string(e.sweep_index()));
@@ -324,10 +330,7 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   if (!record.ok() && record.status().code() == Code::kUnavailable) return false;  // retried
   Status stored = record.status();
   if (record.ok()) {
-    v1::PointOrder order;
-    order.set_sweep_id(e.sweep_id());
-    order.set_index(e.sweep_index());
-    order.set_experiment_id(e.id());
+    const v1::PointOrder order = OrderOf(e);
     v1::Experiment& ran = *record->mutable_experiment();
     ran.set_submitter(e.submitter());
     ran.set_submitted_unix_ms(e.submitted_unix_ms());
