@@ -4,6 +4,7 @@
 #include <ATen/ops/max_pool2d_with_indices_cpu_dispatch.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -146,10 +147,20 @@ at::Tensor UnpoolFast(const at::Tensor& grad_output, const at::Tensor& self, int
 
 // A warning handler that drops the dispatcher's "Overriding a previously registered kernel":
 // replacing LibTorch's kernel is the point.
+// LibTorch 2 passes the warning as one c10::Warning and moved the guard to c10::WarningUtils.
 class Quiet final : public c10::WarningHandler {
  public:
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning&) override {}
+#else
   void process(const c10::SourceLocation&, const std::string&, const bool) override {}
+#endif
 };
+#if TORCH_VERSION_MAJOR >= 2
+using QuietGuard = c10::WarningUtils::WarningHandlerGuard;
+#else
+using QuietGuard = c10::Warning::WarningHandlerGuard;
+#endif
 
 }  // namespace
 
@@ -195,7 +206,7 @@ struct ShoalKernels::Registration {
   torch::Library library{torch::Library::IMPL, "aten", c10::DispatchKey::CPU, __FILE__, __LINE__};
   Registration() {
     Quiet quiet;
-    c10::Warning::WarningHandlerGuard guard(&quiet);
+    QuietGuard guard(&quiet);
     library.impl("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
     library.impl("max_pool2d_with_indices_backward", TORCH_FN(MaxPool2dWithIndicesBackward));
   }
