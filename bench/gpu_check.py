@@ -7,7 +7,10 @@ Every start method and sharing mode trains on CUDA and must succeed; shared weig
 one copy (every worker's fingerprint is the leader's buffer's), private ones as several; fork with
 shared weights is refused; Shoal's peak GPU memory, summed and per process, is checked against
 nvidia-smi read beside it (2%), and each worker's torch.cuda allocator peaks against its NVML
-figure; --cuda-sync step trains and reports no phase split;
+figure; --cuda-sync events (the default), phases and step train, events' phase split agrees with
+phases' and step has none; a user's TorchScript model (resnet18) trains on CUDA under every start
+method, shared or not; the command kind runs a DDP script on the GPU, its ranks' NVML figures
+against nvidia-smi's, GPM and energy read or their absence explained;
 pipeline stages on CUDA (activations through CUDA IPC slots) train to the CPU's loss for the same
 configuration (within 1e-3: run it with NVIDIA_TF32_OVERRIDE=0 in shoald's environment, as
 bench/gpu_session.sh does; PyTorch's default TF32 convolutions put a 2-stage AmoebaNet's first
@@ -17,7 +20,8 @@ out-of-memory message and the daemon runs the next; nothing is left on the GPU o
 
 Each check runs on after another's failure (a failed expectation ends only the run it is about), so
 one call of a short-lived GPU machine says everything that is wrong; exits non-zero if anything
-failed, naming each failure again at the end. --only modes,nvidia-smi,cuda-sync,pipeline,oom runs
+failed, naming each failure again at the end. --only modes,nvidia-smi,cuda-sync,model-file,
+command,pipeline,oom runs
 those checks alone (the refusals and the leftovers are always checked)."""
 import argparse
 import json
@@ -160,22 +164,128 @@ def check_against_nvidia_smi():
                fatal=False)
 
 
-def check_cuda_sync_step():
-    """cuda_sync step: the device is waited for once a step; it trains as phases does, and the
-    phase split it did not time is absent, not 0."""
+def check_cuda_sync():
+    """cuda_sync events (the default), phases and step all train and learn; events and phases
+    split the step (data, forward, backward, update), step does not (absent, not 0); events'
+    split agrees with phases' (the same work timed on the device without the host waiting, and
+    after waiting): each of forward, backward and update within 15%, and their sum within 10%."""
     runs = {}
-    for sync in ("phases", "step"):
+    for sync in ("events", "phases", "step"):
         e = submit("--workers", "2", "--start", "spawn", "--share", "no", "--batches", "300",
                    "--eval-samples", "500", "--cuda-sync", sync)
         r = e["result"]
+        split = ", ".join(f"{k} {r.get(k) or 0:.0f}" for k in SPLIT)
         expect(e["state"] == "SUCCEEDED" and (r.get("test_accuracy") or 0) > 0.5,
                f"cuda_sync {sync}: succeeded and learnt ({e.get('error', '')}, "
-               f"{r.get('samples_per_sec') or 0:.0f} samples/s)")
+               f"{r.get('samples_per_sec') or 0:.0f} samples/s; {split} ms)")
         runs[sync] = r
-    split = ("data_ms", "forward_ms", "backward_ms", "optimizer_ms")  # absent: null in JSON
-    expect(all(runs["phases"].get(k) is not None for k in split)
-           and all(runs["step"].get(k) is None for k in split),
-           "cuda_sync step: no phase split, phases: one")
+    expect(all(runs[s].get(k) is not None for k in SPLIT for s in ("events", "phases"))
+           and all(runs["step"].get(k) is None for k in SPLIT),
+           "cuda_sync step: no phase split; events and phases: one")
+    ev, ph = runs["events"], runs["phases"]
+    for k in ("forward_ms", "backward_ms", "optimizer_ms"):
+        expect(ph.get(k) and ev.get(k) and abs(ev[k] / ph[k] - 1) <= 0.15,
+               f"cuda_sync events' {k} {ev.get(k)} against phases' {ph.get(k)}", fatal=False)
+    total = lambda r: sum(r.get(k) or 0 for k in ("forward_ms", "backward_ms", "optimizer_ms"))
+    expect(total(ph) and abs(total(ev) / total(ph) - 1) <= 0.10,
+           f"cuda_sync events' step {total(ev):.0f} ms against phases' {total(ph):.0f} ms "
+           f"(forward + backward + update, summed over workers)", fatal=False)
+
+
+SPLIT = ("data_ms", "forward_ms", "backward_ms", "optimizer_ms")
+
+
+def model_archive():
+    """torchvision's resnet18 for 10 classes, scripted (random weights, seeded), once."""
+    path = os.path.join(os.environ.get("SHOAL_DIR", "/tmp"), "resnet18.pt")
+    if not os.path.exists(path):
+        import torch
+        import torchvision
+        torch.manual_seed(0)
+        torch.jit.script(torchvision.models.resnet18(num_classes=10)).save(path)
+    return path
+
+
+def check_model_file_mode(start, share):
+    e = json.loads(shoal("submit", "--model-file", model_archive(), "--input",
+                         "float32[B,3,64,64]", "--classes", "10", "--device", "cuda",
+                         "--workers", "2", "--start", start, "--share", share, "--batches", "40",
+                         "--batch-size", "16", "--wait", "--json").stdout)
+    r, tag = e.get("result") or {}, f"model file (resnet18) {start} share {share}"
+    expect(e["state"] == "SUCCEEDED", f"{tag}: succeeded ({e.get('error', '')}, "
+           f"{r.get('samples_per_sec') or 0:.0f} samples/s, loss {r.get('first_loss')} -> "
+           f"{r.get('last_loss')})")
+    expect((r.get("peak_gpu_memory_bytes") or 0) > 0, f"{tag}: GPU memory measured", fatal=False)
+    expect(all(r.get(k) is not None for k in SPLIT), f"{tag}: phases split by events", fatal=False)
+    workers = [p for p in e["processes"] if p["role"] == "worker"]
+    sums = {p["weights_checksum"] for p in workers}
+    devices = [p.get("cuda_device") for p in workers]
+    expect(devices == [0, 0], f"{tag}: workers on device 0 ({devices})", fatal=False)
+    gpu = [p.get("peak_gpu_memory_bytes") for p in workers]
+    expect(all(g for g in gpu), f"{tag}: each worker on the GPU ({[mib(g) for g in gpu]} MiB)",
+           fatal=False)
+    if share == "yes":
+        expect(sums == {r["final_shared_checksum"]}, f"{tag}: one shared copy")
+    else:
+        expect(len(sums) == 2, f"{tag}: two private copies")
+
+
+def check_model_file():
+    """A user's TorchScript model (torchvision's resnet18) trains on CUDA under every start
+    method CUDA allows, shared weights as one copy in the leader's device buffer."""
+    for start, share in [("spawn", "yes"), ("spawn", "no"), ("forkserver", "yes"), ("fork", "no")]:
+        attempt(check_model_file_mode, start, share)
+    r = shoal("submit", "--model-file", model_archive(), "--input", "float32[B,3,64,64]",
+              "--classes", "10", "--device", "cuda", "--autocast", "bfloat16", "--start",
+              "spawn", check=False)
+    expect(r.returncode != 0 and "CPU autocast" in r.stderr,
+           f"model file: autocast bfloat16 on cuda refused ({r.stderr.strip()[:120]})", fatal=False)
+
+
+def check_command():
+    """The command kind on the GPU: a DDP script (NCCL with a GPU a rank, Gloo on CUDA tensors
+    where two ranks share one) under Shoal; every rank's NVML figure against nvidia-smi polled
+    beside it (2%), the replicas' weights equal, and GPM SM activity and energy read from the
+    driver or the reason they are absent."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "command_ddp_cuda.py")
+    seen, done = {"pids": {}}, threading.Event()
+
+    def poll():
+        while not done.is_set():
+            for pid, m in smi_apps().items():
+                seen["pids"][pid] = max(seen["pids"].get(pid, 0), m)
+            time.sleep(0.1)
+
+    t = threading.Thread(target=poll)
+    t.start()
+    try:
+        e = json.loads(shoal("submit", "--kind", "command", "--device", "cuda", "--cuda-devices",
+                             "0", "--workers", "2", "--sample-interval-ms", "100", "--wait",
+                             "--json", "--", sys.executable, script, "600", "64").stdout)
+    finally:
+        done.set()
+        t.join()
+    r = e.get("result") or {}
+    expect(e["state"] == "SUCCEEDED", f"command DDP on cuda: succeeded ({e.get('error', '')}, "
+           f"{r.get('samples_per_sec') or 0:.0f} samples/s, loss {r.get('first_loss')} -> "
+           f"{r.get('last_loss')})")
+    log = shoal("logs", e["id"], check=False).stdout
+    print("\n".join("     " + l for l in log.splitlines() if "] rank " in l), flush=True)
+    expect(log.count("weights equal rank 0's: True") == 2, "command: both replicas equal",
+           fatal=False)
+    ranks = [p for p in e["processes"] if p["role"] == "worker"]
+    for p in ranks:
+        mine, smi = p.get("peak_gpu_memory_bytes"), seen["pids"].get(p["pid"])
+        expect(mine is not None and smi is not None and abs(mine / 2**20 / smi - 1) <= 0.02,
+               f"command rank {p['index']} (pid {p['pid']}): Shoal {mib(mine)} MiB, nvidia-smi "
+               f"{smi} MiB", fatal=False)
+    print(f"     GPM: {r.get('gpm_status')!r}, SM active {r.get('gpu_sm_active_percent')}; "
+          f"energy {r.get('gpu_energy_j')} J ({r.get('gpu_energy_status')!r}); utilisation "
+          f"{r.get('gpu_util_mean_percent')}", flush=True)
+    expect(r.get("gpu_sm_active_percent") is not None or r.get("gpm_status"),
+           "command: GPM SM activity, or the reason it is absent", fatal=False)
+    expect(r.get("gpu_energy_j") is not None or r.get("gpu_energy_status"),
+           "command: GPU energy, or the reason it is absent", fatal=False)
 
 
 def check_stage_devices(e, tag, devices):
@@ -271,7 +381,8 @@ def check_out_of_memory():
 
 
 CHECKS = {"modes": check_modes, "nvidia-smi": check_against_nvidia_smi,
-          "cuda-sync": check_cuda_sync_step, "pipeline": None,  # pipeline: needs the devices
+          "cuda-sync": check_cuda_sync, "model-file": check_model_file,
+          "command": check_command, "pipeline": None,  # pipeline: needs the devices
           "oom": check_out_of_memory}
 
 

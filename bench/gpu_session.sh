@@ -6,10 +6,16 @@
 #                                       004's table on CUDA stages (bench/gpu_pipeline_seed.py,
 #                                       cut after SHOAL_PIPELINE_S seconds, 200 by default)
 #   bench/gpu_session.sh gpu-check DIR  bench/gpu_check.py alone
-#   bench/gpu_session.sh cuda-sync DIR  --cuda-sync phases against step, 16 workers, twice
+#   bench/gpu_session.sh cuda-sync DIR  --cuda-sync events, phases and step, 16 workers, twice
 #   bench/gpu_session.sh sweep-a DIR    the study's grid beside PyTorch, spawn
 #   bench/gpu_session.sh sweep-b DIR    the grid, forkserver
 #   bench/gpu_session.sh sweep-c DIR    the grid, fork (private weights: shared is impossible)
+#   bench/gpu_session.sh user-model DIR issue 59's first call: the cuda-sync (events, phases,
+#                                       step), model-file and command checks of gpu_check.py,
+#                                       then a user's resnet50 on CUDA beside PyTorch's eager
+#                                       Hogwild (bench/gpu_user_model.py); each stage held to its
+#                                       own time (SHOAL_CHECK_S, SHOAL_BENCH_S) so that the part
+#                                       always ends, packed, inside one call
 #   bench/gpu_session.sh finish DIR     what the 2026-11-24 session left, in one call: every
 #                                       gpu_check.py check (TF32 off), one CUDA pipeline with
 #                                       PyTorch's default TF32 (the loss it moves), then sweep-c
@@ -22,7 +28,7 @@
 # tool returns at most 8); each prints what it measured. Afterwards, where the parts were unpacked:
 #   python3 bench/gpu_sweep_vs_pytorch.py --tables-from A/sweep-a/sweep,B/sweep-b/sweep,...
 set -uo pipefail
-part=${1:?part: check, gpu-check, cuda-sync, sweep-a, sweep-b, sweep-c or finish}
+part=${1:?part: check, gpu-check, cuda-sync, sweep-a, sweep-b, sweep-c, user-model or finish}
 out=$(realpath -m "${2:?a directory for the results}/$part")  # before the cd below
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
@@ -73,6 +79,15 @@ gpu_check() {
 }
 
 case $part in
+  user-model)
+    NVIDIA_TF32_OVERRIDE=0 node "timeout ${SHOAL_CHECK_S:-240} python3 bench/gpu_check.py \
+      --only cuda-sync,model-file,command" shoald-check.log > >(tee "$out/gpu_check.log") 2>&1
+    node "timeout ${SHOAL_BENCH_S:-200} python3 bench/gpu_user_model.py --model resnet50 \
+      --input 3,224,224 --workers 1,2,4 --share yes --start spawn --batch-size 32 --batches 60 \
+      --out $q/user_model; timeout 60 python3 bench/gpu_user_model.py --model resnet50 \
+      --input 3,224,224 --workers 2 --share no --start spawn --batch-size 32 --batches 60 \
+      --out $q/user_model_private" shoald-bench.log > >(tee "$out/user_model.log") 2>&1
+    ;;
   finish)
     gpu_check
     # The same 2-stage pipeline with TF32 as PyTorch defaults it: how far it moves the loss
@@ -94,7 +109,7 @@ print("pipeline spawn 2 stages, TF32 as PyTorch defaults it:", e["state"],
     ;;
   cuda-sync)
     for i in 1 2; do
-      node "\$SHOAL sweep --workers 16 --start spawn --share no,yes --cuda-sync phases,step \
+      node "\$SHOAL sweep --workers 16 --start spawn --share no,yes --cuda-sync events,phases,step \
         --device cuda --dataset synthetic --batches 200 --eval-samples 0 \
         --sample-interval-ms 100 --wait --json >$q/cuda_sync_$i.json" shoald-sync-$i.log 2>&1
       summary "$out/cuda_sync_$i.json" || status=1

@@ -3,7 +3,8 @@
 # .gpu-bundle/ made by deploy/make-gpu-bundle.sh on a machine that has them:
 #   1. builds shoal-worker alone against the node's LibTorch (torch.utils.cmake_prefix_path) and
 #      the bundle (nothing else is needed: CMake, a C++ compiler, PyTorch);
-#   2. starts the bundled shoald on it, with a socket and state directory under $SHOAL_GPU_DIR;
+#   2. starts the bundled shoald on it, with a socket and state directory under $SHOAL_GPU_DIR
+#      (--allow-commands: the command kind's checks run the node's python3 under it);
 #   (SHOAL_WORKER_BIN names a shoal-worker built earlier on such a node, to skip the build);
 #   3. runs what is given after the script's name with SHOAL (the CLI) and SHOAL_DIR set, e.g.
 #      deploy/gpu-node.sh bench/gpu_check.sh
@@ -38,7 +39,7 @@ export SHOAL_DIR=$DIR
 export SHOAL="$BUNDLE/bin/shoal --socket $DIR/shoal.sock"
 # Its log (stdout and stderr) both shown and kept in $SHOAL_DIR/shoald.log.
 "$BUNDLE/bin/shoald" --socket "$DIR/shoal.sock" --state-dir "$DIR/state" \
-  --worker-bin "$WORKER" --log-level info > >(tee "$DIR/shoald.log") 2>&1 &
+  --worker-bin "$WORKER" --log-level info --allow-commands > >(tee "$DIR/shoald.log") 2>&1 &
 DAEMON=$!
 trap 'kill $DAEMON 2>/dev/null; wait $DAEMON 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -S "$DIR/shoal.sock" ] && break; sleep 0.1; done

@@ -6,10 +6,12 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "shared/ipc/layout.h"
@@ -158,6 +160,29 @@ TEST_F(RealDriverTest, OutOfMemoryIsSaidPlainlyAndOtherErrorsNameTheCall) {
   EXPECT_EQ(failed.status().message(), "cuIpcOpenMemHandle: CUDA error 999: unknown error");
   EXPECT_TRUE(cuda_->Synchronize().ok());
   EXPECT_EQ(Log(), "init;retain 0;set 0;alloc@0;retain 1;push 1;open lazy@1;pop 1;sync@0;");
+}
+
+// A step's phase events: created, recorded on the default stream, waited for and read in Init's
+// device's context, destroyed with their owner; a failure names the call.
+TEST_F(RealDriverTest, PhaseEventsAreRecordedAndReadInTheDevicesContext) {
+  ASSERT_TRUE(cuda_->Init(1).ok());
+  auto a = cuda_->CreateEvent();
+  auto b = cuda_->CreateEvent();
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().message();
+  ASSERT_TRUE(cuda_->RecordEvent(*a).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(cuda_->RecordEvent(*b).ok());
+  auto ms = cuda_->ElapsedMs(*a, *b);
+  ASSERT_TRUE(ms.ok()) << ms.status().message();
+  EXPECT_GE(*ms, 19.0f);  // the fake's event is the time it was recorded
+  EXPECT_LT(*ms, 2000.0f);
+  EXPECT_TRUE(cuda_->DestroyEvent(*a).ok());
+  setenv("SHOAL_FAKE_CUDA_FAIL", "cuEventRecord", 1);
+  EXPECT_EQ(cuda_->RecordEvent(*b).message(), "cuEventRecord: CUDA error 999: unknown error");
+  EXPECT_TRUE(cuda_->DestroyEvent(*b).ok());
+  EXPECT_EQ(Log(),
+            "init;retain 1;set 1;event@1;event@1;record@1;record@1;wait@1;elapsed@1;destroy@1;"
+            "record@1;destroy@1;");
 }
 
 TEST(CudaIpcTest, WithoutADriverEveryCallSaysWhy) {

@@ -75,6 +75,8 @@ v1::ExperimentSpec WithModelFile() {
 Status Checked(v1::ExperimentSpec s) {
   SpecLimits l;
   l.cores = 2;
+  l.cuda_missing = "";  // a GPU node: what a spec may do there
+  l.cuda_devices = 1;
   ApplyDefaults(&s, l);
   return ValidateSpec(s, l);
 }
@@ -152,11 +154,17 @@ TEST(ModelFileSpecTest, ItsFieldsNeedAModelFile) {
   EXPECT_TRUE(Checked(t).ok()) << Checked(t).message();
 }
 
-TEST(ModelFileSpecTest, CudaIsRefusedWithTheReason) {
+TEST(ModelFileSpecTest, CudaTrainsButNotUnderCpuAutocast) {
   v1::ExperimentSpec s = WithModelFile();
   s.set_device("cuda");
   s.set_start("spawn");
-  EXPECT_NE(Checked(s).message().find("trains on cpu for now"), std::string::npos);
+  EXPECT_TRUE(Checked(s).ok()) << Checked(s).message();
+  s.set_autocast("bfloat16");
+  EXPECT_NE(Checked(s).message().find("autocast: bfloat16 is CPU autocast"), std::string::npos)
+      << Checked(s).message();
+  s.clear_autocast();
+  s.set_kind("multi_model");  // a kind without a CUDA path still says so
+  EXPECT_FALSE(Checked(s).ok());
 }
 
 TEST(SweepListTest, ACommaInsideBracketsIsADimensions) {

@@ -155,6 +155,33 @@ TEST_F(ScriptedModelTest, WeightsBoundToTheSegmentAreTheModules) {
   ShmSegment::Remove(name);
 }
 
+// A CUDA run's leader probes with forward passes only: LibTorch's first backward would initialise
+// CUDA in it (a forked worker could not use CUDA then). The target is still found, the step's
+// memory is left unmeasured (absent, not 0 MiB), and no gradient is left behind.
+TEST_F(ScriptedModelTest, ACudaRunsProbeFindsTheTargetWithoutABackwardPass) {
+  auto model = ScriptedModel::Load(Path("mlp"), "cross_entropy").value();
+  v1::ExperimentSpec spec;
+  spec.set_input("float32[B,64]");
+  spec.set_loss("cross_entropy");
+  spec.set_classes(10);
+  spec.set_batch_size(8);
+  spec.set_device("cuda");
+  int backward_passes = 0;
+  model->parameters()[0].register_hook([&](torch::Tensor g) {
+    ++backward_passes;
+    return g;
+  });
+  auto probe = ProbeModelFile(*model, spec, nullptr);
+  ASSERT_TRUE(probe.ok()) << probe.status().message();
+  EXPECT_EQ(probe->step_bytes, 0u);
+  EXPECT_EQ(probe->target.classes, 10);
+  EXPECT_GT(probe->param_bytes, 0u);
+  EXPECT_EQ(backward_passes, 0);
+  spec.set_device("cpu");  // the CPU's probe runs its step, backward included
+  ASSERT_TRUE(ProbeModelFile(*model, spec, nullptr).ok());
+  EXPECT_GT(backward_passes, 0);
+}
+
 TEST_F(ScriptedModelTest, RefusesWhatCannotTrain) {
   auto frozen = ScriptedModel::Load(Path("frozen"), "cross_entropy");
   ASSERT_TRUE(frozen.ok());
@@ -297,6 +324,12 @@ TEST(AdmissionTest, AModelFilesWorkersNeedTheirCopiesOfTheWeights) {
   EXPECT_EQ(HogwildKind().ModelFileCopies().gradient_copies, 0u);
   EXPECT_EQ(ModelFileWorkersNeed(spec, probe, buckets),
             2 * (base + 4 * probe.param_bytes) + probe.param_bytes);
+  // On CUDA the step, gradients and optimiser state are the device's: a worker holds LibTorch
+  // with CUDA and its loaded copy of the weights until it moves them.
+  spec.set_kind("hogwild");
+  spec.set_device("cuda");
+  EXPECT_EQ(ModelFileWorkersNeed(spec, probe),
+            2 * (kCudaWorkerBytes + probe.param_bytes) + probe.param_bytes);
 }
 
 // A model file's steps and warm-up are bounded by what its probe measured unless the user typed

@@ -762,7 +762,7 @@ TEST(SpecTest, CudaSyncDefaultsToPhasesOnCudaAndIsRefusedElsewhere) {
     return s;
   };
   auto why = [&](const v1::ExperimentSpec& s) { return ValidateSpec(s, l).message(); };
-  EXPECT_EQ(spec("hogwild", "cuda", nullptr).cuda_sync(), "phases");
+  EXPECT_EQ(spec("hogwild", "cuda", nullptr).cuda_sync(), "events");
   EXPECT_EQ(spec("hogwild", "cuda", "step").cuda_sync(), "step");
   EXPECT_EQ(why(spec("hogwild", "cuda", "step")), "");
   EXPECT_FALSE(spec("hogwild", "cpu", nullptr).has_cuda_sync());

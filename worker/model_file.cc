@@ -270,11 +270,17 @@ static StatusOr<ModelFileProbe> Probe(ScriptedModel& model, const v1::Experiment
   ASSIGN_OR_RETURN(p.target, TargetFor(spec, out, batch));
   const torch::Tensor y = ProbeTargets(p.target, batch);
   try {
-    if (spec.loss() == "output") {  // its profiling pass: forward needs the targets
+    if (spec.loss() == "output" || spec.device() == "cuda") {  // forward needs the targets
       torch::NoGradGuard no_grad;
       model.Loss(x, y);
     }
-    ASSIGN_OR_RETURN(p.step_bytes, MeasuredStep(model, x, y));
+    // A CUDA run's leader stays off CUDA, and LibTorch's first backward initialises it (see
+    // BackwardTouchesCuda): a forked worker could not use it, and the leader would hold the
+    // driver for the run. Its workers' steps are on the device, where no host probe tells their
+    // memory: the step is unmeasured (absent), and admission counts a CUDA worker's host memory.
+    if (spec.device() != "cuda") {
+      ASSIGN_OR_RETURN(p.step_bytes, MeasuredStep(model, x, y));
+    }
   } catch (const std::exception& e) {
     return InvalidArgument("model_file: one training step failed: " + TorchMessage(e));
   }
@@ -316,7 +322,8 @@ StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const Tar
   return seg;
 }
 
-void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, WorkerSlot* slot) {
+void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, WorkerSlot* slot,
+                     const torch::Device& device) {
   // The profiling executor profiles the first run and optimises from the second
   // (torch._C._jit_set_num_profiled_runs, 1 by default); a third runs the optimised graph once.
   constexpr int kRuns = kWarmUpRuns;
@@ -325,6 +332,8 @@ void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, Wo
   std::vector<torch::Tensor> x;
   torch::Tensor y;
   GatherBatch(set, &set, idx.data(), batch, &x, &y);
+  for (auto& t : x) t = t.to(device);
+  y = y.to(device);
   {
     LeavesNoTrace untrained(model);
     for (int run = 0; run < kRuns; ++run) {
@@ -370,7 +379,11 @@ uint64_t ModelFileWorkersNeed(const v1::ExperimentSpec& spec, const ModelFilePro
   // Gradients and one optimiser state (momentum's; Adam's two are under-counted by one copy),
   // the weights when private, the kind's own copies.
   const uint64_t copies = (spec.share() ? 2 : 3) + kind.gradient_copies;
-  const uint64_t per_worker = kWorkerBaseBytes + probe.step_bytes + probe.param_bytes * copies;
+  // On CUDA the step, gradients and optimiser state are on the device; a worker holds LibTorch
+  // with CUDA and its loaded copy of the weights (freed once moved, but the peak).
+  const uint64_t per_worker =
+      spec.device() == "cuda" ? kCudaWorkerBytes + probe.param_bytes
+                              : kWorkerBaseBytes + probe.step_bytes + probe.param_bytes * copies;
   return per_worker * spec.workers() + probe.param_bytes;  // and the weights segment, made next
 }
 

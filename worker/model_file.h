@@ -63,7 +63,9 @@ StatusOr<ShmSegment> MakeModelFileData(const v1::ExperimentSpec& spec, const Tar
 // profiling executor specialises the graph over its first runs, so forward and backward run here
 // on the set's first batch, leaving gradients and buffers as they were; the steps timed are the
 // optimised graph's.
-void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, WorkerSlot* slot);
+// On `device`: the first batch moved there (the model is already).
+void WarmUpModelFile(Model& model, const TensorSetHeader& set, int64_t batch, WorkerSlot* slot,
+                     const torch::Device& device = torch::kCPU);
 
 // A --dataset file is mapped, not read (worker/tensor_file.h): its segment is the one copy that
 // takes memory; the file's pages are the page cache's, which the kernel may drop again.

@@ -77,36 +77,47 @@ void StepRecorder::Epoch(uint32_t epoch, const EpochTotals& t) {
 
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
                     const torch::Tensor& y, float* loss, const std::function<void()>& sync,
-                    const std::function<uint64_t()>& after_backward) {
-  return TrainStep(model, opt, std::vector<torch::Tensor>{x}, y, loss, sync, after_backward);
+                    const std::function<uint64_t()>& after_backward, PhaseEvents* events) {
+  return TrainStep(model, opt, std::vector<torch::Tensor>{x}, y, loss, sync, after_backward,
+                   events);
 }
 
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt,
                     const std::vector<torch::Tensor>& inputs, const torch::Tensor& y, float* loss,
                     const std::function<void()>& sync,
-                    const std::function<uint64_t()>& after_backward) {
-  // On a GPU each phase's time is its work done, not queued: sync before every reading.
-  auto now = [&] {
-    if (sync) sync();
+                    const std::function<uint64_t()>& after_backward, PhaseEvents* events) {
+  // On a GPU each phase's time is its work done, not queued: sync before every reading, or
+  // mark it on the device and read the marks once the step is done.
+  auto now = [&](PhaseEvents::Mark m) {
+    if (events != nullptr)
+      events->Record(m);
+    else if (sync)
+      sync();
     return SteadyClock::now();
   };
-  const auto t0 = now();
+  const auto t0 = now(PhaseEvents::kForward);
   auto l = model.Loss(inputs, y);
-  const auto t1 = now();
+  const auto t1 = now(PhaseEvents::kBackward);
   opt.zero_grad();
   l.backward();
   StepTimes t;
   if (after_backward) t.comm_ns = after_backward();
-  const auto t2 = now();
+  const auto t2 = now(PhaseEvents::kUpdate);
   opt.step();
-  const auto t3 = now();
+  const auto t3 = now(PhaseEvents::kEnd);
   *loss = l.item<float>();
   // Stepped within the pass: that time is the optimiser's, not the backward pass's.
   auto* in_backward = dynamic_cast<InBackwardOptimizer*>(&opt);
   const uint64_t stepped = in_backward != nullptr ? in_backward->TakeStepNs() : 0;
-  t.forward_ns = ElapsedNs(t0, t1);
-  t.backward_ns = ElapsedNs(t1, t2) - std::min(t.comm_ns + stepped, ElapsedNs(t1, t2));
-  t.optimizer_ns = ElapsedNs(t2, t3) + stepped;
+  const uint64_t forward =
+      events ? events->Ns(PhaseEvents::kForward, PhaseEvents::kBackward) : ElapsedNs(t0, t1);
+  const uint64_t backward =
+      events ? events->Ns(PhaseEvents::kBackward, PhaseEvents::kUpdate) : ElapsedNs(t1, t2);
+  const uint64_t update =
+      events ? events->Ns(PhaseEvents::kUpdate, PhaseEvents::kEnd) : ElapsedNs(t2, t3);
+  t.forward_ns = forward;
+  t.backward_ns = backward - std::min(t.comm_ns + stepped, backward);
+  t.optimizer_ns = update + stepped;
   return t;
 }
 

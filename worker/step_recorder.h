@@ -12,6 +12,7 @@
 
 #include "shared/ipc/layout.h"
 #include "worker/models/models.h"
+#include "worker/train_device.h"
 
 namespace shoal {
 
@@ -76,16 +77,19 @@ class StepRecorder {
 
 // forward, the model's loss (nll for the built-in models), zero_grad and backward, optimiser step;
 // each timed (data_ns left 0). `sync`, when given, runs before each time is read (a GPU's queued
-// work finishing). `after_backward`, when given, runs between backward and the update and returns
-// the time it was blocked (data_parallel: waiting for the averaged gradients), which is the step's
-// comm_ns.
+// work finishing). `events`, when given instead, marks the phases on the device (kForward to
+// kEnd) and they are timed from it once the loss is read. `after_backward`, when given, runs
+// between backward and the update and returns the time it was blocked (data_parallel: waiting for
+// the averaged gradients), which is the step's comm_ns.
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt, const torch::Tensor& x,
                     const torch::Tensor& y, float* loss, const std::function<void()>& sync = {},
-                    const std::function<uint64_t()>& after_backward = {});
+                    const std::function<uint64_t()>& after_backward = {},
+                    PhaseEvents* events = nullptr);
 // The same for a model of several inputs (a model file's).
 StepTimes TrainStep(Model& model, torch::optim::Optimizer& opt,
                     const std::vector<torch::Tensor>& inputs, const torch::Tensor& y, float* loss,
                     const std::function<void()>& sync = {},
-                    const std::function<uint64_t()>& after_backward = {});
+                    const std::function<uint64_t()>& after_backward = {},
+                    PhaseEvents* events = nullptr);
 
 }  // namespace shoal

@@ -172,16 +172,30 @@ void FillSyntheticTensors(const TensorSetHeader& h, const std::vector<InputSpec>
   Whole(h, base, uint32_t(inputs.size())).copy_(targets);
 }
 
-void GatherBatch(const TensorSetHeader& h, const void* base, const int64_t* idx, int64_t n,
-                 std::vector<torch::Tensor>* inputs, torch::Tensor* target) {
-  torch::Tensor rows = torch::from_blob(const_cast<int64_t*>(idx), {n}, torch::kLong);
+std::vector<torch::Tensor> WholeTensors(const TensorSetHeader& h, const void* base,
+                                        const torch::Device& device) {
+  std::vector<torch::Tensor> out;
+  for (uint32_t i = 0; i < h.count; ++i) out.push_back(Whole(h, base, i).to(device));
+  return out;
+}
+
+void GatherBatch(const TensorSetHeader& h, const std::vector<torch::Tensor>& whole,
+                 const int64_t* idx, int64_t n, std::vector<torch::Tensor>* inputs,
+                 torch::Tensor* target) {
+  torch::Tensor rows =
+      torch::from_blob(const_cast<int64_t*>(idx), {n}, torch::kLong).to(whole.front().device());
   inputs->clear();
   for (uint32_t i = 0; i + 1 < h.count; ++i) {
-    torch::Tensor b = Whole(h, base, i).index_select(0, rows);
+    torch::Tensor b = whole[i].index_select(0, rows);
     const int64_t pos = h.entries[i].batch_pos;
     inputs->push_back(pos == 0 ? b : b.movedim(0, pos).contiguous());
   }
-  *target = Whole(h, base, h.count - 1).index_select(0, rows);
+  *target = whole[h.count - 1].index_select(0, rows);
+}
+
+void GatherBatch(const TensorSetHeader& h, const void* base, const int64_t* idx, int64_t n,
+                 std::vector<torch::Tensor>* inputs, torch::Tensor* target) {
+  GatherBatch(h, WholeTensors(h, base, torch::kCPU), idx, n, inputs, target);
 }
 
 std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, int64_t n,

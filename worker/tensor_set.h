@@ -55,6 +55,15 @@ void FillSyntheticTensors(const TensorSetHeader& h, const std::vector<InputSpec>
 // The samples `idx[0..n)` as a batch: each input with B where its spec puts it, and the target.
 void GatherBatch(const TensorSetHeader& h, const void* base, const int64_t* idx, int64_t n,
                  std::vector<torch::Tensor>* inputs, torch::Tensor* target);
+// The set's tensors, inputs then the target, each [n, sample...]: views of `base`, or on a
+// device copied there once (a GPU worker gathers its batches where it trains, as the built-in
+// models' images are uploaded once: no host copy and transfer a step).
+std::vector<torch::Tensor> WholeTensors(const TensorSetHeader& h, const void* base,
+                                        const torch::Device& device);
+// GatherBatch from WholeTensors' tensors, on their device.
+void GatherBatch(const TensorSetHeader& h, const std::vector<torch::Tensor>& whole,
+                 const int64_t* idx, int64_t n, std::vector<torch::Tensor>* inputs,
+                 torch::Tensor* target);
 // A batch of `n` samples of these inputs, drawn afresh (the leader's probe of the model).
 std::vector<torch::Tensor> RandomInputs(const std::vector<InputSpec>& inputs, int64_t n,
                                         uint64_t seed);

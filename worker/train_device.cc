@@ -54,6 +54,30 @@ StatusOr<std::shared_ptr<TrainDevice>> TrainDevice::ForSpec(const v1::Experiment
   return std::shared_ptr<TrainDevice>(new TrainDevice(dev, std::move(driver)));
 }
 
+StatusOr<std::unique_ptr<PhaseEvents>> PhaseEvents::Make(CudaDriver* driver) {
+  std::unique_ptr<PhaseEvents> p(new PhaseEvents(driver));
+  for (CudaEvent& e : p->events_) {
+    ASSIGN_OR_RETURN(e, driver->CreateEvent());
+  }
+  return p;
+}
+
+PhaseEvents::~PhaseEvents() {
+  for (CudaEvent e : events_)
+    if (e != nullptr) (void)driver_->DestroyEvent(e);
+}
+
+void PhaseEvents::Record(Mark m) {
+  if (Status st = driver_->RecordEvent(events_[m]); !st.ok())
+    throw std::runtime_error(st.message());
+}
+
+uint64_t PhaseEvents::Ns(Mark from, Mark to) {
+  auto ms = driver_->ElapsedMs(events_[from], events_[to]);
+  if (!ms.ok()) throw std::runtime_error(ms.status().message());
+  return *ms > 0 ? uint64_t(double(*ms) * 1e6) : 0;
+}
+
 void TrainDevice::Sync() const {
   if (driver_ == nullptr) return;
   if (Status st = driver_->Synchronize(); !st.ok()) throw std::runtime_error(st.message());

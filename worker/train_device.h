@@ -28,6 +28,27 @@ void SeedCpu(uint64_t seed);
 // not touch the driver.
 bool BackwardTouchesCuda();
 
+// cuda_sync events: a step's phases timed on the device. Mark(i) records event i on the stream
+// LibTorch queues to (kData before the batch is made, kForward, kBackward, kUpdate, then kEnd
+// after the update); once the step is done (its loss read, which waited for it) Ns(a, b) is the
+// device's time from a to b. The host then waits once a step, not before every phase.
+class PhaseEvents {
+ public:
+  enum Mark { kData = 0, kForward, kBackward, kUpdate, kEnd, kCount };
+  static StatusOr<std::unique_ptr<PhaseEvents>> Make(CudaDriver* driver);
+  ~PhaseEvents();
+  PhaseEvents(const PhaseEvents&) = delete;
+  PhaseEvents& operator=(const PhaseEvents&) = delete;
+  // Both throw std::runtime_error with the driver's message, as a failed step does.
+  void Record(Mark m);
+  uint64_t Ns(Mark from, Mark to);
+
+ private:
+  explicit PhaseEvents(CudaDriver* driver) : driver_(driver) {}
+  CudaDriver* driver_;
+  CudaEvent events_[kCount] = {};
+};
+
 class TrainDevice {
  public:
   static std::shared_ptr<TrainDevice> Cpu();

@@ -23,6 +23,7 @@ static_assert(sizeof(IpcHandle) == sizeof(CUipcMemHandle), "CUipcMemHandle is 64
 static_assert(sizeof(DevicePtr) == sizeof(CUdeviceptr), "CUdeviceptr is 64-bit");
 static_assert(kLazyEnablePeerAccess == CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, "flag value");
 static_assert(CUDA_SUCCESS == 0, "CUDA_SUCCESS is 0");
+static_assert(sizeof(CudaEvent) == sizeof(CUevent), "CUevent is a pointer");
 #endif
 
 struct Api {
@@ -41,6 +42,11 @@ struct Api {
   CuResult (*ipc_close)(DevicePtr);
   CuResult (*synchronize)();
   CuResult (*error_string)(CuResult, const char**);
+  CuResult (*event_create)(CudaEvent*, unsigned);
+  CuResult (*event_record)(CudaEvent, void*);
+  CuResult (*event_synchronize)(CudaEvent);
+  CuResult (*event_elapsed)(float*, CudaEvent, CudaEvent);
+  CuResult (*event_destroy)(CudaEvent);
 };
 
 template <typename F>
@@ -61,7 +67,16 @@ bool BindApi(void* lib, Api* a) {
          Bind(lib, "cuIpcOpenMemHandle_v2", &a->ipc_open) &&
          Bind(lib, "cuIpcCloseMemHandle", &a->ipc_close) &&
          Bind(lib, "cuCtxSynchronize", &a->synchronize) &&
-         Bind(lib, "cuGetErrorString", &a->error_string);
+         Bind(lib, "cuGetErrorString", &a->error_string) &&
+         Bind(lib, "cuEventCreate", &a->event_create) &&
+         // The legacy default stream's (not cuEventRecord_ptsz): LibTorch's default stream.
+         Bind(lib, "cuEventRecord", &a->event_record) &&
+         Bind(lib, "cuEventSynchronize", &a->event_synchronize) &&
+         // CUDA 12.8 added _v2 (cuda.h maps the plain name to it from 13); older drivers have
+         // only the first.
+         (Bind(lib, "cuEventElapsedTime_v2", &a->event_elapsed) ||
+          Bind(lib, "cuEventElapsedTime", &a->event_elapsed)) &&
+         Bind(lib, "cuEventDestroy_v2", &a->event_destroy);
 }
 
 class RealDriver final : public CudaDriver {
@@ -125,6 +140,27 @@ class RealDriver final : public CudaDriver {
   Status Synchronize() override {
     RETURN_IF_ERROR(Ready());
     return Check(api_.synchronize(), "cuCtxSynchronize");
+  }
+  StatusOr<CudaEvent> CreateEvent() override {
+    CudaEvent e = nullptr;
+    RETURN_IF_ERROR(Ready());
+    RETURN_IF_ERROR(Check(api_.event_create(&e, 0 /* CU_EVENT_DEFAULT: timed */), "cuEventCreate"));
+    return e;
+  }
+  Status RecordEvent(CudaEvent e) override {
+    RETURN_IF_ERROR(Ready());
+    return Check(api_.event_record(e, nullptr), "cuEventRecord");
+  }
+  StatusOr<float> ElapsedMs(CudaEvent start, CudaEvent end) override {
+    float ms = 0;
+    RETURN_IF_ERROR(Ready());
+    RETURN_IF_ERROR(Check(api_.event_synchronize(end), "cuEventSynchronize"));
+    RETURN_IF_ERROR(Check(api_.event_elapsed(&ms, start, end), "cuEventElapsedTime"));
+    return ms;
+  }
+  Status DestroyEvent(CudaEvent e) override {
+    RETURN_IF_ERROR(Ready());
+    return Check(api_.event_destroy(e), "cuEventDestroy");
   }
 
  private:

@@ -19,6 +19,7 @@
 namespace shoal {
 
 using DevicePtr = uint64_t;  // CUdeviceptr
+using CudaEvent = void*;     // CUevent
 struct IpcHandle {
   uint8_t bytes[64];  // CU_IPC_HANDLE_SIZE
 };
@@ -41,6 +42,18 @@ class CudaDriver {
   virtual Status Close(DevicePtr p, int device) = 0;
   // Waits for all work in the context, every stream: where a time is taken.
   virtual Status Synchronize() = 0;
+
+  // Timing events on the context's legacy default stream, the one LibTorch's work goes to unless
+  // a program picks another: recorded between a step's phases, read once the step is done, so
+  // the phases are timed on the device without the host waiting for each. Not every fake has
+  // them: FailedPrecondition by default.
+  virtual StatusOr<CudaEvent> CreateEvent() { return FailedPrecondition("no CUDA events"); }
+  virtual Status RecordEvent(CudaEvent) { return FailedPrecondition("no CUDA events"); }
+  // Milliseconds from `start` to `end` as the device reached them; waits for `end` first.
+  virtual StatusOr<float> ElapsedMs(CudaEvent /*start*/, CudaEvent /*end*/) {
+    return FailedPrecondition("no CUDA events");
+  }
+  virtual Status DestroyEvent(CudaEvent) { return FailedPrecondition("no CUDA events"); }
 };
 
 // The real driver; every call fails with FailedPrecondition saying why when it cannot be loaded.

@@ -425,7 +425,7 @@ void ApplyCommonDefaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_force()) s->set_force(false);
   DefaultCudaDevices(s, limits);
   // Cleared again for the kinds that do not read it (ApplyDefaults).
-  if (s->device() == "cuda" && !s->has_cuda_sync()) s->set_cuda_sync("phases");
+  if (s->device() == "cuda" && !s->has_cuda_sync()) s->set_cuda_sync("events");
 }
 
 }  // namespace
@@ -500,7 +500,7 @@ Status ValidateCudaSync(const v1::ExperimentSpec& s) {
   if (!s.has_cuda_sync()) return Status::Ok();
   if (s.device() != "cuda")
     return InvalidArgument("cuda_sync: only with device cuda (device is " + s.device() + ")");
-  return OneOf("cuda_sync", s.cuda_sync(), {"phases", "step"});
+  return OneOf("cuda_sync", s.cuda_sync(), {"events", "phases", "step"});
 }
 
 }  // namespace
@@ -542,9 +542,6 @@ Status ValidateModelFile(const v1::ExperimentSpec& s) {
     return InvalidArgument("classes: required with loss " + s.loss() +
                            " (targets in [0, classes))");
   if (s.has_classes()) RETURN_IF_ERROR(InRange("classes", s.classes(), 2, 1000000));
-  if (s.device() != "cpu")
-    return InvalidArgument(
-        "device: a model file trains on cpu for now (its CUDA path is on the roadmap)");
   if (s.dataset() != "synthetic" && !IsSha256Ref(s.dataset()))
     return InvalidArgument(
         "dataset: a model file trains on synthetic data or on a tensor file (the CLI uploads "
@@ -562,6 +559,12 @@ Status ValidateModelFileOptions(const v1::ExperimentSpec& s, const SpecLimits& l
   if (!s.has_model_file()) return Status::Ok();
   RETURN_IF_ERROR(OneOf("memory_format", s.memory_format(), {"contiguous", "channels_last"}));
   RETURN_IF_ERROR(OneOf("autocast", s.autocast(), {"no", "bfloat16"}));
+  // Shoal's autocast is LibTorch's CPU autocast; a CUDA forward would run it in float32 and
+  // say nothing.
+  if (s.autocast() == "bfloat16" && s.device() == "cuda")
+    return InvalidArgument(
+        "autocast: bfloat16 is CPU autocast for now; on device cuda give autocast no (a model "
+        "scripted in bfloat16 trains in it)");
   if (s.autocast() == "bfloat16" && !limits.bf16_missing.empty())
     return FailedPrecondition("autocast: bfloat16 on this node's CPU is emulated, not run: " +
                               limits.bf16_missing);

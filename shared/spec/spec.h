@@ -48,7 +48,7 @@ extern const char* const kForkCudaShareWhy;
 // train on CUDA, and cleared from a point checked as the CPU point it would be.
 const std::vector<std::string>& CudaOnlyFields();
 // Whether the workers time each phase of a step apart (data, forward, backward, update): all but
-// cuda_sync step, whose steps are timed whole.
+// cuda_sync step, whose steps are timed whole (events and phases both split them).
 bool TimesEachPhase(const v1::ExperimentSpec& s);
 
 constexpr uint32_t kDefaultBatches = 20;

@@ -35,9 +35,10 @@ std::vector<SpecField> CommonFields() {
        "device cuda: CUDA ordinals, comma-separated; worker (stage) i on the (i mod n)-th",
        "0 with device cuda", false},
       {"cuda_sync", "cuda_sync",
-       "hogwild on cuda: phases (wait for the device before each phase time: the split is the "
-       "work done) | step (once a step, when its loss is read: no phase split)",
-       "phases with device cuda"},
+       "hogwild on cuda: events (phases timed by CUDA events, read once the step is done) | "
+       "phases (wait for the device before each phase time) | step (once a step, when its loss "
+       "is read: no phase split)",
+       "events with device cuda"},
       {"optimizer", "optimizer.name",
        "sgd | nesterov | adagrad | adadelta | adam | adamw | rmsprop", "sgd"},
       {"lr", "optimizer.lr", "learning rate", "per optimizer (sgd 0.01)"},

@@ -30,11 +30,14 @@ constexpr std::pair<const char*, const char*> kReference[] = {
      "cpu | cuda (hogwild and pipeline; hogwild with `--start fork` only `--share no`; see "
      "\"[Running on a GPU node](gpu-node.md)\")"},
     {"cuda_sync",
-     "hogwild on cuda: `phases` waits for the device before each phase time is read (data, "
-     "forward, backward, update), so the split is the work done; `step` waits once a step, "
-     "when its loss is read (as a PyTorch loop that logs its loss does), so the device runs "
-     "one phase while the CPU queues the next, and the phase split is absent. Refused on the "
-     "CPU and by the other kinds. An axis (`--cuda-sync phases,step` compares them)"},
+     "hogwild on cuda: `events` (the default) records a CUDA event between phases (data, "
+     "forward, backward, update) and reads their times once the step's loss is read, so the "
+     "split is the device's time for each phase and the host waits once a step; `phases` waits "
+     "for the device before each phase time is read, so the split is the work done but the "
+     "device idles while the host queues the next phase; `step` waits once a step, when its "
+     "loss is read (as a PyTorch loop that logs its loss does), and the phase split is absent. "
+     "Refused on the CPU and by the other kinds. An axis (`--cuda-sync events,phases,step` "
+     "compares them)"},
     {"cuda_devices",
      "device cuda: CUDA ordinals, comma-separated; worker (stage) i trains on the (i mod "
      "n)-th (`0,0,1,1`: two stages a GPU). The default is written into the spec, so a record "

@@ -8,6 +8,7 @@
 //   SHOAL_FAKE_CUDA_DEVICES=N   devices (default 2); cuDeviceGet fails past them
 //   SHOAL_FAKE_CUDA_FAIL=NAME   that entry point (cuMemAlloc, cuIpcOpenMemHandle, ...) fails:
 //                               cuMemAlloc with 2 (out of memory), the others with 999
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -119,6 +120,25 @@ CuResult cuIpcOpenMemHandle_v2(uint64_t* p, Handle h, unsigned flags) {
 }
 CuResult cuIpcCloseMemHandle(uint64_t) { return InContext("close", "cuIpcCloseMemHandle"); }
 CuResult cuCtxSynchronize() { return InContext("sync", "cuCtxSynchronize"); }
+// An event is the time it was recorded at: the fake's work is done when it is queued.
+CuResult cuEventCreate(void** e, unsigned) {
+  *e = new std::chrono::steady_clock::time_point();
+  return InContext("event", "cuEventCreate");
+}
+CuResult cuEventRecord(void* e, void*) {
+  *static_cast<std::chrono::steady_clock::time_point*>(e) = std::chrono::steady_clock::now();
+  return InContext("record", "cuEventRecord");
+}
+CuResult cuEventSynchronize(void*) { return InContext("wait", "cuEventSynchronize"); }
+CuResult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
+  using T = std::chrono::steady_clock::time_point;
+  *ms = std::chrono::duration<float, std::milli>(*static_cast<T*>(b) - *static_cast<T*>(a)).count();
+  return InContext("elapsed", "cuEventElapsedTime");
+}
+CuResult cuEventDestroy_v2(void* e) {
+  delete static_cast<std::chrono::steady_clock::time_point*>(e);
+  return InContext("destroy", "cuEventDestroy");
+}
 CuResult cuGetErrorString(CuResult r, const char** text) {
   *text = r == kOutOfMemory      ? "out of memory"
           : r == kInvalidDevice  ? "invalid device ordinal"

@@ -54,13 +54,16 @@ Status ImageKind::Prepare(LeaderEnv& env) {
   RETURN_IF_ERROR(PrepareModelAndData(env));
   RETURN_IF_ERROR(CreateWeightsSegment(env.experiment_id));
   env.segment_created("weights", weights_.size());
-  if (spec.device() == "cuda") return spec.share() ? ExportToDevice(spec) : Status::Ok();
-  // With sharing off the segment is only where attached workers copy their initial weights from;
-  // forked workers inherit the leader's private copy.
-  if (spec.share()) RETURN_IF_ERROR(BindWeightsToSegment(*model_, plan_, weights_.data()));
+  if (spec.device() == "cuda") {
+    if (spec.share()) RETURN_IF_ERROR(ExportToDevice(spec));
+  } else if (spec.share()) {
+    // With sharing off the segment is only where attached workers copy their initial weights
+    // from; forked workers inherit the leader's private copy.
+    RETURN_IF_ERROR(BindWeightsToSegment(*model_, plan_, weights_.data()));
+  }
   // Under spawn and the forkserver no worker inherits the leader's model file: once it is
-  // checked, probed and in the segments, the leader lets it go (and, with --share no, its private
-  // copy of the weights) rather than hold it for the run.
+  // checked, probed and in the segments (or the device buffer), the leader lets it go (and, with
+  // --share no, its private copy of the weights) rather than hold it for the run.
   if (spec.model() == "torchscript" && spec.start() != "fork") {
     model_.reset();
     malloc_trim(0);
@@ -188,7 +191,7 @@ int ImageKind::RunWorker(WorkerEnv& env, bool forked_from_leader) {
           [&env](const std::string& m) { WorkerFails(env.slot, env.index, m); },
           "worker " + std::to_string(env.index));
     WarmUpModelFile(*model_, *tensors, std::min<int64_t>(BatchOf(env.spec), int64_t(tensors->n)),
-                    env.slot);
+                    env.slot, device_->device());
   }
   StepSync sync;
   if (st.ok()) st = BeforeTraining(env, *model_, &sync);

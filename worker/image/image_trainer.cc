@@ -15,6 +15,7 @@
 #include "worker/optimizers/in_backward.h"
 #include "worker/planned_allocator.h"
 #include "worker/scoreboard.h"
+#include "worker/segment_weights.h"
 #include "worker/step_cache_allocator.h"
 
 namespace shoal {
@@ -107,9 +108,18 @@ int ImageTrainer::Run() {
   }
   opt_ = std::move(opt).value();
   if (device_.is_cuda()) {
-    on_device_ = UploadTrainSet(data_, device_.device());
+    if (tensors_ != nullptr)
+      tensors_on_device_ = WholeTensors(*tensors_, tensors_, device_.device());
+    else
+      on_device_ = UploadTrainSet(data_, device_.device());
     // cuda_sync step: no wait but the loss read at the step's end.
-    if (TimesEachPhase(spec_)) sync_ = [this] { device_.Sync(); };
+    if (spec_.cuda_sync() == "phases") sync_ = [this] { device_.Sync(); };
+    if (spec_.cuda_sync() == "events") {
+      auto events = PhaseEvents::Make(device_.driver());
+      if (!events.ok())
+        return WorkerFails(slot_, env_.index, "cuda_sync events: " + events.status().message());
+      events_ = std::move(events).value();
+    }
   }
   // The pages of its libraries it read to load and set up (relocation tables, LibTorch's
   // operator registrations): no step reads them again. The first step faults back the code it
@@ -206,9 +216,13 @@ bool ImageTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
     // --allocator planned: one step, buffers freed within (in `arena` when shared)
     PlannedAllocator::StepScope step_memory(arena);
     const auto t0 = SteadyClock::now();
+    if (events_ != nullptr) events_->Record(PhaseEvents::kData);
     torch::Tensor x, y;
     std::vector<torch::Tensor> inputs;
-    if (tensors_ != nullptr) {
+    if (tensors_ != nullptr && device_.is_cuda()) {
+      GatherBatch(*tensors_, tensors_on_device_, idx, n, &inputs, &y);
+      if (sync_) sync_();
+    } else if (tensors_ != nullptr) {
       GatherBatch(*tensors_, tensors_, idx, n, &inputs, &y);
     } else if (device_.is_cuda()) {
       MakeDeviceBatch(on_device_, idx, n, &x, &y);
@@ -223,12 +237,14 @@ bool ImageTrainer::Step(const int64_t* idx, int64_t n, EpochTotals* totals) {
     if (step_sync_ != nullptr && step_sync_->before_forward)
       buffers_ns = step_sync_->before_forward();
     if (tensors_ == nullptr) inputs.push_back(x);
-    StepTimes t = TrainStep(model_, *opt_, inputs, y, &loss, sync_,
-                            step_sync_ != nullptr ? step_sync_->after_backward : nullptr);
-    t.data_ns = data_ns;
+    StepTimes t =
+        TrainStep(model_, *opt_, inputs, y, &loss, sync_,
+                  step_sync_ != nullptr ? step_sync_->after_backward : nullptr, events_.get());
+    t.data_ns =
+        events_ != nullptr ? events_->Ns(PhaseEvents::kData, PhaseEvents::kForward) : data_ns;
     t.comm_ns += buffers_ns;
     // Reading the loss waited for everything queued before it: the step is done now.
-    if (device_.is_cuda() && !sync_) {
+    if (device_.is_cuda() && !sync_ && events_ == nullptr) {
       t = StepTimes();
       t.unsplit_ns = ElapsedNs(t0, SteadyClock::now());
     }

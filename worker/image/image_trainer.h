@@ -57,8 +57,10 @@ class ImageTrainer {
   DataView data_;
   const TensorSetHeader* tensors_ = nullptr;  // a model file's training set
   const TrainDevice& device_;
-  DeviceData on_device_;        // cuda: the training set, uploaded once
-  std::function<void()> sync_;  // cuda: waits for the device before a time is read
+  DeviceData on_device_;                          // cuda: the training set, uploaded once
+  std::vector<torch::Tensor> tensors_on_device_;  // cuda: a model file's, likewise
+  std::function<void()> sync_;  // cuda_sync phases: waits for the device before a time is read
+  std::unique_ptr<PhaseEvents> events_;  // cuda_sync events: the phases marked on the device
   const StepSync* step_sync_;
   WorkerSlot* slot_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
