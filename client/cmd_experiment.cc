@@ -52,16 +52,52 @@ v1::ExperimentState Watch(ShoalClient& c, const std::string& id, bool json, bool
   return state;
 }
 
-int Submit(ShoalClient& c, const SpecFlags& flags, bool wait, bool json) {
+// `submit --slurm`: one experiment on Slurm's nodes, placed as a sweep of one point (one array
+// task; with data_parallel --nodes N, an allocation of N nodes). Its experiment's id.
+struct SlurmSubmit {
+  bool slurm = false;
+  std::string partition, time_limit;
+};
+
+std::string SubmitToSlurm(ShoalClient& c, const v1::ExperimentSpec& spec, const SlurmSubmit& o) {
+  v1::SweepSpec sweep;
+  *sweep.mutable_base() = spec;
+  sweep.mutable_slurm()->set_partition(o.partition);
+  sweep.mutable_slurm()->set_time_limit(o.time_limit);
+  const std::string sweep_id = OrDie(c.SubmitSweep(sweep));
+  const v1::SweepReport r = OrDie(c.GetSweep(sweep_id));
+  if (r.sweep().points_size() != 1 || r.sweep().points(0).experiment_id().empty())
+    Die("slurm: sweep " + sweep_id + " has no experiment to follow: " + r.sweep().error());
+  return r.sweep().points(0).experiment_id();
+}
+
+// Until an experiment placed on Slurm ends (this daemon follows its task by polling Slurm).
+void WaitPolling(ShoalClient& c, const std::string& id, bool quiet) {
+  v1::ExperimentState last = v1::STATE_UNSPECIFIED;
+  for (;;) {
+    const v1::Experiment e = OrDie(c.Get(id));
+    if (!quiet && e.state() != last)
+      std::fprintf(stderr, "%s: %s%s\n", id.c_str(), StateName(e.state()).c_str(),
+                   e.has_slurm() ? (" (Slurm " + e.slurm().state() + ")").c_str() : "");
+    last = e.state();
+    if (IsTerminal(e.state())) return;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
+int Submit(ShoalClient& c, const SpecFlags& flags, const SlurmSubmit& slurm, bool wait, bool json) {
   v1::ExperimentSpec spec = OrDie(flags.Spec());
   OrDie(UploadModelFiles(c, &spec));
-  const std::string id = OrDie(c.Submit(spec));
+  const std::string id = slurm.slurm ? SubmitToSlurm(c, spec, slurm) : OrDie(c.Submit(spec));
   if (!wait) {
     std::cout << (json ? nlohmann::json{{"id", id}}.dump() : id) << "\n";
     return 0;
   }
   if (!json) std::fprintf(stderr, "submitted %s\n", id.c_str());
-  Watch(c, id, false, /*quiet=*/json);
+  if (slurm.slurm)
+    WaitPolling(c, id, json);
+  else
+    Watch(c, id, false, /*quiet=*/json);
   const v1::Experiment e = OrDie(c.Get(id));
   json ? PrintJson(e) : (void)std::fputs(FormatExperiment(e).c_str(), stdout);
   if (e.state() == v1::SUCCEEDED) return 0;
@@ -178,13 +214,25 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
     uint32_t page_size = 0;
     std::optional<std::string> state, kind, submitter;  // list's filters
     bool mine = false;
+    SlurmSubmit slurm;
   };
   auto s = std::make_shared<State>();
   auto* submit = app.add_subcommand("submit", "submit an experiment");
   s->flags.Add(submit, /*lists=*/false);
   submit->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the result");
   submit->add_flag("--json", s->json, "print one JSON object");
-  out->push_back({submit, [s](ShoalClient& c) { return Submit(c, s->flags, s->wait, s->json); }});
+  auto* slurm = submit->add_flag(
+      "--slurm", s->slurm.slurm,
+      "run it on Slurm's nodes (a sweep of one point, one array task; data_parallel with --nodes "
+      "N: one allocation of N nodes, srun placing a part on each; docs/cluster.md)");
+  submit->add_option("--partition", s->slurm.partition, "with --slurm: sbatch's --partition")
+      ->needs(slurm);
+  submit
+      ->add_option("--time", s->slurm.time_limit,
+                   "with --slurm: the time limit, in Slurm's format (30:00, 2:00:00, 1-00:00:00)")
+      ->needs(slurm);
+  out->push_back(
+      {submit, [s](ShoalClient& c) { return Submit(c, s->flags, s->slurm, s->wait, s->json); }});
 
   auto* watch = app.add_subcommand("watch", "live samples of an experiment until it ends");
   watch->add_option("id", s->id, "experiment id")->required();

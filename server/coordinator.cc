@@ -539,7 +539,9 @@ StatusOr<std::string> Coordinator::SubmitSlurmSweep(const v1::SweepSpec& spec,
     }
     slurm_cv_.notify_all();
   };
-  return sweeps_.Submit(spec, submitter, opts_.limits, check, &placement);
+  SpecLimits limits = opts_.limits;
+  limits.placed_on_slurm = true;  // a run over several nodes meets on its allocation's first
+  return sweeps_.Submit(spec, submitter, limits, check, &placement);
 }
 
 void Coordinator::Publish(const std::string& id, v1::WatchEvent ev) {

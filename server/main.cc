@@ -68,6 +68,9 @@ struct DaemonArgs {
   shoal::CoordinatorOptions opts;
   // One-shot: run one sweep point and write its whole record, no socket (a Slurm array task).
   std::string run_point, record_out;
+  // A run across nodes: this node's rank and where node 0 hosts the c10d store (the script's).
+  int node_rank = -1;  // -1: not given
+  std::string master;
   // Sweeps placed on Slurm: the folder the nodes share for their orders, script and records.
   std::string slurm_dir;
   int slurm_poll_ms = 2000;
@@ -137,6 +140,14 @@ void AddRunPointOptions(CLI::App& app, DaemonArgs& d) {
                              "where --run-point writes the run's record (a RunRecord)");
   point->needs(out);
   out->needs(point);
+  // A point over several nodes (data_parallel on Slurm): each node's part, told by the script.
+  app.add_option("--node-rank", d.node_rank,
+                 "with --run-point over nodes > 1: this node's rank in the allocation")
+      ->needs(point)
+      ->check(CLI::Range(0, 63));
+  app.add_option("--master", d.master,
+                 "with --run-point over nodes > 1: HOST:PORT where node 0 hosts the c10d store")
+      ->needs(point);
 }
 
 // Sweeps placed on Slurm (shoal sweep --slurm): where their files go, how often Slurm is asked.
@@ -526,6 +537,11 @@ int RunPointOnce(const DaemonArgs& d, shoal::Coordinator& coord, shoal::Store* s
     spdlog::critical("{}", order.status().message());
     coord.Shutdown();
     return 1;
+  }
+  if (d.node_rank >= 0 || !d.master.empty()) {  // this node's part of a run across nodes
+    auto* dp = order->mutable_spec()->mutable_data_parallel();
+    if (d.node_rank >= 0) dp->set_node_rank(uint32_t(d.node_rank));
+    if (!d.master.empty()) dp->set_master(d.master);
   }
   coord.Start();
   // Static: the detached thread may outlive this frame (a signal while the process exits).

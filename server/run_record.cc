@@ -3,6 +3,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -106,6 +107,85 @@ StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path) {
   v1::RunRecord r;
   if (!r.ParseFromIstream(&in)) return InvalidArgument(path + ": not a run record");
   return r;
+}
+
+namespace {
+
+v1::NodePart PartOf(uint32_t node, const StatusOr<v1::RunRecord>& r) {
+  v1::NodePart p;
+  p.set_node_rank(node);
+  if (!r.ok()) {
+    p.set_state(v1::FAILED);
+    p.set_error("node " + std::to_string(node) + " wrote no record");
+    return p;
+  }
+  const v1::Experiment& e = r->experiment();
+  if (e.has_host()) p.set_daemon(e.host().hostname());
+  p.set_experiment_id(e.id());
+  p.set_state(e.state());
+  p.set_error(e.error());
+  const v1::Result& res = e.result();
+  if (res.has_samples_per_sec()) p.set_samples_per_sec(res.samples_per_sec());
+  if (res.has_peak_pss_sum_bytes()) p.set_peak_pss_sum_bytes(res.peak_pss_sum_bytes());
+  if (res.has_sum_of_peak_pss_bytes()) p.set_sum_of_peak_pss_bytes(res.sum_of_peak_pss_bytes());
+  return p;
+}
+
+// Node `node`'s processes, samples, events and log added to `out`.
+void AddNodeTelemetry(uint32_t node, const v1::RunRecord& r, v1::RunRecord* out) {
+  for (auto p : r.experiment().processes()) {
+    p.set_node(node);
+    *out->mutable_experiment()->add_processes() = std::move(p);
+  }
+  for (auto s : r.samples()) {
+    s.set_node(node);
+    *out->add_samples() = std::move(s);
+  }
+  for (const auto& ev : r.events()) *out->add_events() = ev;
+  out->mutable_log()->append("== node " + std::to_string(node) + " ==\n" + r.log());
+}
+
+}  // namespace
+
+StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecord>>& records) {
+  const StatusOr<v1::RunRecord>* base = nullptr;
+  for (const auto& r : records) {
+    if (!r.ok() && r.status().code() != Code::kNotFound) return r.status();
+    if (r.ok() && base == nullptr) base = &r;
+  }
+  if (base == nullptr) return NotFound("no node wrote a record");
+  v1::RunRecord out;
+  *out.mutable_experiment() = base->value().experiment();
+  v1::Experiment& e = *out.mutable_experiment();
+  e.clear_processes();
+  e.clear_parts();
+  double samples_per_sec = 0;
+  bool rate = false;
+  std::string failed;
+  for (uint32_t k = 0; k < records.size(); ++k) {
+    const v1::NodePart part = PartOf(k, records[k]);
+    *e.add_parts() = part;
+    if (records[k].ok()) AddNodeTelemetry(k, records[k].value(), &out);
+    if (part.has_samples_per_sec()) {
+      samples_per_sec += part.samples_per_sec();
+      rate = true;
+    }
+    if (failed.empty() && part.state() == v1::FAILED)
+      failed = part.error().rfind("node ", 0) == 0
+                   ? part.error()
+                   : "node " + std::to_string(k) + ": " + part.error();
+  }
+  if (rate) e.mutable_result()->set_samples_per_sec(samples_per_sec);
+  const bool cancelled = std::any_of(e.parts().begin(), e.parts().end(), [](const v1::NodePart& p) {
+    return p.state() == v1::CANCELLED;
+  });
+  if (!failed.empty()) {
+    e.set_state(v1::FAILED);
+    e.set_error(failed);
+  } else if (cancelled) {
+    e.set_state(v1::CANCELLED);
+  }
+  return out;
 }
 
 Status StoreRunRecord(Store* store, const std::string& logs_dir, const v1::PointOrder& order,

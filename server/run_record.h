@@ -6,6 +6,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "server/experiment_service.h"
 #include "server/store.h"
@@ -26,6 +27,13 @@ StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,
 // Writes `r` to `path` whole or not at all (a temporary file renamed into place).
 Status WriteRunRecord(const v1::RunRecord& r, const std::string& path);
 StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path);
+
+// The records of one run's parts on several nodes (records[k]: node k's, or why there is none)
+// as one record: the first node's experiment with every node's processes and samples (each with
+// its node), their events and logs, each node's own state and figures in `parts`, samples/s
+// summed over the nodes; FAILED, naming the node, when a part failed or wrote no record. NOT_FOUND
+// when no node wrote one; UNAVAILABLE (read again later) or INVALID_ARGUMENT as a part's.
+StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecord>>& records);
 
 // Stores a record a node handed back for `order`: its samples, events and log (under logs_dir),
 // then its experiment through `put` (store->Put when none: a daemon that adopted the record puts

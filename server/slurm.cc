@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cerrno>
@@ -132,8 +133,14 @@ Status CheckArrayJob(const ArrayJob& job) {
 std::vector<std::string> SbatchArgv(const ArrayJob& job) {
   std::string array = "--array=0-" + std::to_string(job.tasks - 1);
   if (job.max_parallel > 0) array += "%" + std::to_string(job.max_parallel);
-  std::vector<std::string> argv = {"sbatch",    "--parsable", array, "--job-name=" + job.name,
-                                   "--nodes=1", "--ntasks=1"};
+  const std::string nodes = std::to_string(std::max<uint32_t>(1, job.nodes));
+  std::vector<std::string> argv = {"sbatch",
+                                   "--parsable",
+                                   array,
+                                   "--job-name=" + job.name,
+                                   "--nodes=" + nodes,
+                                   "--ntasks=" + nodes,
+                                   "--ntasks-per-node=1"};
   if (job.exclusive) argv.push_back("--exclusive");
   if (!job.output.empty()) argv.push_back("--output=" + job.output);
   if (!job.partition.empty()) argv.push_back("--partition=" + job.partition);

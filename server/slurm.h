@@ -26,6 +26,7 @@ struct ArrayJob {
   std::string partition;      // --partition; empty: the cluster's default
   std::string time_limit;     // --time ("30:00", "2:00:00", "1-00:00:00"); empty: the partition's
   bool exclusive = true;      // --exclusive: a point's node runs nothing else meanwhile
+  uint32_t nodes = 1;         // --nodes per task, one Slurm task a node (a run across nodes)
 };
 
 // INVALID_ARGUMENT naming the field when a value could not be what Slurm takes (a partition with

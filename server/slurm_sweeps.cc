@@ -113,11 +113,59 @@ std::string OrderPath(const std::string& dir, uint32_t task) {
 std::string RecordPath(const std::string& dir, uint32_t task) {
   return dir + "/record-" + std::to_string(task) + ".pb";
 }
+std::string NodeRecordPath(const std::string& dir, uint32_t task, uint32_t node) {
+  return dir + "/record-" + std::to_string(task) + ".node-" + std::to_string(node) + ".pb";
+}
 std::string TaskOutputPath(const std::string& dir, uint32_t task) {
   return dir + "/task-" + std::to_string(task) + ".out";
 }
 
-std::string ArrayScript(const std::string& shoald, const std::string& dir) {
+namespace {
+
+// One run-point on each node of the task's allocation (srun, one task a node). Each step passes
+// SIGTERM (srun forwards scancel's) to its run, as the one-node script does.
+std::string NodesScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
+  return "#!/bin/sh\n"
+         "# Written by shoald: array task $SLURM_ARRAY_TASK_ID runs one point of a sweep across " +
+         std::to_string(nodes) +
+         " nodes.\n"
+         "dir=" +
+         ShellQuoted(dir) +
+         "\n"
+         "task=\"$SLURM_ARRAY_TASK_ID\"\n"
+         "# Node 0 of the allocation hosts the c10d store, on a port from the job id.\n"
+         "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+         "addr=$(scontrol -o show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
+         "master=\"${addr:-$head}:$((20000 + ${SLURM_JOB_ID:-0} % 20000))\"\n"
+         "pid=\n"
+         "trap '[ -n \"$pid\" ] && kill -TERM $pid 2>/dev/null' TERM INT\n"
+         "srun --ntasks=\"${SLURM_JOB_NUM_NODES:-" +
+         std::to_string(nodes) +
+         "}\" --ntasks-per-node=1 sh -c '\n"
+         "  state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n"
+         "  \"$1\" --run-point \"$2/order-$3.json\" \\\n"
+         "    --record-out \"$2/record-$3.node-$SLURM_NODEID.pb\" --node-rank \"$SLURM_NODEID\" "
+         "\\\n"
+         "    --master \"$4\" --state-dir \"$state\" --log-level info &\n"
+         "  p=$!\n"
+         "  trap \"kill -TERM $p 2>/dev/null\" TERM INT\n"
+         "  wait $p; code=$?\n"
+         "  while kill -0 $p 2>/dev/null; do wait $p; code=$?; done\n"
+         "  rm -rf \"$state\"\n"
+         "  exit $code' sh " +
+         ShellQuoted(shoald) +
+         " \"$dir\" \"$task\" \"$master\" &\n"
+         "pid=$!\n"
+         "wait $pid\n"
+         "code=$?\n"
+         "while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n"
+         "exit $code\n";
+}
+
+}  // namespace
+
+std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
+  if (nodes > 1) return NodesScript(shoald, dir, nodes);
   return "#!/bin/sh\n"
          "# Written by shoald: array task $SLURM_ARRAY_TASK_ID runs one point of a sweep.\n"
          "dir=" +
@@ -149,9 +197,39 @@ std::string SlurmSweeps::SweepDir(const std::string& sweep_id) const {
   return opts_.dir + "/" + sweep_id;
 }
 
+namespace {
+
+uint32_t NodesOf(const v1::ExperimentSpec& spec) {
+  return spec.kind() == "data_parallel" ? std::max<uint32_t>(1, spec.data_parallel().nodes()) : 1;
+}
+
+// How many nodes each task asks for: every point's, alike (an array asks one size of allocation).
+StatusOr<uint32_t> ArrayNodes(const std::vector<v1::Experiment>& exps) {
+  const uint32_t n = exps.empty() ? 1 : NodesOf(exps.front().spec());
+  for (const auto& e : exps)
+    if (NodesOf(e.spec()) != n)
+      return InvalidArgument("slurm: the points run on " + std::to_string(n) + " and " +
+                             std::to_string(NodesOf(e.spec())) +
+                             " nodes, and one job array asks one size of allocation for all its "
+                             "tasks: sweep nodes in separate sweeps");
+  return n;
+}
+
+// A task's record: its one node's, or its nodes' merged (MergeNodeRecords).
+StatusOr<v1::RunRecord> ReadTaskRecord(const std::string& dir, uint32_t task, uint32_t nodes) {
+  if (nodes <= 1) return ReadRunRecord(RecordPath(dir, task));
+  std::vector<StatusOr<v1::RunRecord>> parts;
+  for (uint32_t k = 0; k < nodes; ++k) parts.push_back(ReadRunRecord(NodeRecordPath(dir, task, k)));
+  return MergeNodeRecords(parts);
+}
+
+}  // namespace
+
 Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   const std::string dir = SweepDir(sw->id());
-  const ArrayJob job = JobOf(*sw, dir, uint32_t(exps->size()));
+  ASSIGN_OR_RETURN(const uint32_t nodes, ArrayNodes(*exps));
+  ArrayJob job = JobOf(*sw, dir, uint32_t(exps->size()));
+  job.nodes = nodes;
   RETURN_IF_ERROR(CheckArrayJob(job));
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -159,7 +237,8 @@ Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   auto placed = [&]() -> StatusOr<std::string> {
     for (uint32_t i = 0; i < exps->size(); ++i)
       RETURN_IF_ERROR(WriteOrder((*exps)[i], OrderPath(dir, i)));
-    RETURN_IF_ERROR(WriteFile(job.script, ArrayScript(opts_.shoald, dir), fs::perms::owner_all));
+    RETURN_IF_ERROR(
+        WriteFile(job.script, ArrayScript(opts_.shoald, dir, nodes), fs::perms::owner_all));
     return slurm_->SubmitArray(job);
   }();
   if (!placed.ok()) {
@@ -325,8 +404,8 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   // of the signals; its own words are kept).
   const bool cancelled =
       a.cancels.count(task) > 0 || queue_->StopRequest(e.id()) == ExperimentQueue::kCancel;
-  const std::string record_path = RecordPath(a.dir, task);
-  auto record = ReadRunRecord(record_path);
+  const uint32_t nodes = NodesOf(e.spec());
+  auto record = ReadTaskRecord(a.dir, task, nodes);
   if (!record.ok() && record.status().code() == Code::kUnavailable) return false;  // retried
   Status stored = record.status();
   if (record.ok()) {
@@ -369,7 +448,8 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   }
   queue_->Done(e.id());
   std::error_code ec;
-  fs::remove(record_path, ec);
+  fs::remove(RecordPath(a.dir, task), ec);
+  for (uint32_t k = 0; nodes > 1 && k < nodes; ++k) fs::remove(NodeRecordPath(a.dir, task, k), ec);
   fs::remove(OrderPath(a.dir, task), ec);
   return true;
 }

@@ -85,11 +85,15 @@ class SlurmSweeps {
 // The batch script every task of a sweep's array runs: task $SLURM_ARRAY_TASK_ID's order, a
 // throwaway state folder on the node, its record back under `dir`; scancel's SIGTERM is passed
 // on, so the run ends cancelled and its record is still written.
-std::string ArrayScript(const std::string& shoald, const std::string& dir);
+// With `nodes` > 1 each task is an allocation of that many nodes: srun starts one run-point a
+// node, node k of the allocation as node_rank k, all meeting at the first node's address (its
+// NodeAddr) on a port from the job id; each writes its own record (NodeRecordPath).
+std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes = 1);
 
 // A task's files under its sweep's folder.
 std::string OrderPath(const std::string& dir, uint32_t task);
 std::string RecordPath(const std::string& dir, uint32_t task);
+std::string NodeRecordPath(const std::string& dir, uint32_t task, uint32_t node);
 std::string TaskOutputPath(const std::string& dir, uint32_t task);
 
 }  // namespace shoal

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "shoal/v1/shoal.pb.h"
@@ -211,6 +212,52 @@ TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWho
 // shoald stopped while the array runs: the tasks run on, and the next shoald picks the array up
 // from the job id it recorded; a cancel then reaches Slurm (scancel), and a task killed mid-run
 // fails its point in Slurm's words.
+// data_parallel over both nodes as one Slurm job: srun places a part on each node, they meet at
+// the first node's address, and the point's record holds both nodes' processes and a part each.
+TEST_F(SlurmSweepE2E, ARunAcrossBothNodesIsOneTaskAndOneRecordWithAPartANode) {
+  const CommandResult r = daemon_->Cli({"sweep",     "--slurm",   "--partition",    "try",
+                                        "--time",    "5:00",      "--kind",         "data_parallel",
+                                        "--nodes",   "2",         "--workers",      "2",
+                                        "--batches", "6",         "--batch-size",   "16",
+                                        "--dataset", "synthetic", "--eval-samples", "0",
+                                        "--wait",    "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json sw = Parse(r)["sweep"];
+  ASSERT_EQ(sw["points"].size(), 1u);
+  const json e = Get(sw["points"][0]["experiment_id"]);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+  // Where the nodes met: the first node's address and the job's port, as its script filled in.
+  const std::string master = e["spec"]["data_parallel"]["master"];
+  EXPECT_EQ(master.rfind("10.", 0), 0u) << master;
+  ASSERT_EQ(e["parts"].size(), 2u) << e.dump(2);
+  std::set<std::string> hosts;
+  double rate = 0;
+  for (const auto& part : e["parts"]) {
+    EXPECT_EQ(part["state"], "SUCCEEDED");
+    hosts.insert(part["daemon"].get<std::string>());
+    rate += part["samples_per_sec"].get<double>();
+  }
+  EXPECT_EQ(hosts, (std::set<std::string>{"shoalslurm0", "shoalslurm1"}));
+  EXPECT_NEAR(e["result"]["samples_per_sec"].get<double>(), rate, 1e-6);
+  std::map<int, int> workers;  // node -> its workers, as its own sampler saw them
+  for (const auto& p : e["processes"])
+    if (p["role"] == "worker") workers[p.value("node", -1)] += 1;
+  EXPECT_EQ(workers, (std::map<int, int>{{0, 2}, {1, 2}})) << e["processes"].dump();
+  ExpectNothingLeft();
+  // The same run as one experiment: submit --slurm places it as a sweep of one point.
+  const CommandResult one = daemon_->Cli(
+      {"submit",       "--slurm", "--partition", "try",       "--kind",         "data_parallel",
+       "--nodes",      "2",       "--workers",   "1",         "--batches",      "4",
+       "--batch-size", "16",      "--dataset",   "synthetic", "--eval-samples", "0",
+       "--wait",       "--json"});
+  ASSERT_EQ(one.exit_code, 0) << one.out << one.err;
+  const json x = Parse(one);
+  EXPECT_EQ(x["state"], "SUCCEEDED");
+  EXPECT_EQ(x["parts"].size(), 2u);
+  EXPECT_FALSE(x["slurm"]["job_id"].get<std::string>().empty());
+  ExpectNothingLeft();
+}
+
 TEST_F(SlurmSweepE2E, ARestartPicksTheArrayUpAndCancelAndAKilledTaskEndTheirPoints) {
   const CommandResult r = daemon_->Cli({"sweep", "--slurm", "--max-parallel", "2", "--repeats", "3",
                                         "--batches", "100000", "--batch-size", "16", "--dataset",

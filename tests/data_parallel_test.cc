@@ -151,6 +151,34 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   EXPECT_EQ(parsed->second, 80);
 }
 
+// On Slurm the allocation's first node is the master, written as "slurm" and filled in on each
+// node as the job starts; a master or a node_rank of the user's own is refused there, and "slurm"
+// anywhere else.
+TEST(DataParallelTest, OnSlurmTheAllocationsFirstNodeIsTheMaster) {
+  SpecLimits slurm;
+  slurm.cores = 2;
+  slurm.placed_on_slurm = true;
+  v1::ExperimentSpec s = DataParallel(2, 32, "weak");
+  s.mutable_data_parallel()->set_nodes(2);
+  ApplyDefaults(&s, slurm);
+  EXPECT_EQ(s.data_parallel().master(), kSlurmMaster);
+  EXPECT_TRUE(ValidateSpec(s, slurm).ok()) << ValidateSpec(s, slurm).message();
+  SpecLimits here;
+  here.cores = 2;
+  EXPECT_EQ(ValidateSpec(s, here).message(),
+            "master: slurm is the first node of a Slurm allocation: only on Slurm (--slurm)");
+  v1::ExperimentSpec own = s;
+  own.mutable_data_parallel()->set_master("node0:29500");
+  EXPECT_EQ(ValidateSpec(own, slurm).message().rfind("master: on Slurm the first node", 0), 0u);
+  v1::ExperimentSpec ranked = s;
+  ranked.mutable_data_parallel()->set_node_rank(1);
+  EXPECT_EQ(ValidateSpec(ranked, slurm).message().rfind("node_rank: on Slurm", 0), 0u);
+  v1::ExperimentSpec one = DataParallel(2, 32, "weak");  // one node: no master to meet at
+  ApplyDefaults(&one, slurm);
+  EXPECT_FALSE(one.data_parallel().has_master());
+  EXPECT_TRUE(ValidateSpec(one, slurm).ok());
+}
+
 // Federated: node_daemons gives nodes and the master; each part gets its rank, not the list.
 v1::ExperimentSpec Federated(const std::string& daemons) {
   v1::ExperimentSpec s = DataParallel(1, 32, nullptr);

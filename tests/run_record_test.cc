@@ -105,5 +105,48 @@ TEST(RunRecordTest, AnOrderThatIsNotOneIsRefusedNamingTheFile) {
   EXPECT_EQ(good->spec().workers(), 2u);
 }
 
+// One run over two nodes: node 0's experiment carrying both nodes' processes and samples (each
+// labelled), each node's own figures in its part, samples/s summed; a node without a record fails
+// the run naming it; none at all is no record; a record that cannot be read now is read later.
+TEST(RunRecordTest, TheRecordsOfARunsNodesAreOneWithAPartEach) {
+  auto node = [](uint32_t k, double rate) {
+    v1::RunRecord r = Record();
+    r.mutable_experiment()->mutable_host()->set_hostname("node" + std::to_string(k));
+    r.mutable_experiment()->mutable_result()->set_samples_per_sec(rate);
+    r.mutable_experiment()->mutable_result()->set_peak_pss_sum_bytes(100 + k);
+    r.mutable_experiment()->add_processes()->set_pid(int32_t(10 + k));
+    r.set_log("[worker 0] node " + std::to_string(k) + "\n");
+    return r;
+  };
+  auto merged = MergeNodeRecords({node(0, 300), node(1, 200)});
+  ASSERT_TRUE(merged.ok()) << merged.status().message();
+  const v1::Experiment& e = merged->experiment();
+  EXPECT_EQ(e.state(), v1::SUCCEEDED);
+  EXPECT_DOUBLE_EQ(e.result().samples_per_sec(), 500);
+  ASSERT_EQ(e.parts_size(), 2);
+  EXPECT_EQ(e.parts(1).node_rank(), 1u);
+  EXPECT_EQ(e.parts(1).daemon(), "node1");
+  EXPECT_DOUBLE_EQ(e.parts(1).samples_per_sec(), 200);
+  EXPECT_EQ(e.parts(1).peak_pss_sum_bytes(), 101u);
+  ASSERT_EQ(e.processes_size(), 2);
+  EXPECT_EQ(e.processes(1).pid(), 11);
+  EXPECT_EQ(e.processes(1).node(), 1u);
+  ASSERT_EQ(merged->samples_size(), 6);
+  EXPECT_EQ(merged->samples(5).node(), 1u);
+  EXPECT_EQ(merged->log(), "== node 0 ==\n[worker 0] node 0\n== node 1 ==\n[worker 0] node 1\n");
+
+  auto lost = MergeNodeRecords({node(0, 300), NotFound("no record")});
+  ASSERT_TRUE(lost.ok());
+  EXPECT_EQ(lost->experiment().state(), v1::FAILED);
+  EXPECT_EQ(lost->experiment().error(), "node 1 wrote no record");
+  v1::RunRecord failed = node(1, 0);
+  failed.mutable_experiment()->set_state(v1::FAILED);
+  failed.mutable_experiment()->set_error("worker 0 exited with code 1");
+  EXPECT_EQ(MergeNodeRecords({node(0, 1), failed})->experiment().error(),
+            "node 1: worker 0 exited with code 1");
+  EXPECT_EQ(MergeNodeRecords({NotFound("a"), NotFound("b")}).status().code(), Code::kNotFound);
+  EXPECT_EQ(MergeNodeRecords({node(0, 1), Unavailable("nfs")}).status().code(), Code::kUnavailable);
+}
+
 }  // namespace
 }  // namespace shoal

@@ -143,6 +143,43 @@ TEST_F(SlurmSweepsTest, APlacedSweepIsOneArrayWithAnOrderPerTaskAndAScript) {
   EXPECT_NE(script.find("'/opt/shoal it'\\''s/shoald' --run-point"), std::string::npos) << script;
 }
 
+// data_parallel over 2 nodes: each task is an allocation of 2 nodes, srun runs one run-point a
+// node with its rank and the first node's address, and the nodes' records come back as one.
+TEST_F(SlurmSweepsTest, ARunAcrossNodesIsOneTaskOfThatManyNodesAndOneRecord) {
+  exps_.resize(1);
+  exps_[0].mutable_spec()->set_kind("data_parallel");
+  exps_[0].mutable_spec()->mutable_data_parallel()->set_nodes(2);
+  PlaceAll();
+  ASSERT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_EQ(slurm_.submitted[0].nodes, 2u);
+  std::ifstream in(slurm_.submitted[0].script);
+  const std::string script((std::istreambuf_iterator<char>(in)), {});
+  for (const char* want : {"srun --ntasks=", "--ntasks-per-node=1", "--node-rank \"$SLURM_NODEID\"",
+                           "--master \"$4\"", "record-$3.node-$SLURM_NODEID.pb", "NodeAddr="})
+    EXPECT_NE(script.find(want), std::string::npos) << want << " in\n" << script;
+  EXPECT_EQ(std::system(("sh -n " + slurm_.submitted[0].script).c_str()), 0);  // it parses
+  for (uint32_t k = 0; k < 2; ++k) {
+    WriteRecord(0, v1::SUCCEEDED);
+    std::filesystem::rename(RecordPath(SweepDir(), 0), NodeRecordPath(SweepDir(), 0, k));
+  }
+  slurm_.tasks = {Task(0, "COMPLETED", "", "node[0-1]")};
+  sweeps_->Poll();
+  const v1::Experiment e = Stored(0);
+  EXPECT_EQ(e.state(), v1::SUCCEEDED) << e.error();
+  ASSERT_EQ(e.parts_size(), 2);
+  EXPECT_EQ(store_->Samples(e.id())->size(), 8u);  // both nodes' samples
+  EXPECT_FALSE(std::filesystem::exists(NodeRecordPath(SweepDir(), 0, 1)));
+}
+
+TEST_F(SlurmSweepsTest, PointsOnUnlikeNodeCountsAreRefused) {
+  exps_[1].mutable_spec()->set_kind("data_parallel");
+  exps_[1].mutable_spec()->mutable_data_parallel()->set_nodes(2);
+  const Status st = sweeps_->Place(&sw_, &exps_);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("one size of allocation"), std::string::npos) << st.message();
+  EXPECT_TRUE(slurm_.submitted.empty());
+}
+
 TEST_F(SlurmSweepsTest, APlacementSlurmRefusesLeavesNoFilesAndNamesWhy) {
   slurm_.refuse = "sbatch: error: invalid partition specified: gpu";
   const Status st = sweeps_->Place(&sw_, &exps_);

@@ -34,6 +34,7 @@ TEST(SlurmTest, SbatchGetsOneExclusiveNodeATaskAndTheArraysLimit) {
                                          "--job-name=shoal-s1a2b3c",
                                          "--nodes=1",
                                          "--ntasks=1",
+                                         "--ntasks-per-node=1",
                                          "--exclusive",
                                          "--output=/home/u/.shoal/slurm/s1a2b3c/task-%a.out",
                                          "--partition=gpu",
@@ -50,6 +51,12 @@ TEST(SlurmTest, SbatchGetsOneExclusiveNodeATaskAndTheArraysLimit) {
     EXPECT_EQ(a.rfind("--partition", 0), std::string::npos) << a;  // the cluster's default
     EXPECT_EQ(a.rfind("--time", 0), std::string::npos) << a;
   }
+  ArrayJob wide = Job();  // a run across nodes: each task an allocation of that many, one a node
+  wide.nodes = 3;
+  const auto w = SbatchArgv(wide);
+  EXPECT_EQ(w[4], "--nodes=3");
+  EXPECT_EQ(w[5], "--ntasks=3");
+  EXPECT_EQ(w[6], "--ntasks-per-node=1");
 }
 
 TEST(SlurmTest, WhatSlurmWouldNotTakeIsRefusedNamingIt) {

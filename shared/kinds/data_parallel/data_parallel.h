@@ -32,6 +32,9 @@ inline StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string&
 StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text);
 // torchrun's default store port: where node 0 hosts the c10d store unless `master` says otherwise.
 constexpr uint16_t kDefaultMasterPort = 29500;
+// The master of a run over several nodes placed on Slurm: the first node of its allocation, with
+// a port from its job id, filled in on each node as the job starts (the array's script).
+constexpr const char* kSlurmMaster = "slurm";
 // The master a federated experiment gets by default: node 0's daemon host, kDefaultMasterPort.
 std::string DefaultMaster(const std::string& node0_daemon);
 // Node `node`'s part of a federated experiment (defaults applied): the same spec with nodes,

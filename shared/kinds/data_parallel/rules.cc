@@ -12,10 +12,30 @@ namespace {
 constexpr uint64_t kResNetParams = 11173962;
 constexpr uint64_t kResNetBytesPerSample = 12ull << 20;  // activations kept for backward, measured
 
-Status ValidateNodes(const v1::ExperimentSpec& s) {
+// On Slurm the allocation says where each node's part runs: its rank is its place in the job,
+// and node 0 is the master.
+Status ValidateOnSlurm(const v1::ExperimentSpec& s, const SpecLimits& limits) {
+  const bool slurm_master = s.data_parallel().master() == kSlurmMaster;
+  if (slurm_master && !limits.placed_on_slurm)
+    return InvalidArgument(std::string("master: ") + kSlurmMaster +
+                           " is the first node of a Slurm allocation: only on Slurm (--slurm)");
+  if (!limits.placed_on_slurm || s.data_parallel().nodes() < 2) return Status::Ok();
+  if (!slurm_master)
+    return InvalidArgument(
+        "master: on Slurm the first node of the allocation hosts the c10d "
+        "store; leave master out");
+  if (s.data_parallel().has_node_rank() && s.data_parallel().node_rank() != 0)
+    return InvalidArgument(
+        "node_rank: on Slurm each node's rank is its place in the allocation; "
+        "leave node_rank out");
+  return Status::Ok();
+}
+
+Status ValidateNodes(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (s.data_parallel().nodes() < 1 || s.data_parallel().nodes() > 64)
     return InvalidArgument("nodes: " + std::to_string(s.data_parallel().nodes()) +
                            " is outside 1..64");
+  RETURN_IF_ERROR(ValidateOnSlurm(s, limits));
   if (s.data_parallel().node_rank() >= s.data_parallel().nodes()) {
     return InvalidArgument("node_rank: " + std::to_string(s.data_parallel().node_rank()) +
                            " is not below nodes (" + std::to_string(s.data_parallel().nodes()) +
@@ -26,7 +46,7 @@ Status ValidateNodes(const v1::ExperimentSpec& s) {
   if (s.data_parallel().nodes() > 1 && !s.data_parallel().has_master())
     return InvalidArgument("master: nodes " + std::to_string(s.data_parallel().nodes()) +
                            " need HOST:PORT where node 0's worker 0 hosts the c10d store");
-  if (s.data_parallel().has_master())
+  if (s.data_parallel().has_master() && s.data_parallel().master() != kSlurmMaster)
     RETURN_IF_ERROR(ParseMaster(s.data_parallel().master()).status());
   return Status::Ok();
 }
@@ -59,7 +79,7 @@ void FederatedDefaults(v1::ExperimentSpec* s) {
     s->mutable_data_parallel()->set_master(DefaultMaster(daemons->front()));
 }
 
-void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
+void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->data_parallel().has_scaling()) s->mutable_data_parallel()->set_scaling("weak");
   if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
   if (!s->has_share()) s->set_share(false);         // replicas: never shared
@@ -68,12 +88,15 @@ void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
   } else {
     if (!s->data_parallel().has_nodes()) s->mutable_data_parallel()->set_nodes(1);
     if (!s->data_parallel().has_node_rank()) s->mutable_data_parallel()->set_node_rank(0);
+    if (limits.placed_on_slurm && s->data_parallel().nodes() > 1 &&
+        !s->data_parallel().has_master())
+      s->mutable_data_parallel()->set_master(kSlurmMaster);
   }
   // A ResNet-18 evaluation on the CPU costs as much as the run it follows: ask for it.
   if (s->model() == "resnet18_cifar" && !s->has_eval_samples()) s->set_eval_samples(0);
 }
 
-Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
+Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (s.has_model_file() && s.data_parallel().has_node_daemons())
     return InvalidArgument(
         "node_daemons: a model file is uploaded to one daemon; run each node's part with "
@@ -87,7 +110,7 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
     return InvalidArgument("scaling: '" + s.data_parallel().scaling() +
                            "' is not one of weak, strong");
   RETURN_IF_ERROR(ValidateFederated(s));
-  RETURN_IF_ERROR(ValidateNodes(s));
+  RETURN_IF_ERROR(ValidateNodes(s, limits));
   if (s.data_parallel().scaling() == "strong" && s.batch_size() % WorldSize(s) != 0) {
     return InvalidArgument("batch_size: strong scaling splits the step's " +
                            std::to_string(s.batch_size()) + " samples evenly over the workers; " +
