@@ -34,7 +34,7 @@ v1::ExperimentState Watch(ShoalClient& c, const std::string& id, bool json, bool
     if (quiet) return;
     if (json) {
       std::cout << ToJson(ev).dump() << std::endl;
-    } else if (ev.has_sample() && ev.has_node()) {  // relayed by a federating daemon: one line each
+    } else if (ev.has_sample() && ev.has_node()) {  // a node's sample (old daemons): one line each
       std::printf("node %u %s", ev.node(), FormatSampleLine(ev.sample()).c_str());
       std::fflush(stdout);
     } else if (ev.has_sample()) {

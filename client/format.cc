@@ -243,7 +243,7 @@ std::string ExitText(const v1::ProcessInfo& p) {
                     : "code " + std::to_string(p.exit_code());
 }
 
-// A federated experiment: each node's part, where it ran and how it ended.
+// A run across nodes: each node's part, where it ran and how it ended.
 std::string PartLines(const v1::Experiment& e) {
   if (e.parts_size() == 0) return "";
   std::string o;
@@ -273,7 +273,7 @@ std::string ProcessLines(const v1::Experiment& e) {
   // The GPU column only where NVML saw some process of this experiment.
   const bool gpu = std::any_of(e.processes().begin(), e.processes().end(),
                                [](const auto& p) { return p.has_peak_gpu_memory_bytes(); });
-  // A federated experiment's processes are on several nodes: say which.
+  // A run across nodes has processes on several nodes: say which.
   const bool nodes = std::any_of(e.processes().begin(), e.processes().end(),
                                  [](const auto& p) { return p.has_node(); });
   // The device column only where a worker trained on CUDA.

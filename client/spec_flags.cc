@@ -91,7 +91,7 @@ StatusOr<v1::ExperimentSpec> SpecFlags::Spec() const {
       return InvalidArgument(g.field->name + ": given " + std::to_string(g.values.size()) +
                              " times; it takes one value");
     }
-    // A field that is no axis (name, node_daemons, balance) or a path may hold commas.
+    // A field that is no axis (name, balance) or a path may hold commas.
     // A comma inside brackets is an input's dimension's.
     auto parts = SplitList(g.field->name, g.values[0]);
     if (g.field->axis && g.field->name != "dataset" && (!parts.ok() || parts->size() > 1)) {

@@ -11,7 +11,7 @@ PACKAGES=(
   libtorch-dev libgloo-dev libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libboost-dev libspdlog-dev libgtest-dev libsqlite3-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist python3-torch python3-torchvision python3-prometheus-client python3-grpcio python3-protobuf clang libclang-rt-14-dev openssl systemd
-  # The Slurm test (a two-node Slurm in network namespaces, tests/multinode_e2e_test.cc); under a
+  # The Slurm tests (a two-node Slurm in network namespaces, tests/cluster_e2e_test.cc); under a
   # systemd init Debian enables their services, which stay inactive without /etc/slurm/slurm.conf.
   slurmctld slurmd slurm-client munge
   # The HTML report's test renders it in a real headless browser (tests/sweep_e2e_test.cc).

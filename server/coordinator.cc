@@ -109,11 +109,6 @@ Status Coordinator::Recover() {
   queue_.Restore(r.queue);
   sweeps_.Restore(r.sweeps);
   FollowRecovered(r);
-  // A federated experiment cut short here may still have parts running on the nodes.
-  for (const auto& e : r.interrupted) {
-    if (e.parts_size() == 0 || !opts_.connect_peer) continue;
-    StartFederated([this, e] { CancelParts(e, opts_.connect_peer); });
-  }
   return Status::Ok();
 }
 
@@ -168,10 +163,6 @@ void Coordinator::Shutdown() {
   if (slurm_poller_.joinable()) slurm_poller_.join();
   queue_.Shutdown();
   if (scheduler_.joinable()) scheduler_.join();
-  std::lock_guard<std::mutex> l(federated_mu_);
-  for (auto& t : federated_) t.thread.join();  // each ends on the shutdown: it cancels its parts
-  federated_.clear();
-  federated_closed_ = true;  // a submit admitted just before the shutdown runs on its caller's
 }
 
 // `queued`: at submit, behind the running experiment (if any), whose memory and segments are
@@ -195,7 +186,6 @@ Status Coordinator::Admit(const v1::ExperimentSpec& spec, bool queued) {
 StatusOr<std::string> Coordinator::Submit(v1::ExperimentSpec spec, const std::string& submitter) {
   ApplyDefaults(&spec, opts_.limits);
   RETURN_IF_ERROR(ValidateSpec(spec, opts_.limits));
-  if (spec.data_parallel().has_node_daemons()) return SubmitFederated(spec, submitter);
   RETURN_IF_ERROR(CheckDataset(spec.dataset(), opts_.limits.data_roots));
   RETURN_IF_ERROR(CheckModelFile(spec));
   RETURN_IF_ERROR(Admit(spec, /*queued=*/true));
@@ -241,72 +231,6 @@ StatusOr<v1::SweepReport> Coordinator::GetSweep(const std::string& id) {
   ASSIGN_OR_RETURN(v1::SweepReport r, sweeps_.Get(id));
   for (auto& e : *r.mutable_experiments()) e = WithStoredFile(std::move(e));
   return r;
-}
-
-// Its parts are checked and admitted by their own daemons (data sets, memory): this one only
-// keeps the record and runs the federation on a thread of its own.
-StatusOr<std::string> Coordinator::SubmitFederated(const v1::ExperimentSpec& spec,
-                                                   const std::string& submitter) {
-  if (!opts_.connect_peer) {
-    return FailedPrecondition(
-        "node_daemons: this shoald was started without --peer-token-file, so it cannot reach "
-        "other nodes' daemons");
-  }
-  ASSIGN_OR_RETURN(std::vector<std::string> daemons,
-                   ParseNodeDaemons(spec.data_parallel().node_daemons()));
-  v1::Experiment e = NewFederatedRecord(new_id_("x"), spec, daemons, RealtimeMs());
-  e.set_submitter(submitter);
-  RETURN_IF_ERROR(queue_.Adopt({e}));
-  spdlog::info("federating {}: data_parallel over {} nodes", e.id(), daemons.size());
-  StartFederated([this, e] {
-    RunFederated(e, opts_.connect_peer, opts_.federation, FederatedHooks(e.id()));
-    hub_->Close(e.id());
-    queue_.Done(e.id());
-  });
-  return e.id();
-}
-
-void Coordinator::StartFederated(std::function<void()> fn) {
-  std::unique_lock<std::mutex> l(federated_mu_);
-  if (federated_closed_) {  // Shutdown has joined the others: this one runs (and ends) here
-    l.unlock();
-    return fn();
-  }
-  for (auto it = federated_.begin(); it != federated_.end();) {
-    if (!it->ended->load()) {
-      ++it;
-      continue;
-    }
-    it->thread.join();
-    it = federated_.erase(it);
-  }
-  auto ended = std::make_shared<std::atomic<bool>>(false);
-  federated_.push_back({std::thread([fn = std::move(fn), ended] {
-                          fn();
-                          ended->store(true);
-                        }),
-                        ended});
-}
-
-FederationHooks Coordinator::FederatedHooks(const std::string& id) {
-  FederationHooks h;
-  const auto t0 = std::chrono::steady_clock::now();
-  h.update = [this](const v1::Experiment& x) { queue_.Update(x); };
-  h.live = [this](const v1::Experiment& x) { queue_.SetLive(x); };
-  h.publish = [this, id](v1::WatchEvent ev) {  // not Publish: /metrics shows local runs only
-    ev.set_experiment_id(id);
-    hub_->Publish(id, ev);
-  };
-  h.event = [this, id, t0](const std::string& text) {
-    AddEvent(
-        id,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-        text);
-  };
-  h.sample = [this, id](const v1::Sample& s) { KeepSample(id, s); };
-  h.thin_samples = [this, id](uint32_t node) { ThinSamples(id, node); };
-  h.stop = [this, id] { return int(queue_.StopRequest(id)); };
-  return h;
 }
 
 StatusOr<Page<v1::Experiment>> Coordinator::List(const PageRequest& page,
@@ -486,11 +410,6 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
     return it->second;
   };
   if (spec.base().has_dataset()) RETURN_IF_ERROR(check(spec.base().dataset()));
-  if (spec.base().data_parallel().has_node_daemons()) {
-    return InvalidArgument(
-        "node_daemons: a sweep's points run one by one on this daemon; submit each federated "
-        "experiment with shoal submit");
-  }
   if (spec.has_slurm()) {
     return SubmitSlurmSweep(spec, submitter, [&](const v1::ExperimentSpec& s) -> Status {
       RETURN_IF_ERROR(check(s.dataset()));

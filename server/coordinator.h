@@ -21,7 +21,6 @@
 #include "server/experiment_queue.h"
 #include "server/experiment_runner.h"
 #include "server/experiment_service.h"
-#include "server/federation.h"
 #include "server/fork_server_supervisor.h"
 #include "server/metrics.h"
 #include "server/recovery.h"
@@ -56,10 +55,6 @@ struct CoordinatorOptions {
   // Kind command (a caller's own program, run as shoald's user) is refused unless this is set.
   bool allow_commands = false;
   size_t max_queued = ExperimentQueue::kDefaultMaxQueued;  // experiments waiting at once
-  // How this daemon reaches other nodes' daemons to federate an experiment across them (spec
-  // node_daemons); null: it federates none (shoald without --peer-token-file).
-  PeerConnector connect_peer;
-  FederationOptions federation;
   // This daemon's machine, written into every experiment it runs (Experiment.host).
   std::optional<v1::Host> host;
   // Sweeps placed on Slurm (`--slurm`): what each array task runs and where its files go, and how
@@ -109,10 +104,6 @@ class Coordinator : public ExperimentService {
 
  private:
   StatusOr<v1::DeleteResponse> DeleteRecord(const std::string& id);
-  StatusOr<std::string> SubmitFederated(const v1::ExperimentSpec& spec,
-                                        const std::string& submitter);
-  FederationHooks FederatedHooks(const std::string& id);
-  void StartFederated(std::function<void()> fn);
   void RemoveOrphanLogs();
   // Uploaded files no record refers to (rm, prune), once their grace has passed.
   void RemoveUnusedFiles();
@@ -157,15 +148,6 @@ class Coordinator : public ExperimentService {
   std::condition_variable slurm_cv_;  // wakes the poller for a shutdown or a new array
   bool slurm_stop_ = false;
   bool slurm_kick_ = false;  // a new array: look now
-  // One thread per federated experiment (or leftover parts to cancel); the ended ones are joined
-  // when the next starts, the rest at Shutdown, so a long-lived daemon does not keep them.
-  struct FederatedThread {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> ended;
-  };
-  std::mutex federated_mu_;
-  std::vector<FederatedThread> federated_;
-  bool federated_closed_ = false;  // under federated_mu_: Shutdown joined them
   bool shut_down_ = false;
 };
 

@@ -34,8 +34,8 @@ class ExperimentQueue {
   // Stores the records (with the sweep they are points of, when given: all or none) and queues
   // them, in order, at once. UNAVAILABLE once stopping.
   Status Enqueue(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep = nullptr);
-  // Stores records that run elsewhere (a federated experiment, whose parts run on the nodes; a
-  // sweep's points placed on Slurm, with their sweep: all or none) and keeps them live, outside
+  // Stores records that run elsewhere (a sweep's points placed on Slurm, with their sweep: all
+  // or none) and keeps them live, outside
   // the queue: Get, List, Cancel and StopRequest know them, Next never returns them, and they do
   // not hold up the queue. Each leaves like any record: a terminal Update, then Done.
   Status Adopt(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep = nullptr);

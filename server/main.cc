@@ -24,7 +24,6 @@
 #include "server/metrics_http.h"
 #include "server/node_info.h"
 #include "server/rpc/access.h"
-#include "server/rpc/peer_daemon.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
 #include "server/run_record.h"
@@ -58,11 +57,6 @@ struct DaemonArgs {
   bool insecure = false;
   std::optional<shoal::TokenTable> tokens;
   std::string metrics_listen;
-  // Federating experiments across nodes (spec node_daemons): how to reach the other daemons.
-  std::string peer_token_file;
-  shoal::PeerCredentials peer;
-  int peer_timeout_ms = 10000;
-  bool peer_timeout_given = false;  // on the command line or in the --config file
   int max_watchers = 1024;
   uint64_t max_upload_mb = 1024;
   shoal::CoordinatorOptions opts;
@@ -88,26 +82,6 @@ void AddUploadOptions(CLI::App& app, DaemonArgs& d) {
       ->capture_default_str()
       ->check(shoal::WholeNumber())
       ->check(CLI::Range(0, 86400 * 365));
-}
-
-void AddPeerOptions(CLI::App& app, DaemonArgs& d) {
-  app.add_option("--peer-token-file", d.peer_token_file,
-                 "the bearer token this daemon presents to other nodes' daemons when it "
-                 "federates an experiment across them (node_daemons); without it, it federates "
-                 "none")
-      ->check(shoal::NonEmpty());
-  app.add_option("--peer-tls-ca", d.peer.tls_ca, "PEM CA that signed the peers' certificates")
-      ->check(shoal::NonEmpty());
-  app.add_option("--peer-tls-cert", d.peer.tls_cert, "PEM client certificate for peers (mTLS)")
-      ->check(shoal::NonEmpty());
-  app.add_option("--peer-tls-key", d.peer.tls_key, "PEM client key for peers (mTLS)")
-      ->check(shoal::NonEmpty());
-  app.add_flag("--peer-insecure", d.peer.insecure, "plaintext to peers (loopback daemons only)");
-  app.add_option("--peer-timeout-ms", d.peer_timeout_ms,
-                 "a peer daemon unreachable this long is lost: the experiment ends everywhere")
-      ->capture_default_str()
-      ->check(shoal::WholeNumber())
-      ->check(CLI::Range(500, 600000));
 }
 
 // TCP beside the unix socket (TLS, tokens) and the metrics endpoint.
@@ -238,7 +212,6 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
   app.add_option("--log-level", d.log_level, "trace|debug|info|warn|error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-  AddPeerOptions(app, d);
   AddUploadOptions(app, d);
 }
 
@@ -247,7 +220,6 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
 namespace {
 
 bool CheckTcp(DaemonArgs& d);
-bool CheckPeers(DaemonArgs& d);
 
 // `*path`, or `name` next to shoald when empty; false (logged) when it cannot run.
 bool ResolveProgram(const char* what, const char* name, std::string* path) {
@@ -289,7 +261,7 @@ bool Resolve(DaemonArgs& d) {
   opts.slurm.shoald = shoal::SelfExeDir() + "/shoald";
   opts.slurm_poll = std::chrono::milliseconds(d.slurm_poll_ms);
   d.access.daemon_uid = ::geteuid();
-  if (!CheckTcp(d) || !CheckPeers(d)) return false;
+  if (!CheckTcp(d)) return false;
   if (!d.socket_group.empty()) {
     group* g = ::getgrnam(d.socket_group.c_str());
     if (g == nullptr) {
@@ -348,38 +320,6 @@ bool CheckTcp(DaemonArgs& d) {
         d.listen);
     return false;
   }
-  return true;
-}
-
-// --peer-*: read once here; the connector holds the texts.
-bool CheckPeers(DaemonArgs& d) {
-  if (d.peer_token_file.empty()) {  // without it this daemon federates nothing
-    for (auto [given, flag] : {std::pair{d.peer.insecure, "--peer-insecure"},
-                               {!d.peer.tls_ca.empty(), "--peer-tls-ca"},
-                               {!d.peer.tls_cert.empty(), "--peer-tls-cert"},
-                               {!d.peer.tls_key.empty(), "--peer-tls-key"},
-                               {d.peer_timeout_given, "--peer-timeout-ms"}})
-      if (given) return Refuse("{} needs --peer-token-file", flag);
-    return true;
-  }
-  const bool peer_tls = !d.peer.tls_ca.empty() || !d.peer.tls_cert.empty();
-  if (peer_tls && d.peer.insecure)
-    return Refuse("--peer-insecure with --peer-tls-*: TLS or plaintext?");
-  auto token = shoal::ReadSmallFile(d.peer_token_file);
-  if (!token.ok()) return Refuse("{}", token.status().message());
-  d.peer.token = token->substr(0, token->find_first_of("\r\n"));
-  if (d.peer.token.empty())
-    return Refuse("--peer-token-file {}: no token in it", d.peer_token_file);
-  if (d.peer.tls_cert.empty() != d.peer.tls_key.empty())
-    return Refuse("--peer-tls-cert and --peer-tls-key go together");
-  for (std::string* pem : {&d.peer.tls_ca, &d.peer.tls_cert, &d.peer.tls_key}) {
-    if (pem->empty()) continue;
-    auto text = shoal::ReadSmallFile(*pem);
-    if (!text.ok()) return Refuse("{}", text.status().message());
-    *pem = std::move(text).value();
-  }
-  d.opts.connect_peer = shoal::GrpcPeers(d.peer);
-  d.opts.federation.lost_after_ms = uint64_t(d.peer_timeout_ms);
   return true;
 }
 
@@ -488,7 +428,7 @@ std::unique_ptr<grpc::Server> StartServer(const DaemonArgs& d,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(service);
-  // A federating daemon pings its peers every 2 s, even on a quiet watch, to notice a dead one:
+  // A client may ping every 2 s on a quiet watch (gRPC keepalive) to notice a dead daemon:
   // accept that rather than answer with GOAWAY "too many pings".
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
@@ -664,7 +604,6 @@ int main(int argc, char** argv) {
   d.opts.limits.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
   AddOptions(app, d);
   CLI11_PARSE(app, argc, argv);
-  d.peer_timeout_given = app.count("--peer-timeout-ms") > 0;
   spdlog::set_level(spdlog::level::from_str(d.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ shoald: %v");
   if (!Resolve(d) || !ClaimStateDir(d)) return 1;

@@ -97,7 +97,7 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
 
 Store::~Store() { sqlite3_close(db_); }
 
-// A store made before federated experiments kept their parts' samples has no node column.
+// A store made before runs across nodes kept their parts' samples has no node column.
 Status Store::AddNodeColumn() {
   Stmt st;
   if (sqlite3_prepare_v2(db_, "SELECT node FROM samples LIMIT 0", -1, &st.s, nullptr) == SQLITE_OK)

@@ -43,7 +43,7 @@ class Store {
   Status AddSample(const std::string& id, const v1::Sample& s);
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
   // Deletes every other stored sample of `id` (the 2nd, 4th, ...): its series at half the rate.
-  // `node`: only the samples of that node's part (a federated experiment's), each node thinned
+  // `node`: only the samples of that node's part (a run across nodes), each node thinned
   // on its own; none: the samples that have no node.
   Status ThinSamples(const std::string& id, std::optional<uint32_t> node = std::nullopt);
   // Keeps the samples of the newest `keep_experiments` experiments only.

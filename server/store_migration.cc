@@ -30,7 +30,7 @@ constexpr Moved kSpecFields[] = {
     {27, "data_parallel", "nodes"},
     {28, "data_parallel", "node_rank"},
     {29, "data_parallel", "master"},
-    {30, "data_parallel", "node_daemons"},
+    {30, "data_parallel", "node_daemons"},  // retired with the federation: dropped
     {31, "pipeline", "layers"},
     {32, "pipeline", "filters"},
     {33, "pipeline", "stages"},
@@ -113,7 +113,9 @@ void MigrateSpec(v1::ExperimentSpec* spec) {
     if (moved == nullptr || spec->kind() != moved->kind) continue;
     Message* kind =
         spec->GetReflection()->MutableMessage(spec, settings->FindFieldByName(moved->kind));
-    SetFromWire(kind, kind->GetDescriptor()->FindFieldByName(moved->field), u->field(i));
+    // A field since retired (node_daemons) is dropped with the rest of the unknown ones.
+    if (const FieldDescriptor* to = kind->GetDescriptor()->FindFieldByName(moved->field))
+      SetFromWire(kind, to, u->field(i));
   }
   for (const Moved& f : kSpecFields) u->DeleteByNumber(f.number);
 }

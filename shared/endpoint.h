@@ -35,7 +35,7 @@ Status JudgeSocket(const std::string& path, const PathInfo& socket, const PathIn
                    std::optional<uid_t> trusted);
 
 // "HOST:PORT" or "[IPv6]:PORT" -> host (brackets dropped) and port (1..65535); INVALID_ARGUMENT
-// naming `field` otherwise. For --target, --listen, node_daemons and a data_parallel master.
+// naming `field` otherwise. For --target, --listen and a data_parallel master.
 StatusOr<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& field,
                                                          const std::string& text);
 

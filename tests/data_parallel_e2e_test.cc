@@ -150,25 +150,6 @@ TEST_F(DataParallelE2E, ResNet18ReplicasWithBatchNormStayIdentical) {
   EXPECT_EQ(e["result"]["data_parallel"]["allreduce_bytes_per_step"], 11173962u * 4);
 }
 
-// Federating needs a way to the peers, and a sweep's points run here: both refused, saying so.
-TEST_F(DataParallelE2E, NodeDaemonsNeedPeerCredentialsAndAreNotSwept) {
-  const CommandResult r = daemon_->Cli({"submit", "--kind", "data_parallel", "--node-daemons",
-                                        "node0:7443,node1:7443", "--batches", "1"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("node_daemons: this shoald was started without --peer-token-file"),
-            std::string::npos)
-      << r.err;
-  const CommandResult s = daemon_->Cli({"sweep", "--kind", "data_parallel", "--node-daemons",
-                                        "node0:7443,node1:7443", "--workers", "1,2"});
-  EXPECT_EQ(s.exit_code, 1);
-  EXPECT_NE(s.err.find("node_daemons: a sweep's points run one by one on this daemon"),
-            std::string::npos)
-      << s.err;
-  const CommandResult one = daemon_->Cli(
-      {"submit", "--kind", "data_parallel", "--node-daemons", "node0:7443", "--batches", "1"});
-  EXPECT_NE(one.err.find("node_daemons: 1 daemon(s)"), std::string::npos) << one.err;
-}
-
 TEST_F(DataParallelE2E, AKilledReplicaEndsTheRunWithTheReasonAndLeavesNothing) {
   CommandResult r = daemon_->Cli({"submit", "--kind", "data_parallel", "--workers", "2",
                                   "--batches", "100000", "--start", "spawn", "--json"});

@@ -356,8 +356,7 @@ void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, u
 // every 10 ms, 2026-11-27), which shoald samples at each of the leader's reports meanwhile (every
 // 20 ms) and the reader every 50: a moment, as multi_model's handover is. PSS and RSS peak later,
 // with the shared arenas, a level.
-void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover, bool forkserver,
-                    bool turns) {
+void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover, bool turns) {
   const double pss = r["peak_pss_sum_bytes"].get<double>();
   if (handover) {
     ExpectWithin("PSS", pss, reader.sustained().pss_kb, reader.peak().pss_kb);
@@ -442,7 +441,7 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
       e["spec"].contains("hogwild") ? e["spec"]["hogwild"]["concurrent_steps"] : json();
   const bool turns = steps_at_once.is_number() && steps_at_once.get<int>() < workers;
   std::printf("  %s\n", turns ? "taking turns at the steps" : "every worker steps at once");
-  ExpectPeakSums(r, reader, handover, forkserver, turns);
+  ExpectPeakSums(r, reader, handover, turns);
   // Each process's own high-water mark, summed over the leader and the workers: the reader's
   // last VmHWM of each is at most 50 ms older than the one the process read as it ended.
   uint64_t hwm_kb = 0;

@@ -231,7 +231,7 @@ TEST(FormatTest, DataParallelWithoutAStepHasNoPerStepFigures) {
   EXPECT_NE(out.find("  per step    12.5 ms: data 0.0"), std::string::npos) << out;
 }
 
-// A federated run's total over its nodes is known only where every part's figure is.
+// A run across nodes: its total is known only where every part's figure is.
 TEST(FormatTest, PartsSumOnlyWhatEveryPartKnows) {
   v1::Experiment e = Finished();
   for (uint32_t rank : {0u, 1u}) {

@@ -114,12 +114,6 @@ TEST(ModelFileSpecTest, EveryBadDescriptionIsNamed) {
       {[](auto* s) { s->set_dataset("/usr/share/datasets/fashion-mnist"); }, "synthetic"},
       {[](auto* s) { s->set_eval_samples(100); }, "no test set"},
       {[](auto* s) { s->set_activations("lean"); }, "lean"},
-      {[](auto* s) {
-         s->set_kind("data_parallel");
-         s->set_share(false);
-         s->mutable_data_parallel()->set_node_daemons("a:1,b:1");
-       },
-       "node_daemons: a model file is uploaded to one daemon"},
       {[](auto* s) { s->set_kind("pipeline"); }, "model_file: not a field of kind pipeline"},
       {[](auto* s) { s->set_kind("multi_model"); }, "not a field of kind multi_model"},
   };

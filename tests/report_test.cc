@@ -940,7 +940,6 @@ const std::vector<std::string> kSpecColumns = {"kind",
                                                "nodes",
                                                "node_rank",
                                                "master",
-                                               "node_daemons",
                                                "layers",
                                                "filters",
                                                "stages",
@@ -1105,8 +1104,7 @@ std::string RanPointLine() {
                                           "",          "",  // models, iterations: not hogwild's
                                           "",          "",  // loaders, prefetch, pin_memory: nor
                                           "",          "",  // nodes, node_rank, master,
-                                          "",          "",  // node_daemons, scaling:
-                                          "",               // data_parallel's
+                                          "",          "",  // scaling: data_parallel's
                                           "",          "",  // layers, filters, stages,
                                           "",          "",  // balance, chunks, checkpoint:
                                           "",          "",  // pipeline's
@@ -1734,7 +1732,7 @@ TEST(TimelineTest, SvgDrawsTheTotalAndEveryProcess) {
   EXPECT_EQ(Count(svg, ">PSS (MiB)</text>"), 1u);
 }
 
-TEST(TimelineTest, AFederatingDaemonsSamplesGetANodeColumnAndSeriesPerNode) {
+TEST(TimelineTest, ARunAcrossNodesGetsANodeColumnAndSeriesPerNode) {
   std::vector<v1::Sample> samples = {TimelineSample(0, {{"worker", 0, 200}}),
                                      TimelineSample(0, {{"worker", 0, 300}}),
                                      TimelineSample(500, {{"worker", 0, 210}})};

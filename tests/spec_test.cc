@@ -359,7 +359,7 @@ TEST(SpecTest, TheAllocatorDefaultIsPlannedWhereStepsAreMarked) {
     ApplyDefaults(&s, l);
     EXPECT_EQ(s.allocator(), c.want) << c.kind << " " << c.device;
     EXPECT_EQ(s.allocator_why().rfind("default", 0), 0u) << s.allocator_why();
-    // A resolved spec travels between daemons (a federated part): it passes the wire's checks.
+    // A resolved spec travels to a node (a Slurm task's order): it passes the wire's checks.
     const Status wire = CheckSpecStrings(s);
     EXPECT_TRUE(wire.ok()) << wire.message();
   }

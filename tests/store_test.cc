@@ -130,7 +130,7 @@ TEST(StoreTest, SamplesAreThinnedEvenlyAndPrunedToTheNewestExperiments) {
   EXPECT_TRUE((*s)->Get("e0").ok());  // its record stays
 }
 
-TEST(StoreTest, AFederatingDaemonsSamplesAreThinnedNodeByNode) {
+TEST(StoreTest, ARunAcrossNodesHasItsSamplesThinnedNodeByNode) {
   testing::TempDir d;
   auto s = Store::Open(d / "db");
   ASSERT_TRUE(s.ok());

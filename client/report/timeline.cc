@@ -17,7 +17,7 @@ struct Columns {
   std::vector<std::map<std::string, double>> pss_mib;  // one map per sample
 };
 
-// "node 1 " for a sample a federating daemon kept from a part, "" otherwise.
+// "node 1 " for a sample of a run across nodes, "" otherwise.
 std::string NodePrefix(const v1::Sample& s) {
   return s.has_node() ? "node " + std::to_string(s.node()) + " " : "";
 }
@@ -89,7 +89,7 @@ std::string FormatTimeline(const std::vector<v1::Sample>& samples, const std::st
 std::string RenderTimelineSvg(const std::string& title, const std::vector<v1::Sample>& samples) {
   const Columns c = Split(samples);
   LineChart chart{title, "seconds since start", "PSS (MiB)", {}, {}};
-  std::vector<Series> totals;  // one per node (a federated run's parts), else one
+  std::vector<Series> totals;  // one per node (a run across nodes), else one
   for (const auto& s : samples) {
     const std::string name = NodePrefix(s) + "total";
     auto it = std::find_if(totals.begin(), totals.end(),

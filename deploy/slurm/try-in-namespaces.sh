@@ -1,30 +1,29 @@
 #!/usr/bin/env bash
-# Runs data_parallel.sbatch under a real Slurm on one machine (deploy/slurm/cluster.sh: the nodes
-# shoalslurm0 and shoalslurm1, each a network namespace with its own host name). Then
-#   sbatch -N2 -W data_parallel.sbatch ARGS...
-# and prints the job's output. Needs root and Debian's slurmctld, slurmd, slurm-client and munge
-# (deploy/install-deps.sh). Everything it starts or makes is removed on exit.
+# Runs one experiment across two nodes under a real Slurm on one machine (deploy/slurm/cluster.sh:
+# the nodes shoalslurm0 and shoalslurm1, each a network namespace with its own host name): shoald
+# on node 0, then
+#   shoal submit --slurm --partition try --nodes 2 ARGS... --wait
+# (one Slurm job of two nodes, srun placing a part on each; docs/cluster.md) and prints its record.
+# Needs root and Debian's slurmctld, slurmd, slurm-client and munge (deploy/install-deps.sh).
+# Everything it starts or makes is removed on exit.
 #
-#   deploy/slurm/try-in-namespaces.sh --workers 1 --batch-size 32 --batches 8 --threads 1
+#   deploy/slurm/try-in-namespaces.sh --kind data_parallel --workers 2 --batches 8 --dataset synthetic
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${SHOAL_BIN_DIR:-$ROOT/build/bin}
 TMP=$(mktemp -d /tmp/shoal-slurm-try.XXXXXX)
-trap '"$ROOT/deploy/slurm/cluster.sh" down "$TMP"' EXIT
+DAEMON=
+cleanup() {
+  [ -n "$DAEMON" ] && kill "$DAEMON" 2>/dev/null && wait "$DAEMON" 2>/dev/null
+  "$ROOT/deploy/slurm/cluster.sh" down "$TMP"
+}
+trap cleanup EXIT
 "$ROOT/deploy/slurm/cluster.sh" up "$TMP"
-on() { "$ROOT/deploy/slurm/cluster.sh" on "$TMP" "$@"; }
-
-cd "$ROOT"
-dirs() { { compgen -G '/tmp/shoal-slurm.*' || true; } | wc -l; }  # what the job's tasks make in /tmp
-before=$(dirs)
+"$ROOT/deploy/slurm/cluster.sh" on "$TMP" 0 "$BIN/shoald" --socket "$TMP/s.sock" \
+  --state-dir "$TMP/state" --log-level warn &
+DAEMON=$!
+for _ in $(seq 100); do [ -S "$TMP/s.sock" ] && break; sleep 0.1; done
 rc=0
-on 0 sbatch -N2 -W -o "$TMP/job-%j.out" deploy/slurm/data_parallel.sbatch "$@" >"$TMP/sbatch.out" \
-  2>&1 || rc=$?
-cat "$TMP/sbatch.out"
-cat "$TMP"/job-*.out 2>/dev/null || { echo "no job output; slurmctld said:"; tail -20 "$TMP/slurmctld.log"; }
-echo "sbatch exit: $rc"
-# The job's daemons are gone and their directories with them.
-left=$(($(dirs) - before))
-# The job's daemons only (their state under /tmp/shoal-slurm.*): other daemons may run beside it.
-pgrep -f 'shoald --socket /tmp/shoal-slurm\.' >/dev/null && { echo "a shoald outlived the job" >&2; rc=1; }
-[ "$left" -eq 0 ] || { echo "$left shoald directories outlived the job" >&2; rc=1; }
+"$BIN/shoal" --socket "$TMP/s.sock" submit --slurm --partition try --nodes 2 "$@" --wait || rc=$?
+"$ROOT/deploy/slurm/cluster.sh" on "$TMP" 0 squeue -h | grep . && { echo "a job outlived the run" >&2; rc=1; }
 exit $rc

@@ -50,8 +50,7 @@ size_t MaxBytesOf(const std::string& path) {
   if (field == "name") return kMaxNameBytes;
   if (field == "dataset") return kMaxPathBytes;
   if (field == "master") return kMaxHostPortBytes;
-  if (field == "node_daemons" || field == "balance" || field == "cuda_devices")
-    return kMaxListBytes;
+  if (field == "balance" || field == "cuda_devices") return kMaxListBytes;
   if (field == "model_file") return kMaxRefBytes;
   if (field == "input") return kMaxInputBytes;
   return kMaxWordBytes;

@@ -18,8 +18,8 @@ constexpr size_t kMaxInputBytes = 512;  // a model file's inputs: up to 8 specs
 constexpr size_t kMaxWordBytes = 64;    // every other string: kind, model, start, axis values, ...
 // A host name (253 bytes in DNS), or an IPv6 address in brackets, and a port: `master`.
 constexpr size_t kMaxHostPortBytes = 253 + 2 + 1 + 5;
-// Comma-separated lists bounded by their own rules (64 node daemons, a stage's layer count per
-// stage, device ordinals), whose entries may be host names: node_daemons, balance, cuda_devices.
+// Comma-separated lists bounded by their own rules (a stage's layer count per stage, device
+// ordinals): balance, cuda_devices.
 constexpr size_t kMaxListBytes = 64 * (kMaxHostPortBytes + 1);
 constexpr int kMaxAxisValues = 256;  // values of one sweep axis (the grid has its own bound)
 

@@ -27,39 +27,6 @@ uint32_t TotalBatch(const v1::ExperimentSpec& spec) {
   return spec.batch_size() * WorldSize(spec);
 }
 
-StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text) {
-  const std::vector<std::string> out = SplitCommas(text);
-  std::vector<std::pair<std::string, uint16_t>> seen;  // "H:1" and "h:01" are one daemon
-  for (const std::string& daemon : out) {
-    ASSIGN_OR_RETURN(auto hp, ParseHostPort("node_daemons", daemon));
-    std::transform(hp.first.begin(), hp.first.end(), hp.first.begin(),
-                   [](unsigned char c) { return char(std::tolower(c)); });
-    if (std::count(seen.begin(), seen.end(), hp) > 0)
-      return InvalidArgument("node_daemons: '" + daemon + "' is named twice");
-    seen.push_back(hp);
-  }
-  if (out.size() < 2 || out.size() > 64) {
-    return InvalidArgument("node_daemons: " + std::to_string(out.size()) +
-                           " daemon(s); a federated experiment spans 2..64 nodes");
-  }
-  return out;
-}
-
-std::string DefaultMaster(const std::string& node0_daemon) {
-  const std::string host = node0_daemon.substr(0, node0_daemon.rfind(':'));
-  return host + ":" + std::to_string(kDefaultMasterPort);  // [IPv6] keeps its brackets
-}
-
-v1::ExperimentSpec PartSpec(const v1::ExperimentSpec& spec, const std::string& group_id,
-                            uint32_t node) {
-  v1::ExperimentSpec part = spec;
-  part.mutable_data_parallel()->clear_node_daemons();
-  part.mutable_data_parallel()->set_node_rank(node);
-  part.set_name((spec.has_name() ? spec.name() + " " : "") + group_id + " node " +
-                std::to_string(node));
-  return part;
-}
-
 std::vector<GradBucket> AssignBuckets(const std::vector<uint64_t>& param_bytes, uint64_t first_cap,
                                       uint64_t cap) {
   std::vector<GradBucket> out;

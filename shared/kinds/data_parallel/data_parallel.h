@@ -27,20 +27,11 @@ inline StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string&
   return ParseHostPort("master", master);
 }
 
-// A federated experiment's daemons: "HOST:PORT,HOST:PORT,..." (node 0 first), 2..64 of them,
-// none twice. INVALID_ARGUMENT naming node_daemons and the bad entry otherwise.
-StatusOr<std::vector<std::string>> ParseNodeDaemons(const std::string& text);
 // torchrun's default store port: where node 0 hosts the c10d store unless `master` says otherwise.
 constexpr uint16_t kDefaultMasterPort = 29500;
 // The master of a run over several nodes placed on Slurm: the first node of its allocation, with
 // a port from its job id, filled in on each node as the job starts (the array's script).
 constexpr const char* kSlurmMaster = "slurm";
-// The master a federated experiment gets by default: node 0's daemon host, kDefaultMasterPort.
-std::string DefaultMaster(const std::string& node0_daemon);
-// Node `node`'s part of a federated experiment (defaults applied): the same spec with nodes,
-// node_rank and master set and node_daemons removed, named after the federating daemon's record.
-v1::ExperimentSpec PartSpec(const v1::ExperimentSpec& spec, const std::string& group_id,
-                            uint32_t node);
 
 // PyTorch DistributedDataParallel's defaults: a small first bucket so the first all-reduce starts
 // early in backward, then 25 MiB buckets.

@@ -51,56 +51,19 @@ Status ValidateNodes(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   return Status::Ok();
 }
 
-// With node_daemons this daemon federates: nodes and master follow from the list, and each part
-// gets its own node_rank (one given here would be overwritten, so it is refused).
-Status ValidateFederated(const v1::ExperimentSpec& s) {
-  if (!s.data_parallel().has_node_daemons()) return Status::Ok();
-  ASSIGN_OR_RETURN(std::vector<std::string> daemons,
-                   ParseNodeDaemons(s.data_parallel().node_daemons()));
-  if (s.data_parallel().nodes() != daemons.size()) {
-    return InvalidArgument("nodes: " + std::to_string(s.data_parallel().nodes()) +
-                           " but node_daemons names " + std::to_string(daemons.size()) +
-                           " daemons");
-  }
-  if (s.data_parallel().has_node_rank()) {
-    return InvalidArgument(
-        "node_rank: the federating daemon gives each node its rank (its place in node_daemons); "
-        "leave node_rank out with node_daemons");
-  }
-  return Status::Ok();
-}
-
-void FederatedDefaults(v1::ExperimentSpec* s) {
-  auto daemons = ParseNodeDaemons(s->data_parallel().node_daemons());
-  if (!daemons.ok()) return;  // Validate says why
-  if (!s->data_parallel().has_nodes())
-    s->mutable_data_parallel()->set_nodes(uint32_t(daemons->size()));
-  if (!s->data_parallel().has_master())
-    s->mutable_data_parallel()->set_master(DefaultMaster(daemons->front()));
-}
-
 void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->data_parallel().has_scaling()) s->mutable_data_parallel()->set_scaling("weak");
   if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
   if (!s->has_share()) s->set_share(false);         // replicas: never shared
-  if (s->data_parallel().has_node_daemons()) {
-    FederatedDefaults(s);
-  } else {
-    if (!s->data_parallel().has_nodes()) s->mutable_data_parallel()->set_nodes(1);
-    if (!s->data_parallel().has_node_rank()) s->mutable_data_parallel()->set_node_rank(0);
-    if (limits.placed_on_slurm && s->data_parallel().nodes() > 1 &&
-        !s->data_parallel().has_master())
-      s->mutable_data_parallel()->set_master(kSlurmMaster);
-  }
+  if (!s->data_parallel().has_nodes()) s->mutable_data_parallel()->set_nodes(1);
+  if (!s->data_parallel().has_node_rank()) s->mutable_data_parallel()->set_node_rank(0);
+  if (limits.placed_on_slurm && s->data_parallel().nodes() > 1 && !s->data_parallel().has_master())
+    s->mutable_data_parallel()->set_master(kSlurmMaster);
   // A ResNet-18 evaluation on the CPU costs as much as the run it follows: ask for it.
   if (s->model() == "resnet18_cifar" && !s->has_eval_samples()) s->set_eval_samples(0);
 }
 
 Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
-  if (s.has_model_file() && s.data_parallel().has_node_daemons())
-    return InvalidArgument(
-        "node_daemons: a model file is uploaded to one daemon; run each node's part with "
-        "--nodes and --node-rank on its own daemon (uploading the file to each)");
   if (s.share()) {
     return InvalidArgument(
         "share: data_parallel keeps one replica per worker and averages gradients; "
@@ -109,7 +72,6 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
   if (s.data_parallel().scaling() != "weak" && s.data_parallel().scaling() != "strong")
     return InvalidArgument("scaling: '" + s.data_parallel().scaling() +
                            "' is not one of weak, strong");
-  RETURN_IF_ERROR(ValidateFederated(s));
   RETURN_IF_ERROR(ValidateNodes(s, limits));
   if (s.data_parallel().scaling() == "strong" && s.batch_size() % WorldSize(s) != 0) {
     return InvalidArgument("batch_size: strong scaling splits the step's " +
@@ -153,10 +115,6 @@ KindRules DataParallelRules() {
       {"master",
        "data_parallel with `--nodes` > 1 (required then, refused otherwise): HOST:PORT where "
        "node 0's worker 0 hosts the c10d store"},
-      {"node_daemons",
-       "data_parallel: `HOST:PORT,HOST:PORT,...`, every node's shoald (its `--listen`), node 0 "
-       "first, 2 .. 64 of them; the daemon given it federates (see \"One daemon federating\"); "
-       "sets `--nodes`, refuses `--node-rank`; not in sweeps"},
       {"scaling",
        "data_parallel: weak (`--batch-size` per worker: the step grows with the workers) | "
        "strong (`--batch-size` per step, split over the workers, which must divide it)"},
@@ -176,11 +134,7 @@ KindRules DataParallelRules() {
        "0"},
       {"master", "data_parallel.master",
        "data_parallel with nodes > 1: HOST:PORT where node 0's worker 0 hosts the c10d store",
-       "none (with node_daemons: node 0's daemon host, port 29500)"},
-      {"node_daemons", "data_parallel.node_daemons",
-       "data_parallel: HOST:PORT of each node's shoald, node 0 first; this daemon federates "
-       "(submit only: refused in a sweep)",
-       "none", false},
+       "none (on Slurm: the allocation's first node)"},
       {"scaling", "data_parallel.scaling",
        "data_parallel: weak (batch_size per worker) | strong (batch_size per step, split)", "weak",
        true, "checkpoint"},  // where it has always been listed
