@@ -264,8 +264,9 @@ std::string PartLines(const v1::Experiment& e) {
            StateName(p.state()).c_str(), figures.c_str(), p.error().empty() ? "" : ": ",
            p.error().c_str());
   }
-  return o + F("  %-11s %s samples/s over all nodes; below: node 0's part's figures, and every "
-               "node's processes (a node's rows add up to its sum of peak PSS)\n",
+  return o + F("  %-11s %s samples/s over all nodes; below: throughput over all nodes, the other "
+               "figures node 0's, and every node's processes (a node's rows add up to its sum of "
+               "peak PSS)\n",
                "", every ? F("%.1f", total).c_str() : "-");
 }
 

@@ -161,11 +161,16 @@ StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecor
   e.clear_parts();
   double samples_per_sec = 0;
   bool rate = false;
+  uint64_t samples = 0, steps = 0;  // every node's workers', as one node's are summed
   std::string failed;
   for (uint32_t k = 0; k < records.size(); ++k) {
     const v1::NodePart part = PartOf(k, records[k]);
     *e.add_parts() = part;
-    if (records[k].ok()) AddNodeTelemetry(k, records[k].value(), &out);
+    if (records[k].ok()) {
+      AddNodeTelemetry(k, records[k].value(), &out);
+      samples += records[k].value().experiment().result().samples();
+      steps += records[k].value().experiment().result().steps();
+    }
     if (part.has_samples_per_sec()) {
       samples_per_sec += part.samples_per_sec();
       rate = true;
@@ -176,6 +181,8 @@ StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecor
                    : "node " + std::to_string(k) + ": " + part.error();
   }
   if (rate) e.mutable_result()->set_samples_per_sec(samples_per_sec);
+  if (e.result().has_samples()) e.mutable_result()->set_samples(samples);
+  if (e.result().has_steps()) e.mutable_result()->set_steps(steps);
   const bool cancelled = std::any_of(e.parts().begin(), e.parts().end(), [](const v1::NodePart& p) {
     return p.state() == v1::CANCELLED;
   });

@@ -30,8 +30,8 @@ StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path);
 
 // The records of one run's parts on several nodes (records[k]: node k's, or why there is none)
 // as one record: the first node's experiment with every node's processes and samples (each with
-// its node), their events and logs, each node's own state and figures in `parts`, samples/s
-// summed over the nodes; FAILED, naming the node, when a part failed or wrote no record. NOT_FOUND
+// its node), their events and logs, each node's own state and figures in `parts`, samples/s,
+// samples and steps summed over the nodes; FAILED, naming the node, when a part failed or wrote no record. NOT_FOUND
 // when no node wrote one; UNAVAILABLE (read again later) or INVALID_ARGUMENT as a part's.
 StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecord>>& records);
 

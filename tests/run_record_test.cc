@@ -114,6 +114,8 @@ TEST(RunRecordTest, TheRecordsOfARunsNodesAreOneWithAPartEach) {
     r.mutable_experiment()->mutable_host()->set_hostname("node" + std::to_string(k));
     r.mutable_experiment()->mutable_result()->set_samples_per_sec(rate);
     r.mutable_experiment()->mutable_result()->set_peak_pss_sum_bytes(100 + k);
+    r.mutable_experiment()->mutable_result()->set_samples(128);
+    r.mutable_experiment()->mutable_result()->set_steps(8);
     r.mutable_experiment()->add_processes()->set_pid(int32_t(10 + k));
     r.set_log("[worker 0] node " + std::to_string(k) + "\n");
     return r;
@@ -123,6 +125,9 @@ TEST(RunRecordTest, TheRecordsOfARunsNodesAreOneWithAPartEach) {
   const v1::Experiment& e = merged->experiment();
   EXPECT_EQ(e.state(), v1::SUCCEEDED);
   EXPECT_DOUBLE_EQ(e.result().samples_per_sec(), 500);
+  EXPECT_EQ(e.result().samples(), 256u);
+  EXPECT_EQ(e.result().steps(), 16u);
+  EXPECT_EQ(e.result().peak_pss_sum_bytes(), 100u);  // node 0's host's
   ASSERT_EQ(e.parts_size(), 2);
   EXPECT_EQ(e.parts(1).node_rank(), 1u);
   EXPECT_EQ(e.parts(1).daemon(), "node1");
