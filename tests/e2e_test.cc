@@ -405,7 +405,7 @@ TEST_F(E2E, BadSpecIsRefusedWithAMessageAndNothingStarts) {
       {{"--device", "cuda", "--kind", "multi_model"}, "device: kind multi_model does not train"},
       {{"--cuda-sync", "step"}, "cuda_sync: only with device cuda (device is cpu)"},
       {{"--cuda-sync", "never", "--device", "cuda", "--start", "spawn"},
-       "cuda_sync: 'never' is not one of: phases, step"},
+       "cuda_sync: 'never' is not one of: events, phases, step"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"submit"};
