@@ -259,6 +259,9 @@ bool Resolve(DaemonArgs& d) {
           .lexically_normal()
           .string();
   opts.slurm.shoald = shoal::SelfExeDir() + "/shoald";
+  // --run-point: the order was admitted by the daemon that placed it (a command only where that
+  // one was started with --allow-commands), and only its user can write the folder it is in.
+  if (!d.run_point.empty()) opts.allow_commands = true;
   opts.slurm_poll = std::chrono::milliseconds(d.slurm_poll_ms);
   d.access.daemon_uid = ::geteuid();
   if (!CheckTcp(d)) return false;
@@ -479,9 +482,9 @@ int RunPointOnce(const DaemonArgs& d, shoal::Coordinator& coord, shoal::Store* s
     return 1;
   }
   if (d.node_rank >= 0 || !d.master.empty()) {  // this node's part of a run across nodes
-    auto* dp = order->mutable_spec()->mutable_data_parallel();
-    if (d.node_rank >= 0) dp->set_node_rank(uint32_t(d.node_rank));
-    if (!d.master.empty()) dp->set_master(d.master);
+    shoal::v1::ExperimentSpec* spec = order->mutable_spec();
+    if (d.node_rank >= 0) spec->set_node_rank(uint32_t(d.node_rank));
+    if (!d.master.empty()) spec->set_master(d.master);
   }
   coord.Start();
   // Static: the detached thread may outlive this frame (a signal while the process exits).

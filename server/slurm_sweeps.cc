@@ -200,7 +200,7 @@ std::string SlurmSweeps::SweepDir(const std::string& sweep_id) const {
 namespace {
 
 uint32_t NodesOf(const v1::ExperimentSpec& spec) {
-  return spec.kind() == "data_parallel" ? std::max<uint32_t>(1, spec.data_parallel().nodes()) : 1;
+  return std::max<uint32_t>(1, spec.nodes());  // data_parallel's and command's; unset elsewhere
 }
 
 // How many nodes each task asks for: every point's, alike (an array asks one size of allocation).

@@ -103,7 +103,23 @@ void MigrateResult(v1::Result* r) {
 
 }  // namespace
 
+// DataParallelSpec's nodes, node_rank and master (2-4) became ExperimentSpec's (command reads them
+// too); node_daemons (5) was retired and is dropped.
+void MigrateNodeFields(v1::ExperimentSpec* spec) {
+  if (!spec->has_data_parallel()) return;
+  v1::DataParallelSpec* dp = spec->mutable_data_parallel();
+  UnknownFieldSet* u = dp->GetReflection()->MutableUnknownFields(dp);
+  const auto* to = v1::ExperimentSpec::descriptor();
+  for (int i = 0; i < u->field_count(); ++i) {
+    const int n = u->field(i).number();
+    const char* name = n == 2 ? "nodes" : n == 3 ? "node_rank" : n == 4 ? "master" : nullptr;
+    if (name != nullptr) SetFromWire(spec, to->FindFieldByName(name), u->field(i));
+  }
+  for (int n = 2; n <= 5; ++n) u->DeleteByNumber(n);
+}
+
 void MigrateSpec(v1::ExperimentSpec* spec) {
+  MigrateNodeFields(spec);
   UnknownFieldSet* u = spec->GetReflection()->MutableUnknownFields(spec);
   if (u->empty()) return;
   const auto* settings = v1::ExperimentSpec::descriptor();
@@ -113,9 +129,12 @@ void MigrateSpec(v1::ExperimentSpec* spec) {
     if (moved == nullptr || spec->kind() != moved->kind) continue;
     Message* kind =
         spec->GetReflection()->MutableMessage(spec, settings->FindFieldByName(moved->kind));
-    // A field since retired (node_daemons) is dropped with the rest of the unknown ones.
+    // A field moved again since (nodes, node_rank, master: the spec's own now) goes there; one
+    // since retired (node_daemons) is dropped with the rest of the unknown ones.
     if (const FieldDescriptor* to = kind->GetDescriptor()->FindFieldByName(moved->field))
       SetFromWire(kind, to, u->field(i));
+    else if (const FieldDescriptor* top = settings->FindFieldByName(moved->field))
+      SetFromWire(spec, top, u->field(i));
   }
   for (const Moved& f : kSpecFields) u->DeleteByNumber(f.number);
 }

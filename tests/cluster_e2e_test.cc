@@ -139,7 +139,7 @@ class SlurmSweepE2E : public ::testing::Test {
   void StartDaemon() {
     daemon_ = std::make_unique<Daemon>(dir_ / "state", dir_ / "s.sock");
     daemon_->WrapWith({script_, "on", cluster_, "0"});
-    ASSERT_TRUE(daemon_->Start({"--slurm-poll-ms", "300"}));
+    ASSERT_TRUE(daemon_->Start({"--slurm-poll-ms", "300", "--allow-commands"}));
   }
   CommandResult OnNode0(std::vector<std::string> cmd) const {
     cmd.insert(cmd.begin(), {script_, "on", cluster_, "0"});
@@ -227,7 +227,7 @@ TEST_F(SlurmSweepE2E, ARunAcrossBothNodesIsOneTaskAndOneRecordWithAPartANode) {
   const json e = Get(sw["points"][0]["experiment_id"]);
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   // Where the nodes met: the first node's address and the job's port, as its script filled in.
-  const std::string master = e["spec"]["data_parallel"]["master"];
+  const std::string master = e["spec"]["master"];
   EXPECT_EQ(master.rfind("10.", 0), 0u) << master;
   ASSERT_EQ(e["parts"].size(), 2u) << e.dump(2);
   std::set<std::string> hosts;
@@ -255,6 +255,40 @@ TEST_F(SlurmSweepE2E, ARunAcrossBothNodesIsOneTaskAndOneRecordWithAPartANode) {
   EXPECT_EQ(x["state"], "SUCCEEDED");
   EXPECT_EQ(x["parts"].size(), 2u);
   EXPECT_FALSE(x["slurm"]["job_id"].get<std::string>().empty());
+  ExpectNothingLeft();
+}
+
+// A program of the user's across both nodes (torchrun's variables): 2 ranks a node meet at the
+// first node's address through c10d over Gloo and all-reduce their rank + 1 (1+2+3+4 = 10); each
+// rank writes what it was told where the test reads it.
+TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMeet) {
+  const std::string out = dir_ / "ranks";
+  std::filesystem::create_directories(out);
+  // One line: an argument holds no control character (the wire's check).
+  const std::string script =
+      "import os, sys, torch, torch.distributed as dist; dist.init_process_group('gloo'); "
+      "t = torch.ones(1) * (dist.get_rank() + 1); dist.all_reduce(t); e = os.environ; "
+      "open(os.path.join(sys.argv[1], 'rank' + e['RANK']), 'w').write(' '.join([e['LOCAL_RANK'], "
+      "e['NODE_RANK'], e['WORLD_SIZE'], e['LOCAL_WORLD_SIZE'], str(int(t.item()))])); "
+      "dist.destroy_process_group()";
+  const CommandResult r = daemon_->Cli({"submit", "--slurm", "--partition", "try", "--kind",
+                                        "command", "--nodes", "2", "--workers", "2", "--wait",
+                                        "--json", "--", "/usr/bin/python3", "-c", script, out});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
+  EXPECT_EQ(e["parts"].size(), 2u);
+  for (int rank = 0; rank < 4; ++rank) {
+    std::ifstream in(out + "/rank" + std::to_string(rank));
+    std::string told((std::istreambuf_iterator<char>(in)), {});
+    // LOCAL_RANK NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE, then the all-reduced sum
+    EXPECT_EQ(told, std::to_string(rank % 2) + " " + std::to_string(rank / 2) + " 4 2 10")
+        << "rank " << rank;
+  }
+  std::map<int, int> ranks;  // node -> its ranks, as its own sampler saw them
+  for (const auto& p : e["processes"])
+    if (p["role"] == "worker") ranks[p.value("node", -1)] += 1;
+  EXPECT_EQ(ranks, (std::map<int, int>{{0, 2}, {1, 2}})) << e["processes"].dump();
   ExpectNothingLeft();
 }
 

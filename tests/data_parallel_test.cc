@@ -123,11 +123,11 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   SpecLimits l;
   l.cores = 2;
   auto s = DataParallel(2, 64, "strong");
-  s.mutable_data_parallel()->set_nodes(2);
-  s.mutable_data_parallel()->set_node_rank(1);
+  s.set_nodes(2);
+  s.set_node_rank(1);
   EXPECT_EQ(ValidateSpec(s, l).message(),
             "master: nodes 2 need HOST:PORT where node 0's worker 0 hosts the c10d store");
-  s.mutable_data_parallel()->set_master("node0:29500");
+  s.set_master("node0:29500");
   EXPECT_TRUE(ValidateSpec(s, l).ok()) << ValidateSpec(s, l).message();
   EXPECT_EQ(WorldSize(s), 4u);
   EXPECT_EQ(GlobalRank(s, 0), 2u);
@@ -135,20 +135,52 @@ TEST(DataParallelTest, NodesMakeGlobalRanksAndNeedAMaster) {
   EXPECT_EQ(WorkerBatch(s), 16u);  // 64 over 4 replicas on 2 nodes
   EXPECT_EQ(TotalBatch(s), 64u);
   for (const char* bad : {"node0", "node0:", ":29500", "node0:0", "node0:65536", "node0:29x"}) {
-    s.mutable_data_parallel()->set_master(bad);
+    s.set_master(bad);
     EXPECT_EQ(ValidateSpec(s, l).message(),
               std::string("master: '") + bad + "' is not HOST:PORT with a port 1..65535");
   }
-  s.mutable_data_parallel()->set_master("node0:29500");
-  s.mutable_data_parallel()->set_node_rank(2);
+  s.set_master("node0:29500");
+  s.set_node_rank(2);
   EXPECT_EQ(ValidateSpec(s, l).message(), "node_rank: 2 is not below nodes (2)");
   auto one = DataParallel(2, 32, "weak");
-  one.mutable_data_parallel()->set_master("node0:29500");
+  one.set_master("node0:29500");
   EXPECT_EQ(ValidateSpec(one, l).message().rfind("master: only with nodes > 1", 0), 0u);
   auto parsed = ParseMaster("[::1]:80");
   ASSERT_TRUE(parsed.ok());
   EXPECT_EQ(parsed->first, "::1");
   EXPECT_EQ(parsed->second, 80);
+}
+
+// The command kind reads the same node fields (torchrun's): defaults, refusals, Slurm's master;
+// the other kinds refuse them.
+TEST(DataParallelTest, TheCommandKindTakesTheNodeFieldsAndTheOthersRefuseThem) {
+  SpecLimits l;
+  l.cores = 2;
+  v1::ExperimentSpec c;
+  c.set_kind("command");
+  c.mutable_command()->add_argv("python3");
+  c.set_nodes(2);
+  ApplyDefaults(&c, l);
+  EXPECT_EQ(c.node_rank(), 0u);
+  EXPECT_EQ(ValidateSpec(c, l).message(),
+            "master: nodes 2 need HOST:PORT where node 0's worker 0 hosts the c10d store");
+  c.set_master("node0:29500");
+  EXPECT_TRUE(ValidateSpec(c, l).ok()) << ValidateSpec(c, l).message();
+  SpecLimits slurm = l;
+  slurm.placed_on_slurm = true;
+  v1::ExperimentSpec placed = c;
+  placed.clear_master();
+  ApplyDefaults(&placed, slurm);
+  EXPECT_EQ(placed.master(), kSlurmMaster);
+  EXPECT_TRUE(ValidateSpec(placed, slurm).ok()) << ValidateSpec(placed, slurm).message();
+  for (const char* kind : {"hogwild", "pipeline", "multi_model", "data_loading"}) {
+    v1::ExperimentSpec other;
+    other.set_kind(kind);
+    other.set_nodes(2);
+    ApplyDefaults(&other, l);
+    EXPECT_NE(ValidateSpec(other, l).message().find("nodes"), std::string::npos)
+        << kind << ": " << ValidateSpec(other, l).message();
+  }
 }
 
 // On Slurm the allocation's first node is the master, written as "slurm" and filled in on each
@@ -159,23 +191,23 @@ TEST(DataParallelTest, OnSlurmTheAllocationsFirstNodeIsTheMaster) {
   slurm.cores = 2;
   slurm.placed_on_slurm = true;
   v1::ExperimentSpec s = DataParallel(2, 32, "weak");
-  s.mutable_data_parallel()->set_nodes(2);
+  s.set_nodes(2);
   ApplyDefaults(&s, slurm);
-  EXPECT_EQ(s.data_parallel().master(), kSlurmMaster);
+  EXPECT_EQ(s.master(), kSlurmMaster);
   EXPECT_TRUE(ValidateSpec(s, slurm).ok()) << ValidateSpec(s, slurm).message();
   SpecLimits here;
   here.cores = 2;
   EXPECT_EQ(ValidateSpec(s, here).message(),
             "master: slurm is the first node of a Slurm allocation: only on Slurm (--slurm)");
   v1::ExperimentSpec own = s;
-  own.mutable_data_parallel()->set_master("node0:29500");
+  own.set_master("node0:29500");
   EXPECT_EQ(ValidateSpec(own, slurm).message().rfind("master: on Slurm the first node", 0), 0u);
   v1::ExperimentSpec ranked = s;
-  ranked.mutable_data_parallel()->set_node_rank(1);
+  ranked.set_node_rank(1);
   EXPECT_EQ(ValidateSpec(ranked, slurm).message().rfind("node_rank: on Slurm", 0), 0u);
   v1::ExperimentSpec one = DataParallel(2, 32, "weak");  // one node: no master to meet at
   ApplyDefaults(&one, slurm);
-  EXPECT_FALSE(one.data_parallel().has_master());
+  EXPECT_FALSE(one.has_master());
   EXPECT_TRUE(ValidateSpec(one, slurm).ok());
 }
 

@@ -368,10 +368,9 @@ TEST(GridTest, RefusesAFieldThatIsNotAnAxis) {
       "allocator, "
       "concurrent_steps, activations, kernels, eval_samples, sample_interval_ms, stall_timeout_ms, "
       "step_timeout_ms, "
-      "model_file, input, loss, classes, memory_format, autocast, models, "
-      "iterations, "
-      "loaders, prefetch, "
-      "pin_memory, nodes, node_rank, master, layers, filters, stages, chunks, checkpoint, scaling, "
+      "model_file, input, loss, classes, memory_format, autocast, nodes, node_rank, master, "
+      "models, iterations, loaders, prefetch, "
+      "pin_memory, layers, filters, stages, chunks, checkpoint, scaling, "
       "touch_mib, hold_ms, workers)";
   for (const std::string field : {"colour", "name", "force"}) {
     SCOPED_TRACE(field);

@@ -148,7 +148,7 @@ TEST_F(SlurmSweepsTest, APlacedSweepIsOneArrayWithAnOrderPerTaskAndAScript) {
 TEST_F(SlurmSweepsTest, ARunAcrossNodesIsOneTaskOfThatManyNodesAndOneRecord) {
   exps_.resize(1);
   exps_[0].mutable_spec()->set_kind("data_parallel");
-  exps_[0].mutable_spec()->mutable_data_parallel()->set_nodes(2);
+  exps_[0].mutable_spec()->set_nodes(2);
   PlaceAll();
   ASSERT_EQ(slurm_.submitted.size(), 1u);
   EXPECT_EQ(slurm_.submitted[0].nodes, 2u);
@@ -173,7 +173,7 @@ TEST_F(SlurmSweepsTest, ARunAcrossNodesIsOneTaskOfThatManyNodesAndOneRecord) {
 
 TEST_F(SlurmSweepsTest, PointsOnUnlikeNodeCountsAreRefused) {
   exps_[1].mutable_spec()->set_kind("data_parallel");
-  exps_[1].mutable_spec()->mutable_data_parallel()->set_nodes(2);
+  exps_[1].mutable_spec()->set_nodes(2);
   const Status st = sweeps_->Place(&sw_, &exps_);
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
   EXPECT_NE(st.message().find("one size of allocation"), std::string::npos) << st.message();

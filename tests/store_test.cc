@@ -744,6 +744,47 @@ v1::Sweep OldSweep() {
   return sw;
 }
 
+// data_parallel's node fields, as two eras stored them: top-level 27-29 (before issue 55), and
+// DataParallelSpec 2-4 with node_daemons 5 (before they became the spec's own, issue 56). Both
+// read as the spec's nodes, node_rank and master; node_daemons is dropped.
+TEST(StoreTest, NodeFieldsOfEitherEraReadAsTheSpecsOwn) {
+  testing::TempDir d;
+  auto s = Store::Open(d / "db");
+  ASSERT_TRUE(s.ok());
+  v1::Experiment oldest;
+  oldest.set_id("old-dp1");
+  oldest.mutable_spec()->set_kind("data_parallel");
+  Unknown(oldest.mutable_spec())->AddVarint(27, 2);
+  Unknown(oldest.mutable_spec())->AddVarint(28, 1);
+  Unknown(oldest.mutable_spec())->AddLengthDelimited(29, "node0:29500");
+  v1::Experiment old;
+  old.set_id("old-dp2");
+  old.mutable_spec()->set_kind("data_parallel");
+  v1::DataParallelSpec* dp = old.mutable_spec()->mutable_data_parallel();
+  dp->set_scaling("strong");
+  Unknown(dp)->AddVarint(2, 3);
+  Unknown(dp)->AddVarint(3, 2);
+  Unknown(dp)->AddLengthDelimited(4, "[fd00::1]:29500");
+  Unknown(dp)->AddLengthDelimited(5, "a:1,b:1,c:1");
+  for (const auto& e : {oldest, old}) ASSERT_TRUE((*s)->Put(e).ok());
+  auto a = (*s)->Get("old-dp1");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->spec().nodes(), 2u);
+  EXPECT_EQ(a->spec().node_rank(), 1u);
+  EXPECT_EQ(a->spec().master(), "node0:29500");
+  auto b = (*s)->Get("old-dp2");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->spec().nodes(), 3u);
+  EXPECT_EQ(b->spec().node_rank(), 2u);
+  EXPECT_EQ(b->spec().master(), "[fd00::1]:29500");
+  EXPECT_EQ(b->spec().data_parallel().scaling(), "strong");
+  EXPECT_TRUE(b->spec()
+                  .data_parallel()
+                  .GetReflection()
+                  ->GetUnknownFields(b->spec().data_parallel())
+                  .empty());
+}
+
 // A record written before issue 55 moved each kind's fields into its own message: its old field
 // numbers are unknown fields now, and every read (Get, List, GetSweep) moves them where they
 // live, so that an old state directory reads as it did.

@@ -67,7 +67,7 @@ TEST(WireCheckTest, ListsAndHostNamesHaveRoomForWhatTheirRulesAllow) {
   for (int i = 0; i < 64; ++i) balance += (i ? ",12" : "12");
   v1::ExperimentSpec spec;
   spec.mutable_pipeline()->set_balance(balance);
-  spec.mutable_data_parallel()->set_master(std::string(253, 'h') + ":29500");
+  spec.set_master(std::string(253, 'h') + ":29500");
   EXPECT_TRUE(CheckSpecStrings(spec).ok()) << CheckSpecStrings(spec).message();
   v1::SweepSpec sweep;
   *sweep.mutable_base() = spec;
@@ -75,10 +75,10 @@ TEST(WireCheckTest, ListsAndHostNamesHaveRoomForWhatTheirRulesAllow) {
   axis->set_field("balance");
   axis->add_values(balance);
   EXPECT_TRUE(CheckSweepStrings(sweep).ok()) << CheckSweepStrings(sweep).message();
-  spec.mutable_data_parallel()->set_master(std::string(300, 'h') + ":29500");
+  spec.set_master(std::string(300, 'h') + ":29500");
   EXPECT_NE(CheckSpecStrings(spec).message().find("master: 306 bytes"), std::string::npos)
       << CheckSpecStrings(spec).message();
-  spec.mutable_data_parallel()->clear_master();
+  spec.clear_master();
   spec.mutable_pipeline()->set_balance(std::string(kMaxListBytes + 1, '1'));
   EXPECT_EQ(CheckSpecStrings(spec).code(), Code::kInvalidArgument);
 }

@@ -38,7 +38,7 @@ struct SpecLimits {
   // amx_bf16): autocast bfloat16 is then refused with FAILED_PRECONDITION.
   std::string bf16_missing = "this daemon has not read its CPU's flags";
   // The spec is a point placed on Slurm (shoal sweep --slurm): a run over nodes > 1 meets where
-  // the allocation's first node is (data_parallel master kSlurmMaster), known only when it starts.
+  // the allocation's first node is (master kSlurmMaster), known only when it starts.
   bool placed_on_slurm = false;
 };
 

@@ -125,6 +125,21 @@ std::vector<SpecField> ModelFileFields() {
   };
 }
 
+// A run across nodes (data_parallel and command read them; the other kinds ignore them).
+std::vector<SpecField> NodeFields() {
+  return {
+      {"nodes", "nodes",
+       "data_parallel, command: nodes the run spans, a part each (on Slurm: srun places them)",
+       "1"},
+      {"node_rank", "node_rank", "data_parallel, command: this node's part (0 .. nodes - 1)",
+       "0 (on Slurm: its place in the allocation)"},
+      {"master", "master",
+       "data_parallel, command with nodes > 1: HOST:PORT where node 0's worker 0 hosts the c10d "
+       "store",
+       "none (on Slurm: the allocation's first node)"},
+  };
+}
+
 // The worker count, which every kind reads but several derive, and the label and switch last.
 std::vector<SpecField> LastFields() {
   return {
@@ -153,6 +168,7 @@ std::vector<SpecField> MakeFields(bool with_kinds) {
   std::vector<SpecField> all = CommonFields();
   for (SpecField& f : RunControlFields()) all.push_back(std::move(f));
   for (SpecField& f : ModelFileFields()) all.push_back(std::move(f));
+  for (SpecField& f : NodeFields()) all.push_back(std::move(f));
   if (with_kinds) AddKindFields(&all);
   for (SpecField& f : LastFields()) all.push_back(std::move(f));
   return all;

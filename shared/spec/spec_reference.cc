@@ -38,6 +38,19 @@ constexpr std::pair<const char*, const char*> kReference[] = {
      "loss is read (as a PyTorch loop that logs its loss does), and the phase split is absent. "
      "Refused on the CPU and by the other kinds. An axis (`--cuda-sync events,phases,step` "
      "compares them)"},
+    {"nodes",
+     "data_parallel and command: nodes the run spans, 1 .. 64, a part each running the same "
+     "spec (torchrun's `--nnodes`); on Slurm one job of that many nodes, srun placing the parts "
+     "(\"[A run across nodes as one Slurm job](cluster.md)\"); by hand, each node's daemon given "
+     "its part. The other kinds refuse it"},
+    {"node_rank",
+     "data_parallel and command: this node's part, 0 .. nodes - 1 (its workers are global ranks "
+     "node_rank x workers ..); on Slurm each node's place in the allocation, and one given is "
+     "refused"},
+    {"master",
+     "data_parallel and command with `--nodes` > 1 (required then, refused otherwise): "
+     "HOST:PORT where node 0's worker 0 hosts the c10d store (a command's `MASTER_ADDR` and "
+     "`MASTER_PORT`); on Slurm the allocation's first node, and one given is refused"},
     {"cuda_devices",
      "device cuda: CUDA ordinals, comma-separated; worker (stage) i trains on the (i mod "
      "n)-th (`0,0,1,1`: two stages a GPU). The default is written into the spec, so a record "

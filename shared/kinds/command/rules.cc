@@ -7,6 +7,7 @@
 
 #include "shared/kinds/command/figures.h"
 #include "shared/kinds/kind.h"
+#include "shared/spec/nodes.h"
 #include "shared/spec/spec_fields.h"
 
 namespace shoal {
@@ -17,8 +18,9 @@ constexpr size_t kMaxArgs = 256, kMaxArgBytes = 4096, kMaxEnv = 64;
 // What the launcher sets for every rank, and what would change what runs or what is measured.
 bool ReservedName(const std::string& name) {
   static const std::set<std::string> launcher = {
-      "RANK",        "LOCAL_RANK",  "WORLD_SIZE",           "LOCAL_WORLD_SIZE",
-      "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "SHOAL_REPORT_FD"};
+      "RANK",        "LOCAL_RANK",           "NODE_RANK",
+      "WORLD_SIZE",  "LOCAL_WORLD_SIZE",     "MASTER_ADDR",
+      "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "SHOAL_REPORT_FD"};
   return launcher.count(name) > 0 || name.rfind("LD_", 0) == 0 || name.rfind("SHOAL_", 0) == 0;
 }
 
@@ -41,7 +43,8 @@ Status ValidateEnv(const v1::ExperimentSpec& s) {
   return Status::Ok();
 }
 
-Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
+Status Validate(const v1::ExperimentSpec& s, const SpecLimits& limits) {
+  RETURN_IF_ERROR(ValidateNodes(s, limits));
   if (s.command().argv().empty() || s.command().argv(0).empty())
     return InvalidArgument(
         "command: give the program each worker runs after --, as in `shoal submit --kind "
@@ -63,9 +66,10 @@ Status Validate(const v1::ExperimentSpec& s, const SpecLimits&) {
   return ValidateEnv(s);
 }
 
-void Defaults(v1::ExperimentSpec* s, const SpecLimits&) {
+void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->has_model()) s->set_model("command");
   if (!s->has_start()) s->set_start("spawn");
+  NodeDefaults(s, limits);  // torchrun's --nnodes: its ranks meet across nodes
 }
 
 // What a command holds is unknown before it runs: the admission check counts the leader and a
@@ -92,8 +96,9 @@ KindRules CommandRules() {
   k.validate = Validate;
   k.estimate = Estimate;
   // Every common field but these is about training Shoal's own models.
-  k.ignores = CommonFieldsBut({"kind", "model", "workers", "start", "device", "cuda_devices",
-                               "name", "force", "sample_interval_ms"});
+  k.ignores =
+      CommonFieldsBut({"kind", "model", "workers", "start", "device", "cuda_devices", "name",
+                       "force", "sample_interval_ms", "nodes", "node_rank", "master"});
   k.spec_lines = command::SpecLines;
   k.summarize = command::Summarize;
   k.result_lines = command::ResultLines;

@@ -110,7 +110,8 @@ KindRules DataLoadingRules() {
       {"pin_memory", "data_loading.pin_memory",
        "data_loading: page-locked batches for a GPU (refused: no CUDA path yet)", "no"},
   };
-  k.ignores = {"model_file", "input", "loss", "classes", "share", "batches"};
+  k.ignores = {"model_file", "input", "loss",      "classes", "share",
+               "batches",    "nodes", "node_rank", "master"};
   k.help_words = {{"threads", "the trainer's"}, {"workers", "loaders + 1"}};
   k.default_words = {{"threads", "cores"}, {"workers", "loaders + 1"}};
   k.summarize = data_loading::Summarize;

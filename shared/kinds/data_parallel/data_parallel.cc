@@ -8,12 +8,11 @@
 namespace shoal {
 
 uint32_t WorldSize(const v1::ExperimentSpec& spec) {
-  return std::max<uint32_t>(1, spec.workers()) *
-         std::max<uint32_t>(1, spec.data_parallel().nodes());
+  return std::max<uint32_t>(1, spec.workers()) * std::max<uint32_t>(1, spec.nodes());
 }
 
 uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index) {
-  return spec.data_parallel().node_rank() * std::max<uint32_t>(1, spec.workers()) + index;
+  return spec.node_rank() * std::max<uint32_t>(1, spec.workers()) + index;
 }
 
 uint32_t WorkerBatch(const v1::ExperimentSpec& spec) {

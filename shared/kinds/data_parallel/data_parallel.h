@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "shared/endpoint.h"
+#include "shared/spec/nodes.h"
 #include "shared/status.h"
 #include "shoal/v1/shoal.pb.h"
 
@@ -23,15 +24,6 @@ uint32_t GlobalRank(const v1::ExperimentSpec& spec, uint32_t index);
 uint32_t WorkerBatch(const v1::ExperimentSpec& spec);
 // One step of every replica on every node: batch_size x world size (weak), batch_size (strong).
 uint32_t TotalBatch(const v1::ExperimentSpec& spec);
-inline StatusOr<std::pair<std::string, uint16_t>> ParseMaster(const std::string& master) {
-  return ParseHostPort("master", master);
-}
-
-// torchrun's default store port: where node 0 hosts the c10d store unless `master` says otherwise.
-constexpr uint16_t kDefaultMasterPort = 29500;
-// The master of a run over several nodes placed on Slurm: the first node of its allocation, with
-// a port from its job id, filled in on each node as the job starts (the array's script).
-constexpr const char* kSlurmMaster = "slurm";
 
 // PyTorch DistributedDataParallel's defaults: a small first bucket so the first all-reduce starts
 // early in backward, then 25 MiB buckets.

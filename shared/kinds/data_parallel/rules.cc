@@ -5,6 +5,7 @@
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/kinds/data_parallel/figures.h"
 #include "shared/kinds/kind.h"
+#include "shared/spec/nodes.h"
 
 namespace shoal {
 namespace {
@@ -12,53 +13,11 @@ namespace {
 constexpr uint64_t kResNetParams = 11173962;
 constexpr uint64_t kResNetBytesPerSample = 12ull << 20;  // activations kept for backward, measured
 
-// On Slurm the allocation says where each node's part runs: its rank is its place in the job,
-// and node 0 is the master.
-Status ValidateOnSlurm(const v1::ExperimentSpec& s, const SpecLimits& limits) {
-  const bool slurm_master = s.data_parallel().master() == kSlurmMaster;
-  if (slurm_master && !limits.placed_on_slurm)
-    return InvalidArgument(std::string("master: ") + kSlurmMaster +
-                           " is the first node of a Slurm allocation: only on Slurm (--slurm)");
-  if (!limits.placed_on_slurm || s.data_parallel().nodes() < 2) return Status::Ok();
-  if (!slurm_master)
-    return InvalidArgument(
-        "master: on Slurm the first node of the allocation hosts the c10d "
-        "store; leave master out");
-  if (s.data_parallel().has_node_rank() && s.data_parallel().node_rank() != 0)
-    return InvalidArgument(
-        "node_rank: on Slurm each node's rank is its place in the allocation; "
-        "leave node_rank out");
-  return Status::Ok();
-}
-
-Status ValidateNodes(const v1::ExperimentSpec& s, const SpecLimits& limits) {
-  if (s.data_parallel().nodes() < 1 || s.data_parallel().nodes() > 64)
-    return InvalidArgument("nodes: " + std::to_string(s.data_parallel().nodes()) +
-                           " is outside 1..64");
-  RETURN_IF_ERROR(ValidateOnSlurm(s, limits));
-  if (s.data_parallel().node_rank() >= s.data_parallel().nodes()) {
-    return InvalidArgument("node_rank: " + std::to_string(s.data_parallel().node_rank()) +
-                           " is not below nodes (" + std::to_string(s.data_parallel().nodes()) +
-                           ")");
-  }
-  if (s.data_parallel().nodes() == 1 && s.data_parallel().has_master())
-    return InvalidArgument("master: only with nodes > 1 (one node meets on a port it picks)");
-  if (s.data_parallel().nodes() > 1 && !s.data_parallel().has_master())
-    return InvalidArgument("master: nodes " + std::to_string(s.data_parallel().nodes()) +
-                           " need HOST:PORT where node 0's worker 0 hosts the c10d store");
-  if (s.data_parallel().has_master() && s.data_parallel().master() != kSlurmMaster)
-    RETURN_IF_ERROR(ParseMaster(s.data_parallel().master()).status());
-  return Status::Ok();
-}
-
 void Defaults(v1::ExperimentSpec* s, const SpecLimits& limits) {
   if (!s->data_parallel().has_scaling()) s->mutable_data_parallel()->set_scaling("weak");
   if (!s->has_batch_size()) s->set_batch_size(32);  // the seed's "32 per GPU"
   if (!s->has_share()) s->set_share(false);         // replicas: never shared
-  if (!s->data_parallel().has_nodes()) s->mutable_data_parallel()->set_nodes(1);
-  if (!s->data_parallel().has_node_rank()) s->mutable_data_parallel()->set_node_rank(0);
-  if (limits.placed_on_slurm && s->data_parallel().nodes() > 1 && !s->data_parallel().has_master())
-    s->mutable_data_parallel()->set_master(kSlurmMaster);
+  NodeDefaults(s, limits);
   // A ResNet-18 evaluation on the CPU costs as much as the run it follows: ask for it.
   if (s->model() == "resnet18_cifar" && !s->has_eval_samples()) s->set_eval_samples(0);
 }
@@ -108,13 +67,6 @@ KindRules DataParallelRules() {
   KindRules k;
   k.name = "data_parallel";
   k.references = {
-      {"nodes",
-       "data_parallel: nodes the experiment spans, one shoald each (see \"Several nodes\"); 1 "
-       ".. 64"},
-      {"node_rank", "data_parallel: this daemon's node, 0 .. nodes - 1"},
-      {"master",
-       "data_parallel with `--nodes` > 1 (required then, refused otherwise): HOST:PORT where "
-       "node 0's worker 0 hosts the c10d store"},
       {"scaling",
        "data_parallel: weak (`--batch-size` per worker: the step grows with the workers) | "
        "strong (`--batch-size` per step, split over the workers, which must divide it)"},
@@ -128,13 +80,6 @@ KindRules DataParallelRules() {
   k.validate = Validate;
   k.estimate = Estimate;
   k.fields = {
-      {"nodes", "data_parallel.nodes", "data_parallel: nodes the experiment spans, one shoald each",
-       "1"},
-      {"node_rank", "data_parallel.node_rank", "data_parallel: this daemon's node (0 .. nodes - 1)",
-       "0"},
-      {"master", "data_parallel.master",
-       "data_parallel with nodes > 1: HOST:PORT where node 0's worker 0 hosts the c10d store",
-       "none (on Slurm: the allocation's first node)"},
       {"scaling", "data_parallel.scaling",
        "data_parallel: weak (batch_size per worker) | strong (batch_size per step, split)", "weak",
        true, "checkpoint"},  // where it has always been listed

@@ -42,6 +42,7 @@ KindRules HogwildRules() {
   k.summary = "N workers train one network Hogwild-style on shared (or private) weights";
   k.models = {"mnist_convnet", "torchscript"};
   k.estimate = EstimateExperiment;
+  k.ignores = {"nodes", "node_rank", "master"};  // its workers share one node's memory
   k.fields = {{"concurrent_steps", "hogwild.concurrent_steps",
                "hogwild: at most this many workers inside a step at once, the others waiting "
                "their turn; fewer than the workers: that many step arenas, shared",

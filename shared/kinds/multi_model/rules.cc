@@ -81,8 +81,9 @@ KindRules MultiModelRules() {
       {"iterations", "multi_model.iterations", "multi_model: training iterations of each variant",
        "1000"},
   };
-  k.ignores = {"model_file", "input",   "loss",   "classes",       "activations", "dataset",
-               "share",      "batches", "epochs", "epoch_samples", "eval_samples"};
+  k.ignores = {"model_file",   "input", "loss",      "classes", "activations",
+               "dataset",      "share", "batches",   "epochs",  "epoch_samples",
+               "eval_samples", "nodes", "node_rank", "master"};
   k.help_words = {{"workers", "one per variant"}};
   k.default_words = {{"workers", "one per variant: 2 for models 1, else 3"}};
   k.summarize = multi_model::Summarize;

@@ -173,7 +173,8 @@ KindRules PipelineRules() {
        "pipeline: never | except_last | always (micro-batches recomputed in backward)",
        "except_last"},
   };
-  k.ignores = {"model_file", "input", "loss", "classes", "activations", "cuda_sync"};
+  k.ignores = {"model_file", "input", "loss",      "classes", "activations",
+               "cuda_sync",  "nodes", "node_rank", "master"};
   k.default_words = {{"workers", "stages"},
                      {"cuda_devices", "stage i on device i mod the node's devices"}};
   k.summarize = pipeline::Summarize;

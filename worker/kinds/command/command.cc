@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "shared/os/process.h"
+#include "shared/spec/nodes.h"
 #include "shared/spec/spec.h"
 #include "worker/launchers.h"
 #include "worker/scoreboard.h"
@@ -107,14 +109,25 @@ std::vector<std::string> RankEnvironment(const v1::ExperimentSpec& spec,
     if (kv.rfind("SHOAL_", 0) != 0 && !devices) env.push_back(kv);
   }
   env.insert(env.end(), spec.command().env().begin(), spec.command().env().end());
-  const std::string world = std::to_string(spec.workers());
+  // torchrun's variables: across nodes the global rank and world, and node 0's store (`master`,
+  // validated); on one node its own loopback and a port the leader found free.
+  const uint32_t local = std::max<uint32_t>(1, spec.workers());
+  const uint32_t nodes = std::max<uint32_t>(1, spec.nodes());
+  std::string addr = "127.0.0.1", port = std::to_string(master_port);
+  if (nodes > 1) {
+    if (auto m = ParseMaster(spec.master()); m.ok()) {
+      addr = m->first;
+      port = std::to_string(m->second);
+    }
+  }
   for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
-           {"RANK", std::to_string(rank)},
+           {"RANK", std::to_string(spec.node_rank() * local + rank)},
            {"LOCAL_RANK", std::to_string(rank)},
-           {"WORLD_SIZE", world},
-           {"LOCAL_WORLD_SIZE", world},
-           {"MASTER_ADDR", "127.0.0.1"},
-           {"MASTER_PORT", std::to_string(master_port)},
+           {"NODE_RANK", std::to_string(spec.node_rank())},
+           {"WORLD_SIZE", std::to_string(nodes * local)},
+           {"LOCAL_WORLD_SIZE", std::to_string(local)},
+           {"MASTER_ADDR", addr},
+           {"MASTER_PORT", port},
            {"SHOAL_REPORT_FD", std::to_string(report_fd)}})
     env.push_back(name + "=" + value);
   if (spec.has_cuda_devices()) env.push_back("CUDA_VISIBLE_DEVICES=" + spec.cuda_devices());

@@ -32,8 +32,7 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const v1::ExperimentSpec& 
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   if (ifname != nullptr && *ifname != '\0')
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
-  if (spec.data_parallel().nodes() > 1)
-    return c10d::ProcessGroupGloo::createDefaultDevice();  // CheckHostAddress
+  if (spec.nodes() > 1) return c10d::ProcessGroupGloo::createDefaultDevice();  // CheckHostAddress
   return c10d::ProcessGroupGloo::createDeviceForHostname(kLoopback);
 }
 
@@ -64,7 +63,7 @@ Status CheckHostAddress() {
 
 // What every node's part must agree on: the spec less what is each daemon's own.
 v1::ExperimentSpec Contract(v1::ExperimentSpec s) {
-  s.mutable_data_parallel()->clear_node_rank();
+  s.clear_node_rank();
   s.clear_name();
   s.clear_force();
   s.clear_start();
@@ -102,7 +101,7 @@ Status AgreeAcrossNodes(c10d::Store& store, const v1::ExperimentSpec& spec, uint
     const std::string a = SpecFieldText(theirs, f), b = SpecFieldText(mine, f);
     if (a != b && why.empty())
       why = "nodes disagree: " + f.name + " is '" + a + "' on node 0 and '" + b + "' on node " +
-            std::to_string(spec.data_parallel().node_rank());
+            std::to_string(spec.node_rank());
   }
   store.set("verdict/" + std::to_string(rank), bytes(why.empty() ? "ok" : why));
   return why.empty() ? Status::Ok() : FailedPrecondition(why);
@@ -123,9 +122,8 @@ Status DataParallelKind::JoinStore(WorkerEnv& env, std::chrono::milliseconds tim
   c10d::TCPStoreOptions o;
   o.timeout = timeout;
   o.waitWorkers = false;
-  if (env.spec.data_parallel().nodes() >
-      1) {  // global rank 0 hosts it on the master's port; all others dial it
-    ASSIGN_OR_RETURN(auto master, ParseMaster(env.spec.data_parallel().master()));
+  if (env.spec.nodes() > 1) {  // global rank 0 hosts it on the master's port; all others dial it
+    ASSIGN_OR_RETURN(auto master, ParseMaster(env.spec.master()));
     o.port = master.second;
     o.isServer = GlobalRank(env.spec, env.index) == 0;
     store_ = c10::make_intrusive<c10d::TCPStore>(master.first, o);
@@ -157,14 +155,14 @@ Status DataParallelKind::BeforeTraining(WorkerEnv& env, Model& model, StepSync* 
   const auto timeout = CollectiveTimeout(env.spec);
   try {
     const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    if (env.spec.data_parallel().nodes() > 1 && (ifname == nullptr || *ifname == '\0'))
+    if (env.spec.nodes() > 1 && (ifname == nullptr || *ifname == '\0'))
       RETURN_IF_ERROR(CheckHostAddress());
     RETURN_IF_ERROR(JoinStore(env, timeout));
     // Each daemon names the experiment its own way: across nodes one fixed scope (the store is
     // the run's own, gone with it).
-    const std::string scope = env.spec.data_parallel().nodes() > 1 ? "nodes" : env.experiment_id;
+    const std::string scope = env.spec.nodes() > 1 ? "nodes" : env.experiment_id;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("shoal/" + scope + "/", store_);
-    if (env.spec.data_parallel().nodes() > 1)
+    if (env.spec.nodes() > 1)
       RETURN_IF_ERROR(AgreeAcrossNodes(*prefixed, env.spec, GlobalRank(env.spec, env.index)));
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(GlooDevice(env.spec));
