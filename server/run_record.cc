@@ -212,8 +212,10 @@ Status StoreRunRecord(Store* store, const std::string& logs_dir, const v1::Point
     std::ofstream log(LogPath(logs_dir, e.id()), std::ios::binary | std::ios::trunc);
     log.write(r.log().data(), std::streamsize(std::min<size_t>(r.log().size(), kLogCapBytes)));
   }
-  for (const auto& s : r.samples()) RETURN_IF_ERROR(store->AddSample(e.id(), s));
-  for (const auto& ev : r.events()) RETURN_IF_ERROR(store->AddEvent(e.id(), ev));
+  // One transaction, replacing what an earlier try stored: a daemon killed mid-store and
+  // restarted stores the record again, not its samples twice.
+  RETURN_IF_ERROR(store->ReplaceTelemetry(e.id(), {r.samples().begin(), r.samples().end()},
+                                          {r.events().begin(), r.events().end()}));
   // Last: a reader that sees the ended record finds its samples.
   return put ? put(e) : store->Put(e);
 }

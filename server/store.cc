@@ -250,6 +250,24 @@ StatusOr<std::vector<v1::Event>> Store::Events(const std::string& id) {
 
 Status Store::AddSample(const std::string& id, const v1::Sample& s) {
   std::lock_guard<std::mutex> l(mu_);
+  return AddSampleLocked(id, s);
+}
+
+Status Store::ReplaceTelemetry(const std::string& id, const std::vector<v1::Sample>& samples,
+                               const std::vector<v1::Event>& events) {
+  std::lock_guard<std::mutex> l(mu_);
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Status st = ExecWithId("DELETE FROM samples WHERE id=?", id);
+  if (st.ok()) st = ExecWithId("DELETE FROM events WHERE id=?", id);
+  for (size_t i = 0; st.ok() && i < samples.size(); ++i) st = AddSampleLocked(id, samples[i]);
+  for (size_t i = 0; st.ok() && i < events.size(); ++i)
+    st = Append(db_, "INSERT INTO events VALUES (?,?,?)", id, events[i].t_ms(), events[i]);
+  if (st.ok()) st = Exec("COMMIT");
+  if (!st.ok()) (void)Exec("ROLLBACK");
+  return st;
+}
+
+Status Store::AddSampleLocked(const std::string& id, const v1::Sample& s) {
   Stmt st;
   if (sqlite3_prepare_v2(db_, "INSERT INTO samples (id, t_ms, body, node) VALUES (?,?,?,?)", -1,
                          &st.s, nullptr) != SQLITE_OK) {

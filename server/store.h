@@ -41,6 +41,11 @@ class Store {
   Status AddEvent(const std::string& id, const v1::Event& ev);
   StatusOr<std::vector<v1::Event>> Events(const std::string& id);
   Status AddSample(const std::string& id, const v1::Sample& s);
+  // A run's samples and events as a node handed them back, in one transaction: whatever was kept
+  // for `id` before is replaced, so storing the same record twice (a daemon killed while storing
+  // it, then restarted) keeps one copy; all or none.
+  Status ReplaceTelemetry(const std::string& id, const std::vector<v1::Sample>& samples,
+                          const std::vector<v1::Event>& events);
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
   // Deletes every other stored sample of `id` (the 2nd, 4th, ...): its series at half the rate.
   // `node`: only the samples of that node's part (a run across nodes), each node thinned
@@ -69,6 +74,7 @@ class Store {
   Status Exec(const char* sql);
   Status AddNodeColumn();
   Status ExecWithId(const char* sql, const std::string& id);
+  Status AddSampleLocked(const std::string& id, const v1::Sample& s);
   Status Error(const std::string& what);
   Status Stepped(sqlite3_stmt* st, const std::string& what);
 

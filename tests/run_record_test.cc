@@ -62,6 +62,10 @@ TEST(RunRecordTest, ARecordIsStoredUnderItsOrdersPlaceWithItsSamplesEventsAndLog
   std::string line;
   std::getline(log, line);
   EXPECT_EQ(line, "[worker 0] hello");
+  // Stored again (a daemon killed while storing it, then restarted): one copy, not two.
+  ASSERT_TRUE(StoreRunRecord(store->get(), d.path(), Order(), Record()).ok());
+  EXPECT_EQ((*store)->Samples("x0123456789")->size(), 3u);
+  EXPECT_EQ((*store)->Events("x0123456789")->size(), 1u);
 }
 
 TEST(RunRecordTest, ARecordClaimingAnotherPlaceOrARunNotEndedIsRefusedAndNothingStored) {
