@@ -281,20 +281,45 @@ void SlurmSweeps::Abandon(const v1::Sweep& sw) {
   fs::remove_all(SweepDir(sw.id()), ec);
 }
 
+// Slurm is asked with no lock held (scontrol and scancel may take seconds, and a submit's Follow
+// waits for the lock): what to ask is read under it, the answers applied under it again.
 size_t SlurmSweeps::Poll() {
-  std::lock_guard<std::mutex> l(mu_);
-  for (auto it = arrays_.begin(); it != arrays_.end();) {
-    PollArray(it->second);
-    it = it->second.tasks.empty() ? arrays_.erase(it) : std::next(it);
+  struct Ask {
+    std::string sweep_id, job_id;
+    std::vector<CancelWord> cancels;
+  };
+  std::vector<Ask> asks;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [id, a] : arrays_) asks.push_back({id, a.job_id, CancelsToSend(a)});
   }
+  for (Ask& ask : asks) {
+    for (CancelWord& c : ask.cancels) c.sent = slurm_->Cancel({c.target}, c.gently);
+    auto known = slurm_->Tasks(ask.job_id);
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = arrays_.find(ask.sweep_id);
+    if (it == arrays_.end()) continue;
+    Array& a = it->second;
+    RecordCancels(a, ask.cancels);
+    if (!known.ok()) {
+      spdlog::warn("sweep {}: scontrol show job {}: {}", a.sweep_id, a.job_id,
+                   known.status().message());
+      continue;
+    }
+    std::map<uint32_t, const SlurmTask*> by_task;
+    for (const auto& t : *known) by_task[t.index] = &t;
+    hold_(a.sweep_id, [&] { Apply(a, by_task); });
+    if (a.tasks.empty()) arrays_.erase(it);
+  }
+  std::lock_guard<std::mutex> l(mu_);
   return arrays_.size();
 }
 
 // Points whose cancel was asked (`shoal cancel`, a sweep's skip after an OOM): a pending task is
 // cancelled by Slurm (the whole array in one word when no task of it has started); a running one
 // is asked to stop, its run ending cancelled with its record written, and cancelled by Slurm
-// outright if it runs on past gentle_cancel_ms. One scancel call for each kind.
-void SlurmSweeps::CancelAsked(Array& a) {
+// outright if it runs on past gentle_cancel_ms. One scancel word for each kind.
+std::vector<SlurmSweeps::CancelWord> SlurmSweeps::CancelsToSend(const Array& a) const {
   const int64_t now = RealtimeMs();
   std::vector<uint32_t> hard, gentle;
   bool any_started = false;
@@ -311,32 +336,29 @@ void SlurmSweeps::CancelAsked(Array& a) {
     }
   }
   const bool whole = !any_started && !hard.empty() && hard.size() == a.tasks.size();
+  std::vector<CancelWord> words;
   for (const auto& [tasks, gently] : {std::pair{hard, false}, std::pair{gentle, true}}) {
     if (tasks.empty()) continue;
     // One word however many tasks ("4242_[0-9,12]"): 10,000 names would pass the argument limit.
-    const std::string target = whole && !gently ? a.job_id : TaskSet(a.job_id, tasks);
-    if (Status st = slurm_->Cancel({target}, gently); !st.ok()) {
-      spdlog::warn("sweep {}: {}", a.sweep_id, st.message());
-      continue;  // asked again at the next poll
-    }
-    for (uint32_t task : tasks) {
-      auto [it, fresh] = a.cancels.try_emplace(task, Array::Cancel{now, !gently});
-      if (!fresh) it->second.hard = !gently;
-    }
+    words.push_back({whole && !gently ? a.job_id : TaskSet(a.job_id, tasks), gently, tasks, {}});
   }
+  return words;
 }
 
-void SlurmSweeps::PollArray(Array& a) {
-  CancelAsked(a);
-  auto known = slurm_->Tasks(a.job_id);
-  if (!known.ok()) {
-    spdlog::warn("sweep {}: scontrol show job {}: {}", a.sweep_id, a.job_id,
-                 known.status().message());
-    return;
+// What reached Slurm is remembered (a gentle cancel's time, for its grace); what did not is asked
+// again at the next poll.
+void SlurmSweeps::RecordCancels(Array& a, const std::vector<CancelWord>& words) {
+  const int64_t now = RealtimeMs();
+  for (const CancelWord& c : words) {
+    if (!c.sent.ok()) {
+      spdlog::warn("sweep {}: {}", a.sweep_id, c.sent.message());
+      continue;
+    }
+    for (uint32_t task : c.tasks) {
+      auto [it, fresh] = a.cancels.try_emplace(task, Array::Cancel{now, !c.gently});
+      if (!fresh) it->second.hard = !c.gently;
+    }
   }
-  std::map<uint32_t, const SlurmTask*> by_task;
-  for (const auto& t : *known) by_task[t.index] = &t;
-  hold_(a.sweep_id, [&] { Apply(a, by_task); });
 }
 
 // The tasks' states into their points: started, waiting, or ended (records stored).
@@ -348,7 +370,9 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
       // Absent: ended long ago (Slurm forgets), or only left out of this answer. Its record
       // says it ended; without one, three absences in a row do.
       std::error_code ec;
-      if (fs::exists(RecordPath(a.dir, task), ec) || ++a.absent[task] >= 3) ended.push_back(task);
+      const std::string record =
+          NodesOf(e.spec()) > 1 ? NodeRecordPath(a.dir, task, 0) : RecordPath(a.dir, task);
+      if (fs::exists(record, ec) || ++a.absent[task] >= 3) ended.push_back(task);
       continue;
     }
     a.absent.erase(task);

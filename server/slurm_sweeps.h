@@ -63,9 +63,16 @@ class SlurmSweeps {
     // shortens a long list of pending tasks; a task may be between states).
     std::map<uint32_t, int> absent;
   };
-  void PollArray(Array& a);
+  // One scancel word (an array, or a set of its tasks) and whether it reached Slurm.
+  struct CancelWord {
+    std::string target;
+    bool gently = false;
+    std::vector<uint32_t> tasks;
+    Status sent;
+  };
+  std::vector<CancelWord> CancelsToSend(const Array& a) const;
+  void RecordCancels(Array& a, const std::vector<CancelWord>& words);
   void Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by_task);
-  void CancelAsked(Array& a);
   void Started(v1::Experiment& e, const SlurmTask& t);
   void Waiting(v1::Experiment& e, const SlurmTask& t);
   // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.
@@ -78,7 +85,9 @@ class SlurmSweeps {
   Store* store_;
   SlurmSweepOptions opts_;
   HoldSaves hold_;
-  std::mutex mu_;  // arrays_: Follow may come from a submit while the poller runs
+  // arrays_: Follow may come from a submit while the poller runs; never held while Slurm's tools
+  // run (Poll asks them between its looks at the arrays).
+  std::mutex mu_;
   std::map<std::string, Array> arrays_;
 };
 

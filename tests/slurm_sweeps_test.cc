@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "server/run_record.h"
 #include "shared/spec/sweep.h"
@@ -26,6 +27,7 @@ class FakeSlurm : public Slurm {
   }
   StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) override {
     asked.push_back(job_id);
+    if (while_asked) while_asked();
     return tasks;
   }
   Status Cancel(const std::vector<std::string>& targets, bool gently) override {
@@ -36,6 +38,7 @@ class FakeSlurm : public Slurm {
   std::vector<std::string> asked, cancelled;
   std::vector<SlurmTask> tasks;
   std::string refuse;  // sbatch's error, when set
+  std::function<void()> while_asked;  // runs while scontrol "answers"
 };
 
 SlurmTask Task(uint32_t i, const std::string& state, const std::string& reason = "",
@@ -169,6 +172,29 @@ TEST_F(SlurmSweepsTest, ARunAcrossNodesIsOneTaskOfThatManyNodesAndOneRecord) {
   ASSERT_EQ(e.parts_size(), 2);
   EXPECT_EQ(store_->Samples(e.id())->size(), 8u);  // both nodes' samples
   EXPECT_FALSE(std::filesystem::exists(NodeRecordPath(SweepDir(), 0, 1)));
+}
+
+// scontrol may take seconds: meanwhile a submit's Follow goes through (the poll holds no lock
+// while Slurm answers), and the array it adds is looked at from the next poll.
+TEST_F(SlurmSweepsTest, ASubmitIsNotHeldUpWhileSlurmAnswersAPoll) {
+  PlaceAll();
+  v1::Sweep other = sw_;
+  other.set_id("s0000000002");
+  std::vector<v1::Experiment> more = {exps_[0]};
+  more[0].set_id("x0000000009");
+  more[0].set_sweep_id(other.id());
+  bool followed = false;
+  slurm_.while_asked = [&] {
+    if (followed) return;
+    sweeps_->Follow(other, more);  // would wait forever for a lock the poll held
+    followed = true;
+  };
+  slurm_.tasks = {Task(0, "PENDING", "Priority"), Task(1, "PENDING"), Task(2, "PENDING")};
+  EXPECT_EQ(sweeps_->Poll(), 2u);
+  EXPECT_TRUE(followed);
+  slurm_.asked.clear();
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.asked.size(), 2u);  // both arrays
 }
 
 TEST_F(SlurmSweepsTest, PointsOnUnlikeNodeCountsAreRefused) {
