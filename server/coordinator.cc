@@ -82,6 +82,7 @@ Coordinator::Coordinator(CoordinatorOptions opts, Store* store, TelemetryHub* hu
   if (seams.slurm != nullptr) {
     SlurmSweepOptions slurm = opts_.slurm;
     slurm.logs_dir = opts_.logs_dir;
+    slurm.blobs_dir = opts_.blobs_dir;
     slurm_ = std::make_unique<SlurmSweeps>(
         seams.slurm, &queue_, store, slurm,
         [this](const std::string& id, const std::function<void()>& fn) {
@@ -413,7 +414,7 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
   if (spec.has_slurm()) {
     return SubmitSlurmSweep(spec, submitter, [&](const v1::ExperimentSpec& s) -> Status {
       RETURN_IF_ERROR(check(s.dataset()));
-      return OnSharedFiles(s);
+      return CheckModelFile(s);  // stored here: the placement shares it with the nodes
     });
   }
   return sweeps_.Submit(spec, submitter, opts_.limits, [&](const v1::ExperimentSpec& s) -> Status {
@@ -422,20 +423,6 @@ StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
     Status st = Admit(s, /*queued=*/true);
     return st.ok() ? st : ResourceExhausted(st.message());
   });
-}
-
-// A point on Slurm's nodes reads its files there: an uploaded one lives in this daemon's blob
-// store, which a task's throwaway daemon neither has nor may share (it would clean it up).
-Status Coordinator::OnSharedFiles(const v1::ExperimentSpec& spec) const {
-  for (const std::string* f : {&spec.model_file(), &spec.dataset()}) {
-    if (f->rfind("sha256:", 0) == 0)
-      return InvalidArgument(
-          "slurm: " + std::string(f == &spec.dataset() ? "dataset" : "model_file") +
-          ": a file uploaded to this daemon stays in its store, which the nodes do not read: "
-          "a sweep on Slurm cannot use one yet (a data set given as a folder on the cluster's "
-          "shared file system can be)");
-  }
-  return Status::Ok();
 }
 
 // A sweep whose points run on Slurm's nodes: each point is checked as a spec (its files here

@@ -119,7 +119,6 @@ class Coordinator : public ExperimentService {
   StatusOr<std::string> SubmitSlurmSweep(const v1::SweepSpec& spec, const std::string& submitter,
                                          const SweepTracker::Admit& check);
   void FollowRecovered(const Recovered& r);
-  Status OnSharedFiles(const v1::ExperimentSpec& spec) const;
   void RunOne(v1::Experiment e);
   void EndUnstarted(v1::Experiment e, v1::ExperimentState state, const std::string& why);
   Status PrepareForkServer(const v1::Experiment& e);

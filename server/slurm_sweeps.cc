@@ -5,9 +5,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "server/run_record.h"
 #include "shared/os/process.h"
+#include "shared/spec/spec.h"
 #include "shared/spec/sweep.h"
 #include "spdlog/spdlog.h"
 
@@ -122,6 +124,11 @@ std::string TaskOutputPath(const std::string& dir, uint32_t task) {
 
 namespace {
 
+// The uploaded files the sweep shares (its folder's blobs/), where the task's daemon looks.
+constexpr const char* kLinkBlobs =
+    "mkdir -p \"$state/blobs\"\n"
+    "for f in \"$dir\"/blobs/*; do [ -e \"$f\" ] && ln -s \"$f\" \"$state/blobs/\"; done\n";
+
 // One run-point on each node of the task's allocation (srun, one task a node). Each step passes
 // SIGTERM (srun forwards scancel's) to its run, as the one-node script does.
 std::string NodesScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
@@ -143,6 +150,8 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          std::to_string(nodes) +
          "}\" --ntasks-per-node=1 sh -c '\n"
          "  state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n"
+         "  mkdir -p \"$state/blobs\"; for f in \"$2\"/blobs/*; do [ -e \"$f\" ] && ln -s \"$f\" "
+         "\"$state/blobs/\"; done\n"
          "  \"$1\" --run-point \"$2/order-$3.json\" \\\n"
          "    --record-out \"$2/record-$3.node-$SLURM_NODEID.pb\" --node-rank \"$SLURM_NODEID\" "
          "\\\n"
@@ -173,6 +182,7 @@ std::string ArrayScript(const std::string& shoald, const std::string& dir, uint3
          "\n"
          "task=\"$SLURM_ARRAY_TASK_ID\"\n"
          "state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n" +
+         kLinkBlobs +
          "# scancel's SIGTERM to the run: it ends cancelled and still writes its record.\n"
          "pid=\n"
          "trap '[ -n \"$pid\" ] && kill -TERM $pid 2>/dev/null' TERM INT\n" +
@@ -215,6 +225,27 @@ StatusOr<uint32_t> ArrayNodes(const std::vector<v1::Experiment>& exps) {
   return n;
 }
 
+// The uploaded files the points name (model_file, a tensor data set: sha256:HEX) into dir/blobs/,
+// hard-linked from the daemon's store where one file system holds both, else copied.
+Status ShareFiles(const std::string& blobs_dir, const std::vector<v1::Experiment>& exps,
+                  const std::string& dir) {
+  std::set<std::string> hexes;
+  for (const auto& e : exps)
+    for (const std::string* f : {&e.spec().model_file(), &e.spec().dataset()})
+      if (IsSha256Ref(*f)) hexes.insert(f->substr(7));
+  if (hexes.empty()) return Status::Ok();
+  std::error_code ec;
+  fs::create_directories(dir + "/blobs", ec);
+  if (ec) return Internal("cannot make " + dir + "/blobs: " + ec.message());
+  for (const std::string& hex : hexes) {
+    const std::string from = blobs_dir + "/" + hex, to = dir + "/blobs/" + hex;
+    fs::create_hard_link(from, to, ec);
+    if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Internal("cannot share " + from + " with the nodes: " + ec.message());
+  }
+  return Status::Ok();
+}
+
 // A task's record: its one node's, or its nodes' merged (MergeNodeRecords).
 StatusOr<v1::RunRecord> ReadTaskRecord(const std::string& dir, uint32_t task, uint32_t nodes) {
   if (nodes <= 1) return ReadRunRecord(RecordPath(dir, task));
@@ -235,6 +266,7 @@ Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   fs::create_directories(dir, ec);
   if (ec) return Internal("cannot make " + dir + ": " + ec.message());
   auto placed = [&]() -> StatusOr<std::string> {
+    RETURN_IF_ERROR(ShareFiles(opts_.blobs_dir, *exps, dir));
     for (uint32_t i = 0; i < exps->size(); ++i)
       RETURN_IF_ERROR(WriteOrder((*exps)[i], OrderPath(dir, i)));
     RETURN_IF_ERROR(
@@ -309,7 +341,10 @@ size_t SlurmSweeps::Poll() {
     std::map<uint32_t, const SlurmTask*> by_task;
     for (const auto& t : *known) by_task[t.index] = &t;
     hold_(a.sweep_id, [&] { Apply(a, by_task); });
-    if (a.tasks.empty()) arrays_.erase(it);
+    if (!a.tasks.empty()) continue;
+    std::error_code ec;
+    fs::remove_all(a.dir + "/blobs", ec);  // no task will read them again
+    arrays_.erase(it);
   }
   std::lock_guard<std::mutex> l(mu_);
   return arrays_.size();

@@ -28,6 +28,9 @@ struct SlurmSweepOptions {
   // A running task asked to stop (its run cancelled, its record still written) is cancelled by
   // Slurm outright once it has run on this long.
   int64_t gentle_cancel_ms = 30000;
+  // The daemon's uploaded files: a point's model file or tensor data set is shared with the
+  // nodes under its sweep's folder (blobs/), where each task's daemon finds it.
+  std::string blobs_dir;
 };
 
 class SlurmSweeps {

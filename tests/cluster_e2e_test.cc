@@ -292,6 +292,34 @@ TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMe
   ExpectNothingLeft();
 }
 
+// A model file uploaded to this daemon reaches the nodes: the sweep shares it under its folder,
+// each task's daemon trains it, and nothing of it stays there once the array has ended.
+TEST_F(SlurmSweepE2E, AnUploadedModelFileTrainsOnTheNodes) {
+  const std::string model = dir_ / "mlp.pt";
+  ASSERT_EQ(testing::RunCommand({"/usr/bin/python3", "-c",
+                                 "import sys, torch; torch.jit.script(torch.nn.Sequential("
+                                 "torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, "
+                                 "10))).save(sys.argv[1])",
+                                 model})
+                .exit_code,
+            0);
+  const CommandResult r = daemon_->Cli(
+      {"sweep", "--slurm", "--partition", "try", "--model-file", model, "--input",
+       "float32[B,64]", "--classes", "10", "--workers", "1,2", "--start", "spawn", "--batches",
+       "4", "--batch-size", "16", "--wait", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const json sw = Parse(r)["sweep"];
+  for (const auto& p : sw["points"]) {
+    const json e = Get(p["experiment_id"]);
+    EXPECT_EQ(e["state"], "SUCCEEDED") << e.dump();
+    EXPECT_EQ(e["model_file"]["name"], "mlp.pt");
+    EXPECT_EQ(e["result"]["steps"].get<int>(), 4 * p["workers"].get<int>());
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/slurm/" + sw["id"].get<std::string>() +
+                                       "/blobs"));
+  ExpectNothingLeft();
+}
+
 TEST_F(SlurmSweepE2E, ARestartPicksTheArrayUpAndCancelAndAKilledTaskEndTheirPoints) {
   const CommandResult r = daemon_->Cli({"sweep", "--slurm", "--max-parallel", "2", "--repeats", "3",
                                         "--batches", "100000", "--batch-size", "16", "--dataset",

@@ -80,7 +80,8 @@ class SlurmSweepsTest : public ::testing::Test {
     sweeps_ =
         std::make_unique<SlurmSweeps>(&slurm_, queue_.get(), store_.get(),
                                       SlurmSweepOptions{"/opt/shoal it's/shoald", dir_ / "slurm",
-                                                        dir_ / "logs", gentle_cancel_ms});
+                                                        dir_ / "logs", gentle_cancel_ms,
+                                                        dir_ / "blobs"});
   }
   // Placed, stored and followed, as the coordinator does it.
   void PlaceAll() {
@@ -195,6 +196,33 @@ TEST_F(SlurmSweepsTest, ASubmitIsNotHeldUpWhileSlurmAnswersAPoll) {
   slurm_.asked.clear();
   sweeps_->Poll();
   EXPECT_EQ(slurm_.asked.size(), 2u);  // both arrays
+}
+
+// A point's uploaded model file is shared with the nodes under the sweep's folder (a hard link to
+// the daemon's store), each task's daemon finds it in its own blob folder, and it goes once the
+// array has ended.
+TEST_F(SlurmSweepsTest, AnUploadedModelFileIsSharedWithTheNodesUntilTheArrayEnds) {
+  const std::string hex(64, 'a');
+  std::filesystem::create_directories(dir_ / "blobs");
+  std::ofstream(dir_ / ("blobs/" + hex)) << "a TorchScript archive";
+  exps_.resize(1);
+  exps_[0].mutable_spec()->set_model_file("sha256:" + hex);
+  PlaceAll();
+  const std::string shared = SweepDir() + "/blobs/" + hex;
+  std::ifstream in(shared);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "a TorchScript archive");
+  struct stat a {}, b {};
+  ASSERT_EQ(::stat(shared.c_str(), &a), 0);
+  ASSERT_EQ(::stat((dir_ / ("blobs/" + hex)).c_str(), &b), 0);
+  EXPECT_EQ(a.st_ino, b.st_ino);  // one file system: a link, not a copy
+  std::ifstream s(slurm_.submitted[0].script);
+  const std::string script((std::istreambuf_iterator<char>(s)), {});
+  EXPECT_NE(script.find("ln -s \"$f\" \"$state/blobs/\""), std::string::npos) << script;
+  WriteRecord(0, v1::SUCCEEDED);
+  slurm_.tasks = {Task(0, "COMPLETED", "", "node0")};
+  EXPECT_EQ(sweeps_->Poll(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(SweepDir() + "/blobs"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / ("blobs/" + hex)));  // the daemon's own stays
 }
 
 TEST_F(SlurmSweepsTest, PointsOnUnlikeNodeCountsAreRefused) {
