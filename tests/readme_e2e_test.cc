@@ -25,8 +25,8 @@ struct Example {
   std::vector<std::string> printed;  // the lines after it
 };
 
-// The fenced blocks of `text` whose first line is `$ shoal submit`.
-std::vector<Example> SubmitExamples(const std::string& text) {
+// The fenced blocks of `text` whose first line starts with `prefix` ("$ shoal submit").
+std::vector<Example> Examples(const std::string& text, const std::string& prefix) {
   std::vector<Example> out;
   std::istringstream in(text);
   std::string line;
@@ -38,7 +38,7 @@ std::vector<Example> SubmitExamples(const std::string& text) {
       continue;
     }
     if (!fenced) continue;
-    if (!wanted && out.size() < 16 && line.rfind("$ shoal submit", 0) == 0) {
+    if (!wanted && out.size() < 16 && line.rfind(prefix, 0) == 0) {
       out.push_back({line.substr(2), {}});
       wanted = true;
       continued = line.back() == '\\';
@@ -127,7 +127,7 @@ class ReadmeE2E : public ::testing::Test {
 TEST_F(ReadmeE2E, EverySubmitExampleHasTheShapeItsCommandPrints) {
   std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/README.md");
   const std::vector<Example> examples =
-      SubmitExamples(std::string((std::istreambuf_iterator<char>(in)), {}));
+      Examples(std::string((std::istreambuf_iterator<char>(in)), {}), "$ shoal submit");
   ASSERT_EQ(examples.size(), 2u);  // your model, your script: a third one is checked too
   for (const Example& ex : examples) {
     const CommandResult r = daemon_->Cli(Args(ex.command));
@@ -140,6 +140,39 @@ TEST_F(ReadmeE2E, EverySubmitExampleHasTheShapeItsCommandPrints) {
     EXPECT_EQ(Labels(printed), Labels(ex.printed))
         << ex.command << "\nprinted:\n"
         << r.out << "\n(regenerate the README block from it)";
+  }
+}
+
+// The sweep example's block is an excerpt (`...`): every table it shows (its `## ` headings, in
+// order) must still be printed, run here with one repeat of 2 batches a point (what it prints,
+// not how long it takes).
+TEST_F(ReadmeE2E, TheSweepExamplePrintsTheTablesItsBlockShows) {
+  std::ifstream in(std::string(SHOAL_SOURCE_DIR) + "/README.md");
+  const std::vector<Example> examples =
+      Examples(std::string((std::istreambuf_iterator<char>(in)), {}), "$ shoal sweep");
+  ASSERT_EQ(examples.size(), 1u);
+  std::vector<std::string> args = Args(examples[0].command);
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--repeats") args[i + 1] = "1";
+    if (args[i] == "--batches") args[i + 1] = "2";
+  }
+  const CommandResult r = daemon_->Cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto headings = [](const std::vector<std::string>& lines) {
+    std::vector<std::string> out;
+    for (const auto& l : lines)
+      if (l.rfind("## ", 0) == 0) out.push_back(l);
+    return out;
+  };
+  std::vector<std::string> printed;
+  std::istringstream lines(r.out);
+  for (std::string l; std::getline(lines, l);) printed.push_back(l);
+  const std::vector<std::string> shown = headings(examples[0].printed), all = headings(printed);
+  ASSERT_FALSE(shown.empty());
+  size_t at = 0;  // each shown heading found after the one before it
+  for (const std::string& h : shown) {
+    while (at < all.size() && all[at] != h) ++at;
+    EXPECT_LT(at, all.size()) << "'" << h << "' is not printed (in this order):\n" << r.out;
   }
 }
 
