@@ -260,8 +260,8 @@ bool Resolve(DaemonArgs& d) {
           .string();
   opts.slurm.shoald = shoal::SelfExeDir() + "/shoald";
   // --run-point: the order was admitted by the daemon that placed it (a command only where that
-  // one was started with --allow-commands), and only its user can write the folder it is in.
-  if (!d.run_point.empty()) opts.allow_commands = true;
+  // one was started with --allow-commands): trusted where only this user can have written it.
+  if (!d.run_point.empty()) opts.allow_commands = shoal::WrittenOnlyByMe(d.run_point);
   opts.slurm_poll = std::chrono::milliseconds(d.slurm_poll_ms);
   d.access.daemon_uid = ::geteuid();
   if (!CheckTcp(d)) return false;

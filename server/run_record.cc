@@ -1,6 +1,7 @@
 #include "server/run_record.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -44,13 +46,29 @@ StatusOr<v1::PointOrder> ReadPointOrder(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   v1::PointOrder order;
-  google::protobuf::util::JsonParseOptions strict;
-  if (auto st = google::protobuf::util::JsonStringToMessage(text.str(), &order, strict); !st.ok())
+  // Unknown fields are dropped, not refused: an order written before data_parallel's node fields
+  // moved to the spec (by an older shoald, its task still pending across the upgrade) holds them
+  // at their defaults (1 node, rank 0: runs across nodes came after), which the spec's defaults
+  // give again.
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  if (auto st = google::protobuf::util::JsonStringToMessage(text.str(), &order, options); !st.ok())
     return InvalidArgument("run-point: " + path +
                            " is not a point order: " + std::string(st.message()));
   if (order.sweep_id().empty() || order.experiment_id().empty())
     return InvalidArgument("run-point: " + path + " names no sweep_id or experiment_id");
   return order;
+}
+
+bool WrittenOnlyByMe(const std::string& path) {
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  for (const std::string& p : {path, folder.empty() ? std::string(".") : folder}) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0 || st.st_uid != ::geteuid() ||
+        (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+      return false;
+  }
+  return true;
 }
 
 StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,

@@ -18,6 +18,10 @@ namespace shoal {
 // Reads a PointOrder (JSON); INVALID_ARGUMENT naming what is wrong with it.
 StatusOr<v1::PointOrder> ReadPointOrder(const std::string& path);
 
+// Whether `path` and its folder belong to this process's user and no one else may write either:
+// an order found so was written by the daemon that placed it (its kind command then runs).
+bool WrittenOnlyByMe(const std::string& path);
+
 // Submits the order's spec to `service`, waits for the run to end and its log to be complete,
 // and gathers its record, named as the order names it (its sweep, point and id). Once `stop` is
 // set the run is cancelled (and its record still gathered).
@@ -31,8 +35,9 @@ StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path);
 // The records of one run's parts on several nodes (records[k]: node k's, or why there is none)
 // as one record: the first node's experiment with every node's processes and samples (each with
 // its node), their events and logs, each node's own state and figures in `parts`, samples/s,
-// samples and steps summed over the nodes; FAILED, naming the node, when a part failed or wrote no record. NOT_FOUND
-// when no node wrote one; UNAVAILABLE (read again later) or INVALID_ARGUMENT as a part's.
+// samples and steps summed over the nodes; FAILED, naming the node, when a part failed or wrote no
+// record. NOT_FOUND when no node wrote one; UNAVAILABLE (read again later) or INVALID_ARGUMENT as a
+// part's.
 StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecord>>& records);
 
 // Stores a record a node handed back for `order`: its samples, events and log (under logs_dir),

@@ -144,8 +144,13 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
          "addr=$(scontrol -o show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
          "master=\"${addr:-$head}:$((20000 + ${SLURM_JOB_ID:-0} % 20000))\"\n"
+         "# scancel's SIGTERM (to this shell) becomes a stop file each node's task watches: it\n"
+         "# passes SIGTERM to its run alone, which ends cancelled and still writes its record.\n"
+         "# (srun would SIGKILL its tasks, and a signal to the step reaches every process in it.)\n"
+         "stop=\"$dir/stop-$task\"\n"
+         "rm -f \"$stop\"\n"
          "pid=\n"
-         "trap '[ -n \"$pid\" ] && kill -TERM $pid 2>/dev/null' TERM INT\n"
+         "trap '[ -n \"$pid\" ] && touch \"$stop\"' TERM INT\n"
          "srun --ntasks=\"${SLURM_JOB_NUM_NODES:-" +
          std::to_string(nodes) +
          "}\" --ntasks-per-node=1 sh -c '\n"
@@ -158,6 +163,8 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "    --master \"$4\" --state-dir \"$state\" --log-level info &\n"
          "  p=$!\n"
          "  trap \"kill -TERM $p 2>/dev/null\" TERM INT\n"
+         "  (while kill -0 $p 2>/dev/null; do\n"
+         "     if [ -e \"$2/stop-$3\" ]; then kill -TERM $p; break; fi; sleep 1; done) &\n"
          "  wait $p; code=$?\n"
          "  while kill -0 $p 2>/dev/null; do wait $p; code=$?; done\n"
          "  rm -rf \"$state\"\n"
@@ -168,6 +175,7 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "wait $pid\n"
          "code=$?\n"
          "while kill -0 $pid 2>/dev/null; do wait $pid; code=$?; done\n"
+         "rm -f \"$stop\"\n"
          "exit $code\n";
 }
 
@@ -246,6 +254,15 @@ Status ShareFiles(const std::string& blobs_dir, const std::vector<v1::Experiment
   return Status::Ok();
 }
 
+// Whether the task's run left its record: every node's, across nodes (node 0 may end first).
+bool HasRecords(const std::string& dir, uint32_t task, uint32_t nodes) {
+  std::error_code ec;
+  if (nodes <= 1) return fs::exists(RecordPath(dir, task), ec);
+  for (uint32_t k = 0; k < nodes; ++k)
+    if (!fs::exists(NodeRecordPath(dir, task, k), ec)) return false;
+  return true;
+}
+
 // A task's record: its one node's, or its nodes' merged (MergeNodeRecords).
 StatusOr<v1::RunRecord> ReadTaskRecord(const std::string& dir, uint32_t task, uint32_t nodes) {
   if (nodes <= 1) return ReadRunRecord(RecordPath(dir, task));
@@ -265,6 +282,9 @@ Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Internal("cannot make " + dir + ": " + ec.message());
+  // Only this daemon's user may write what the tasks run (shoald --run-point trusts its order).
+  fs::permissions(dir, fs::perms::owner_all, ec);
+  if (ec) return Internal("cannot make " + dir + " private: " + ec.message());
   auto placed = [&]() -> StatusOr<std::string> {
     RETURN_IF_ERROR(ShareFiles(opts_.blobs_dir, *exps, dir));
     for (uint32_t i = 0; i < exps->size(); ++i)
@@ -302,7 +322,12 @@ void SlurmSweeps::Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>&
       a.dir = fs::path(e.slurm().output()).parent_path().string();
   for (const auto& e : pending)
     if (e.has_slurm() && !IsTerminal(e.state())) a.tasks[e.slurm().task()] = e;
-  if (a.tasks.empty()) arrays_.erase(sw.id());
+  if (!a.tasks.empty()) return;
+  // Ended while no daemon followed it (a restart after its last record was stored): the files it
+  // shared with the nodes go now.
+  std::error_code ec;
+  fs::remove_all(a.dir + "/blobs", ec);
+  arrays_.erase(sw.id());
 }
 
 void SlurmSweeps::Abandon(const v1::Sweep& sw) {
@@ -404,10 +429,8 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
     if (it == by_task.end()) {
       // Absent: ended long ago (Slurm forgets), or only left out of this answer. Its record
       // says it ended; without one, three absences in a row do.
-      std::error_code ec;
-      const std::string record =
-          NodesOf(e.spec()) > 1 ? NodeRecordPath(a.dir, task, 0) : RecordPath(a.dir, task);
-      if (fs::exists(record, ec) || ++a.absent[task] >= 3) ended.push_back(task);
+      if (HasRecords(a.dir, task, NodesOf(e.spec())) || ++a.absent[task] >= 3)
+        ended.push_back(task);
       continue;
     }
     a.absent.erase(task);

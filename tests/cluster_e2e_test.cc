@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "shoal/v1/shoal.pb.h"
 #include "tests/testutil.h"
@@ -258,6 +260,32 @@ TEST_F(SlurmSweepE2E, ARunAcrossBothNodesIsOneTaskAndOneRecordWithAPartANode) {
   ExpectNothingLeft();
 }
 
+// A run across both nodes cancelled mid-run: the batch shell's SIGTERM reaches each node's run
+// through the step (not srun, which would kill them), so every node still hands its record back.
+TEST_F(SlurmSweepE2E, ARunAcrossNodesCancelledMidRunStillHandsBackEveryNodesRecord) {
+  const CommandResult r =
+      daemon_->Cli({"submit", "--slurm", "--partition", "try", "--kind", "data_parallel", "--nodes",
+                    "2", "--workers", "1", "--batches", "100000", "--batch-size", "16", "--dataset",
+                    "synthetic", "--eval-samples", "0", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string id = Parse(r)["id"];
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const json e = Get(id);
+        return e["state"] == "RUNNING" && e["slurm"].value("state", "") == "RUNNING";
+      },
+      60));
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // both nodes training
+  ASSERT_EQ(daemon_->Cli({"cancel", id}).exit_code, 0);
+  ASSERT_TRUE(WaitFor([&] { return Get(id)["state"] != "RUNNING"; }, 60));
+  const json e = Get(id);
+  EXPECT_EQ(e["state"], "CANCELLED") << e.dump(2);
+  ASSERT_EQ(e["parts"].size(), 2u) << e.dump(2);
+  for (const auto& part : e["parts"]) EXPECT_EQ(part["state"], "CANCELLED") << part.dump();
+  EXPECT_GT(e["result"]["steps"].get<int>(), 0);
+  ExpectNothingLeft();
+}
+
 // A program of the user's across both nodes (torchrun's variables): 2 ranks a node meet at the
 // first node's address through c10d over Gloo and all-reduce their rank + 1 (1+2+3+4 = 10); each
 // rank writes what it was told where the test reads it.
@@ -303,10 +331,11 @@ TEST_F(SlurmSweepE2E, AnUploadedModelFileTrainsOnTheNodes) {
                                  model})
                 .exit_code,
             0);
-  const CommandResult r = daemon_->Cli(
-      {"sweep", "--slurm", "--partition", "try", "--model-file", model, "--input",
-       "float32[B,64]", "--classes", "10", "--workers", "1,2", "--start", "spawn", "--batches",
-       "4", "--batch-size", "16", "--wait", "--json"});
+  const CommandResult r =
+      daemon_->Cli({"sweep",   "--slurm",       "--partition", "try", "--model-file", model,
+                    "--input", "float32[B,64]", "--classes",   "10",  "--workers",    "1,2",
+                    "--start", "spawn",         "--batches",   "4",   "--batch-size", "16",
+                    "--wait",  "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const json sw = Parse(r)["sweep"];
   for (const auto& p : sw["points"]) {

@@ -3,6 +3,7 @@
 #include "server/run_record.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -91,7 +92,7 @@ TEST(RunRecordTest, ARecordClaimingAnotherPlaceOrARunNotEndedIsRefusedAndNothing
 
 TEST(RunRecordTest, AnOrderThatIsNotOneIsRefusedNamingTheFile) {
   testing::TempDir d;
-  std::ofstream(d / "bad.json") << "{\"sweep_id\": \"s1\", \"workers\": 2}";
+  std::ofstream(d / "bad.json") << "{\"sweep_id\": [\"s1\"], \"index\": 2}";
   auto bad = ReadPointOrder(d / "bad.json");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(
@@ -107,6 +108,16 @@ TEST(RunRecordTest, AnOrderThatIsNotOneIsRefusedNamingTheFile) {
   auto good = ReadPointOrder(d / "good.json");
   ASSERT_TRUE(good.ok()) << good.status().message();
   EXPECT_EQ(good->spec().workers(), 2u);
+  // Written by an older shoald (data_parallel's node fields where they were, at their defaults),
+  // its task pending across the upgrade: read, those fields dropped.
+  std::ofstream(d / "old.json")
+      << "{\"sweep_id\": \"s1\", \"index\": 0, \"experiment_id\": \"x1\", \"spec\": "
+         "{\"kind\": \"data_parallel\", \"dataParallel\": {\"scaling\": \"strong\", \"nodes\": 1, "
+         "\"nodeRank\": 0}}}";
+  auto old = ReadPointOrder(d / "old.json");
+  ASSERT_TRUE(old.ok()) << old.status().message();
+  EXPECT_EQ(old->spec().data_parallel().scaling(), "strong");
+  EXPECT_FALSE(old->spec().has_nodes());
 }
 
 // One run over two nodes: node 0's experiment carrying both nodes' processes and samples (each
@@ -155,6 +166,23 @@ TEST(RunRecordTest, TheRecordsOfARunsNodesAreOneWithAPartEach) {
             "node 1: worker 0 exited with code 1");
   EXPECT_EQ(MergeNodeRecords({NotFound("a"), NotFound("b")}).status().code(), Code::kNotFound);
   EXPECT_EQ(MergeNodeRecords({node(0, 1), Unavailable("nfs")}).status().code(), Code::kUnavailable);
+}
+
+// A run-point daemon runs a command's order only where no one but its user could have written it.
+TEST(RunRecordTest, AnOrderIsTrustedOnlyWhereOnlyItsUserCouldHaveWrittenIt) {
+  testing::TempDir d;
+  const std::string dir = d / "sweep", order = dir + "/order-0.json";
+  std::filesystem::create_directories(dir);
+  std::ofstream(order) << "{}";
+  ::chmod(dir.c_str(), 0700);
+  ::chmod(order.c_str(), 0600);
+  EXPECT_TRUE(WrittenOnlyByMe(order));
+  ::chmod(order.c_str(), 0620);  // a group may write the order
+  EXPECT_FALSE(WrittenOnlyByMe(order));
+  ::chmod(order.c_str(), 0600);
+  ::chmod(dir.c_str(), 0775);  // a group may put another order in its place
+  EXPECT_FALSE(WrittenOnlyByMe(order));
+  EXPECT_FALSE(WrittenOnlyByMe(dir + "/order-9.json"));  // none there
 }
 
 }  // namespace

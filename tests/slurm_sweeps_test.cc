@@ -37,7 +37,7 @@ class FakeSlurm : public Slurm {
   std::vector<ArrayJob> submitted;
   std::vector<std::string> asked, cancelled;
   std::vector<SlurmTask> tasks;
-  std::string refuse;  // sbatch's error, when set
+  std::string refuse;                 // sbatch's error, when set
   std::function<void()> while_asked;  // runs while scontrol "answers"
 };
 
@@ -77,11 +77,10 @@ class SlurmSweepsTest : public ::testing::Test {
     }
   }
   void Follower(int64_t gentle_cancel_ms) {
-    sweeps_ =
-        std::make_unique<SlurmSweeps>(&slurm_, queue_.get(), store_.get(),
-                                      SlurmSweepOptions{"/opt/shoal it's/shoald", dir_ / "slurm",
-                                                        dir_ / "logs", gentle_cancel_ms,
-                                                        dir_ / "blobs"});
+    sweeps_ = std::make_unique<SlurmSweeps>(
+        &slurm_, queue_.get(), store_.get(),
+        SlurmSweepOptions{"/opt/shoal it's/shoald", dir_ / "slurm", dir_ / "logs", gentle_cancel_ms,
+                          dir_ / "blobs"});
   }
   // Placed, stored and followed, as the coordinator does it.
   void PlaceAll() {
@@ -158,8 +157,9 @@ TEST_F(SlurmSweepsTest, ARunAcrossNodesIsOneTaskOfThatManyNodesAndOneRecord) {
   EXPECT_EQ(slurm_.submitted[0].nodes, 2u);
   std::ifstream in(slurm_.submitted[0].script);
   const std::string script((std::istreambuf_iterator<char>(in)), {});
-  for (const char* want : {"srun --ntasks=", "--ntasks-per-node=1", "--node-rank \"$SLURM_NODEID\"",
-                           "--master \"$4\"", "record-$3.node-$SLURM_NODEID.pb", "NodeAddr="})
+  for (const char* want :
+       {"srun --ntasks=", "--ntasks-per-node=1", "--node-rank \"$SLURM_NODEID\"", "stop-$3",
+        "--master \"$4\"", "record-$3.node-$SLURM_NODEID.pb", "NodeAddr="})
     EXPECT_NE(script.find(want), std::string::npos) << want << " in\n" << script;
   EXPECT_EQ(std::system(("sh -n " + slurm_.submitted[0].script).c_str()), 0);  // it parses
   for (uint32_t k = 0; k < 2; ++k) {
@@ -211,7 +211,8 @@ TEST_F(SlurmSweepsTest, AnUploadedModelFileIsSharedWithTheNodesUntilTheArrayEnds
   const std::string shared = SweepDir() + "/blobs/" + hex;
   std::ifstream in(shared);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "a TorchScript archive");
-  struct stat a {}, b {};
+  struct stat a {
+  }, b{};
   ASSERT_EQ(::stat(shared.c_str(), &a), 0);
   ASSERT_EQ(::stat((dir_ / ("blobs/" + hex)).c_str(), &b), 0);
   EXPECT_EQ(a.st_ino, b.st_ino);  // one file system: a link, not a copy
