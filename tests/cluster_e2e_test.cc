@@ -287,17 +287,26 @@ TEST_F(SlurmSweepE2E, ARunAcrossNodesCancelledMidRunStillHandsBackEveryNodesReco
 }
 
 // A program of the user's across both nodes (torchrun's variables): 2 ranks a node meet at the
-// first node's address through c10d over Gloo and all-reduce their rank + 1 (1+2+3+4 = 10); each
-// rank writes what it was told where the test reads it.
+// first node's address through c10d over Gloo, train DistributedDataParallel on data of their own
+// and all-reduce their rank + 1 (1+2+3+4 = 10); each rank writes what it was told and its weights
+// where the test reads them, and the four replicas must end equal.
 TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMeet) {
   const std::string out = dir_ / "ranks";
   std::filesystem::create_directories(out);
-  // One line: an argument holds no control character (the wire's check).
+  // One line: an argument holds no control character (the wire's check). DistributedDataParallel
+  // over Gloo, each rank on its own data: its replicas end equal only if their gradients met.
   const std::string script =
       "import os, sys, torch, torch.distributed as dist; dist.init_process_group('gloo'); "
+      "torch.manual_seed(0); m = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2)); "
+      "o = torch.optim.SGD(m.parameters(), lr=0.1); "
+      "g = torch.Generator().manual_seed(dist.get_rank()); "
+      "[(o.zero_grad(), m(torch.randn(8, 4, generator=g)).pow(2).sum().backward(), o.step()) "
+      "for _ in range(5)]; "
       "t = torch.ones(1) * (dist.get_rank() + 1); dist.all_reduce(t); e = os.environ; "
+      "w = ','.join('%.6f' % v for v in torch.cat([p.detach().flatten() for p in "
+      "m.parameters()])); "
       "open(os.path.join(sys.argv[1], 'rank' + e['RANK']), 'w').write(' '.join([e['LOCAL_RANK'], "
-      "e['NODE_RANK'], e['WORLD_SIZE'], e['LOCAL_WORLD_SIZE'], str(int(t.item()))])); "
+      "e['NODE_RANK'], e['WORLD_SIZE'], e['LOCAL_WORLD_SIZE'], str(int(t.item())), w])); "
       "dist.destroy_process_group()";
   const CommandResult r = daemon_->Cli({"submit", "--slurm", "--partition", "try", "--kind",
                                         "command", "--nodes", "2", "--workers", "2", "--wait",
@@ -306,13 +315,16 @@ TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMe
   const json e = Parse(r);
   ASSERT_EQ(e["state"], "SUCCEEDED") << e.dump(2);
   EXPECT_EQ(e["parts"].size(), 2u);
+  std::set<std::string> weights;
   for (int rank = 0; rank < 4; ++rank) {
     std::ifstream in(out + "/rank" + std::to_string(rank));
     std::string told((std::istreambuf_iterator<char>(in)), {});
-    // LOCAL_RANK NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE, then the all-reduced sum
-    EXPECT_EQ(told, std::to_string(rank % 2) + " " + std::to_string(rank / 2) + " 4 2 10")
-        << "rank " << rank;
+    // LOCAL_RANK NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE, the all-reduced sum, then the weights
+    const std::string want = std::to_string(rank % 2) + " " + std::to_string(rank / 2) + " 4 2 10 ";
+    EXPECT_EQ(told.substr(0, want.size()), want) << "rank " << rank;
+    weights.insert(told.size() > want.size() ? told.substr(want.size()) : "");
   }
+  EXPECT_EQ(weights.size(), 1u) << "the replicas ended unlike";
   std::map<int, int> ranks;  // node -> its ranks, as its own sampler saw them
   for (const auto& p : e["processes"])
     if (p["role"] == "worker") ranks[p.value("node", -1)] += 1;
