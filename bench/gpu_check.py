@@ -89,6 +89,33 @@ def smi_apps():
     return apps
 
 
+class SmiPoller:
+    """nvidia-smi every 0.1 s while in the `with` block (an independent reader of Shoal's
+    figures): the peak of the summed compute processes' MiB ("peak") and each pid's ("pids").
+    The block's failure stops it too."""
+
+    def __init__(self):
+        self.seen = {"peak": 0, "pids": {}}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._poll)
+
+    def _poll(self):
+        while not self._done.is_set():
+            apps = smi_apps()
+            self.seen["peak"] = max(self.seen["peak"], sum(apps.values()))
+            for pid, m in apps.items():
+                self.seen["pids"][pid] = max(self.seen["pids"].get(pid, 0), m)
+            time.sleep(0.1)
+
+    def __enter__(self):
+        self._thread.start()
+        return self.seen
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+
 def mib(b):
     return "?" if b is None else f"{b / 2**20:.0f}"
 
@@ -126,25 +153,9 @@ def check_against_nvidia_smi():
     readings of the same moment) within 2%; each worker's CUDA allocator peaks (what
     torch.cuda.max_memory_allocated/_reserved read in it) under its NVML figure, the rest being
     its CUDA context and what the driver holds outside LibTorch."""
-    seen = {"peak": 0, "pids": {}}
-    done = threading.Event()
-
-    def poll():
-        while not done.is_set():
-            apps = smi_apps()
-            seen["peak"] = max(seen["peak"], sum(apps.values()))
-            for pid, mib in apps.items():
-                seen["pids"][pid] = max(seen["pids"].get(pid, 0), mib)
-            time.sleep(0.1)
-
-    t = threading.Thread(target=poll)
-    t.start()
-    try:
+    with SmiPoller() as seen:
         e = submit("--workers", "4", "--start", "spawn", "--share", "yes", "--batches", "600",
                    "--eval-samples", "0", "--sample-interval-ms", "100")
-    finally:  # a failed run must not leave the poller running
-        done.set()
-        t.join()
     shoal_mib = e["result"]["peak_gpu_memory_bytes"] / 2**20
     ratio = shoal_mib / max(1, seen["peak"])
     expect(0.98 <= ratio <= 1.02,
@@ -248,23 +259,10 @@ def check_command():
     beside it (2%), the replicas' weights equal, and GPM SM activity and energy read from the
     driver or the reason they are absent."""
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "command_ddp_cuda.py")
-    seen, done = {"pids": {}}, threading.Event()
-
-    def poll():
-        while not done.is_set():
-            for pid, m in smi_apps().items():
-                seen["pids"][pid] = max(seen["pids"].get(pid, 0), m)
-            time.sleep(0.1)
-
-    t = threading.Thread(target=poll)
-    t.start()
-    try:
+    with SmiPoller() as seen:
         e = json.loads(shoal("submit", "--kind", "command", "--device", "cuda", "--cuda-devices",
                              "0", "--workers", "2", "--sample-interval-ms", "100", "--wait",
                              "--json", "--", sys.executable, script, "600", "64").stdout)
-    finally:
-        done.set()
-        t.join()
     r = e.get("result") or {}
     expect(e["state"] == "SUCCEEDED", f"command DDP on cuda: succeeded ({e.get('error', '')}, "
            f"{r.get('samples_per_sec') or 0:.0f} samples/s, loss {r.get('first_loss')} -> "

@@ -13,7 +13,8 @@ samples as fit 256 MiB, at most 1024), SGD lr 0.01 momentum 0.5, cross-entropy, 
 worker, 3 untimed forward+backward passes on the first batch before the workers start together
 (Shoal's warm-up), samples/s over the window from the first worker's first timed step to the last
 worker's end. Both sides' GPU memory is read by this script (NVML, every --sample-ms, every
-compute process on the device: a run has the GPU to itself), and the device's utilisation.
+compute process on the device: a run has the GPU to itself; torch_reference.GpuSampler), and
+the device's utilisation.
 
 The points (workers x share, the start method given) are fixed before the runs and run
 --repeats times each, Shoal and PyTorch alternating in order; every run is appended to
@@ -26,48 +27,22 @@ import shlex
 import statistics
 import subprocess
 import sys
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from torch_reference import GpuSampler  # noqa: E402  (the one NVML reader of both sides)
 REFERENCE = os.path.join(HERE, "reference_user_model.py")
 WARM_UP = 3  # worker/model_file.h kWarmUpRuns
 
 
-class GpuReader(threading.Thread):
-    """NVML every `ms`: the summed GPU memory of every compute process (peak), each process's
-    peak, and the device's utilisation readings. The one outside reader of both sides."""
-
-    def __init__(self, ms):
-        super().__init__(daemon=True)
-        import pynvml
-        self.nvml = pynvml
-        pynvml.nvmlInit()
-        self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        self.ms, self.stop_at = ms, threading.Event()
-        self.peak, self.per_pid, self.util = 0, {}, []
-
-    def run(self):
-        while not self.stop_at.wait(self.ms / 1000):
-            try:
-                procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.h)
-                util = self.nvml.nvmlDeviceGetUtilizationRates(self.h).gpu
-            except self.nvml.NVMLError:
-                continue
-            used = {p.pid: p.usedGpuMemory or 0 for p in procs}
-            self.peak = max(self.peak, sum(used.values()))
-            for pid, b in used.items():
-                self.per_pid[pid] = max(self.per_pid.get(pid, 0), b)
-            self.util.append(util)
-
-    def figures(self):
-        self.stop_at.set()
-        self.join()
-        per = sorted(self.per_pid.values())
-        busy = [u for u in self.util if u > 0]
-        return {"gpu_peak_sum_bytes": self.peak, "gpu_per_process_bytes": per,
-                "gpu_largest_process_bytes": per[-1] if per else None,
-                "gpu_util_mean_busy_percent": statistics.mean(busy) if busy else None}
+def gpu_figures(reader):
+    """What the outside reader (torch_reference.GpuSampler over every process) saw of a run."""
+    per = sorted(reader.per_pid.values())
+    busy = [u for _, u in reader.util if u > 0]
+    return {"gpu_peak_sum_bytes": reader.peak, "gpu_per_process_bytes": per,
+            "gpu_largest_process_bytes": per[-1] if per else None,
+            "gpu_util_mean_busy_percent": statistics.mean(busy) if busy else None}
 
 
 def synthetic_samples(shape, batch):
@@ -128,11 +103,10 @@ def torch_run(args, archive, workers, share):
 
 
 def measured(run, *a):
-    reader = GpuReader(ARGS.sample_ms)
-    reader.start()
     t0 = time.time()
-    out = run(*a)
-    out.update(reader.figures())
+    with GpuSampler(ARGS.sample_ms, anyone=True) as reader:
+        out = run(*a)
+    out.update(gpu_figures(reader))
     out["wall_s"] = time.time() - t0
     return out
 

@@ -146,10 +146,12 @@ class GpuSampler(Periodic):
     """NVML on one device, every `every_ms`: the peak of the summed GPU memory of this process and
     its descendants (`peak`), each one's peak (`per_pid`), and the device's utilisation with the
     time it was read (`util`: [(unix time, percent)]). NVML only: it never touches CUDA, so a
-    parent that forks CUDA workers afterwards may run it."""
+    parent that forks CUDA workers afterwards may run it. `anyone`: every compute process on the
+    device, not only this one's descendants (an outside reader of a run the device has alone)."""
 
-    def __init__(self, every_ms, index=0):
+    def __init__(self, every_ms, index=0, anyone=False):
         super().__init__(every_ms)
+        self._anyone = anyone
         import pynvml  # only where there is a GPU
         self._nvml = pynvml
         pynvml.nvmlInit()
@@ -166,7 +168,7 @@ class GpuSampler(Periodic):
         used = {}
         try:
             for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
-                if p.pid in mine:
+                if self._anyone or p.pid in mine:
                     used[p.pid] = used.get(p.pid, 0) + (p.usedGpuMemory or 0)
             util = self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
         except self._nvml.NVMLError:

@@ -201,6 +201,20 @@ v1::ListRequest ListFilter(const std::optional<std::string>& state,
   return r;
 }
 
+// submit's --slurm and the placement flags that need it.
+void AddSlurmSubmitOptions(CLI::App* submit, SlurmSubmit* o) {
+  auto* slurm = submit->add_flag(
+      "--slurm", o->slurm,
+      "run it on Slurm's nodes (a sweep of one point, one array task; data_parallel with --nodes "
+      "N: one allocation of N nodes, srun placing a part on each; docs/cluster.md)");
+  submit->add_option("--partition", o->partition, "with --slurm: sbatch's --partition")
+      ->needs(slurm);
+  submit
+      ->add_option("--time", o->time_limit,
+                   "with --slurm: the time limit, in Slurm's format (30:00, 2:00:00, 1-00:00:00)")
+      ->needs(slurm);
+}
+
 }  // namespace
 
 void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
@@ -221,16 +235,7 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   s->flags.Add(submit, /*lists=*/false);
   submit->add_flag("--wait", s->wait, "wait for the end, showing progress, then print the result");
   submit->add_flag("--json", s->json, "print one JSON object");
-  auto* slurm = submit->add_flag(
-      "--slurm", s->slurm.slurm,
-      "run it on Slurm's nodes (a sweep of one point, one array task; data_parallel with --nodes "
-      "N: one allocation of N nodes, srun placing a part on each; docs/cluster.md)");
-  submit->add_option("--partition", s->slurm.partition, "with --slurm: sbatch's --partition")
-      ->needs(slurm);
-  submit
-      ->add_option("--time", s->slurm.time_limit,
-                   "with --slurm: the time limit, in Slurm's format (30:00, 2:00:00, 1-00:00:00)")
-      ->needs(slurm);
+  AddSlurmSubmitOptions(submit, &s->slurm);
   out->push_back(
       {submit, [s](ShoalClient& c) { return Submit(c, s->flags, s->slurm, s->wait, s->json); }});
 

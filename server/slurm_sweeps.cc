@@ -124,22 +124,24 @@ std::string TaskOutputPath(const std::string& dir, uint32_t task) {
 
 namespace {
 
-// The uploaded files the sweep shares (its folder's blobs/), where the task's daemon looks.
-constexpr const char* kLinkBlobs =
+// The task's daemon's throwaway state folder, with the uploaded files the sweep shares (its
+// folder's blobs/) linked where that daemon looks. Needs $dir; no single quote (the nodes' script
+// runs it inside one).
+constexpr const char* kTaskState =
+    "state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n"
     "mkdir -p \"$state/blobs\"\n"
     "for f in \"$dir\"/blobs/*; do [ -e \"$f\" ] && ln -s \"$f\" \"$state/blobs/\"; done\n";
 
-// One run-point on each node of the task's allocation (srun, one task a node). Each step passes
-// SIGTERM (srun forwards scancel's) to its run, as the one-node script does.
+// Both scripts' first lines: what wrote it, the sweep's folder and the task.
+std::string ScriptHead(const std::string& what, const std::string& dir) {
+  return "#!/bin/sh\n# Written by shoald: array task $SLURM_ARRAY_TASK_ID runs " + what +
+         ".\ndir=" + ShellQuoted(dir) + "\ntask=\"$SLURM_ARRAY_TASK_ID\"\n";
+}
+
+// One run-point on each node of the task's allocation (srun, one task a node); a cancel reaches
+// each node's run through a stop file (below).
 std::string NodesScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
-  return "#!/bin/sh\n"
-         "# Written by shoald: array task $SLURM_ARRAY_TASK_ID runs one point of a sweep across " +
-         std::to_string(nodes) +
-         " nodes.\n"
-         "dir=" +
-         ShellQuoted(dir) +
-         "\n"
-         "task=\"$SLURM_ARRAY_TASK_ID\"\n"
+  return ScriptHead("one point of a sweep across " + std::to_string(nodes) + " nodes", dir) +
          "# Node 0 of the allocation hosts the c10d store, on a port from the job id.\n"
          "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
          "addr=$(scontrol -o show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
@@ -154,9 +156,8 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "srun --ntasks=\"${SLURM_JOB_NUM_NODES:-" +
          std::to_string(nodes) +
          "}\" --ntasks-per-node=1 sh -c '\n"
-         "  state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n"
-         "  mkdir -p \"$state/blobs\"; for f in \"$2\"/blobs/*; do [ -e \"$f\" ] && ln -s \"$f\" "
-         "\"$state/blobs/\"; done\n"
+         "  dir=\"$2\"\n" +
+         kTaskState +
          "  \"$1\" --run-point \"$2/order-$3.json\" \\\n"
          "    --record-out \"$2/record-$3.node-$SLURM_NODEID.pb\" --node-rank \"$SLURM_NODEID\" "
          "\\\n"
@@ -183,14 +184,7 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
 
 std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
   if (nodes > 1) return NodesScript(shoald, dir, nodes);
-  return "#!/bin/sh\n"
-         "# Written by shoald: array task $SLURM_ARRAY_TASK_ID runs one point of a sweep.\n"
-         "dir=" +
-         ShellQuoted(dir) +
-         "\n"
-         "task=\"$SLURM_ARRAY_TASK_ID\"\n"
-         "state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n" +
-         kLinkBlobs +
+  return ScriptHead("one point of a sweep", dir) + kTaskState +
          "# scancel's SIGTERM to the run: it ends cancelled and still writes its record.\n"
          "pid=\n"
          "trap '[ -n \"$pid\" ] && kill -TERM $pid 2>/dev/null' TERM INT\n" +
@@ -322,12 +316,8 @@ void SlurmSweeps::Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>&
       a.dir = fs::path(e.slurm().output()).parent_path().string();
   for (const auto& e : pending)
     if (e.has_slurm() && !IsTerminal(e.state())) a.tasks[e.slurm().task()] = e;
-  if (!a.tasks.empty()) return;
-  // Ended while no daemon followed it (a restart after its last record was stored): the files it
-  // shared with the nodes go now.
-  std::error_code ec;
-  fs::remove_all(a.dir + "/blobs", ec);
-  arrays_.erase(sw.id());
+  // Ended while no daemon followed it (a restart after its last record was stored).
+  if (a.tasks.empty()) Forget(arrays_.find(sw.id()));
 }
 
 void SlurmSweeps::Abandon(const v1::Sweep& sw) {
@@ -336,6 +326,13 @@ void SlurmSweeps::Abandon(const v1::Sweep& sw) {
                   st.message());
   std::error_code ec;
   fs::remove_all(SweepDir(sw.id()), ec);
+}
+
+// An array with no task left: the files it shared with the nodes go (no task reads them again).
+void SlurmSweeps::Forget(std::map<std::string, Array>::iterator it) {
+  std::error_code ec;
+  fs::remove_all(it->second.dir + "/blobs", ec);
+  arrays_.erase(it);
 }
 
 // Slurm is asked with no lock held (scontrol and scancel may take seconds, and a submit's Follow
@@ -366,10 +363,7 @@ size_t SlurmSweeps::Poll() {
     std::map<uint32_t, const SlurmTask*> by_task;
     for (const auto& t : *known) by_task[t.index] = &t;
     hold_(a.sweep_id, [&] { Apply(a, by_task); });
-    if (!a.tasks.empty()) continue;
-    std::error_code ec;
-    fs::remove_all(a.dir + "/blobs", ec);  // no task will read them again
-    arrays_.erase(it);
+    if (a.tasks.empty()) Forget(it);
   }
   std::lock_guard<std::mutex> l(mu_);
   return arrays_.size();

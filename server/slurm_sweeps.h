@@ -76,6 +76,7 @@ class SlurmSweeps {
   std::vector<CancelWord> CancelsToSend(const Array& a) const;
   void RecordCancels(Array& a, const std::vector<CancelWord>& words);
   void Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by_task);
+  void Forget(std::map<std::string, Array>::iterator it);  // under mu_
   void Started(v1::Experiment& e, const SlurmTask& t);
   void Waiting(v1::Experiment& e, const SlurmTask& t);
   // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.

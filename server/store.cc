@@ -240,6 +240,10 @@ StatusOr<std::vector<v1::Experiment>> Store::ListAfter(const std::optional<Recor
 
 Status Store::AddEvent(const std::string& id, const v1::Event& ev) {
   std::lock_guard<std::mutex> l(mu_);
+  return AddEventLocked(id, ev);
+}
+
+Status Store::AddEventLocked(const std::string& id, const v1::Event& ev) {
   return Append(db_, "INSERT INTO events VALUES (?,?,?)", id, ev.t_ms(), ev);
 }
 
@@ -260,8 +264,7 @@ Status Store::ReplaceTelemetry(const std::string& id, const std::vector<v1::Samp
   Status st = ExecWithId("DELETE FROM samples WHERE id=?", id);
   if (st.ok()) st = ExecWithId("DELETE FROM events WHERE id=?", id);
   for (size_t i = 0; st.ok() && i < samples.size(); ++i) st = AddSampleLocked(id, samples[i]);
-  for (size_t i = 0; st.ok() && i < events.size(); ++i)
-    st = Append(db_, "INSERT INTO events VALUES (?,?,?)", id, events[i].t_ms(), events[i]);
+  for (size_t i = 0; st.ok() && i < events.size(); ++i) st = AddEventLocked(id, events[i]);
   if (st.ok()) st = Exec("COMMIT");
   if (!st.ok()) (void)Exec("ROLLBACK");
   return st;

@@ -75,6 +75,7 @@ class Store {
   Status AddNodeColumn();
   Status ExecWithId(const char* sql, const std::string& id);
   Status AddSampleLocked(const std::string& id, const v1::Sample& s);
+  Status AddEventLocked(const std::string& id, const v1::Event& ev);
   Status Error(const std::string& what);
   Status Stepped(sqlite3_stmt* st, const std::string& what);
 
