@@ -62,6 +62,7 @@ struct DaemonArgs {
   shoal::CoordinatorOptions opts;
   // One-shot: run one sweep point and write its whole record, no socket (a Slurm array task).
   std::string run_point, record_out;
+  std::string record_key;  // the sweep's key its record is sealed with (from kRecordKeyEnv)
   // A run across nodes: this node's rank and where node 0 hosts the c10d store (the script's).
   int node_rank = -1;  // -1: not given
   std::string master;
@@ -219,6 +220,22 @@ void AddOptions(CLI::App& app, DaemonArgs& d) {
 
 namespace {
 
+// The key the task's record is sealed with, taken out of the environment before any thread or
+// child starts: no process of the run (a user's command) sees it. A task of a sweep placed before
+// records were sealed has none, and writes its record unsealed, as that daemon reads it.
+bool TakeRecordKey(DaemonArgs& d) {
+  const char* hex = std::getenv(shoal::kRecordKeyEnv);
+  if (hex == nullptr) return true;
+  auto key = shoal::KeyFromHex(hex);
+  ::unsetenv(shoal::kRecordKeyEnv);
+  if (!key.ok()) {
+    spdlog::critical("{}: {}", shoal::kRecordKeyEnv, key.status().message());
+    return false;
+  }
+  d.record_key = std::move(key).value();
+  return true;
+}
+
 bool CheckTcp(DaemonArgs& d);
 
 // `*path`, or `name` next to shoald when empty; false (logged) when it cannot run.
@@ -259,9 +276,13 @@ bool Resolve(DaemonArgs& d) {
           .lexically_normal()
           .string();
   opts.slurm.shoald = shoal::SelfExeDir() + "/shoald";
+  // Private to this daemon, not on the shared file system: the keys its sweeps' records are
+  // sealed with.
+  opts.slurm.keys_dir = d.state_dir + "/slurm-keys";
   // --run-point: the order was admitted by the daemon that placed it (a command only where that
   // one was started with --allow-commands): trusted where only this user can have written it.
   if (!d.run_point.empty()) opts.allow_commands = shoal::WrittenOnlyByMe(d.run_point);
+  if (!d.run_point.empty() && !TakeRecordKey(d)) return false;
   opts.slurm_poll = std::chrono::milliseconds(d.slurm_poll_ms);
   d.access.daemon_uid = ::geteuid();
   if (!CheckTcp(d)) return false;
@@ -497,7 +518,7 @@ int RunPointOnce(const DaemonArgs& d, shoal::Coordinator& coord, shoal::Store* s
       .detach();
   auto record = shoal::RunPoint(&coord, store, *order, &stop);
   shoal::Status written =
-      record.ok() ? shoal::WriteRunRecord(*record, d.record_out) : record.status();
+      record.ok() ? shoal::WriteRunRecord(*record, d.record_out, d.record_key) : record.status();
   if (!written.ok()) spdlog::critical("point {}: {}", order->index(), written.message());
   coord.Shutdown();
   return written.ok() ? 0 : 1;
@@ -541,9 +562,10 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   const auto machine = shoal::RealMachineProcs();
   const auto cpu_energy = shoal::PowercapEnergy();
   // Slurm's tools, run beside the coordinator's one reaper (RunCapturingOutput says how).
-  const auto slurm = shoal::MakeSlurm([&proc](const std::vector<std::string>& argv) {
-    return shoal::RunCapturingOutput(&proc, argv);
-  });
+  const auto slurm = shoal::MakeSlurm(
+      [&proc](const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+        return shoal::RunCapturingOutput(&proc, argv, std::chrono::seconds(15), env);
+      });
   shoal::Coordinator coord(opts, store->get(), &hub,
                            {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(),
                             cpu_energy.get(), slurm.get()});

@@ -1,6 +1,10 @@
 #include "server/run_record.h"
 
 #include <google/protobuf/util/json_util.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -101,11 +106,59 @@ StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,
   return r;
 }
 
-Status WriteRunRecord(const v1::RunRecord& r, const std::string& path) {
+std::string NewRecordKey() {
+  std::string key(32, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(key.data()), int(key.size())) != 1)
+    std::abort();  // no randomness: nothing could be sealed safely
+  return key;
+}
+
+std::string KeyToHex(const std::string& key) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : key) hex += {kDigits[c >> 4], kDigits[c & 15]};
+  return hex;
+}
+
+StatusOr<std::string> KeyFromHex(const std::string& hex) {
+  auto digit = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() != 64) return InvalidArgument("a record key is 64 hex digits");
+  std::string key;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return InvalidArgument("a record key is 64 hex digits");
+    key += char(hi << 4 | lo);
+  }
+  return key;
+}
+
+namespace {
+
+std::string Hmac(const std::string& key, const std::string& bytes) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key.data(), int(key.size()),
+       reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), out, &n);
+  return std::string(reinterpret_cast<char*>(out), n);
+}
+
+}  // namespace
+
+Status WriteRunRecord(const v1::RunRecord& r, const std::string& path, const std::string& key) {
+  std::string bytes;
+  if (!r.SerializeToString(&bytes)) return Internal("cannot serialize the record for " + path);
+  if (!key.empty()) {
+    v1::SealedRecord sealed;
+    sealed.set_hmac_sha256(Hmac(key, bytes));
+    sealed.set_record(std::move(bytes));
+    bytes = sealed.SerializeAsString();
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out || !r.SerializeToOstream(&out) || !out.flush())
+    if (!out || !out.write(bytes.data(), std::streamsize(bytes.size())) || !out.flush())
       return Internal("writing " + tmp + " failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -115,15 +168,28 @@ Status WriteRunRecord(const v1::RunRecord& r, const std::string& path) {
   return {};
 }
 
-StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path) {
+StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path, const std::string& key) {
   std::ifstream in(path, std::ios::binary);
   // No file is no record; a file that cannot be opened now (permissions, a shared file system's
   // hiccup) may be read later: UNAVAILABLE, and it is not to be taken for missing.
   if (!in)
     return errno == ENOENT ? NotFound(path + ": no record")
                            : Unavailable(path + ": " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string bytes = text.str();
+  if (!key.empty()) {
+    v1::SealedRecord sealed;
+    const std::string want = Hmac(key, sealed.ParseFromString(bytes) ? sealed.record() : "");
+    if (sealed.hmac_sha256().size() != want.size() ||
+        CRYPTO_memcmp(sealed.hmac_sha256().data(), want.data(), want.size()) != 0)
+      return InvalidArgument(path +
+                             ": not sealed with its sweep's key (a record comes back "
+                             "sealed by the task the sweep's job ran)");
+    bytes = sealed.record();
+  }
   v1::RunRecord r;
-  if (!r.ParseFromIstream(&in)) return InvalidArgument(path + ": not a run record");
+  if (!r.ParseFromString(bytes)) return InvalidArgument(path + ": not a run record");
   return r;
 }
 

@@ -28,9 +28,23 @@ bool WrittenOnlyByMe(const std::string& path);
 StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,
                                  const v1::PointOrder& order, const std::atomic<bool>* stop);
 
-// Writes `r` to `path` whole or not at all (a temporary file renamed into place).
-Status WriteRunRecord(const v1::RunRecord& r, const std::string& path);
-StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path);
+// What a task sends back is authenticated: the placing daemon draws a key per sweep (kept in its
+// own state, never on the shared file system the records cross, where a client machine's word for
+// who writes is all there is) and hands it to the array through Slurm's job environment; each
+// task seals its record under it (a SealedRecord: HMAC-SHA256), and the daemon stores only records
+// that check. The key names one sweep: a task cannot write another sweep's records.
+inline constexpr const char* kRecordKeyEnv = "SHOAL_RECORD_KEY";
+std::string NewRecordKey();  // 32 bytes from OpenSSL's generator
+std::string KeyToHex(const std::string& key);
+// The key from its hex; INVALID_ARGUMENT when it is not 64 hex digits.
+StatusOr<std::string> KeyFromHex(const std::string& hex);
+
+// Writes `r` to `path` whole or not at all (a temporary file renamed into place), sealed under
+// `key` when one is given.
+Status WriteRunRecord(const v1::RunRecord& r, const std::string& path, const std::string& key = "");
+// NOT_FOUND when there is no file; UNAVAILABLE when it cannot be read now; INVALID_ARGUMENT when
+// it is not a record or, with a key, not one sealed under it.
+StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path, const std::string& key = "");
 
 // The records of one run's parts on several nodes (records[k]: node k's, or why there is none)
 // as one record: the first node's experiment with every node's processes and samples (each with

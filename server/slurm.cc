@@ -67,19 +67,32 @@ std::string OneLine(std::string said) {
   return said;
 }
 
+// This process's environment with `extra` ("NAME=value") added, replacing a variable of its name.
+std::vector<std::string> WithVariables(const std::vector<std::string>& extra) {
+  std::vector<std::string> out;
+  auto named = [](const std::string& a, const std::string& b) {
+    return a.compare(0, a.find('=') + 1, b, 0, b.find('=') + 1) == 0;
+  };
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    if (std::none_of(extra.begin(), extra.end(), [&](const auto& x) { return named(*e, x); }))
+      out.emplace_back(*e);
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
 class CommandSlurm : public Slurm {
  public:
   explicit CommandSlurm(CommandRunner run) : run_(std::move(run)) {}
 
   StatusOr<std::string> SubmitArray(const ArrayJob& job) override {
     RETURN_IF_ERROR(CheckArrayJob(job));
-    ASSIGN_OR_RETURN(CommandOutput r, run_(SbatchArgv(job)));
+    ASSIGN_OR_RETURN(CommandOutput r, run_(SbatchArgv(job), job.env));
     if (r.exit_code != 0) return Failed("sbatch", r);
     return ParseSbatchJobId(r.out);
   }
 
   StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) override {
-    ASSIGN_OR_RETURN(CommandOutput r, run_({"scontrol", "-o", "show", "job", job_id}));
+    ASSIGN_OR_RETURN(CommandOutput r, run_({"scontrol", "-o", "show", "job", job_id}, {}));
     // A job Slurm has forgotten (every task ended more than MinJobAge ago): no tasks.
     if (r.exit_code != 0 && r.err.find("Invalid job id") != std::string::npos)
       return std::vector<SlurmTask>{};
@@ -91,7 +104,7 @@ class CommandSlurm : public Slurm {
     std::vector<std::string> argv = {"scancel"};
     if (gently) argv.insert(argv.end(), {"--batch", "--signal=TERM"});
     argv.insert(argv.end(), targets.begin(), targets.end());
-    ASSIGN_OR_RETURN(CommandOutput r, run_(argv));
+    ASSIGN_OR_RETURN(CommandOutput r, run_(argv, {}));
     if (r.exit_code != 0) {
       std::string what;
       for (size_t i = 0; i < argv.size(); ++i) what += (i ? " " : "") + argv[i];
@@ -192,7 +205,8 @@ std::unique_ptr<Slurm> MakeSlurm(CommandRunner run) {
 
 StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
                                            const std::vector<std::string>& argv,
-                                           std::chrono::milliseconds timeout) {
+                                           std::chrono::milliseconds timeout,
+                                           const std::vector<std::string>& env) {
   std::array<int[2], 3> pipes{};  // stdout, stderr, the exit code
   for (auto& p : pipes)
     if (::pipe2(p, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
@@ -201,6 +215,8 @@ StatusOr<CommandOutput> RunCapturingOutput(ProcessControl* proc,
   SpawnOptions o;
   o.dup_fds = {{pipes[0][1], 1}, {pipes[1][1], 2}, {pipes[2][1], 3}};
   o.new_process_group = true;  // a command that outstays its time goes with its children
+  const std::vector<std::string> whole_env = WithVariables(env);
+  if (!env.empty()) o.env = &whole_env;
   StatusOr<pid_t> pid = proc->Spawn(shell, o);
   for (auto& p : pipes) ::close(p[1]);
   if (!pid.ok()) {

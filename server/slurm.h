@@ -27,6 +27,9 @@ struct ArrayJob {
   std::string time_limit;     // --time ("30:00", "2:00:00", "1-00:00:00"); empty: the partition's
   bool exclusive = true;      // --exclusive: a point's node runs nothing else meanwhile
   uint32_t nodes = 1;         // --nodes per task, one Slurm task a node (a run across nodes)
+  // "NAME=value"s added to sbatch's environment, which Slurm passes to the job (sbatch's default
+  // --export=ALL) and no one else sees: never on a command line, which every user may read.
+  std::vector<std::string> env;
 };
 
 // INVALID_ARGUMENT naming the field when a value could not be what Slurm takes (a partition with
@@ -74,7 +77,9 @@ struct CommandOutput {
   int exit_code = -1;
   std::string out, err;
 };
-using CommandRunner = std::function<StatusOr<CommandOutput>(const std::vector<std::string>&)>;
+// Runs argv with "NAME=value"s added to (or replacing in) this process's environment.
+using CommandRunner = std::function<StatusOr<CommandOutput>(const std::vector<std::string>& argv,
+                                                            const std::vector<std::string>& env)>;
 
 // Slurm through its commands, each run by `run`.
 std::unique_ptr<Slurm> MakeSlurm(CommandRunner run);
@@ -89,6 +94,7 @@ std::unique_ptr<Slurm> MakeSlurm(CommandRunner run);
 // their configuration: a sweep's submit must fail with that, within its client's deadline.
 StatusOr<CommandOutput> RunCapturingOutput(
     ProcessControl* proc, const std::vector<std::string>& argv,
-    std::chrono::milliseconds timeout = std::chrono::seconds(15));
+    std::chrono::milliseconds timeout = std::chrono::seconds(15),
+    const std::vector<std::string>& env = {});
 
 }  // namespace shoal

@@ -257,15 +257,41 @@ bool HasRecords(const std::string& dir, uint32_t task, uint32_t nodes) {
   return true;
 }
 
-// A task's record: its one node's, or its nodes' merged (MergeNodeRecords).
-StatusOr<v1::RunRecord> ReadTaskRecord(const std::string& dir, uint32_t task, uint32_t nodes) {
-  if (nodes <= 1) return ReadRunRecord(RecordPath(dir, task));
+// A task's record: its one node's, or its nodes' merged (MergeNodeRecords), each sealed under
+// `key` where the sweep has one.
+StatusOr<v1::RunRecord> ReadTaskRecord(const std::string& dir, uint32_t task, uint32_t nodes,
+                                       const std::string& key) {
+  if (nodes <= 1) return ReadRunRecord(RecordPath(dir, task), key);
   std::vector<StatusOr<v1::RunRecord>> parts;
-  for (uint32_t k = 0; k < nodes; ++k) parts.push_back(ReadRunRecord(NodeRecordPath(dir, task, k)));
+  for (uint32_t k = 0; k < nodes; ++k)
+    parts.push_back(ReadRunRecord(NodeRecordPath(dir, task, k), key));
   return MergeNodeRecords(parts);
 }
 
+StatusOr<std::string> ReadKey(const std::string& path) {
+  std::ifstream in(path);
+  std::string hex;
+  if (!(in >> hex)) return NotFound(path + ": no key");
+  return KeyFromHex(hex);
+}
+
 }  // namespace
+
+std::string SlurmSweeps::KeyPath(const std::string& sweep_id) const {
+  return opts_.keys_dir + "/" + sweep_id + ".key";
+}
+
+StatusOr<std::string> SlurmSweeps::NewKey(const std::string& sweep_id) {
+  if (opts_.keys_dir.empty()) return Internal("slurm: no folder for the sweeps' record keys");
+  std::error_code ec;
+  fs::create_directories(opts_.keys_dir, ec);
+  fs::permissions(opts_.keys_dir, fs::perms::owner_all, ec);
+  if (ec) return Internal("cannot make " + opts_.keys_dir + " private: " + ec.message());
+  const std::string key = NewRecordKey();
+  RETURN_IF_ERROR(WriteFile(KeyPath(sweep_id), KeyToHex(key) + "\n",
+                            fs::perms::owner_read | fs::perms::owner_write));
+  return key;
+}
 
 Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   const std::string dir = SweepDir(sw->id());
@@ -280,6 +306,8 @@ Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   fs::permissions(dir, fs::perms::owner_all, ec);
   if (ec) return Internal("cannot make " + dir + " private: " + ec.message());
   auto placed = [&]() -> StatusOr<std::string> {
+    ASSIGN_OR_RETURN(const std::string key, NewKey(sw->id()));
+    job.env = {std::string(kRecordKeyEnv) + "=" + KeyToHex(key)};
     RETURN_IF_ERROR(ShareFiles(opts_.blobs_dir, *exps, dir));
     for (uint32_t i = 0; i < exps->size(); ++i)
       RETURN_IF_ERROR(WriteOrder((*exps)[i], OrderPath(dir, i)));
@@ -289,6 +317,7 @@ Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   }();
   if (!placed.ok()) {
     fs::remove_all(dir, ec);
+    fs::remove(KeyPath(sw->id()), ec);
     return placed.status();
   }
   sw->set_slurm_job_id(*placed);
@@ -316,6 +345,12 @@ void SlurmSweeps::Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>&
       a.dir = fs::path(e.slurm().output()).parent_path().string();
   for (const auto& e : pending)
     if (e.has_slurm() && !IsTerminal(e.state())) a.tasks[e.slurm().task()] = e;
+  if (auto key = ReadKey(KeyPath(sw.id())); key.ok()) {
+    a.key = *key;
+  } else if (!a.tasks.empty()) {
+    spdlog::warn("sweep {}: {}; its records are read unsealed (placed before records were sealed)",
+                 sw.id(), key.status().message());
+  }
   // Ended while no daemon followed it (a restart after its last record was stored).
   if (a.tasks.empty()) Forget(arrays_.find(sw.id()));
 }
@@ -326,12 +361,14 @@ void SlurmSweeps::Abandon(const v1::Sweep& sw) {
                   st.message());
   std::error_code ec;
   fs::remove_all(SweepDir(sw.id()), ec);
+  fs::remove(KeyPath(sw.id()), ec);
 }
 
 // An array with no task left: the files it shared with the nodes go (no task reads them again).
 void SlurmSweeps::Forget(std::map<std::string, Array>::iterator it) {
   std::error_code ec;
   fs::remove_all(it->second.dir + "/blobs", ec);
+  fs::remove(KeyPath(it->first), ec);
   arrays_.erase(it);
 }
 
@@ -481,7 +518,7 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   const bool cancelled =
       a.cancels.count(task) > 0 || queue_->StopRequest(e.id()) == ExperimentQueue::kCancel;
   const uint32_t nodes = NodesOf(e.spec());
-  auto record = ReadTaskRecord(a.dir, task, nodes);
+  auto record = ReadTaskRecord(a.dir, task, nodes, a.key);
   if (!record.ok() && record.status().code() == Code::kUnavailable) return false;  // retried
   Status stored = record.status();
   if (record.ok()) {

@@ -31,6 +31,9 @@ struct SlurmSweepOptions {
   // The daemon's uploaded files: a point's model file or tensor data set is shared with the
   // nodes under its sweep's folder (blobs/), where each task's daemon finds it.
   std::string blobs_dir;
+  // This daemon's own folder (never the shared one) for each sweep's record key: what its tasks
+  // hand back is sealed under it (run_record.h), and only records that check are stored.
+  std::string keys_dir;
 };
 
 class SlurmSweeps {
@@ -56,6 +59,9 @@ class SlurmSweeps {
  private:
   struct Array {
     std::string sweep_id, job_id, dir;
+    // The sweep's record key; empty for an array placed before records were sealed, whose
+    // records come back unsealed.
+    std::string key;
     std::map<uint32_t, v1::Experiment> tasks;  // task index -> its point's record, until it ends
     struct Cancel {
       int64_t at_ms = 0;  // when it was asked to stop
@@ -77,6 +83,9 @@ class SlurmSweeps {
   void RecordCancels(Array& a, const std::vector<CancelWord>& words);
   void Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by_task);
   void Forget(std::map<std::string, Array>::iterator it);  // under mu_
+  std::string KeyPath(const std::string& sweep_id) const;
+  // A fresh key for the sweep, kept in keys_dir (0600 in a 0700 folder) until its array ends.
+  StatusOr<std::string> NewKey(const std::string& sweep_id);
   void Started(v1::Experiment& e, const SlurmTask& t);
   void Waiting(v1::Experiment& e, const SlurmTask& t);
   // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.

@@ -306,7 +306,8 @@ TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMe
       "w = ','.join('%.6f' % v for v in torch.cat([p.detach().flatten() for p in "
       "m.parameters()])); "
       "open(os.path.join(sys.argv[1], 'rank' + e['RANK']), 'w').write(' '.join([e['LOCAL_RANK'], "
-      "e['NODE_RANK'], e['WORLD_SIZE'], e['LOCAL_WORLD_SIZE'], str(int(t.item())), w])); "
+      "e['NODE_RANK'], e['WORLD_SIZE'], e['LOCAL_WORLD_SIZE'], str('SHOAL_RECORD_KEY' in e), "
+      "str(int(t.item())), w])); "
       "dist.destroy_process_group()";
   const CommandResult r = daemon_->Cli({"submit", "--slurm", "--partition", "try", "--kind",
                                         "command", "--nodes", "2", "--workers", "2", "--wait",
@@ -319,8 +320,11 @@ TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMe
   for (int rank = 0; rank < 4; ++rank) {
     std::ifstream in(out + "/rank" + std::to_string(rank));
     std::string told((std::istreambuf_iterator<char>(in)), {});
-    // LOCAL_RANK NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE, the all-reduced sum, then the weights
-    const std::string want = std::to_string(rank % 2) + " " + std::to_string(rank / 2) + " 4 2 10 ";
+    // LOCAL_RANK NODE_RANK WORLD_SIZE LOCAL_WORLD_SIZE, whether the sweep's record key reached
+    // it (never: the task's daemon took it out of its environment), the all-reduced sum, then
+    // the weights
+    const std::string want =
+        std::to_string(rank % 2) + " " + std::to_string(rank / 2) + " 4 2 False 10 ";
     EXPECT_EQ(told.substr(0, want.size()), want) << "rank " << rank;
     weights.insert(told.size() > want.size() ? told.substr(want.size()) : "");
   }

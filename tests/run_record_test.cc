@@ -48,6 +48,43 @@ TEST(RunRecordTest, ARecordIsWrittenWholeAndReadBack) {
   EXPECT_EQ(ReadRunRecord(d / "junk.pb").status().code(), Code::kInvalidArgument);
 }
 
+// A task's record comes back sealed under its sweep's key: read with the key it was sealed with,
+// refused with another, unsealed, or altered after sealing.
+TEST(RunRecordTest, ASealedRecordIsReadOnlyWithItsKey) {
+  testing::TempDir d;
+  const std::string key = NewRecordKey(), other = NewRecordKey();
+  EXPECT_EQ(key.size(), 32u);
+  EXPECT_NE(key, other);
+  EXPECT_EQ(KeyFromHex(KeyToHex(key)).value(), key);
+  EXPECT_EQ(KeyFromHex("00ff").status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(KeyFromHex(std::string(64, 'g')).status().code(), Code::kInvalidArgument);
+
+  const std::string sealed = d / "sealed.pb", plain = d / "plain.pb";
+  ASSERT_TRUE(WriteRunRecord(Record(), sealed, key).ok());
+  ASSERT_TRUE(WriteRunRecord(Record(), plain).ok());
+  auto back = ReadRunRecord(sealed, key);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->SerializeAsString(), Record().SerializeAsString());
+  for (const auto& [path, with] : {std::pair{sealed, other}, std::pair{plain, key}}) {
+    auto refused = ReadRunRecord(path, with);
+    EXPECT_EQ(refused.status().code(), Code::kInvalidArgument) << path;
+    EXPECT_NE(refused.status().message().find("not sealed with its sweep's key"),
+              std::string::npos);
+  }
+  // One byte of the record changed after sealing (its host renamed).
+  std::string bytes;
+  {
+    std::ifstream in(sealed, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("node7");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 4] = '8';
+  std::ofstream(sealed, std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_EQ(ReadRunRecord(sealed, key).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(ReadRunRecord(d / "none.pb", key).status().code(), Code::kNotFound);
+}
+
 TEST(RunRecordTest, ARecordIsStoredUnderItsOrdersPlaceWithItsSamplesEventsAndLog) {
   testing::TempDir d;
   auto store = Store::Open(d / "db");

@@ -80,7 +80,7 @@ class SlurmSweepsTest : public ::testing::Test {
     sweeps_ = std::make_unique<SlurmSweeps>(
         &slurm_, queue_.get(), store_.get(),
         SlurmSweepOptions{"/opt/shoal it's/shoald", dir_ / "slurm", dir_ / "logs", gentle_cancel_ms,
-                          dir_ / "blobs"});
+                          dir_ / "blobs", dir_ / "keys"});
   }
   // Placed, stored and followed, as the coordinator does it.
   void PlaceAll() {
@@ -89,6 +89,11 @@ class SlurmSweepsTest : public ::testing::Test {
     sweeps_->Follow(sw_, exps_);
   }
   std::string SweepDir() const { return dir_ / ("slurm/" + sw_.id()); }
+  // The key the array's tasks seal their records with: what sbatch's environment carried.
+  std::string Key() const {
+    const std::string& var = slurm_.submitted.back().env.at(0);
+    return KeyFromHex(var.substr(var.find('=') + 1)).value();
+  }
   // What task `i` hands back: its run, ended, under its order's place.
   void WriteRecord(uint32_t i, v1::ExperimentState state, const std::string& id = "",
                    const std::string& error = "") {
@@ -102,7 +107,7 @@ class SlurmSweepsTest : public ::testing::Test {
     e.mutable_host()->set_hostname("node" + std::to_string(i));
     for (int s = 0; s < 4; ++s) r.add_samples()->set_t_ms(50.0 * s);
     r.set_log("[worker 0] trained\n");
-    ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), i)).ok());
+    ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), i), Key()).ok());
   }
   v1::Experiment Stored(uint32_t i) { return store_->Get(exps_[i].id()).value(); }
 
@@ -306,15 +311,57 @@ TEST_F(SlurmSweepsTest, ARecordClaimingAnotherPlaceIsRefusedAndThePointFails) {
   EXPECT_EQ(Stored(0).state(), v1::FAILED);
   EXPECT_NE(Stored(0).error().find("its record was refused"), std::string::npos);
   EXPECT_FALSE(store_->Get("x0000000009").ok());  // nothing stored under the claimed id
-  // A record that is not one: refused as such, not taken for a missing one.
+  // A file that is not a record: refused as one its task did not seal, not taken for a missing
+  // record.
   std::ofstream(RecordPath(SweepDir(), 1)) << "not a record \xff\xff";
   slurm_.tasks = {Task(1, "COMPLETED"), Task(2, "RUNNING")};
   sweeps_->Poll();
   EXPECT_EQ(Stored(1).state(), v1::FAILED);
   EXPECT_NE(Stored(1).error().find("its record was refused: " + RecordPath(SweepDir(), 1) +
-                                   ": not a run record"),
+                                   ": not sealed with its sweep's key"),
             std::string::npos)
       << Stored(1).error();
+}
+
+// What a task hands back is authenticated: a record not sealed under its sweep's key (written
+// unsealed, or sealed by another sweep's task) is refused. The key lives in the daemon's own
+// folder, not the shared one, survives a restart, and goes when the array has ended.
+TEST_F(SlurmSweepsTest, ARecordNotSealedWithItsSweepsKeyIsRefused) {
+  PlaceAll();
+  const std::string key_file = dir_ / "keys/s0000000001.key";
+  struct stat st {};
+  ASSERT_EQ(::stat(key_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_EQ(::stat((dir_ / "keys").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  for (const auto& f : std::filesystem::recursive_directory_iterator(SweepDir())) {
+    std::ifstream in(f.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(text.find(KeyToHex(Key())), std::string::npos) << f.path();
+  }
+  WriteRecord(0, v1::SUCCEEDED);
+  v1::RunRecord r;
+  r.mutable_experiment()->set_id(exps_[1].id());
+  r.mutable_experiment()->set_sweep_id(sw_.id());
+  r.mutable_experiment()->set_sweep_index(1);
+  r.mutable_experiment()->set_state(v1::SUCCEEDED);
+  ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), 1)).ok());
+  r.mutable_experiment()->set_id(exps_[2].id());
+  r.mutable_experiment()->set_sweep_index(2);
+  ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), 2), NewRecordKey()).ok());
+  Follower(30000);  // a restarted daemon: the key is read back
+  sweeps_->Follow(sw_, exps_);
+  slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "COMPLETED"), Task(2, "COMPLETED")};
+  EXPECT_EQ(sweeps_->Poll(), 0u);
+  EXPECT_EQ(Stored(0).state(), v1::SUCCEEDED);
+  for (uint32_t i : {1u, 2u}) {
+    EXPECT_EQ(Stored(i).state(), v1::FAILED);
+    EXPECT_NE(Stored(i).error().find("its record was refused: " + RecordPath(SweepDir(), i) +
+                                     ": not sealed with its sweep's key"),
+              std::string::npos)
+        << Stored(i).error();
+  }
+  EXPECT_FALSE(std::filesystem::exists(key_file));  // the array ended
 }
 
 // A pending task is Slurm's to cancel; a running one is asked to stop (its batch shell gets

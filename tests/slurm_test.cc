@@ -130,12 +130,19 @@ TEST(SlurmTest, ScontrolsLinesGiveEveryTaskItKnows) {
 TEST(SlurmTest, TheCommandsAndTheirFailuresReachTheCaller) {
   std::vector<std::vector<std::string>> ran;
   std::map<std::string, CommandOutput> answers;
-  auto slurm = MakeSlurm([&](const std::vector<std::string>& argv) -> StatusOr<CommandOutput> {
+  std::vector<std::vector<std::string>> envs;
+  auto slurm = MakeSlurm([&](const std::vector<std::string>& argv,
+                             const std::vector<std::string>& env) -> StatusOr<CommandOutput> {
     ran.push_back(argv);
+    envs.push_back(env);
     return answers[argv[0]];
   });
   answers["sbatch"] = {0, "4242\n", ""};
-  EXPECT_EQ(slurm->SubmitArray(Job()).value(), "4242");
+  ArrayJob keyed = Job();
+  keyed.env = {"SHOAL_RECORD_KEY=00ff"};
+  EXPECT_EQ(slurm->SubmitArray(keyed).value(), "4242");
+  EXPECT_EQ(envs.back(), keyed.env);  // to sbatch's environment, not its command line
+  for (const auto& arg : ran.back()) EXPECT_EQ(arg.find("00ff"), std::string::npos) << arg;
   ArrayJob bad = Job();
   bad.partition = "a b";
   EXPECT_EQ(slurm->SubmitArray(bad).status().code(), Code::kInvalidArgument);
@@ -178,6 +185,17 @@ TEST(SlurmTest, ACommandsOutputAndCodeAreCapturedAndItsArgumentsPassedAsTheyAre)
   ASSERT_TRUE(quoted.ok());
   EXPECT_EQ(quoted->out, "a b|$(id)|;x|");
   EXPECT_EQ(quoted->exit_code, 0);
+  // Variables added to the command's environment (a sweep's record key for sbatch), ours kept.
+  ::setenv("SHOAL_TEST_KEPT", "kept", 1);
+  auto env = RunCapturingOutput(&RealProcesses(),
+                                {"sh", "-c", "echo \"$SHOAL_TEST_ADDED $SHOAL_TEST_KEPT\""},
+                                std::chrono::seconds(15), {"SHOAL_TEST_ADDED=added"});
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->out, "added kept\n");
+  auto replaced = RunCapturingOutput(&RealProcesses(), {"sh", "-c", "echo \"$SHOAL_TEST_KEPT\""},
+                                     std::chrono::seconds(15), {"SHOAL_TEST_KEPT=new"});
+  ASSERT_TRUE(replaced.ok());
+  EXPECT_EQ(replaced->out, "new\n");
   auto missing = RunCapturingOutput(&RealProcesses(), {"no-such-command-here"});
   ASSERT_TRUE(missing.ok());
   EXPECT_EQ(missing->exit_code, 127);
