@@ -36,6 +36,39 @@ bool SlurmTime(const std::string& t) {
   return std::regex_match(t, kTime);
 }
 
+}  // namespace
+
+uint64_t SlurmTimeSeconds(const std::string& t) {
+  if (!SlurmTime(t)) return 0;
+  std::vector<uint64_t> parts;
+  uint64_t days = 0;
+  std::string rest = t;
+  if (const size_t dash = t.find('-'); dash != std::string::npos) {
+    days = std::stoull(t.substr(0, dash));
+    rest = t.substr(dash + 1);
+  }
+  std::stringstream in(rest);
+  for (std::string p; std::getline(in, p, ':');) parts.push_back(std::stoull(p));
+  uint64_t s = 0;
+  if (t.find('-') != std::string::npos) {  // days-hours[:minutes[:seconds]]
+    const uint64_t unit[] = {3600, 60, 1};
+    for (size_t i = 0; i < parts.size(); ++i) s += parts[i] * unit[i];
+  } else if (parts.size() == 3) {  // hours:minutes:seconds
+    s = parts[0] * 3600 + parts[1] * 60 + parts[2];
+  } else {  // minutes[:seconds]
+    s = parts[0] * 60 + (parts.size() == 2 ? parts[1] : 0);
+  }
+  return days * 86400 + s;
+}
+
+uint64_t TimeLimitLeadSeconds(const std::string& time_limit) {
+  const uint64_t limit = SlurmTimeSeconds(time_limit);
+  if (limit == 0) return 0;
+  return std::clamp<uint64_t>(limit / 10, 10, 120);
+}
+
+namespace {
+
 // "3-9%2", "3,5,7-9", "4": the indices a line of scontrol's output stands for.
 std::vector<uint32_t> ExpandTaskIds(std::string ids) {
   std::vector<uint32_t> out;
@@ -158,6 +191,10 @@ std::vector<std::string> SbatchArgv(const ArrayJob& job) {
   if (!job.output.empty()) argv.push_back("--output=" + job.output);
   if (!job.partition.empty()) argv.push_back("--partition=" + job.partition);
   if (!job.time_limit.empty()) argv.push_back("--time=" + job.time_limit);
+  // Before Slurm's SIGTERM reaches every process of the job at the limit (the runs' own, which
+  // then fail of it), the batch shell alone is told to stop its run, which ends with its record.
+  if (const uint64_t lead = TimeLimitLeadSeconds(job.time_limit); lead > 0)
+    argv.push_back("--signal=B:USR1@" + std::to_string(lead));
   argv.push_back(job.script);
   return argv;
 }

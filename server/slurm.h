@@ -35,6 +35,13 @@ struct ArrayJob {
 // INVALID_ARGUMENT naming the field when a value could not be what Slurm takes (a partition with
 // a space, a time that is not Slurm's format, no tasks): refused before sbatch is run.
 Status CheckArrayJob(const ArrayJob& job);
+// A time in one of Slurm's formats (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) in seconds;
+// 0 when it is not one.
+uint64_t SlurmTimeSeconds(const std::string& t);
+// How long before a task's time limit its batch shell is sent SIGUSR1 (sbatch --signal), which
+// the array's script turns into a stop of its run: a tenth of the limit, 10 s to 2 min (Slurm
+// sends it up to a minute early, as its event loop turns); 0 without a limit.
+uint64_t TimeLimitLeadSeconds(const std::string& time_limit);
 // sbatch's command line for the job (--parsable: it prints the job id alone).
 std::vector<std::string> SbatchArgv(const ArrayJob& job);
 // The job id from sbatch --parsable's output ("1234" or "1234;cluster").

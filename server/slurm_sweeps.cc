@@ -118,6 +118,9 @@ std::string RecordPath(const std::string& dir, uint32_t task) {
 std::string NodeRecordPath(const std::string& dir, uint32_t task, uint32_t node) {
   return dir + "/record-" + std::to_string(task) + ".node-" + std::to_string(node) + ".pb";
 }
+std::string LimitPath(const std::string& dir, uint32_t task) {
+  return dir + "/limit-" + std::to_string(task);
+}
 std::string TaskOutputPath(const std::string& dir, uint32_t task) {
   return dir + "/task-" + std::to_string(task) + ".out";
 }
@@ -150,9 +153,12 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "# passes SIGTERM to its run alone, which ends cancelled and still writes its record.\n"
          "# (srun would SIGKILL its tasks, and a signal to the step reaches every process in it.)\n"
          "stop=\"$dir/stop-$task\"\n"
-         "rm -f \"$stop\"\n"
+         "rm -f \"$stop\" \"$dir/limit-$task\"\n"
          "pid=\n"
          "trap '[ -n \"$pid\" ] && touch \"$stop\"' TERM INT\n"
+         "# SIGUSR1 (sbatch --signal, before the time limit): the same stop, marked as the "
+         "limit's.\n"
+         "trap '[ -n \"$pid\" ] && touch \"$dir/limit-$task\" \"$stop\"' USR1\n"
          "srun --ntasks=\"${SLURM_JOB_NUM_NODES:-" +
          std::to_string(nodes) +
          "}\" --ntasks-per-node=1 sh -c '\n"
@@ -185,9 +191,13 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
 std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
   if (nodes > 1) return NodesScript(shoald, dir, nodes);
   return ScriptHead("one point of a sweep", dir) + kTaskState +
-         "# scancel's SIGTERM to the run: it ends cancelled and still writes its record.\n"
+         "# scancel's SIGTERM to the run: it ends cancelled and still writes its record. SIGUSR1\n"
+         "# (sbatch --signal, before the time limit) too, marked as the limit's.\n"
          "pid=\n"
-         "trap '[ -n \"$pid\" ] && kill -TERM $pid 2>/dev/null' TERM INT\n" +
+         "rm -f \"$dir/limit-$task\"\n"
+         "trap '[ -n \"$pid\" ] && kill -TERM $pid 2>/dev/null' TERM INT\n"
+         "trap '[ -n \"$pid\" ] && touch \"$dir/limit-$task\" && kill -TERM $pid 2>/dev/null' "
+         "USR1\n" +
          ShellQuoted(shoald) +
          " --run-point \"$dir/order-$task.json\" --record-out \"$dir/record-$task.pb\" \\\n"
          "  --state-dir \"$state\" --log-level info &\n"
@@ -504,6 +514,30 @@ bool SlurmStopped(const std::string& state) {
          state == "DEADLINE" || state == "OUT_OF_MEMORY";
 }
 
+// A run that did not succeed because Slurm stopped it: its script stopped it as the time limit
+// neared (sbatch --signal; the run reads it as a cancel), or Slurm signalled every process of it
+// (the limit itself, a preemption, a node failure: the run fails of the signals, or reads a
+// cancel). Failed, saying so, with the record until then.
+void StoppedBySlurm(const std::string& name, const v1::SlurmTaskInfo& slurm, const std::string& dir,
+                    uint32_t task, v1::Experiment* ran) {
+  std::error_code ec;
+  const bool near_limit = fs::exists(LimitPath(dir, task), ec);
+  if (ran->state() == v1::SUCCEEDED || (!near_limit && !SlurmStopped(slurm.state()))) return;
+  const std::string then = ran->state() == v1::FAILED && !ran->error().empty()
+                               ? " (the run then: " + ran->error() + ")"
+                               : "";
+  ran->set_state(v1::FAILED);
+  if (near_limit) {
+    ran->set_error("task " + name +
+                   " stopped its run as its Slurm time limit neared (sbatch --signal)" + then +
+                   "; the record of the run until then is kept");
+  } else {
+    ran->set_error("Slurm stopped task " + name + ": " + slurm.state() +
+                   (slurm.reason().empty() ? "" : " (" + slurm.reason() + ")") + then +
+                   "; the record of the run until then is kept");
+  }
+}
+
 bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   v1::Experiment e = a.tasks[task];
   v1::SlurmTaskInfo slurm = e.slurm();
@@ -527,13 +561,7 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     ran.set_submitter(e.submitter());
     ran.set_submitted_unix_ms(e.submitted_unix_ms());
     if (cancelled && ran.state() == v1::FAILED) ran.set_state(v1::CANCELLED);
-    // Stopped by Slurm (its time limit's SIGTERM reads as a cancel to the run): failed, saying so.
-    if (!cancelled && ran.state() == v1::CANCELLED && SlurmStopped(slurm.state())) {
-      ran.set_state(v1::FAILED);
-      ran.set_error("Slurm stopped task " + TaskName(a.job_id, task) + ": " + slurm.state() +
-                    (slurm.reason().empty() ? "" : " (" + slurm.reason() + ")") +
-                    "; the record of the run until then is kept");
-    }
+    if (!cancelled) StoppedBySlurm(TaskName(a.job_id, task), slurm, a.dir, task, &ran);
     *ran.mutable_slurm() = slurm;
     stored =
         StoreRunRecord(store_, opts_.logs_dir, order, *record, [this](const v1::Experiment& x) {
@@ -564,6 +592,7 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   fs::remove(RecordPath(a.dir, task), ec);
   for (uint32_t k = 0; nodes > 1 && k < nodes; ++k) fs::remove(NodeRecordPath(a.dir, task, k), ec);
   fs::remove(OrderPath(a.dir, task), ec);
+  fs::remove(LimitPath(a.dir, task), ec);
   return true;
 }
 

@@ -116,6 +116,8 @@ std::string ArrayScript(const std::string& shoald, const std::string& dir, uint3
 std::string OrderPath(const std::string& dir, uint32_t task);
 std::string RecordPath(const std::string& dir, uint32_t task);
 std::string NodeRecordPath(const std::string& dir, uint32_t task, uint32_t node);
+// Where task i's script marks that it stopped its run as the time limit neared (SIGUSR1).
+std::string LimitPath(const std::string& dir, uint32_t task);
 std::string TaskOutputPath(const std::string& dir, uint32_t task);
 
 }  // namespace shoal

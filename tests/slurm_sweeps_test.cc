@@ -432,6 +432,21 @@ TEST_F(SlurmSweepsTest, ARunSlurmStoppedAtItsTimeLimitFailsSayingSo) {
             "Slurm stopped task 4242_0: TIMEOUT (TimeLimit); the record of the run until then is "
             "kept");
   EXPECT_EQ(store_->Samples(exps_[0].id())->size(), 4u);
+  // Signalled by Slurm, its processes fail of it: the same, with what the run said.
+  WriteRecord(1, v1::FAILED, "", "leader killed by signal 9");
+  // Stopped by its script as the limit neared (SIGUSR1 marked it): the task ends COMPLETED.
+  WriteRecord(2, v1::CANCELLED);
+  std::ofstream(LimitPath(SweepDir(), 2)).put('\n');
+  slurm_.tasks = {Task(1, "TIMEOUT", "TimeLimit"), Task(2, "COMPLETED")};
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(1).error(),
+            "Slurm stopped task 4242_1: TIMEOUT (TimeLimit) (the run then: leader killed by signal "
+            "9); the record of the run until then is kept");
+  EXPECT_EQ(Stored(2).state(), v1::FAILED);
+  EXPECT_EQ(Stored(2).error(),
+            "task 4242_2 stopped its run as its Slurm time limit neared (sbatch --signal); the "
+            "record of the run until then is kept");
+  EXPECT_FALSE(std::filesystem::exists(LimitPath(SweepDir(), 2)));
 }
 
 // A sweep cancelled before any task started: one scancel of the array.

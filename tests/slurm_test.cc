@@ -39,6 +39,7 @@ TEST(SlurmTest, SbatchGetsOneExclusiveNodeATaskAndTheArraysLimit) {
                                          "--output=/home/u/.shoal/slurm/s1a2b3c/task-%a.out",
                                          "--partition=gpu",
                                          "--time=30:00",
+                                         "--signal=B:USR1@120",
                                          "/home/u/.shoal/slurm/s1a2b3c/array.sh"};
   EXPECT_EQ(SbatchArgv(Job()), want);
   ArrayJob plain = Job();
@@ -124,6 +125,28 @@ TEST(SlurmTest, ScontrolsLinesGiveEveryTaskItKnows) {
   EXPECT_TRUE(SlurmTaskEnded("NODE_FAIL"));
   EXPECT_FALSE(SlurmTaskEnded("PENDING"));
   EXPECT_FALSE(SlurmTaskEnded("COMPLETING"));
+}
+
+// Slurm's time formats in seconds, and how long before the limit the batch shell is told to stop
+// its run (sbatch --signal=B:USR1@lead).
+TEST(SlurmTest, ATimeLimitIsReadInEachOfSlurmsFormatsAndItsRunStoppedBeforeIt) {
+  EXPECT_EQ(SlurmTimeSeconds("30"), 1800u);
+  EXPECT_EQ(SlurmTimeSeconds("30:15"), 1815u);
+  EXPECT_EQ(SlurmTimeSeconds("2:00:00"), 7200u);
+  EXPECT_EQ(SlurmTimeSeconds("1-2"), 93600u);
+  EXPECT_EQ(SlurmTimeSeconds("1-0:30"), 88200u);
+  EXPECT_EQ(SlurmTimeSeconds("1-0:0:5"), 86405u);
+  EXPECT_EQ(SlurmTimeSeconds("half an hour"), 0u);
+  EXPECT_EQ(TimeLimitLeadSeconds("1"), 10u);
+  EXPECT_EQ(TimeLimitLeadSeconds("30"), 120u);
+  EXPECT_EQ(TimeLimitLeadSeconds("10:00"), 60u);
+  EXPECT_EQ(TimeLimitLeadSeconds(""), 0u);
+  ArrayJob job = Job();
+  job.time_limit = "10:00";
+  const auto argv = SbatchArgv(job);
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--signal=B:USR1@60"), argv.end());
+  job.time_limit.clear();
+  for (const auto& arg : SbatchArgv(job)) EXPECT_EQ(arg.rfind("--signal", 0), std::string::npos);
 }
 
 // The commands on a runner that answers as Slurm's tools do.
