@@ -76,6 +76,7 @@ std::unique_ptr<Cli> BuildCli() {
   AddConnectionOptions(*c);
   AddNodeCommands(c->app, &c->commands);
   AddExperimentCommands(c->app, &c->commands);
+  AddTraceCommands(c->app, &c->commands);
   AddSweepCommands(c->app, &c->commands);
   AddRecordCommands(c->app, &c->commands);
   AddReferenceCommand(*c);

@@ -181,31 +181,17 @@ int Report(ShoalClient& c, const ReportArgs& a) {
     return 0;
   }
   if (a.ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
-  if (!a.plot.empty() && a.format != "svg" && a.format != "png")
-    Die("--plot chooses what svg and png draw; --format is " + a.format +
-        (a.format == "html" ? " (which draws every picture)" : ""));
   const ReportInput in = input(a.ids[0], a.format != "json");
-  // An optimiser sweep is drawn as loss curves unless asked otherwise.
-  std::string plot = a.plot;
-  if (plot.empty()) {
-    plot = "memory";
-    for (const auto& ax : VaryingAxes(in.sweep))
-      if (ax.field() == "optimizer") plot = "loss";
+  // The node is the daemon's now: the one the sweep ran on, unless it was read from a file.
+  std::optional<v1::NodeInfoResponse> node;
+  if (a.format == "html" && !a.from_json) {
+    node = OrDie(c.NodeInfo());
+    MakePrintable(&*node);
   }
-  if (plot.rfind("gpu-", 0) == 0 && !HasGpuFigures(in))
-    Die("--plot " + plot + ": sweep " + a.ids[0] + " has no point on a GPU");
-  if (a.format == "md") Emit(RenderMarkdown(in), a.output);
-  if (a.format == "csv") Emit(RenderCsv(in), a.output);
-  if (a.format == "json") Emit(RenderJson(in).dump(2) + "\n", a.output);
-  if (a.format == "html") {
-    // The node is the daemon's now: the one the sweep ran on, unless it was read from a file.
-    std::optional<v1::NodeInfoResponse> node;
-    if (!a.from_json) node = OrDie(c.NodeInfo());
-    if (node) MakePrintable(&*node);
-    Emit(RenderHtml(in, node ? &*node : nullptr), a.output);
-  }
-  if (a.format == "svg") Emit(RenderSvg(in, plot), a.output);
-  if (a.format == "png") WritePng(RenderSvg(in, plot), a.output);
+  const bool png = a.format == "png";
+  const std::string text =
+      OrDie(RenderReport(in, png ? "svg" : a.format, a.plot, node ? &*node : nullptr));
+  png ? WritePng(text, a.output) : Emit(text, a.output);
   return 0;
 }
 

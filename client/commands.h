@@ -23,6 +23,7 @@ void AddNodeCommands(CLI::App& app, std::vector<Command>* out);
 void AddExperimentCommands(CLI::App& app, std::vector<Command>* out);
 void AddSweepCommands(CLI::App& app, std::vector<Command>* out);
 void AddRecordCommands(CLI::App& app, std::vector<Command>* out);
+void AddTraceCommands(CLI::App& app, std::vector<Command>* out);
 
 // Prints "shoal: <message>" to stderr and exits 1.
 [[noreturn]] void Die(const std::string& message);

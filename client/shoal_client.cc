@@ -224,6 +224,14 @@ StatusOr<v1::LogsResponse> ShoalClient::Logs(const std::string& id, uint64_t off
   return r;
 }
 
+StatusOr<std::string> ShoalClient::Trace(const std::string& id) {
+  v1::GetRequest req;
+  req.set_id(id);
+  v1::ReportResponse r;
+  RETURN_IF_ERROR(Convert(stub_->Trace(Ctx().get(), req, &r)));
+  return std::move(*r.mutable_body());
+}
+
 Status ShoalClient::Watch(const std::string& id,
                           const std::function<void(const v1::WatchEvent&)>& on_event) {
   grpc::ClientContext ctx;  // no deadline: a watch lasts as long as the experiment

@@ -47,6 +47,8 @@ class ShoalClient {
   StatusOr<v1::Sweep> CancelSweep(const std::string& id);
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id);
   StatusOr<v1::LogsResponse> Logs(const std::string& id, uint64_t offset);
+  // The ended experiment's trace (Chrome trace-event JSON), as the daemon renders it.
+  StatusOr<std::string> Trace(const std::string& id);
   StatusOr<v1::DeleteResponse> Delete(const std::string& id);
   StatusOr<v1::DeleteResponse> Prune(const v1::PruneRequest& req);
   // Calls `on_event` for every event until the experiment ends.

@@ -400,6 +400,11 @@ StatusOr<std::vector<v1::Sample>> Coordinator::Samples(const std::string& id) {
   return store_->Samples(id);
 }
 
+StatusOr<std::vector<v1::Event>> Coordinator::Events(const std::string& id) {
+  RETURN_IF_ERROR(queue_.Get(id).status());
+  return store_->Events(id);
+}
+
 StatusOr<std::string> Coordinator::SubmitSweep(const v1::SweepSpec& spec,
                                                const std::string& submitter) {
   // Each data set is read once, however many points use it.

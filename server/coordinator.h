@@ -86,6 +86,7 @@ class Coordinator : public ExperimentService {
   StatusOr<v1::SweepReport> GetSweep(const std::string& id) override;
   StatusOr<Page<v1::Sweep>> ListSweeps(const PageRequest& page) override;
   StatusOr<v1::Sweep> CancelSweep(const std::string& id) override { return sweeps_.Cancel(id); }
+  StatusOr<std::vector<v1::Event>> Events(const std::string& id) override;
   StatusOr<std::vector<v1::Sample>> Samples(const std::string& id) override;
   StatusOr<v1::LogsResponse> Logs(const v1::LogsRequest& req) override;
   StatusOr<v1::DeleteResponse> Delete(const std::string& id) override;

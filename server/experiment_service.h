@@ -54,6 +54,8 @@ class ExperimentService {
   virtual StatusOr<v1::Sweep> CancelSweep(const std::string& id) = 0;
   // The kept samples of one experiment, oldest first (NOT_FOUND for an unknown id).
   virtual StatusOr<std::vector<v1::Sample>> Samples(const std::string& id) = 0;
+  // The events of one experiment, oldest first (NOT_FOUND for an unknown id).
+  virtual StatusOr<std::vector<v1::Event>> Events(const std::string& id) = 0;
   // A slice of an experiment's captured output (NOT_FOUND for an unknown id).
   virtual StatusOr<v1::LogsResponse> Logs(const v1::LogsRequest& req) = 0;
   // Deletes an ended experiment that is not a sweep's point, or an ended sweep with its points

@@ -833,3 +833,43 @@ TEST(SpecTest, AKindsFieldsLiveInItsMessageAndAnotherKindsAreRefused) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Fields by name as text (the Python package's keyword arguments) are set as the CLI's options
+// are, with their refusals.
+TEST(SpecFieldTextsTest, FieldsByNameAreSetAndRefusedAsTheCliSetsThem) {
+  auto fields = [](std::vector<std::pair<std::string, std::string>> kv) {
+    google::protobuf::RepeatedPtrField<v1::AxisValue> out;
+    for (const auto& [k, v] : kv) {
+      v1::AxisValue* a = out.Add();
+      a->set_field(k);
+      a->set_value(v);
+    }
+    return out;
+  };
+  v1::ExperimentSpec spec;
+  ASSERT_TRUE(
+      SetSpecFieldTexts(
+          &spec,
+          fields({{"workers", "4"}, {"batch-size", "32"}, {"start", "forkserver"}, {"lr", "0.05"}}))
+          .ok());
+  EXPECT_EQ(spec.workers(), 4u);
+  EXPECT_EQ(spec.batch_size(), 32u);
+  EXPECT_EQ(spec.start(), "forkserver");
+  v1::ExperimentSpec other;
+  EXPECT_EQ(SetSpecFieldTexts(&other, fields({{"wrokers", "4"}})).message().substr(0, 45),
+            "'wrokers' is not a spec field (fields: kind, ");
+  EXPECT_EQ(SetSpecFieldTexts(&other, fields({{"workers", "1"}, {"workers", "2"}})).message(),
+            "workers: given 2 times; it takes one value");
+  EXPECT_EQ(SetSpecFieldTexts(&spec, fields({{"workers", "2"}})).message(),
+            "workers: given both in the spec and by name");
+  v1::ExperimentSpec third;
+  const Status bad = SetSpecFieldTexts(&third, fields({{"batch_size", "0x10"}}));
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("batch_size"), std::string::npos) << bad.message();
+}
+
+}  // namespace
+}  // namespace shoal

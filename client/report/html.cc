@@ -1,5 +1,6 @@
 #include "client/report/html.h"
 
+#include <set>
 #include <sstream>
 
 #include "client/report/svg_chart.h"
@@ -131,6 +132,38 @@ std::string RenderHtml(const ReportInput& in, const v1::NodeInfoResponse* node) 
        "Shoal's docs/figures.md; a figure that was not measured is -, never 0.</p>\n"
        "</body></html>\n";
   return o.str();
+}
+
+StatusOr<std::string> RenderReport(const ReportInput& in, const std::string& format,
+                                   const std::string& plot_asked,
+                                   const v1::NodeInfoResponse* node) {
+  if (!plot_asked.empty() && format != "svg" && format != "png")
+    return InvalidArgument("--plot chooses what svg and png draw; --format is " + format +
+                           (format == "html" ? " (which draws every picture)" : ""));
+  if (format == "md") return RenderMarkdown(in);
+  if (format == "csv") return RenderCsv(in);
+  if (format == "json") return RenderJson(in).dump(2) + "\n";
+  if (format == "html") return RenderHtml(in, node);
+  if (format != "svg")
+    return InvalidArgument("format: '" + format.substr(0, 20) +
+                           "' is not one of md, csv, json, html, svg");
+  // An optimiser sweep is drawn as loss curves unless asked otherwise.
+  std::string plot = plot_asked;
+  if (plot.empty()) {
+    plot = "memory";
+    for (const auto& ax : VaryingAxes(in.sweep))
+      if (ax.field() == "optimizer") plot = "loss";
+  }
+  static const std::set<std::string> kPlots = {"memory", "gpu-memory", "gpu-util",
+                                               "loss",   "throughput", "pareto"};
+  if (!kPlots.count(plot))
+    return InvalidArgument(
+        "plot: '" + plot.substr(0, 20) +
+        "' is not one of memory, gpu-memory, gpu-util, loss, throughput, pareto");
+  if (plot.rfind("gpu-", 0) == 0 && !HasGpuFigures(in))
+    return InvalidArgument("--plot " + plot + ": sweep " + in.sweep.id() +
+                           " has no point on a GPU");
+  return RenderSvg(in, plot);
 }
 
 }  // namespace shoal

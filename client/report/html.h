@@ -16,4 +16,10 @@ namespace shoal {
 // (the page says the node was not recorded).
 std::string RenderHtml(const ReportInput& in, const v1::NodeInfoResponse* node);
 
+// The report in one of `shoal report`'s text formats (md, csv, json, html, svg) with svg's
+// `plot` (empty: memory, loss for an optimiser sweep): what the CLI prints and what the daemon's
+// Report answers. INVALID_ARGUMENT naming what cannot be drawn or does not apply.
+StatusOr<std::string> RenderReport(const ReportInput& in, const std::string& format,
+                                   const std::string& plot, const v1::NodeInfoResponse* node);
+
 }  // namespace shoal

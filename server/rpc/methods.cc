@@ -1,9 +1,13 @@
 // The unary methods of shoal.v1.Shoal: each checks what the domain cannot (ids, strings, page
 // arguments), then calls it.
+#include "client/report/html.h"
+#include "client/report/trace.h"
 #include "server/rpc/access.h"
 #include "server/rpc/service.h"
 #include "shared/kinds/kind.h"
 #include "shared/spec/spec.h"
+#include "shared/spec/spec_fields.h"
+#include "shared/spec/sweep.h"
 #include "shared/spec/wire_check.h"
 
 namespace shoal {
@@ -86,7 +90,9 @@ void ShoalService::AddExperimentMethods() {
   using namespace v1;
   Add("Submit",
       Typed<SubmitRequest, SubmitResponse>(
-          [this](const Caller& caller, const SubmitRequest& r) -> StatusOr<SubmitResponse> {
+          [this](const Caller& caller, const SubmitRequest& req) -> StatusOr<SubmitResponse> {
+            SubmitRequest r = req;
+            RETURN_IF_ERROR(SetSpecFieldTexts(r.mutable_spec(), r.fields()));
             RETURN_IF_ERROR(CheckSpecStrings(r.spec()));
             RETURN_IF_ERROR(MayRunKinds(caller, coord_->AllowsCommands(), {r.spec().kind()}));
             v1::ExperimentSpec spec = r.spec();
@@ -136,7 +142,10 @@ void ShoalService::AddSweepMethods() {
   using namespace v1;
   Add("SubmitSweep",
       Typed<SubmitSweepRequest, SubmitResponse>(
-          [this](const Caller& caller, const SubmitSweepRequest& r) -> StatusOr<SubmitResponse> {
+          [this](const Caller& caller, const SubmitSweepRequest& req) -> StatusOr<SubmitResponse> {
+            SubmitSweepRequest r = req;
+            RETURN_IF_ERROR(SetSpecFieldTexts(r.mutable_spec()->mutable_base(), r.spec().fields()));
+            r.mutable_spec()->clear_fields();
             RETURN_IF_ERROR(CheckSweepStrings(r.spec()));
             RETURN_IF_ERROR(MayRunKinds(caller, coord_->AllowsCommands(), SweepKinds(r.spec())));
             v1::SweepSpec spec = r.spec();
@@ -191,6 +200,31 @@ void ShoalService::AddRecordMethods() {
                                       caller.name + " may rm its own records");
             return coord_->Prune(r);
           }));
+  Add("Report", Typed<ReportRequest, ReportResponse>(
+                    [this](const Caller&, const ReportRequest& r) -> StatusOr<ReportResponse> {
+                      RETURN_IF_ERROR(CheckId(r.id(), "s"));
+                      ASSIGN_OR_RETURN(SweepReport got, coord_->GetSweep(r.id()));
+                      const v1::NodeInfoResponse node = node_info_();
+                      ASSIGN_OR_RETURN(std::string body, RenderReport(ReportInputOf(got),
+                                                                      r.format(), r.plot(), &node));
+                      ReportResponse resp;
+                      resp.set_body(std::move(body));
+                      return resp;
+                    }));
+  Add("Trace", Typed<GetRequest, ReportResponse>(
+                   [this](const Caller&, const GetRequest& r) -> StatusOr<ReportResponse> {
+                     RETURN_IF_ERROR(CheckId(r.id(), "x"));
+                     ASSIGN_OR_RETURN(Experiment e, coord_->Get(r.id()));
+                     if (!IsTerminal(e.state()))
+                       return FailedPrecondition("experiment " + r.id() + " is " +
+                                                 ExperimentState_Name(e.state()) +
+                                                 ": its trace is whole once it has ended");
+                     ASSIGN_OR_RETURN(auto samples, coord_->Samples(r.id()));
+                     ASSIGN_OR_RETURN(auto events, coord_->Events(r.id()));
+                     ReportResponse resp;
+                     resp.set_body(RenderTrace(e, samples, events).dump() + "\n");
+                     return resp;
+                   }));
   Add("NodeInfo", Typed<NodeInfoRequest, NodeInfoResponse>(
                       [this](const Caller&, const NodeInfoRequest&) -> StatusOr<NodeInfoResponse> {
                         return node_info_();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <type_traits>
 
 #include "shared/kinds/kind.h"
@@ -334,6 +335,26 @@ std::string SettingsKind(const v1::ExperimentSpec& spec) {
   const auto* oneof = v1::ExperimentSpec::descriptor()->FindOneofByName("settings");
   const FieldDescriptor* set = spec.GetReflection()->GetOneofFieldDescriptor(spec, oneof);
   return set == nullptr ? "" : set->name();
+}
+
+Status SetSpecFieldTexts(v1::ExperimentSpec* spec,
+                         const google::protobuf::RepeatedPtrField<v1::AxisValue>& fields) {
+  std::set<std::string> seen;
+  for (const v1::AxisValue& v : fields) {
+    const SpecField* f = FindSpecField(v.field());
+    if (f == nullptr) {
+      std::string list;
+      for (const auto& x : SpecFields()) list += (list.empty() ? "" : ", ") + x.name;
+      return InvalidArgument("'" + v.field().substr(0, 40) +
+                             "' is not a spec field (fields: " + list + ")");
+    }
+    if (!seen.insert(f->name).second)
+      return InvalidArgument(f->name + ": given 2 times; it takes one value");
+    if (HasSpecField(*spec, *f))
+      return InvalidArgument(f->name + ": given both in the spec and by name");
+    RETURN_IF_ERROR(SetSpecField(spec, *f, v.value()));
+  }
+  return Status::Ok();
 }
 
 Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text) {

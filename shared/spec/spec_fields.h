@@ -54,6 +54,11 @@ const SpecField* FindSpecField(const std::string& name);
 // other kind's settings: INVALID_ARGUMENT naming both): uint32/uint64 decimal digits only, double a
 // finite number, bool yes/no/true/false/1/0. The error names the field and quotes the text.
 Status SetSpecField(v1::ExperimentSpec* spec, const SpecField& f, const std::string& text);
+// Fields by name with their values as text (SubmitRequest.fields: the Python package's keyword
+// arguments) set onto `spec` as the CLI sets its options: an unknown name, a name given twice or
+// also set in `spec`, or a value its field refuses is INVALID_ARGUMENT naming it.
+Status SetSpecFieldTexts(v1::ExperimentSpec* spec,
+                         const google::protobuf::RepeatedPtrField<v1::AxisValue>& fields);
 // True when the field is present (given by the user or filled by ApplyDefaults).
 bool HasSpecField(const v1::ExperimentSpec& spec, const SpecField& f);
 // Removes the field (absent again).
