@@ -16,6 +16,10 @@ PACKAGES=(
   slurmctld slurmd slurm-client munge
   # The HTML report's test renders it in a real headless browser (tests/sweep_e2e_test.cc).
   chromium
+  # The Python package (client/python): pip into a venv, its tests, DataFrames, the notebook
+  # CI executes (docs/python.md).
+  python3-venv python3-pip python3-setuptools python3-wheel python3-pytest python3-pandas
+  python3-nbconvert python3-nbclient python3-ipykernel jupyter-nbconvert
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -252,34 +252,3 @@ TEST(ConfigE2E, EmptyUnknownAndNonFiniteValuesAreRefusedNamingTheOption) {
 
 }  // namespace
 }  // namespace shoal
-
-namespace shoal {
-namespace {
-
-// client/python/shoal_client.py (modules generated into build/python by the build): it submits,
-// reads the Watch stream to its end, and gets the result.
-TEST(PythonClientE2E, SubmitsAndReadsTheWatchStreamToTheEnd) {
-  testing::TempDir dir;
-  testing::Daemon d(dir / "state", dir / "s.sock");
-  ASSERT_TRUE(d.Start());
-  const CommandResult r = RunCommand(
-      {"/usr/bin/python3", std::string(SHOAL_SOURCE_DIR) + "/client/python/shoal_client.py",
-       "--socket", dir / "s.sock", "submit", "--workers", "2", "--batches", "5"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  const json out = json::parse(r.out);
-  EXPECT_EQ(out["experiment"]["state"], "SUCCEEDED");
-  EXPECT_EQ(out["experiment"]["submitter"], "uid 0");
-  const auto& states = out["watch"]["states"];
-  ASSERT_FALSE(states.empty());
-  EXPECT_EQ(states.back(), "SUCCEEDED");  // the stream ended with the experiment
-  EXPECT_GE(out["watch"]["samples"].get<int>(), 1);
-  EXPECT_EQ(out["experiment"]["result"]["samples"], "640");  // 2 workers x 5 x 64 (uint64: text)
-  const CommandResult get = RunCommand(
-      {"/usr/bin/python3", std::string(SHOAL_SOURCE_DIR) + "/client/python/shoal_client.py",
-       "--socket", dir / "s.sock", "get", "x0000000000"});
-  EXPECT_EQ(get.exit_code, 1);
-  EXPECT_NE(get.err.find("NOT_FOUND"), std::string::npos) << get.err;
-}
-
-}  // namespace
-}  // namespace shoal
