@@ -460,7 +460,7 @@ void Coordinator::Publish(const std::string& id, v1::WatchEvent ev) {
   if (ev.has_sample() || (ev.has_state() && IsTerminal(ev.state()))) {
     std::lock_guard<std::mutex> l(latest_mu_);
     if (ev.has_sample()) {
-      latest_ = MetricsSnapshot::Running{id, "", ev.sample()};  // the kind: Metrics()
+      latest_ = MetricsSnapshot::Running{id, "", "", "", ev.sample()};  // the kind: Metrics()
     } else if (latest_ && latest_->id == id) {
       latest_.reset();  // ended: it has no current memory
     }
@@ -478,7 +478,11 @@ StatusOr<MetricsSnapshot> Coordinator::Metrics() {
   }
   if (m.running) {
     auto e = queue_.Get(m.running->id);
-    if (e.ok()) m.running->kind = e->spec().kind();
+    if (e.ok()) {
+      m.running->kind = e->spec().kind();
+      m.running->sweep = e->sweep_id();
+      m.running->name = e->spec().name();
+    }
   }
   m.node = NodeMetrics();
   return m;
@@ -488,7 +492,10 @@ MetricsSnapshot::Node Coordinator::NodeMetrics() {
   MetricsSnapshot::Node n;
   if (os_.gpu != nullptr) {
     if (auto r = os_.gpu->Read(); r.ok())
-      for (const auto& d : r->devices) n.gpus.push_back(DeviceSample(d));
+      for (const auto& d : r->devices) {
+        n.gpus.push_back(DeviceSample(d));
+        n.gpu_identity[d.index] = {d.uuid, d.name};
+      }
   }
   if (const auto shm = ReadShmSpace()) {
     n.shm_free_bytes = shm->free_bytes;
@@ -501,6 +508,7 @@ MetricsSnapshot::Node Coordinator::NodeMetrics() {
       n.cpu_energy_joules = joules;
     }
   }
+  if (opts_.host) n.hostname = opts_.host->hostname();
   n.fork_server_up = fork_server_pid() > 0;
   n.fork_server_restarts = uint64_t(std::max(0, fork_server_restarts()));
   return n;

@@ -26,10 +26,51 @@ void Family(std::string* o, const char* name, const char* type, const char* help
   *o += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
+// The running experiment's labels: its id and kind, its sweep and name where it has them.
+std::string ExperimentLabels(const MetricsSnapshot::Running& r) {
+  std::string l = "experiment=\"" + Label(r.id) + "\",kind=\"" + Label(r.kind) + "\"";
+  if (!r.sweep.empty()) l += ",sweep=\"" + Label(r.sweep) + "\"";
+  if (!r.name.empty()) l += ",name=\"" + Label(r.name) + "\"";
+  return l;
+}
+
 std::string ProcessLabels(const MetricsSnapshot::Running& r, const v1::ProcessSample& p) {
   const std::string worker = p.index() >= 0 ? std::to_string(p.index()) : "";
-  return "{experiment=\"" + Label(r.id) + "\",kind=\"" + Label(r.kind) + "\",role=\"" +
-         Label(p.role()) + "\",worker=\"" + worker + "\"}";
+  return "{" + ExperimentLabels(r) + ",role=\"" + Label(p.role()) + "\",worker=\"" + worker +
+         "\"}";
+}
+
+// A GPU's labels: its index, and dcgm-exporter's UUID, modelName and device where NVML named it.
+std::string GpuLabels(uint32_t index, const MetricsSnapshot::Node& n) {
+  std::string l = "gpu=\"" + std::to_string(index) + "\"";
+  auto it = n.gpu_identity.find(index);
+  if (it != n.gpu_identity.end())
+    l += ",UUID=\"" + Label(it->second.uuid) + "\",modelName=\"" + Label(it->second.model) +
+         "\",device=\"nvidia" + std::to_string(index) + "\"";
+  return "{" + l + "}";
+}
+
+// Every series' labels with Hostname="host" added first (the node's, as dcgm-exporter's).
+std::string WithHostname(const std::string& text, const std::string& host) {
+  if (host.empty()) return text;
+  const std::string label = "Hostname=\"" + Label(host) + "\"";
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
+    if (!line.empty() && line[0] != '#') {
+      const size_t brace = line.find('{'), space = line.find(' ');
+      if (brace != std::string::npos && brace < space)
+        line.insert(brace + 1, line[brace + 1] == '}' ? label : label + ",");
+      else
+        line.insert(space, "{" + label + "}");
+    }
+    out += line + "\n";
+    at = end + 1;
+  }
+  return out;
 }
 
 void ProcessFamilies(std::string* o, const MetricsSnapshot::Running& r) {
@@ -68,7 +109,8 @@ void ProcessGpuFamily(std::string* o, const MetricsSnapshot::Running& r) {
 
 // Every device's figures NVML gave; a figure it did not give has no series (not a 0). Named
 // after dcgm-exporter's fields (docs/operations.md maps them).
-void DeviceFamilies(std::string* o, const std::vector<v1::GpuDeviceSample>& gpus) {
+void DeviceFamilies(std::string* o, const std::vector<v1::GpuDeviceSample>& gpus,
+                    const MetricsSnapshot::Node& n) {
   using G = v1::GpuDeviceSample;
   struct Field {
     const char* name;
@@ -102,8 +144,7 @@ void DeviceFamilies(std::string* o, const std::vector<v1::GpuDeviceSample>& gpus
     std::string series;
     for (const auto& g : gpus)
       if ((g.*f.has)())
-        series += std::string(f.name) + "{gpu=\"" + std::to_string(g.index()) + "\"} " +
-                  Num(f.get(g)) + "\n";
+        series += std::string(f.name) + GpuLabels(g.index(), n) + " " + Num(f.get(g)) + "\n";
     if (series.empty()) continue;
     Family(o, f.name, f.type, f.help);
     *o += series;
@@ -136,7 +177,7 @@ void NodeFamilies(std::string* o, const MetricsSnapshot::Node& n) {
 }
 
 void RunningFamilies(std::string* o, const MetricsSnapshot::Running& r) {
-  const std::string labels = "{experiment=\"" + Label(r.id) + "\",kind=\"" + Label(r.kind) + "\"}";
+  const std::string labels = "{" + ExperimentLabels(r) + "}";
   const v1::Sample& s = r.sample;
   Family(o, "shoal_experiment_pss_bytes", "gauge", "Summed PSS of the running experiment");
   *o += "shoal_experiment_pss_bytes" + labels + " " + Num(double(s.total_pss_bytes())) + "\n";
@@ -171,12 +212,12 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   NodeFamilies(&o, s.node);
   // The devices: the node's reading now; else the running experiment's last sample's.
   if (!s.node.gpus.empty()) {
-    DeviceFamilies(&o, s.node.gpus);
+    DeviceFamilies(&o, s.node.gpus, s.node);
   } else if (s.running) {
-    DeviceFamilies(&o, {s.running->sample.gpus().begin(), s.running->sample.gpus().end()});
+    DeviceFamilies(&o, {s.running->sample.gpus().begin(), s.running->sample.gpus().end()}, s.node);
   }
   if (s.running) RunningFamilies(&o, *s.running);
-  return o;
+  return WithHostname(o, s.node.hostname);
 }
 
 }  // namespace shoal

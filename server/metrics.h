@@ -18,6 +18,7 @@ struct MetricsSnapshot {
   std::map<v1::ExperimentState, uint64_t> experiments;  // by state, every record
   struct Running {
     std::string id, kind;
+    std::string sweep, name;  // its sweep's id and its spec's name; empty when none
     v1::Sample sample;  // its latest
   };
   std::optional<Running> running;
@@ -30,6 +31,13 @@ struct MetricsSnapshot {
     std::optional<double> cpu_energy_joules;  // the CPU packages' RAPL counters, summed
     uint64_t fork_server_restarts = 0;
     std::map<std::string, std::string> build;  // label -> value (version, grpc, ...)
+    // What dcgm-exporter's users filter by: every series carries `Hostname`; each GPU's its
+    // `UUID`, `modelName` and `device` ("nvidia0"), where NVML names them.
+    std::string hostname;
+    struct GpuIdentity {
+      std::string uuid, model;
+    };
+    std::map<uint32_t, GpuIdentity> gpu_identity;  // by index
   };
   Node node;
 };

@@ -61,6 +61,17 @@ TEST(MetricsE2E, AnIdleGpuNodeIsDescribedDeviceByDevice) {
     EXPECT_DOUBLE_EQ(Value(m, "shoal_gpu_dram_active_ratio", "gpu", gpu), 0.44);
   }
   EXPECT_EQ(m["shoal_build_info"][0][0].value("nvidia_driver", ""), "999.99-fake");
+  // dcgm-exporter's labels: the node's Hostname on every series, each GPU's UUID, model, device.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  for (const auto& series : m["shoal_gpu_power_watts"]) {
+    const json& labels = series[0];
+    EXPECT_EQ(labels.value("Hostname", ""), host) << labels.dump();
+    EXPECT_EQ(labels.value("UUID", "").rfind("GPU-", 0), 0u) << labels.dump();
+    EXPECT_FALSE(labels.value("modelName", "").empty()) << labels.dump();
+    EXPECT_EQ(labels.value("device", ""), "nvidia" + labels.value("gpu", "")) << labels.dump();
+  }
+  EXPECT_EQ(m["shoal_forkserver_up"][0][0].value("Hostname", ""), host);
 }
 
 TEST(MetricsE2E, ARunningExperimentsProcessesAreScrapedWithTheirLabels) {

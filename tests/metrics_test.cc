@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -103,6 +105,43 @@ TEST(MetricsTest, AnIdleNodeIsDescribed) {
     EXPECT_EQ(out.find(absent), std::string::npos) << absent;
 }
 
+// The labels dcgm-exporter's users filter by: Hostname on every series, each GPU's UUID,
+// modelName and device; and the experiment's sweep and name beside its id and kind.
+TEST(MetricsTest, EverySeriesCarriesItsHostAndAGpuItsIdentity) {
+  MetricsSnapshot s;
+  s.experiments = {{v1::QUEUED, 1}};
+  v1::GpuDeviceSample g;
+  g.set_index(0);
+  g.set_util_percent(42);
+  s.node.gpus = {g};
+  s.node.gpu_identity[0] = {"GPU-1234-abcd", "NVIDIA H200"};
+  s.node.hostname = "node7";
+  s.node.build = {{"shoal", "0.1.0"}};
+  MetricsSnapshot::Running r;
+  r.id = "x0123456789";
+  r.kind = "hogwild";
+  r.sweep = "s0123456789";
+  r.name = "baseline";
+  r.sample.set_steps(3);
+  s.running = r;
+  const std::string out = RenderMetrics(s);
+  for (const char* line :
+       {"shoal_experiments{Hostname=\"node7\",state=\"queued\"} 1\n",
+        "shoal_queue_length{Hostname=\"node7\"} 1\n",
+        "shoal_build_info{Hostname=\"node7\",shoal=\"0.1.0\"} 1\n",
+        "shoal_gpu_utilization_percent{Hostname=\"node7\",gpu=\"0\",UUID=\"GPU-1234-abcd\","
+        "modelName=\"NVIDIA H200\",device=\"nvidia0\"} 42\n",
+        "shoal_experiment_steps{Hostname=\"node7\",experiment=\"x0123456789\",kind=\"hogwild\","
+        "sweep=\"s0123456789\",name=\"baseline\"} 3\n"})
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  // Every sample line has its Hostname.
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line[0] != '#') {
+      EXPECT_NE(line.find("Hostname=\"node7\""), std::string::npos) << line;
+    }
+}
+
 }  // namespace
 }  // namespace shoal
 
@@ -116,7 +155,7 @@ TEST(MetricsTest, TheGrafanaDashboardQueriesOnlyExportedMetrics) {
   ASSERT_TRUE(f.good());
   const nlohmann::json dash = nlohmann::json::parse(f);
   MetricsSnapshot s;
-  s.running = MetricsSnapshot::Running{"x0123456789", "hogwild", {}};
+  s.running = MetricsSnapshot::Running{"x0123456789", "hogwild", "", "", {}};
   auto* worker = s.running->sample.add_processes();
   worker->set_role("worker");
   worker->set_gpu_memory_bytes(1);  // with an NVML reading, so that the GPU families are there
@@ -129,11 +168,19 @@ TEST(MetricsTest, TheGrafanaDashboardQueriesOnlyExportedMetrics) {
   for (const auto& p : dash["panels"]) {
     for (const auto& t : p["targets"]) {
       const std::string expr = t["expr"];
-      EXPECT_NE(text.find("# TYPE " + expr + " gauge"), std::string::npos) << expr;
+      const std::string metric = expr.substr(0, expr.find('{'));
+      EXPECT_NE(text.find("# TYPE " + metric + " gauge"), std::string::npos) << expr;
+      // Each panel follows the dashboard's Host choice (dcgm-exporter's Hostname label).
+      EXPECT_EQ(expr.substr(metric.size()), "{Hostname=~\"$Hostname\"}") << expr;
       ++queries;
     }
   }
   EXPECT_GE(queries, 11);
+  bool host_variable = false;
+  for (const auto& v : dash["templating"]["list"])
+    host_variable = host_variable || (v["name"] == "Hostname" &&
+                                      v["query"] == "label_values(shoal_build_info, Hostname)");
+  EXPECT_TRUE(host_variable);
 }
 
 }  // namespace

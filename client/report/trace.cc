@@ -94,7 +94,9 @@ json Slice(const std::string& name, int64_t pid, double from_ms, double to_ms, j
             {"pid", pid},
             {"tid", pid},
             {"ts", Us(from_ms)},
-            {"dur", Us(std::max(0.0, to_ms - from_ms))}};
+            // The end's time less the start's, each as its own events give it: a slice that
+            // ends where the next begins meets it exactly, with no rounding between them.
+            {"dur", std::max(0.0, Us(to_ms) - Us(from_ms))}};
   if (!args.is_null()) s["args"] = std::move(args);
   return s;
 }

@@ -12,6 +12,7 @@ import pytest
 import shoal
 from conftest import Daemon, free_port
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SMALL = dict(batches=4, eval_samples=0, dataset="synthetic")
 
 
@@ -86,6 +87,14 @@ def test_a_trace_is_the_clis_and_its_totals_the_records(daemon, folder):
     assert {"worker 0", "worker 1", "leader"} <= {n.split(" (")[0] for n in names}
     ends = [e["args"].get("end") for e in events if e["ph"] == "X" and e["name"] == "alive"]
     assert ends.count("exited with code 0") >= 3  # leader and both workers
+    # Drawn in headless Chromium by docs/trace-viewer.html: every track and slice.
+    view = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "trace_view.py"), path,
+                           os.path.join(folder, "run.png")], capture_output=True, text=True)
+    assert view.returncode == 0, view.stderr
+    drawn = json.loads(view.stdout)
+    assert drawn["tracks"] == len(names)
+    assert drawn["slices"] == sum(1 for e in events if e["ph"] == "X")
+    assert os.path.getsize(os.path.join(folder, "run.png")) > 10000
 
 
 def test_bad_input_is_a_clear_error_and_changes_nothing(daemon):
