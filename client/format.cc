@@ -64,6 +64,17 @@ std::string HostLine(const v1::Experiment& e) {
   return e.has_host() ? "  host        " + HostText(e.host()) + "\n" : "";
 }
 
+// Kind command: the torch.profiler traces its ranks wrote where Shoal told them.
+std::string ProfilesLine(const v1::Experiment& e) {
+  if (e.profile_traces().empty()) return "";
+  uint64_t bytes = 0;
+  for (const auto& t : e.profile_traces()) bytes += t.size_bytes();
+  char size[32];
+  std::snprintf(size, sizeof size, "%.1f MiB", double(bytes) / double(1 << 20));
+  return "  profiles    " + std::to_string(e.profile_traces_size()) + " torch.profiler trace(s), " +
+         size + ", in " + e.profile_dir() + "\n";
+}
+
 // A point placed on Slurm: its array task, as Slurm last said ("slurm  job 4242_1 PENDING
 // (Priority)", "... COMPLETED on node7, exit code 0:0"), and where its output went.
 std::string SlurmLine(const v1::Experiment& e) {
@@ -376,8 +387,8 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   o += KindLines(e.spec(), &KindRules::setting_lines, e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
-  return o + PartLines(e) + HostLine(e) + SlurmLine(e) + EnvironmentLine(e) + ResultLines(e) +
-         EpochLines(e.result(), FindKind(e.spec().kind())) +
+  return o + PartLines(e) + HostLine(e) + SlurmLine(e) + EnvironmentLine(e) + ProfilesLine(e) +
+         ResultLines(e) + EpochLines(e.result(), FindKind(e.spec().kind())) +
          KindLines(e.spec(), &KindRules::detail_lines, e.result()) + ProcessLines(e) +
          StepMemoryLines(e);
 }

@@ -278,10 +278,19 @@ void Coordinator::RemoveUnusedFiles() {
   if (removed > 0) spdlog::info("removed {} uploaded file(s) no record uses", removed);
 }
 
-// A log whose experiment is no longer on record goes too (rm, prune, a sweep's points).
+// A log whose experiment is no longer on record goes too (rm, prune, a sweep's points), and so
+// does its folder of profiler traces.
 void Coordinator::RemoveOrphanLogs() {
-  if (opts_.logs_dir.empty()) return;
   std::error_code ec;
+  for (std::filesystem::directory_iterator it(opts_.profiles_dir, ec), end;
+       !opts_.profiles_dir.empty() && !ec && it != end; it.increment(ec)) {
+    auto e = queue_.Get(it->path().filename().string());
+    std::error_code rm;
+    if (!e.ok() && e.status().code() == Code::kNotFound)
+      std::filesystem::remove_all(it->path(), rm);
+  }
+  if (opts_.logs_dir.empty()) return;
+  ec.clear();
   // increment(ec), not ++: a read error would throw from a gRPC thread and end shoald.
   for (std::filesystem::directory_iterator it(opts_.logs_dir, ec), end; !ec && it != end;
        it.increment(ec)) {
@@ -567,6 +576,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.leader_bin = opts_.leader_bin;
   env.fork_server_socket = opts_.fork_server_socket;
   env.logs_dir = opts_.logs_dir;
+  env.profiles_dir = opts_.profiles_dir;
   env.daemon_pid = ::getpid();
   env.fork_server_pid = [this] { return fork_server_.pid(); };
   env.fork_server_exit = [this] { return fork_server_.TakeLastExit(); };

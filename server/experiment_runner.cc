@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -82,7 +84,14 @@ bool ExperimentRunner::Launch() {
     Finish();
     return false;
   }
-  const std::vector<std::string> environment = CleanEnvironment();
+  std::vector<std::string> environment = CleanEnvironment();
+  // Where a command's ranks write profiler traces is this run's folder, whatever shoald inherited.
+  environment.erase(
+      std::remove_if(environment.begin(), environment.end(),
+                     [](const std::string& kv) { return kv.rfind("SHOAL_PROFILE_DIR=", 0) == 0; }),
+      environment.end());
+  if (const std::string dir = ProfileDir(); !dir.empty())
+    environment.push_back("SHOAL_PROFILE_DIR=" + dir);
   for (const auto& kv : environment) {
     const size_t eq = kv.find('=');
     (*e_.mutable_environment())[kv.substr(0, eq)] = kv.substr(eq + 1);
@@ -456,6 +465,7 @@ void ExperimentRunner::Finish() {
   if (gpu_) FillGpu();
   FillCpuEnergy();
   FillDisturbed();
+  GatherProfiles();
   auto [state, error] = FinalState(facts_);
   e_.set_state(state);
   e_.set_error(error);
@@ -472,6 +482,44 @@ void ExperimentRunner::Finish() {
           : "unknown (no tick read a process)";
   spdlog::info("{} {} in {:.1f} s; peak PSS sum {}; sampler {:.2f}% of a core", e_.id(),
                v1::ExperimentState_Name(state), r.wall_ms() / 1000, pss, r.sampler_cpu_percent());
+}
+
+// Kind command: the folder its ranks write profiler traces to, made private to this daemon's
+// user before they start; "" for the other kinds or without a profiles folder.
+std::string ExperimentRunner::ProfileDir() {
+  if (env_.profiles_dir.empty() || e_.spec().kind() != "command") return "";
+  const std::string dir = env_.profiles_dir + "/" + e_.id();
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::filesystem::permissions(env_.profiles_dir, std::filesystem::perms::owner_all, ec);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  return ec ? "" : dir;
+}
+
+// What the ranks wrote there, by name; the folder goes when they wrote nothing.
+void ExperimentRunner::GatherProfiles() {
+  if (env_.profiles_dir.empty() || e_.spec().kind() != "command") return;
+  const std::filesystem::path dir = env_.profiles_dir + "/" + e_.id();
+  std::error_code ec;
+  std::vector<v1::ProfileTrace> found;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code size_ec;
+    if (!it->is_regular_file(size_ec)) continue;
+    v1::ProfileTrace t;
+    t.set_name(std::filesystem::relative(it->path(), dir, size_ec).string());
+    t.set_size_bytes(it->file_size(size_ec));
+    found.push_back(std::move(t));
+  }
+  if (found.empty()) {
+    std::filesystem::remove_all(dir, ec);
+    return;
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  e_.set_profile_dir(dir.string());
+  for (auto& t : found) *e_.add_profile_traces() = std::move(t);
+  AddEvent(std::to_string(found.size()) + " profiler trace(s) gathered in " + dir.string());
 }
 
 void ExperimentRunner::ReadCpuEnergy(uint64_t now) {

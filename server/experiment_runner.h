@@ -46,6 +46,9 @@ struct RunnerEnv {
   uint64_t drain_ns = 10'000'000'000ull;  // SIGKILL -> give up on the group (D state)
   std::string worker_bin, leader_bin, fork_server_socket;
   std::string logs_dir;  // where each run's output is kept (LogCapture); empty: not captured
+  // Kind command: each run's ranks are told (SHOAL_PROFILE_DIR) to write their torch.profiler
+  // traces to profiles_dir/ID, gathered into the record when it ends; empty: not offered.
+  std::string profiles_dir;
   pid_t daemon_pid = 0;
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
   // How the forkserver last ended ("killed by signal 9"), once; empty when it has not. A
@@ -110,6 +113,8 @@ class ExperimentRunner {
   void LiveProcesses();
   void StartDraining(uint64_t now);
   void Finish();
+  std::string ProfileDir();
+  void GatherProfiles();
   void AddEvent(const std::string& text);
   void PublishState();
   double TMs() const;

@@ -265,6 +265,7 @@ bool Resolve(DaemonArgs& d) {
     return false;
   }
   opts.logs_dir = d.state_dir + "/logs";
+  opts.profiles_dir = d.state_dir + "/profiles";
   // Absolute: workers open models there, whatever their working directory. Set before any
   // thread starts; every process shoald starts is given it (PassedEnvironmentNames).
   opts.blobs_dir = std::filesystem::absolute(d.state_dir + "/blobs").lexically_normal().string();

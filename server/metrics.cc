@@ -36,8 +36,7 @@ std::string ExperimentLabels(const MetricsSnapshot::Running& r) {
 
 std::string ProcessLabels(const MetricsSnapshot::Running& r, const v1::ProcessSample& p) {
   const std::string worker = p.index() >= 0 ? std::to_string(p.index()) : "";
-  return "{" + ExperimentLabels(r) + ",role=\"" + Label(p.role()) + "\",worker=\"" + worker +
-         "\"}";
+  return "{" + ExperimentLabels(r) + ",role=\"" + Label(p.role()) + "\",worker=\"" + worker + "\"}";
 }
 
 // A GPU's labels: its index, and dcgm-exporter's UUID, modelName and device where NVML named it.

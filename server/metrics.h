@@ -19,7 +19,7 @@ struct MetricsSnapshot {
   struct Running {
     std::string id, kind;
     std::string sweep, name;  // its sweep's id and its spec's name; empty when none
-    v1::Sample sample;  // its latest
+    v1::Sample sample;        // its latest
   };
   std::optional<Running> running;
   // The node, idle or not, as dcgm-exporter describes one between jobs: every GPU now (NVML; its

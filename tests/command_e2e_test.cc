@@ -175,6 +175,9 @@ TEST_F(CommandE2E, WithoutReportsTheTrainingFiguresAreAbsentNotZero) {
     EXPECT_TRUE(e["result"][absent].is_null()) << absent;
   EXPECT_GT(e["result"]["peak_pss_sum_bytes"].get<double>(), 0);
   EXPECT_EQ(e["result"]["command"]["report_lines_ignored"].get<uint64_t>(), 0u);
+  // No profiler trace written: no folder kept, no field (absent, not an empty list).
+  EXPECT_FALSE(e.contains("profile_dir") && !e["profile_dir"].get<std::string>().empty());
+  EXPECT_FALSE(fs::exists(dir_ / ("state/profiles/" + e["id"].get<std::string>())));
 }
 
 TEST_F(CommandE2E, ARankThatFailsEndsTheRunNamingItAndLeavesNothing) {
@@ -229,11 +232,18 @@ torch.manual_seed(0)
 model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 4))
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 g = torch.Generator().manual_seed(dist.get_rank())
-for step in range(5):
-    x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    opt.zero_grad(); loss.backward(); opt.step()
-    shoal_report.step(samples=8, loss=loss.item())
+# Profiled where Shoal says, one file a rank (HTA reads the set).
+handler = torch.profiler.tensorboard_trace_handler(os.environ["SHOAL_PROFILE_DIR"],
+                                                   worker_name="rank%d" % dist.get_rank())
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                            schedule=torch.profiler.schedule(wait=1, warmup=1, active=2),
+                            on_trace_ready=handler) as prof:
+    for step in range(5):
+        x, y = torch.randn(8, 16, generator=g), torch.randint(0, 4, (8,), generator=g)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        shoal_report.step(samples=8, loss=loss.item())
+        prof.step()
 s = sum(float(p.double().sum()) for p in model.parameters())
 open(os.path.join(sys.argv[1], "sum%d" % dist.get_rank()), "w").write(repr(s))
 dist.destroy_process_group()
@@ -250,6 +260,26 @@ dist.destroy_process_group()
   for (int rank : {0, 1}) std::ifstream(dir_ / ("out/sum" + std::to_string(rank))) >> sums[rank];
   EXPECT_FALSE(sums[0].empty());
   EXPECT_EQ(sums[0], sums[1]);  // gradients were averaged: one model
+  // Each rank's torch.profiler trace, gathered with the run in its own folder.
+  ASSERT_EQ(e["profile_traces"].size(), 2u) << e.dump();
+  const std::string folder = e["profile_dir"];
+  EXPECT_EQ(folder, dir_.path() + "/state/profiles/" + e["id"].get<std::string>());
+  for (int rank : {0, 1}) {
+    const json& t = e["profile_traces"][rank];
+    EXPECT_EQ(t["name"].get<std::string>().rfind("rank" + std::to_string(rank) + ".", 0), 0u);
+    std::ifstream in(folder + "/" + t["name"].get<std::string>());
+    const json trace = json::parse(in, nullptr, false);
+    ASSERT_FALSE(trace.is_discarded()) << t;
+    EXPECT_GT(t["size_bytes"].get<uint64_t>(), 1000u);
+    // The legacy CPU profiler (Debian's 1.13) writes a bare array; Kineto an object.
+    const json& events = trace.is_array() ? trace : trace["traceEvents"];
+    EXPECT_GT(events.size(), 10u);
+  }
+  const CommandResult got = daemon_->Cli({"get", e["id"]});
+  EXPECT_NE(got.out.find("  profiles    2 torch.profiler trace(s), "), std::string::npos)
+      << got.out;
+  ASSERT_EQ(daemon_->Cli({"rm", e["id"]}).exit_code, 0);
+  EXPECT_FALSE(fs::exists(folder));  // gone with its record
 }
 
 // A sweep over worker counts and an environment variable: every point runs with its value, and

@@ -4,10 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include <sstream>
-
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace shoal {
 namespace {

@@ -89,7 +89,9 @@ const std::vector<std::string>& PassedEnvironmentNames() {
       "NVIDIA_TF32_OVERRIDE", "SHOAL_NVML_LIBRARY", "SHOAL_CUDA_LIBRARY", "SHOAL_ALLOC_STATS",
       "GLOO_SOCKET_IFNAME",
       // Where shoald stores uploaded models (a worker opens the spec's model_file there).
-      "SHOAL_BLOB_DIR"};
+      "SHOAL_BLOB_DIR",
+      // Kind command: where its ranks write torch.profiler traces (set by shoald per run).
+      "SHOAL_PROFILE_DIR"};
   return names;
 }
 

@@ -97,6 +97,12 @@ class Experiment:
     def result(self) -> Dict[str, Any]:
         return json_format.MessageToDict(self.record.result, preserving_proto_field_name=True)
 
+    @property
+    def profile_traces(self) -> List[str]:
+        """Kind command: the torch.profiler traces its ranks wrote to SHOAL_PROFILE_DIR, as
+        paths on the daemon's machine (the folder Holistic Trace Analysis reads)."""
+        return [os.path.join(self.record.profile_dir, t.name) for t in self.record.profile_traces]
+
     def to_dict(self) -> Dict[str, Any]:
         return json_format.MessageToDict(self.record, preserving_proto_field_name=True)
 

@@ -106,7 +106,9 @@ std::vector<std::string> RankEnvironment(const v1::ExperimentSpec& spec,
   std::vector<std::string> env;
   for (const std::string& kv : inherited) {
     const bool devices = kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0 && spec.has_cuda_devices();
-    if (kv.rfind("SHOAL_", 0) != 0 && !devices) env.push_back(kv);
+    // Shoal's own variables stay with Shoal's processes, but for where to write profiler traces.
+    const bool shoals = kv.rfind("SHOAL_", 0) == 0 && kv.rfind("SHOAL_PROFILE_DIR=", 0) != 0;
+    if (!shoals && !devices) env.push_back(kv);
   }
   env.insert(env.end(), spec.command().env().begin(), spec.command().env().end());
   // torchrun's variables: across nodes the global rank and world, and node 0's store (`master`,
