@@ -214,9 +214,10 @@ class Sweep:
         """One row per run, every spec field and figure a column (the CLI's CSV, as pandas)."""
         return _frames.from_csv(self.report("csv"))
 
-    def tables(self) -> Dict[str, Any]:
-        """The report's tables by key ("host_memory_gib", "samples_per_sec", ...): its medians."""
-        return _frames.tables_frames(json.loads(self.report("json")))
+    def tables(self, what: str = "value") -> Dict[str, Any]:
+        """The report's tables by key ("host_memory_gib", "samples_per_sec", ...): each cell's
+        median (`value`), or the spread of its repeats (`min`, `max`) or their count (`runs`)."""
+        return _frames.tables_frames(json.loads(self.report("json")), what)
 
     def __repr__(self) -> str:
         return f"<shoal.Sweep {self.id} {self.state}, {len(self.record.experiments)} runs>"

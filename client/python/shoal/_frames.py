@@ -85,14 +85,17 @@ def processes_frame(e: shoal_pb2.Experiment):
     return pandas().DataFrame(rows)
 
 
-def tables_frames(report: Dict[str, Any]) -> Dict[str, Any]:
-    """The report's tables (`report --format json`), each as a DataFrame of its cells' values:
-    the medians the report prints, rows labelled by its row fields, columns by its column axis."""
+def tables_frames(report: Dict[str, Any], what: str = "value") -> Dict[str, Any]:
+    """The report's tables (`report --format json`), each as a DataFrame of one figure of its
+    cells: `value` (the median the report prints), `min`, `max` (the spread of a cell's repeats)
+    or `runs`; rows labelled by its row fields, columns by its column axis."""
+    if what not in ("value", "min", "max", "runs"):
+        raise ValueError(f"what: '{what}' is not one of value, min, max, runs")
     pd = pandas()
     out = {}
     for t in report.get("tables", []):
         index = [" ".join(r["labels"]) or t["key"] for r in t["rows"]]
-        data = [[c.get("value") for c in r["cells"]] for r in t["rows"]]
+        data = [[c.get(what) for c in r["cells"]] for r in t["rows"]]
         frame = pd.DataFrame(data, index=index, columns=t["columns"])
         frame.columns.name = t["column_field"]
         frame.attrs["title"] = t["title"]

@@ -70,6 +70,13 @@ def test_a_sweeps_results_are_the_clis_csv_and_its_tables_the_reports(daemon):
     assert "<iframe" in sw._repr_html_() and sw.id in sw.report("html")
     both = c.results(sw.experiments())
     assert sorted(both.experiment_id) == sorted(df.experiment_id)
+    # Repeats: each cell's median and spread, as the report has them.
+    rep = c.sweep(workers=[1], repeats=2, wait=True, **SMALL)
+    runs = rep.results().peak_pss_sum_bytes / 2**30
+    cell = {w: rep.tables(w)["host_memory_gib"].iloc[0, 0] for w in ("value", "min", "max", "runs")}
+    assert cell["runs"] == 2
+    assert cell["min"] == pytest.approx(runs.min()) and cell["max"] == pytest.approx(runs.max())
+    assert cell["value"] == pytest.approx(runs.median())
 
 
 def test_a_trace_is_the_clis_and_its_totals_the_records(daemon, folder):
@@ -85,6 +92,9 @@ def test_a_trace_is_the_clis_and_its_totals_the_records(daemon, folder):
     assert peak * 2**20 == pytest.approx(int(run.result["peak_pss_sum_bytes"]), abs=1)
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert {"worker 0", "worker 1", "leader"} <= {n.split(" (")[0] for n in names}
+    whole = next(e for e in events if e["ph"] == "X" and e["name"] == "run")
+    assert whole["args"]["steps"] == int(run.result["steps"])
+    assert whole["args"]["state"] == "SUCCEEDED"
     ends = [e["args"].get("end") for e in events if e["ph"] == "X" and e["name"] == "alive"]
     assert ends.count("exited with code 0") >= 3  # leader and both workers
     # Drawn in headless Chromium by docs/trace-viewer.html: every track and slice.
@@ -115,6 +125,8 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(daemon):
     with pytest.raises(shoal.ShoalError) as e:
         c.get("x0123456789")
     assert e.value.code == "NOT_FOUND"
+    code, _, err = daemon.cli("trace", "x0123456789")
+    assert code == 1 and "no experiment with id 'x0123456789'" in err, err
     running = c.submit(batches=100000, eval_samples=0, dataset="synthetic")
     with pytest.raises(shoal.ShoalError) as e:
         running.trace()
