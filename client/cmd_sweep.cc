@@ -181,6 +181,10 @@ int Report(ShoalClient& c, const ReportArgs& a) {
     return 0;
   }
   if (a.ids.size() != 1) Die("report takes one sweep id (two only with --compare)");
+  // Refused before anything is fetched: an option that cannot apply, whatever the sweep.
+  if (!a.plot.empty() && a.format != "svg" && a.format != "png")
+    Die("--plot chooses what svg and png draw; --format is " + a.format +
+        (a.format == "html" ? " (which draws every picture)" : ""));
   const ReportInput in = input(a.ids[0], a.format != "json");
   // The node is the daemon's now: the one the sweep ran on, unless it was read from a file.
   std::optional<v1::NodeInfoResponse> node;

@@ -577,6 +577,8 @@ RunnerEnv Coordinator::EnvFor() {
   env.fork_server_socket = opts_.fork_server_socket;
   env.logs_dir = opts_.logs_dir;
   env.profiles_dir = opts_.profiles_dir;
+  env.cgroups = os_.cgroups;
+  env.no_cgroup_why = os_.no_cgroup_why;
   env.daemon_pid = ::getpid();
   env.fork_server_pid = [this] { return fork_server_.pid(); };
   env.fork_server_exit = [this] { return fork_server_.TakeLastExit(); };

@@ -12,6 +12,7 @@ class GpuMonitor;
 class MachineProcs;
 class CpuEnergy;
 class Slurm;
+class RunCgroups;
 
 struct DaemonSeams {
   ProcessControl* proc = nullptr;
@@ -23,6 +24,10 @@ struct DaemonSeams {
   MachineProcs* machine = nullptr;  // the disturbance meter's /proc; null: not measured
   CpuEnergy* cpu_energy = nullptr;  // powercap RAPL; null: CPU energy not measured
   Slurm* slurm = nullptr;           // sbatch, scontrol, scancel; null: no sweep goes to Slurm
+  // A control group per run (run_cgroup.h); null: runs are held by their process group and
+  // /proc, for `no_cgroup_why`.
+  RunCgroups* cgroups = nullptr;
+  const char* no_cgroup_why = "";
 };
 
 }  // namespace shoal

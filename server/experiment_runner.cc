@@ -92,6 +92,7 @@ bool ExperimentRunner::Launch() {
       environment.end());
   if (const std::string dir = ProfileDir(); !dir.empty())
     environment.push_back("SHOAL_PROFILE_DIR=" + dir);
+  EnterCgroup(&environment);
   for (const auto& kv : environment) {
     const size_t eq = kv.find('=');
     (*e_.mutable_environment())[kv.substr(0, eq)] = kv.substr(eq + 1);
@@ -123,6 +124,7 @@ bool ExperimentRunner::Launch() {
   }
   fd_ = fds[0];
   facts_.leader = *pid;
+  if (in_cgroup_) (void)env_.cgroups->Join(e_.id(), *pid);  // the leader joins itself, too
   v1::ProcessInfo& leader = facts_.procs[*pid] = NewProcess(*pid, "leader", -1);
   // Shared weights on CUDA: the leader allocates their buffer, on the workers' one device.
   if (e_.spec().device() == "cuda" && e_.spec().share())
@@ -235,6 +237,8 @@ void ExperimentRunner::OnWorkerStarted(const ipc::v1::WorkerStarted& w) {
   v1::ProcessInfo& p = facts_.procs[w.pid()] = NewProcess(w.pid(), "worker", int(w.index()));
   if (e_.spec().device() == "cuda") p.set_cuda_device(CudaOrdinal(e_.spec(), w.index()));
   sampler_->Track(w.pid(), "worker", int(w.index()));
+  // A forkserver's child is not the leader's: into the run's group with what it starts later.
+  if (in_cgroup_) (void)env_.cgroups->Join(e_.id(), w.pid());
   checkpoint_due_ = true;
   // A worker orphaned by a dead leader is reaped by shoald (a subreaper): its real exit is kept.
   env_.reaper->Watch(w.pid(), [this](pid_t p, int st) { OnWorkerExit(p, st); });
@@ -261,7 +265,7 @@ void ExperimentRunner::RequestStop(bool shutdown) {
   (shutdown ? facts_.interrupted : facts_.cancelled) = true;
   AddEvent(shutdown ? "shoald stopping: SIGTERM to the process group"
                     : "cancel: SIGTERM to the process group");
-  env_.os.proc->SignalGroup(facts_.leader, SIGTERM);
+  SignalAll(SIGTERM);
   deadline_ = env_.os.clock->MonotonicNs() + env_.grace_ns;
   phase_ = Phase::kStopping;
 }
@@ -290,7 +294,7 @@ bool ExperimentRunner::Advance() {
         StartDraining(now);
       } else if (now >= deadline_) {
         AddEvent("grace period over: SIGKILL to the process group");
-        env_.os.proc->SignalGroup(facts_.leader, SIGKILL);
+        SignalAll(SIGKILL);
         deadline_ = now + env_.drain_ns;
         phase_ = Phase::kKilled;
       }
@@ -305,8 +309,8 @@ bool ExperimentRunner::Advance() {
       }
       break;
     case Phase::kDraining:
-      env_.os.proc->SignalGroup(facts_.leader, SIGKILL);  // a forkserver child may join it late
-      if (!env_.os.proc->GroupExists(facts_.leader)) {
+      SignalAll(SIGKILL);  // a forkserver child may join it late
+      if (AllGone()) {
         Finish();
       } else if (now >= deadline_) {
         facts_.group_gone = false;
@@ -324,7 +328,7 @@ bool ExperimentRunner::Advance() {
 
 void ExperimentRunner::StartDraining(uint64_t now) {
   OnEof();
-  env_.os.proc->SignalGroup(facts_.leader, SIGKILL);
+  SignalAll(SIGKILL);
   deadline_ = now + env_.drain_ns;
   phase_ = Phase::kDraining;
 }
@@ -382,6 +386,7 @@ void ExperimentRunner::TrackDescendants() {
       frontier.push_back({pid, index});
     }
   }
+  TrackCgroup(&seen);
   for (auto& [pid, p] : facts_.procs) {  // gone: not ours to reap, its exit is unknown
     if (p.role() != "child" || !p.alive() || seen.count(pid)) continue;
     p.set_alive(false);
@@ -445,6 +450,7 @@ void ExperimentRunner::Finish() {
   if (env_.os.segments->Count(prefix) > 0)
     spdlog::error("{}: segments remain in /dev/shm", e_.id());
   for (const auto& [pid, p] : facts_.procs) env_.reaper->Forget(pid);
+  if (in_cgroup_) env_.cgroups->Remove(e_.id());
   facts_.wall_ns = env_.os.clock->MonotonicNs() - start_mono_;
   if (sampler_) {
     SamplerFigures& f = facts_.sampler;
@@ -482,6 +488,78 @@ void ExperimentRunner::Finish() {
           : "unknown (no tick read a process)";
   spdlog::info("{} {} in {:.1f} s; peak PSS sum {}; sampler {:.2f}% of a core", e_.id(),
                v1::ExperimentState_Name(state), r.wall_ms() / 1000, pss, r.sampler_cpu_percent());
+}
+
+// The run's own control group, where one can be made: the leader is told it (SHOAL_CGROUP) and
+// joins it before it starts anything, so every process of the run is in it however started.
+void ExperimentRunner::EnterCgroup(std::vector<std::string>* environment) {
+  environment->erase(
+      std::remove_if(environment->begin(), environment->end(),
+                     [](const std::string& kv) { return kv.rfind("SHOAL_CGROUP=", 0) == 0; }),
+      environment->end());
+  std::string why = env_.no_cgroup_why;
+  if (env_.cgroups != nullptr) {
+    auto dir = env_.cgroups->Create(e_.id());
+    if (dir.ok()) {
+      in_cgroup_ = true;
+      environment->push_back("SHOAL_CGROUP=" + *dir);
+      e_.set_containment("cgroup " + *dir);
+      return;
+    }
+    why = dir.status().message();
+  }
+  e_.set_containment("process group and /proc (" + (why.empty() ? "no cgroup" : why) + ")");
+}
+
+// Processes in the run's group that no walk of children found (a child of a worker's thread, one
+// that left with setsid, a double fork's grandchild): the run's too, as "child" of the worker
+// they descend from where their ancestry still says (-1 otherwise).
+void ExperimentRunner::TrackCgroup(std::set<pid_t>* seen) {
+  if (!in_cgroup_) return;
+  for (pid_t pid : env_.cgroups->Procs(e_.id())) {
+    auto known = facts_.procs.find(pid);
+    if (known != facts_.procs.end()) {
+      if (known->second.role() == "child") seen->insert(pid);
+      continue;
+    }
+    if (pool_.count(pid)) continue;
+    const int index = AncestorIndex(pid);
+    facts_.procs[pid] = NewProcess(pid, "child", index);
+    sampler_->Track(pid, "child", index);
+    seen->insert(pid);
+  }
+}
+
+// The index of the worker (or child) `pid` descends from, by its parents in /proc; -1 when its
+// line of parents reaches none (it was orphaned and adopted elsewhere).
+int ExperimentRunner::AncestorIndex(pid_t pid) {
+  for (int hops = 0; hops < 32 && pid > 1; ++hops) {
+    auto stat = env_.os.procfs->Read(pid, "stat");
+    if (!stat.ok()) return -1;
+    const size_t close = stat->rfind(')');
+    if (close == std::string::npos) return -1;
+    std::istringstream rest(stat->substr(close + 2));
+    char state = 0;
+    pid_t parent = 0;
+    rest >> state >> parent;
+    auto p = facts_.procs.find(parent);
+    if (p != facts_.procs.end() && (p->second.role() == "worker" || p->second.role() == "child"))
+      return p->second.index();
+    pid = parent;
+  }
+  return -1;
+}
+
+// A signal to every process of the run: its process group, and its control group (which holds
+// those that left the group: setsid, a daemonised child).
+void ExperimentRunner::SignalAll(int sig) {
+  env_.os.proc->SignalGroup(facts_.leader, sig);
+  if (in_cgroup_) env_.cgroups->Signal(e_.id(), sig);
+}
+
+bool ExperimentRunner::AllGone() {
+  if (env_.os.proc->GroupExists(facts_.leader)) return false;
+  return !in_cgroup_ || env_.cgroups->Procs(e_.id()).empty();
 }
 
 // Kind command: the folder its ranks write profiler traces to, made private to this daemon's

@@ -24,6 +24,7 @@
 #include "server/energy.h"
 #include "server/gpu_sampler.h"
 #include "server/log_capture.h"
+#include "server/run_cgroup.h"
 #include "server/run_summary.h"
 #include "server/sample_keeper.h"
 #include "server/sampler.h"
@@ -49,6 +50,9 @@ struct RunnerEnv {
   // Kind command: each run's ranks are told (SHOAL_PROFILE_DIR) to write their torch.profiler
   // traces to profiles_dir/ID, gathered into the record when it ends; empty: not offered.
   std::string profiles_dir;
+  // A control group per run (run_cgroup.h); nullptr: none could be made, for `no_cgroup_why`.
+  RunCgroups* cgroups = nullptr;
+  std::string no_cgroup_why;
   pid_t daemon_pid = 0;
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
   // How the forkserver last ended ("killed by signal 9"), once; empty when it has not. A
@@ -114,6 +118,12 @@ class ExperimentRunner {
   void StartDraining(uint64_t now);
   void Finish();
   std::string ProfileDir();
+  void EnterCgroup(std::vector<std::string>* environment);
+  void TrackCgroup(std::set<pid_t>* seen);
+  int AncestorIndex(pid_t pid);
+  void SignalAll(int sig);
+  bool AllGone();
+  bool in_cgroup_ = false;
   void GatherProfiles();
   void AddEvent(const std::string& text);
   void PublishState();

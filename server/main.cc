@@ -26,6 +26,7 @@
 #include "server/rpc/access.h"
 #include "server/rpc/service.h"
 #include "server/rpc/unix_listener.h"
+#include "server/run_cgroup.h"
 #include "server/run_record.h"
 #include "server/slurm.h"
 #include "shared/endpoint.h"
@@ -237,6 +238,15 @@ bool TakeRecordKey(DaemonArgs& d) {
 }
 
 bool CheckTcp(DaemonArgs& d);
+
+// A short name for a state folder (its absolute path's hash): the runs' cgroups of daemons on
+// other state folders are kept apart under one parent.
+std::string StateKey(const std::string& state_dir) {
+  const std::string path = std::filesystem::absolute(state_dir).lexically_normal().string();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016zx", std::hash<std::string>{}(path));
+  return std::string("state-") + hex;
+}
 
 // `*path`, or `name` next to shoald when empty; false (logged) when it cannot run.
 bool ResolveProgram(const char* what, const char* name, std::string* path) {
@@ -567,9 +577,13 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
       [&proc](const std::vector<std::string>& argv, const std::vector<std::string>& env) {
         return shoal::RunCapturingOutput(&proc, argv, std::chrono::seconds(15), env);
       });
+  // A control group per run, under this daemon's own, keyed by its state folder.
+  std::string no_cgroup;
+  const auto cgroups = shoal::MakeRunCgroups(StateKey(d.state_dir), &no_cgroup);
+  if (!cgroups) spdlog::info("runs are held by their process group and /proc: {}", no_cgroup);
   shoal::Coordinator coord(opts, store->get(), &hub,
                            {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(),
-                            cpu_energy.get(), slurm.get()});
+                            cpu_energy.get(), slurm.get(), cgroups.get(), no_cgroup.c_str()});
   if (auto st = coord.Recover(); !st.ok()) {
     spdlog::critical("recovery: {}", st.ToString());
     return 1;

@@ -306,3 +306,65 @@ TEST_F(CommandE2E, ASweepVariesWorkersAndAnEnvironmentVariable) {
 
 }  // namespace
 }  // namespace shoal
+
+namespace shoal {
+namespace {
+
+// Every process a run starts is the run's (issue 58), however started: a child of a thread other
+// than the rank's main one (no walk of the main thread's children finds it) and a daemonised
+// grandchild (double fork and setsid: it leaves the process group and is orphaned) are measured
+// while they live and ended with the run, through the run's own cgroup.
+TEST(ContainmentE2E, ChildrenOfThreadsAndDaemonisedOnesAreMeasuredAndEndedWithTheRun) {
+  testing::TempDir dir;
+  std::ofstream(dir / "escape.py") << R"PY(
+import os, sys, threading, subprocess, time
+out = sys.argv[1]
+hold = "b = bytearray(%d << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time\ntime.sleep(120)"
+started = threading.Event()
+def start():  # the thread lives on: while it does, its child is its own, not the main thread's
+    p = subprocess.Popen([sys.executable, "-c", hold % 20])
+    open(os.path.join(out, "thread_child"), "w").write(str(p.pid))
+    started.set()
+    time.sleep(60)
+threading.Thread(target=start, daemon=True).start()
+started.wait()  # no fork while Popen waits on its pipe: the forked child would hold it open
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open(os.path.join(out, "daemon_child"), "w").write(str(os.getpid()))
+        exec(hold % 30)
+        os._exit(0)
+    os._exit(0)
+os.waitpid(pid, 0)
+time.sleep(3)
+)PY";
+  fs::create_directories(dir / "out");
+  Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start({"--allow-commands", "--grace-ms", "1000"}));
+  const CommandResult r =
+      d.Cli({"submit", "--kind", "command", "--workers", "1", "--sample-interval-ms", "100",
+             "--wait", "--json", "--", "/usr/bin/python3", dir / "escape.py", dir / "out"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
+  EXPECT_EQ(e["containment"].get<std::string>().rfind("cgroup ", 0), 0u) << e["containment"];
+  for (const auto& [file, mib] : {std::pair{"thread_child", 20}, std::pair{"daemon_child", 30}}) {
+    int pid = 0;
+    std::ifstream(dir / ("out/" + std::string(file))) >> pid;
+    ASSERT_GT(pid, 0) << file;
+    const json* found = nullptr;
+    for (const auto& p : e["processes"])
+      if (p["pid"] == pid) found = &p;
+    ASSERT_NE(found, nullptr) << file << " (pid " << pid << ") not measured: " << e["processes"];
+    EXPECT_EQ((*found)["role"], "child") << *found;
+    EXPECT_GT((*found)["peak_pss_bytes"].get<double>(), (mib - 5) * 1048576.0) << *found;
+    EXPECT_TRUE(testing::WaitFor([&] { return !testing::ProcessAlive(pid); }, 10))
+        << file << " outlived its run";
+  }
+  const std::string group = e["containment"].get<std::string>().substr(7);
+  EXPECT_FALSE(fs::exists(group)) << group;  // removed once empty
+}
+
+}  // namespace
+}  // namespace shoal

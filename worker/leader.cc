@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -334,6 +335,10 @@ StatusOr<std::unique_ptr<WorkerLauncher>> WorkerKind::Launcher(const LaunchConte
 }
 
 int RunLeader(const LeaderArgs& a, const LeaderKindMaker& make) {
+  // Into the run's control group before anything is started (the daemon moves it too, after
+  // spawning it: this closes the moment between).
+  if (Status st = JoinRunCgroup(); !st.ok())
+    std::fprintf(stderr, "leader: not in the run's cgroup: %s\n", st.message().c_str());
   ::fcntl(a.status_fd, F_SETFD, FD_CLOEXEC);  // spawned workers must not hold it
   StatusPipe out(a.status_fd);
   auto made = make(a.spec);

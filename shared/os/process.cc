@@ -102,6 +102,18 @@ std::vector<std::string> CleanEnvironment() {
   return out;
 }
 
+Status JoinRunCgroup() {
+  const char* dir = std::getenv("SHOAL_CGROUP");
+  if (dir == nullptr || *dir == '\0') return Status::Ok();
+  const std::string path = std::string(dir) + "/cgroup.procs";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Internal(path + ": " + std::strerror(errno));
+  const bool ok = ::write(fd, "0", 1) == 1;
+  const int err = errno;
+  ::close(fd);
+  return ok ? Status::Ok() : Internal(path + ": " + std::strerror(err));
+}
+
 std::string SelfExeDir() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);

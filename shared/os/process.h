@@ -32,6 +32,11 @@ std::vector<std::string> CleanEnvironment();
 // posix_spawn of argv[0] with argv; signals reset to default and unblocked in the child.
 StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOptions& opts);
 
+// A leader's first act: into the run's control group named by SHOAL_CGROUP (writing "0" to its
+// cgroup.procs moves the writer), so that nothing it starts is outside the run's group (issue
+// 58). OK when the variable is absent (no group: the run is contained by its process group).
+Status JoinRunCgroup();
+
 // Directory of the running executable (to find sibling binaries).
 std::string SelfExeDir();
 

@@ -1,0 +1,39 @@
+// A control group per run (issue 58): every process a run starts is in it, however it was
+// started (by any thread, after setsid, double-forked), so it is found while it lives and ended
+// with the run. cgroup v2's core files only (cgroup.procs, cgroup.kill): no controller is needed,
+// so it works under a hybrid hierarchy's `unified` mount too. Where no cgroup v2 can be made
+// (none mounted, not writable) the run falls back to its process group and /proc, and says so.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace shoal {
+
+class RunCgroups {
+ public:
+  virtual ~RunCgroups() = default;
+  // Makes the run's group; its path (what `SHOAL_CGROUP` tells the leader), or why there is none.
+  virtual StatusOr<std::string> Create(const std::string& run_id) = 0;
+  // Moves `pid` (and the threads of its process) into the run's group.
+  virtual Status Join(const std::string& run_id, pid_t pid) = 0;
+  // The processes in the run's group now.
+  virtual std::vector<pid_t> Procs(const std::string& run_id) = 0;
+  // SIGKILL to every process in the group at once (cgroup.kill), or `sig` to each where not kill.
+  virtual void Signal(const std::string& run_id, int sig) = 0;
+  // Removes the emptied group.
+  virtual void Remove(const std::string& run_id) = 0;
+};
+
+// The real one, under this process's own cgroup v2 (/proc/self/cgroup's "0::" line on the
+// cgroup2 mount), in `shoal-runs/KEY` made there (KEY: one daemon's, from its state folder, so
+// daemons beside each other keep apart). What an earlier daemon of that key left (it was killed
+// mid-run) is killed and removed. nullptr with `why` when no group can be made.
+std::unique_ptr<RunCgroups> MakeRunCgroups(const std::string& key, std::string* why);
+
+}  // namespace shoal
