@@ -225,6 +225,41 @@ TEST_F(Lifecycle, ARunInWhichNoWorkerMovesFails) {
   EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
 }
 
+// Not given --step-timeout-ms, a run is held to a bound derived from its own steps (100x the
+// slowest seen, at least 30 s), not the half-hour default: a step that never ends fails it in
+// well under a minute here, saying how the bound was found.
+TEST_F(Lifecycle, AHungStepFailsTheRunWithinABoundDerivedFromItsSteps) {
+  const std::string id =
+      Submit({"--kind", "data_loading", "--loaders", "1", "--start", "fork", "--epochs", "100",
+              "--dataset", "synthetic", "--stall-timeout-ms", "600000"});
+  json e = WaitTraining(id, 2);
+  WaitFor(
+      [&] {
+        e = Get(id);
+        for (const auto& p : e["processes"])
+          if (p["role"] == "worker" && p["index"] == 0) return p["steps"].get<uint64_t>() >= 3;
+        return false;
+      },
+      60);
+  ASSERT_EQ(e["state"], "RUNNING") << e.dump();
+  const auto pids = Pids(e);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGSTOP), 0);
+  e = WaitEnded(id, 90);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, std::chrono::seconds(29));
+  EXPECT_LT(took, std::chrono::seconds(90));
+  EXPECT_EQ(e["state"], "FAILED");
+  const std::string error = e["error"].get<std::string>();
+  const std::string lead = "no worker made progress for ";
+  ASSERT_EQ(error.rfind(lead, 0), 0u) << error;
+  const long bound_ms = std::stol(error.substr(lead.size()));
+  EXPECT_GE(bound_ms, 30000) << error;  // the floor
+  EXPECT_LT(bound_ms, 90000) << error;  // derived from steps, not the 30-minute default
+  EXPECT_NE(error.find(" ms (derived: 100x the slowest step seen, "), std::string::npos) << error;
+  EXPECT_TRUE(WaitFor([&] { return Leaks(e, pids) == 0; }, 5));
+}
+
 TEST_F(Lifecycle, DaemonKilledMidRunTakesItsProcessesAndTheNextDaemonCleansUp) {
   const std::string a = Submit(
       {"--workers", "2", "--start", "forkserver", "--batches", "100000", "--dataset", "synthetic"});

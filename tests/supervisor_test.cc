@@ -265,6 +265,44 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
   EXPECT_TRUE(got.count({kPid0, SIGKILL}) && got.count({kPid1, SIGKILL}));
 }
 
+// Not given a step timeout, a run is held, once a worker has moved twice, to 100x the slowest
+// interval between its marks (here 400 ms: 40 s) rather than the half-hour default.
+TEST_F(SupervisorTest, WithoutAGivenBoundTheBoundIsDerivedFromTheStepsSeen) {
+  spec_.set_stall_timeout_ms(0);
+  spec_.set_step_timeout_ms(1800000);
+  spec_.set_step_timeout_why("the default");
+  kill_on_term_ = false;
+  Phase(0, WorkerPhase::kTraining);
+  Phase(1, WorkerPhase::kTraining);
+  const std::string why = Run("", [this](uint64_t ms) {
+    if (ms <= 2000 && ms % 400 == 0) Moves(0);  // then its step hangs
+  });
+  EXPECT_EQ(why.rfind("no worker made progress for 40000 ms (derived: 100x the slowest step seen, "
+                      "400.0 ms, at least 30 s; --step-timeout-ms gives another) while training",
+                      0),
+            0u)
+      << why;
+  EXPECT_NEAR(double(elapsed_ms_), 42000, 10);  // the last move at 2 s, then the bound
+}
+
+// A bound given is kept whatever the steps measure; a derived one is never below 30 s.
+TEST_F(SupervisorTest, AGivenBoundIsKeptAndADerivedOneHasAFloor) {
+  spec_.set_stall_timeout_ms(0);
+  spec_.set_step_timeout_ms(1800000);
+  spec_.set_step_timeout_why("the default");
+  kill_on_term_ = false;
+  Phase(0, WorkerPhase::kTraining);
+  Phase(1, WorkerPhase::kTraining);
+  std::string why = Run("", [this](uint64_t ms) {
+    if (ms <= 100 && ms % 10 == 0) Moves(0);  // 10 ms steps: 1 s derived, 30 s the floor
+  });
+  EXPECT_EQ(why.rfind("no worker made progress for 30000 ms (derived: 100x the slowest step seen, "
+                      "10.0 ms",
+                      0),
+            0u)
+      << why;
+}
+
 // While any worker moves, the run is alive: worker 0 marks nothing, worker 1 progresses for
 // twice the timeout and ends; then the live workers have made none for longer than the timeout
 // (counted from worker 1's end, a phase change), and only worker 0 is named.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "shared/os/process.h"
@@ -129,8 +130,8 @@ void WorkerSupervisor::CheckStalls(uint64_t t) {
       steps += (steps.empty() ? "" : ", ") + std::string("worker ") + std::to_string(i) + ": " +
                std::to_string(board_.slot(i)->steps.load()) + LastMoved(*board_.slot(i), t);
     }
-    const std::string why = spec_.step_timeout_why();
-    StopAll("no worker made progress for " + std::to_string(spec_.step_timeout_ms()) + " ms" +
+    const std::string why = StepBoundWhy();
+    StopAll("no worker made progress for " + std::to_string(StepBoundMs()) + " ms" +
             (why.empty() ? "" : " (" + why + ")") +
             " while training (a step, batch or evaluation that does not end: a deadlock, or "
             "work slower than --step-timeout-ms); steps so far (the one that stopped first last "
@@ -161,8 +162,38 @@ std::string WorkerSupervisor::Stalled(const WorkerSlot& w, uint64_t requested, u
 // for step_timeout_ms since this supervisor first saw one training, and no worker changed phase
 // since: one that starts training after waiting its turn (multi_model's variants), or evaluates
 // after waiting for its peers, has not moved yet but is not stuck.
+void WorkerSupervisor::MeasureSteps() {
+  for (auto& [p, i] : live_) {
+    const uint64_t moved = board_.slot(i)->progress_ns.load(std::memory_order_relaxed);
+    uint64_t& last = last_progress_[i];
+    if (moved == last) continue;
+    if (last != 0 && moved > last) slowest_step_ns_ = std::max(slowest_step_ns_, moved - last);
+    last = moved;
+  }
+}
+
+uint64_t WorkerSupervisor::StepBoundMs() const {
+  const uint64_t given = spec_.step_timeout_ms();
+  if (spec_.step_timeout_why() != "the default" || slowest_step_ns_ == 0) return given;
+  const uint64_t derived = kMeasuredStepFactor * slowest_step_ns_ / 1000000;
+  return std::clamp<uint64_t>(derived, std::min(kMeasuredStepFloorMs, given), given);
+}
+
+std::string WorkerSupervisor::StepBoundWhy() const {
+  if (spec_.step_timeout_why() != "the default" || slowest_step_ns_ == 0)
+    return spec_.step_timeout_why();
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "derived: %llux the slowest step seen, %.1f ms, at least %llu s; "
+                "--step-timeout-ms gives another",
+                static_cast<unsigned long long>(kMeasuredStepFactor), slowest_step_ns_ / 1e6,
+                static_cast<unsigned long long>(kMeasuredStepFloorMs / 1000));
+  return text;
+}
+
 bool WorkerSupervisor::NoProgress(uint64_t t) {
   if (spec_.step_timeout_ms() == 0) return false;
+  MeasureSteps();
   uint64_t latest = 0;
   bool training = false;
   for (auto& [p, i] : live_) {
@@ -174,7 +205,7 @@ bool WorkerSupervisor::NoProgress(uint64_t t) {
   if (!training) return false;
   if (training_seen_ns_ == 0) training_seen_ns_ = t;
   const uint64_t since = std::max({latest, training_seen_ns_, phase_changed_ns_});
-  return t > since + uint64_t(spec_.step_timeout_ms()) * 1000000ull;
+  return t > since + StepBoundMs() * 1000000ull;
 }
 
 bool WorkerSupervisor::PhaseChanged() {

@@ -22,6 +22,9 @@
 
 namespace shoal {
 
+constexpr uint64_t kMeasuredStepFactor = 100;
+constexpr uint64_t kMeasuredStepFloorMs = 30000;
+
 // How often the leader reports while a worker traces a step plan.
 constexpr int kTracingReportMs = 20;
 
@@ -77,6 +80,13 @@ class WorkerSupervisor {
   std::string Stalled(const WorkerSlot& w, uint64_t requested, uint64_t t) const;
   static std::string LastMoved(const WorkerSlot& w, uint64_t t);
   bool NoProgress(uint64_t t);
+  // A run not given --step-timeout-ms (its bound "the default") is held, once a worker has
+  // moved twice, to kMeasuredStepFactor times the slowest interval between one worker's two
+  // progress marks seen so far, at least kMeasuredStepFloorMs and at most the default: a step
+  // that hangs fails the run in minutes, not half an hour.
+  void MeasureSteps();
+  uint64_t StepBoundMs() const;
+  std::string StepBoundWhy() const;
   void StopAll(const std::string& why);
   void Signal(pid_t pid, int sig);
   bool PhaseChanged();  // a worker started training or finished since the last look
@@ -96,9 +106,11 @@ class WorkerSupervisor {
   std::string failure_;
   bool stopping_ = false;
   std::vector<uint32_t> phases_;
-  uint64_t training_seen_ns_ = 0;  // monotonic, when a worker was first seen training
-  uint64_t phase_changed_ns_ = 0;  // monotonic, when a worker's phase last changed
-  uint64_t kill_at_ns_ = 0;        // monotonic: SIGKILL whoever is left (once stopping)
+  uint64_t training_seen_ns_ = 0;               // monotonic, when a worker was first seen training
+  uint64_t phase_changed_ns_ = 0;               // monotonic, when a worker's phase last changed
+  std::map<uint32_t, uint64_t> last_progress_;  // each worker's progress mark at the last look
+  uint64_t slowest_step_ns_ = 0;  // between two of one worker's marks (0: none measured yet)
+  uint64_t kill_at_ns_ = 0;       // monotonic: SIGKILL whoever is left (once stopping)
   uint64_t next_report_ns_ = 0, last_report_ns_ = 0;
 };
 

@@ -107,9 +107,11 @@ constexpr std::pair<const char*, const char*> kReference[] = {
     {"step_timeout_ms",
      "fail when no training worker makes progress (a step, a loader's batch, an evaluation "
      "batch) this long: a deadlock inside a step, which its heartbeat thread does not show "
-     "(0: off); 0 (off) or 500 .. 86400000. Not given with a model file: 100x the leader's probe "
-     "step x the cores' oversubscription, 5 s .. 1800000, which bounds each worker's warm-up too "
-     "(docs/your-model.md, \"Bounds\")"},
+     "(0: off); 0 (off) or 500 .. 86400000. Not given: 1800000 until a worker has moved twice, "
+     "then 100x the slowest interval between one worker's two progress marks seen so far, at "
+     "least 30 s (a step that hangs fails the run in minutes); with a model file: 100x the "
+     "leader's probe step x the cores' oversubscription, 5 s .. 1800000, which bounds each "
+     "worker's warm-up too (docs/your-model.md, \"Bounds\")"},
     {"model_file",
      "hogwild, data_parallel: your TorchScript model, a file path the CLI uploads (shoald "
      "stores it by its sha256; see [docs/your-model.md](your-model.md)); a sweep takes several"},
