@@ -106,6 +106,15 @@ class SupervisorTest : public ::testing::Test {
   void Beat(uint32_t i) { board_->slot(i)->heartbeat_ns.store(clock_.mono); }
   void Moves(uint32_t i) { board_->slot(i)->progress_ns.store(clock_.mono); }
   void Phase(uint32_t i, WorkerPhase p) { board_->slot(i)->phase.store(static_cast<uint32_t>(p)); }
+  // Both workers training, no bound given (the spec's default), no stall detection.
+  void TwoTrainingWithTheDefaultBound() {
+    spec_.set_stall_timeout_ms(0);
+    spec_.set_step_timeout_ms(1800000);
+    spec_.set_step_timeout_why("the default");
+    kill_on_term_ = false;
+    Phase(0, WorkerPhase::kTraining);
+    Phase(1, WorkerPhase::kTraining);
+  }
 
   std::string name_;
   std::unique_ptr<Scoreboard> board_;
@@ -268,12 +277,7 @@ TEST_F(SupervisorTest, ARunInWhichNoWorkerMovesFails) {
 // Not given a step timeout, a run is held, once a worker has moved twice, to 100x the slowest
 // interval between its marks (here 400 ms: 40 s) rather than the half-hour default.
 TEST_F(SupervisorTest, WithoutAGivenBoundTheBoundIsDerivedFromTheStepsSeen) {
-  spec_.set_stall_timeout_ms(0);
-  spec_.set_step_timeout_ms(1800000);
-  spec_.set_step_timeout_why("the default");
-  kill_on_term_ = false;
-  Phase(0, WorkerPhase::kTraining);
-  Phase(1, WorkerPhase::kTraining);
+  TwoTrainingWithTheDefaultBound();
   const std::string why = Run("", [this](uint64_t ms) {
     if (ms <= 2000 && ms % 400 == 0) Moves(0);  // then its step hangs
   });
@@ -287,12 +291,7 @@ TEST_F(SupervisorTest, WithoutAGivenBoundTheBoundIsDerivedFromTheStepsSeen) {
 
 // A bound given is kept whatever the steps measure; a derived one is never below 30 s.
 TEST_F(SupervisorTest, AGivenBoundIsKeptAndADerivedOneHasAFloor) {
-  spec_.set_stall_timeout_ms(0);
-  spec_.set_step_timeout_ms(1800000);
-  spec_.set_step_timeout_why("the default");
-  kill_on_term_ = false;
-  Phase(0, WorkerPhase::kTraining);
-  Phase(1, WorkerPhase::kTraining);
+  TwoTrainingWithTheDefaultBound();
   std::string why = Run("", [this](uint64_t ms) {
     if (ms <= 100 && ms % 10 == 0) Moves(0);  // 10 ms steps: 1 s derived, 30 s the floor
   });
