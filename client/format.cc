@@ -141,16 +141,21 @@ std::string MemoryLine(const v1::Result& r) {
   std::string parts;
   if (r.weights_bytes() > 0) parts += "weights " + Mib(r.weights_bytes());
   if (r.data_bytes() > 0) parts += (parts.empty() ? "data " : ", data ") + Mib(r.data_bytes());
+  // The kernel's figures of the run's cgroup, where it had the memory controller.
+  std::string kernel;
+  if (r.has_cgroup_memory_peak_bytes())
+    kernel = "; cgroup peak " + GibIf(true, r.cgroup_memory_peak_bytes());
+  if (r.oom_kills() > 0) kernel += ", " + std::to_string(r.oom_kills()) + " OOM kill(s)";
   return F(
       "  memory      peak PSS sum %s (sum of peak PSS %s), RSS sum %s, USS sum %s, VmHWM sum "
-      "%s; shared %s%s\n",
+      "%s; shared %s%s%s\n",
       GibIf(r.has_peak_pss_sum_bytes(), r.peak_pss_sum_bytes()).c_str(),
       GibIf(r.has_sum_of_peak_pss_bytes(), r.sum_of_peak_pss_bytes()).c_str(),
       GibIf(r.has_peak_rss_sum_bytes(), r.peak_rss_sum_bytes()).c_str(),
       GibIf(r.has_peak_uss_sum_bytes(), r.peak_uss_sum_bytes()).c_str(),
       GibIf(r.has_peak_rss_hwm_sum_bytes(), r.peak_rss_hwm_sum_bytes()).c_str(),
       MibIf(r.has_shared_bytes(), r.shared_bytes()).c_str(),
-      parts.empty() ? "" : (" (" + parts + ")").c_str());
+      parts.empty() ? "" : (" (" + parts + ")").c_str(), kernel.c_str());
 }
 
 // Which program led the run and what it cost on its own (absent: a record from before either).

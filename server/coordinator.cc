@@ -579,6 +579,7 @@ RunnerEnv Coordinator::EnvFor() {
   env.profiles_dir = opts_.profiles_dir;
   env.cgroups = os_.cgroups;
   env.no_cgroup_why = os_.no_cgroup_why;
+  env.memory_limit_bytes = opts_.run_memory_limit_bytes;
   env.daemon_pid = ::getpid();
   env.fork_server_pid = [this] { return fork_server_.pid(); };
   env.fork_server_exit = [this] { return fork_server_.TakeLastExit(); };

@@ -47,7 +47,8 @@ struct CoordinatorOptions {
   std::string fork_server_socket;            // where the forkserver listens
   std::string logs_dir;                      // each run's captured output (empty: not captured)
   std::string profiles_dir;  // kind command's torch.profiler traces, a folder a run (empty: none)
-  std::string blobs_dir;     // uploaded files (models), by content hash
+  uint64_t run_memory_limit_bytes = 0;  // each run's cgroup's memory limit; 0: none
+  std::string blobs_dir;                // uploaded files (models), by content hash
   uint64_t max_upload_bytes = 1ull << 30;
   // An uploaded file no record uses is removed (rm, prune) once this long has passed since it
   // was last uploaded: a file uploaded for a submit still on its way stays.

@@ -16,6 +16,7 @@
 
 #include "shared/os/shm.h"
 #include "shared/spec/spec.h"
+#include "shared/spec/sweep.h"
 #include "spdlog/spdlog.h"
 
 namespace shoal {
@@ -450,7 +451,7 @@ void ExperimentRunner::Finish() {
   if (env_.os.segments->Count(prefix) > 0)
     spdlog::error("{}: segments remain in /dev/shm", e_.id());
   for (const auto& [pid, p] : facts_.procs) env_.reaper->Forget(pid);
-  if (in_cgroup_) env_.cgroups->Remove(e_.id());
+  ReadCgroupMemory();
   facts_.wall_ns = env_.os.clock->MonotonicNs() - start_mono_;
   if (sampler_) {
     SamplerFigures& f = facts_.sampler;
@@ -473,6 +474,12 @@ void ExperimentRunner::Finish() {
   FillDisturbed();
   GatherProfiles();
   auto [state, error] = FinalState(facts_);
+  // The kernel's word for this run alone: processes of its group the OOM killer took, whatever
+  // the run said (the leader's note counts the whole machine's kills).
+  if (state == v1::FAILED && e_.result().oom_kills() > 0)
+    error += std::string(IsOutOfMemory(error) ? "; " : " (out of memory) ") +
+             "the kernel's OOM killer killed " + std::to_string(e_.result().oom_kills()) +
+             " process(es) of this run (its cgroup's count)";
   e_.set_state(state);
   e_.set_error(error);
   e_.set_finished_unix_ms(static_cast<int64_t>(env_.os.clock->RealtimeNs() / 1000000));
@@ -502,13 +509,26 @@ void ExperimentRunner::EnterCgroup(std::vector<std::string>* environment) {
     auto dir = env_.cgroups->Create(e_.id());
     if (dir.ok()) {
       in_cgroup_ = true;
-      environment->push_back("SHOAL_CGROUP=" + *dir);
-      e_.set_containment("cgroup " + *dir);
+      for (std::string& kv : env_.cgroups->Environment(e_.id())) environment->push_back(kv);
+      const std::string memory = env_.cgroups->memory();
+      e_.set_containment("cgroup " + *dir + (memory.empty() ? "" : "; memory: " + memory));
+      if (env_.memory_limit_bytes > 0)
+        if (Status st = env_.cgroups->SetMemoryLimit(e_.id(), env_.memory_limit_bytes); !st.ok())
+          facts_.runtime_error = "the run's memory limit: " + st.message();
       return;
     }
     why = dir.status().message();
   }
   e_.set_containment("process group and /proc (" + (why.empty() ? "no cgroup" : why) + ")");
+}
+
+// The kernel's figures of the run's group, read once every process has left it, which then goes.
+void ExperimentRunner::ReadCgroupMemory() {
+  if (!in_cgroup_) return;
+  const RunMemory m = env_.cgroups->Memory(e_.id());
+  if (m.peak_bytes) e_.mutable_result()->set_cgroup_memory_peak_bytes(*m.peak_bytes);
+  if (m.oom_kills) e_.mutable_result()->set_oom_kills(*m.oom_kills);
+  env_.cgroups->Remove(e_.id());
 }
 
 // Processes in the run's group that no walk of children found (a child of a worker's thread, one

@@ -53,6 +53,7 @@ struct RunnerEnv {
   // A control group per run (run_cgroup.h); nullptr: none could be made, for `no_cgroup_why`.
   RunCgroups* cgroups = nullptr;
   std::string no_cgroup_why;
+  uint64_t memory_limit_bytes = 0;  // each run's group's memory limit (shoald's); 0: none
   pid_t daemon_pid = 0;
   std::function<pid_t()> fork_server_pid;  // sampled with forkserver runs; -1 when none
   // How the forkserver last ended ("killed by signal 9"), once; empty when it has not. A
@@ -124,6 +125,7 @@ class ExperimentRunner {
   void SignalAll(int sig);
   bool AllGone();
   bool in_cgroup_ = false;
+  void ReadCgroupMemory();
   void GatherProfiles();
   void AddEvent(const std::string& text);
   void PublishState();

@@ -70,6 +70,7 @@ struct DaemonArgs {
   // Sweeps placed on Slurm: the folder the nodes share for their orders, script and records.
   std::string slurm_dir;
   int slurm_poll_ms = 2000;
+  uint64_t run_memory_limit_mib = 0;  // each run's cgroup memory limit; 0: none
 };
 
 // Files clients upload (a model, a tensor data set): their size, and how long an unused one stays.
@@ -128,6 +129,11 @@ void AddRunPointOptions(CLI::App& app, DaemonArgs& d) {
 
 // Sweeps placed on Slurm (shoal sweep --slurm): where their files go, how often Slurm is asked.
 void AddSlurmOptions(CLI::App& app, DaemonArgs& d) {
+  app.add_option("--run-memory-limit-mib", d.run_memory_limit_mib,
+                 "each run's memory limit, in MiB, set on its cgroup (needs the cgroup memory "
+                 "controller; the kernel's OOM killer then takes a process of the run that "
+                 "passes it, and the run fails saying so); 0: none")
+      ->check(shoal::WholeNumber());
   app.add_option("--slurm-dir", d.slurm_dir,
                  "where a sweep placed on Slurm keeps each task's order, script, record and "
                  "output: a folder every node reads and writes at the same path (default: "
@@ -548,6 +554,7 @@ shoal::CoordinatorOptions OptionsHere(const DaemonArgs& d, const shoal::WorkerIn
   if (!opts.limits.cuda_missing.empty())
     spdlog::info("device cuda unavailable: {}", opts.limits.cuda_missing);
   opts.host = shoal::HostOf(node);
+  opts.run_memory_limit_bytes = d.run_memory_limit_mib << 20;
   return opts;
 }
 
@@ -581,6 +588,11 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   std::string no_cgroup;
   const auto cgroups = shoal::MakeRunCgroups(StateKey(d.state_dir), &no_cgroup);
   if (!cgroups) spdlog::info("runs are held by their process group and /proc: {}", no_cgroup);
+  if (d.run_memory_limit_mib > 0 && (!cgroups || cgroups->memory().empty())) {
+    spdlog::critical("--run-memory-limit-mib needs a cgroup memory controller for the runs: {}",
+                     cgroups ? "none is available to shoald's cgroup" : no_cgroup);
+    return 1;
+  }
   shoal::Coordinator coord(opts, store->get(), &hub,
                            {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(),
                             cpu_energy.get(), slurm.get(), cgroups.get(), no_cgroup.c_str()});

@@ -7,13 +7,26 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "shared/status.h"
 
 namespace shoal {
+
+// What the kernel counted of a run's memory, where its group has the memory controller.
+struct RunMemory {
+  // The most memory charged to the group at once (cgroup v2 memory.peak, v1
+  // memory.max_usage_in_bytes): its processes' anonymous memory and page cache, a shared page
+  // once; absent without the controller.
+  std::optional<uint64_t> peak_bytes;
+  // Processes of the group the kernel's OOM killer killed (memory.events' or memory.oom_control's
+  // oom_kill); absent without the controller.
+  std::optional<uint64_t> oom_kills;
+};
 
 class RunCgroups {
  public:
@@ -28,6 +41,15 @@ class RunCgroups {
   virtual void Signal(const std::string& run_id, int sig) = 0;
   // Removes the emptied group.
   virtual void Remove(const std::string& run_id) = 0;
+  // The environment a leader joins the run's groups with ("SHOAL_CGROUP=...", and
+  // "SHOAL_MEMORY_CGROUP=..." where memory is a v1 hierarchy's).
+  virtual std::vector<std::string> Environment(const std::string& run_id) = 0;
+  virtual RunMemory Memory(const std::string& run_id) = 0;
+  // The group's memory limit (v2 memory.max, v1 memory.limit_in_bytes).
+  virtual Status SetMemoryLimit(const std::string& run_id, uint64_t bytes) = 0;
+  // Where the memory figures come from ("cgroup v2", "cgroup v1 memory controller"), or "" when
+  // no group has the memory controller.
+  virtual std::string memory() const = 0;
 };
 
 // The real one, under this process's own cgroup v2 (/proc/self/cgroup's "0::" line on the

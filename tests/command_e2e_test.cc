@@ -362,8 +362,45 @@ time.sleep(3)
     EXPECT_TRUE(testing::WaitFor([&] { return !testing::ProcessAlive(pid); }, 10))
         << file << " outlived its run";
   }
-  const std::string group = e["containment"].get<std::string>().substr(7);
+  const std::string containment = e["containment"];
+  const std::string group = containment.substr(7, containment.find(';') - 7);
   EXPECT_FALSE(fs::exists(group)) << group;  // removed once empty
+  // The kernel's own figures of the group: at least both children's 50 MiB, no OOM kill.
+  EXPECT_GT(e["result"]["cgroup_memory_peak_bytes"].get<double>(), 50.0 * 1048576) << e["result"];
+  EXPECT_EQ(e["result"]["oom_kills"], 0);
+}
+
+// A run over shoald's --run-memory-limit-mib is taken by the kernel's OOM killer inside its own
+// group; the run fails saying so from the kernel's count, not from any words of the program.
+TEST(ContainmentE2E, AnOomKillInsideTheRunsMemoryLimitIsTheKernelsWord) {
+  testing::TempDir dir;
+  std::ofstream(dir / "grow.py") << R"PY(
+import time
+chunks = []
+for _ in range(24):
+    b = bytearray(25 << 20)
+    for i in range(0, len(b), 4096):
+        b[i] = 1
+    chunks.append(b)
+    time.sleep(0.05)
+time.sleep(2)
+)PY";
+  Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start({"--allow-commands", "--run-memory-limit-mib", "200"}));
+  const CommandResult r = d.Cli({"submit", "--kind", "command", "--workers", "1", "--wait",
+                                 "--json", "--", "/usr/bin/python3", dir / "grow.py"});
+  const json e = Parse(r);
+  ASSERT_EQ(e["state"], "FAILED") << r.out << r.err;
+  const std::string error = e["error"];
+  EXPECT_NE(error.find("out of memory"), std::string::npos) << error;
+  EXPECT_NE(error.find("the kernel's OOM killer killed 1 process(es) of this run (its cgroup's "
+                       "count)"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(e["result"]["oom_kills"].get<int>(), 1) << e["result"];
+  const double peak = e["result"]["cgroup_memory_peak_bytes"].get<double>();
+  EXPECT_GT(peak, 150.0 * 1048576) << e["result"];
+  EXPECT_LE(peak, 200.0 * 1048576) << e["result"];  // the limit holds
 }
 
 }  // namespace

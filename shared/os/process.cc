@@ -103,15 +103,19 @@ std::vector<std::string> CleanEnvironment() {
 }
 
 Status JoinRunCgroup() {
-  const char* dir = std::getenv("SHOAL_CGROUP");
-  if (dir == nullptr || *dir == '\0') return Status::Ok();
-  const std::string path = std::string(dir) + "/cgroup.procs";
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return Internal(path + ": " + std::strerror(errno));
-  const bool ok = ::write(fd, "0", 1) == 1;
-  const int err = errno;
-  ::close(fd);
-  return ok ? Status::Ok() : Internal(path + ": " + std::strerror(err));
+  // The run's v2 group, and its v1 memory group where memory is a v1 hierarchy's.
+  for (const char* name : {"SHOAL_CGROUP", "SHOAL_MEMORY_CGROUP"}) {
+    const char* dir = std::getenv(name);
+    if (dir == nullptr || *dir == '\0') continue;
+    const std::string path = std::string(dir) + "/cgroup.procs";
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return Internal(path + ": " + std::strerror(errno));
+    const bool ok = ::write(fd, "0", 1) == 1;
+    const int err = errno;
+    ::close(fd);
+    if (!ok) return Internal(path + ": " + std::strerror(err));
+  }
+  return Status::Ok();
 }
 
 std::string SelfExeDir() {
