@@ -179,7 +179,7 @@ TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWho
   EXPECT_TRUE(Parse(daemon_->Cli({"sweeps", "--json"})).value("sweeps", json::array()).empty());
   const CommandResult r =
       daemon_->Cli({"sweep",          "--slurm", "--partition",  "try",   "--time",    "5:00",
-                    "--max-parallel", "2",       "--workers",    "1,2",   "--start",   "fork,spawn",
+                    "--max-parallel", "2",       "--workers",    "1,2,3", "--start",   "fork,spawn",
                     "--batches",      "3",       "--batch-size", "16",    "--dataset", "synthetic",
                     "--eval-samples", "0",       "--wait",       "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -204,7 +204,7 @@ TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWho
     for (const auto& proc : e["processes"]) workers += proc["role"] == "worker";
     EXPECT_EQ(workers, p["workers"].get<int>());
   }
-  EXPECT_EQ(tasks.size(), 4u);
+  EXPECT_EQ(tasks.size(), 6u);  // a 6-point sweep, one array task a point
   EXPECT_EQ(hosts, (std::set<std::string>{"shoalslurm0", "shoalslurm1"}));
   const CommandResult report = daemon_->Cli({"report", sw["id"]});
   EXPECT_NE(report.out.find("Hosts: "), std::string::npos) << report.out;
