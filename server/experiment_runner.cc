@@ -93,7 +93,14 @@ bool ExperimentRunner::Launch() {
       environment.end());
   if (const std::string dir = ProfileDir(); !dir.empty())
     environment.push_back("SHOAL_PROFILE_DIR=" + dir);
-  EnterCgroup(&environment);
+  // A run that would go unlimited where a limit was asked does not start.
+  if (Status st = EnterCgroup(&environment); !st.ok()) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    facts_.runtime_error = st.message();
+    Finish();
+    return false;
+  }
   for (const auto& kv : environment) {
     const size_t eq = kv.find('=');
     (*e_.mutable_environment())[kv.substr(0, eq)] = kv.substr(eq + 1);
@@ -499,7 +506,7 @@ void ExperimentRunner::Finish() {
 
 // The run's own control group, where one can be made: the leader is told it (SHOAL_CGROUP) and
 // joins it before it starts anything, so every process of the run is in it however started.
-void ExperimentRunner::EnterCgroup(std::vector<std::string>* environment) {
+Status ExperimentRunner::EnterCgroup(std::vector<std::string>* environment) {
   environment->erase(
       std::remove_if(environment->begin(), environment->end(),
                      [](const std::string& kv) { return kv.rfind("SHOAL_CGROUP=", 0) == 0; }),
@@ -514,12 +521,13 @@ void ExperimentRunner::EnterCgroup(std::vector<std::string>* environment) {
       e_.set_containment("cgroup " + *dir + (memory.empty() ? "" : "; memory: " + memory));
       if (env_.memory_limit_bytes > 0)
         if (Status st = env_.cgroups->SetMemoryLimit(e_.id(), env_.memory_limit_bytes); !st.ok())
-          facts_.runtime_error = "the run's memory limit: " + st.message();
-      return;
+          return Internal("the run's memory limit could not be set: " + st.message());
+      return Status::Ok();
     }
     why = dir.status().message();
   }
   e_.set_containment("process group and /proc (" + (why.empty() ? "no cgroup" : why) + ")");
+  return Status::Ok();
 }
 
 // The kernel's figures of the run's group, read once every process has left it, which then goes.
@@ -536,7 +544,9 @@ void ExperimentRunner::ReadCgroupMemory() {
 // they descend from where their ancestry still says (-1 otherwise).
 void ExperimentRunner::TrackCgroup(std::set<pid_t>* seen) {
   if (!in_cgroup_) return;
+  constexpr size_t kMaxChildren = 1024;  // as the walk of children: a fork storm costs no more
   for (pid_t pid : env_.cgroups->Procs(e_.id())) {
+    if (seen->size() >= kMaxChildren) break;
     auto known = facts_.procs.find(pid);
     if (known != facts_.procs.end()) {
       if (known->second.role() == "child") seen->insert(pid);

@@ -119,7 +119,7 @@ class ExperimentRunner {
   void StartDraining(uint64_t now);
   void Finish();
   std::string ProfileDir();
-  void EnterCgroup(std::vector<std::string>* environment);
+  Status EnterCgroup(std::vector<std::string>* environment);
   void TrackCgroup(std::set<pid_t>* seen);
   int AncestorIndex(pid_t pid);
   void SignalAll(int sig);

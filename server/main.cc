@@ -231,9 +231,11 @@ namespace {
 // child starts: no process of the run (a user's command) sees it. A task of a sweep placed before
 // records were sealed has none, and writes its record unsealed, as that daemon reads it.
 bool TakeRecordKey(DaemonArgs& d) {
-  const char* hex = std::getenv(shoal::kRecordKeyEnv);
+  char* hex = std::getenv(shoal::kRecordKeyEnv);
   if (hex == nullptr) return true;
   auto key = shoal::KeyFromHex(hex);
+  // unsetenv alone leaves the bytes in the block /proc/PID/environ shows: overwritten first.
+  std::memset(hex, '0', std::strlen(hex));
   ::unsetenv(shoal::kRecordKeyEnv);
   if (!key.ok()) {
     spdlog::critical("{}: {}", shoal::kRecordKeyEnv, key.status().message());

@@ -176,11 +176,14 @@ bool EnableV2Memory(const std::string& mount, const std::string& own, const std:
     (void)WriteText(dir + "/cgroup.subtree_control", "+memory");
     dir += "/" + part;
   }
-  std::ifstream in(base + "/cgroup.controllers");
-  std::string c;
-  while (in >> c)
-    if (c == "memory") return true;
-  return false;
+  (void)WriteText(base + "/cgroup.subtree_control", "+memory");  // for the runs' own groups
+  // What a run's group gets, seen on a probe group of the same place.
+  const std::string probe = base + "/probe-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::create_directory(probe, ec);
+  const bool memory = !ec && fs::exists(probe + "/memory.max", ec);
+  fs::remove(probe, ec);
+  return memory;
 }
 
 // A v1 memory hierarchy's folder for the runs, made; "" when there is none or it cannot be made.

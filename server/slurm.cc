@@ -32,7 +32,8 @@ bool PlainWord(const std::string& s) {
 // Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 bool SlurmTime(const std::string& t) {
   static const std::regex kTime(
-      R"(^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d{1,2}(:\d{1,2}){0,2})$)");
+      // Bounded digits: every value parses without overflow (SlurmTimeSeconds).
+      R"(^(\d{1,8}|\d{1,8}:\d{1,2}|\d{1,8}:\d{1,2}:\d{1,2}|\d{1,5}-\d{1,2}(:\d{1,2}){0,2})$)");
   return std::regex_match(t, kTime);
 }
 
@@ -188,6 +189,8 @@ std::vector<std::string> SbatchArgv(const ArrayJob& job) {
                                    "--ntasks=" + nodes,
                                    "--ntasks-per-node=1"};
   if (job.exclusive) argv.push_back("--exclusive");
+  // The job's environment is sbatch's (the record key travels in it), whatever SBATCH_EXPORT says.
+  argv.push_back("--export=ALL");
   if (!job.output.empty()) argv.push_back("--output=" + job.output);
   if (!job.partition.empty()) argv.push_back("--partition=" + job.partition);
   if (!job.time_limit.empty()) argv.push_back("--time=" + job.time_limit);

@@ -278,10 +278,14 @@ StatusOr<v1::RunRecord> ReadTaskRecord(const std::string& dir, uint32_t task, ui
   return MergeNodeRecords(parts);
 }
 
+// NOT_FOUND only when there is no key file (a sweep placed before records were sealed); a file
+// that cannot be read now is UNAVAILABLE, never taken for none.
 StatusOr<std::string> ReadKey(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec) && !ec) return NotFound(path + ": no key");
   std::ifstream in(path);
   std::string hex;
-  if (!(in >> hex)) return NotFound(path + ": no key");
+  if (!(in >> hex)) return Unavailable(path + ": cannot read the sweep's record key");
   return KeyFromHex(hex);
 }
 
@@ -355,11 +359,16 @@ void SlurmSweeps::Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>&
       a.dir = fs::path(e.slurm().output()).parent_path().string();
   for (const auto& e : pending)
     if (e.has_slurm() && !IsTerminal(e.state())) a.tasks[e.slurm().task()] = e;
+  a.unsealed = false;
   if (auto key = ReadKey(KeyPath(sw.id())); key.ok()) {
     a.key = *key;
-  } else if (!a.tasks.empty()) {
-    spdlog::warn("sweep {}: {}; its records are read unsealed (placed before records were sealed)",
-                 sw.id(), key.status().message());
+  } else if (key.status().code() == Code::kNotFound) {
+    a.unsealed = true;
+    if (!a.tasks.empty())
+      spdlog::warn(
+          "sweep {}: {}; its records are read unsealed (placed before records were "
+          "sealed)",
+          sw.id(), key.status().message());
   }
   // Ended while no daemon followed it (a restart after its last record was stored).
   if (a.tasks.empty()) Forget(arrays_.find(sw.id()));
@@ -532,7 +541,10 @@ void StoppedBySlurm(const std::string& name, const v1::SlurmTaskInfo& slurm, con
                    " stopped its run as its Slurm time limit neared (sbatch --signal)" + then +
                    "; the record of the run until then is kept");
   } else {
-    ran->set_error("Slurm stopped task " + name + ": " + slurm.state() +
+    // Out of memory in the words a sweep's skip-after-OOM rule reads (as NoRecordError's).
+    const std::string state =
+        slurm.state() == "OUT_OF_MEMORY" ? "ran out of memory (OUT_OF_MEMORY)" : slurm.state();
+    ran->set_error("Slurm stopped task " + name + ": " + state +
                    (slurm.reason().empty() ? "" : " (" + slurm.reason() + ")") + then +
                    "; the record of the run until then is kept");
   }
@@ -552,6 +564,14 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   const bool cancelled =
       a.cancels.count(task) > 0 || queue_->StopRequest(e.id()) == ExperimentQueue::kCancel;
   const uint32_t nodes = NodesOf(e.spec());
+  if (a.key.empty() && !a.unsealed) {  // its key unreadable so far: asked again at each poll
+    auto key = ReadKey(KeyPath(a.sweep_id));
+    if (!key.ok()) {
+      spdlog::warn("sweep {}: {}", a.sweep_id, key.status().message());
+      return false;
+    }
+    a.key = *key;
+  }
   auto record = ReadTaskRecord(a.dir, task, nodes, a.key);
   if (!record.ok() && record.status().code() == Code::kUnavailable) return false;  // retried
   Status stored = record.status();
@@ -563,6 +583,9 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     if (cancelled && ran.state() == v1::FAILED) ran.set_state(v1::CANCELLED);
     if (!cancelled) StoppedBySlurm(TaskName(a.job_id, task), slurm, a.dir, task, &ran);
     *ran.mutable_slurm() = slurm;
+    // A node's profiler traces went with its throwaway state folder: not listed as if kept.
+    ran.clear_profile_dir();
+    ran.clear_profile_traces();
     stored =
         StoreRunRecord(store_, opts_.logs_dir, order, *record, [this](const v1::Experiment& x) {
           queue_->Update(x);

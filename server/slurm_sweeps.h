@@ -62,6 +62,7 @@ class SlurmSweeps {
     // The sweep's record key; empty for an array placed before records were sealed, whose
     // records come back unsealed.
     std::string key;
+    bool unsealed = false;                     // no key file: placed before records were sealed
     std::map<uint32_t, v1::Experiment> tasks;  // task index -> its point's record, until it ends
     struct Cancel {
       int64_t at_ms = 0;  // when it was asked to stop

@@ -449,6 +449,18 @@ TEST_F(SlurmSweepsTest, ARunSlurmStoppedAtItsTimeLimitFailsSayingSo) {
   EXPECT_FALSE(std::filesystem::exists(LimitPath(SweepDir(), 2)));
 }
 
+// Slurm's cgroup took a worker (OUT_OF_MEMORY) while the task's daemon lived to write its record:
+// failed in the words a sweep's skip-after-OOM rule reads.
+TEST_F(SlurmSweepsTest, ARunSlurmStoppedForMemoryIsOutOfMemory) {
+  PlaceAll();
+  WriteRecord(0, v1::FAILED, "", "worker 0 killed by signal 9");
+  slurm_.tasks = {Task(0, "OUT_OF_MEMORY"), Task(1, "RUNNING"), Task(2, "RUNNING")};
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(0).state(), v1::FAILED);
+  EXPECT_TRUE(IsOutOfMemory(Stored(0).error())) << Stored(0).error();
+  EXPECT_NE(Stored(0).error().find("ran out of memory (OUT_OF_MEMORY)"), std::string::npos);
+}
+
 // A sweep cancelled before any task started: one scancel of the array.
 TEST_F(SlurmSweepsTest, ACancelBeforeAnyTaskStartedIsOneScancelOfTheArray) {
   PlaceAll();

@@ -36,6 +36,7 @@ TEST(SlurmTest, SbatchGetsOneExclusiveNodeATaskAndTheArraysLimit) {
                                          "--ntasks=1",
                                          "--ntasks-per-node=1",
                                          "--exclusive",
+                                         "--export=ALL",
                                          "--output=/home/u/.shoal/slurm/s1a2b3c/task-%a.out",
                                          "--partition=gpu",
                                          "--time=30:00",
@@ -137,6 +138,12 @@ TEST(SlurmTest, ATimeLimitIsReadInEachOfSlurmsFormatsAndItsRunStoppedBeforeIt) {
   EXPECT_EQ(SlurmTimeSeconds("1-0:30"), 88200u);
   EXPECT_EQ(SlurmTimeSeconds("1-0:0:5"), 86405u);
   EXPECT_EQ(SlurmTimeSeconds("half an hour"), 0u);
+  // Digits past any time Slurm takes: refused, never parsed into an overflow (a client's value).
+  EXPECT_EQ(SlurmTimeSeconds("99999999999999999999"), 0u);
+  ArrayJob huge = Job();
+  huge.time_limit = "99999999999999999999";
+  EXPECT_EQ(CheckArrayJob(huge).code(), Code::kInvalidArgument);
+  EXPECT_EQ(TimeLimitLeadSeconds(huge.time_limit), 0u);
   EXPECT_EQ(TimeLimitLeadSeconds("1"), 10u);
   EXPECT_EQ(TimeLimitLeadSeconds("30"), 120u);
   EXPECT_EQ(TimeLimitLeadSeconds("10:00"), 60u);

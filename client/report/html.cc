@@ -142,7 +142,8 @@ StatusOr<std::string> RenderReport(const ReportInput& in, const std::string& for
                            (format == "html" ? " (which draws every picture)" : ""));
   if (format == "md") return RenderMarkdown(in);
   if (format == "csv") return RenderCsv(in);
-  if (format == "json") return RenderJson(in).dump(2) + "\n";
+  if (format == "json")  // a byte that is not UTF-8 is replaced, never thrown on
+    return RenderJson(in).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (format == "html") return RenderHtml(in, node);
   if (format != "svg")
     return InvalidArgument("format: '" + format.substr(0, 20) +

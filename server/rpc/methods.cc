@@ -211,20 +211,25 @@ void ShoalService::AddRecordMethods() {
                       resp.set_body(std::move(body));
                       return resp;
                     }));
-  Add("Trace", Typed<GetRequest, ReportResponse>(
-                   [this](const Caller&, const GetRequest& r) -> StatusOr<ReportResponse> {
-                     RETURN_IF_ERROR(CheckId(r.id(), "x"));
-                     ASSIGN_OR_RETURN(Experiment e, coord_->Get(r.id()));
-                     if (!IsTerminal(e.state()))
-                       return FailedPrecondition("experiment " + r.id() + " is " +
-                                                 ExperimentState_Name(e.state()) +
-                                                 ": its trace is whole once it has ended");
-                     ASSIGN_OR_RETURN(auto samples, coord_->Samples(r.id()));
-                     ASSIGN_OR_RETURN(auto events, coord_->Events(r.id()));
-                     ReportResponse resp;
-                     resp.set_body(RenderTrace(e, samples, events).dump() + "\n");
-                     return resp;
-                   }));
+  Add("Trace",
+      Typed<GetRequest, ReportResponse>(
+          [this](const Caller&, const GetRequest& r) -> StatusOr<ReportResponse> {
+            RETURN_IF_ERROR(CheckId(r.id(), "x"));
+            ASSIGN_OR_RETURN(Experiment e, coord_->Get(r.id()));
+            if (!IsTerminal(e.state()))
+              return FailedPrecondition("experiment " + r.id() + " is " +
+                                        ExperimentState_Name(e.state()) +
+                                        ": its trace is whole once it has ended");
+            ASSIGN_OR_RETURN(auto samples, coord_->Samples(r.id()));
+            ASSIGN_OR_RETURN(auto events, coord_->Events(r.id()));
+            ReportResponse resp;
+            // Bytes that are not UTF-8 (a program's words in an event) are replaced, never thrown
+            // on.
+            resp.set_body(RenderTrace(e, samples, events)
+                              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                          "\n");
+            return resp;
+          }));
   Add("NodeInfo", Typed<NodeInfoRequest, NodeInfoResponse>(
                       [this](const Caller&, const NodeInfoRequest&) -> StatusOr<NodeInfoResponse> {
                         return node_info_();

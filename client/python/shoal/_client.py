@@ -16,7 +16,8 @@ from shoal._connect import open_channel
 from shoal._errors import ShoalError
 from shoal.v1 import shoal_pb2, shoal_pb2_grpc
 
-__version__ = "0.1.0"
+# With the project (CMakeLists.txt): 0.2.0 is the first shoald that reads fields by name.
+__version__ = "0.2.0"
 
 _ENDED = {"SUCCEEDED", "FAILED", "CANCELLED", "INTERRUPTED"}
 _CHUNK = 1 << 20
