@@ -194,7 +194,8 @@ TEST(GpuE2E, GpmActivityAndEnergyPerSampleReachTheResultAndTheReport) {
   testing::TempDir old_dir;
   testing::Daemon old(old_dir / "state", old_dir / "s.sock");
   ASSERT_TRUE(old.Start({}, FakeEnv("SHOAL_FAKE_NVML_GPM=0")));
-  const json o = ParseOk(old.Cli({"submit", "--workers", "1", "--start", "spawn", "--batches", "5",
+  // Long enough that NVML readings see its worker on a GPU (5 batches could end between them).
+  const json o = ParseOk(old.Cli({"submit", "--workers", "1", "--start", "spawn", "--batches", "40",
                                   "--batch-size", "8", "--dataset", "synthetic", "--eval-samples",
                                   "0", "--sample-interval-ms", "50", "--wait", "--json"}));
   EXPECT_FALSE(o["result"].contains("gpu_sm_active_percent") &&
