@@ -79,32 +79,17 @@ bool ExperimentRunner::Launch() {
   StartClocks();
   sampler_ = std::make_unique<ProcessSampler>(env_.os.procfs, env_.sampler, env_.sampler_cpu);
   gpu_ = std::make_unique<GpuSampler>(env_.os.gpu, env_.sampler_cpu, env_.sampler.budget_fraction);
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    facts_.runtime_error = std::string("pipe: ") + std::strerror(errno);
-    Finish();
-    return false;
-  }
-  std::vector<std::string> environment = CleanEnvironment();
-  // Where a command's ranks write profiler traces is this run's folder, whatever shoald inherited.
-  environment.erase(
-      std::remove_if(environment.begin(), environment.end(),
-                     [](const std::string& kv) { return kv.rfind("SHOAL_PROFILE_DIR=", 0) == 0; }),
-      environment.end());
-  if (const std::string dir = ProfileDir(); !dir.empty())
-    environment.push_back("SHOAL_PROFILE_DIR=" + dir);
   // A run that would go unlimited where a limit was asked does not start.
-  if (Status st = EnterCgroup(&environment); !st.ok()) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    facts_.runtime_error = st.message();
+  StatusOr<std::vector<std::string>> env = RunEnvironment();
+  int fds[2];
+  if (env.ok() && ::pipe2(fds, O_CLOEXEC) != 0)
+    env = Internal(std::string("pipe: ") + std::strerror(errno));
+  if (!env.ok()) {
+    facts_.runtime_error = env.status().message();
     Finish();
     return false;
   }
-  for (const auto& kv : environment) {
-    const size_t eq = kv.find('=');
-    (*e_.mutable_environment())[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  const std::vector<std::string>& environment = *env;
   std::vector<std::pair<int, int>> fd_map = {{fds[1], 3}};
   OpenLog(&fd_map);
   const LeaderChoice choice = ChooseLeader(e_.spec());
@@ -504,13 +489,28 @@ void ExperimentRunner::Finish() {
                v1::ExperimentState_Name(state), r.wall_ms() / 1000, pss, r.sampler_cpu_percent());
 }
 
+// What the leader is started with, as the record keeps it: shoald's passed variables, where a
+// command's ranks write profiler traces (this run's folder, whatever shoald inherited) and the
+// run's control groups.
+StatusOr<std::vector<std::string>> ExperimentRunner::RunEnvironment() {
+  std::vector<std::string> environment = CleanEnvironment();
+  environment.erase(
+      std::remove_if(environment.begin(), environment.end(),
+                     [](const std::string& kv) { return kv.rfind("SHOAL_PROFILE_DIR=", 0) == 0; }),
+      environment.end());
+  if (const std::string dir = ProfileDir(); !dir.empty())
+    environment.push_back("SHOAL_PROFILE_DIR=" + dir);
+  RETURN_IF_ERROR(EnterCgroup(&environment));
+  for (const auto& kv : environment) {
+    const size_t eq = kv.find('=');
+    (*e_.mutable_environment())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return environment;
+}
+
 // The run's own control group, where one can be made: the leader is told it (SHOAL_CGROUP) and
 // joins it before it starts anything, so every process of the run is in it however started.
 Status ExperimentRunner::EnterCgroup(std::vector<std::string>* environment) {
-  environment->erase(
-      std::remove_if(environment->begin(), environment->end(),
-                     [](const std::string& kv) { return kv.rfind("SHOAL_CGROUP=", 0) == 0; }),
-      environment->end());
   std::string why = env_.no_cgroup_why;
   if (env_.cgroups != nullptr) {
     auto dir = env_.cgroups->Create(e_.id());
@@ -592,11 +592,17 @@ bool ExperimentRunner::AllGone() {
   return !in_cgroup_ || env_.cgroups->Procs(e_.id()).empty();
 }
 
-// Kind command: the folder its ranks write profiler traces to, made private to this daemon's
-// user before they start; "" for the other kinds or without a profiles folder.
-std::string ExperimentRunner::ProfileDir() {
+// Kind command: the folder its ranks write profiler traces to; "" for the other kinds or without
+// a profiles folder.
+std::string ExperimentRunner::ProfilePath() const {
   if (env_.profiles_dir.empty() || e_.spec().kind() != "command") return "";
-  const std::string dir = env_.profiles_dir + "/" + e_.id();
+  return env_.profiles_dir + "/" + e_.id();
+}
+
+// That folder, made private to this daemon's user before the ranks start.
+std::string ExperimentRunner::ProfileDir() {
+  const std::string dir = ProfilePath();
+  if (dir.empty()) return "";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::filesystem::permissions(env_.profiles_dir, std::filesystem::perms::owner_all, ec);
@@ -606,8 +612,9 @@ std::string ExperimentRunner::ProfileDir() {
 
 // What the ranks wrote there, by name; the folder goes when they wrote nothing.
 void ExperimentRunner::GatherProfiles() {
-  if (env_.profiles_dir.empty() || e_.spec().kind() != "command") return;
-  const std::filesystem::path dir = env_.profiles_dir + "/" + e_.id();
+  const std::string path = ProfilePath();
+  if (path.empty()) return;
+  const std::filesystem::path dir = path;
   std::error_code ec;
   std::vector<v1::ProfileTrace> found;
   for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end;

@@ -118,7 +118,9 @@ class ExperimentRunner {
   void LiveProcesses();
   void StartDraining(uint64_t now);
   void Finish();
+  std::string ProfilePath() const;
   std::string ProfileDir();
+  StatusOr<std::vector<std::string>> RunEnvironment();
   Status EnterCgroup(std::vector<std::string>* environment);
   void TrackCgroup(std::set<pid_t>* seen);
   int AncestorIndex(pid_t pid);

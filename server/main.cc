@@ -560,53 +560,24 @@ shoal::CoordinatorOptions OptionsHere(const DaemonArgs& d, const shoal::WorkerIn
   return opts;
 }
 
-int Serve(const DaemonArgs& d, const sigset_t& sigs) {
-  const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
-  if (worker.torch_version.rfind("unknown", 0) == 0)
-    spdlog::warn("{}: experiments will fail until it runs", worker.cuda_why);
-  const std::unique_ptr<shoal::GpuMonitor> gpu = shoal::OpenNvml();
-  const auto node =
-      shoal::CollectNodeInfo(d.state_dir, d.opts.limits.max_workers, worker, gpu.get());
-  const shoal::CoordinatorOptions opts = OptionsHere(d, worker, gpu.get(), node);
-  auto store = shoal::Store::Open(d.state_dir + "/shoal.db");
-  if (!store.ok()) {
-    spdlog::critical("{}", store.status().message());
-    return 1;
-  }
-  shoal::TelemetryHub hub;
-  shoal::RealProcReader procfs;
-  shoal::RealProcessControl proc;
-  shoal::RealChildWaiter waiter;
-  shoal::RealSegmentJanitor segments;
-  shoal::RealClock clock;
-  const auto machine = shoal::RealMachineProcs();
-  const auto cpu_energy = shoal::PowercapEnergy();
-  // Slurm's tools, run beside the coordinator's one reaper (RunCapturingOutput says how).
-  const auto slurm = shoal::MakeSlurm(
-      [&proc](const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-        return shoal::RunCapturingOutput(&proc, argv, std::chrono::seconds(15), env);
-      });
-  // A control group per run, under this daemon's own, keyed by its state folder.
-  std::string no_cgroup;
-  const auto cgroups = shoal::MakeRunCgroups(StateKey(d.state_dir), &no_cgroup);
-  if (!cgroups) spdlog::info("runs are held by their process group and /proc: {}", no_cgroup);
+// A control group per run, under this daemon's own, keyed by its state folder; none (and why in
+// `no_cgroup`) where none can be made. `ok` false: a memory limit was asked that none can hold.
+std::unique_ptr<shoal::RunCgroups> OpenRunCgroups(const DaemonArgs& d, std::string* no_cgroup,
+                                                  bool* ok) {
+  auto cgroups = shoal::MakeRunCgroups(StateKey(d.state_dir), no_cgroup);
+  if (!cgroups) spdlog::info("runs are held by their process group and /proc: {}", *no_cgroup);
   if (d.run_memory_limit_mib > 0 && (!cgroups || cgroups->memory().empty())) {
     spdlog::critical("--run-memory-limit-mib needs a cgroup memory controller for the runs: {}",
-                     cgroups ? "none is available to shoald's cgroup" : no_cgroup);
-    return 1;
+                     cgroups ? "none is available to shoald's cgroup" : *no_cgroup);
+    *ok = false;
   }
-  shoal::Coordinator coord(opts, store->get(), &hub,
-                           {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(),
-                            cpu_energy.get(), slurm.get(), cgroups.get(), no_cgroup.c_str()});
-  if (auto st = coord.Recover(); !st.ok()) {
-    spdlog::critical("recovery: {}", st.ToString());
-    return 1;
-  }
-  if (!d.run_point.empty()) return RunPointOnce(d, coord, store->get(), sigs);
-  std::unique_ptr<shoal::MetricsServer> metrics;
-  const auto& versions = node.versions();
-  if (!StartMetrics(d, coord, {versions.begin(), versions.end()}, &metrics)) return 1;
-  coord.Start();
+  return cgroups;
+}
+
+// The gRPC service on the socket (and TCP) until a signal, then shut down in order.
+int ServeClients(const DaemonArgs& d, const sigset_t& sigs, shoal::Coordinator& coord,
+                 shoal::TelemetryHub& hub, const shoal::WorkerInfo& worker, shoal::GpuMonitor* gpu,
+                 uint32_t max_workers) {
   shoal::PeerTable peers;
   auto identify = [&](grpc::GenericCallbackServerContext* ctx) -> shoal::StatusOr<shoal::Caller> {
     std::optional<std::string> auth;
@@ -619,7 +590,7 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   shoal::ShoalService service(
       &coord, &hub,
       [&] {
-        auto info = shoal::CollectNodeInfo(d.state_dir, opts.limits.max_workers, worker, gpu.get());
+        auto info = shoal::CollectNodeInfo(d.state_dir, max_workers, worker, gpu);
         info.set_fork_server_pid(coord.fork_server_pid());
         info.set_fork_server_restarts(static_cast<uint32_t>(coord.fork_server_restarts()));
         return info;
@@ -648,6 +619,51 @@ int Serve(const DaemonArgs& d, const sigset_t& sigs) {
   coord.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
+}
+
+int Serve(const DaemonArgs& d, const sigset_t& sigs) {
+  const shoal::WorkerInfo worker = shoal::QueryWorker(d.worker_bin);
+  if (worker.torch_version.rfind("unknown", 0) == 0)
+    spdlog::warn("{}: experiments will fail until it runs", worker.cuda_why);
+  const std::unique_ptr<shoal::GpuMonitor> gpu = shoal::OpenNvml();
+  const auto node =
+      shoal::CollectNodeInfo(d.state_dir, d.opts.limits.max_workers, worker, gpu.get());
+  const shoal::CoordinatorOptions opts = OptionsHere(d, worker, gpu.get(), node);
+  auto store = shoal::Store::Open(d.state_dir + "/shoal.db");
+  if (!store.ok()) {
+    spdlog::critical("{}", store.status().message());
+    return 1;
+  }
+  shoal::TelemetryHub hub;
+  shoal::RealProcReader procfs;
+  shoal::RealProcessControl proc;
+  shoal::RealChildWaiter waiter;
+  shoal::RealSegmentJanitor segments;
+  shoal::RealClock clock;
+  const auto machine = shoal::RealMachineProcs();
+  const auto cpu_energy = shoal::PowercapEnergy();
+  // Slurm's tools, run beside the coordinator's one reaper (RunCapturingOutput says how).
+  const auto slurm = shoal::MakeSlurm(
+      [&proc](const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+        return shoal::RunCapturingOutput(&proc, argv, std::chrono::seconds(15), env);
+      });
+  std::string no_cgroup;
+  bool cgroups_ok = true;
+  const auto cgroups = OpenRunCgroups(d, &no_cgroup, &cgroups_ok);
+  if (!cgroups_ok) return 1;
+  shoal::Coordinator coord(opts, store->get(), &hub,
+                           {&proc, &waiter, &segments, &clock, &procfs, gpu.get(), machine.get(),
+                            cpu_energy.get(), slurm.get(), cgroups.get(), no_cgroup.c_str()});
+  if (auto st = coord.Recover(); !st.ok()) {
+    spdlog::critical("recovery: {}", st.ToString());
+    return 1;
+  }
+  if (!d.run_point.empty()) return RunPointOnce(d, coord, store->get(), sigs);
+  std::unique_ptr<shoal::MetricsServer> metrics;
+  const auto& versions = node.versions();
+  if (!StartMetrics(d, coord, {versions.begin(), versions.end()}, &metrics)) return 1;
+  coord.Start();
+  return ServeClients(d, sigs, coord, hub, worker, gpu.get(), opts.limits.max_workers);
 }
 
 }  // namespace

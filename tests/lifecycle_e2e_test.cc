@@ -68,6 +68,21 @@ class Lifecycle : public ::testing::Test {
     return e;
   }
 
+  // A data_loading run's loader (worker 1) stopped once the trainer has taken 3 steps: the
+  // trainer then waits on it forever, its heartbeat still beating. `e`: the record just before.
+  void StopTheLoaderOnceTraining(const std::string& id, json* e) {
+    *e = WaitTraining(id, 2);
+    WaitFor(
+        [&] {
+          *e = Get(id);
+          for (const auto& p : (*e)["processes"])
+            if (p["role"] == "worker" && p["index"] == 0) return p["steps"].get<uint64_t>() >= 3;
+          return false;
+        },
+        60);
+    ASSERT_EQ((*e)["state"], "RUNNING") << e->dump();
+    ASSERT_EQ(Signal(WorkerPid(*e, 1), SIGSTOP), 0);
+  }
   json WaitEnded(const std::string& id, double seconds = 30) {
     json e;
     WaitFor(
@@ -197,19 +212,10 @@ TEST_F(Lifecycle, ARunInWhichNoWorkerMovesFails) {
   const std::string id = Submit({"--kind", "data_loading", "--loaders", "1", "--start", "fork",
                                  "--epochs", "100", "--dataset", "synthetic", "--stall-timeout-ms",
                                  "600000", "--step-timeout-ms", "8000"});
-  json e = WaitTraining(id, 2);
-  WaitFor(
-      [&] {
-        e = Get(id);
-        for (const auto& p : e["processes"])
-          if (p["role"] == "worker" && p["index"] == 0) return p["steps"].get<uint64_t>() >= 3;
-        return false;
-      },
-      60);
-  ASSERT_EQ(e["state"], "RUNNING") << e.dump();
+  json e;
+  ASSERT_NO_FATAL_FAILURE(StopTheLoaderOnceTraining(id, &e));
   const auto pids = Pids(e);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGSTOP), 0);
   e = WaitEnded(id);
   // The trainer drains the batches already made; the loader's last may precede the stop a little.
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::seconds(7));
@@ -232,19 +238,10 @@ TEST_F(Lifecycle, AHungStepFailsTheRunWithinABoundDerivedFromItsSteps) {
   const std::string id =
       Submit({"--kind", "data_loading", "--loaders", "1", "--start", "fork", "--epochs", "100",
               "--dataset", "synthetic", "--stall-timeout-ms", "600000"});
-  json e = WaitTraining(id, 2);
-  WaitFor(
-      [&] {
-        e = Get(id);
-        for (const auto& p : e["processes"])
-          if (p["role"] == "worker" && p["index"] == 0) return p["steps"].get<uint64_t>() >= 3;
-        return false;
-      },
-      60);
-  ASSERT_EQ(e["state"], "RUNNING") << e.dump();
+  json e;
+  ASSERT_NO_FATAL_FAILURE(StopTheLoaderOnceTraining(id, &e));
   const auto pids = Pids(e);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGSTOP), 0);
   // Its steps' pace sets the bound: about a minute here alone, more beside a busy ctest -j2.
   e = WaitEnded(id, 300);
   const auto took = std::chrono::steady_clock::now() - t0;

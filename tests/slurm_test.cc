@@ -131,23 +131,24 @@ TEST(SlurmTest, ScontrolsLinesGiveEveryTaskItKnows) {
 // Slurm's time formats in seconds, and how long before the limit the batch shell is told to stop
 // its run (sbatch --signal=B:USR1@lead).
 TEST(SlurmTest, ATimeLimitIsReadInEachOfSlurmsFormatsAndItsRunStoppedBeforeIt) {
-  EXPECT_EQ(SlurmTimeSeconds("30"), 1800u);
-  EXPECT_EQ(SlurmTimeSeconds("30:15"), 1815u);
-  EXPECT_EQ(SlurmTimeSeconds("2:00:00"), 7200u);
-  EXPECT_EQ(SlurmTimeSeconds("1-2"), 93600u);
-  EXPECT_EQ(SlurmTimeSeconds("1-0:30"), 88200u);
-  EXPECT_EQ(SlurmTimeSeconds("1-0:0:5"), 86405u);
-  EXPECT_EQ(SlurmTimeSeconds("half an hour"), 0u);
-  // Digits past any time Slurm takes: refused, never parsed into an overflow (a client's value).
-  EXPECT_EQ(SlurmTimeSeconds("99999999999999999999"), 0u);
-  ArrayJob huge = Job();
-  huge.time_limit = "99999999999999999999";
-  EXPECT_EQ(CheckArrayJob(huge).code(), Code::kInvalidArgument);
-  EXPECT_EQ(TimeLimitLeadSeconds(huge.time_limit), 0u);
-  EXPECT_EQ(TimeLimitLeadSeconds("1"), 10u);
-  EXPECT_EQ(TimeLimitLeadSeconds("30"), 120u);
-  EXPECT_EQ(TimeLimitLeadSeconds("10:00"), 60u);
-  EXPECT_EQ(TimeLimitLeadSeconds(""), 0u);
+  // Digits past any time Slurm takes ("9" x 20): refused, never parsed into an overflow.
+  const std::string huge(20, '9');
+  for (const auto& [text, seconds] :
+       std::vector<std::pair<std::string, uint64_t>>{{"30", 1800},
+                                                     {"30:15", 1815},
+                                                     {"2:00:00", 7200},
+                                                     {"1-2", 93600},
+                                                     {"1-0:30", 88200},
+                                                     {"1-0:0:5", 86405},
+                                                     {"half an hour", 0},
+                                                     {huge, 0}})
+    EXPECT_EQ(SlurmTimeSeconds(text), seconds) << text;
+  ArrayJob too_long = Job();
+  too_long.time_limit = huge;
+  EXPECT_EQ(CheckArrayJob(too_long).code(), Code::kInvalidArgument);
+  for (const auto& [text, lead] : std::vector<std::pair<std::string, uint64_t>>{
+           {huge, 0}, {"1", 10}, {"30", 120}, {"10:00", 60}, {"", 0}})
+    EXPECT_EQ(TimeLimitLeadSeconds(text), lead) << text;
   ArrayJob job = Job();
   job.time_limit = "10:00";
   const auto argv = SbatchArgv(job);

@@ -1,5 +1,7 @@
 // The unary methods of shoal.v1.Shoal: each checks what the domain cannot (ids, strings, page
 // arguments), then calls it.
+#include <optional>
+
 #include "client/report/html.h"
 #include "client/report/trace.h"
 #include "server/rpc/access.h"
@@ -204,9 +206,13 @@ void ShoalService::AddRecordMethods() {
                     [this](const Caller&, const ReportRequest& r) -> StatusOr<ReportResponse> {
                       RETURN_IF_ERROR(CheckId(r.id(), "s"));
                       ASSIGN_OR_RETURN(SweepReport got, coord_->GetSweep(r.id()));
-                      const v1::NodeInfoResponse node = node_info_();
-                      ASSIGN_OR_RETURN(std::string body, RenderReport(ReportInputOf(got),
-                                                                      r.format(), r.plot(), &node));
+                      // Only the HTML page shows the node: the other formats skip reading it
+                      // (NVML, /proc, /dev/shm).
+                      std::optional<v1::NodeInfoResponse> node;
+                      if (r.format() == "html") node = node_info_();
+                      ASSIGN_OR_RETURN(std::string body,
+                                       RenderReport(ReportInputOf(got), r.format(), r.plot(),
+                                                    node ? &*node : nullptr));
                       ReportResponse resp;
                       resp.set_body(std::move(body));
                       return resp;
