@@ -581,6 +581,11 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     ran.set_submitter(e.submitter());
     ran.set_submitted_unix_ms(e.submitted_unix_ms());
     if (cancelled && ran.state() == v1::FAILED) ran.set_state(v1::CANCELLED);
+    // Across nodes the stop reaches each node's run a moment apart: a part whose peers left
+    // first fails of it (Gloo's "connection closed by peer"). Cancelled, as the whole run is;
+    // its own words are kept.
+    for (auto& part : *ran.mutable_parts())
+      if (cancelled && part.state() == v1::FAILED) part.set_state(v1::CANCELLED);
     if (!cancelled) StoppedBySlurm(TaskName(a.job_id, task), slurm, a.dir, task, &ran);
     *ran.mutable_slurm() = slurm;
     // A node's profiler traces went with its throwaway state folder: not listed as if kept.

@@ -364,6 +364,38 @@ TEST_F(SlurmSweepsTest, ARecordNotSealedWithItsSweepsKeyIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(key_file));  // the array ended
 }
 
+// A run across nodes cancelled: a node whose peers stopped first fails of it; it is cancelled
+// with the run, its words kept.
+TEST_F(SlurmSweepsTest, ACancelledRunsPartThatFailedOfItsPeersIsCancelled) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "RUNNING"), Task(2, "RUNNING")};
+  sweeps_->Poll();
+  ASSERT_TRUE(queue_->Cancel(exps_[0].id()).ok());
+  sweeps_->Poll();  // asked to stop: its nodes stop a moment apart
+  v1::RunRecord r;
+  v1::Experiment& e = *r.mutable_experiment();
+  e.set_id(exps_[0].id());
+  e.set_sweep_id(sw_.id());
+  e.set_sweep_index(0);
+  e.set_state(v1::FAILED);
+  for (auto [state, error] : {std::pair{v1::FAILED,
+                                        "worker 0 exited with code 1: Connection "
+                                        "closed by peer"},
+                              std::pair{v1::CANCELLED, ""}}) {
+    v1::NodePart* p = e.add_parts();
+    p->set_state(state);
+    p->set_error(error);
+  }
+  ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), 0), Key()).ok());
+  slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "RUNNING"), Task(2, "RUNNING")};
+  sweeps_->Poll();
+  const v1::Experiment stored = Stored(0);
+  EXPECT_EQ(stored.state(), v1::CANCELLED);
+  ASSERT_EQ(stored.parts_size(), 2);
+  for (const auto& part : stored.parts()) EXPECT_EQ(part.state(), v1::CANCELLED);
+  EXPECT_NE(stored.parts(0).error().find("Connection closed by peer"), std::string::npos);
+}
+
 // A pending task is Slurm's to cancel; a running one is asked to stop (its batch shell gets
 // SIGTERM, which its script passes to the run), so its record, cancelled, still comes back.
 TEST_F(SlurmSweepsTest, PendingTasksAreCancelledAndRunningOnesAskedToStop) {
