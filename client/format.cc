@@ -64,6 +64,11 @@ std::string HostLine(const v1::Experiment& e) {
   return e.has_host() ? "  host        " + HostText(e.host()) + "\n" : "";
 }
 
+// What held the run's processes (its cgroup, or its process group and /proc, and why).
+std::string ContainmentLine(const v1::Experiment& e) {
+  return e.containment().empty() ? "" : "  contained   " + e.containment() + "\n";
+}
+
 // Kind command: the torch.profiler traces its ranks wrote where Shoal told them.
 std::string ProfilesLine(const v1::Experiment& e) {
   if (e.profile_traces().empty()) return "";
@@ -286,6 +291,22 @@ std::string PartLines(const v1::Experiment& e) {
                "", every ? F("%.1f", total).c_str() : "-");
 }
 
+// "... (15 more idle forkserver children, 5-9M each)" for the pool rows after the first.
+std::string IdleChildrenLine(const std::vector<const v1::ProcessInfo*>& idle) {
+  if (idle.size() < 2) return "";
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i = 1; i < idle.size(); ++i) {
+    if (!idle[i]->has_peak_pss_bytes()) continue;
+    lo = std::min<uint64_t>(lo, idle[i]->peak_pss_bytes());
+    hi = std::max<uint64_t>(hi, idle[i]->peak_pss_bytes());
+  }
+  const std::string each = hi == 0              ? ""
+                           : Mib(lo) == Mib(hi) ? ", " + Mib(lo) + " each"
+                                                : ", " + Mib(lo) + "-" + Mib(hi) + " each";
+  return F("              ... (%zu more idle forkserver children%s)\n", idle.size() - 1,
+           each.c_str());
+}
+
 std::string ProcessLines(const v1::Experiment& e) {
   // The GPU column only where NVML saw some process of this experiment.
   const bool gpu = std::any_of(e.processes().begin(), e.processes().end(),
@@ -318,8 +339,14 @@ std::string ProcessLines(const v1::Experiment& e) {
            own ? ExitText(p).c_str() : "shoald's");
   };
   for (const auto& p : e.processes()) row(p, true);
-  for (const auto& p : e.fork_server_processes()) row(p, false);
-  return o;
+  // The forkserver's idle children are alike (16 by default): the first one, then their count
+  // and range; `--json` lists each.
+  std::vector<const v1::ProcessInfo*> idle;
+  for (const auto& p : e.fork_server_processes()) {
+    if (p.role() != "pool" || idle.empty()) row(p, false);
+    if (p.role() == "pool") idle.push_back(&p);
+  }
+  return o + IdleChildrenLine(idle);
 }
 
 // --allocator planned: each worker's arena against its step's live peak, and how replays went.
@@ -392,8 +419,8 @@ std::string FormatExperiment(const v1::Experiment& raw) {
   o += KindLines(e.spec(), &KindRules::setting_lines, e.spec());
   o += ModelFileLines(e);
   if (e.state() == v1::QUEUED) return o;
-  return o + PartLines(e) + HostLine(e) + SlurmLine(e) + EnvironmentLine(e) + ProfilesLine(e) +
-         ResultLines(e) + EpochLines(e.result(), FindKind(e.spec().kind())) +
+  return o + PartLines(e) + HostLine(e) + ContainmentLine(e) + SlurmLine(e) + EnvironmentLine(e) +
+         ProfilesLine(e) + ResultLines(e) + EpochLines(e.result(), FindKind(e.spec().kind())) +
          KindLines(e.spec(), &KindRules::detail_lines, e.result()) + ProcessLines(e) +
          StepMemoryLines(e);
 }

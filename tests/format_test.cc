@@ -212,6 +212,29 @@ TEST(FormatTest, TheForkServersProcessesFollowTheExperimentsOwn) {
             std::string::npos)
       << out;
   EXPECT_LT(out.find(std::to_string(e.processes(0).pid())), out.find("4242"));
+  // Its idle children are alike: the first one's row, then how many more and their range.
+  for (int i = 0; i < 4; ++i) {
+    v1::ProcessInfo* p = e.add_fork_server_processes();
+    p->set_pid(4243 + i);
+    p->set_role("pool");
+    p->set_index(-1);
+    p->set_peak_pss_bytes(uint64_t(5 + i % 2) << 20);
+  }
+  const std::string pooled = FormatExperiment(e);
+  EXPECT_NE(pooled.find("4243    pool       -     -        -         5M        -        shoald's\n"
+                        "              ... (3 more idle forkserver children, 5M-6M each)\n"),
+            std::string::npos)
+      << pooled;
+  EXPECT_EQ(pooled.find("4244"), std::string::npos) << pooled;  // --json lists it
+}
+
+// What held the run's processes is said where the record has it.
+TEST(FormatTest, SaysWhatContainedTheRun) {
+  v1::Experiment e = Finished();
+  EXPECT_EQ(FormatExperiment(e).find("contained"), std::string::npos);
+  e.set_containment("cgroup /sys/fs/cgroup/shoal-runs/s/x1");
+  EXPECT_NE(FormatExperiment(e).find("  contained   cgroup /sys/fs/cgroup/shoal-runs/s/x1\n"),
+            std::string::npos);
 }
 
 // A data_parallel run that failed before any replica ended a step has its set-up, not per-step
