@@ -315,8 +315,9 @@ void PrintSamplesIfFailed(const Daemon& daemon, const std::string& id) {
   if (!::testing::Test::HasFailure()) return;
   const json kept = Parse(daemon.Cli({"get", id, "--samples", "--format", "json"}));
   for (const auto& s : kept.value("samples", json::array())) {
-    std::printf("  t=%.0f pss=%.1f", s["t_ms"].get<double>(),
-                s["total_pss_bytes"].get<double>() / 1048576);
+    std::printf("  t=%.0f pss=%.1f%s", s["t_ms"].get<double>(),
+                s["total_pss_bytes"].get<double>() / 1048576,
+                s.value("sharing_moved", false) ? " moved" : "");
     for (const auto& p : s["processes"])
       std::printf(" %s%d:%.0f/%.0f/a%.0f", p["role"].get<std::string>().c_str(),
                   p.value("index", -1), p["pss_bytes"].get<double>() / 1048576,
@@ -356,7 +357,40 @@ void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, u
 // every 10 ms, 2026-11-27), which shoald samples at each of the leader's reports meanwhile (every
 // 20 ms) and the reader every 50: a moment, as multi_model's handover is. PSS and RSS peak later,
 // with the shared arenas, a level.
-void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover, bool turns) {
+// The accuracy of the peak PSS sum docs/figures.md states ("How close"), by start method and
+// worker count, against the reader's still sweeps. Within 2% at 1-4 workers of every start
+// method; spawn at 8-16 read 1.013-1.023x; fork at 8-16 read high, 1.035-1.054x at 8 and
+// 1.044-1.061x at 16 (its workers' estimates carry their new shared pages at the share their
+// last walk found, confirmed only by the rationed walks); forkserver at 8 read 0.964-0.995x (a
+// tick whose pages only moved now sets its sum less what moved: 0.962-0.971x before), and at 16
+// low, 0.862-0.895x (a tick walking the 16 workers' arena bursts took 355 ms, and the traced
+// step's moment went unread). 3-5 runs a point on the 2-core VM, 2026-11-30.
+struct Band {
+  double low, high;
+};
+Band PssBand(int workers, const std::string& start) {
+  if (workers <= 4) return {0.98, 1.02};
+  if (start == "spawn") return {0.98, 1.03};
+  if (start == "fork") return {0.98, 1.08};
+  return workers == 8 ? Band{0.95, 1.02} : Band{0.83, 1.02};  // forkserver
+}
+
+// The sampler's CPU (its thread's, all walks and reads, over the run's wall time), as
+// docs/figures.md states it: 1.4-5.1% of a core over this grid (1% is the budget of its rationed
+// walks alone; a process's first walk, jumps and peak confirmations are outside it).
+constexpr double kSamplerCpuPercentAtMost = 8;
+
+void ExpectBetween(const char* what, double shoal_bytes, uint64_t independent_kb, Band band) {
+  const double independent = double(independent_kb) * 1024;
+  std::printf("  %s: Shoal %.1f MiB, independent %.1f MiB, ratio %.4f (allowed %.2f-%.2f)\n", what,
+              shoal_bytes / (1 << 20), independent / (1 << 20), shoal_bytes / independent, band.low,
+              band.high);
+  EXPECT_GE(shoal_bytes / independent, band.low) << what;
+  EXPECT_LE(shoal_bytes / independent, band.high) << what;
+}
+
+void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover, bool turns,
+                    Band pss_band) {
   const double pss = r["peak_pss_sum_bytes"].get<double>();
   if (handover) {
     ExpectWithin("PSS", pss, reader.sustained().pss_kb, reader.peak().pss_kb);
@@ -365,13 +399,13 @@ void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handove
     ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
                  reader.peak().uss_kb);
   } else {
-    // Every start method within 2%. A forkserver run's 20 processes read 1.022-1.033x here and
-    // on CI until the walks stopped paying for every tick's statm and stat reads and the leader's
-    // stake stopped waiting behind the idle children's (server/sampler.cc): 1.005x since.
+    // PssBand: 2% at 1-4 workers. A 2-worker forkserver run's 20 processes read 1.022-1.033x here
+    // and on CI until the walks stopped paying for every tick's statm and stat reads and the
+    // leader's stake stopped waiting behind the idle children's (server/sampler.cc): 1.005x since.
     std::printf("  reader's highest PSS sum %.1f MiB, %.1f MiB over its %d still reads\n",
                 reader.peak().pss_kb / 1024.0, reader.still_peak().pss_kb / 1024.0,
                 reader.reads() - reader.moving_reads());
-    ExpectAgrees("PSS", pss, reader.still_peak().pss_kb, 0.02);
+    ExpectBetween("PSS", pss, reader.still_peak().pss_kb, pss_band);
     // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
     ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
     if (turns) {
@@ -398,6 +432,11 @@ void ExpectLeaderPeak(const json& e, const IndependentReader& reader, bool hando
     std::printf("  leader peak PSS: Shoal %.1f MiB, independent %.1f MiB\n",
                 p["peak_pss_bytes"].get<double>() / 1048576, reader_kb / 1024);
     EXPECT_GE(p["peak_pss_bytes"].get<double>(), reader_kb * 1024 * leader_tolerance);
+    // And above: no PSS exceeds the process's RSS, nor so its kernel high-water mark (VmHWM),
+    // read by the reader (2% for what it grew after the reader's last read).
+    const double hwm_kb = double(reader.HwmKb(p["pid"].get<int>()));
+    std::printf("  leader peak PSS below its VmHWM %.1f MiB\n", hwm_kb / 1024);
+    EXPECT_LE(p["peak_pss_bytes"].get<double>(), hwm_kb * 1024 * 1.02);
   }
 }
 
@@ -409,8 +448,9 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   if (handover) {  // 3 workers for n = 2: mlinear, mconv1d, gconv1d
     args.insert(args.end(), {"--models", "2", "--iterations", "200", "--sample-interval-ms", "50"});
   } else {
-    args.insert(args.end(), {"--workers", std::to_string(workers), "--batches", "8", "--dataset",
-                             kFashion, "--eval-samples", "0"});
+    args.insert(args.end(),
+                {"--workers", std::to_string(workers), "--batches", "8", "--dataset", kFashion,
+                 "--eval-samples", "0", "--batch-size", workers >= 8 ? "16" : "64"});
   }
   // Started before the submit: it sees every process born. multi_model's peak is a handover of
   // 10-30 ms (see ExpectPeakSums). A reader ticking every 50 ms caught it in 5 runs of 8 here and
@@ -441,7 +481,10 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
       e["spec"].contains("hogwild") ? e["spec"]["hogwild"]["concurrent_steps"] : json();
   const bool turns = steps_at_once.is_number() && steps_at_once.get<int>() < workers;
   std::printf("  %s\n", turns ? "taking turns at the steps" : "every worker steps at once");
-  ExpectPeakSums(r, reader, handover, turns);
+  ExpectPeakSums(r, reader, handover, turns, PssBand(workers, start));
+  std::printf("  sampler %.2f%% of a core, %d walks\n", r.value("sampler_cpu_percent", -1.0),
+              r.value("smaps_reads", -1));
+  EXPECT_LE(r["sampler_cpu_percent"].get<double>(), kSamplerCpuPercentAtMost);
   // Each process's own high-water mark, summed over the leader and the workers: the reader's
   // last VmHWM of each is at most 50 ms older than the one the process read as it ended.
   uint64_t hwm_kb = 0;
@@ -464,14 +507,23 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   PrintSamplesIfFailed(*daemon_, id);
 }
 
-// Each start method once, two counts, and multi_model (the full grid cost a minute of CI's 25 for
-// what these three cover). The forkserver run counts the forkserver and its idle children on both
-// sides.
-INSTANTIATE_TEST_SUITE_P(Workers, FiguresE2E,
-                         ::testing::Values(std::make_tuple(2, "spawn", "hogwild"),
-                                           std::make_tuple(4, "fork", "hogwild"),
-                                           std::make_tuple(2, "forkserver", "hogwild"),
-                                           std::make_tuple(3, "fork", "multi_model")));
+// The accuracy docs/figures.md claims, where it claims it: every start method at 1, 2, 4, 8 and
+// 16 workers (8 and 16 with batches of 16: what they print, not how long they train, is
+// checked), and multi_model. The forkserver runs count the forkserver and its idle children on
+// both sides.
+std::vector<std::tuple<int, const char*, const char*>> Grid() {
+  std::vector<std::tuple<int, const char*, const char*>> out;
+  for (const char* start : {"fork", "spawn", "forkserver"})
+    for (int workers : {1, 2, 4, 8, 16}) out.emplace_back(workers, start, "hogwild");
+  out.emplace_back(3, "fork", "multi_model");
+  return out;
+}
+// Named by the point ("hogwild_fork_16"), not by gtest's print of the tuple (its pointers).
+std::string PointName(const ::testing::TestParamInfo<FiguresE2E::ParamType>& info) {
+  const auto& [workers, start, kind] = info.param;
+  return std::string(kind) + "_" + start + "_" + std::to_string(workers);
+}
+INSTANTIATE_TEST_SUITE_P(Workers, FiguresE2E, ::testing::ValuesIn(Grid()), PointName);
 
 // Kind command: a user's script of 2 ranks, each with a 2-worker DataLoader. The loader
 // processes are found, attributed to their rank and counted in the sums, which agree with the

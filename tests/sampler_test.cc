@@ -220,7 +220,8 @@ TEST_F(SamplerBurstTest, PagesMappedFromAnotherAreTakenFromItWhenTheBurstEnds) {
 
 // The second maps the first's pages between the two walks of one tick: the first's walk counted
 // them whole, the second's at half, and that tick's sum reads 400 MB more than the pages they
-// hold. Such a tick sets no peak of the PSS sum and says so; the peak is the settled sum's.
+// hold. Such a tick, a jump's, says so and sets no peak of the PSS sum; the peak is the settled
+// sum's. (A tick whose pages only moved sets its sum less what moved: see the next test.)
 TEST_F(SamplerBurstTest, ASumReadWhileSharedPagesMoveSetsNoPeak) {
   Ticks(3, nullptr);
   proc_.before_walk = [&](FakeProc::P& f) {
@@ -236,6 +237,32 @@ TEST_F(SamplerBurstTest, ASumReadWhileSharedPagesMoveSetsNoPeak) {
   EXPECT_FALSE(out_.sharing_moved());
   EXPECT_NEAR(double(out_.total_pss_bytes()) / double(kTruth), 1.0, 0.01);
   EXPECT_NEAR(double(*s_.peak_pss_sum()) / double(kTruth), 1.0, 0.01);
+}
+
+// Pages that only move while a tick reads (no jump: the second maps 10 MB the first holds, between
+// the two walks) are counted at most once too often: the tick says so, and its sum less what
+// moved, a lower bound of what they held, may set the peak. Dropped whole, such ticks left the
+// traced step's moment of 8 forkserver workers unread (docs/figures.md).
+TEST(SamplerTest, ATickWhosePagesMovedSetsItsSumLessWhatMoved) {
+  FakeProc proc;
+  for (pid_t p : {20, 21}) proc.procs[p] = AWorkerOf100Mb();
+  MapShared(proc.procs[20], 10000, 10000);
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(20, "worker", 0);
+  s.Track(21, "worker", 1);
+  proc.before_walk = [&](FakeProc::P& f) {
+    if (&f != &proc.procs[21]) return;
+    proc.before_walk = nullptr;
+    MapShared(f, 10000, 5000);
+    proc.procs[20].pss_kb -= 5000;
+    proc.procs[20].pss_shmem_kb -= 5000;
+  };
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  const uint64_t truth = 210000ull * 1024;
+  EXPECT_TRUE(out.sharing_moved());
+  EXPECT_EQ(out.total_pss_bytes(), truth + 5000 * 1024);  // 20's walk counted them whole
+  EXPECT_EQ(*s.peak_pss_sum(), truth - 5000 * 1024);      // 215 MB less the 10 that moved
 }
 
 // A lone process's tick is one instant whatever it maps: its sums set the peak as they come.
