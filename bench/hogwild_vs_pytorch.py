@@ -1,109 +1,188 @@
 #!/usr/bin/python3
 """Runs the same Hogwild experiment with Shoal and with torch.multiprocessing, side by side.
 
-PyTorch runs twice per point: as users run it (glibc's defaults, PyTorch's own thread count) and
-at its best tuning (MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised, the same threads per
-process as Shoal: one when there are at least as many workers as cores, torch preloaded in the
-forkserver). For each start method and worker count it prints peak PSS sums, samples/s and times
-to ready of all three and the ratios Shoal / PyTorch, medians over --repeats runs. Needs a built
-tree (deploy/build.sh) and Debian's python3-torch.
+The study's ConvNet (mnist_convnet) on --dataset, --batch-size x --batches steps a worker, shared
+weights (--share). For every point (start method x share x worker count, fixed by the arguments
+before the first run and written to plan.json) four sides run, through bench/harness.py:
 
-  bench/hogwild_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn,forkserver] [--batches 20]
-                              [--repeats 3] [--allocator cache,planned,planned+lean]
+  shoal-all    Shoal, every worker at once: `shoal submit --concurrent-steps W` (W = the
+               workers: no turns, one step arena a worker);
+  shoal-turns  Shoal, turns: no --concurrent-steps, Shoal's default (with the planned allocator
+               on the CPU, floor(cores / threads) workers inside a step at once, the others
+               waiting their turn, that many step arenas shared); the value and why Shoal chose
+               it (spec.hogwild.concurrent_steps and _why of `shoal get --json`) are kept in the
+               raw run;
+  users        PyTorch as users run it (bench/reference_hogwild.py): glibc's defaults, PyTorch's
+               own thread count;
+  best         PyTorch at its best tuning: MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_
+               raised, the same threads per process as Shoal, torch preloaded in the forkserver.
 
-Each --allocator entry is one Shoal variant: an allocator, "+lean" for --activations lean, and
-"+libtorch" for --kernels libtorch (LibTorch's max-pool kernels instead of Shoal's) and
-"+turns" for --concurrent-steps of the cores' worth (workers take turns at their steps and
-share that many step arenas), e.g. default,default+libtorch,default+lean,default+turns.
+Both Shoal sides run with floor(cores / workers) threads a worker (at least 1), each run with a
+shoald of its own, settled before it and stopped after it, so no Shoal process runs beside a
+PyTorch run. Warm-up: none on either side (Shoal's built-in models take none; the reference's
+default, see reference_hogwild.WARM_UP); both sides' workers start their timed steps together
+(Shoal's start gate, a barrier in PyTorch's), and samples/s is samples / (first timed step
+started -> last finished), each side's own clock.
+
+Memory: one reader in this program (harness.OutsideReader) sums PSS, RSS and USS over every
+process a side runs, every --sample-ms (50) for every side: for PyTorch the script and everything
+below it; for Shoal everything below shoald (shoald itself kept apart). Both sides also sample
+themselves as users run them (Shoal's sampler, the reference's every 200 ms): kept in raw.jsonl.
+
+Every run is appended to OUT/raw.jsonl as it ends, failed ones counted and never retried; a rerun
+with the same --out and arguments resumes (another plan is refused), running again whole each
+(point, repeat) that did not run every side. OUT/summary.md (also printed): per point and side,
+samples/s and the reader's peak PSS sum, medians [min-max], ok / failed, the ratios Shoal /
+PyTorch of medians, ready time and the concurrent steps Shoal ran. Needs a built tree
+(deploy/build.sh) and Debian's python3-torch.
+
+  bench/hogwild_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn,forkserver] [--share yes]
+                              [--batches 20] [--batch-size 64] [--repeats 3] [--out DIR]
+                              [--allocator default]
+
+Each --allocator entry is one pair of Shoal sides (every worker at once, turns): an allocator
+(default: no --allocator flag, what a user who types none gets; cache, planned, retain, system),
+"+lean" for --activations lean and "+libtorch" for --kernels libtorch (LibTorch's max-pool
+kernels instead of Shoal's), e.g. default,default+libtorch.
 """
 import argparse
+import contextlib
+import datetime
 import os
 import statistics
-import sys
+import subprocess
 
-from shoal_bench import ROOT, daemon, reference
-
-TUNINGS = ("users", "best")
-
-
-def run_point(shoal_cli, args, start, share, w, threads):
-    """Medians of --repeats runs of Shoal (each allocator) and of PyTorch at each tuning, interleaved."""
-    allocators = args.allocator.split(",")
-    runs = {who: [] for who in allocators + list(TUNINGS)}
-    for _ in range(args.repeats):
-        for allocator in allocators:
-            name, *extras = allocator.split("+")
-            lean = "lean" in extras
-            # "default": no --allocator at all, what a user who types no flag gets.
-            chosen = [] if name == "default" else ["--allocator", name]
-            if "libtorch" in extras:
-                chosen += ["--kernels", "libtorch"]
-            if "turns" in extras:  # as many steps at once as the cores hold, arenas shared
-                chosen += ["--concurrent-steps", str(min(w, max(1, (os.cpu_count() or 1) // threads)))]
-            e = shoal_cli("submit", "--workers", str(w), "--start", start, "--share", share,
-                          "--batches", str(args.batches), "--batch-size", str(args.batch_size),
-                          "--threads", str(threads), "--dataset", args.dataset, "--eval-samples", "0",
-                          *chosen, "--activations", "lean" if lean else "pytorch",
-                          "--wait", "--json")
-            assert e["state"] == "SUCCEEDED", e
-            runs[allocator].append(e["result"])
-        for tuning in TUNINGS:
-            r = reference("--workers", w, "--start", start, "--share", share, "--batches", args.batches,
-                          "--batch-size", args.batch_size, "--threads", threads if tuning == "best" else 0,
-                          "--tuning", tuning, "--dataset", args.dataset)
-            assert r["ok"], r
-            runs[tuning].append(r)
-    return {who: {k: statistics.median(x[k] for x in xs)
-                  for k in ("peak_pss_sum_bytes", "samples_per_sec", "ready_ms")}
-            for who, xs in runs.items()}
+from harness import Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures
+from shoal_bench import (REFERENCE, ROOT, fresh_shoald, run_json, shoal_processes, reference_finished,
+                         submit_finished, submit_started)
 
 
-def print_table(rows, key, title, fmt, allocators):
-    print(f"{title}\n")
-    shoal = " | ".join(f"Shoal {a}" for a in allocators)
-    ratios = " | ".join(f"{a} / users | {a} / best" for a in allocators)
-    print(f"| start | share | workers | {shoal} | PyTorch as users run it | PyTorch best | {ratios} |")
-    print("| --- " * (5 + 3 * len(allocators)) + "|")
-    for (start, share, w, m) in rows:
-        u, b = m["users"][key], m["best"][key]
-        cells = " | ".join(fmt(m[a][key]) for a in allocators)
-        rcells = " | ".join(f"{m[a][key] / u:.2f} | {m[a][key] / b:.2f}" for a in allocators)
-        print(f"| {start} | {share} | {w} | {cells} | {fmt(u)} | {fmt(b)} | {rcells} |")
-    print()
+def threads_for(workers):
+    return max(1, (os.cpu_count() or 1) // workers)
+
+
+def variant_flags(variant):
+    name, *extras = variant.split("+")
+    unknown = set(extras) - {"lean", "libtorch"}
+    if unknown:
+        raise SystemExit(f"--allocator {variant}: unknown {', '.join(sorted(unknown))} (turns "
+                         "are a side of their own now: shoal-turns)")
+    flags = [] if name == "default" else ["--allocator", name]
+    if "libtorch" in extras:
+        flags += ["--kernels", "libtorch"]
+    return flags + ["--activations", "lean" if "lean" in extras else "pytorch"]
+
+
+def shoal_side(args, variant, turns):
+    def start(p):
+        w = p["workers"]
+        stack = contextlib.ExitStack()
+        cli = stack.enter_context(fresh_shoald(args.bin))
+        shoal = [os.path.join(args.bin, "shoal"), "--socket", cli.socket]
+        cmd = shoal + ["submit", "--workers", str(w), "--start", p["start"], "--share",
+                       p["share"], "--batches", str(args.batches), "--batch-size",
+                       str(args.batch_size), "--threads", str(threads_for(w)), "--dataset",
+                       args.dataset, "--eval-samples", "0", *variant_flags(variant)]
+        if not turns:
+            cmd += ["--concurrent-steps", str(w)]
+        proc = submit_started(cmd + ["--wait", "--json"], stack)
+
+        def wait():
+            e, err, daemon_pss = submit_finished(proc, cli.pid)
+            if e.get("id"):  # the record as `get` gives it: the spec the daemon completed
+                e = run_json(shoal + ["get", e["id"], "--json"])
+            ok = e.get("state") == "SUCCEEDED"
+            r, hogwild = e.get("result", {}), e.get("spec", {}).get("hogwild", {})
+            return {"ok": ok, "error": None if ok else (e.get("error") or err[-500:]),
+                    "samples_per_sec": r.get("samples_per_sec"), "ready_ms": r.get("ready_ms"),
+                    "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"),
+                    "self_peak_rss_sum_bytes": r.get("peak_rss_sum_bytes"),
+                    "threads": e.get("spec", {}).get("threads"),
+                    "concurrent_steps": hogwild.get("concurrent_steps"),
+                    "concurrent_steps_why": hogwild.get("concurrent_steps_why"),
+                    "experiment": e.get("id"), "daemon_pss_bytes": daemon_pss}
+
+        return Started(wait, below=[cli.pid], close=stack.close,
+                       groups=lambda: {"experiment": shoal_processes(cli.pid, p["start"])})
+
+    suffix = "" if variant == "default" else f"[{variant}]"
+    label = "Shoal, turns" if turns else "Shoal, every worker at once"
+    return Side(("shoal-turns" if turns else "shoal-all") + suffix,
+                label + (f" ({variant})" if suffix else ""), start, shoal=True)
+
+
+def reference_side(args, tuning):
+    def start(p):
+        w = p["workers"]
+        threads = threads_for(w) if tuning == "best" else 0
+        cmd = ["/usr/bin/python3", REFERENCE, "--workers", str(w), "--start", p["start"],
+               "--share", p["share"], "--batches", str(args.batches), "--batch-size",
+               str(args.batch_size), "--threads", str(threads), "--tuning", tuning,
+               "--dataset", args.dataset, "--sample-ms", "200"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def wait():
+            r, err = reference_finished(proc)
+            return reference_figures(r, err, threads, ready_ms=r.get("ready_ms"),
+                                     start_ms=r.get("start_ms"),
+                                     self_peak_pss_sum_bytes=r.get("peak_pss_sum_bytes"),
+                                     self_peak_rss_sum_bytes=r.get("peak_rss_sum_bytes"))
+
+        return Started(wait, roots=[proc.pid])
+
+    return pytorch_side(tuning, start)
+
+
+def ready(side, ok):
+    xs = [r["figures"]["ready_ms"] for r in ok if r["figures"].get("ready_ms") is not None]
+    return f"{statistics.median(xs):.0f}" if xs else "-"
+
+
+def concurrent(side, ok):
+    """The concurrent steps a Shoal side ran with, and why (Shoal's own words)."""
+    seen = {(r["figures"].get("concurrent_steps"), r["figures"].get("concurrent_steps_why") or "")
+            for r in ok if side.shoal}
+    return "; ".join(f"{n}" + (f" ({why})" if why else "") for n, why in sorted(seen, key=str))
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--start", default="fork,spawn,forkserver")
     ap.add_argument("--share", default="yes")
-    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--batches", type=int, default=20, help="timed steps a worker")
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--allocator", default="cache",
-                    help="Shoal's allocator policies, comma-separated: default (no flag) | cache | "
-                         "planned | retain | system")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--allocator", default="default",
+                    help="Shoal's variants, comma-separated, each a pair of Shoal sides: "
+                         "default (no flag) | cache | planned | retain | system, +lean, "
+                         "+libtorch")
     ap.add_argument("--dataset", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--sample-ms", type=int, default=50, help="the outside reader's interval")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
+                                                  datetime.date.today().isoformat(),
+                                                  "hogwild_vs_pytorch"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
 
-    cores = os.cpu_count()
-    rows = []
-    with daemon(args.bin) as shoal_cli:
-        for start in args.start.split(","):
-            for share in args.share.split(","):
-                for w in [int(x) for x in args.workers.split(",")]:
-                    rows.append((start, share, w, run_point(shoal_cli, args, start, share, w,
-                                                            max(1, cores // w))))
-                    print(f"done: {start} share={share} workers={w}", file=sys.stderr)
-
-    print(f"Hogwild, mnist_convnet, batch {args.batch_size} x {args.batches} per worker, {cores} cores, "
-          f"Shoal allocator(s) {args.allocator}, medians of {args.repeats}\n")
-    allocators = args.allocator.split(",")
-    print_table(rows, "peak_pss_sum_bytes", "Peak PSS sum, GiB", lambda v: f"{v / 2**30:.2f}", allocators)
-    print_table(rows, "samples_per_sec", "Samples/s (all workers)", lambda v: f"{v:.1f}", allocators)
-    print_table(rows, "ready_ms", "Ready ms (start -> every worker training)", lambda v: f"{v:.0f}",
-                allocators)
+    variants = args.allocator.split(",")
+    for v in variants:
+        variant_flags(v)  # refused before any run
+    points = [{"start": s, "share": sh, "workers": int(w)} for s in args.start.split(",")
+              for sh in args.share.split(",") for w in args.workers.split(",")]
+    sides = [shoal_side(args, v, turns) for v in variants for turns in (False, True)]
+    sides += [reference_side(args, t) for t in ("users", "best")]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats")}
+    cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
+                     describe=lambda p: f"{p['start']} share={p['share']} workers={p['workers']}")
+    cmp.run()
+    note = (f"Hogwild, mnist_convnet, batch {args.batch_size} x {args.batches} timed steps a "
+            f"worker, no warm-up on either side, {os.cpu_count()} cores, floor(cores / workers) "
+            f"threads a Shoal and a best-tuned PyTorch worker; repeats: {args.repeats}.\n")
+    print(cmp.write_summary(("start", "share", "workers"), notes=[note],
+                            extra=[("ready ms", ready), ("concurrent steps", concurrent),
+                                   ("Shoal's own PSS / outside", own_pss_check)]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Reading processes from /proc, without torch: the children and descendants of a process, one
-process's PSS and RSS (smaps_rollup), and a thread that reads every few milliseconds. The
+process's PSS, RSS and USS (smaps_rollup), and a thread that reads every few milliseconds. The
 PyTorch references sample themselves with it (torch_reference.PssSampler); the benchmarks read
-both sides from outside with it (zoo_vs_pytorch.OutsideReader)."""
+both sides from outside with it (harness.OutsideReader)."""
 import os
 import threading
 
@@ -34,13 +34,17 @@ def descendants(pid):
 
 
 def rollup(pid):
-    out = {}
+    """{"Rss", "Pss", "Uss"} of pid in bytes (Uss: Private_Clean + Private_Dirty, pages no other
+    process maps); None when it is gone or unreadable."""
+    out = {"Uss": 0}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
                 k, _, rest = line.partition(":")
                 if k in ("Rss", "Pss"):
                     out[k] = int(rest.split()[0]) * 1024
+                elif k in ("Private_Clean", "Private_Dirty"):
+                    out["Uss"] += int(rest.split()[0]) * 1024
     except OSError:
         return None
     return out

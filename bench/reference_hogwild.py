@@ -7,6 +7,9 @@ MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ raised (the interpreter re-exe
 them, as glibc reads them at start-up), and with --start forkserver the forkserver preloads torch.
 Prints one JSON object: peak PSS/RSS sums over the main process and its children (sampled from
 /proc every --sample-ms), samples/s, and time from interpreter start to all processes training.
+Each worker takes --warm-up untimed passes (default none, as Shoal's built-in models: see
+WARM_UP), then waits at a barrier so that all start their timed steps together (Shoal's start
+gate); samples/s runs from the first timed step started to the last finished.
 
 --device cuda trains on cuda:0: shared weights are moved there by the parent and reach the workers
 through CUDA IPC (impossible with --start fork: the parent has CUDA); private ones go as a CPU
@@ -42,7 +45,17 @@ import torch.nn.functional as F  # noqa: E402
 from torch_reference import GpuSampler, Net, PssSampler, load_split  # noqa: E402
 
 
-def train(rank, model, images, labels, args, ready, done, reserved):
+# Shoal's built-in hogwild kind runs no warm-up pass: only a model file's workers do
+# (worker/image/image_kind.cc calls WarmUpModelFile, kWarmUpRuns = 3, for --model-file alone);
+# a built-in model's workers go straight from their start gate (PassStartGate) to their timed
+# steps, and its samples/s counts every step from the first. So this reference defaults to no
+# warm-up either: both sides drop the same number of first steps from the timing (none), and the
+# first, cold step (Shoal's planned allocator traces its plan in it) counts on both. --warm-up N
+# is there for a comparison that gives both sides N.
+WARM_UP = 0
+
+
+def train(rank, model, images, labels, args, ready, done, reserved, gate):
     if args.stack_dump_s > 0:  # where a hung worker is, on stderr (the parent's dumps its own)
         faulthandler.dump_traceback_later(args.stack_dump_s, exit=False)
     if args.threads > 0:
@@ -59,6 +72,18 @@ def train(rank, model, images, labels, args, ready, done, reserved):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
     model.train()
     n = images.shape[0]
+    batch = lambda idx: (images[idx].float().div_(255).sub_(0.1307).div_(0.3081).unsqueeze(1),
+                         labels[idx].long())
+    if args.warm_up > 0:  # untimed forward and backward passes on the first batch, no update
+        x, y = batch(torch.arange(min(args.batch_size, n), device=device))
+        for _ in range(args.warm_up):
+            F.nll_loss(model(x), y).backward()
+        optimizer.zero_grad(set_to_none=True)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+    # Every worker starts its timed steps together, as Shoal's pass its start gate: the timed
+    # window holds no worker's start-up.
+    gate.wait(timeout=300)  # a worker that died first breaks the gate for the others, not hang them
     perm = torch.randperm(n, device=device)
     pos = 0
     for step in range(args.batches):
@@ -66,10 +91,8 @@ def train(rank, model, images, labels, args, ready, done, reserved):
             ready[rank] = time.time()
         if pos + args.batch_size > n:
             perm, pos = torch.randperm(n, device=device), 0
-        idx = perm[pos:pos + args.batch_size]
+        x, y = batch(perm[pos:pos + args.batch_size])
         pos += args.batch_size
-        x = images[idx].float().div_(255).sub_(0.1307).div_(0.3081).unsqueeze(1)
-        y = labels[idx].long()
         optimizer.zero_grad()
         loss = F.nll_loss(model(x), y)
         loss.backward()
@@ -118,6 +141,9 @@ def main():
                     help="an MNIST IDX directory, or synthetic")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--sample-ms", type=int, default=200)
+    ap.add_argument("--warm-up", type=int, default=WARM_UP,
+                    help="untimed forward and backward passes a worker before the start barrier "
+                         "(default: Shoal's for its built-in models, none)")
     ap.add_argument("--stack-dump-s", type=float, default=0,
                     help="print every thread's Python stack to stderr after this long (0: never)")
     args = ap.parse_args()
@@ -139,11 +165,13 @@ def main():
     ready = mp.Array("d", args.workers, lock=False)
     done = mp.Array("d", args.workers, lock=False)
     reserved = mp.Array("q", args.workers, lock=False)  # torch.cuda.max_memory_reserved()
+    gate = mp.Barrier(args.workers)
 
     # share no: a CPU state dict, so that the parent stays off CUDA (fork) and each worker moves
     # its own copy to the device.
     payload = model if args.share == "yes" else {k: v.clone() for k, v in model.state_dict().items()}
-    procs = [mp.Process(target=train, args=(r, payload, images, labels, args, ready, done, reserved))
+    procs = [mp.Process(target=train,
+                        args=(r, payload, images, labels, args, ready, done, reserved, gate))
              for r in range(args.workers)]
     # fork on CUDA: the children are forked before the samplers' threads and NVML exist in this
     # process (a thread holding a lock at the fork leaves it held forever in the child). On an

@@ -89,7 +89,7 @@ def hogwild_steps(rank, model, x, y, args, ready, done, gate, loss_fn=F.cross_en
     for _ in range(warm_up):
         loss_fn(model(x[first]), y[first]).backward()
     opt.zero_grad(set_to_none=True)
-    gate.wait()
+    gate.wait(timeout=300)  # a worker that died first breaks the gate for the others, not hang them
     perm, pos = torch.randperm(n), 0
     for step in range(args.batches):
         if step == 0:

@@ -7,7 +7,9 @@ weights, Hogwild); PyTorch trains the eager module with the same weights on the 
 as users run it and at its best tuning (bench/reference_user_model.py). For each start method and
 worker count: peak PSS sums, samples/s and ready time, medians of --repeats runs (interleaved),
 with the ratios Shoal / PyTorch. Shoal's ready_ms includes loading the archive in every worker
-that cannot inherit it (spawn, forkserver) and the profiling executor's warm-up steps.
+that cannot inherit it (spawn, forkserver) and the profiling executor's warm-up steps. Both sides
+take the same untimed warm-up (3 forward and backward passes a worker, then a start gate or
+barrier), so samples/s times the same steps on both.
 
   bench/user_model_vs_pytorch.py [--workers 1,2,4] [--start fork,spawn,forkserver]
                                  [--batches 20] [--repeats 3]
@@ -23,6 +25,9 @@ from shoal_bench import ROOT, daemon, run_json
 
 TUNINGS = ("users", "best")
 KEYS = ("peak_pss_sum_bytes", "samples_per_sec", "ready_ms")
+# A model file's worker's untimed passes before its start gate (worker/model_file.h,
+# kWarmUpRuns): the reference takes as many before its barrier.
+WARM_UP = 3
 
 
 def reference(archive, args, start, w, tuning):
@@ -30,7 +35,7 @@ def reference(archive, args, start, w, tuning):
     return run_json(["/usr/bin/python3", os.path.join(ROOT, "bench", "reference_user_model.py"),
                      "--archive", archive, "--workers", str(w), "--start", start,
                      "--batches", str(args.batches), "--batch-size", str(args.batch_size),
-                     "--threads", str(threads), "--tuning", tuning])
+                     "--threads", str(threads), "--tuning", tuning, "--warm-up", str(WARM_UP)])
 
 
 def run_point(cli, archive, args, start, w):
