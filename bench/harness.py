@@ -132,8 +132,9 @@ class Comparison:
                  describe=None):
         self.out, self.points, self.sides, self.repeats = out, points, sides, repeats
         self.sample_ms = sample_ms
+        # The cores are the plan's too: a resume on another machine would mix its runs in.
         self.plan = {"points": points, "sides": [s.key for s in sides], "repeats": repeats,
-                     "sample_ms": sample_ms, "settings": settings}
+                     "sample_ms": sample_ms, "settings": settings, "cpus": os.cpu_count()}
         self.context = context or {}
         self.describe = describe or (lambda p: " ".join(str(v) for v in p.values()))
         self.raw_path = os.path.join(out, "raw.jsonl")
@@ -156,7 +157,7 @@ class Comparison:
                          "another output folder, or the same arguments to resume")
             return
         with open(path, "w") as f:
-            json.dump({**self.plan, "context": self.context, "cpus": os.cpu_count(),
+            json.dump({**self.plan, "context": self.context,
                        "written": time.strftime("%Y-%m-%d %H:%M:%S")}, f, indent=1)
 
     def _records(self):
@@ -191,7 +192,11 @@ class Comparison:
                        "traceback": traceback.format_exc()[-2000:]}
         finally:
             if started is not None and started.close is not None:
-                started.close()
+                try:
+                    started.close()
+                except Exception as e:  # the run is still recorded, its side's close failing
+                    figures = {**figures, "ok": False,
+                               "error": f"closing it: {type(e).__name__}: {e}"}
         ok, error = bool(figures.pop("ok", False)), figures.pop("error", None)
         run.update(ok=ok, error=None if ok else str(error or "failed"),
                    wall_s=round(time.time() - t0, 2), figures=figures,
@@ -203,6 +208,14 @@ class Comparison:
         done = self._records()
         session = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         n = len(self.sides)
+        # A harness killed mid-line left a line without its end: the next record starts anew.
+        if os.path.exists(self.raw_path) and os.path.getsize(self.raw_path) > 0:
+            with open(self.raw_path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                cut_short = f.read(1) != b"\n"
+            if cut_short:
+                with open(self.raw_path, "a") as f:
+                    f.write("\n")
         with open(self.raw_path, "a") as raw:
             for repeat in range(self.repeats):
                 for point in self.points:

@@ -173,7 +173,7 @@ def main():
               for sh in args.share.split(",") for w in args.workers.split(",")]
     sides = [shoal_side(args, v, turns) for v in variants for turns in (False, True)]
     sides += [reference_side(args, t) for t in ("users", "best")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats")}
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
     cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                      describe=lambda p: f"{p['start']} share={p['share']} workers={p['workers']}")
     cmp.run()

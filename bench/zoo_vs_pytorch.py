@@ -143,7 +143,7 @@ def main():
                   for s in args.start.split(",") for w in args.workers.split(",") if m in zoo]
         sides = [shoal_side(args, models, zoo)] + [reference_side(args, models, zoo, t)
                                                   for t in ("users", "best")]
-        settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats")}
+        settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
         cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                          context={"zoo": zoo},
                          describe=lambda p: f"{p['model']} {p['start']} {p['workers']}")

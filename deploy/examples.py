@@ -53,7 +53,7 @@ def examples_in(path):
         if line.startswith("```"):
             if current:
                 current.end = i
-            fenced, current = not fenced, None
+            fenced, current, continued = not fenced, None, False
             continue
         if not fenced:
             continue
@@ -88,7 +88,8 @@ def key(line, next_line=""):
     if line.startswith("  >> "):
         return ">> " + re.split(r"[:\d]", line[5:], maxsplit=1)[0].strip()
     if len(line) > 3 and line.startswith("  ") and line[2].isalpha():
-        return line[2:13].strip()
+        # "  run 1   x0123456789 ..." (a repeated point's runs): the label, not its number
+        return re.sub(r"\s+\d.*$", "", line[2:13].strip())
     return None
 
 
@@ -158,6 +159,21 @@ def rewrite(shown, got):
     return out
 
 
+def cut(value, most):
+    """A --quick value: each number of a comma list at most `most`, still distinct (an axis stays
+    an axis of as many points); anything else as it is."""
+    items = value.split(",")
+    if not all(x.isdigit() for x in items):
+        return value
+    out = []
+    for x in items:
+        v = min(int(x), most)
+        while v in out:
+            v += 1
+        out.append(v)
+    return ",".join(map(str, out))
+
+
 class Runner:
     def __init__(self, shoal, socket, scratch, quick=False):
         self.shoal, self.socket, self.scratch, self.last_id = shoal, socket, scratch, None
@@ -169,14 +185,14 @@ class Runner:
     def args(self, command):
         words = shlex.split(command)[1:]  # words[0] is `shoal`
         out = []
+        ours = True  # Shoal's flags; after `--`, the user's program's, left as written
         for i, w in enumerate(words):
-            if self.quick and i > 0 and words[i - 1] in QUICK:
-                w = str(min(int(w), QUICK[words[i - 1]]))
+            ours = ours and w != "--"
+            if ours and self.quick and i > 0 and words[i - 1] in QUICK:
+                w = cut(w, QUICK[words[i - 1]])
             if w.startswith("PYTHONPATH="):
                 w = "PYTHONPATH=" + os.path.join(ROOT, "client", "python")
-            elif ID.fullmatch(w) and self.last_id:
-                w = self.last_id
-            out.append(w)
+            out.append(self.resolve_ids(w))  # as its line is written back (resolve_ids)
         return out
 
     def run(self, command):
@@ -195,7 +211,11 @@ def check(example, runner):
     """The problems of one example: each command whose printed keys do not match its block's."""
     problems = []
     for command, shown, _ in example.commands:
-        got = runner.run(command)
+        try:
+            got = runner.run(command)
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            problems.append(f"{example.path}:{example.start + 1}: {e}")
+            continue
         want, have = keys(shown), keys(got)
         ok = is_subsequence(want, have) if "..." in shown else want == have
         if not ok:
@@ -205,12 +225,18 @@ def check(example, runner):
 
 
 def write(path, found, runner):
+    """Runs the file's examples in order (a `get` takes the id printed before it), then puts
+    what they printed in their blocks, the last block first so earlier line numbers stay right;
+    a command that fails leaves the file as it was."""
     lines = open(path).read().split("\n")
-    for ex in reversed(found):  # later blocks first: earlier line numbers stay right
+    new = []
+    for ex in found:
         ex_lines = []
         for command, shown, written in ex.commands:
-            got = runner.run(command)  # first: a `get` of an id takes the one printed before
+            got = runner.run(command)  # before its lines: they show the id it ran with
             ex_lines += [runner.resolve_ids(l) for l in written] + rewrite(shown, got)
+        new.append(ex_lines)
+    for ex, ex_lines in reversed(list(zip(found, new))):
         lines[ex.start:ex.end] = ex_lines
     open(path, "w").write("\n".join(lines))
 

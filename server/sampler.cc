@@ -490,8 +490,8 @@ void ProcessSampler::Emit(uint64_t now_ns, bool jumped, uint64_t shared_moved, v
   // they are a lower bound on what the processes held, which is what such a tick may set. The
   // traced step's moment (a worker's unique pages up for a fraction of a second) can fall in a
   // tick whose walks see the others map the shared arenas: dropping those ticks whole, 8
-  // forkserver workers read their peak PSS sum 0.962-0.971x an independent reader's, 0.987-0.995x
-  // so (2 runs each, 2026-11-30).
+  // forkserver workers read their peak PSS sum 0.962-0.971x an independent reader's, 0.964-0.995x
+  // so (2 and 3 runs, 2026-11-30).
   // Not so a tick that jumped: estimates that count a jump's pages at their old shares are
   // high by more than what moved while the tick read them.
   if (moving) out->set_sharing_moved(true);

@@ -6,11 +6,14 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 
 #include "shared/kinds/kind.h"
 #include "shared/kinds/multi_model/board.h"
 #include "shared/kinds/multi_model/variants.h"
 #include "shared/os/process.h"
+#include "shared/os/procfs.h"
 #include "worker/counting_allocator.h"
 #include "worker/optimizers/from_spec.h"
 #include "worker/process_setup.h"
@@ -128,6 +131,13 @@ bool WaitForPreviousExit(const WorkerEnv& env) {
   const pid_t pid = BoardSlot(env.board, env.index - 1)->pid.load();
   const int fd = pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)) : -1;
   if (fd < 0) return true;  // gone already (ESRCH), or a kernel without pidfds: nothing to wait
+  // Reaped and its pid taken by another process before the pidfd: that one is no sibling.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  const auto st = ParseProcStat(std::string(std::istreambuf_iterator<char>(stat), {}));
+  if (!st.ok() || st->ppid != ::getppid()) {
+    ::close(fd);
+    return true;
+  }
   bool exited = false;
   while (!exited) {
     env.slot->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
