@@ -7,13 +7,18 @@ them, and writes each one's record as `shoald --run-point` would (copies of one 
 once at the start, renamed to each point).
 
   bench/slurm_bookkeeping.py [--points 10000] [--max-parallel 1000] [--per-second 500]
-                             [--bin build/bin]
+                             [--max-array-size 1001] [--bin build/bin]
+
+The fake cluster's MaxArraySize is Slurm's default, 1001: a sweep past it is placed as several
+arrays, each after the one before (`--dependency=afterany`, which the fake honours).
 
 Prints one JSON object: the submit's seconds (orders written, the array submitted, N records
 stored), shoald's CPU seconds and peak RSS over the whole array, scontrol's output at its
 largest, seconds from the last record written to the sweep SUCCEEDED, and the store's size.
 """
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -33,27 +38,42 @@ FAKE = r'''#!/usr/bin/python3
 import json, os, sys
 state = os.environ["FAKE_SLURM_STATE"]
 def load():
+    if not os.path.exists(state): return {"jobs": {}}
     with open(state) as f: return json.load(f)
 def save(s):
     with open(state + ".tmp", "w") as f: json.dump(s, f)
     os.replace(state + ".tmp", state)
 cmd = os.path.basename(sys.argv[0])
+def arg(prefix):
+    got = [a[len(prefix):] for a in sys.argv if a.startswith(prefix)]
+    return got[0] if got else None
 if cmd == "sbatch":
-    arr = [a for a in sys.argv if a.startswith("--array=")][0][8:]
-    n = int(arr.split("%")[0].split("-")[1]) + 1
-    out = [a for a in sys.argv if a.startswith("--output=")][0][9:]
-    save({"job": "77", "tasks": n, "states": {}, "output": out})
-    print("77")
-elif cmd == "scontrol":
     s = load()
+    n = int(arg("--array=").split("%")[0].split("-")[1]) + 1
+    if n > int(os.environ["FAKE_SLURM_MAX_ARRAY"]):
+        sys.exit("sbatch: error: Batch job submission failed: Invalid job array specification")
+    job = str(77 + len(s["jobs"]))
+    s["jobs"][job] = {"tasks": n, "states": {}, "output": arg("--output="),
+                      "after": arg("--dependency=afterany:"),
+                      "key": os.environ.get("SHOAL_RECORD_KEY", "")}
+    save(s)
+    print(job)
+elif cmd == "scontrol" and sys.argv[1:3] == ["show", "config"]:
+    print("MaxArraySize            = " + os.environ["FAKE_SLURM_MAX_ARRAY"])
+elif cmd == "scontrol":
+    job = sys.argv[-1]
+    s = load()["jobs"].get(job)
+    if s is None:
+        sys.exit("slurm_load_jobs error: Invalid job id specified")
     lines, started = [], s["states"]
     for i, st in started.items():
-        lines.append(f"JobId={1000 + int(i)} ArrayJobId=77 ArrayTaskId={i} JobName=x "
+        lines.append(f"JobId={job}{i} ArrayJobId={job} ArrayTaskId={i} JobName=x "
                      f"JobState={st} Reason=None NodeList=node{int(i) % 100} ExitCode=0:0")
     rest = [i for i in range(s["tasks"]) if str(i) not in started]
     if rest:
-        lines.append(f"JobId=77 ArrayJobId=77 ArrayTaskId={rest[0]}-{rest[-1]} JobName=x "
-                     "JobState=PENDING Reason=JobArrayTaskLimit NodeList=(null) ExitCode=0:0")
+        why = "Dependency" if s["after"] else "JobArrayTaskLimit"
+        lines.append(f"JobId={job} ArrayJobId={job} ArrayTaskId={rest[0]}-{rest[-1]} JobName=x "
+                     f"JobState=PENDING Reason={why} NodeList=(null) ExitCode=0:0")
     sys.stdout.write("\n".join(lines) + "\n")
     with open(state + ".scontrol", "a") as f: f.write(f"{len(lines)} {sum(map(len, lines))}\n")
 elif cmd == "scancel":
@@ -97,37 +117,55 @@ def proc_figures(pid):
     return cpu, hwm / 1024
 
 
-def play_cluster(state, sweep_dir, template, points, max_parallel, per_second):
-    """Starts tasks up to max_parallel, ends per_second of them a second with their records."""
-    done, started = 0, 0
+def play_cluster(state, template, points, max_parallel, per_second):
+    """Starts tasks up to max_parallel over every array (an array whose dependency has not ended
+    waits), ends per_second of them a second with their records."""
+    done = 0
     t_last = None
     while done < points:
         with open(state) as f:
             s = json.load(f)
-        running = [i for i, st in s["states"].items() if st == "RUNNING"]
-        for i in running[: max(1, per_second // 5)]:
-            with open(os.path.join(sweep_dir, f"order-{i}.json")) as f:
-                order = json.load(f)
-            r = shoal_pb2.RunRecord()
-            r.CopyFrom(template)
-            r.experiment.id = order["experimentId"]
-            r.experiment.sweep_id = order["sweepId"]
-            r.experiment.sweep_index = int(order.get("index", 0))
-            tmp = os.path.join(sweep_dir, f"record-{i}.pb.tmp")
-            with open(tmp, "wb") as f:
-                f.write(r.SerializeToString())
-            os.replace(tmp, os.path.join(sweep_dir, f"record-{i}.pb"))
-            s["states"][i] = "COMPLETED"
-            done += 1
-        while started < points and sum(v == "RUNNING" for v in s["states"].values()) < max_parallel:
-            s["states"][str(started)] = "RUNNING"
-            started += 1
+        jobs = s["jobs"]
+        budget = max(1, per_second // 5)  # ends this tick, over every array
+        for job in jobs.values():
+            folder = os.path.dirname(job["output"])
+            running = [i for i, st in job["states"].items() if st == "RUNNING"][:budget]
+            budget -= len(running)
+            for i in running:
+                with open(os.path.join(folder, f"order-{i}.json")) as f:
+                    order = json.load(f)
+                r = shoal_pb2.RunRecord()
+                r.CopyFrom(template)
+                r.experiment.id = order["experimentId"]
+                r.experiment.sweep_id = order["sweepId"]
+                r.experiment.sweep_index = int(order.get("index", 0))
+                # Sealed as a task's run-point seals it, under the key sbatch's environment held.
+                body = r.SerializeToString()
+                sealed = shoal_pb2.SealedRecord(
+                    record=body,
+                    hmac_sha256=hmac.new(bytes.fromhex(job["key"]), body, hashlib.sha256).digest())
+                tmp = os.path.join(folder, f"record-{i}.pb.tmp")
+                with open(tmp, "wb") as f:
+                    f.write(sealed.SerializeToString())
+                os.replace(tmp, os.path.join(folder, f"record-{i}.pb"))
+                job["states"][i] = "COMPLETED"
+                done += 1
+        def ended(j):
+            return len(jobs[j]["states"]) == jobs[j]["tasks"] and \
+                all(v == "COMPLETED" for v in jobs[j]["states"].values())
+        running = sum(v == "RUNNING" for job in jobs.values() for v in job["states"].values())
+        for job in jobs.values():
+            if job["after"] and not ended(job["after"]):
+                continue
+            while len(job["states"]) < job["tasks"] and running < max_parallel:
+                job["states"][str(len(job["states"]))] = "RUNNING"
+                running += 1
         with open(state + ".tmp", "w") as f:
             json.dump(s, f)
         os.replace(state + ".tmp", state)
         t_last = time.monotonic()
         time.sleep(0.2)
-    return t_last
+    return t_last, len(jobs)
 
 
 def main():
@@ -135,6 +173,8 @@ def main():
     ap.add_argument("--points", type=int, default=10000)
     ap.add_argument("--max-parallel", type=int, default=1000)
     ap.add_argument("--per-second", type=int, default=500)
+    ap.add_argument("--max-array-size", type=int, default=1001,
+                    help="the fake cluster's MaxArraySize (Slurm's default: 1001)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="shoal-slurm-bench.")
@@ -143,6 +183,7 @@ def main():
         # The daemon and the CLI find the fake Slurm first.
         os.environ["PATH"] = fake_slurm(tmp) + ":" + os.environ["PATH"]
         os.environ["FAKE_SLURM_STATE"] = os.path.join(tmp, "slurm.json")
+        os.environ["FAKE_SLURM_MAX_ARRAY"] = str(a.max_array_size)
         with daemon(a.bin, settle_s=0.5, extra=("--max-queued", str(a.points))) as cli:
             print(json.dumps(follow_array(a, cli, template)))
     finally:
@@ -165,9 +206,8 @@ def follow_array(a, cli, template):
     submit_s = time.monotonic() - t0
     sweep = json.loads(out.stdout)["id"]
     cpu0, _ = proc_figures(cli.pid)
-    t_last = play_cluster(os.environ["FAKE_SLURM_STATE"],
-                          os.path.join(state_dir, "slurm", sweep), template, a.points,
-                          a.max_parallel, a.per_second)
+    t_last, arrays = play_cluster(os.environ["FAKE_SLURM_STATE"], template, a.points,
+                                  a.max_parallel, a.per_second)
     while True:
         r = subprocess.run(shoal + ["get", sweep, "--json"], capture_output=True, text=True)
         if r.returncode != 0:
@@ -183,6 +223,7 @@ def follow_array(a, cli, template):
     succeeded = sum(p["state"] == "SUCCEEDED" for p in got["sweep"]["points"])
     return {
         "points": a.points, "max_parallel": a.max_parallel, "per_second": a.per_second,
+        "max_array_size": a.max_array_size, "arrays": arrays,
         "record_bytes": template.ByteSize(), "submit_s": round(submit_s, 2),
         "sweep_state": got["sweep"]["state"], "succeeded": succeeded,
         "shoald_cpu_s_while_following": round(cpu1 - cpu0, 2),

@@ -40,6 +40,14 @@ std::string Clock(double seconds) {
   return buf;
 }
 
+// "Slurm job 4242", or "Slurm jobs 4242, 4243" for a sweep placed as several arrays.
+std::string SlurmJobs(const v1::Sweep& sw) {
+  if (sw.slurm_job_ids_size() <= 1) return "Slurm job " + sw.slurm_job_id();
+  std::string out = "Slurm jobs ";
+  for (int i = 0; i < sw.slurm_job_ids_size(); ++i) out += (i ? ", " : "") + sw.slurm_job_ids(i);
+  return out;
+}
+
 // Follows a sweep until it ends: a progress bar on a terminal, a line per finished point otherwise.
 v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet) {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -57,7 +65,7 @@ v1::ExperimentState WaitSweep(ShoalClient& c, const std::string& id, bool quiet)
     }
     // On Slurm many run at once: how many run and how many wait for a node.
     if (!sw.slurm_job_id().empty())
-      current = "Slurm job " + sw.slurm_job_id() + ": " + std::to_string(running) + " running, " +
+      current = SlurmJobs(sw) + ": " + std::to_string(running) + " running, " +
                 std::to_string(total - done - running) + " pending";
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -61,6 +61,8 @@ Status ShoalClient::Convert(const grpc::Status& st) const {
     case grpc::StatusCode::OK:
       return Status::Ok();
     case grpc::StatusCode::UNAVAILABLE:
+      if (st.error_message().rfind(kDaemonSaysUnavailable, 0) == 0)
+        return Unavailable(st.error_message());  // shoald answered: what it needs is not there
       return Unavailable("cannot reach shoald at " + where_ +
                          " (is it running?): " + st.error_message());
     case grpc::StatusCode::INVALID_ARGUMENT:

@@ -129,8 +129,8 @@ void Coordinator::FollowRecovered(const Recovered& r) {
       continue;
     }
     slurm_->Follow(sw, mine);
-    spdlog::info("sweep {}: following Slurm job array {} again ({} points not ended)", sw.id(),
-                 sw.slurm_job_id(), mine.size());
+    spdlog::info("sweep {}: following its Slurm job arrays again ({} points not ended)", sw.id(),
+                 mine.size());
     if (!sw.error().empty())
       for (const auto& e : mine) (void)queue_.Cancel(e.id());
   }

@@ -48,8 +48,18 @@ void ExperimentQueue::RestoreAdopted(const std::vector<v1::Experiment>& es) {
   std::lock_guard<std::mutex> l(mu_);
   for (const auto& e : es) {
     live_[e.id()] = e;
-    adopted_[e.id()] = false;
+    adopted_[e.id()] = e.slurm().cancel_asked();  // asked before a restart: asked still
   }
+}
+
+// An adopted experiment's cancel, once asked, stays in its record until it ends, whatever
+// whoever runs it writes meanwhile. Under mu_.
+v1::Experiment ExperimentQueue::WithCancelKept(const v1::Experiment& e) const {
+  auto a = adopted_.find(e.id());
+  if (a == adopted_.end() || !a->second || IsTerminal(e.state())) return e;
+  v1::Experiment kept = e;
+  kept.mutable_slurm()->set_cancel_asked(true);
+  return kept;
 }
 
 void ExperimentQueue::Restore(const std::vector<v1::Experiment>& es) {
@@ -80,9 +90,11 @@ std::optional<v1::Experiment> ExperimentQueue::Next(std::chrono::milliseconds wa
   return live_[running_];
 }
 
-void ExperimentQueue::Update(const v1::Experiment& e) {
+void ExperimentQueue::Update(const v1::Experiment& update) {
+  v1::Experiment e;
   {
     std::lock_guard<std::mutex> l(mu_);
+    e = WithCancelKept(update);
     if (IsTerminal(e.state())) {
       live_.erase(e.id());  // adopted_ and running_ keep it live until Done
     } else {
@@ -128,7 +140,7 @@ bool ExperimentQueue::IsUnsaved(const std::string& id) {
 
 void ExperimentQueue::SetLive(const v1::Experiment& e) {
   std::lock_guard<std::mutex> l(mu_);
-  if (live_.count(e.id())) live_[e.id()] = e;
+  if (live_.count(e.id())) live_[e.id()] = WithCancelKept(e);
 }
 
 void ExperimentQueue::Checkpoint(const v1::Experiment& e) {
@@ -163,8 +175,12 @@ StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
     return it->second;  // the runner moves it to cancelled once every process is gone
   }
   if (auto a = adopted_.find(id); a != adopted_.end()) {
-    a->second = true;
-    return it->second;  // whoever runs it ends it cancelled
+    a->second = true;  // whoever runs it ends it cancelled
+    // Stored, so that a restart before the cancel reaches Slurm does not forget it.
+    const v1::Experiment e = it->second = WithCancelKept(it->second);
+    l.unlock();
+    Save(e);
+    return e;
   }
   v1::Experiment e = it->second;
   queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());

@@ -39,7 +39,8 @@ class ExperimentQueue {
   // the queue: Get, List, Cancel and StopRequest know them, Next never returns them, and they do
   // not hold up the queue. Each leaves like any record: a terminal Update, then Done.
   Status Adopt(const std::vector<v1::Experiment>& es, const v1::Sweep* sweep = nullptr);
-  // Keeps live records already stored that run elsewhere (recovery: a Slurm array's points).
+  // Keeps live records already stored that run elsewhere (recovery: a Slurm array's points); one
+  // whose cancel was asked before (slurm.cancel_asked) is asked to cancel again.
   void RestoreAdopted(const std::vector<v1::Experiment>& es);
   // Queues records already stored (recovery), in the given order: all of them, over the cap too
   // (each was accepted under the cap of its time); new ones wait until it drains under.
@@ -82,8 +83,9 @@ class ExperimentQueue {
 
  private:
   void Notify(const v1::Experiment& e);
-  Status Room(size_t more) const;                     // under mu_
-  void Overlay(std::vector<v1::Experiment>& stored);  // live and unsaved states in place
+  v1::Experiment WithCancelKept(const v1::Experiment& e) const;  // under mu_
+  Status Room(size_t more) const;                                // under mu_
+  void Overlay(std::vector<v1::Experiment>& stored);             // live and unsaved states in place
   void Save(const v1::Experiment& e);
 
   Store* store_;

@@ -125,6 +125,12 @@ class CommandSlurm : public Slurm {
     return ParseSbatchJobId(r.out);
   }
 
+  StatusOr<uint32_t> MaxArraySize() override {
+    ASSIGN_OR_RETURN(CommandOutput r, run_({"scontrol", "show", "config"}, {}));
+    if (r.exit_code != 0) return Failed("scontrol show config", r);
+    return ParseMaxArraySize(r.out);
+  }
+
   StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) override {
     ASSIGN_OR_RETURN(CommandOutput r, run_({"scontrol", "-o", "show", "job", job_id}, {}));
     // A job Slurm has forgotten (every task ended more than MinJobAge ago): no tasks.
@@ -172,6 +178,8 @@ Status CheckArrayJob(const ArrayJob& job) {
     return InvalidArgument("time: '" + job.time_limit +
                            "' is not one of Slurm's formats (MM, MM:SS, HH:MM:SS, D-HH, "
                            "D-HH:MM, D-HH:MM:SS)");
+  if (job.after.find_first_not_of("0123456789") != std::string::npos)
+    return InvalidArgument("slurm: '" + job.after + "' is not a job id to start after");
   if (job.script.empty() || job.script[0] != '/')
     return InvalidArgument("slurm: the batch script must be an absolute path");
   return {};
@@ -194,6 +202,7 @@ std::vector<std::string> SbatchArgv(const ArrayJob& job) {
   if (!job.output.empty()) argv.push_back("--output=" + job.output);
   if (!job.partition.empty()) argv.push_back("--partition=" + job.partition);
   if (!job.time_limit.empty()) argv.push_back("--time=" + job.time_limit);
+  if (!job.after.empty()) argv.push_back("--dependency=afterany:" + job.after);
   // Before Slurm's SIGTERM reaches every process of the job at the limit (the runs' own, which
   // then fail of it), the batch shell alone is told to stop its run, which ends with its record.
   if (const uint64_t lead = TimeLimitLeadSeconds(job.time_limit); lead > 0)
@@ -208,6 +217,19 @@ StatusOr<std::string> ParseSbatchJobId(const std::string& out) {
   if (id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
     return Internal("sbatch printed no job id: '" + out + "'");
   return id;
+}
+
+StatusOr<uint32_t> ParseMaxArraySize(const std::string& config) {
+  std::istringstream lines(config);
+  for (std::string line; std::getline(lines, line);) {
+    unsigned long n = 0;
+    char eq = 0;
+    std::istringstream words(line);
+    std::string key;
+    if (words >> key && key == "MaxArraySize" && words >> eq && eq == '=' && words >> n && n > 0)
+      return uint32_t(std::min<unsigned long>(n, UINT32_MAX));
+  }
+  return Internal("scontrol show config printed no MaxArraySize");
 }
 
 bool SlurmTaskEnded(const std::string& state) {

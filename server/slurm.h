@@ -30,6 +30,9 @@ struct ArrayJob {
   // "NAME=value"s added to sbatch's environment, which Slurm passes to the job (sbatch's default
   // --export=ALL) and no one else sees: never on a command line, which every user may read.
   std::vector<std::string> env;
+  // sbatch --dependency=afterany:JOB: starts once that job has ended, however it ended (a sweep's
+  // next array, where the sweep's --max-parallel must hold across its arrays); empty: none.
+  std::string after;
 };
 
 // INVALID_ARGUMENT naming the field when a value could not be what Slurm takes (a partition with
@@ -46,6 +49,10 @@ uint64_t TimeLimitLeadSeconds(const std::string& time_limit);
 std::vector<std::string> SbatchArgv(const ArrayJob& job);
 // The job id from sbatch --parsable's output ("1234" or "1234;cluster").
 StatusOr<std::string> ParseSbatchJobId(const std::string& out);
+
+// MaxArraySize from `scontrol show config` ("MaxArraySize            = 1001"): an array's task
+// indices must be below it, so an array holds at most that many tasks. INTERNAL when absent.
+StatusOr<uint32_t> ParseMaxArraySize(const std::string& config);
 
 // One task of an array, as Slurm last said.
 struct SlurmTask {
@@ -69,6 +76,9 @@ class Slurm {
  public:
   virtual ~Slurm() = default;
   virtual StatusOr<std::string> SubmitArray(const ArrayJob& job) = 0;  // the job id
+  // The most tasks one array may have here (the cluster's MaxArraySize): a bigger sweep is
+  // placed as several arrays.
+  virtual StatusOr<uint32_t> MaxArraySize() = 0;
   // The tasks Slurm still knows, by index; none when it knows nothing of the job any more.
   virtual StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) = 0;
   // scancel of jobs or tasks ("4242", "4242_3"), all in one call. `gently`: a running task's

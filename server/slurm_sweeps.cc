@@ -128,23 +128,26 @@ std::string TaskOutputPath(const std::string& dir, uint32_t task) {
 namespace {
 
 // The task's daemon's throwaway state folder, with the uploaded files the sweep shares (its
-// folder's blobs/) linked where that daemon looks. Needs $dir; no single quote (the nodes' script
-// runs it inside one).
+// folder's blobs/) linked where that daemon looks. Needs $blobs; no single quote (the nodes'
+// script runs it inside one).
 constexpr const char* kTaskState =
     "state=$(mktemp -d \"${TMPDIR:-/tmp}/shoal-point.XXXXXX\") || exit 1\n"
     "mkdir -p \"$state/blobs\"\n"
-    "for f in \"$dir\"/blobs/*; do [ -e \"$f\" ] && ln -s \"$f\" \"$state/blobs/\"; done\n";
+    "for f in \"$blobs\"/*; do [ -e \"$f\" ] && ln -s \"$f\" \"$state/blobs/\"; done\n";
 
-// Both scripts' first lines: what wrote it, the sweep's folder and the task.
-std::string ScriptHead(const std::string& what, const std::string& dir) {
+// Both scripts' first lines: what wrote it, the array's folder, the sweep's shared files and the
+// task.
+std::string ScriptHead(const std::string& what, const std::string& dir, const std::string& blobs) {
   return "#!/bin/sh\n# Written by shoald: array task $SLURM_ARRAY_TASK_ID runs " + what +
-         ".\ndir=" + ShellQuoted(dir) + "\ntask=\"$SLURM_ARRAY_TASK_ID\"\n";
+         ".\ndir=" + ShellQuoted(dir) + "\nblobs=" + ShellQuoted(blobs) +
+         "\ntask=\"$SLURM_ARRAY_TASK_ID\"\n";
 }
 
 // One run-point on each node of the task's allocation (srun, one task a node); a cancel reaches
 // each node's run through a stop file (below).
-std::string NodesScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
-  return ScriptHead("one point of a sweep across " + std::to_string(nodes) + " nodes", dir) +
+std::string NodesScript(const std::string& shoald, const std::string& dir, uint32_t nodes,
+                        const std::string& blobs) {
+  return ScriptHead("one point of a sweep across " + std::to_string(nodes) + " nodes", dir, blobs) +
          "# Node 0 of the allocation hosts the c10d store, on a port from the job id.\n"
          "head=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
          "addr=$(scontrol -o show node \"$head\" | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p')\n"
@@ -162,7 +165,7 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "srun --ntasks=\"${SLURM_JOB_NUM_NODES:-" +
          std::to_string(nodes) +
          "}\" --ntasks-per-node=1 sh -c '\n"
-         "  dir=\"$2\"\n" +
+         "  dir=\"$2\" blobs=\"$5\"\n" +
          kTaskState +
          "  \"$1\" --run-point \"$2/order-$3.json\" \\\n"
          "    --record-out \"$2/record-$3.node-$SLURM_NODEID.pb\" --node-rank \"$SLURM_NODEID\" "
@@ -177,7 +180,7 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "  rm -rf \"$state\"\n"
          "  exit $code' sh " +
          ShellQuoted(shoald) +
-         " \"$dir\" \"$task\" \"$master\" &\n"
+         " \"$dir\" \"$task\" \"$master\" \"$blobs\" &\n"
          "pid=$!\n"
          "wait $pid\n"
          "code=$?\n"
@@ -188,9 +191,11 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
 
 }  // namespace
 
-std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes) {
-  if (nodes > 1) return NodesScript(shoald, dir, nodes);
-  return ScriptHead("one point of a sweep", dir) + kTaskState +
+std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes,
+                        const std::string& blobs_dir) {
+  const std::string blobs = blobs_dir.empty() ? dir + "/blobs" : blobs_dir;
+  if (nodes > 1) return NodesScript(shoald, dir, nodes, blobs);
+  return ScriptHead("one point of a sweep", dir, blobs) + kTaskState +
          "# scancel's SIGTERM to the run: it ends cancelled and still writes its record. SIGUSR1\n"
          "# (sbatch --signal, before the time limit) too, marked as the limit's.\n"
          "pid=\n"
@@ -225,16 +230,48 @@ uint32_t NodesOf(const v1::ExperimentSpec& spec) {
   return std::max<uint32_t>(1, spec.nodes());  // data_parallel's and command's; unset elsewhere
 }
 
-// How many nodes each task asks for: every point's, alike (an array asks one size of allocation).
-StatusOr<uint32_t> ArrayNodes(const std::vector<v1::Experiment>& exps) {
-  const uint32_t n = exps.empty() ? 1 : NodesOf(exps.front().spec());
-  for (const auto& e : exps)
-    if (NodesOf(e.spec()) != n)
-      return InvalidArgument("slurm: the points run on " + std::to_string(n) + " and " +
-                             std::to_string(NodesOf(e.spec())) +
-                             " nodes, and one job array asks one size of allocation for all its "
-                             "tasks: sweep nodes in separate sweeps");
-  return n;
+// A sweep's arrays: its points grouped by the nodes a task asks for (one array asks one size of
+// allocation for all its tasks), each group cut into arrays of at most `max_tasks` (the cluster's
+// MaxArraySize: an array's task indices must be below it).
+struct ArrayPlan {
+  uint32_t nodes = 1;
+  std::vector<size_t> points;  // indices into the placed points; task j runs points[j]
+};
+std::vector<ArrayPlan> PlanArrays(const std::vector<v1::Experiment>& exps, uint32_t max_tasks) {
+  std::vector<ArrayPlan> groups;
+  for (size_t i = 0; i < exps.size(); ++i) {
+    const uint32_t n = NodesOf(exps[i].spec());
+    auto g =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.nodes == n; });
+    if (g == groups.end()) g = groups.insert(groups.end(), ArrayPlan{n, {}});
+    g->points.push_back(i);
+  }
+  std::vector<ArrayPlan> arrays;
+  const size_t most = std::max<uint32_t>(1, max_tasks);
+  for (const ArrayPlan& g : groups)
+    for (size_t at = 0; at < g.points.size(); at += most)
+      arrays.push_back(
+          {g.nodes,
+           {g.points.begin() + at, g.points.begin() + std::min(g.points.size(), at + most)}});
+  return arrays;
+}
+
+// Array k's folder under its sweep's: its script, orders, records and tasks' output.
+std::string ArrayDir(const std::string& sweep_dir, size_t k) {
+  return sweep_dir + "/array-" + std::to_string(k);
+}
+
+// The sweep's folder of an array's: its parent, or itself for an array placed before a sweep
+// could have several (its files straight in the sweep's folder).
+std::string SweepDirOf(const std::string& array_dir) {
+  const fs::path p(array_dir);
+  return p.filename().string().rfind("array-", 0) == 0 ? p.parent_path().string() : array_dir;
+}
+
+std::string Joined(const std::vector<std::string>& ids) {
+  std::string out;
+  for (const auto& id : ids) out += (out.empty() ? "" : ", ") + id;
+  return out;
 }
 
 // The uploaded files the points name (model_file, a tensor data set: sha256:HEX) into dir/blobs/,
@@ -309,105 +346,146 @@ StatusOr<std::string> SlurmSweeps::NewKey(const std::string& sweep_id) {
 
 Status SlurmSweeps::Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps) {
   const std::string dir = SweepDir(sw->id());
-  ASSIGN_OR_RETURN(const uint32_t nodes, ArrayNodes(*exps));
-  ArrayJob job = JobOf(*sw, dir, uint32_t(exps->size()));
-  job.nodes = nodes;
-  RETURN_IF_ERROR(CheckArrayJob(job));
+  // What the user typed is checked before Slurm is asked anything.
+  RETURN_IF_ERROR(CheckArrayJob(JobOf(*sw, ArrayDir(dir, 0), uint32_t(exps->size()))));
+  ASSIGN_OR_RETURN(const uint32_t max_tasks, slurm_->MaxArraySize());
+  const std::vector<ArrayPlan> plans = PlanArrays(*exps, max_tasks);
+  std::vector<ArrayJob> jobs;
+  for (size_t k = 0; k < plans.size(); ++k) {
+    jobs.push_back(JobOf(*sw, ArrayDir(dir, k), uint32_t(plans[k].points.size())));
+    jobs.back().nodes = plans[k].nodes;
+    RETURN_IF_ERROR(CheckArrayJob(jobs.back()));
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return Internal("cannot make " + dir + ": " + ec.message());
   // Only this daemon's user may write what the tasks run (shoald --run-point trusts its order).
   fs::permissions(dir, fs::perms::owner_all, ec);
   if (ec) return Internal("cannot make " + dir + " private: " + ec.message());
-  auto placed = [&]() -> StatusOr<std::string> {
+  std::vector<std::string> ids;
+  const Status placed = [&]() -> Status {
     ASSIGN_OR_RETURN(const std::string key, NewKey(sw->id()));
-    job.env = {std::string(kRecordKeyEnv) + "=" + KeyToHex(key)};
     RETURN_IF_ERROR(ShareFiles(opts_.blobs_dir, *exps, dir));
-    for (uint32_t i = 0; i < exps->size(); ++i)
-      RETURN_IF_ERROR(WriteOrder((*exps)[i], OrderPath(dir, i)));
-    RETURN_IF_ERROR(
-        WriteFile(job.script, ArrayScript(opts_.shoald, dir, nodes), fs::perms::owner_all));
-    return slurm_->SubmitArray(job);
+    for (size_t k = 0; k < plans.size(); ++k) {
+      const std::string adir = ArrayDir(dir, k);
+      fs::create_directory(adir, ec);
+      if (ec) return Internal("cannot make " + adir + ": " + ec.message());
+      for (uint32_t j = 0; j < plans[k].points.size(); ++j)
+        RETURN_IF_ERROR(WriteOrder((*exps)[plans[k].points[j]], OrderPath(adir, j)));
+      ArrayJob& job = jobs[k];
+      RETURN_IF_ERROR(WriteFile(job.script,
+                                ArrayScript(opts_.shoald, adir, job.nodes, dir + "/blobs"),
+                                fs::perms::owner_all));
+      job.env = {std::string(kRecordKeyEnv) + "=" + KeyToHex(key)};
+      // %K bounds one array's tasks: the next array waits for this one, so it holds for the sweep.
+      if (job.max_parallel > 0 && !ids.empty()) job.after = ids.back();
+      auto id = slurm_->SubmitArray(job);
+      if (!id.ok() && k > 0)
+        return Status(id.status().code(), "slurm: array " + std::to_string(k + 1) + " of " +
+                                              std::to_string(plans.size()) + ": " +
+                                              id.status().message());
+      RETURN_IF_ERROR(id.status());
+      ids.push_back(*id);
+    }
+    return Status::Ok();
   }();
   if (!placed.ok()) {
+    if (!ids.empty())  // nothing may run unrecorded
+      if (Status st = slurm_->Cancel(ids); !st.ok())
+        spdlog::error("sweep {}: arrays {} could not be cancelled: {}", sw->id(), Joined(ids),
+                      st.message());
     fs::remove_all(dir, ec);
     fs::remove(KeyPath(sw->id()), ec);
-    return placed.status();
+    return placed;
   }
-  sw->set_slurm_job_id(*placed);
-  for (uint32_t i = 0; i < exps->size(); ++i) {
-    v1::SlurmTaskInfo* t = (*exps)[i].mutable_slurm();
-    t->set_job_id(*placed);
-    t->set_task(i);
-    t->set_state("PENDING");
-    t->set_output(TaskOutputPath(dir, i));
-  }
-  spdlog::info("sweep {}: {} points submitted to Slurm as job array {}", sw->id(), exps->size(),
-               *placed);
+  sw->set_slurm_job_id(ids.front());
+  for (const auto& id : ids) sw->add_slurm_job_ids(id);
+  for (size_t k = 0; k < plans.size(); ++k)
+    for (uint32_t j = 0; j < plans[k].points.size(); ++j) {
+      v1::SlurmTaskInfo* t = (*exps)[plans[k].points[j]].mutable_slurm();
+      t->set_job_id(ids[k]);
+      t->set_task(j);
+      t->set_state("PENDING");
+      t->set_output(TaskOutputPath(ArrayDir(dir, k), j));
+    }
+  spdlog::info("sweep {}: {} points submitted to Slurm as job array{} {}", sw->id(), exps->size(),
+               ids.size() > 1 ? "s" : "", Joined(ids));
   return Status::Ok();
 }
 
 void SlurmSweeps::Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>& pending) {
+  // Each array's points not ended; a point placed before points named their array is its sweep's.
+  std::map<std::string, std::vector<const v1::Experiment*>> by_job;
+  for (const auto& e : pending)
+    if (e.has_slurm() && !IsTerminal(e.state()))
+      by_job[e.slurm().job_id().empty() ? sw.slurm_job_id() : e.slurm().job_id()].push_back(&e);
   std::lock_guard<std::mutex> l(mu_);
-  Array& a = arrays_[sw.id()];
-  a.sweep_id = sw.id();
-  a.job_id = sw.slurm_job_id();
-  a.dir = SweepDir(sw.id());
-  // Where its tasks write: the folder it was placed in, whatever --slurm-dir says now.
-  for (const auto& e : pending)
-    if (e.has_slurm() && !e.slurm().output().empty())
-      a.dir = fs::path(e.slurm().output()).parent_path().string();
-  for (const auto& e : pending)
-    if (e.has_slurm() && !IsTerminal(e.state())) a.tasks[e.slurm().task()] = e;
-  a.unsealed = false;
-  if (auto key = ReadKey(KeyPath(sw.id())); key.ok()) {
-    a.key = *key;
-  } else if (key.status().code() == Code::kNotFound) {
-    a.unsealed = true;
-    if (!a.tasks.empty())
-      spdlog::warn(
-          "sweep {}: {}; its records are read unsealed (placed before records were "
-          "sealed)",
-          sw.id(), key.status().message());
+  const StatusOr<std::string> key = ReadKey(KeyPath(sw.id()));
+  if (!key.ok() && key.status().code() == Code::kNotFound && !by_job.empty())
+    spdlog::warn("sweep {}: {}; its records are read unsealed (placed before records were sealed)",
+                 sw.id(), key.status().message());
+  for (const auto& [job, exps] : by_job) {
+    Array& a = arrays_[job];
+    a.sweep_id = sw.id();
+    a.job_id = job;
+    // Where its tasks write: the folder it was placed in, whatever --slurm-dir says now.
+    a.dir = SweepDir(sw.id());
+    for (const v1::Experiment* e : exps)
+      if (!e->slurm().output().empty())
+        a.dir = fs::path(e->slurm().output()).parent_path().string();
+    a.sweep_dir = SweepDirOf(a.dir);
+    for (const v1::Experiment* e : exps) a.tasks[e->slurm().task()] = *e;
+    a.unsealed = !key.ok() && key.status().code() == Code::kNotFound;
+    if (key.ok()) a.key = key.value();
   }
   // Ended while no daemon followed it (a restart after its last record was stored).
-  if (a.tasks.empty()) Forget(arrays_.find(sw.id()));
+  if (by_job.empty()) ForgetSweep(sw.id(), SweepDir(sw.id()));
 }
 
 void SlurmSweeps::Abandon(const v1::Sweep& sw) {
-  if (Status st = slurm_->Cancel({sw.slurm_job_id()}); !st.ok())
-    spdlog::error("sweep {}: its array {} could not be cancelled: {}", sw.id(), sw.slurm_job_id(),
+  std::vector<std::string> ids(sw.slurm_job_ids().begin(), sw.slurm_job_ids().end());
+  if (ids.empty()) ids.push_back(sw.slurm_job_id());
+  if (Status st = slurm_->Cancel(ids); !st.ok())
+    spdlog::error("sweep {}: its arrays {} could not be cancelled: {}", sw.id(), Joined(ids),
                   st.message());
   std::error_code ec;
   fs::remove_all(SweepDir(sw.id()), ec);
   fs::remove(KeyPath(sw.id()), ec);
 }
 
-// An array with no task left: the files it shared with the nodes go (no task reads them again).
+// An array with no task left. Once its sweep has none, the files it shared with the nodes go
+// (no task reads them again), and its key.
 void SlurmSweeps::Forget(std::map<std::string, Array>::iterator it) {
-  std::error_code ec;
-  fs::remove_all(it->second.dir + "/blobs", ec);
-  fs::remove(KeyPath(it->first), ec);
+  const std::string sweep_id = it->second.sweep_id, sweep_dir = it->second.sweep_dir;
   arrays_.erase(it);
+  ForgetSweep(sweep_id, sweep_dir);
+}
+
+void SlurmSweeps::ForgetSweep(const std::string& sweep_id, const std::string& sweep_dir) {
+  for (const auto& [job, a] : arrays_)
+    if (a.sweep_id == sweep_id) return;  // another of its arrays runs on
+  std::error_code ec;
+  fs::remove_all(sweep_dir + "/blobs", ec);
+  fs::remove(KeyPath(sweep_id), ec);
 }
 
 // Slurm is asked with no lock held (scontrol and scancel may take seconds, and a submit's Follow
 // waits for the lock): what to ask is read under it, the answers applied under it again.
 size_t SlurmSweeps::Poll() {
   struct Ask {
-    std::string sweep_id, job_id;
+    std::string job_id;
     std::vector<CancelWord> cancels;
   };
   std::vector<Ask> asks;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (auto& [id, a] : arrays_) asks.push_back({id, a.job_id, CancelsToSend(a)});
+    for (auto& [job, a] : arrays_) asks.push_back({job, CancelsToSend(a)});
   }
   for (Ask& ask : asks) {
     for (CancelWord& c : ask.cancels) c.sent = slurm_->Cancel({c.target}, c.gently);
     auto known = slurm_->Tasks(ask.job_id);
     std::lock_guard<std::mutex> l(mu_);
-    auto it = arrays_.find(ask.sweep_id);
+    auto it = arrays_.find(ask.job_id);
     if (it == arrays_.end()) continue;
     Array& a = it->second;
     RecordCancels(a, ask.cancels);

@@ -44,13 +44,18 @@ class SlurmSweeps {
   SlurmSweeps(Slurm* slurm, ExperimentQueue* queue, Store* store, SlurmSweepOptions opts,
               HoldSaves hold = nullptr);
 
-  // Writes each point's order and the array's script under dir/<sweep id>/ and submits the array:
-  // task i runs exps[i]. Sets sw->slurm_job_id and each record's `slurm`. Nothing is submitted
-  // when a file cannot be written or the placement is refused (INVALID_ARGUMENT naming it).
+  // Submits the points as job arrays, each with its orders and script under
+  // dir/<sweep id>/array-K/: one array for all but points of unlike node counts (one array a
+  // count) and sweeps past the cluster's MaxArraySize (cut into arrays of that many tasks; with
+  // --max-parallel each array starts once the one before it has ended, so %K holds for the
+  // sweep). Sets sw->slurm_job_ids (slurm_job_id: the first) and each record's `slurm` (its
+  // array and task). Nothing is left submitted or written when a file cannot be written or a
+  // placement is refused (naming it).
   Status Place(v1::Sweep* sw, std::vector<v1::Experiment>* exps);
-  // Follows a placed array whose records are now stored (or, after a restart, were).
+  // Follows a placed sweep's arrays, whose records are now stored (or, after a restart, were).
   void Follow(const v1::Sweep& sw, const std::vector<v1::Experiment>& pending);
-  // scancel of a placed array whose records could not be stored: nothing may run unrecorded.
+  // scancel of a placed sweep's arrays whose records could not be stored: nothing may run
+  // unrecorded.
   void Abandon(const v1::Sweep& sw);
   // One look at every followed array: tasks that started, tasks that ended (their records stored),
   // cancels asked of points (scancel). Returns how many arrays are still followed.
@@ -59,6 +64,7 @@ class SlurmSweeps {
  private:
   struct Array {
     std::string sweep_id, job_id, dir;
+    std::string sweep_dir;  // its sweep's folder: dir's parent (or dir, placed before arrays-K)
     // The sweep's record key; empty for an array placed before records were sealed, whose
     // records come back unsealed.
     std::string key;
@@ -84,6 +90,8 @@ class SlurmSweeps {
   void RecordCancels(Array& a, const std::vector<CancelWord>& words);
   void Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by_task);
   void Forget(std::map<std::string, Array>::iterator it);  // under mu_
+  // The sweep's shared files and key, once no array of it is followed; under mu_.
+  void ForgetSweep(const std::string& sweep_id, const std::string& sweep_dir);
   std::string KeyPath(const std::string& sweep_id) const;
   // A fresh key for the sweep, kept in keys_dir (0600 in a 0700 folder) until its array ends.
   StatusOr<std::string> NewKey(const std::string& sweep_id);
@@ -102,7 +110,7 @@ class SlurmSweeps {
   // arrays_: Follow may come from a submit while the poller runs; never held while Slurm's tools
   // run (Poll asks them between its looks at the arrays).
   std::mutex mu_;
-  std::map<std::string, Array> arrays_;
+  std::map<std::string, Array> arrays_;  // by job id: a sweep may be several arrays
 };
 
 // The batch script every task of a sweep's array runs: task $SLURM_ARRAY_TASK_ID's order, a
@@ -111,7 +119,9 @@ class SlurmSweeps {
 // With `nodes` > 1 each task is an allocation of that many nodes: srun starts one run-point a
 // node, node k of the allocation as node_rank k, all meeting at the first node's address (its
 // NodeAddr) on a port from the job id; each writes its own record (NodeRecordPath).
-std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes = 1);
+// `blobs`: the folder of the sweep's shared uploaded files (default dir/blobs).
+std::string ArrayScript(const std::string& shoald, const std::string& dir, uint32_t nodes = 1,
+                        const std::string& blobs = "");
 
 // A task's files under its sweep's folder.
 std::string OrderPath(const std::string& dir, uint32_t task);

@@ -45,6 +45,9 @@ inline Status FailedPrecondition(std::string m) {
 inline Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
 inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
+// How an UNAVAILABLE that shoald itself returns begins on the wire (what it needs is not there:
+// Slurm's tools), so a client does not take it for a shoald it cannot reach.
+inline constexpr char kDaemonSaysUnavailable[] = "shoald: ";
 inline Status DataLoss(std::string m) { return {Code::kDataLoss, std::move(m)}; }
 inline Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
 inline Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }

@@ -115,7 +115,8 @@ TEST(SlurmSweepRefusals, BadPlacementsAreRefusedNamingWhyAndNothingIsKept) {
   const CommandResult r =
       daemon.Cli({"sweep", "--slurm", "--workers", "1,2", "--dataset", "synthetic"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.err.find("sbatch did not finish in 15000 ms: sbatch: error: s_p_parse_file: cannot "
+  EXPECT_NE(r.err.find("scontrol did not finish in 15000 ms: scontrol: error: s_p_parse_file: "
+                       "cannot "
                        "stat file " +
                        (d / "no-such-slurm.conf")),
             std::string::npos)
@@ -185,15 +186,25 @@ TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWho
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const json sw = Parse(r)["sweep"];
   ASSERT_EQ(sw["state"], "SUCCEEDED") << r.out;
-  const std::string job = sw["slurm_job_id"];
-  EXPECT_FALSE(job.empty());
+  // The cluster's MaxArraySize is 4: two arrays, the second started once the first ended
+  // (--max-parallel holds for the sweep).
+  const std::vector<std::string> jobs = sw["slurm_job_ids"];
+  ASSERT_EQ(jobs.size(), 2u) << sw.dump();
+  EXPECT_EQ(sw["slurm_job_id"], jobs[0]);
   std::set<std::string> hosts, tasks;
+  std::map<std::string, std::pair<int64_t, int64_t>> spans;  // each array's first start, last end
   for (const auto& p : sw["points"]) {
     const json e = Get(p["experiment_id"]);
     EXPECT_EQ(e["state"], "SUCCEEDED") << e.dump();
-    EXPECT_EQ(e["slurm"]["job_id"], job);
+    const std::string job = e["slurm"]["job_id"];
+    EXPECT_TRUE(job == jobs[0] || job == jobs[1]) << job;
     EXPECT_EQ(e["slurm"]["state"], "COMPLETED");
-    tasks.insert(std::to_string(e["slurm"].value("task", 0)));
+    tasks.insert(job + "_" + std::to_string(e["slurm"].value("task", 0)));
+    auto [it, fresh] = spans.try_emplace(job, std::pair<int64_t, int64_t>{INT64_MAX, 0});
+    it->second.first =
+        std::min<int64_t>(it->second.first, e["started_unix_ms"].get<int64_t>());
+    it->second.second =
+        std::max<int64_t>(it->second.second, e["finished_unix_ms"].get<int64_t>());
     hosts.insert(e["host"]["hostname"].get<std::string>());
     EXPECT_EQ(e["slurm"]["node"], e["host"]["hostname"]);
     EXPECT_EQ(e["result"]["steps"].get<int>(), 3 * p["workers"].get<int>());
@@ -205,6 +216,8 @@ TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWho
     EXPECT_EQ(workers, p["workers"].get<int>());
   }
   EXPECT_EQ(tasks.size(), 6u);  // a 6-point sweep, one array task a point
+  // The second array started once the first had ended: its first run after the first's last.
+  EXPECT_GE(spans[jobs[1]].first, spans[jobs[0]].second);
   EXPECT_EQ(hosts, (std::set<std::string>{"shoalslurm0", "shoalslurm1"}));
   const CommandResult report = daemon_->Cli({"report", sw["id"]});
   EXPECT_NE(report.out.find("Hosts: "), std::string::npos) << report.out;
@@ -381,7 +394,7 @@ TEST_F(SlurmSweepE2E, ARestartPicksTheArrayUpAndCancelAndAKilledTaskEndTheirPoin
   StartDaemon();
   EXPECT_EQ(state(0), "RUNNING");  // not interrupted: it runs on Slurm's node
   // Task 0's daemon killed: its point fails naming Slurm's state, and task 2 takes the node.
-  const std::string order0 = dir_.path() + "/state/slurm/" + id + "/order-0.json";
+  const std::string order0 = dir_.path() + "/state/slurm/" + id + "/array-0/order-0.json";
   ASSERT_EQ(testing::RunCommand({"/usr/bin/pkill", "-KILL", "-f", "--", "--run-point " + order0})
                 .exit_code,
             0);

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include "server/run_record.h"
 #include "shared/spec/sweep.h"
@@ -20,15 +22,18 @@ namespace {
 
 class FakeSlurm : public Slurm {
  public:
+  // Job ids 4242, 4243, ... in the order of the arrays submitted.
   StatusOr<std::string> SubmitArray(const ArrayJob& job) override {
     submitted.push_back(job);
-    if (!refuse.empty()) return InvalidArgument(refuse);
-    return std::string("4242");
+    if (!refuse.empty() && submitted.size() > refuse_after) return InvalidArgument(refuse);
+    return std::to_string(4241 + submitted.size());
   }
+  StatusOr<uint32_t> MaxArraySize() override { return max_array_size; }
+  // `tasks` are job 4242's; another job's are in `tasks_of`.
   StatusOr<std::vector<SlurmTask>> Tasks(const std::string& job_id) override {
     asked.push_back(job_id);
     if (while_asked) while_asked();
-    return tasks;
+    return job_id == "4242" ? tasks : tasks_of[job_id];
   }
   Status Cancel(const std::vector<std::string>& targets, bool gently) override {
     for (const auto& t : targets) cancelled.push_back((gently ? "gently " : "") + t);
@@ -37,7 +42,10 @@ class FakeSlurm : public Slurm {
   std::vector<ArrayJob> submitted;
   std::vector<std::string> asked, cancelled;
   std::vector<SlurmTask> tasks;
+  std::map<std::string, std::vector<SlurmTask>> tasks_of;
+  uint32_t max_array_size = 1001;
   std::string refuse;                 // sbatch's error, when set
+  size_t refuse_after = 0;            // ... for the arrays after this many
   std::function<void()> while_asked;  // runs while scontrol "answers"
 };
 
@@ -89,6 +97,8 @@ class SlurmSweepsTest : public ::testing::Test {
     sweeps_->Follow(sw_, exps_);
   }
   std::string SweepDir() const { return dir_ / ("slurm/" + sw_.id()); }
+  // The folder of the sweep's first array (the only one, but in the tests of several).
+  std::string ArrayDir() const { return SweepDir() + "/array-0"; }
   // The key the array's tasks seal their records with: what sbatch's environment carried.
   std::string Key() const {
     const std::string& var = slurm_.submitted.back().env.at(0);
@@ -107,7 +117,9 @@ class SlurmSweepsTest : public ::testing::Test {
     e.mutable_host()->set_hostname("node" + std::to_string(i));
     for (int s = 0; s < 4; ++s) r.add_samples()->set_t_ms(50.0 * s);
     r.set_log("[worker 0] trained\n");
-    ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), i), Key()).ok());
+    // Where its task writes: its array's folder, under its index there.
+    const std::string dir = std::filesystem::path(exps_[i].slurm().output()).parent_path();
+    ASSERT_TRUE(WriteRunRecord(r, RecordPath(dir, exps_[i].slurm().task()), Key()).ok());
   }
   v1::Experiment Stored(uint32_t i) { return store_->Get(exps_[i].id()).value(); }
 
@@ -130,17 +142,19 @@ TEST_F(SlurmSweepsTest, APlacedSweepIsOneArrayWithAnOrderPerTaskAndAScript) {
   EXPECT_EQ(job.partition, "gpu");
   EXPECT_EQ(job.time_limit, "30:00");
   EXPECT_TRUE(job.exclusive);
-  EXPECT_EQ(job.output, SweepDir() + "/task-%a.out");
+  EXPECT_EQ(job.output, ArrayDir() + "/task-%a.out");
+  EXPECT_TRUE(job.after.empty());
+  EXPECT_EQ(sw_.slurm_job_ids_size(), 1);
   EXPECT_EQ(sw_.slurm_job_id(), "4242");
   for (uint32_t i = 0; i < 3; ++i) {
-    auto order = ReadPointOrder(OrderPath(SweepDir(), i));
+    auto order = ReadPointOrder(OrderPath(ArrayDir(), i));
     ASSERT_TRUE(order.ok()) << order.status().message();
     EXPECT_EQ(order->experiment_id(), exps_[i].id());
     EXPECT_EQ(order->index(), i);
     EXPECT_EQ(order->spec().workers(), i + 1);
     EXPECT_EQ(exps_[i].slurm().job_id(), "4242");
     EXPECT_EQ(exps_[i].slurm().task(), i);
-    EXPECT_EQ(exps_[i].slurm().output(), TaskOutputPath(SweepDir(), i));
+    EXPECT_EQ(exps_[i].slurm().output(), TaskOutputPath(ArrayDir(), i));
   }
   struct stat st {};
   ASSERT_EQ(::stat(job.script.c_str(), &st), 0);
@@ -169,7 +183,7 @@ TEST_F(SlurmSweepsTest, ARunAcrossNodesIsOneTaskOfThatManyNodesAndOneRecord) {
   EXPECT_EQ(std::system(("sh -n " + slurm_.submitted[0].script).c_str()), 0);  // it parses
   for (uint32_t k = 0; k < 2; ++k) {
     WriteRecord(0, v1::SUCCEEDED);
-    std::filesystem::rename(RecordPath(SweepDir(), 0), NodeRecordPath(SweepDir(), 0, k));
+    std::filesystem::rename(RecordPath(ArrayDir(), 0), NodeRecordPath(ArrayDir(), 0, k));
   }
   slurm_.tasks = {Task(0, "COMPLETED", "", "node[0-1]")};
   sweeps_->Poll();
@@ -177,7 +191,7 @@ TEST_F(SlurmSweepsTest, ARunAcrossNodesIsOneTaskOfThatManyNodesAndOneRecord) {
   EXPECT_EQ(e.state(), v1::SUCCEEDED) << e.error();
   ASSERT_EQ(e.parts_size(), 2);
   EXPECT_EQ(store_->Samples(e.id())->size(), 8u);  // both nodes' samples
-  EXPECT_FALSE(std::filesystem::exists(NodeRecordPath(SweepDir(), 0, 1)));
+  EXPECT_FALSE(std::filesystem::exists(NodeRecordPath(ArrayDir(), 0, 1)));
 }
 
 // scontrol may take seconds: meanwhile a submit's Follow goes through (the poll holds no lock
@@ -189,6 +203,7 @@ TEST_F(SlurmSweepsTest, ASubmitIsNotHeldUpWhileSlurmAnswersAPoll) {
   std::vector<v1::Experiment> more = {exps_[0]};
   more[0].set_id("x0000000009");
   more[0].set_sweep_id(other.id());
+  more[0].mutable_slurm()->set_job_id("4343");  // an array of its own
   bool followed = false;
   slurm_.while_asked = [&] {
     if (followed) return;
@@ -231,13 +246,92 @@ TEST_F(SlurmSweepsTest, AnUploadedModelFileIsSharedWithTheNodesUntilTheArrayEnds
   EXPECT_TRUE(std::filesystem::exists(dir_ / ("blobs/" + hex)));  // the daemon's own stays
 }
 
-TEST_F(SlurmSweepsTest, PointsOnUnlikeNodeCountsAreRefused) {
+// One array asks one size of allocation for all its tasks: points over 1 and 2 nodes are an array
+// each, their task indices their own.
+TEST_F(SlurmSweepsTest, PointsOnUnlikeNodeCountsAreAnArrayEach) {
   exps_[1].mutable_spec()->set_kind("data_parallel");
   exps_[1].mutable_spec()->set_nodes(2);
+  PlaceAll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[0].nodes, 1u);
+  EXPECT_EQ(slurm_.submitted[0].tasks, 2u);
+  EXPECT_EQ(slurm_.submitted[1].nodes, 2u);
+  EXPECT_EQ(slurm_.submitted[1].tasks, 1u);
+  EXPECT_EQ(exps_[2].slurm().job_id(), "4242");
+  EXPECT_EQ(exps_[2].slurm().task(), 1u);
+  EXPECT_EQ(exps_[1].slurm().job_id(), "4243");
+  EXPECT_EQ(exps_[1].slurm().task(), 0u);
+  EXPECT_EQ(ReadPointOrder(OrderPath(SweepDir() + "/array-1", 0))->experiment_id(), exps_[1].id());
+}
+
+// Slurm refuses an array of MaxArraySize tasks or more: a bigger sweep is cut into arrays of that
+// many, each followed by its own job id; with --max-parallel each starts once the one before it
+// has ended (so %K holds for the whole sweep); the sweep's shared files and key stay until the
+// last array has ended; a restarted daemon follows them all; cancelling the sweep cancels each.
+TEST_F(SlurmSweepsTest, ASweepPastMaxArraySizeIsSeveralArraysFollowedAsOne) {
+  slurm_.max_array_size = 2;
+  exps_.push_back(exps_[0]);
+  exps_[3].set_id("x0000000003");
+  exps_[3].set_sweep_index(3);
+  exps_.push_back(exps_[0]);
+  exps_[4].set_id("x0000000004");
+  exps_[4].set_sweep_index(4);
+  PlaceAll();
+  ASSERT_EQ(slurm_.submitted.size(), 3u);
+  EXPECT_EQ(slurm_.submitted[0].tasks, 2u);
+  EXPECT_EQ(slurm_.submitted[2].tasks, 1u);
+  EXPECT_TRUE(slurm_.submitted[0].after.empty());
+  EXPECT_EQ(slurm_.submitted[1].after, "4242");
+  EXPECT_EQ(slurm_.submitted[2].after, "4243");
+  const auto argv = SbatchArgv(slurm_.submitted[1]);
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--dependency=afterany:4242"), argv.end());
+  EXPECT_EQ(sw_.slurm_job_id(), "4242");
+  EXPECT_EQ(std::vector<std::string>(sw_.slurm_job_ids().begin(), sw_.slurm_job_ids().end()),
+            (std::vector<std::string>{"4242", "4243", "4244"}));
+  EXPECT_EQ(exps_[4].slurm().job_id(), "4244");
+  EXPECT_EQ(exps_[4].slurm().output(), TaskOutputPath(SweepDir() + "/array-2", 0));
+  slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "COMPLETED")};
+  slurm_.tasks_of["4243"] = {Task(0, "RUNNING"), Task(1, "PENDING")};
+  slurm_.tasks_of["4244"] = {Task(0, "PENDING", "Dependency")};
+  WriteRecord(0, v1::SUCCEEDED);
+  WriteRecord(1, v1::SUCCEEDED);
+  EXPECT_EQ(sweeps_->Poll(), 2u);  // the first array ended, two followed
+  EXPECT_EQ(Stored(1).state(), v1::SUCCEEDED);
+  EXPECT_EQ(Stored(2).state(), v1::RUNNING);
+  EXPECT_EQ(queue_->Get(exps_[4].id())->slurm().reason(), "Dependency");
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "keys/s0000000001.key"));  // the others need it
+  // A restarted daemon picks up both arrays still running; the sweep cancelled: each scancelled.
+  Follower(30000);
+  std::vector<v1::Experiment> left;
+  for (uint32_t i = 2; i < 5; ++i) left.push_back(queue_->Get(exps_[i].id()).value());
+  sweeps_->Follow(sw_, left);
+  slurm_.asked.clear();
+  for (const auto& e : left) ASSERT_TRUE(queue_->Cancel(e.id()).ok());
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.asked, (std::vector<std::string>{"4243", "4244"}));
+  EXPECT_EQ(slurm_.cancelled, (std::vector<std::string>{"4243_1", "gently 4243_0", "4244"}));
+  WriteRecord(2, v1::CANCELLED);
+  slurm_.tasks_of["4243"] = {Task(0, "COMPLETED"), Task(1, "CANCELLED")};
+  slurm_.tasks_of["4244"] = {Task(0, "CANCELLED")};
+  EXPECT_EQ(sweeps_->Poll(), 0u);
+  for (uint32_t i = 2; i < 5; ++i) EXPECT_EQ(Stored(i).state(), v1::CANCELLED) << i;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "keys/s0000000001.key"));
+}
+
+// The second of two arrays refused: the first is cancelled, nothing is left, and the error says
+// which array.
+TEST_F(SlurmSweepsTest, AnArrayRefusedAfterAnotherWasPlacedCancelsItAndLeavesNothing) {
+  slurm_.max_array_size = 2;
+  slurm_.refuse = "sbatch: error: Batch job submission failed: Job violates accounting policy";
+  slurm_.refuse_after = 1;
   const Status st = sweeps_->Place(&sw_, &exps_);
-  EXPECT_EQ(st.code(), Code::kInvalidArgument);
-  EXPECT_NE(st.message().find("one size of allocation"), std::string::npos) << st.message();
-  EXPECT_TRUE(slurm_.submitted.empty());
+  EXPECT_NE(st.message().find("slurm: array 2 of 2: sbatch: error: Batch job submission failed"),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242"});
+  EXPECT_FALSE(std::filesystem::exists(SweepDir()));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "keys/s0000000001.key"));
+  EXPECT_TRUE(sw_.slurm_job_id().empty());
 }
 
 TEST_F(SlurmSweepsTest, APlacementSlurmRefusesLeavesNoFilesAndNamesWhy) {
@@ -274,7 +368,7 @@ TEST_F(SlurmSweepsTest, PointsFollowTheirTasksAndAnEndedTaskHandsBackItsWholeRec
   EXPECT_EQ(done.slurm().state(), "COMPLETED");
   EXPECT_EQ(store_->Samples(done.id())->size(), 4u);
   EXPECT_FALSE(queue_->IsLive(done.id()));
-  EXPECT_FALSE(std::filesystem::exists(RecordPath(SweepDir(), 0)));
+  EXPECT_FALSE(std::filesystem::exists(RecordPath(ArrayDir(), 0)));
   // Slurm forgets ended tasks (MinJobAge): a task it no longer lists is read from its record.
   WriteRecord(1, v1::SUCCEEDED);
   WriteRecord(2, v1::SUCCEEDED);
@@ -296,7 +390,7 @@ TEST_F(SlurmSweepsTest, ATaskThatLeftNoRecordFailsInSlurmsWords) {
   EXPECT_EQ(timed_out.error(),
             "Slurm task 4242_0 ended TIMEOUT (TimeLimit) on node0, exit code 0:15, and wrote no "
             "record; its output: " +
-                TaskOutputPath(SweepDir(), 0));
+                TaskOutputPath(ArrayDir(), 0));
   // In the words a sweep's skip-after-OOM rule knows.
   EXPECT_TRUE(IsOutOfMemory(Stored(1).error())) << Stored(1).error();
   EXPECT_NE(Stored(2).error().find("ended NODE_FAIL"), std::string::npos);
@@ -313,11 +407,11 @@ TEST_F(SlurmSweepsTest, ARecordClaimingAnotherPlaceIsRefusedAndThePointFails) {
   EXPECT_FALSE(store_->Get("x0000000009").ok());  // nothing stored under the claimed id
   // A file that is not a record: refused as one its task did not seal, not taken for a missing
   // record.
-  std::ofstream(RecordPath(SweepDir(), 1)) << "not a record \xff\xff";
+  std::ofstream(RecordPath(ArrayDir(), 1)) << "not a record \xff\xff";
   slurm_.tasks = {Task(1, "COMPLETED"), Task(2, "RUNNING")};
   sweeps_->Poll();
   EXPECT_EQ(Stored(1).state(), v1::FAILED);
-  EXPECT_NE(Stored(1).error().find("its record was refused: " + RecordPath(SweepDir(), 1) +
+  EXPECT_NE(Stored(1).error().find("its record was refused: " + RecordPath(ArrayDir(), 1) +
                                    ": not sealed with its sweep's key"),
             std::string::npos)
       << Stored(1).error();
@@ -335,6 +429,7 @@ TEST_F(SlurmSweepsTest, ARecordNotSealedWithItsSweepsKeyIsRefused) {
   ASSERT_EQ(::stat((dir_ / "keys").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   for (const auto& f : std::filesystem::recursive_directory_iterator(SweepDir())) {
+    if (f.is_directory()) continue;
     std::ifstream in(f.path());
     const std::string text((std::istreambuf_iterator<char>(in)), {});
     EXPECT_EQ(text.find(KeyToHex(Key())), std::string::npos) << f.path();
@@ -345,10 +440,10 @@ TEST_F(SlurmSweepsTest, ARecordNotSealedWithItsSweepsKeyIsRefused) {
   r.mutable_experiment()->set_sweep_id(sw_.id());
   r.mutable_experiment()->set_sweep_index(1);
   r.mutable_experiment()->set_state(v1::SUCCEEDED);
-  ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), 1)).ok());
+  ASSERT_TRUE(WriteRunRecord(r, RecordPath(ArrayDir(), 1)).ok());
   r.mutable_experiment()->set_id(exps_[2].id());
   r.mutable_experiment()->set_sweep_index(2);
-  ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), 2), NewRecordKey()).ok());
+  ASSERT_TRUE(WriteRunRecord(r, RecordPath(ArrayDir(), 2), NewRecordKey()).ok());
   Follower(30000);  // a restarted daemon: the key is read back
   sweeps_->Follow(sw_, exps_);
   slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "COMPLETED"), Task(2, "COMPLETED")};
@@ -356,7 +451,7 @@ TEST_F(SlurmSweepsTest, ARecordNotSealedWithItsSweepsKeyIsRefused) {
   EXPECT_EQ(Stored(0).state(), v1::SUCCEEDED);
   for (uint32_t i : {1u, 2u}) {
     EXPECT_EQ(Stored(i).state(), v1::FAILED);
-    EXPECT_NE(Stored(i).error().find("its record was refused: " + RecordPath(SweepDir(), i) +
+    EXPECT_NE(Stored(i).error().find("its record was refused: " + RecordPath(ArrayDir(), i) +
                                      ": not sealed with its sweep's key"),
               std::string::npos)
         << Stored(i).error();
@@ -386,7 +481,7 @@ TEST_F(SlurmSweepsTest, ACancelledRunsPartThatFailedOfItsPeersIsCancelled) {
     p->set_state(state);
     p->set_error(error);
   }
-  ASSERT_TRUE(WriteRunRecord(r, RecordPath(SweepDir(), 0), Key()).ok());
+  ASSERT_TRUE(WriteRunRecord(r, RecordPath(ArrayDir(), 0), Key()).ok());
   slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "RUNNING"), Task(2, "RUNNING")};
   sweeps_->Poll();
   const v1::Experiment stored = Stored(0);
@@ -421,6 +516,34 @@ TEST_F(SlurmSweepsTest, PendingTasksAreCancelledAndRunningOnesAskedToStop) {
   EXPECT_EQ(store_->Samples(exps_[0].id())->size(), 4u);
   EXPECT_EQ(Stored(2).state(), v1::CANCELLED);
   EXPECT_EQ(slurm_.cancelled.size(), 3u);  // each asked once
+}
+
+// A point's cancel is stored with it: a shoald restarted before its poll sent it to Slurm sends it
+// then, whatever the task's states written meanwhile; and the mark goes with the point's end.
+TEST_F(SlurmSweepsTest, ACancelAskedJustBeforeARestartStillReachesSlurm) {
+  PlaceAll();
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "PENDING"), Task(2, "PENDING")};
+  sweeps_->Poll();
+  ASSERT_TRUE(queue_->Cancel(exps_[1].id()).ok());
+  EXPECT_TRUE(Stored(1).slurm().cancel_asked());
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "PENDING", "Resources"), Task(2, "PENDING")};
+  queue_->Update(Stored(1));  // whoever follows it writes what Slurm says: the mark stays
+  EXPECT_TRUE(Stored(1).slurm().cancel_asked());
+  // Restarted before any poll: a new queue and follower from what was stored.
+  queue_ = std::make_unique<ExperimentQueue>(store_.get());
+  std::vector<v1::Experiment> left;
+  for (uint32_t i = 0; i < 3; ++i) left.push_back(Stored(i));
+  queue_->RestoreAdopted(left);
+  Follower(30000);
+  sweeps_->Follow(sw_, left);
+  EXPECT_TRUE(slurm_.cancelled.empty());
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242_1"});
+  slurm_.tasks = {Task(0, "RUNNING"), Task(1, "CANCELLED"), Task(2, "PENDING")};
+  sweeps_->Poll();
+  EXPECT_EQ(Stored(1).state(), v1::CANCELLED);
+  EXPECT_FALSE(queue_->IsLive(exps_[1].id()));
+  EXPECT_FALSE(Stored(0).slurm().cancel_asked());  // only the one asked
 }
 
 // Tasks named in one word, however many: 10,000 names would pass the argument limit.
@@ -468,7 +591,7 @@ TEST_F(SlurmSweepsTest, ARunSlurmStoppedAtItsTimeLimitFailsSayingSo) {
   WriteRecord(1, v1::FAILED, "", "leader killed by signal 9");
   // Stopped by its script as the limit neared (SIGUSR1 marked it): the task ends COMPLETED.
   WriteRecord(2, v1::CANCELLED);
-  std::ofstream(LimitPath(SweepDir(), 2)).put('\n');
+  std::ofstream(LimitPath(ArrayDir(), 2)).put('\n');
   slurm_.tasks = {Task(1, "TIMEOUT", "TimeLimit"), Task(2, "COMPLETED")};
   sweeps_->Poll();
   EXPECT_EQ(Stored(1).error(),
@@ -478,7 +601,7 @@ TEST_F(SlurmSweepsTest, ARunSlurmStoppedAtItsTimeLimitFailsSayingSo) {
   EXPECT_EQ(Stored(2).error(),
             "task 4242_2 stopped its run as its Slurm time limit neared (sbatch --signal); the "
             "record of the run until then is kept");
-  EXPECT_FALSE(std::filesystem::exists(LimitPath(SweepDir(), 2)));
+  EXPECT_FALSE(std::filesystem::exists(LimitPath(ArrayDir(), 2)));
 }
 
 // Slurm's cgroup took a worker (OUT_OF_MEMORY) while the task's daemon lived to write its record:

@@ -193,6 +193,22 @@ TEST(SlurmTest, TheCommandsAndTheirFailuresReachTheCaller) {
   answers["scontrol"] = {1, "", "slurm_load_jobs error: Unable to contact slurm controller\n"};
   EXPECT_EQ(slurm->Tasks("4242").status().code(), Code::kInternal);
 
+  // The cluster's MaxArraySize, as `scontrol show config` prints it among its settings.
+  answers["scontrol"] = {0,
+                         "Configuration data as of 2026-11-30T07:41:00\n"
+                         "MaxArraySize            = 1001\n"
+                         "MaxJobCount             = 10000\n",
+                         ""};
+  EXPECT_EQ(slurm->MaxArraySize().value(), 1001u);
+  EXPECT_EQ(ran.back(), (std::vector<std::string>{"scontrol", "show", "config"}));
+  answers["scontrol"] = {0, "MaxJobCount = 10000\n", ""};
+  EXPECT_EQ(slurm->MaxArraySize().status().message(),
+            "scontrol show config printed no MaxArraySize");
+  answers["scontrol"] = {1, "", "scontrol: error: Unable to contact slurm controller\n"};
+  EXPECT_EQ(slurm->MaxArraySize().status().message(),
+            "scontrol show config exited with code 1: scontrol: error: Unable to contact slurm "
+            "controller");
+
   answers["scancel"] = {0, "", ""};
   EXPECT_TRUE(slurm->Cancel({"4242"}).ok());
   EXPECT_EQ(ran.back(), (std::vector<std::string>{"scancel", "4242"}));

@@ -55,6 +55,8 @@ ReturnToService=2
 SchedulerType=sched/builtin
 MpiDefault=none
 MinJobAge=30
+# Small, so that a 6-point sweep is cut into arrays as a 10,000-point one is at Slurm's default 1001.
+MaxArraySize=4
 NodeName=${NAMES[0]} NodeAddr=$net.1 $hw State=UNKNOWN
 NodeName=${NAMES[1]} NodeAddr=$net.2 $hw State=UNKNOWN
 PartitionName=try Nodes=ALL Default=YES MaxTime=30 State=UP

@@ -208,7 +208,9 @@ grpc::Status ToGrpc(const Status& s) {
     case Code::kResourceExhausted:
       return {grpc::StatusCode::RESOURCE_EXHAUSTED, m};
     case Code::kUnavailable:
-      return {grpc::StatusCode::UNAVAILABLE, m};
+      // Said by shoald, which is up (what it needs is not, Slurm's tools): a client tells this
+      // from a shoald it cannot reach by the prefix.
+      return {grpc::StatusCode::UNAVAILABLE, std::string(kDaemonSaysUnavailable) + m};
     case Code::kDataLoss:
       return {grpc::StatusCode::DATA_LOSS, m};
     case Code::kPermissionDenied:
