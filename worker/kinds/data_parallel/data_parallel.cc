@@ -14,7 +14,7 @@
 #include "shared/kinds/data_parallel/board.h"
 #include "shared/kinds/data_parallel/data_parallel.h"
 #include "shared/os/process.h"
-#include "shared/spec/spec_fields.h"
+#include "worker/kinds/data_parallel/agreement.h"
 #include "worker/kinds/data_parallel/data_parallel_leader.h"
 #include "worker/scoreboard.h"
 
@@ -61,52 +61,6 @@ Status CheckHostAddress() {
   return Status::Ok();
 }
 
-// What every node's part must agree on: the spec less what is each daemon's own.
-v1::ExperimentSpec Contract(v1::ExperimentSpec s) {
-  s.clear_node_rank();
-  s.clear_name();
-  s.clear_force();
-  s.clear_start();
-  s.clear_threads();
-  s.clear_allocator();
-  s.clear_activations();  // how much memory, not what is computed
-  s.clear_dataset();      // a path on each node
-  s.clear_sample_interval_ms();
-  s.clear_stall_timeout_ms();
-  s.clear_eval_samples();
-  return s;
-}
-
-// Global rank 0 publishes its part's contract; every other rank compares its own and answers, and
-// rank 0 waits for every answer: two parts given different specs (worker counts, batches, model)
-// fail at once, naming the field, instead of corrupting the ranks or hanging.
-Status AgreeAcrossNodes(c10d::Store& store, const v1::ExperimentSpec& spec, uint32_t rank) {
-  const v1::ExperimentSpec mine = Contract(spec);
-  auto bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
-  if (rank == 0) {
-    store.set("spec", bytes(mine.SerializeAsString()));
-    for (uint32_t r = 1; r < WorldSize(spec); ++r) {
-      const auto v = store.get("verdict/" + std::to_string(r));
-      if (std::string(v.begin(), v.end()) != "ok")
-        return FailedPrecondition("rank " + std::to_string(r) + ": " +
-                                  std::string(v.begin(), v.end()));
-    }
-    return Status::Ok();
-  }
-  const auto v = store.get("spec");
-  v1::ExperimentSpec theirs;
-  theirs.ParseFromArray(v.data(), int(v.size()));
-  std::string why;
-  for (const auto& f : SpecFields()) {
-    const std::string a = SpecFieldText(theirs, f), b = SpecFieldText(mine, f);
-    if (a != b && why.empty())
-      why = "nodes disagree: " + f.name + " is '" + a + "' on node 0 and '" + b + "' on node " +
-            std::to_string(spec.node_rank());
-  }
-  store.set("verdict/" + std::to_string(rank), bytes(why.empty() ? "ok" : why));
-  return why.empty() ? Status::Ok() : FailedPrecondition(why);
-}
-
 std::chrono::milliseconds CollectiveTimeout(const v1::ExperimentSpec& spec) {
   return std::chrono::milliseconds(spec.stall_timeout_ms() != 0 ? spec.stall_timeout_ms() : 300000);
 }
@@ -126,7 +80,17 @@ Status DataParallelKind::JoinStore(WorkerEnv& env, std::chrono::milliseconds tim
     ASSIGN_OR_RETURN(auto master, ParseMaster(env.spec.master()));
     o.port = master.second;
     o.isServer = GlobalRank(env.spec, env.index) == 0;
-    store_ = c10::make_intrusive<c10d::TCPStore>(master.first, o);
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(master.first, o);
+    } catch (const std::exception& e) {
+      if (o.isServer) throw;
+      // Node 0 never came up (or this node cannot reach it): said so, not c10d's socket words.
+      const std::string what = e.what();
+      return Unavailable("cannot reach node 0's c10d store at " + env.spec.master() + " within " +
+                         std::to_string(timeout.count()) +
+                         " ms: node 0's part never started, or this node cannot reach it (c10d: " +
+                         what.substr(0, what.find('\n')) + ")");
+    }
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(ShmSegment seg,
@@ -163,7 +127,8 @@ Status DataParallelKind::BeforeTraining(WorkerEnv& env, Model& model, StepSync* 
     const std::string scope = env.spec.nodes() > 1 ? "nodes" : env.experiment_id;
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("shoal/" + scope + "/", store_);
     if (env.spec.nodes() > 1)
-      RETURN_IF_ERROR(AgreeAcrossNodes(*prefixed, env.spec, GlobalRank(env.spec, env.index)));
+      RETURN_IF_ERROR(
+          AgreeAcrossNodes(*prefixed, env.spec, GlobalRank(env.spec, env.index), timeout));
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(GlooDevice(env.spec));
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(
