@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -230,6 +231,25 @@ StatusOr<uint32_t> ParseMaxArraySize(const std::string& config) {
       return uint32_t(std::min<unsigned long>(n, UINT32_MAX));
   }
   return Internal("scontrol show config printed no MaxArraySize");
+}
+
+std::string NeverStartsBecause(const std::string& reason) {
+  static const std::map<std::string, std::string> kNever = {
+      {"PartitionTimeLimit", "its --time is over the partition's MaxTime"},
+      {"PartitionNodeLimit", "its node count is outside the partition's MinNodes..MaxNodes"},
+      {"BadConstraints", "its constraints cannot be met by any node"},
+      {"InvalidAccount", "its account is not valid"},
+      {"InvalidQOS", "its QOS is not valid"},
+      {"AccountNotAllowed", "its account may not use the partition"},
+      {"QOSNotAllowed", "its QOS may not use the partition"},
+      {"QOSMaxWallDurationPerJobLimit", "its --time is over its QOS's limit"},
+      {"AssocMaxWallDurationPerJobLimit", "its --time is over its association's limit"},
+      {"QOSMaxNodePerJobLimit", "its node count is over its QOS's limit"},
+      {"AssocMaxNodesPerJobLimit", "its node count is over its association's limit"},
+      {"DependencyNeverSatisfied", "the job it waits for ended in a way it cannot follow"},
+  };
+  auto it = kNever.find(reason);
+  return it == kNever.end() ? "" : it->second;
 }
 
 bool SlurmTaskEnded(const std::string& state) {

@@ -64,6 +64,12 @@ struct SlurmTask {
   std::string node;       // where it runs or ran; "" while pending
   std::string exit_code;  // "code:signal" once it ended
 };
+// What a pending task's reason means when Slurm will never start it as asked (with the default
+// EnforcePartLimits=NO, sbatch takes a job over its partition's limits and leaves it pending
+// for good): "its --time is over the partition's MaxTime" for PartitionTimeLimit; empty for the
+// reasons a task waits through (Priority, Resources, a node down, a dependency, a hold).
+std::string NeverStartsBecause(const std::string& reason);
+
 // True for the states after which a task never runs again.
 bool SlurmTaskEnded(const std::string& state);
 

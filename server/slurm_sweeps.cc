@@ -517,6 +517,10 @@ std::vector<SlurmSweeps::CancelWord> SlurmSweeps::CancelsToSend(const Array& a) 
     any_started = any_started || running;
     auto sent = a.cancels.find(task);
     if (sent == a.cancels.end()) {
+      if (a.never.count(task) > 0) {
+        hard.push_back(task);  // pending for good: nothing of it runs
+        continue;
+      }
       if (queue_->StopRequest(e.id()) != ExperimentQueue::kCancel) continue;
       (running ? gentle : hard).push_back(task);
     } else if (!sent->second.hard && now - sent->second.at_ms > opts_.gentle_cancel_ms) {
@@ -568,6 +572,9 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
       Started(e, *it->second);
     } else {
       Waiting(e, *it->second);
+      if (const std::string why = NeverStartsBecause(it->second->reason); !why.empty())
+        a.never.try_emplace(task, "Slurm will not start task " + TaskName(a.job_id, task) + ": " +
+                                      it->second->reason + " (" + why + ")");
     }
   }
   for (uint32_t task : ended) {
@@ -575,6 +582,7 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
     if (!Ended(a, task, it == by_task.end() ? nullptr : it->second)) continue;
     a.tasks.erase(task);
     a.absent.erase(task);
+    a.never.erase(task);
   }
 }
 
@@ -639,8 +647,11 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   }
   // Asked to stop: whatever it ended of, it was cancelled (a run Slurm cancelled outright fails
   // of the signals; its own words are kept).
+  // Cancelled by shoald because Slurm would never start it: failed, saying why.
+  const auto never = a.never.find(task);
   const bool cancelled =
-      a.cancels.count(task) > 0 || queue_->StopRequest(e.id()) == ExperimentQueue::kCancel;
+      never == a.never.end() &&
+      (a.cancels.count(task) > 0 || queue_->StopRequest(e.id()) == ExperimentQueue::kCancel);
   const uint32_t nodes = NodesOf(e.spec());
   if (a.key.empty() && !a.unsealed) {  // its key unreadable so far: asked again at each poll
     auto key = ReadKey(KeyPath(a.sweep_id));
@@ -687,6 +698,8 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     if (record.ok() || record.status().code() != Code::kNotFound) {  // refused, or not one
       e.set_error("Slurm task " + TaskName(a.job_id, task) +
                   ": its record was refused: " + stored.message());
+    } else if (never != a.never.end()) {
+      e.set_error(never->second + "; shoald cancelled it rather than leave it pending");
     } else if (!cancelled) {
       e.set_error(NoRecordError(a.job_id, task, t, slurm.output()));
     }

@@ -75,6 +75,9 @@ class SlurmSweeps {
       bool hard = false;  // cancelled by Slurm outright (pending, or running past the grace)
     };
     std::map<uint32_t, Cancel> cancels;  // the tasks whose cancel reached Slurm
+    // Tasks Slurm will never start as asked (a pending reason NeverStartsBecause knows): why.
+    // Cancelled by shoald, their points fail saying so.
+    std::map<uint32_t, std::string> never;
     // Polls in a row a task was absent from Slurm's answer: one absence is no end (scontrol
     // shortens a long list of pending tasks; a task may be between states).
     std::map<uint32_t, int> absent;

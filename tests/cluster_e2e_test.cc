@@ -178,6 +178,18 @@ TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWho
             std::string::npos)
       << nope.err;
   EXPECT_TRUE(Parse(daemon_->Cli({"sweeps", "--json"})).value("sweeps", json::array()).empty());
+  // A time over the partition's MaxTime (30 minutes): sbatch takes it and Slurm would leave it
+  // pending for good (PartitionTimeLimit); shoald cancels it and the point fails saying why.
+  const CommandResult over =
+      daemon_->Cli({"sweep", "--slurm", "--partition", "try", "--time", "45:00", "--workers", "1",
+                    "--dataset", "synthetic", "--wait", "--json"});
+  const json over_sweep = Parse(over)["sweep"];
+  EXPECT_EQ(over_sweep["state"], "FAILED") << over.out << over.err;
+  EXPECT_NE(Get(over_sweep["points"][0]["experiment_id"])["error"].get<std::string>().find(
+                "PartitionTimeLimit (its --time is over the partition's MaxTime); shoald "
+                "cancelled it"),
+            std::string::npos)
+      << over.out;
   const CommandResult r =
       daemon_->Cli({"sweep",          "--slurm", "--partition",  "try",   "--time",    "5:00",
                     "--max-parallel", "2",       "--workers",    "1,2,3", "--start",   "fork,spawn",
@@ -201,10 +213,8 @@ TEST_F(SlurmSweepE2E, ASweepIsAJobArrayAcrossBothNodesAndEveryRecordComesBackWho
     EXPECT_EQ(e["slurm"]["state"], "COMPLETED");
     tasks.insert(job + "_" + std::to_string(e["slurm"].value("task", 0)));
     auto [it, fresh] = spans.try_emplace(job, std::pair<int64_t, int64_t>{INT64_MAX, 0});
-    it->second.first =
-        std::min<int64_t>(it->second.first, e["started_unix_ms"].get<int64_t>());
-    it->second.second =
-        std::max<int64_t>(it->second.second, e["finished_unix_ms"].get<int64_t>());
+    it->second.first = std::min<int64_t>(it->second.first, e["started_unix_ms"].get<int64_t>());
+    it->second.second = std::max<int64_t>(it->second.second, e["finished_unix_ms"].get<int64_t>());
     hosts.insert(e["host"]["hostname"].get<std::string>());
     EXPECT_EQ(e["slurm"]["node"], e["host"]["hostname"]);
     EXPECT_EQ(e["result"]["steps"].get<int>(), 3 * p["workers"].get<int>());
