@@ -71,18 +71,48 @@ std::string SubmitToSlurm(ShoalClient& c, const v1::ExperimentSpec& spec, const 
   return r.sweep().points(0).experiment_id();
 }
 
-// Until an experiment placed on Slurm ends (this daemon follows its task by polling Slurm).
-void WaitPolling(ShoalClient& c, const std::string& id, bool quiet) {
-  v1::ExperimentState last = v1::STATE_UNSPECIFIED;
+// "QUEUED (Slurm PENDING: Priority)", "RUNNING (Slurm RUNNING on node7)": where a point placed
+// on Slurm stands, as this daemon last heard from Slurm.
+std::string SlurmStanding(const v1::Experiment& e) {
+  std::string out = StateName(e.state());
+  if (!e.has_slurm()) return out;
+  const v1::SlurmTaskInfo& t = e.slurm();
+  out += " (Slurm " + t.state();
+  if (!t.reason().empty()) out += ": " + t.reason();
+  if (!t.node().empty()) out += " on " + t.node();
+  return out + ")";
+}
+
+// Until an experiment placed on Slurm ends (this daemon follows its task by polling Slurm, and its
+// samples come back with its record): a line each time where it stands changes, to `out`.
+void WaitPolling(ShoalClient& c, const std::string& id, bool quiet, bool json = false,
+                 FILE* out = stderr) {
+  std::string last;
   for (;;) {
     const v1::Experiment e = OrDie(c.Get(id));
-    if (!quiet && e.state() != last)
-      std::fprintf(stderr, "%s: %s%s\n", id.c_str(), StateName(e.state()).c_str(),
-                   e.has_slurm() ? (" (Slurm " + e.slurm().state() + ")").c_str() : "");
-    last = e.state();
+    const std::string now = SlurmStanding(e);
+    if (!quiet && now != last) {
+      if (json)
+        std::fprintf(out, "%s\n", ToJson(e).dump().c_str());
+      else
+        std::fprintf(out, "%s: %s\n", id.c_str(), PrintableText(now).c_str());
+      std::fflush(out);
+    }
+    last = now;
     if (IsTerminal(e.state())) return;
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
+}
+
+// `watch`: live samples; a point placed on Slurm has none until its record comes back, so where
+// its task stands (pending and why, running and where) instead.
+int WatchCommand(ShoalClient& c, const std::string& id, bool json) {
+  if (OrDie(c.Get(id)).has_slurm()) {
+    WaitPolling(c, id, false, json, stdout);
+    return 0;
+  }
+  Watch(c, id, json, false);
+  return 0;
 }
 
 int Submit(ShoalClient& c, const SpecFlags& flags, const SlurmSubmit& slurm, bool wait, bool json) {
@@ -239,13 +269,12 @@ void AddExperimentCommands(CLI::App& app, std::vector<Command>* out) {
   out->push_back(
       {submit, [s](ShoalClient& c) { return Submit(c, s->flags, s->slurm, s->wait, s->json); }});
 
-  auto* watch = app.add_subcommand("watch", "live samples of an experiment until it ends");
+  auto* watch = app.add_subcommand("watch",
+                                   "live samples of an experiment until it ends (on Slurm: where "
+                                   "its task stands, until it ends)");
   watch->add_option("id", s->id, "experiment id")->required();
   watch->add_flag("--json", s->json, "one JSON object per line");
-  out->push_back({watch, [s](ShoalClient& c) {
-                    Watch(c, s->id, s->json, false);
-                    return 0;
-                  }});
+  out->push_back({watch, [s](ShoalClient& c) { return WatchCommand(c, s->id, s->json); }});
 
   auto* logs = app.add_subcommand("logs", "what an experiment's processes wrote to stdout/stderr");
   logs->add_option("id", s->id, "experiment id")->required();

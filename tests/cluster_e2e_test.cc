@@ -400,6 +400,16 @@ TEST_F(SlurmSweepE2E, ARestartPicksTheArrayUpAndCancelAndAKilledTaskEndTheirPoin
       << Get(points()[0]["experiment_id"]).dump();
   EXPECT_EQ(state(2), "QUEUED");  // %2: it waits for a task to end
   EXPECT_EQ(Get(points()[2]["experiment_id"])["slurm"]["state"], "PENDING");
+  // `watch` of a point on Slurm says where its task stands: pending and why, or where it runs.
+  const std::string watched = points()[2]["experiment_id"];
+  const CommandResult w =
+      testing::RunCommand({"/usr/bin/timeout", "3", testing::BinDir() + "/shoal", "--socket",
+                           daemon_->socket(), "watch", watched});
+  EXPECT_EQ(w.out.rfind(watched + ": queued (Slurm PENDING: JobArrayTaskLimit)\n", 0), 0u) << w.out;
+  const CommandResult w0 =
+      testing::RunCommand({"/usr/bin/timeout", "3", testing::BinDir() + "/shoal", "--socket",
+                           daemon_->socket(), "watch", points()[0]["experiment_id"]});
+  EXPECT_NE(w0.out.find(": running (Slurm RUNNING on shoalslurm"), std::string::npos) << w0.out;
   daemon_->Stop(SIGTERM);
   StartDaemon();
   EXPECT_EQ(state(0), "RUNNING");  // not interrupted: it runs on Slurm's node
