@@ -216,16 +216,21 @@ v1::NodePart PartOf(uint32_t node, const StatusOr<v1::RunRecord>& r) {
 }
 
 // Node `node`'s processes, samples, events and log added to `out`.
-void AddNodeTelemetry(uint32_t node, const v1::RunRecord& r, v1::RunRecord* out) {
+// A node's processes, and its samples and events moved by `offset_ms` onto node 0's clock.
+void AddNodeTelemetry(uint32_t node, const v1::RunRecord& r, double offset_ms, v1::RunRecord* out) {
   for (auto p : r.experiment().processes()) {
     p.set_node(node);
     *out->mutable_experiment()->add_processes() = std::move(p);
   }
   for (auto s : r.samples()) {
     s.set_node(node);
+    s.set_t_ms(s.t_ms() + offset_ms);
     *out->add_samples() = std::move(s);
   }
-  for (const auto& ev : r.events()) *out->add_events() = ev;
+  for (auto ev : r.events()) {
+    ev.set_t_ms(ev.t_ms() + offset_ms);
+    *out->add_events() = std::move(ev);
+  }
   out->mutable_log()->append("== node " + std::to_string(node) + " ==\n" + r.log());
 }
 
@@ -247,11 +252,16 @@ StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecor
   bool rate = false;
   uint64_t samples = 0, steps = 0;  // every node's workers', as one node's are summed
   std::string failed;
+  // Each node's times count from its own run's start: moved onto the first record's (node 0's,
+  // unless it wrote none) by the nodes' wall clocks, so one timeline holds every node.
+  const int64_t start0 = base->value().experiment().started_unix_ms();
   for (uint32_t k = 0; k < records.size(); ++k) {
-    const v1::NodePart part = PartOf(k, records[k]);
+    v1::NodePart part = PartOf(k, records[k]);
+    const int64_t start = records[k].ok() ? records[k].value().experiment().started_unix_ms() : 0;
+    if (start0 > 0 && start > 0) part.set_clock_offset_ms(double(start - start0));
     *e.add_parts() = part;
     if (records[k].ok()) {
-      AddNodeTelemetry(k, records[k].value(), &out);
+      AddNodeTelemetry(k, records[k].value(), part.clock_offset_ms(), &out);
       samples += records[k].value().experiment().result().samples();
       steps += records[k].value().experiment().result().steps();
     }

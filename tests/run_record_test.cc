@@ -206,6 +206,29 @@ TEST(RunRecordTest, TheRecordsOfARunsNodesAreOneWithAPartEach) {
 }
 
 // A run-point daemon runs a command's order only where no one but its user could have written it.
+// Each node's times count from its own run's start: node 1 started 1.5 s after node 0, so its
+// samples and events are moved 1.5 s onto node 0's clock, and its part says by how much.
+TEST(RunRecordTest, ANodesTimesAreMovedOntoNodeZerosClock) {
+  v1::RunRecord n0 = Record(), n1 = Record();
+  n0.mutable_experiment()->set_started_unix_ms(1'700'000'000'000);
+  n1.mutable_experiment()->set_started_unix_ms(1'700'000'001'500);
+  n1.mutable_events(0)->set_t_ms(40);
+  auto merged = MergeNodeRecords({n0, n1});
+  ASSERT_TRUE(merged.ok());
+  const v1::Experiment& e = merged->experiment();
+  EXPECT_DOUBLE_EQ(e.parts(0).clock_offset_ms(), 0);
+  EXPECT_DOUBLE_EQ(e.parts(1).clock_offset_ms(), 1500);
+  ASSERT_EQ(merged->samples_size(), 6);
+  EXPECT_DOUBLE_EQ(merged->samples(1).t_ms(), 100);   // node 0's own
+  EXPECT_DOUBLE_EQ(merged->samples(4).t_ms(), 1600);  // node 1's 100 ms
+  EXPECT_DOUBLE_EQ(merged->events(1).t_ms(), 1540);
+  // A start unknown: its times stay its own, and its part has no offset.
+  n1.mutable_experiment()->clear_started_unix_ms();
+  auto unknown = MergeNodeRecords({n0, n1});
+  EXPECT_FALSE(unknown->experiment().parts(1).has_clock_offset_ms());
+  EXPECT_DOUBLE_EQ(unknown->samples(4).t_ms(), 100);
+}
+
 TEST(RunRecordTest, AnOrderIsTrustedOnlyWhereOnlyItsUserCouldHaveWrittenIt) {
   testing::TempDir d;
   const std::string dir = d / "sweep", order = dir + "/order-0.json";

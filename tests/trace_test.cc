@@ -162,6 +162,29 @@ TEST(TraceTest, ARecordIsAValidTraceWhoseTotalsAreTheRecords) {
   EXPECT_EQ(trace["otherData"]["experiment"], "x0123456789");
 }
 
+// A run across nodes: node 1's worker started its run 1.5 s after node 0's; its ready_ms counts
+// from its own start, so its slices are moved onto node 0's clock as the samples were.
+TEST(TraceTest, ANodesProcessesAreOnNodeZerosClock) {
+  v1::Experiment e = TracedRecord();
+  for (uint32_t k = 0; k < 2; ++k) {
+    auto* part = e.add_parts();
+    part->set_node_rank(k);
+    part->set_clock_offset_ms(k == 0 ? 0 : 1500);
+  }
+  e.mutable_processes(2)->set_node(1);  // worker 1: ready at its node's 110 ms
+  const json trace = RenderTrace(e, TracedSamples(30), TracedEvents());
+  ExpectValidTrace(trace);
+  std::map<std::string, double> starting_at;  // track -> its starting slice's start (us)
+  std::map<int64_t, std::string> names;
+  for (const json& ev : trace["traceEvents"])
+    if (ev["ph"] == "M" && ev["name"] == "process_name") names[ev["pid"]] = ev["args"]["name"];
+  for (const json& ev : trace["traceEvents"])
+    if (ev["ph"] == "X" && ev["name"] == "starting") starting_at[names[ev["pid"]]] = ev["ts"];
+  // Requested 50 ms before ready: node 0's at 50 ms, node 1's at its 60 ms, 1560 ms on node 0's.
+  EXPECT_DOUBLE_EQ(starting_at["node 0 worker 0 (pid 101)"], 50e3);
+  EXPECT_DOUBLE_EQ(starting_at["node 1 worker 1 (pid 102)"], 1560e3);
+}
+
 // A long run's counters are thinned to the cap, keeping the first, the last and the peak.
 TEST(TraceTest, ALongRunStaysSmallAndKeepsItsPeak) {
   const auto samples = TracedSamples(10000);

@@ -55,8 +55,13 @@ std::map<int64_t, Track> TracksOf(const v1::Experiment& e) {
              std::to_string(p.pid()) + ")";
     t.sort = SortOf(p.role(), p.index());
     t.info = &p;
-    if (p.has_ready_ms()) t.ready = p.ready_ms();
-    if (p.has_ready_ms() && p.has_start_ms()) t.request = p.ready_ms() - p.start_ms();
+    // Across nodes a process's ready_ms counts from its own node's start: moved onto node 0's
+    // clock as the record's samples and events are (NodePart.clock_offset_ms).
+    double offset = 0;
+    for (const auto& part : e.parts())
+      if (part.node_rank() == node) offset = part.clock_offset_ms();
+    if (p.has_ready_ms()) t.ready = p.ready_ms() + offset;
+    if (p.has_ready_ms() && p.has_start_ms()) t.request = t.ready - p.start_ms();
   };
   for (const auto& p : e.processes()) add(p);
   for (const auto& p : e.fork_server_processes()) add(p);
