@@ -66,6 +66,49 @@ TEST(RunSummaryTest, AWorkerThatWaitsItsTurnIsStartedWhenReady) {
   EXPECT_NEAR(p.start_ms(), 100, 1e-6);
 }
 
+// Worker 0's evaluations are placed on the experiment's clock (ms since it started), the first
+// ones span by span, with how many there were.
+TEST(RunSummaryTest, EvaluationsArePlacedOnTheExperimentsClock) {
+  RunFacts f = Finished(true);
+  ipc::v1::WorkerReading w = f.result->workers(0);
+  for (uint64_t at : {101, 103}) {
+    auto* span = w.add_eval_spans();
+    span->set_start_ns(at * kS);
+    span->set_end_ns(at * kS + kS / 4);
+  }
+  w.set_evaluations(20);
+  v1::ProcessInfo p;
+  ApplyWorkerReading(w, f.start_real_ns, &p);
+  ASSERT_EQ(p.evaluation_spans_size(), 2);
+  EXPECT_DOUBLE_EQ(p.evaluation_spans(1).from_ms() - p.evaluation_spans(0).from_ms(), 2000);
+  EXPECT_DOUBLE_EQ(p.evaluation_spans(0).to_ms() - p.evaluation_spans(0).from_ms(), 250);
+  EXPECT_DOUBLE_EQ(p.evaluation_spans(0).from_ms(), double(101 * kS - f.start_real_ns) / 1e6);
+  EXPECT_EQ(p.evaluations(), 20u);
+  ApplyWorkerReading(f.result->workers(1), f.start_real_ns, &p);  // worker 1 evaluated nothing
+  EXPECT_EQ(p.evaluation_spans_size(), 0);
+}
+
+// A timed step starts at its end less its timed phases, on the experiment's clock.
+TEST(RunSummaryTest, TimedStepsStartAtTheirEndLessTheirPhases) {
+  RunFacts f = Finished(true);
+  ipc::v1::WorkerReading w = f.result->workers(0);
+  auto* st = w.add_step_spans();
+  st->set_step(7);
+  st->set_end_ns(100 * kS + kS / 2);
+  st->set_data_ns(10'000'000);
+  st->set_forward_ns(20'000'000);
+  st->set_backward_ns(30'000'000);
+  st->set_optimizer_ns(40'000'000);
+  v1::ProcessInfo p;
+  ApplyWorkerReading(w, f.start_real_ns, &p);
+  ASSERT_EQ(p.timed_steps_size(), 1);
+  EXPECT_EQ(p.timed_steps(0).step(), 7u);
+  EXPECT_NEAR(p.timed_steps(0).start_ms(), double(100 * kS + kS / 2 - f.start_real_ns) / 1e6 - 100,
+              1e-6);
+  EXPECT_DOUBLE_EQ(p.timed_steps(0).forward_ms(), 20);
+  EXPECT_DOUBLE_EQ(p.timed_steps(0).whole_ms(), 0);
+}
+
 // cuda_sync step: the workers timed their steps whole, so the phase split is unknown (absent,
 // not 0), in the result and in every epoch; throughput is timed as before.
 TEST(RunSummaryTest, StepsTimedWholeHaveNoPhaseSplit) {

@@ -185,6 +185,54 @@ TEST(TraceTest, ANodesProcessesAreOnNodeZerosClock) {
   EXPECT_DOUBLE_EQ(starting_at["node 1 worker 1 (pid 102)"], 1560e3);
 }
 
+// Worker 0's evaluations are slices inside its training, numbered, with how many it made when
+// that is more than were recorded one by one.
+TEST(TraceTest, WorkerZerosEvaluationsAreSlicesInsideItsTraining) {
+  v1::Experiment e = TracedRecord();
+  v1::ProcessInfo* w0 = e.mutable_processes(1);
+  for (double at : {300.0, 500.0}) {
+    v1::Interval* i = w0->add_evaluation_spans();
+    i->set_from_ms(at);
+    i->set_to_ms(at + 40);
+  }
+  w0->set_evaluations(18);
+  const json trace = RenderTrace(e, TracedSamples(30), TracedEvents());
+  ExpectValidTrace(trace);
+  std::vector<json> evals;
+  for (const json& ev : trace["traceEvents"])
+    if (ev["ph"] == "X" && ev["name"] == "evaluating") evals.push_back(ev);
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_DOUBLE_EQ(evals[0]["ts"].get<double>(), 300e3);
+  EXPECT_DOUBLE_EQ(evals[0]["dur"].get<double>(), 40e3);
+  EXPECT_EQ(evals[1]["args"]["evaluation"], 2);
+  EXPECT_EQ(evals[1]["args"]["evaluations"], 18);
+  EXPECT_EQ(evals[0]["pid"], evals[1]["pid"]);
+}
+
+// A worker's timed steps are slices inside its training, each with its phases back to back.
+TEST(TraceTest, TimedStepsAreSlicesWithTheirPhasesInside) {
+  v1::Experiment e = TracedRecord();
+  for (uint64_t k : {1, 2}) {
+    v1::TimedStep* s = e.mutable_processes(1)->add_timed_steps();
+    s->set_step(k);
+    s->set_start_ms(100 + 20.0 * double(k - 1));
+    s->set_data_ms(2);
+    s->set_forward_ms(5);
+    s->set_backward_ms(8);
+    s->set_optimizer_ms(3);
+  }
+  const json trace = RenderTrace(e, TracedSamples(30), TracedEvents());
+  ExpectValidTrace(trace);
+  std::map<std::string, std::vector<double>> at;  // slice name -> its starts (us)
+  for (const json& ev : trace["traceEvents"])
+    if (ev["ph"] == "X") at[ev["name"]].push_back(ev["ts"]);  // worker 0's steps alone
+  ASSERT_EQ(at["step 2"].size(), 1u);
+  EXPECT_DOUBLE_EQ(at["step 2"][0], 120e3);
+  EXPECT_EQ(at["forward"], (std::vector<double>{102e3, 122e3}));
+  EXPECT_EQ(at["optimizer"], (std::vector<double>{115e3, 135e3}));
+  EXPECT_TRUE(at["all-reduce wait"].empty());  // not timed: not drawn
+}
+
 // A long run's counters are thinned to the cap, keeping the first, the last and the peak.
 TEST(TraceTest, ALongRunStaysSmallAndKeepsItsPeak) {
   const auto samples = TracedSamples(10000);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "shared/idx.h"
+#include "shared/os/process.h"
 #include "worker/scoreboard.h"
 
 namespace shoal {
@@ -56,8 +57,23 @@ DeviceData UploadTrainSet(const DataView& data, const torch::Device& device) {
           int64_t(data.header->channels)};
 }
 
+namespace {
+
+// One evaluation's span into the slot (the trace draws it), then the count that publishes it.
+void RecordEvaluation(WorkerSlot* slot, uint64_t start_ns, uint64_t end_ns) {
+  const uint32_t i = slot->evaluations.load(std::memory_order_relaxed);
+  if (i < kMaxEvalSpans) {
+    slot->eval_spans[i].start_ns.store(start_ns, std::memory_order_relaxed);
+    slot->eval_spans[i].end_ns.store(end_ns, std::memory_order_relaxed);
+  }
+  slot->evaluations.store(i + 1, std::memory_order_release);
+}
+
+}  // namespace
+
 double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batch,
                 const torch::Device& device, WorkerSlot* progress) {
+  const uint64_t start_ns = RealtimeNs();
   torch::NoGradGuard ng;
   model.eval();
   const int64_t n = static_cast<int64_t>(std::min<uint64_t>(limit, data.header->n_test));
@@ -76,6 +92,7 @@ double Evaluate(Model& model, const DataView& data, uint64_t limit, int64_t batc
     if (progress != nullptr) MarkProgress(progress);
   }
   model.train();
+  if (progress != nullptr) RecordEvaluation(progress, start_ns, RealtimeNs());
   return n == 0 ? 0.0 : double(correct) / double(n);
 }
 

@@ -166,6 +166,32 @@ bool PassStartGate(BoardHeader* board, WorkerSlot* slot, int lifetime_fd) {
   return WaitForCount(&board->at_gate, board->workers, slot, lifetime_fd);
 }
 
+namespace {
+
+// The steps it kept, in step order: its first ones, then the ring of its latest.
+void ReadStepSpans(const WorkerSlot& w, ipc::v1::WorkerReading* r) {
+  const uint64_t n = w.steps.load(std::memory_order_acquire);
+  auto add = [&](const StepSpan& s) {
+    if (s.step == 0) return;
+    auto* o = r->add_step_spans();
+    o->set_step(s.step);
+    o->set_end_ns(s.end_ns);
+    o->set_data_ns(s.data_ns);
+    o->set_forward_ns(s.forward_ns);
+    o->set_backward_ns(s.backward_ns);
+    o->set_comm_ns(s.comm_ns);
+    o->set_optimizer_ns(s.optimizer_ns);
+    o->set_unsplit_ns(s.unsplit_ns);
+  };
+  for (uint64_t k = 1; k <= std::min<uint64_t>(n, kFirstStepSpans); ++k) add(w.step_spans[k - 1]);
+  for (uint64_t k =
+           std::max<uint64_t>(kFirstStepSpans + 1, n + 1 - std::min<uint64_t>(n, kLastStepSpans));
+       k <= n; ++k)
+    add(w.step_spans[kFirstStepSpans + k % kLastStepSpans]);
+}
+
+}  // namespace
+
 ipc::v1::WorkerReading ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
                                 KindBoardReader read_kind_area) {
   ipc::v1::WorkerReading r;
@@ -187,6 +213,14 @@ ipc::v1::WorkerReading ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
   r.set_backward_ns(w.backward_ns.load());
   r.set_optimizer_ns(w.optimizer_ns.load());
   r.set_eval_ns(w.eval_ns.load());
+  if (const uint32_t n = w.evaluations.load(std::memory_order_acquire); n > 0) {
+    r.set_evaluations(n);
+    for (uint32_t i = 0; i < std::min(n, kMaxEvalSpans); ++i) {
+      auto* span = r.add_eval_spans();
+      span->set_start_ns(w.eval_spans[i].start_ns.load(std::memory_order_relaxed));
+      span->set_end_ns(w.eval_spans[i].end_ns.load(std::memory_order_relaxed));
+    }
+  }
   r.set_parameters(w.parameters.load());
   r.set_alloc_peak_bytes(w.alloc_peak_bytes.load());
   if (const uint64_t b = w.device_alloc_peak_bytes.load()) r.set_device_alloc_peak_bytes(b);
@@ -196,6 +230,7 @@ ipc::v1::WorkerReading ReadSlot(const WorkerSlot& w, uint32_t index, bool final,
   if (w.plan_made.load() != 0) ReadStepMemory(w, r.mutable_step_memory());
   if (w.step_gated.load() != 0) r.set_step_wait_ns(w.step_wait_ns.load());
   if (r.phase() == ipc::v1::FINISHED) r.set_weights_checksum(w.weights_checksum.load());
+  if (final) ReadStepSpans(w, &r);  // the worker no longer writes them
   SetIfFinite(w.accuracy_bits.load(), [&](float v) { r.set_test_accuracy(v); });
   if (const uint32_t n = w.eval_images.load(); n > 0) r.set_eval_images(n);
   if (final) {

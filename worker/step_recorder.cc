@@ -38,10 +38,20 @@ void StepRecorder::Step(const StepTimes& t, float loss, uint64_t samples, EpochT
   slot_->optimizer_ns.fetch_add(t.optimizer_ns, std::memory_order_relaxed);
   if (t.comm_ns != 0) slot_->comm_ns.fetch_add(t.comm_ns, std::memory_order_relaxed);
   RecordLoss(loss);
+  RecordSpan(t);
   slot_->samples.fetch_add(samples, std::memory_order_relaxed);
   MarkStepEnded(slot_);
   slot_->steps.fetch_add(1, std::memory_order_release);
   slot_->heartbeat_ns.store(MonotonicNs(), std::memory_order_relaxed);
+}
+
+// The step's phases and end into its place: the first steps in order, then a ring of the latest
+// (plain stores: read once the worker has finished).
+void StepRecorder::RecordSpan(const StepTimes& t) {
+  const uint64_t k = step_;  // RecordLoss counted it: 1-based
+  const uint64_t at = k <= kFirstStepSpans ? k - 1 : kFirstStepSpans + k % kLastStepSpans;
+  slot_->step_spans[at] = {k,         RealtimeNs(),   t.data_ns,   t.forward_ns, t.backward_ns,
+                           t.comm_ns, t.optimizer_ns, t.unsplit_ns};
 }
 
 // Last, first-k and tail-k losses, and one curve point per curve_every_ steps.

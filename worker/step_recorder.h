@@ -66,6 +66,7 @@ class StepRecorder {
 
  private:
   void RecordLoss(float loss);
+  void RecordSpan(const StepTimes& t);
 
   WorkerSlot* slot_;
   LossWindows losses_;

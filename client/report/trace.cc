@@ -23,11 +23,13 @@ double Us(double ms) { return ms * 1000.0; }
 // What one process's track shows, gathered from the record, its samples and its events.
 struct Track {
   std::string name;
-  int sort = 0;                     // leader, workers in order, then the rest
-  double first = -1, last = -1;     // first and last time a sample saw it (ms)
-  double request = -1, ready = -1;  // a worker's: the leader's request, its first step
-  double exit_at = -1;              // the event that said it ended
-  std::string exit_text;            // "exited with code 0", "killed by signal 9"
+  int sort = 0;                                  // leader, workers in order, then the rest
+  double first = -1, last = -1;                  // first and last time a sample saw it (ms)
+  double request = -1, ready = -1;               // a worker's: the leader's request, its first step
+  double exit_at = -1;                           // the event that said it ended
+  std::string exit_text;                         // "exited with code 0", "killed by signal 9"
+  std::vector<std::pair<double, double>> evals;  // worker 0's evaluations (ms), as recorded
+  double offset = 0;                             // its node's clock onto node 0's (ms)
   const v1::ProcessInfo* info = nullptr;
 };
 
@@ -62,6 +64,9 @@ std::map<int64_t, Track> TracksOf(const v1::Experiment& e) {
       if (part.node_rank() == node) offset = part.clock_offset_ms();
     if (p.has_ready_ms()) t.ready = p.ready_ms() + offset;
     if (p.has_ready_ms() && p.has_start_ms()) t.request = t.ready - p.start_ms();
+    for (const auto& span : p.evaluation_spans())
+      t.evals.emplace_back(span.from_ms() + offset, span.to_ms() + offset);
+    t.offset = offset;
   };
   for (const auto& p : e.processes()) add(p);
   for (const auto& p : e.fork_server_processes()) add(p);
@@ -184,6 +189,32 @@ std::string ExitOf(const Track& t) {
                                : "exited with code " + std::to_string(t.info->exit_code());
 }
 
+double StepMs(const v1::TimedStep& s) {
+  return s.data_ms() + s.forward_ms() + s.backward_ms() + s.comm_ms() + s.optimizer_ms() +
+         s.whole_ms();
+}
+double StepEnd(const v1::TimedStep& s, double offset) { return s.start_ms() + offset + StepMs(s); }
+
+// A worker's timed steps (its first and latest) inside its training: a slice a step, its phases
+// back to back inside it in the order they ran, each as long as it was timed.
+void AddSteps(const v1::ProcessInfo& p, int64_t id, double ready, double offset, json* out) {
+  for (const auto& s : p.timed_steps()) {
+    // Its start is its end less its timed phases: never before training began.
+    const double from = std::max(ready, s.start_ms() + offset), to = StepEnd(s, offset);
+    out->push_back(Slice("step " + std::to_string(s.step()), id, from, to, {{"step", s.step()}}));
+    double at = from;
+    for (const auto& [name, ms] :
+         {std::pair{"data", s.data_ms()}, std::pair{"forward", s.forward_ms()},
+          std::pair{"backward", s.backward_ms()}, std::pair{"all-reduce wait", s.comm_ms()},
+          std::pair{"optimizer", s.optimizer_ms()}}) {
+      if (ms <= 0) continue;
+      const double end = std::min(to, at + ms);
+      out->push_back(Slice(name, id, at, end));
+      at = end;
+    }
+  }
+}
+
 // Each process's life (nested: its start and training inside it) and its end.
 void AddLives(const std::map<int64_t, Track>& tracks, json* out) {
   for (const auto& [id, t] : tracks) {
@@ -193,6 +224,9 @@ void AddLives(const std::map<int64_t, Track>& tracks, json* out) {
     double from = t.first, to = std::max(t.last, t.exit_at);
     if (t.request >= 0) from = from < 0 ? t.request : std::min(from, t.request);
     if (t.ready >= 0) to = std::max(to, t.ready);
+    for (const auto& [a, b] : t.evals) to = std::max(to, b);
+    if (t.info != nullptr)
+      for (const auto& st : t.info->timed_steps()) to = std::max(to, StepEnd(st, t.offset));
     if (from < 0 || to < 0) continue;  // never seen, never timed
     json args = json::object();
     if (t.info != nullptr) {
@@ -205,6 +239,14 @@ void AddLives(const std::map<int64_t, Track>& tracks, json* out) {
     out->push_back(Slice("alive", id, from, to, args));
     if (t.request >= 0 && t.ready >= 0) out->push_back(Slice("starting", id, t.request, t.ready));
     if (t.ready >= 0 && to > t.ready) out->push_back(Slice("training", id, t.ready, to));
+    if (t.info != nullptr && t.ready >= 0) AddSteps(*t.info, id, t.ready, t.offset, out);
+    // Inside training: worker 0 evaluates between epochs and after its last step.
+    for (size_t i = 0; i < t.evals.size(); ++i) {
+      json eargs = {{"evaluation", i + 1}};
+      if (t.info != nullptr && t.info->evaluations() > t.evals.size())
+        eargs["evaluations"] = t.info->evaluations();  // more than were recorded one by one
+      out->push_back(Slice("evaluating", id, t.evals[i].first, t.evals[i].second, eargs));
+    }
     if (!end.empty())
       out->push_back(
           {{"ph", "i"}, {"name", end}, {"pid", id}, {"tid", id}, {"ts", Us(to)}, {"s", "t"}});

@@ -16,7 +16,7 @@ namespace shoal {
 constexpr uint64_t kWeightsMagic = 0x53484f414c575432ull;  // "SHOALWT2"
 constexpr uint64_t kDataMagic = 0x53484f414c444131ull;     // "SHOALDA1"
 constexpr uint64_t kBoardMagic = 0x53484f414c534231ull;    // "SHOALSB1"
-constexpr uint32_t kLayoutVersion = 16;
+constexpr uint32_t kLayoutVersion = 17;
 constexpr size_t kAlign = 64;
 // ---- weights: a fixed header, a table that grows with the model (entries, their dims, their
 // names), then each tensor's bytes, 64-byte aligned. Nothing caps the number of tensors, their
@@ -153,6 +153,23 @@ struct CurveRecord {
   std::atomic<uint32_t> loss_bits;
 };
 
+// An evaluation's CLOCK_REALTIME start and end (worker 0's test-set passes).
+constexpr uint32_t kMaxEvalSpans = 16;
+struct EvalSpan {
+  std::atomic<uint64_t> start_ns;
+  std::atomic<uint64_t> end_ns;
+};
+
+// One step's phases as its worker timed them, and when it ended (CLOCK_REALTIME). A worker keeps
+// its first kFirstStepSpans steps and a ring of its latest kLastStepSpans (its traced first steps
+// and its steady ones), read once it has finished (the trace's step slices).
+constexpr uint32_t kFirstStepSpans = 16, kLastStepSpans = 16;
+struct StepSpan {
+  uint64_t step;  // 1-based
+  uint64_t end_ns;
+  uint64_t data_ns, forward_ns, backward_ns, comm_ns, optimizer_ns, unsplit_ns;
+};
+
 struct alignas(128) WorkerSlot {
   std::atomic<int32_t> pid;
   std::atomic<uint32_t> phase;
@@ -194,6 +211,10 @@ struct alignas(128) WorkerSlot {
   std::atomic<uint32_t> curve_points;
   EpochRecord epochs[kMaxEpochRecords];
   CurveRecord curve[kCurvePoints];
+  StepSpan step_spans[kFirstStepSpans + kLastStepSpans];  // step k: k-1, or first + k % last
+  // Its evaluations: how many (published after the span it counts), the first kMaxEvalSpans.
+  std::atomic<uint32_t> evaluations;
+  EvalSpan eval_spans[kMaxEvalSpans];
   // Why the worker failed, in its own words (a CUDA out-of-memory, a bad segment), for the
   // experiment's error: written before it exits non-zero, error_len last.
   char error[256];

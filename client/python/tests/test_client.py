@@ -70,18 +70,22 @@ def test_a_sweeps_results_are_the_clis_csv_and_its_tables_the_reports(daemon):
     assert "<iframe" in sw._repr_html_() and sw.id in sw.report("html")
     both = c.results(sw.experiments())
     assert sorted(both.experiment_id) == sorted(df.experiment_id)
-    # Repeats: each cell's median and spread, as the report has them.
+    # Repeats: each cell's median and spread, as the report has them: over its undisturbed runs
+    # while there is one (a busy machine, a full ctest beside it, may disturb one of the two).
     rep = c.sweep(workers=[1], repeats=2, wait=True, **SMALL)
-    runs = rep.results().peak_pss_sum_bytes / 2**30
+    calm = {e.id for e in rep.experiments() if not e.result.get("disturbed")}
+    df = rep.results()
+    counted = df[df.experiment_id.isin(calm)] if calm else df
+    runs = counted.peak_pss_sum_bytes / 2**30
     cell = {w: rep.tables(w)["host_memory_gib"].iloc[0, 0] for w in ("value", "min", "max", "runs")}
-    assert cell["runs"] == 2
+    assert cell["runs"] == len(runs) == (len(calm) or 2)
     assert cell["min"] == pytest.approx(runs.min()) and cell["max"] == pytest.approx(runs.max())
     assert cell["value"] == pytest.approx(runs.median())
 
 
 def test_a_trace_is_the_clis_and_its_totals_the_records(daemon, folder):
     c = shoal.Client(daemon.socket)
-    run = c.submit(workers=2, wait=True, **SMALL)
+    run = c.submit(workers=2, wait=True, **dict(SMALL, eval_samples=64))
     path = os.path.join(folder, "run.json")
     trace = run.trace(path)
     code, out, err = daemon.cli("trace", run.id)
@@ -95,6 +99,16 @@ def test_a_trace_is_the_clis_and_its_totals_the_records(daemon, folder):
     whole = next(e for e in events if e["ph"] == "X" and e["name"] == "run")
     assert whole["args"]["steps"] == int(run.result["steps"])
     assert whole["args"]["state"] == "SUCCEEDED"
+    # Each worker's steps, one by one with their phases (4 batches: all of them), and worker 0's
+    # evaluation, as the record has them.
+    steps = [e for e in events if e["ph"] == "X" and e["name"].startswith("step ")]
+    assert len(steps) == int(run.result["steps"]) == 8
+    assert sum(1 for e in events if e["ph"] == "X" and e["name"] == "forward") == 8
+    evals = [e for e in events if e["ph"] == "X" and e["name"] == "evaluating"]
+    worker0 = next(p for p in run.record.processes if p.role == "worker" and p.index == 0)
+    assert len(evals) == len(worker0.evaluation_spans) == 1
+    span = worker0.evaluation_spans[0]
+    assert evals[0]["dur"] == pytest.approx(1000 * (span.to_ms - span.from_ms), abs=1)
     ends = [e["args"].get("end") for e in events if e["ph"] == "X" and e["name"] == "alive"]
     assert ends.count("exited with code 0") >= 3  # leader and both workers
     # Drawn in headless Chromium by docs/trace-viewer.html: every track and slice.
