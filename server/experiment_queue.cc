@@ -176,10 +176,11 @@ StatusOr<v1::Experiment> ExperimentQueue::Cancel(const std::string& id) {
   }
   if (auto a = adopted_.find(id); a != adopted_.end()) {
     a->second = true;  // whoever runs it ends it cancelled
-    // Stored, so that a restart before the cancel reaches Slurm does not forget it.
+    // Stored, so that a restart before the cancel reaches Slurm does not forget it; under the
+    // lock, so a final record that whoever runs it stores (Update: live_ left under the lock, then
+    // stored) is always written after this one, never replaced by this stale copy.
     const v1::Experiment e = it->second = WithCancelKept(it->second);
-    l.unlock();
-    Save(e);
+    if (Status st = store_->Put(e); !st.ok()) spdlog::error("{}", st.ToString());
     return e;
   }
   v1::Experiment e = it->second;

@@ -252,9 +252,14 @@ StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecor
   bool rate = false;
   uint64_t samples = 0, steps = 0;  // every node's workers', as one node's are summed
   std::string failed;
-  // Each node's times count from its own run's start: moved onto the first record's (node 0's,
-  // unless it wrote none) by the nodes' wall clocks, so one timeline holds every node.
-  const int64_t start0 = base->value().experiment().started_unix_ms();
+  // Each node's times count from its own run's start: moved onto the earliest node's start (the
+  // run's, as the record now says) by the nodes' wall clocks, so one timeline holds every node
+  // and no time is before it (srun starts the nodes together: node 0 is not always first).
+  int64_t start0 = 0;
+  for (const auto& r : records)
+    if (const int64_t t = r.ok() ? r.value().experiment().started_unix_ms() : 0; t > 0)
+      start0 = start0 == 0 ? t : std::min(start0, t);
+  if (start0 > 0) e.set_started_unix_ms(start0);
   for (uint32_t k = 0; k < records.size(); ++k) {
     v1::NodePart part = PartOf(k, records[k]);
     const int64_t start = records[k].ok() ? records[k].value().experiment().started_unix_ms() : 0;

@@ -236,8 +236,6 @@ StatusOr<uint32_t> ParseMaxArraySize(const std::string& config) {
 std::string NeverStartsBecause(const std::string& reason) {
   static const std::map<std::string, std::string> kNever = {
       {"PartitionTimeLimit", "its --time is over the partition's MaxTime"},
-      {"PartitionNodeLimit", "its node count is outside the partition's MinNodes..MaxNodes"},
-      {"BadConstraints", "its constraints cannot be met by any node"},
       {"InvalidAccount", "its account is not valid"},
       {"InvalidQOS", "its QOS is not valid"},
       {"AccountNotAllowed", "its account may not use the partition"},

@@ -67,7 +67,8 @@ struct SlurmTask {
 // What a pending task's reason means when Slurm will never start it as asked (with the default
 // EnforcePartLimits=NO, sbatch takes a job over its partition's limits and leaves it pending
 // for good): "its --time is over the partition's MaxTime" for PartitionTimeLimit; empty for the
-// reasons a task waits through (Priority, Resources, a node down, a dependency, a hold).
+// reasons a task waits through (Priority, Resources, a node down, a dependency, a hold), and for
+// those Slurm also gives while nodes are down or drained (PartitionNodeLimit, BadConstraints).
 std::string NeverStartsBecause(const std::string& reason);
 
 // True for the states after which a task never runs again.

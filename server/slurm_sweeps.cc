@@ -517,8 +517,8 @@ std::vector<SlurmSweeps::CancelWord> SlurmSweeps::CancelsToSend(const Array& a) 
     any_started = any_started || running;
     auto sent = a.cancels.find(task);
     if (sent == a.cancels.end()) {
-      if (a.never.count(task) > 0) {
-        hard.push_back(task);  // pending for good: nothing of it runs
+      if (a.never.count(task) > 0 && e.slurm().state() == "PENDING") {
+        hard.push_back(task);  // pending for good, as Slurm last said: nothing of it runs
         continue;
       }
       if (queue_->StopRequest(e.id()) != ExperimentQueue::kCancel) continue;
@@ -570,11 +570,10 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
       ended.push_back(task);
     } else if (Runs(it->second->state)) {
       Started(e, *it->second);
+      NeverStarts(a, task, *it->second);  // it started after all: no longer
     } else {
       Waiting(e, *it->second);
-      if (const std::string why = NeverStartsBecause(it->second->reason); !why.empty())
-        a.never.try_emplace(task, "Slurm will not start task " + TaskName(a.job_id, task) + ": " +
-                                      it->second->reason + " (" + why + ")");
+      NeverStarts(a, task, *it->second);
     }
   }
   for (uint32_t task : ended) {
@@ -583,7 +582,22 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
     a.tasks.erase(task);
     a.absent.erase(task);
     a.never.erase(task);
+    a.never_seen.erase(task);
   }
+}
+
+// A pending task whose reason Slurm never gets past, in kNeverPolls answers in a row, is marked
+// to be cancelled (CancelsToSend); one that started, or whose reason changed, is not.
+void SlurmSweeps::NeverStarts(Array& a, uint32_t task, const SlurmTask& t) {
+  const std::string why = t.state == "PENDING" ? NeverStartsBecause(t.reason) : "";
+  if (why.empty()) {
+    a.never.erase(task);
+    a.never_seen.erase(task);
+    return;
+  }
+  if (++a.never_seen[task] < kNeverPolls) return;
+  a.never.try_emplace(task, "Slurm will not start task " + TaskName(a.job_id, task) + ": " +
+                                t.reason + " (" + why + ")");
 }
 
 void SlurmSweeps::Started(v1::Experiment& e, const SlurmTask& t) {

@@ -75,9 +75,10 @@ class SlurmSweeps {
       bool hard = false;  // cancelled by Slurm outright (pending, or running past the grace)
     };
     std::map<uint32_t, Cancel> cancels;  // the tasks whose cancel reached Slurm
-    // Tasks Slurm will never start as asked (a pending reason NeverStartsBecause knows): why.
-    // Cancelled by shoald, their points fail saying so.
+    // Tasks Slurm will never start as asked (a pending reason NeverStartsBecause knows, in
+    // kNeverPolls answers in a row): why. Cancelled by shoald, their points fail saying so.
     std::map<uint32_t, std::string> never;
+    std::map<uint32_t, int> never_seen;  // answers in a row with such a reason
     // Polls in a row a task was absent from Slurm's answer: one absence is no end (scontrol
     // shortens a long list of pending tasks; a task may be between states).
     std::map<uint32_t, int> absent;
@@ -98,6 +99,9 @@ class SlurmSweeps {
   std::string KeyPath(const std::string& sweep_id) const;
   // A fresh key for the sweep, kept in keys_dir (0600 in a 0700 folder) until its array ends.
   StatusOr<std::string> NewKey(const std::string& sweep_id);
+  // Answers in a row a task must pend for a reason Slurm never gets past before it is cancelled.
+  static constexpr int kNeverPolls = 3;
+  void NeverStarts(Array& a, uint32_t task, const SlurmTask& t);
   void Started(v1::Experiment& e, const SlurmTask& t);
   void Waiting(v1::Experiment& e, const SlurmTask& t);
   // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.

@@ -207,8 +207,9 @@ TEST(RunRecordTest, TheRecordsOfARunsNodesAreOneWithAPartEach) {
 
 // A run-point daemon runs a command's order only where no one but its user could have written it.
 // Each node's times count from its own run's start: node 1 started 1.5 s after node 0, so its
-// samples and events are moved 1.5 s onto node 0's clock, and its part says by how much.
-TEST(RunRecordTest, ANodesTimesAreMovedOntoNodeZerosClock) {
+// samples and events are moved 1.5 s onto node 0's clock, and its part says by how much. A node
+// that started first is the run's start: the others are moved onto it, no time before 0.
+TEST(RunRecordTest, ANodesTimesAreMovedOntoTheEarliestNodesClock) {
   v1::RunRecord n0 = Record(), n1 = Record();
   n0.mutable_experiment()->set_started_unix_ms(1'700'000'000'000);
   n1.mutable_experiment()->set_started_unix_ms(1'700'000'001'500);
@@ -222,6 +223,13 @@ TEST(RunRecordTest, ANodesTimesAreMovedOntoNodeZerosClock) {
   EXPECT_DOUBLE_EQ(merged->samples(1).t_ms(), 100);   // node 0's own
   EXPECT_DOUBLE_EQ(merged->samples(4).t_ms(), 1600);  // node 1's 100 ms
   EXPECT_DOUBLE_EQ(merged->events(1).t_ms(), 1540);
+  EXPECT_EQ(e.started_unix_ms(), 1'700'000'000'000);
+  n1.mutable_experiment()->set_started_unix_ms(1'699'999'999'980);  // 20 ms before node 0
+  auto early = MergeNodeRecords({n0, n1});
+  EXPECT_EQ(early->experiment().started_unix_ms(), 1'699'999'999'980);
+  EXPECT_DOUBLE_EQ(early->experiment().parts(0).clock_offset_ms(), 20);
+  EXPECT_DOUBLE_EQ(early->experiment().parts(1).clock_offset_ms(), 0);
+  EXPECT_DOUBLE_EQ(early->samples(0).t_ms(), 20);  // node 0's first sample
   // A start unknown: its times stay its own, and its part has no offset.
   n1.mutable_experiment()->clear_started_unix_ms();
   auto unknown = MergeNodeRecords({n0, n1});

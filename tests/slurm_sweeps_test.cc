@@ -547,25 +547,33 @@ TEST_F(SlurmSweepsTest, ACancelAskedJustBeforeARestartStillReachesSlurm) {
 }
 
 // With Slurm's default EnforcePartLimits=NO, sbatch takes a --time over the partition's MaxTime
-// and leaves the task pending for good (PartitionTimeLimit): shoald cancels it and fails its
-// point saying why; a task pending for a reason it waits through (Priority) is left alone.
+// and leaves the task pending for good (PartitionTimeLimit): after three answers saying so,
+// shoald cancels it and fails its point saying why. A task pending for a reason it waits through
+// (Priority) is left alone, and so is one whose reason went away before the third answer.
 TEST_F(SlurmSweepsTest, ATaskSlurmWillNeverStartIsCancelledAndItsPointFailsSayingWhy) {
   PlaceAll();
   slurm_.tasks = {Task(0, "PENDING", "PartitionTimeLimit"), Task(1, "PENDING", "Priority"),
                   Task(2, "PENDING", "PartitionTimeLimit")};
   sweeps_->Poll();
   sweeps_->Poll();
-  EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242_[0,2]"});
-  slurm_.tasks = {Task(0, "CANCELLED", "PartitionTimeLimit"), Task(1, "PENDING", "Priority")};
+  slurm_.tasks[2] = Task(2, "RUNNING", "", "node1");  // the partition's limit was raised
+  sweeps_->Poll();
+  EXPECT_TRUE(slurm_.cancelled.empty());
+  sweeps_->Poll();
+  EXPECT_EQ(slurm_.cancelled, std::vector<std::string>{"4242_0"});
+  slurm_.tasks = {Task(0, "CANCELLED", "PartitionTimeLimit"), Task(1, "PENDING", "Priority"),
+                  Task(2, "RUNNING", "", "node1")};
   slurm_.tasks[0].exit_code = "0:0";
   sweeps_->Poll();
   EXPECT_EQ(Stored(0).state(), v1::FAILED);
   EXPECT_EQ(Stored(0).error(),
             "Slurm will not start task 4242_0: PartitionTimeLimit (its --time is over the "
             "partition's MaxTime); shoald cancelled it rather than leave it pending");
+  EXPECT_EQ(Stored(2).state(), v1::RUNNING);
   EXPECT_TRUE(queue_->IsLive(exps_[1].id()));
   EXPECT_EQ(NeverStartsBecause("Resources"), "");
-  EXPECT_EQ(NeverStartsBecause("ReqNodeNotAvail"), "");  // a node down may come back
+  EXPECT_EQ(NeverStartsBecause("ReqNodeNotAvail"), "");     // a node down may come back
+  EXPECT_EQ(NeverStartsBecause("PartitionNodeLimit"), "");  // also said while nodes are drained
 }
 
 // Tasks named in one word, however many: 10,000 names would pass the argument limit.

@@ -171,8 +171,10 @@ namespace {
 // The steps it kept, in step order: its first ones, then the ring of its latest.
 void ReadStepSpans(const WorkerSlot& w, ipc::v1::WorkerReading* r) {
   const uint64_t n = w.steps.load(std::memory_order_acquire);
-  auto add = [&](const StepSpan& s) {
-    if (s.step == 0) return;
+  // Only the step that belongs there: a worker that died between writing a span and counting
+  // its step leaves that span in the place of an older one.
+  auto add = [&](const StepSpan& s, uint64_t k) {
+    if (s.step != k) return;
     auto* o = r->add_step_spans();
     o->set_step(s.step);
     o->set_end_ns(s.end_ns);
@@ -183,11 +185,12 @@ void ReadStepSpans(const WorkerSlot& w, ipc::v1::WorkerReading* r) {
     o->set_optimizer_ns(s.optimizer_ns);
     o->set_unsplit_ns(s.unsplit_ns);
   };
-  for (uint64_t k = 1; k <= std::min<uint64_t>(n, kFirstStepSpans); ++k) add(w.step_spans[k - 1]);
+  for (uint64_t k = 1; k <= std::min<uint64_t>(n, kFirstStepSpans); ++k)
+    add(w.step_spans[k - 1], k);
   for (uint64_t k =
            std::max<uint64_t>(kFirstStepSpans + 1, n + 1 - std::min<uint64_t>(n, kLastStepSpans));
        k <= n; ++k)
-    add(w.step_spans[kFirstStepSpans + k % kLastStepSpans]);
+    add(w.step_spans[kFirstStepSpans + k % kLastStepSpans], k);
 }
 
 }  // namespace

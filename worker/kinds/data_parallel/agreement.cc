@@ -13,9 +13,11 @@ namespace {
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
+// "0.3 s", "300 s", "1800 s": never in exponent notation.
 std::string Seconds(std::chrono::milliseconds t) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g s", double(t.count()) / 1000);
+  const double s = double(t.count()) / 1000;
+  std::snprintf(buf, sizeof buf, s >= 10 ? "%.0f s" : "%.3g s", s);
   return buf;
 }
 
