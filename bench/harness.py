@@ -299,3 +299,16 @@ def reference_figures(r, err, threads, **more):
     ok = bool(r.get("ok"))
     return {"ok": ok, "error": None if ok else err, "samples_per_sec": r.get("samples_per_sec"),
             "threads": threads or None, **more}
+
+
+def shoal_figures(e, err, daemon_pss, **more):
+    """What a Shoal side's run says, from `shoal submit --wait --json`'s experiment `e` (and the
+    CLI's stderr `err`): ok, the error if not, samples/s, Shoal's own peak PSS sum, the
+    experiment's id and threads, shoald's own PSS, and `more`."""
+    ok = e.get("state") == "SUCCEEDED"
+    r = e.get("result", {})
+    return {"ok": ok, "error": None if ok else (e.get("error") or err[-500:]),
+            "samples_per_sec": r.get("samples_per_sec"),
+            "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"),
+            "experiment": e.get("id"), "threads": e.get("spec", {}).get("threads"),
+            "daemon_pss_bytes": daemon_pss, **more}

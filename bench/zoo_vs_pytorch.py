@@ -45,7 +45,8 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures
+from harness import (Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures,
+                     shoal_figures)
 from shoal_bench import (ROOT, fresh_shoald, reference_finished, shoal_processes, submit_finished,
                          submit_started)
 
@@ -74,14 +75,7 @@ def shoal_side(args, models, zoo):
         proc = submit_started(cmd, stack)
 
         def wait():
-            e, err, daemon_pss = submit_finished(proc, cli.pid)
-            ok = e.get("state") == "SUCCEEDED"
-            r = e.get("result", {})
-            return {"ok": ok, "error": None if ok else (e.get("error") or err[-500:]),
-                    "samples_per_sec": r.get("samples_per_sec"),
-                    "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"),
-                    "experiment": e.get("id"), "threads": e.get("spec", {}).get("threads"),
-                    "daemon_pss_bytes": daemon_pss}
+            return shoal_figures(*submit_finished(proc, cli.pid))
 
         # The tree: everything below shoald; "experiment": what Shoal's own figure counts.
         return Started(wait, below=[cli.pid], close=stack.close,
