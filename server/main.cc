@@ -62,7 +62,7 @@ struct DaemonArgs {
   uint64_t max_upload_mb = 1024;
   shoal::CoordinatorOptions opts;
   // One-shot: run one sweep point and write its whole record, no socket (a Slurm array task).
-  std::string run_point, record_out;
+  std::string run_point, record_out, profiles_out;
   std::string record_key;  // the sweep's key its record is sealed with (from kRecordKeyEnv)
   // A run across nodes: this node's rank and where node 0 hosts the c10d store (the script's).
   int node_rank = -1;  // -1: not given
@@ -117,6 +117,10 @@ void AddRunPointOptions(CLI::App& app, DaemonArgs& d) {
                              "where --run-point writes the run's record (a RunRecord)");
   point->needs(out);
   out->needs(point);
+  app.add_option("--profiles-out", d.profiles_out,
+                 "with --run-point: where the run's profiler traces (kind command) are copied "
+                 "for the placing daemon")
+      ->needs(point);
   // A point over several nodes (data_parallel on Slurm): each node's part, told by the script.
   app.add_option("--node-rank", d.node_rank,
                  "with --run-point over nodes > 1: this node's rank in the allocation")
@@ -298,6 +302,7 @@ bool Resolve(DaemonArgs& d) {
   // Private to this daemon, not on the shared file system: the keys its sweeps' records are
   // sealed with.
   opts.slurm.keys_dir = d.state_dir + "/slurm-keys";
+  opts.slurm.profiles_dir = d.state_dir + "/profiles";
   // --run-point: the order was admitted by the daemon that placed it (a command only where that
   // one was started with --allow-commands): trusted where only this user can have written it.
   if (!d.run_point.empty()) opts.allow_commands = shoal::WrittenOnlyByMe(d.run_point);
@@ -536,6 +541,8 @@ int RunPointOnce(const DaemonArgs& d, shoal::Coordinator& coord, shoal::Store* s
   })
       .detach();
   auto record = shoal::RunPoint(&coord, store, *order, &stop);
+  // Out of the throwaway state, which goes with this task.
+  if (record.ok() && !d.profiles_out.empty()) shoal::ShipProfileTraces(&*record, d.profiles_out);
   shoal::Status written =
       record.ok() ? shoal::WriteRunRecord(*record, d.record_out, d.record_key) : record.status();
   if (!written.ok()) spdlog::critical("point {}: {}", order->index(), written.message());

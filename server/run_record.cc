@@ -22,6 +22,7 @@
 #include "server/log_capture.h"
 #include "shared/os/procfs.h"
 #include "shared/spec/sweep.h"
+#include "spdlog/spdlog.h"
 
 namespace shoal {
 namespace {
@@ -236,6 +237,29 @@ void AddNodeTelemetry(uint32_t node, const v1::RunRecord& r, double offset_ms, v
 
 }  // namespace
 
+void ShipProfileTraces(v1::RunRecord* r, const std::string& out) {
+  v1::Experiment& e = *r->mutable_experiment();
+  if (e.profile_traces_size() == 0) return;
+  namespace fs = std::filesystem;
+  std::vector<v1::ProfileTrace> shipped;
+  for (const auto& t : e.profile_traces()) {
+    std::error_code ec;
+    const fs::path to = fs::path(out) / t.name();
+    fs::create_directories(to.parent_path(), ec);
+    if (!ec)
+      fs::copy_file(fs::path(e.profile_dir()) / t.name(), to, fs::copy_options::overwrite_existing,
+                    ec);
+    if (ec) {
+      spdlog::warn("profiler trace {} not shipped to {}: {}", t.name(), out, ec.message());
+      continue;
+    }
+    shipped.push_back(t);
+  }
+  e.clear_profile_traces();
+  for (auto& t : shipped) *e.add_profile_traces() = std::move(t);
+  e.set_profile_dir(out);
+}
+
 StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecord>>& records) {
   const StatusOr<v1::RunRecord>* base = nullptr;
   for (const auto& r : records) {
@@ -248,6 +272,8 @@ StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecor
   v1::Experiment& e = *out.mutable_experiment();
   e.clear_processes();
   e.clear_parts();
+  e.clear_profile_traces();  // every node's, below
+  e.clear_profile_dir();
   double samples_per_sec = 0;
   bool rate = false;
   uint64_t samples = 0, steps = 0;  // every node's workers', as one node's are summed
@@ -267,6 +293,12 @@ StatusOr<v1::RunRecord> MergeNodeRecords(const std::vector<StatusOr<v1::RunRecor
     *e.add_parts() = part;
     if (records[k].ok()) {
       AddNodeTelemetry(k, records[k].value(), part.clock_offset_ms(), &out);
+      // Each node's profiler traces, under its node's folder of the task's (node-K/).
+      for (const auto& t : records[k].value().experiment().profile_traces()) {
+        v1::ProfileTrace* mine = e.add_profile_traces();
+        *mine = t;
+        mine->set_name("node-" + std::to_string(k) + "/" + t.name());
+      }
       samples += records[k].value().experiment().result().samples();
       steps += records[k].value().experiment().result().steps();
     }

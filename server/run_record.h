@@ -46,6 +46,12 @@ Status WriteRunRecord(const v1::RunRecord& r, const std::string& path, const std
 // it is not a record or, with a key, not one sealed under it.
 StatusOr<v1::RunRecord> ReadRunRecord(const std::string& path, const std::string& key = "");
 
+// A run-point's run's profiler traces (kind command, SHOAL_PROFILE_DIR) copied out of its
+// throwaway state into `out` (a folder the placing daemon reads: the sweep's), the record's
+// profile_dir set to it. A trace that cannot be copied is dropped from the list, saying why in
+// the log; the record is written either way.
+void ShipProfileTraces(v1::RunRecord* r, const std::string& out);
+
 // The records of one run's parts on several nodes (records[k]: node k's, or why there is none)
 // as one record: the first node's experiment with every node's processes and samples (each with
 // its node), their events and logs, each node's own state and figures in `parts`, samples/s,

@@ -124,6 +124,9 @@ std::string LimitPath(const std::string& dir, uint32_t task) {
 std::string TaskOutputPath(const std::string& dir, uint32_t task) {
   return dir + "/task-" + std::to_string(task) + ".out";
 }
+std::string ProfilesPath(const std::string& dir, uint32_t task) {
+  return dir + "/profiles-" + std::to_string(task);
+}
 
 namespace {
 
@@ -170,6 +173,7 @@ std::string NodesScript(const std::string& shoald, const std::string& dir, uint3
          "  \"$1\" --run-point \"$2/order-$3.json\" \\\n"
          "    --record-out \"$2/record-$3.node-$SLURM_NODEID.pb\" --node-rank \"$SLURM_NODEID\" "
          "\\\n"
+         "    --profiles-out \"$2/profiles-$3/node-$SLURM_NODEID\" \\\n"
          "    --master \"$4\" --state-dir \"$state\" --log-level info &\n"
          "  p=$!\n"
          "  trap \"kill -TERM $p 2>/dev/null\" TERM INT\n"
@@ -205,6 +209,7 @@ std::string ArrayScript(const std::string& shoald, const std::string& dir, uint3
          "USR1\n" +
          ShellQuoted(shoald) +
          " --run-point \"$dir/order-$task.json\" --record-out \"$dir/record-$task.pb\" \\\n"
+         "  --profiles-out \"$dir/profiles-$task\" \\\n"
          "  --state-dir \"$state\" --log-level info &\n"
          "pid=$!\n"
          "wait $pid\n"
@@ -691,9 +696,7 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
       if (cancelled && part.state() == v1::FAILED) part.set_state(v1::CANCELLED);
     if (!cancelled) StoppedBySlurm(TaskName(a.job_id, task), slurm, a.dir, task, &ran);
     *ran.mutable_slurm() = slurm;
-    // A node's profiler traces went with its throwaway state folder: not listed as if kept.
-    ran.clear_profile_dir();
-    ran.clear_profile_traces();
+    AdoptProfiles(a, task, e.id(), &ran);  // the id of its order, not the record's word
     stored =
         StoreRunRecord(store_, opts_.logs_dir, order, *record, [this](const v1::Experiment& x) {
           queue_->Update(x);
@@ -707,6 +710,10 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     }
   }
   if (!stored.ok()) {
+    if (!opts_.profiles_dir.empty()) {  // refused: nothing of it is kept
+      std::error_code rm;
+      fs::remove_all(fs::path(opts_.profiles_dir) / e.id(), rm);
+    }
     *e.mutable_slurm() = slurm;
     e.set_state(cancelled ? v1::CANCELLED : v1::FAILED);
     if (record.ok() || record.status().code() != Code::kNotFound) {  // refused, or not one
@@ -726,7 +733,42 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   for (uint32_t k = 0; nodes > 1 && k < nodes; ++k) fs::remove(NodeRecordPath(a.dir, task, k), ec);
   fs::remove(OrderPath(a.dir, task), ec);
   fs::remove(LimitPath(a.dir, task), ec);
+  fs::remove_all(ProfilesPath(a.dir, task), ec);  // what was not adopted
   return true;
+}
+
+void SlurmSweeps::AdoptProfiles(const Array& a, uint32_t task, const std::string& id,
+                                v1::Experiment* ran) const {
+  const std::vector<v1::ProfileTrace> listed(ran->profile_traces().begin(),
+                                             ran->profile_traces().end());
+  ran->clear_profile_dir();
+  ran->clear_profile_traces();
+  if (listed.empty() || opts_.profiles_dir.empty()) return;
+  // Where this task was told to ship them, whatever the record says; and this daemon's folder.
+  const fs::path from = ProfilesPath(a.dir, task), to = fs::path(opts_.profiles_dir) / id;
+  std::error_code ec;
+  fs::create_directories(opts_.profiles_dir, ec);
+  fs::permissions(opts_.profiles_dir, fs::perms::owner_all, ec);
+  fs::remove_all(to, ec);
+  fs::rename(from, to, ec);
+  if (ec) {  // another file system: copied
+    ec.clear();
+    fs::copy(from, to, fs::copy_options::recursive, ec);
+  }
+  if (ec) {
+    spdlog::warn("sweep {}: point {}'s profiler traces not kept: {}", a.sweep_id,
+                 ran->sweep_index(), ec.message());
+    return;
+  }
+  for (const auto& t : listed) {
+    const fs::path name = fs::path(t.name()).lexically_normal();
+    const bool inside = !name.empty() && name.is_relative() && *name.begin() != "..";
+    if (inside && fs::is_regular_file(to / name, ec)) *ran->add_profile_traces() = t;
+  }
+  if (ran->profile_traces_size() > 0)
+    ran->set_profile_dir(to.string());
+  else
+    fs::remove_all(to, ec);
 }
 
 }  // namespace shoal

@@ -34,6 +34,9 @@ struct SlurmSweepOptions {
   // This daemon's own folder (never the shared one) for each sweep's record key: what its tasks
   // hand back is sealed under it (run_record.h), and only records that check are stored.
   std::string keys_dir;
+  // This daemon's folder of runs' profiler traces (a folder a run): a command run's traces that a
+  // task ships back beside its record are moved there, as a local run's are.
+  std::string profiles_dir;
 };
 
 class SlurmSweeps {
@@ -107,6 +110,10 @@ class SlurmSweeps {
   // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.
   // False when that must wait (the record could not be read or stored now): asked again.
   bool Ended(Array& a, uint32_t task, const SlurmTask* t);
+  // The traces the task shipped (ProfilesPath) moved into profiles_dir/ID (`id`: its order's)
+  // and listed; none otherwise. Names that leave their folder are dropped.
+  void AdoptProfiles(const Array& a, uint32_t task, const std::string& id,
+                     v1::Experiment* ran) const;
   std::string SweepDir(const std::string& sweep_id) const;
 
   Slurm* slurm_;
@@ -137,5 +144,7 @@ std::string NodeRecordPath(const std::string& dir, uint32_t task, uint32_t node)
 // Where task i's script marks that it stopped its run as the time limit neared (SIGUSR1).
 std::string LimitPath(const std::string& dir, uint32_t task);
 std::string TaskOutputPath(const std::string& dir, uint32_t task);
+// Where task i's run-point ships its run's profiler traces (node-K/ below it across nodes).
+std::string ProfilesPath(const std::string& dir, uint32_t task);
 
 }  // namespace shoal

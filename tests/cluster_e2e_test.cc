@@ -331,6 +331,7 @@ TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMe
       "open(os.path.join(sys.argv[1], 'rank' + e['RANK']), 'w').write(' '.join([e['LOCAL_RANK'], "
       "e['NODE_RANK'], e['WORLD_SIZE'], e['LOCAL_WORLD_SIZE'], str('SHOAL_RECORD_KEY' in e), "
       "str(int(t.item())), w])); "
+      "open(os.path.join(e['SHOAL_PROFILE_DIR'], 'rank' + e['RANK'] + '.json'), 'w').write('[]'); "
       "dist.destroy_process_group()";
   const CommandResult r = daemon_->Cli({"submit", "--slurm", "--partition", "try", "--kind",
                                         "command", "--nodes", "2", "--workers", "2", "--wait",
@@ -356,6 +357,17 @@ TEST_F(SlurmSweepE2E, ACommandAcrossBothNodesGetsTorchrunsVariablesAndItsRanksMe
   for (const auto& p : e["processes"])
     if (p["role"] == "worker") ranks[p.value("node", -1)] += 1;
   EXPECT_EQ(ranks, (std::map<int, int>{{0, 2}, {1, 2}})) << e["processes"].dump();
+  // Each rank's profiler trace came back from its node with the record, kept by this daemon.
+  std::set<std::string> traces;
+  for (const auto& t : e.value("profile_traces", json::array())) {
+    traces.insert(t["name"].get<std::string>());
+    EXPECT_TRUE(std::filesystem::is_regular_file(e["profile_dir"].get<std::string>() + "/" +
+                                                 t["name"].get<std::string>()));
+  }
+  EXPECT_EQ(traces, (std::set<std::string>{"node-0/rank0.json", "node-0/rank1.json",
+                                           "node-1/rank2.json", "node-1/rank3.json"}))
+      << e.dump();
+  EXPECT_EQ(e["profile_dir"], dir_.path() + "/state/profiles/" + e["id"].get<std::string>());
   ExpectNothingLeft();
 }
 

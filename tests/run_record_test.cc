@@ -237,6 +237,28 @@ TEST(RunRecordTest, ANodesTimesAreMovedOntoTheEarliestNodesClock) {
   EXPECT_DOUBLE_EQ(unknown->samples(4).t_ms(), 100);
 }
 
+// A run-point's profiler traces leave its throwaway state for the folder it is told; across nodes
+// each node's are listed under node-K/ of the task's.
+TEST(RunRecordTest, ProfilerTracesAreShippedAndEveryNodesAreListed) {
+  testing::TempDir d;
+  std::filesystem::create_directories(d / "state");
+  std::ofstream(d / "state/rank0.json") << "[1]";
+  v1::RunRecord r = Record();
+  r.mutable_experiment()->set_profile_dir(d / "state");
+  for (const char* name : {"rank0.json", "gone.json"}) {
+    auto* t = r.mutable_experiment()->add_profile_traces();
+    t->set_name(name);
+    t->set_size_bytes(3);
+  }
+  ShipProfileTraces(&r, d / "shared/node-1");
+  EXPECT_EQ(r.experiment().profile_dir(), d / "shared/node-1");
+  ASSERT_EQ(r.experiment().profile_traces_size(), 1);  // the one that was not there: dropped
+  EXPECT_TRUE(std::filesystem::exists(d / "shared/node-1/rank0.json"));
+  auto merged = MergeNodeRecords({Record(), r});
+  ASSERT_EQ(merged->experiment().profile_traces_size(), 1);
+  EXPECT_EQ(merged->experiment().profile_traces(0).name(), "node-1/rank0.json");
+}
+
 TEST(RunRecordTest, AnOrderIsTrustedOnlyWhereOnlyItsUserCouldHaveWrittenIt) {
   testing::TempDir d;
   const std::string dir = d / "sweep", order = dir + "/order-0.json";

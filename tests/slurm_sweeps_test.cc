@@ -88,7 +88,7 @@ class SlurmSweepsTest : public ::testing::Test {
     sweeps_ = std::make_unique<SlurmSweeps>(
         &slurm_, queue_.get(), store_.get(),
         SlurmSweepOptions{"/opt/shoal it's/shoald", dir_ / "slurm", dir_ / "logs", gentle_cancel_ms,
-                          dir_ / "blobs", dir_ / "keys"});
+                          dir_ / "blobs", dir_ / "keys", dir_ / "profiles"});
   }
   // Placed, stored and followed, as the coordinator does it.
   void PlaceAll() {
@@ -574,6 +574,38 @@ TEST_F(SlurmSweepsTest, ATaskSlurmWillNeverStartIsCancelledAndItsPointFailsSayin
   EXPECT_EQ(NeverStartsBecause("Resources"), "");
   EXPECT_EQ(NeverStartsBecause("ReqNodeNotAvail"), "");     // a node down may come back
   EXPECT_EQ(NeverStartsBecause("PartitionNodeLimit"), "");  // also said while nodes are drained
+}
+
+// A command run's profiler traces, shipped by its task beside its record (ProfilesPath), are moved
+// into this daemon's profiles folder under the point's own id and listed; a name that leaves its
+// folder is dropped, and nothing is left in the shared folder.
+TEST_F(SlurmSweepsTest, ProfilerTracesShippedBesideARecordAreKeptWithIt) {
+  PlaceAll();
+  const std::string shipped = ProfilesPath(ArrayDir(), 0);
+  std::filesystem::create_directories(shipped);
+  std::ofstream(shipped + "/rank0.json") << "[]";
+  v1::RunRecord r;
+  v1::Experiment& e = *r.mutable_experiment();
+  e.set_id(exps_[0].id());
+  e.set_sweep_id(sw_.id());
+  e.set_sweep_index(0);
+  e.set_state(v1::SUCCEEDED);
+  e.set_profile_dir("/somewhere/on/the/node");
+  for (const char* name : {"rank0.json", "../../keys/s0000000001.key"}) {
+    v1::ProfileTrace* t = e.add_profile_traces();
+    t->set_name(name);
+    t->set_size_bytes(2);
+  }
+  ASSERT_TRUE(WriteRunRecord(r, RecordPath(ArrayDir(), 0), Key()).ok());
+  slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "RUNNING"), Task(2, "RUNNING")};
+  sweeps_->Poll();
+  const v1::Experiment stored = Stored(0);
+  EXPECT_EQ(stored.profile_dir(), dir_ / ("profiles/" + exps_[0].id()));
+  ASSERT_EQ(stored.profile_traces_size(), 1);
+  EXPECT_EQ(stored.profile_traces(0).name(), "rank0.json");
+  std::ifstream kept(stored.profile_dir() + "/rank0.json");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(kept)), {}), "[]");
+  EXPECT_FALSE(std::filesystem::exists(shipped));
 }
 
 // Tasks named in one word, however many: 10,000 names would pass the argument limit.
