@@ -144,7 +144,7 @@ TEST_P(WorkerKilled, FailsWithTheReasonAndStopsEverything) {
   ASSERT_EQ(e["state"], "RUNNING") << e.dump();
   const auto pids = Pids(e);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGKILL), 0);
+  ASSERT_EQ(Signal(WorkerPid(e, 1), SIGKILL), 0) << e.dump();  // the record, to see why
   e = WaitEnded(id);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(e["state"], "FAILED");
