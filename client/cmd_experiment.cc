@@ -71,7 +71,7 @@ std::string SubmitToSlurm(ShoalClient& c, const v1::ExperimentSpec& spec, const 
   return r.sweep().points(0).experiment_id();
 }
 
-// "QUEUED (Slurm PENDING: Priority)", "RUNNING (Slurm RUNNING on node7)": where a point placed
+// "queued (Slurm PENDING: Priority)", "running (Slurm RUNNING on node7)": where a point placed
 // on Slurm stands, as this daemon last heard from Slurm.
 std::string SlurmStanding(const v1::Experiment& e) {
   std::string out = StateName(e.state());

@@ -216,8 +216,8 @@ v1::NodePart PartOf(uint32_t node, const StatusOr<v1::RunRecord>& r) {
   return p;
 }
 
-// Node `node`'s processes, samples, events and log added to `out`.
-// A node's processes, and its samples and events moved by `offset_ms` onto node 0's clock.
+// Node `node`'s processes, samples, events and log added to `out`, its samples' and events' times
+// moved by `offset_ms` onto the run's clock.
 void AddNodeTelemetry(uint32_t node, const v1::RunRecord& r, double offset_ms, v1::RunRecord* out) {
   for (auto p : r.experiment().processes()) {
     p.set_node(node);

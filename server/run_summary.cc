@@ -125,6 +125,38 @@ uint64_t ReadyNs(const ipc::v1::WorkerReading& w) {
   return w.has_ready_ns() ? w.ready_ns() : w.first_step_ns();
 }
 
+namespace {
+
+// Worker 0's evaluations and a worker's kept steps, on the experiment's clock (ms since
+// `start_real_ns`); a step starts at its end less its timed phases.
+void PlaceEvaluationsAndSteps(const ipc::v1::WorkerReading& w, uint64_t start_real_ns,
+                              v1::ProcessInfo* p) {
+  auto since_start = [&](uint64_t ns) { return NsToMs(ns - std::min(ns, start_real_ns)); };
+  if (w.evaluations() > 0) p->set_evaluations(w.evaluations());
+  p->clear_evaluation_spans();
+  for (const auto& span : w.eval_spans()) {
+    v1::Interval* i = p->add_evaluation_spans();
+    i->set_from_ms(since_start(span.start_ns()));
+    i->set_to_ms(since_start(span.end_ns()));
+  }
+  p->clear_timed_steps();
+  for (const auto& st : w.step_spans()) {
+    const uint64_t total = st.data_ns() + st.forward_ns() + st.backward_ns() + st.comm_ns() +
+                           st.optimizer_ns() + st.unsplit_ns();
+    v1::TimedStep* t = p->add_timed_steps();
+    t->set_step(st.step());
+    t->set_start_ms(since_start(st.end_ns() - std::min(st.end_ns(), total)));
+    t->set_data_ms(NsToMs(st.data_ns()));
+    t->set_forward_ms(NsToMs(st.forward_ns()));
+    t->set_backward_ms(NsToMs(st.backward_ns()));
+    t->set_comm_ms(NsToMs(st.comm_ns()));
+    t->set_optimizer_ms(NsToMs(st.optimizer_ns()));
+    t->set_whole_ms(NsToMs(st.unsplit_ns()));
+  }
+}
+
+}  // namespace
+
 void ApplyWorkerReading(const ipc::v1::WorkerReading& w, uint64_t start_real_ns,
                         v1::ProcessInfo* p) {
   if (w.vmhwm_bytes() > 0) p->set_peak_rss_bytes(w.vmhwm_bytes());
@@ -140,28 +172,7 @@ void ApplyWorkerReading(const ipc::v1::WorkerReading& w, uint64_t start_real_ns,
     p->set_ready_ms(NsToMs(ready - std::min(ready, start_real_ns)));
     if (w.requested_ns() > 0) p->set_start_ms(NsToMs(ready - std::min(ready, w.requested_ns())));
   }
-  if (w.evaluations() > 0) p->set_evaluations(w.evaluations());
-  p->clear_evaluation_spans();
-  for (const auto& span : w.eval_spans()) {
-    v1::Interval* i = p->add_evaluation_spans();
-    i->set_from_ms(NsToMs(span.start_ns() - std::min(span.start_ns(), start_real_ns)));
-    i->set_to_ms(NsToMs(span.end_ns() - std::min(span.end_ns(), start_real_ns)));
-  }
-  p->clear_timed_steps();
-  for (const auto& st : w.step_spans()) {
-    const uint64_t total = st.data_ns() + st.forward_ns() + st.backward_ns() + st.comm_ns() +
-                           st.optimizer_ns() + st.unsplit_ns();
-    const uint64_t start = st.end_ns() - std::min(st.end_ns(), total);
-    v1::TimedStep* t = p->add_timed_steps();
-    t->set_step(st.step());
-    t->set_start_ms(NsToMs(start - std::min(start, start_real_ns)));
-    t->set_data_ms(NsToMs(st.data_ns()));
-    t->set_forward_ms(NsToMs(st.forward_ns()));
-    t->set_backward_ms(NsToMs(st.backward_ns()));
-    t->set_comm_ms(NsToMs(st.comm_ns()));
-    t->set_optimizer_ms(NsToMs(st.optimizer_ns()));
-    t->set_whole_ms(NsToMs(st.unsplit_ns()));
-  }
+  PlaceEvaluationsAndSteps(w, start_real_ns, p);
   // 0: the kind takes no fingerprint (multi_model, pipeline, data_loading's loaders).
   if (w.phase() == ipc::v1::FINISHED && w.weights_checksum() != 0)
     p->set_weights_checksum(Hex64(w.weights_checksum()));

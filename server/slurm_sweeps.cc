@@ -522,7 +522,7 @@ std::vector<SlurmSweeps::CancelWord> SlurmSweeps::CancelsToSend(const Array& a) 
     any_started = any_started || running;
     auto sent = a.cancels.find(task);
     if (sent == a.cancels.end()) {
-      if (a.never.count(task) > 0 && e.slurm().state() == "PENDING") {
+      if (WillNeverStart(a, task) && e.slurm().state() == "PENDING") {
         hard.push_back(task);  // pending for good, as Slurm last said: nothing of it runs
         continue;
       }
@@ -575,10 +575,10 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
       ended.push_back(task);
     } else if (Runs(it->second->state)) {
       Started(e, *it->second);
-      NeverStarts(a, task, *it->second);  // it started after all: no longer
+      CountNeverStarts(a, task, *it->second);  // it started after all: no longer
     } else {
       Waiting(e, *it->second);
-      NeverStarts(a, task, *it->second);
+      CountNeverStarts(a, task, *it->second);
     }
   }
   for (uint32_t task : ended) {
@@ -587,22 +587,21 @@ void SlurmSweeps::Apply(Array& a, const std::map<uint32_t, const SlurmTask*>& by
     a.tasks.erase(task);
     a.absent.erase(task);
     a.never.erase(task);
-    a.never_seen.erase(task);
   }
 }
 
 // A pending task whose reason Slurm never gets past, in kNeverPolls answers in a row, is marked
 // to be cancelled (CancelsToSend); one that started, or whose reason changed, is not.
-void SlurmSweeps::NeverStarts(Array& a, uint32_t task, const SlurmTask& t) {
-  const std::string why = t.state == "PENDING" ? NeverStartsBecause(t.reason) : "";
-  if (why.empty()) {
+void SlurmSweeps::CountNeverStarts(Array& a, uint32_t task, const SlurmTask& t) {
+  if (t.state == "PENDING" && !NeverStartsBecause(t.reason).empty())
+    ++a.never[task];
+  else
     a.never.erase(task);
-    a.never_seen.erase(task);
-    return;
-  }
-  if (++a.never_seen[task] < kNeverPolls) return;
-  a.never.try_emplace(task, "Slurm will not start task " + TaskName(a.job_id, task) + ": " +
-                                t.reason + " (" + why + ")");
+}
+
+bool SlurmSweeps::WillNeverStart(const Array& a, uint32_t task) {
+  auto it = a.never.find(task);
+  return it != a.never.end() && it->second >= kNeverPolls;
 }
 
 void SlurmSweeps::Started(v1::Experiment& e, const SlurmTask& t) {
@@ -621,6 +620,8 @@ void SlurmSweeps::Waiting(v1::Experiment& e, const SlurmTask& t) {
   e.mutable_slurm()->set_reason(t.reason);
   queue_->SetLive(e);  // why it waits: shown by get and list, not worth a write per change
 }
+
+namespace {
 
 // Slurm's own ends of a task that it stopped, not the user: a run they stopped is no cancel.
 bool SlurmStopped(const std::string& state) {
@@ -655,6 +656,19 @@ void StoppedBySlurm(const std::string& name, const v1::SlurmTaskInfo& slurm, con
   }
 }
 
+// An ended task's files in its array's folder: its order, record(s), limit mark and the profiler
+// traces it shipped that were not adopted.
+void RemoveTaskFiles(const std::string& dir, uint32_t task, uint32_t nodes) {
+  std::error_code ec;
+  fs::remove(RecordPath(dir, task), ec);
+  for (uint32_t k = 0; nodes > 1 && k < nodes; ++k) fs::remove(NodeRecordPath(dir, task, k), ec);
+  fs::remove(OrderPath(dir, task), ec);
+  fs::remove(LimitPath(dir, task), ec);
+  fs::remove_all(ProfilesPath(dir, task), ec);
+}
+
+}  // namespace
+
 bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
   v1::Experiment e = a.tasks[task];
   v1::SlurmTaskInfo slurm = e.slurm();
@@ -665,21 +679,13 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     slurm.set_exit_code(t->exit_code);
   }
   // Asked to stop: whatever it ended of, it was cancelled (a run Slurm cancelled outright fails
-  // of the signals; its own words are kept).
-  // Cancelled by shoald because Slurm would never start it: failed, saying why.
-  const auto never = a.never.find(task);
-  const bool cancelled =
-      never == a.never.end() &&
-      (a.cancels.count(task) > 0 || queue_->StopRequest(e.id()) == ExperimentQueue::kCancel);
+  // of the signals; its own words are kept). Cancelled by shoald because Slurm would never start
+  // it: failed, saying why.
+  const bool never = WillNeverStart(a, task);
+  const bool cancelled = !never && (a.cancels.count(task) > 0 ||
+                                    queue_->StopRequest(e.id()) == ExperimentQueue::kCancel);
   const uint32_t nodes = NodesOf(e.spec());
-  if (a.key.empty() && !a.unsealed) {  // its key unreadable so far: asked again at each poll
-    auto key = ReadKey(KeyPath(a.sweep_id));
-    if (!key.ok()) {
-      spdlog::warn("sweep {}: {}", a.sweep_id, key.status().message());
-      return false;
-    }
-    a.key = *key;
-  }
+  if (!KeyRead(a)) return false;
   auto record = ReadTaskRecord(a.dir, task, nodes, a.key);
   if (!record.ok() && record.status().code() == Code::kUnavailable) return false;  // retried
   Status stored = record.status();
@@ -719,8 +725,11 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     if (record.ok() || record.status().code() != Code::kNotFound) {  // refused, or not one
       e.set_error("Slurm task " + TaskName(a.job_id, task) +
                   ": its record was refused: " + stored.message());
-    } else if (never != a.never.end()) {
-      e.set_error(never->second + "; shoald cancelled it rather than leave it pending");
+    } else if (never) {  // its reason as Slurm gave it while it pended
+      const std::string& reason = e.slurm().reason();
+      e.set_error("Slurm will not start task " + TaskName(a.job_id, task) + ": " + reason + " (" +
+                  NeverStartsBecause(reason) +
+                  "); shoald cancelled it rather than leave it pending");
     } else if (!cancelled) {
       e.set_error(NoRecordError(a.job_id, task, t, slurm.output()));
     }
@@ -728,12 +737,19 @@ bool SlurmSweeps::Ended(Array& a, uint32_t task, const SlurmTask* t) {
     queue_->Update(e);
   }
   queue_->Done(e.id());
-  std::error_code ec;
-  fs::remove(RecordPath(a.dir, task), ec);
-  for (uint32_t k = 0; nodes > 1 && k < nodes; ++k) fs::remove(NodeRecordPath(a.dir, task, k), ec);
-  fs::remove(OrderPath(a.dir, task), ec);
-  fs::remove(LimitPath(a.dir, task), ec);
-  fs::remove_all(ProfilesPath(a.dir, task), ec);  // what was not adopted
+  RemoveTaskFiles(a.dir, task, nodes);
+  return true;
+}
+
+// The sweep's key, read once it can be: a key file unreadable so far is asked again at each poll.
+bool SlurmSweeps::KeyRead(Array& a) {
+  if (!a.key.empty() || a.unsealed) return true;
+  auto key = ReadKey(KeyPath(a.sweep_id));
+  if (!key.ok()) {
+    spdlog::warn("sweep {}: {}", a.sweep_id, key.status().message());
+    return false;
+  }
+  a.key = *key;
   return true;
 }
 

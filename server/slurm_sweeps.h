@@ -78,10 +78,9 @@ class SlurmSweeps {
       bool hard = false;  // cancelled by Slurm outright (pending, or running past the grace)
     };
     std::map<uint32_t, Cancel> cancels;  // the tasks whose cancel reached Slurm
-    // Tasks Slurm will never start as asked (a pending reason NeverStartsBecause knows, in
-    // kNeverPolls answers in a row): why. Cancelled by shoald, their points fail saying so.
-    std::map<uint32_t, std::string> never;
-    std::map<uint32_t, int> never_seen;  // answers in a row with such a reason
+    // Answers in a row a task pended for a reason Slurm never gets past (NeverStartsBecause):
+    // at kNeverPolls shoald cancels it and its point fails saying so.
+    std::map<uint32_t, int> never;
     // Polls in a row a task was absent from Slurm's answer: one absence is no end (scontrol
     // shortens a long list of pending tasks; a task may be between states).
     std::map<uint32_t, int> absent;
@@ -104,12 +103,14 @@ class SlurmSweeps {
   StatusOr<std::string> NewKey(const std::string& sweep_id);
   // Answers in a row a task must pend for a reason Slurm never gets past before it is cancelled.
   static constexpr int kNeverPolls = 3;
-  void NeverStarts(Array& a, uint32_t task, const SlurmTask& t);
+  static bool WillNeverStart(const Array& a, uint32_t task);
+  static void CountNeverStarts(Array& a, uint32_t task, const SlurmTask& t);
   void Started(v1::Experiment& e, const SlurmTask& t);
   void Waiting(v1::Experiment& e, const SlurmTask& t);
   // The task ended (or Slurm forgot it): its record stored, or the point failed saying why.
   // False when that must wait (the record could not be read or stored now): asked again.
   bool Ended(Array& a, uint32_t task, const SlurmTask* t);
+  bool KeyRead(Array& a);
   // The traces the task shipped (ProfilesPath) moved into profiles_dir/ID (`id`: its order's)
   // and listed; none otherwise. Names that leave their folder are dropped.
   void AdoptProfiles(const Array& a, uint32_t task, const std::string& id,

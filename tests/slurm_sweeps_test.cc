@@ -104,22 +104,33 @@ class SlurmSweepsTest : public ::testing::Test {
     const std::string& var = slurm_.submitted.back().env.at(0);
     return KeyFromHex(var.substr(var.find('=') + 1)).value();
   }
-  // What task `i` hands back: its run, ended, under its order's place.
-  void WriteRecord(uint32_t i, v1::ExperimentState state, const std::string& id = "",
-                   const std::string& error = "") {
+  // Task `i`'s run as its record names it: its point's id and place, ended in `state`.
+  v1::RunRecord RecordOf(uint32_t i, v1::ExperimentState state) const {
     v1::RunRecord r;
     v1::Experiment& e = *r.mutable_experiment();
-    e.set_id(id.empty() ? exps_[i].id() : id);
+    e.set_id(exps_[i].id());
     e.set_sweep_id(sw_.id());
     e.set_sweep_index(i);
     e.set_state(state);
+    return r;
+  }
+  // `r` handed back by task `i`: where its task writes (its array's folder, under its index
+  // there), sealed with the sweep's key.
+  void Hand(uint32_t i, const v1::RunRecord& r) {
+    const std::string dir = std::filesystem::path(exps_[i].slurm().output()).parent_path();
+    ASSERT_TRUE(WriteRunRecord(r, RecordPath(dir, exps_[i].slurm().task()), Key()).ok());
+  }
+  // What task `i` hands back: its run, ended, under its order's place.
+  void WriteRecord(uint32_t i, v1::ExperimentState state, const std::string& id = "",
+                   const std::string& error = "") {
+    v1::RunRecord r = RecordOf(i, state);
+    v1::Experiment& e = *r.mutable_experiment();
+    if (!id.empty()) e.set_id(id);
     e.set_error(error);
     e.mutable_host()->set_hostname("node" + std::to_string(i));
     for (int s = 0; s < 4; ++s) r.add_samples()->set_t_ms(50.0 * s);
     r.set_log("[worker 0] trained\n");
-    // Where its task writes: its array's folder, under its index there.
-    const std::string dir = std::filesystem::path(exps_[i].slurm().output()).parent_path();
-    ASSERT_TRUE(WriteRunRecord(r, RecordPath(dir, exps_[i].slurm().task()), Key()).ok());
+    Hand(i, r);
   }
   v1::Experiment Stored(uint32_t i) { return store_->Get(exps_[i].id()).value(); }
 
@@ -467,12 +478,8 @@ TEST_F(SlurmSweepsTest, ACancelledRunsPartThatFailedOfItsPeersIsCancelled) {
   sweeps_->Poll();
   ASSERT_TRUE(queue_->Cancel(exps_[0].id()).ok());
   sweeps_->Poll();  // asked to stop: its nodes stop a moment apart
-  v1::RunRecord r;
+  v1::RunRecord r = RecordOf(0, v1::FAILED);
   v1::Experiment& e = *r.mutable_experiment();
-  e.set_id(exps_[0].id());
-  e.set_sweep_id(sw_.id());
-  e.set_sweep_index(0);
-  e.set_state(v1::FAILED);
   for (auto [state, error] : {std::pair{v1::FAILED,
                                         "worker 0 exited with code 1: Connection "
                                         "closed by peer"},
@@ -481,7 +488,7 @@ TEST_F(SlurmSweepsTest, ACancelledRunsPartThatFailedOfItsPeersIsCancelled) {
     p->set_state(state);
     p->set_error(error);
   }
-  ASSERT_TRUE(WriteRunRecord(r, RecordPath(ArrayDir(), 0), Key()).ok());
+  Hand(0, r);
   slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "RUNNING"), Task(2, "RUNNING")};
   sweeps_->Poll();
   const v1::Experiment stored = Stored(0);
@@ -584,19 +591,15 @@ TEST_F(SlurmSweepsTest, ProfilerTracesShippedBesideARecordAreKeptWithIt) {
   const std::string shipped = ProfilesPath(ArrayDir(), 0);
   std::filesystem::create_directories(shipped);
   std::ofstream(shipped + "/rank0.json") << "[]";
-  v1::RunRecord r;
+  v1::RunRecord r = RecordOf(0, v1::SUCCEEDED);
   v1::Experiment& e = *r.mutable_experiment();
-  e.set_id(exps_[0].id());
-  e.set_sweep_id(sw_.id());
-  e.set_sweep_index(0);
-  e.set_state(v1::SUCCEEDED);
   e.set_profile_dir("/somewhere/on/the/node");
   for (const char* name : {"rank0.json", "../../keys/s0000000001.key"}) {
     v1::ProfileTrace* t = e.add_profile_traces();
     t->set_name(name);
     t->set_size_bytes(2);
   }
-  ASSERT_TRUE(WriteRunRecord(r, RecordPath(ArrayDir(), 0), Key()).ok());
+  Hand(0, r);
   slurm_.tasks = {Task(0, "COMPLETED"), Task(1, "RUNNING"), Task(2, "RUNNING")};
   sweeps_->Poll();
   const v1::Experiment stored = Stored(0);

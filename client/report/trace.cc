@@ -23,13 +23,12 @@ double Us(double ms) { return ms * 1000.0; }
 // What one process's track shows, gathered from the record, its samples and its events.
 struct Track {
   std::string name;
-  int sort = 0;                                  // leader, workers in order, then the rest
-  double first = -1, last = -1;                  // first and last time a sample saw it (ms)
-  double request = -1, ready = -1;               // a worker's: the leader's request, its first step
-  double exit_at = -1;                           // the event that said it ended
-  std::string exit_text;                         // "exited with code 0", "killed by signal 9"
-  std::vector<std::pair<double, double>> evals;  // worker 0's evaluations (ms), as recorded
-  double offset = 0;                             // its node's clock onto node 0's (ms)
+  int sort = 0;                     // leader, workers in order, then the rest
+  double first = -1, last = -1;     // first and last time a sample saw it (ms)
+  double request = -1, ready = -1;  // a worker's: the leader's request, its first step
+  double exit_at = -1;              // the event that said it ended
+  std::string exit_text;            // "exited with code 0", "killed by signal 9"
+  double offset = 0;  // its node's clock onto the run's (ms: NodePart.clock_offset_ms)
   const v1::ProcessInfo* info = nullptr;
 };
 
@@ -57,16 +56,12 @@ std::map<int64_t, Track> TracksOf(const v1::Experiment& e) {
              std::to_string(p.pid()) + ")";
     t.sort = SortOf(p.role(), p.index());
     t.info = &p;
-    // Across nodes a process's ready_ms counts from its own node's start: moved onto node 0's
-    // clock as the record's samples and events are (NodePart.clock_offset_ms).
-    double offset = 0;
+    // Across nodes a process's times count from its own node's start: moved onto the run's clock
+    // as the record's samples and events are.
     for (const auto& part : e.parts())
-      if (part.node_rank() == node) offset = part.clock_offset_ms();
-    if (p.has_ready_ms()) t.ready = p.ready_ms() + offset;
+      if (part.node_rank() == node) t.offset = part.clock_offset_ms();
+    if (p.has_ready_ms()) t.ready = p.ready_ms() + t.offset;
     if (p.has_ready_ms() && p.has_start_ms()) t.request = t.ready - p.start_ms();
-    for (const auto& span : p.evaluation_spans())
-      t.evals.emplace_back(span.from_ms() + offset, span.to_ms() + offset);
-    t.offset = offset;
   };
   for (const auto& p : e.processes()) add(p);
   for (const auto& p : e.fork_server_processes()) add(p);
@@ -215,6 +210,19 @@ void AddSteps(const v1::ProcessInfo& p, int64_t id, double ready, double offset,
   }
 }
 
+// Inside training: worker 0's evaluations (between epochs and after its last step), numbered,
+// with how many it made when more than were recorded one by one.
+void AddEvaluations(const v1::ProcessInfo& p, int64_t id, double offset, json* out) {
+  for (int i = 0; i < p.evaluation_spans_size(); ++i) {
+    json args = {{"evaluation", i + 1}};
+    if (p.evaluations() > uint32_t(p.evaluation_spans_size()))
+      args["evaluations"] = p.evaluations();
+    const v1::Interval& span = p.evaluation_spans(i);
+    out->push_back(
+        Slice("evaluating", id, span.from_ms() + offset, span.to_ms() + offset, std::move(args)));
+  }
+}
+
 // Each process's life (nested: its start and training inside it) and its end.
 void AddLives(const std::map<int64_t, Track>& tracks, json* out) {
   for (const auto& [id, t] : tracks) {
@@ -224,9 +232,10 @@ void AddLives(const std::map<int64_t, Track>& tracks, json* out) {
     double from = t.first, to = std::max(t.last, t.exit_at);
     if (t.request >= 0) from = from < 0 ? t.request : std::min(from, t.request);
     if (t.ready >= 0) to = std::max(to, t.ready);
-    for (const auto& [a, b] : t.evals) to = std::max(to, b);
-    if (t.info != nullptr)
+    if (t.info != nullptr) {
+      for (const auto& ev : t.info->evaluation_spans()) to = std::max(to, ev.to_ms() + t.offset);
       for (const auto& st : t.info->timed_steps()) to = std::max(to, StepEnd(st, t.offset));
+    }
     if (from < 0 || to < 0) continue;  // never seen, never timed
     json args = json::object();
     if (t.info != nullptr) {
@@ -240,13 +249,7 @@ void AddLives(const std::map<int64_t, Track>& tracks, json* out) {
     if (t.request >= 0 && t.ready >= 0) out->push_back(Slice("starting", id, t.request, t.ready));
     if (t.ready >= 0 && to > t.ready) out->push_back(Slice("training", id, t.ready, to));
     if (t.info != nullptr && t.ready >= 0) AddSteps(*t.info, id, t.ready, t.offset, out);
-    // Inside training: worker 0 evaluates between epochs and after its last step.
-    for (size_t i = 0; i < t.evals.size(); ++i) {
-      json eargs = {{"evaluation", i + 1}};
-      if (t.info != nullptr && t.info->evaluations() > t.evals.size())
-        eargs["evaluations"] = t.info->evaluations();  // more than were recorded one by one
-      out->push_back(Slice("evaluating", id, t.evals[i].first, t.evals[i].second, eargs));
-    }
+    if (t.info != nullptr) AddEvaluations(*t.info, id, t.offset, out);
     if (!end.empty())
       out->push_back(
           {{"ph", "i"}, {"name", end}, {"pid", id}, {"tid", id}, {"ts", Us(to)}, {"s", "t"}});

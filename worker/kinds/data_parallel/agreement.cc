@@ -89,4 +89,12 @@ Status AgreeAcrossNodes(c10d::Store& store, const v1::ExperimentSpec& spec, uint
   return why.empty() ? Status::Ok() : FailedPrecondition(why);
 }
 
+Status NodeZeroUnreachable(const v1::ExperimentSpec& spec, std::chrono::milliseconds timeout,
+                           const std::exception& c10d_error) {
+  return Unavailable("cannot reach node 0's c10d store at " + spec.master() + " within " +
+                     Seconds(timeout) +
+                     ": node 0's part never started, or this node cannot reach it (c10d: " +
+                     FirstLine(c10d_error.what()) + ")");
+}
+
 }  // namespace shoal

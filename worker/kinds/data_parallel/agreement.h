@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "shared/status.h"
@@ -20,5 +21,10 @@ v1::ExperimentSpec Contract(v1::ExperimentSpec s);
 // rank that never answers fails the run naming its node.
 Status AgreeAcrossNodes(c10d::Store& store, const v1::ExperimentSpec& spec, uint32_t rank,
                         std::chrono::milliseconds timeout);
+
+// Why a node other than node 0 could not join the store node 0 hosts (at spec.master) within
+// `timeout`: what c10d said, in the words a user acts on.
+Status NodeZeroUnreachable(const v1::ExperimentSpec& spec, std::chrono::milliseconds timeout,
+                           const std::exception& c10d_error);
 
 }  // namespace shoal

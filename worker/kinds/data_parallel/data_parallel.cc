@@ -84,12 +84,7 @@ Status DataParallelKind::JoinStore(WorkerEnv& env, std::chrono::milliseconds tim
       store_ = c10::make_intrusive<c10d::TCPStore>(master.first, o);
     } catch (const std::exception& e) {
       if (o.isServer) throw;
-      // Node 0 never came up (or this node cannot reach it): said so, not c10d's socket words.
-      const std::string what = e.what();
-      return Unavailable("cannot reach node 0's c10d store at " + env.spec.master() + " within " +
-                         std::to_string(timeout.count()) +
-                         " ms: node 0's part never started, or this node cannot reach it (c10d: " +
-                         what.substr(0, what.find('\n')) + ")");
+      return NodeZeroUnreachable(env.spec, timeout, e);  // said so, not in c10d's socket words
     }
     return Status::Ok();
   }
