@@ -365,11 +365,13 @@ Band PssBand(int workers, const std::string& start) {
 // highest read plus 20% (a moment only Shoal's ticks caught: with turns Shoal samples every
 // 20 ms while a worker traces the step, the reader every 50; forkserver runs of 4-16 workers
 // beside a busy loop read their USS sum up to 1.178x the reader's highest, 20 runs, 2026-11-30).
-void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, uint64_t peak_kb) {
+// `floor` below 0.98 where the point's ticks are known to miss moments (PssBand's low end).
+void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, uint64_t peak_kb,
+                  double floor = 0.98) {
   const double held = double(sustained_kb) * 1024, peak = double(peak_kb) * 1024;
   std::printf("  %s: Shoal %.1f MiB, independent held %.1f MiB, highest %.1f MiB\n", what,
               shoal_bytes / (1 << 20), held / (1 << 20), peak / (1 << 20));
-  EXPECT_GE(shoal_bytes, held * 0.98) << what;
+  EXPECT_GE(shoal_bytes, held * floor) << what;
   EXPECT_LE(shoal_bytes, peak * 1.20) << what;
 }
 
@@ -412,8 +414,11 @@ void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handove
     // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
     ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
     if (turns) {
+      // The traced step's moment is missed where a tick's walks are (PssBand's low end): 16
+      // forkserver workers' USS with turns read 0.94x the held level beside a busy loop
+      // (bench/results/2026-11-30/figures_soak_rerun, run 8).
       ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
-                   reader.peak().uss_kb);
+                   reader.peak().uss_kb, std::min(0.98, pss_band.low));
     } else {
       ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.still_peak().uss_kb, 0.04);
     }
