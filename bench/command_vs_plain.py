@@ -1,27 +1,38 @@
 #!/usr/bin/python3
 """Your own script under Shoal's kind command against a plain launcher, side by side in one run.
 
-bench/command_train.py (a ConvNet, DDP over Gloo from env://) runs with N ranks under a plain
-launcher (a few lines of Python setting what torchrun sets: Debian's torchrun fails here before
-any rank starts) and under `shoal submit --kind command`. The script times itself the same way
-under both (samples after its first step, over the window from its first step's end to its last
-step's end, all ranks), so the ratio is what Shoal's launching and sampling cost; Shoal's own
-figures (its samples/s from the reports, peak PSS sum) are printed beside. Medians of --repeats
-interleaved runs.
+bench/command_train.py (a ConvNet, DDP over Gloo from env://) runs with N ranks (the points,
+fixed before the first run and written to plan.json) on two sides, through bench/harness.py:
 
-  bench/command_vs_plain.py [--workers 1,2,4] [--steps 30] [--batch 64] [--repeats 3]
+  shoal   `shoal submit --kind command --workers N -- python3 command_train.py ...`, on a shoald
+          of its own (--allow-commands), settled before the run and stopped after it;
+  plain   a plain launcher: the N ranks started directly with what torchrun sets (RANK,
+          LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT); Debian's torchrun
+          fails here before any rank starts.
+
+The script times itself the same way under both (samples after its first step, over the window
+from its first step's end to its last step's end, all ranks): that is the samples/s compared, so
+the ratio is what Shoal's launching and sampling cost; the first step is both sides' warm-up.
+Shoal's own samples/s (from the ranks' reports) is kept beside.
+
+Memory: one reader in this program (bench/harness.py's OutsideReader) sums the PSS, RSS and USS
+of every process a side runs every --sample-ms: the plain launcher's ranks and their children,
+and everything below Shoal's shoald (its 4 MiB leader and the ranks).
+
+  bench/command_vs_plain.py [--workers 1,2,4] [--steps 30] [--batch 64] [--repeats 3] [--out DIR]
 """
 import argparse
+import datetime
 import glob
 import json
 import os
+import shutil
 import socket
-import statistics
 import subprocess
-import sys
 import tempfile
 
-from shoal_bench import ROOT, daemon
+from harness import Comparison, Side, Started, figure_column, own_pss_check, shoal_submit_side
+from shoal_bench import ROOT
 
 SCRIPT = os.path.join(ROOT, "bench", "command_train.py")
 
@@ -32,32 +43,58 @@ def free_port():
         return s.getsockname()[1]
 
 
-def own_rate(out):
+def script_rate(out):
+    """The script's own samples/s, from the files its ranks wrote into `out`."""
     ranks = [json.load(open(p)) for p in glob.glob(os.path.join(out, "rank*.json"))]
     window = max(r["last"] for r in ranks) - min(r["first"] for r in ranks)
     return sum(r["samples"] for r in ranks) / window
 
 
-def plain(w, args):
-    out = tempfile.mkdtemp(prefix="shoal-plain.")
-    port = str(free_port())
-    procs = []
-    for rank in range(w):
-        env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(w),
-                   LOCAL_WORLD_SIZE=str(w), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-        env.pop("SHOAL_REPORT_FD", None)
-        procs.append(subprocess.Popen(["/usr/bin/python3", SCRIPT, out, str(args.steps),
-                                       str(args.batch)], env=env))
-    assert all(p.wait() == 0 for p in procs)
-    return own_rate(out)
+def script_figures(out, ranks):
+    written = len(glob.glob(os.path.join(out, "rank*.json")))
+    if written != ranks:
+        return {"ok": False, "error": f"{written} of {ranks} ranks wrote their timing"}
+    return {"samples_per_sec": script_rate(out)}
 
 
-def shoal(cli, w, args):
-    out = tempfile.mkdtemp(prefix="shoal-command.")
-    e = cli("submit", "--kind", "command", "--workers", str(w), "--wait", "--json", "--",
-            "/usr/bin/python3", SCRIPT, out, str(args.steps), str(args.batch))
-    assert e["state"] == "SUCCEEDED", e
-    return own_rate(out), e["result"]
+def shoal_side(args, tmp):
+    outs = {}
+
+    def argv(p):  # a failed run's folder goes with `tmp`, at the end
+        outs[p["ranks"]] = tempfile.mkdtemp(prefix="shoal-command.", dir=tmp)
+        return ["--kind", "command", "--workers", str(p["ranks"]), "--", "/usr/bin/python3",
+                SCRIPT, outs[p["ranks"]], str(args.steps), str(args.batch)]
+
+    def more(e, p):
+        out = outs.pop(p["ranks"])
+        try:
+            return {**script_figures(out, p["ranks"]),
+                    "reported_samples_per_sec": e["result"].get("samples_per_sec")}
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+    return shoal_submit_side(args.bin, argv, more, start_of=lambda p: "spawn",
+                             daemon_extra=("--allow-commands",))
+
+
+def plain_side(args):
+    def start(p):
+        out, port, n = tempfile.mkdtemp(prefix="shoal-plain."), str(free_port()), p["ranks"]
+        procs = []
+        for rank in range(n):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n),
+                       LOCAL_WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+            env.pop("SHOAL_REPORT_FD", None)
+            procs.append(subprocess.Popen(["/usr/bin/python3", SCRIPT, out, str(args.steps),
+                                           str(args.batch)], env=env))
+
+        def wait():
+            codes = [proc.wait() for proc in procs]
+            if any(codes):
+                return {"ok": False, "error": f"exit codes {codes}"}
+            return {"ok": True, **script_figures(out, n)}
+        return Started(wait, roots=[proc.pid for proc in procs],
+                       close=lambda: shutil.rmtree(out, ignore_errors=True))
+    return Side("plain", "plain launcher (torchrun's variables)", start, shoal=False)
 
 
 def main():
@@ -66,26 +103,30 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sample-ms", type=int, default=50)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
+                                                  datetime.date.today().isoformat(),
+                                                  "command_vs_plain"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
-    print(f"bench/command_train.py, batch {args.batch} a rank, {args.steps} steps, medians of "
-          f"{args.repeats} interleaved runs\n")
-    print("| ranks | plain: script's samples/s | Shoal: script's samples/s | Shoal / plain | "
-          "Shoal's samples/s (reports) | Shoal's peak PSS sum (MiB) |")
-    print("| --- " * 6 + "|")
-    with daemon(args.bin, extra=("--allow-commands",)) as cli:
-        for w in (int(x) for x in args.workers.split(",")):
-            p, s, reported, pss = [], [], [], []
-            for _ in range(args.repeats):
-                p.append(plain(w, args))
-                rate, r = shoal(cli, w, args)
-                s.append(rate)
-                reported.append(r["samples_per_sec"])
-                pss.append(r["peak_pss_sum_bytes"] / 2**20)
-            mp, ms = statistics.median(p), statistics.median(s)
-            print(f"| {w} | {mp:.0f} | {ms:.0f} | {ms / mp:.3f} | "
-                  f"{statistics.median(reported):.0f} | {statistics.median(pss):.0f} |")
-            sys.stdout.flush()
+    points = [{"ranks": int(w)} for w in args.workers.split(",")]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    tmp = tempfile.mkdtemp(prefix="shoal-command-bench.")
+    try:
+        cmp = Comparison(args.out, points, [shoal_side(args, tmp), plain_side(args)],
+                         args.repeats, settings, args.sample_ms,
+                         context={"cores": os.cpu_count()},
+                         describe=lambda p: f"{p['ranks']} rank(s)")
+        cmp.run()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(cmp.write_summary(
+        ("ranks",),
+        heading=lambda p: (f"## {p['ranks']} rank(s): bench/command_train.py, batch {args.batch}"
+                           f" a rank, {args.steps} steps; samples/s: the script's own"),
+        extra=[figure_column("Shoal's samples/s (reports)", "reported_samples_per_sec",
+                             "{:.0f}"),
+               ("Shoal's own PSS / outside", own_pss_check)]))
 
 
 if __name__ == "__main__":

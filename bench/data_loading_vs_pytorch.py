@@ -1,61 +1,87 @@
 #!/usr/bin/python3
 """data_loading (seed 003) with Shoal and with torch.utils.data.DataLoader, side by side.
 
-For each loader count and start method it runs Shoal's data_loading kind and
-reference_data_loading.py (the same ConvNet, Fashion-MNIST, augmentation, batch, epochs, shuffle
-and prefetch; DataLoader workers = loaders) as users run it (PIL transforms, glibc's defaults,
-PyTorch's threads) and at its best (tensor transforms, glibc's thresholds raised, Shoal's
-threads), and prints per epoch (mean over the epochs after the first) the trainer's wait for data,
-its compute, the epoch, the CPU time spent making batches, and the peak PSS sum, with the ratios.
+For every point (start method x loader count, fixed before the first run and written to
+plan.json) three sides train the same ConvNet on Fashion-MNIST with the same augmentation,
+batch, epochs, shuffle and prefetch, through bench/harness.py:
+
+  shoal   `shoal submit --kind data_loading --loaders L` (loader processes filling shared
+          batch slots; the trainer's threads Shoal's default, the cores), on a shoald of its own,
+          settled before the run and stopped after it;
+  users   bench/reference_data_loading.py (DataLoader with L workers) as users run it: PIL
+          transforms, glibc's defaults, PyTorch's threads;
+  best    the same at its best: the transforms on tensors (no PIL), glibc's thresholds raised,
+          the trainer on the cores' threads as Shoal's.
+
+Warm-up: the first epoch, on both sides: samples/s is the epoch's samples over the mean epoch
+time of the epochs after it (--epochs 2 at least), both sides by their own clocks. The trainer's
+wait for data and the CPU time spent making batches (mean per later epoch) are kept in raw.jsonl
+and their medians shown.
+
+Memory: one reader in this program (bench/harness.py's OutsideReader) sums the PSS, RSS and USS
+of every process a side runs every --sample-ms: for PyTorch the script and its loader processes,
+for Shoal everything below shoald.
 
   bench/data_loading_vs_pytorch.py [--loaders 0,1,2] [--start fork] [--epochs 2]
-                                   [--epoch-samples 512] [--batch-size 64]
+                                   [--epoch-samples 512] [--batch-size 64] [--repeats 3]
+                                   [--out DIR]
 """
 import argparse
-import json
+import datetime
 import os
 import statistics
-import subprocess
-import sys
 
-from shoal_bench import ROOT, daemon
+from harness import (Comparison, figure_column, own_pss_check, reference_cmd_side,
+                     shoal_submit_side)
+from shoal_bench import ROOT
 
 REFERENCE = os.path.join(ROOT, "bench", "reference_data_loading.py")
 
 
-def later_epochs(epochs):
-    return epochs[1:] if len(epochs) > 1 else epochs
+def after_first(epochs):
+    return epochs[1:]
 
 
-def shoal_figures(e):
-    eps = later_epochs(e["result"]["epochs"])
-    mean = lambda k: statistics.mean(x[k] for x in eps) / 1000
-    # The kind's own figure lives in its message (result.data_loading), by epoch.
-    load = {x["epoch"]: x["load_cpu_ms"] for x in e["result"]["data_loading"]["epochs"]}
-    load_cpu_s = statistics.mean(load[x["epoch"]] for x in eps) / 1000
-    return {"data_s": mean("data_ms"), "compute_s": mean("train_ms"), "epoch_s": mean("wall_ms"),
-            "load_cpu_s": load_cpu_s, "pss_gib": e["result"]["peak_pss_sum_bytes"] / 2**30}
+def shoal_side(args):
+    def argv(p):
+        return ["--kind", "data_loading", "--loaders", str(p["loaders"]), "--start", p["start"],
+                "--prefetch", str(args.prefetch), "--epochs", str(args.epochs),
+                "--epoch-samples", str(args.epoch_samples), "--batch-size", str(args.batch_size),
+                "--eval-samples", "0", "--dataset", args.dataset]
+
+    def more(e, p):
+        eps = after_first(e["result"]["epochs"])
+        load = {x["epoch"]: x.get("load_cpu_ms")
+                for x in e["result"]["data_loading"]["epochs"]}
+        # A figure an epoch lacks is unknown for the mean too, not 0.
+        mean_s = lambda xs: statistics.mean(xs) / 1e3 if None not in xs else None
+        return {"samples_per_sec": args.epoch_samples / mean_s([x["wall_ms"] for x in eps]),
+                "data_s": mean_s([x.get("data_ms") for x in eps]),
+                "load_cpu_s": mean_s([load.get(x["epoch"]) for x in eps])}
+    return shoal_submit_side(args.bin, argv, more)
 
 
-def torch_figures(args, loaders, start, tuning, threads):
-    cmd = ["/usr/bin/python3", REFERENCE, "--loaders", str(loaders), "--start", start,
-           "--prefetch", str(args.prefetch), "--epochs", str(args.epochs), "--epoch-samples",
-           str(args.epoch_samples), "--batch-size", str(args.batch_size), "--tuning", tuning,
-           "--dataset", args.dataset]
-    if tuning == "best":
-        cmd += ["--threads", str(threads)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    r = json.loads(out.strip().splitlines()[-1])
-    eps = later_epochs(r["epochs"])
-    figures = {k: statistics.mean(x[k] for x in eps)
-               for k in ("data_s", "compute_s", "epoch_s", "load_cpu_s")}
-    figures["pss_gib"] = r["peak_pss_sum_bytes"] / 2**30
-    return figures
+def reference_side(args, tuning):
+    def argv(p):
+        cmd = ["/usr/bin/python3", REFERENCE, "--loaders", str(p["loaders"]), "--start",
+               p["start"], "--prefetch", str(args.prefetch), "--epochs", str(args.epochs),
+               "--epoch-samples", str(args.epoch_samples), "--batch-size", str(args.batch_size),
+               "--tuning", tuning, "--dataset", args.dataset]
+        return cmd + (["--threads", str(os.cpu_count())] if tuning == "best" else [])
+
+    def more(r, p):
+        eps = after_first(r["epochs"])
+        mean = lambda k: statistics.mean(x[k] for x in eps)
+        return {"samples_per_sec": args.epoch_samples / mean("epoch_s"),
+                "data_s": mean("data_s"), "load_cpu_s": mean("load_cpu_s"),
+                "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes")}
+    label = {"users": "PyTorch DataLoader as users run it",
+             "best": "PyTorch DataLoader best tuning"}[tuning]
+    return reference_cmd_side(tuning, label, argv, more)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loaders", default="0,1,2")
     ap.add_argument("--start", default="fork")
     ap.add_argument("--prefetch", type=int, default=2)
@@ -63,38 +89,31 @@ def main():
     ap.add_argument("--epoch-samples", type=int, default=512)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--dataset", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sample-ms", type=int, default=50)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results",
+                                                  datetime.date.today().isoformat(),
+                                                  "data_loading"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
-    rows = []
-    with daemon(args.bin) as shoal_cli:
-        for start in args.start.split(","):
-            for loaders in [int(x) for x in args.loaders.split(",")]:
-                e = shoal_cli("submit", "--kind", "data_loading", "--loaders", str(loaders),
-                              "--start", start, "--prefetch", str(args.prefetch), "--epochs",
-                              str(args.epochs), "--epoch-samples", str(args.epoch_samples),
-                              "--batch-size", str(args.batch_size), "--eval-samples", "0",
-                              "--dataset", args.dataset, "--wait", "--json")
-                assert e["state"] == "SUCCEEDED", e
-                threads = e["spec"]["threads"]
-                rows.append((loaders, start, shoal_figures(e),
-                             torch_figures(args, loaders, start, "users", threads),
-                             torch_figures(args, loaders, start, "best", threads)))
-                print(f"done: loaders={loaders} start={start}", file=sys.stderr)
-    print(f"data_loading, batch {args.batch_size}, epochs of {args.epoch_samples} samples, "
-          f"{os.cpu_count()} cores; seconds per epoch (mean of the epochs after the first)\n")
-    print("| loaders | start | run | data wait s | compute s | epoch s | load CPU s | peak PSS GiB |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    for loaders, start, s, u, b in rows:
-        for name, f in (("Shoal", s), ("PyTorch users", u), ("PyTorch best", b)):
-            print(f"| {loaders} | {start} | {name} | {f['data_s']:.3f} | {f['compute_s']:.2f} | "
-                  f"{f['epoch_s']:.2f} | {f['load_cpu_s']:.3f} | {f['pss_gib']:.2f} |")
-    print("\n| loaders | start | epoch Shoal / users | epoch Shoal / best | load CPU Shoal / best "
-          "| PSS Shoal / users | PSS Shoal / best |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for loaders, start, s, u, b in rows:
-        print(f"| {loaders} | {start} | {s['epoch_s'] / u['epoch_s']:.2f} | "
-              f"{s['epoch_s'] / b['epoch_s']:.2f} | {s['load_cpu_s'] / b['load_cpu_s']:.3f} | "
-              f"{s['pss_gib'] / u['pss_gib']:.2f} | {s['pss_gib'] / b['pss_gib']:.2f} |")
+    if args.epochs < 2:
+        raise SystemExit("--epochs must be at least 2: the first is the warm-up, not timed")
+    points = [{"start": s, "loaders": int(n)} for s in args.start.split(",")
+              for n in args.loaders.split(",")]
+    sides = [shoal_side(args), reference_side(args, "users"), reference_side(args, "best")]
+    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
+                     context={"cores": os.cpu_count()},
+                     describe=lambda p: f"{p['start']} loaders={p['loaders']}")
+    cmp.run()
+    print(cmp.write_summary(
+        ("start", "loaders"),
+        heading=lambda p: (f"## {p['start']}, {p['loaders']} loader(s): batch "
+                           f"{args.batch_size}, epochs of {args.epoch_samples} samples, the "
+                           f"mean of epochs 2-{args.epochs}"),
+        extra=[figure_column("data wait s / epoch", "data_s"),
+               figure_column("load CPU s / epoch", "load_cpu_s"),
+               ("Shoal's own PSS / outside", own_pss_check)]))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from shoal_bench import ROOT, daemon  # noqa: E402

@@ -25,7 +25,16 @@ import signal
 import subprocess
 import sys
 
-from sweep_vs_pytorch import table
+
+def table(title, workers, rows, cell):
+    """A Markdown grid: a row per (start, share), a column per worker count."""
+    out = [f"### {title}", "", "| start | share | " + " | ".join(str(w) for w in workers) + " |",
+           "| --- | --- | " + " | ".join("---" for _ in workers) + " |"]
+    for (start, share) in rows:
+        out.append(f"| {start} | {share} | " +
+                   " | ".join(cell(start, share, w) for w in workers) + " |")
+    return "\n".join(out) + "\n"
+
 
 REFERENCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference_hogwild.py")
 NOT_RUN, MISSING = "-", "?"

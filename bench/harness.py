@@ -38,9 +38,11 @@ ratios of medians to each PyTorch side (Shoal / PyTorch).
     cmp.run()
     print(cmp.write_summary(columns=("start", "workers")))
 """
+import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -312,3 +314,66 @@ def shoal_figures(e, err, daemon_pss, **more):
             "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"),
             "experiment": e.get("id"), "threads": e.get("spec", {}).get("threads"),
             "daemon_pss_bytes": daemon_pss, **more}
+
+
+def figure_column(title, key, fmt="{:.3f}"):
+    """An extra summary column: the median over a side's ok runs of its figure `key` ("-" where
+    none has it)."""
+    def column(side, ok):
+        xs = [r["figures"][key] for r in ok if r["figures"].get(key) is not None]
+        return fmt.format(statistics.median(xs)) if xs else "-"
+    return (title, column)
+
+
+def shoal_submit_side(bin_dir, argv, more=None, key="shoal", label="Shoal",
+                      start_of=lambda p: p.get("start", "fork"), daemon_extra=()):
+    """A Shoal side: each run on a fresh, settled shoald of its own (shoal_bench.fresh_shoald,
+    stopped after it), `shoal submit ARGV(point) --wait --json`. Its figures: shoal_figures(),
+    and on success more(experiment, point) over them. The reader sums everything below shoald
+    (shoald kept apart) and, as group "experiment", the processes Shoal's own figure counts
+    (start_of(point): the start method, to tell the forkserver's)."""
+    from shoal_bench import fresh_shoald, shoal_processes, submit_finished, submit_started
+
+    def start(p):
+        stack = contextlib.ExitStack()
+        cli = stack.enter_context(fresh_shoald(bin_dir, daemon_extra))
+        try:  # before any `--` in argv: what follows it is a command's own
+            cmd = [os.path.join(bin_dir, "shoal"), "--socket", cli.socket, "submit", "--wait",
+                   "--json", *argv(p)]
+        except BaseException:
+            stack.close()
+            raise
+        proc = submit_started(cmd, stack)
+
+        def wait():
+            e, err, daemon_pss = submit_finished(proc, cli.pid)
+            figures = shoal_figures(e, err, daemon_pss)
+            if figures["ok"] and more:
+                figures.update(more(e, p))
+            return figures
+        return Started(wait, below=[cli.pid], close=stack.close,
+                       groups=lambda: {"experiment": shoal_processes(cli.pid, start_of(p))})
+    return Side(key, label, start, shoal=True)
+
+
+def reference_cmd_side(key, label, argv, more=None, env=None):
+    """A PyTorch side: each run the command ARGV(point) (a bench/reference_*.py printing one JSON
+    line), with `env(point)` added to the environment. Its figures: reference_figures() (the
+    samples/s of that line, where it has one), and on success more(line, point) over them. The
+    reader sums the command and every process below it."""
+    from shoal_bench import reference_finished
+
+    def start(p):
+        proc = subprocess.Popen(argv(p), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, **(env(p) if env else {})})
+
+        def wait():
+            r, err = reference_finished(proc)
+            # These references print no "ok": a JSON line and exit 0 is success
+            # (reference_finished marks anything else failed).
+            figures = reference_figures({"ok": True, **r}, err, r.get("threads"))
+            if figures["ok"] and more:
+                figures.update(more(r, p))
+            return figures
+        return Started(wait, roots=[proc.pid])
+    return Side(key, label, start, shoal=False)

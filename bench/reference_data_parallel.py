@@ -4,7 +4,8 @@ k processes (torch.multiprocessing.spawn) meet through init_process_group("gloo"
 the same network in DistributedDataParallel (default buckets: 25 MiB, a small first one) and train
 `--batches` steps of `--batch-per-worker` synthetic samples each (the shapes of the network's data:
 1x28x28 for mnist_convnet, 3x32x32 for resnet18_cifar), SGD lr 0.01 momentum 0.5, nll_loss, with
-floor(cores / k) threads each (Shoal's default). --tuning best raises glibc's thresholds
+--threads each (0: PyTorch's own choice, as users run it; bench/data_parallel_vs_pytorch.py gives
+its best tuning floor(cores / k), Shoal's default). --tuning best raises glibc's thresholds
 (tuning.py). Prints one JSON object: samples/s over the training window (first step of the first
 rank to the last step of any, as Shoal measures it) and the mean step time.
 """
@@ -73,8 +74,10 @@ def make(model):
     return (Net(), (1, 28, 28)) if model == "mnist_convnet" else (ResNet18Cifar(), (3, 32, 32))
 
 
-def train(rank, args, port, times):
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // args.workers))
+def train(rank, args, port, times, threads):
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    threads[rank] = torch.get_num_threads()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=args.workers)
     torch.manual_seed(args.seed)
@@ -111,15 +114,18 @@ def main():
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tuning", choices=["users", "best"], default="users")
+    ap.add_argument("--threads", type=int, default=0, help="per process; 0: PyTorch's own")
     args = ap.parse_args()
-    times = mp.Manager().dict()
-    mp.spawn(train, args=(args, free_port(), times), nprocs=args.workers, join=True)
+    manager = mp.Manager()
+    times, threads = manager.dict(), manager.dict()
+    mp.spawn(train, args=(args, free_port(), times, threads), nprocs=args.workers, join=True)
     first = min(t[0] for t in times.values())
     last = max(t[1] for t in times.values())
     samples = args.workers * args.batch_per_worker * args.batches
     print(json.dumps({"samples_per_sec": samples / (last - first),
                       "step_ms": 1000 * (last - first) / args.batches,
-                      "workers": args.workers, "batch_per_worker": args.batch_per_worker}))
+                      "workers": args.workers, "batch_per_worker": args.batch_per_worker,
+                      "threads": threads[0]}))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ the CPU, one variant after the other in one process, as the original runs them.
 
 Prints one JSON object: per variant its phase times summed over the iterations (seconds), the
 parameter count and the whole variant's wall time.
-  reference_multi_model.py --models N --iterations I [--batch 32] [--threads 1]
+  reference_multi_model.py --models N --iterations I [--batch 32] [--threads 1 (0: PyTorch's own)]
 """
 import argparse
 import json
@@ -69,9 +69,11 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=114514)
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     names = ["linear", "conv1d"] if args.models == 1 else ["mlinear", "mconv1d", "gconv1d"]
-    print(json.dumps({"variants": [run(n, args.models, args) for n in names]}))
+    print(json.dumps({"variants": [run(n, args.models, args) for n in names],
+                      "threads": torch.get_num_threads(), "batch": args.batch}))
 
 
 if __name__ == "__main__":

@@ -79,11 +79,11 @@ def shoal_processes(shoald, start):
 
 
 @contextlib.contextmanager
-def fresh_shoald(bin_dir):
+def fresh_shoald(bin_dir, extra=()):
     """A shoald of its own for one run, ready as a long-running one is: its forkserver up with
     its pool forked (it warms LibTorch at start), so that nothing of Shoal boots beside the run,
-    and nothing of it is left for the PyTorch runs after."""
-    with daemon(bin_dir) as cli:
+    and nothing of it is left for the PyTorch runs after. `extra`: shoald's own flags."""
+    with daemon(bin_dir, extra=extra) as cli:
         deadline = time.time() + 60
         while time.time() < deadline:
             servers = [k for k in children(cli.pid) if is_forkserver(k)]
@@ -119,9 +119,11 @@ def submit_finished(proc, daemon_pid):
 
 def reference_finished(proc):
     """Waits for a PyTorch reference (bench/reference_*.py, started with stdout and stderr
-    piped): (the JSON of its last line, {"ok": False} if none; its stderr's tail)."""
+    piped): (the JSON of its last line, {"ok": False} if none or if it exited non-zero; its
+    stderr's tail)."""
     out, err = proc.communicate()
     try:
-        return json.loads(out.strip().splitlines()[-1]), err[-500:]
+        r = json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"ok": False}, err[-500:]
+    return (r if proc.returncode == 0 else {**r, "ok": False}), err[-500:]

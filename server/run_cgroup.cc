@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -167,11 +168,26 @@ class RealRunCgroups : public RunCgroups {
   bool v2_memory_;
 };
 
+// Whether the space-separated words of `path` include `word`.
+bool Listed(const std::string& path, const std::string& word) {
+  std::ifstream in(path);
+  for (std::string w; in >> w;)
+    if (w == word) return true;
+  return false;
+}
+
 // The memory controller for the runs' groups under `base` (v2): enabled down from this process's
-// own group where the hierarchy lets it (a group with processes cannot hand controllers on, so
-// under a delegated service's own group this fails and v1's is tried).
+// own group where the hierarchy lets it. A group with processes cannot hand controllers on: under
+// a delegated service's own group this process first moves into a leaf of its own
+// (LeaveGroupIfAlone); where it shares the group, this fails and v1's is tried.
 bool EnableV2Memory(const std::string& mount, const std::string& own, const std::string& base) {
   std::string dir = mount + (own == "/" ? "" : own);
+  if (own != "/" && Listed(dir + "/cgroup.controllers", "memory") &&
+      !WriteText(dir + "/cgroup.subtree_control", "+memory").ok() && LeaveGroupIfAlone(dir))
+    spdlog::info(
+        "shoald moved into {}/daemon so that its cgroup can hand the memory controller "
+        "to the runs' groups",
+        dir);
   for (const std::string& part : {std::string("shoal-runs"), base.substr(base.rfind('/') + 1)}) {
     (void)WriteText(dir + "/cgroup.subtree_control", "+memory");
     dir += "/" + part;
@@ -197,6 +213,16 @@ std::string V1Memory(const std::string& key) {
 }
 
 }  // namespace
+
+bool LeaveGroupIfAlone(const std::string& group_dir) {
+  std::ifstream in(group_dir + "/cgroup.procs");
+  std::vector<pid_t> procs;
+  for (pid_t p = 0; in >> p;) procs.push_back(p);
+  if (procs != std::vector<pid_t>{::getpid()}) return false;
+  std::error_code ec;
+  fs::create_directory(group_dir + "/daemon", ec);
+  return !ec && WriteText(group_dir + "/daemon/cgroup.procs", std::to_string(::getpid())).ok();
+}
 
 std::unique_ptr<RunCgroups> MakeRunCgroups(const std::string& key, std::string* why) {
   const std::string mount = CgroupMount("");

@@ -58,4 +58,11 @@ class RunCgroups {
 // mid-run) is killed and removed. nullptr with `why` when no group can be made.
 std::unique_ptr<RunCgroups> MakeRunCgroups(const std::string& key, std::string* why);
 
+// cgroup v2 lets no group with processes hand a controller to its children ("no internal
+// processes"), so a daemon in a delegated group of its own (a systemd service with Delegate=yes
+// on a pure v2 host) could give its runs no memory controller. Where `group_dir` (a cgroup's
+// folder) holds this process alone, moves it into the leaf `group_dir/daemon` (made), as systemd
+// asks of delegated services; true when moved. A group shared with other processes is left.
+bool LeaveGroupIfAlone(const std::string& group_dir);
+
 }  // namespace shoal
