@@ -55,8 +55,8 @@ class ProcessSampler {
   // training): walk each again, first in line, as the budget allows.
   void MarkAllDue();
   // A reading a tracked process took of its own PSS (a leader's, just before its workers start):
-  // its own peak counts it; the sums over processes, which need every process at one instant,
-  // do not.
+  // its own peak counts it; the PSS sum, which needs every process at one instant, only where it
+  // is the one process tracked.
   void NoteOwnReading(pid_t pid, uint64_t pss_bytes);
   // One tick at monotonic time now_ns; fills processes and totals of `out`.
   void Tick(uint64_t now_ns, v1::Sample* out);

@@ -331,24 +331,29 @@ TEST(SamplerTest, WhatNoTickReadHasNoPeak) {
 }
 
 // A leader's reading of itself, taken between ticks at its peak, raises its own peak and the sum
-// of peaks, not the peak of the sum (that needs every process at one instant); a lower reading
-// changes nothing, and it outlives the process.
-TEST(SamplerTest, AProcesssOwnReadingRaisesItsOwnPeakOnly) {
+// of peaks; the peak of the sum (every process at one instant) only while it is the one process
+// tracked. A lower reading changes nothing, and it outlives the process.
+TEST(SamplerTest, AProcesssOwnReadingRaisesTheSumOnlyWhileItIsAlone) {
   FakeProc proc;
   proc.procs[7] = {};
+  proc.procs[8] = {};
   ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
   s.Track(7, "leader", -1);
-  s.NoteOwnReading(7, 90000ull * 1024);
-  EXPECT_EQ(s.PeakPss(7), 90000ull * 1024);
+  s.Track(8, "worker", 0);
+  s.NoteOwnReading(7, 190000ull * 1024);
+  EXPECT_EQ(s.PeakPss(7), 190000ull * 1024);
   EXPECT_FALSE(s.peak_pss_sum().has_value());  // no tick yet
   v1::Sample out;
   s.Tick(1000 * kMs, &out);
   s.NoteOwnReading(7, 1000);
-  EXPECT_EQ(s.PeakPss(7), 90000ull * 1024);
-  EXPECT_EQ(s.sum_of_peak_pss(), 90000ull * 1024);
-  EXPECT_EQ(s.peak_pss_sum(), 60000ull * 1024);  // what the tick read
+  EXPECT_EQ(s.PeakPss(7), 190000ull * 1024);
+  EXPECT_EQ(s.sum_of_peak_pss(), 250000ull * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), 120000ull * 1024);  // what the tick read: 7 was not alone
+  s.Untrack(8);
+  s.NoteOwnReading(7, 200000ull * 1024);  // alone now: the run's sum at that instant
+  EXPECT_EQ(s.peak_pss_sum(), 200000ull * 1024);
   s.Untrack(7);
-  EXPECT_EQ(s.PeakPss(7), 90000ull * 1024);
+  EXPECT_EQ(s.PeakPss(7), 200000ull * 1024);
   s.NoteOwnReading(9, 5);  // not tracked: ignored
   EXPECT_FALSE(s.PeakPss(9).has_value());
   ProcessSampler early(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
