@@ -29,8 +29,9 @@ constexpr uint64_t kMeasuredStepFloorMs = 30000;
 constexpr int kTracingReportMs = 20;
 
 // A worker is tracing a step plan (--allocator planned): its traced step's buffers, each in a
-// mapping of its own, rise and fall within a second, above what its replayed steps hold; or the
-// plan of the shared arenas (worker/shared_arenas.h) is being made.
+// mapping of its own, rise and fall within a second, above what its replayed steps hold; or a
+// model file's worker runs its warm-up passes (worker/model_file.cc), likewise; or the plan of
+// the shared arenas (worker/shared_arenas.h) is being made.
 inline bool Tracing(const Scoreboard& board) {
   const BoardHeader& h = *board.header();
   if (h.arenas_state.load(std::memory_order_relaxed) == uint32_t(ArenasState::kMaking)) return true;

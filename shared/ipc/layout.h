@@ -200,7 +200,8 @@ struct alignas(128) WorkerSlot {
       plan_fallback_steps, plan_replay_minflt;
   std::atomic<uint32_t> plan_shared_arenas;  // the arenas its steps took turns in (0: its own)
   std::atomic<uint32_t> step_gated;          // 1: it took turns at its steps
-  std::atomic<uint32_t> tracing_step;        // 1 while the step its plan is made from runs
+  std::atomic<uint32_t> tracing_step;        // 1 while the step its plan is made from, or a
+                                             // model file's warm-up, runs: reported finely
   std::atomic<uint64_t> step_wait_ns;        // waiting for its turn, summed
   std::atomic<uint32_t> last_loss_bits;      // float
   std::atomic<uint32_t> first_loss_bits;     // mean of the first few batches
