@@ -31,7 +31,8 @@ import socket
 import subprocess
 import tempfile
 
-from harness import Comparison, Side, Started, figure_column, own_pss_check, shoal_submit_side
+from harness import (Comparison, Side, Started, figure_column, own_pss_check, settings_of,
+                     shoal_submit_side)
 from shoal_bench import ROOT
 
 SCRIPT = os.path.join(ROOT, "bench", "command_train.py")
@@ -110,7 +111,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     args = ap.parse_args()
     points = [{"ranks": int(w)} for w in args.workers.split(",")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    settings = settings_of(args)
     tmp = tempfile.mkdtemp(prefix="shoal-command-bench.")
     try:
         cmp = Comparison(args.out, points, [shoal_side(args, tmp), plain_side(args)],

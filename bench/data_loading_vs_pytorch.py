@@ -31,7 +31,7 @@ import datetime
 import os
 import statistics
 
-from harness import (Comparison, figure_column, own_pss_check, reference_cmd_side,
+from harness import (Comparison, figure_column, own_pss_check, reference_cmd_side, settings_of,
                      shoal_submit_side)
 from shoal_bench import ROOT
 
@@ -101,7 +101,7 @@ def main():
     points = [{"start": s, "loaders": int(n)} for s in args.start.split(",")
               for n in args.loaders.split(",")]
     sides = [shoal_side(args), reference_side(args, "users"), reference_side(args, "best")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    settings = settings_of(args)
     cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                      context={"cores": os.cpu_count()},
                      describe=lambda p: f"{p['start']} loaders={p['loaders']}")

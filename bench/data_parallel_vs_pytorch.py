@@ -32,7 +32,7 @@ import argparse
 import datetime
 import os
 
-from harness import (Comparison, figure_column, own_pss_check, reference_cmd_side,
+from harness import (Comparison, figure_column, own_pss_check, reference_cmd_side, settings_of,
                      shoal_submit_side)
 from shoal_bench import ROOT
 
@@ -91,7 +91,7 @@ def main():
     if "strong" in args.scaling and bad:
         raise SystemExit(f"--batch must divide by every worker count with strong scaling: {bad}")
     sides = [shoal_side(args), reference_side(args, "users"), reference_side(args, "best")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    settings = settings_of(args)
     cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                      context={"cores": os.cpu_count()},
                      describe=lambda p: f"{p['scaling']} batch {p['batch']} x{p['workers']}")

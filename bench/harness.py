@@ -289,6 +289,12 @@ class Comparison:
 PYTORCH_LABELS = {"users": "PyTorch as users run it", "best": "PyTorch best tuning"}
 
 
+def settings_of(args):
+    """A script's arguments as its plan's settings: all but where it writes, how many repeats
+    and which build (none of which changes what a run measures)."""
+    return {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+
+
 def pytorch_side(tuning, start):
     """The side of PyTorch at `tuning` ("users" or "best"), its runs started by start(point)."""
     return Side(tuning, PYTORCH_LABELS[tuning], start, shoal=False)

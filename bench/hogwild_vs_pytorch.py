@@ -52,7 +52,8 @@ import os
 import statistics
 import subprocess
 
-from harness import Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures
+from harness import (Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures,
+                     settings_of)
 from shoal_bench import (REFERENCE, ROOT, fresh_shoald, run_json, shoal_processes, reference_finished,
                          submit_finished, submit_started)
 
@@ -173,7 +174,7 @@ def main():
               for sh in args.share.split(",") for w in args.workers.split(",")]
     sides = [shoal_side(args, v, turns) for v in variants for turns in (False, True)]
     sides += [reference_side(args, t) for t in ("users", "best")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    settings = settings_of(args)
     cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                      describe=lambda p: f"{p['start']} share={p['share']} workers={p['workers']}")
     cmp.run()

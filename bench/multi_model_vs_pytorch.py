@@ -31,7 +31,8 @@ import datetime
 import os
 import statistics
 
-from harness import Comparison, own_pss_check, reference_cmd_side, shoal_submit_side
+from harness import (Comparison, PYTORCH_LABELS, own_pss_check, reference_cmd_side, settings_of,
+                     shoal_submit_side)
 from shoal_bench import ROOT
 
 REFERENCE = os.path.join(ROOT, "bench", "reference_multi_model.py")
@@ -67,7 +68,7 @@ def reference_side(args, tuning):
     def more(r, p):
         return speed({v["variant"]: v["total_s"] * 1e3 for v in r["variants"]}, p["models"],
                      args.iterations)
-    label = {"users": "PyTorch as users run it", "best": "PyTorch best tuning"}[tuning]
+    label = PYTORCH_LABELS[tuning]
     return reference_cmd_side(tuning, label, argv, more,
                               env=lambda p: TUNED if tuning == "best" else {})
 
@@ -95,7 +96,7 @@ def main():
     args = ap.parse_args()
     points = [{"models": int(n)} for n in args.models.split(",")]
     sides = [shoal_side(args), reference_side(args, "users"), reference_side(args, "best")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    settings = settings_of(args)
     settings["batch"] = BATCH
     cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                      context={"cores": os.cpu_count()}, describe=lambda p: f"n={p['models']}")

@@ -30,8 +30,8 @@ import argparse
 import datetime
 import os
 
-from harness import (Comparison, figure_column, own_pss_check, reference_cmd_side,
-                     shoal_submit_side)
+from harness import (Comparison, PYTORCH_LABELS, figure_column, own_pss_check, reference_cmd_side,
+                     settings_of, shoal_submit_side)
 from shoal_bench import ROOT
 
 REFERENCE = os.path.join(ROOT, "bench", "reference_pipeline.py")
@@ -79,7 +79,7 @@ def reference_side(args, tuning):
                 str(args.filters), "--batch-size", str(args.batch), "--chunks", str(p["chunks"]),
                 "--checkpoint", p["checkpoint"], "--batches", str(args.batches), "--tuning",
                 tuning, "--stages", str(p["stages"]), "--balance", balance(args, p["stages"])]
-    label = {"users": "PyTorch as users run it", "best": "PyTorch best tuning"}[tuning]
+    label = PYTORCH_LABELS[tuning]
     return reference_cmd_side(tuning, label, argv, lambda r, p: speed(args, r["step_ms"]))
 
 
@@ -104,7 +104,7 @@ def main():
     args = ap.parse_args()
     points = parse_configs(args.configs)
     sides = [shoal_side(args), reference_side(args, "users"), reference_side(args, "best")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    settings = settings_of(args)
     cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                      context={"cores": os.cpu_count()},
                      describe=lambda p: f"{p['stages']}:{p['chunks']}:{p['checkpoint']}")

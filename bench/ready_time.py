@@ -25,7 +25,7 @@ import datetime
 import os
 import statistics
 
-from harness import Comparison, reference_cmd_side, shoal_submit_side
+from harness import Comparison, PYTORCH_LABELS, reference_cmd_side, settings_of, shoal_submit_side
 from shoal_bench import REFERENCE, ROOT
 
 
@@ -56,7 +56,7 @@ def main():
         lambda e, p: {"start_ms": e["result"].get("start_ms")})
 
     def reference(tuning):
-        label = {"users": "PyTorch as users run it", "best": "PyTorch best tuning"}[tuning]
+        label = PYTORCH_LABELS[tuning]
         return reference_cmd_side(
             tuning, label,
             lambda p: ["/usr/bin/python3", REFERENCE, *common, "--start", p["start"],
@@ -64,7 +64,7 @@ def main():
             lambda r, p: {"start_ms": r.get("start_ms")})
 
     points = [{"start": s} for s in args.start.split(",")]
-    settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+    settings = settings_of(args)
     cmp = Comparison(args.out, points, [shoal, reference("users"), reference("best")],
                      args.repeats, settings, args.sample_ms, context={"cores": os.cpu_count()},
                      describe=lambda p: p["start"])

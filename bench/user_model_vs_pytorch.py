@@ -38,7 +38,7 @@ import subprocess
 import tempfile
 
 from harness import (Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures,
-                     shoal_figures)
+                     settings_of, shoal_figures)
 from shoal_bench import (ROOT, fresh_shoald, reference_finished, shoal_processes, submit_finished,
                          submit_started)
 
@@ -102,7 +102,7 @@ def main():
                   for w in args.workers.split(",")]
         sides = [shoal_side(args, archive)] + [reference_side(args, archive, t)
                                                for t in ("users", "best")]
-        settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+        settings = settings_of(args)
         settings["model"] = "bench_cnn"
         cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                          describe=lambda p: f"{p['start']} {p['workers']}")

@@ -46,7 +46,7 @@ import subprocess
 import tempfile
 
 from harness import (Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures,
-                     shoal_figures)
+                     settings_of, shoal_figures)
 from shoal_bench import (ROOT, fresh_shoald, reference_finished, shoal_processes, submit_finished,
                          submit_started)
 
@@ -137,7 +137,7 @@ def main():
                   for s in args.start.split(",") for w in args.workers.split(",") if m in zoo]
         sides = [shoal_side(args, models, zoo)] + [reference_side(args, models, zoo, t)
                                                   for t in ("users", "best")]
-        settings = {k: v for k, v in vars(args).items() if k not in ("out", "repeats", "bin")}
+        settings = settings_of(args)
         cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                          context={"zoo": zoo},
                          describe=lambda p: f"{p['model']} {p['start']} {p['workers']}")
