@@ -7,15 +7,18 @@
 #                                       cut after SHOAL_PIPELINE_S seconds, 200 by default)
 #   bench/gpu_session.sh gpu-check DIR  bench/gpu_check.py alone
 #   bench/gpu_session.sh cuda-sync DIR  --cuda-sync events, phases and step, 16 workers, twice
-#   bench/gpu_session.sh sweep-a DIR    the study's grid beside PyTorch, spawn
+#   bench/gpu_session.sh sweep-a DIR    the study's grid beside PyTorch (as users run it and at
+#                                       its best), through the one harness
+#                                       (bench/hogwild_vs_pytorch.py --device cuda), spawn
 #   bench/gpu_session.sh sweep-b DIR    the grid, forkserver
 #   bench/gpu_session.sh sweep-c DIR    the grid, fork (private weights: shared is impossible)
 #   bench/gpu_session.sh user-model DIR issue 59's first call: the cuda-sync (events, phases,
 #                                       step), model-file and command checks of gpu_check.py,
 #                                       then a user's resnet50 on CUDA beside PyTorch's eager
-#                                       Hogwild (bench/gpu_user_model.py); each stage held to its
-#                                       own time (SHOAL_CHECK_S, SHOAL_BENCH_S) so that the part
-#                                       always ends, packed, inside one call
+#                                       Hogwild through the harness (bench/user_model_vs_pytorch.py
+#                                       --device cuda); each stage held to its own time
+#                                       (SHOAL_CHECK_S, SHOAL_BENCH_S) so that the part always
+#                                       ends, packed, inside one call
 #   bench/gpu_session.sh finish DIR     what the 2026-11-24 session left, in one call: every
 #                                       gpu_check.py check (TF32 off), one CUDA pipeline with
 #                                       PyTorch's default TF32 (the loss it moves), then sweep-c
@@ -23,10 +26,14 @@
 #                                       (45 s: a fork point hung twice); 5 min 20 s on an H100
 #                                       on 2026-11-26, the worker's build included
 #
-# On an H100 (2026-11-24) check took 5 min 12 s with the build, sweep-a 5 min, sweep-b 5 min.
-# Each part writes DIR/PART/ and packs it into DIR/PART.tgz (one file to bring back: the device
-# tool returns at most 8); each prints what it measured. Afterwards, where the parts were unpacked:
-#   python3 bench/gpu_sweep_vs_pytorch.py --tables-from A/sweep-a/sweep,B/sweep-b/sweep,...
+# On an H100 (2026-11-24) check took 5 min 12 s with the build; the sweeps then (one shoal sweep
+# and one PyTorch side) 5 min each. Through the harness a grid runs three sides a point, each run
+# on a shoald of its own, so a part now runs 3 worker counts (1, 4, 16; not yet timed on a GPU),
+# each PyTorch or Shoal run held to SHOAL_POINT_TIMEOUT_S and the whole to SHOAL_BENCH_S; what ran
+# is in raw.jsonl as it ends, and summary.md is written at the end (or, if cut short, by running
+# the same command again there: it resumes the plan). Each part writes DIR/PART/ and packs it
+# into DIR/PART.tgz (one file to bring back: the device tool returns at most 8); each prints
+# what it measured.
 set -uo pipefail
 part=${1:?part: check, gpu-check, cuda-sync, sweep-a, sweep-b, sweep-c, user-model or finish}
 out=$(realpath -m "${2:?a directory for the results}/$part")  # before the cd below
@@ -48,10 +55,12 @@ node() {
   [ $status -ne 0 ] || status=$rc
 }
 
-# The grid beside PyTorch for the start methods and sharing given.
+# The grid beside PyTorch for the start methods and sharing given, through the one harness.
 grid() {
-  node "python3 bench/gpu_sweep_vs_pytorch.py --start $1 --share $2 --out $q/sweep \
-    --point-timeout ${SHOAL_POINT_TIMEOUT_S:-120}" \
+  node "timeout ${SHOAL_BENCH_S:-540} python3 bench/hogwild_vs_pytorch.py --device cuda \
+    --dataset synthetic --start $1 --share $2 --workers ${SHOAL_GRID_WORKERS:-1,4,16} \
+    --batches 200 --repeats 1 --run-timeout ${SHOAL_POINT_TIMEOUT_S:-120} \
+    --bin \$SHOAL_BIN_DIR --worker-bin \$SHOAL_WORKER_PATH --out $q/sweep" \
     shoald-sweep.log > >(tee "$out/sweep.log") 2>&1
 }
 
@@ -82,11 +91,11 @@ case $part in
   user-model)
     NVIDIA_TF32_OVERRIDE=0 node "timeout ${SHOAL_CHECK_S:-240} python3 bench/gpu_check.py \
       --only cuda-sync,model-file,command" shoald-check.log > >(tee "$out/gpu_check.log") 2>&1
-    node "timeout ${SHOAL_BENCH_S:-200} python3 bench/gpu_user_model.py --model resnet50 \
-      --input 3,224,224 --workers 1,2,4 --share yes --start spawn --batch-size 32 --batches 60 \
-      --out $q/user_model; timeout 60 python3 bench/gpu_user_model.py --model resnet50 \
-      --input 3,224,224 --workers 2 --share no --start spawn --batch-size 32 --batches 60 \
-      --out $q/user_model_private" shoald-bench.log > >(tee "$out/user_model.log") 2>&1
+    node "timeout ${SHOAL_BENCH_S:-300} python3 bench/user_model_vs_pytorch.py --device cuda \
+      --model resnet50 --input 3,224,224 --start spawn --workers 1,2 --share yes,no \
+      --batch-size 32 --batches 60 --repeats 1 --run-timeout ${SHOAL_POINT_TIMEOUT_S:-90} \
+      --bin \$SHOAL_BIN_DIR --worker-bin \$SHOAL_WORKER_PATH --out $q/user_model" \
+      shoald-bench.log > >(tee "$out/user_model.log") 2>&1
     ;;
   finish)
     gpu_check

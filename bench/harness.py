@@ -19,7 +19,12 @@ The reader. One OutsideReader in this process reads every side's processes at th
 from /proc/PID/smaps_rollup over the run's tree ("tree") and each group, and keeps each sum's
 peak. It starts as soon as start() returns (the run's processes launched) and stops when wait()
 returns. Each side also keeps its own figures (Shoal's sampler, the reference's PssSampler) as
-users see them.
+users see them. On a GPU (Comparison(..., gpu=True)) the same ticks also read NVML
+(bench/nvml.py: libnvidia-ml.so.1, or $SHOAL_NVML_LIBRARY, e.g. the tests' fake): the GPU memory
+of every compute process on device 0, summed (a run has the device to itself) and over each
+group (so that Shoal's own GPU figure is checked against the same processes), so both sides'
+GPU memory is read by the same reader as their host memory. Its plan says so ("gpu_reader":
+"nvml"), and NVML that cannot be read stops the comparison before its first run.
 
 Runs. Repeat r runs every point in the plan's order; at each point every side runs once, the
 order of the sides rotated by r, so no side always runs first or after the same one. Every run
@@ -27,12 +32,15 @@ is appended to OUT/raw.jsonl as it ends: session, side, point, repeat, ok, error
 side's figures and the reader's peaks (bytes) and reads. A failed run (ok false, or start/wait
 raised) is recorded and counted, never retried. A resume skips each (point, repeat) for which
 one session recorded every side, and runs again, whole, every (point, repeat) that no session
-completed (a killed run's point): a failing run is never re-run alone. The lines of an
+completed (a killed run's point): a failing run is never re-run alone. With run_timeout_s, a run
+not ended by then is killed (its tree, SIGKILL) and recorded as failed, saying so. The lines of an
 incomplete (point, repeat) stay in raw.jsonl and are left out of the summary.
 
-Summary. Per point and side: samples/s and the reader's peak PSS sum (MiB), each the median
-[min-max] over the runs that succeeded, "n ok / n failed", and on each Shoal side's row its
-ratios of medians to each PyTorch side (Shoal / PyTorch).
+Summary. Per point and side: samples/s and the reader's peak PSS sum (MiB) (with a GPU reader
+also the peak of the processes' summed GPU memory, the largest process's peak and the device's
+mean utilisation while any of them held memory there), each the median [min-max] over the runs
+that succeeded, "n ok / n failed", and on each Shoal side's row its ratios of medians to each
+PyTorch side (Shoal / PyTorch).
 
     cmp = Comparison(out, points, sides, repeats, settings, sample_ms=50, context={...})
     cmp.run()
@@ -41,9 +49,11 @@ ratios of medians to each PyTorch side (Shoal / PyTorch).
 import contextlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -54,17 +64,22 @@ SAMPLE_MS = 50
 
 class OutsideReader(Periodic):
     """The peak over time of the summed PSS, RSS and USS of each group of pids `which()` names
-    ({group: [pid]}), every `every_ms`: peak[group] = {"pss", "rss", "uss"} in bytes."""
+    ({group: [pid]}), every `every_ms`: peak[group] = {"pss", "rss", "uss"} in bytes. With `gpu`
+    (a bench/nvml.py Device), at the same ticks the GPU memory NVML gives each compute process on
+    the device: its sum over every one of them (gpu_peak["device"]: a run has the device to
+    itself) and over each group, each process's peak (gpu_per_pid), and the device's
+    utilisation on the ticks when any process held memory there (gpu_util_held)."""
 
-    def __init__(self, every_ms, which):
+    def __init__(self, every_ms, which, gpu=None):
         super().__init__(every_ms)
-        self._which = which
-        self.peak = {}
-        self.reads = 0
+        self._which, self._gpu = which, gpu
+        self.peak, self.gpu_peak, self.gpu_per_pid, self.gpu_util_held = {}, {}, {}, []
+        self.reads = self.gpu_reads = 0
 
     def _tick(self):
         cache = {}
-        for group, pids in self._which().items():
+        groups = self._which()
+        for group, pids in groups.items():
             sums = {"pss": 0, "rss": 0, "uss": 0}
             for pid in dict.fromkeys(pids):
                 if pid not in cache:  # a pid in two groups is read once a tick
@@ -76,14 +91,95 @@ class OutsideReader(Periodic):
             for k, v in sums.items():
                 peak[k] = max(peak[k], v)
         self.reads += 1
+        if self._gpu is not None:
+            self._gpu_tick(groups)
+
+    def _gpu_tick(self, groups):
+        from nvml import NvmlError
+        try:
+            used, util = self._gpu.processes(), self._gpu.utilisation()
+        except NvmlError:
+            return  # a reading missed, not the run
+        sums = {"device": sum(used.values())}
+        sums.update({g: sum(used.get(p, 0) for p in dict.fromkeys(pids))
+                     for g, pids in groups.items()})
+        for g, v in sums.items():
+            self.gpu_peak[g] = max(self.gpu_peak.get(g, 0), v)
+        for pid, b in used.items():
+            self.gpu_per_pid[pid] = max(self.gpu_per_pid.get(pid, 0), b)
+        if sums["device"] > 0:
+            self.gpu_util_held.append(util)
+        self.gpu_reads += 1
+
+
+def gpu_figures(reader):
+    """What an OutsideReader with a GPU saw of a run: the peak of the device's compute processes'
+    summed GPU memory, that of each group's, each process's peak (sorted), the largest, and the
+    device's mean utilisation while any process held memory there; {} when NVML was never read
+    (unknown, not 0)."""
+    if not reader.gpu_reads:
+        return {}
+    per = sorted(reader.gpu_per_pid.values())
+    held = reader.gpu_util_held
+    return {"peak_sum_bytes": reader.gpu_peak["device"],
+            "peak_by_group_bytes": {g: v for g, v in reader.gpu_peak.items() if g != "device"},
+            "per_process_bytes": per, "largest_process_bytes": per[-1] if per else None,
+            "util_mean_percent": statistics.mean(held) if held else None,
+            "reads": reader.gpu_reads}
+
+
+def _gpu_column(key, fmt):
+    def column(side, ok):
+        xs = [r["gpu"][key] for r in ok if r.get("gpu", {}).get(key) is not None]
+        return fmt(statistics.median(xs)) if xs else "-"
+    return column
+
+
+# The summary's columns of a comparison with a GPU reader, beside its GPU memory and ratios.
+GPU_COLUMNS = [("largest GPU process MiB", _gpu_column("largest_process_bytes", lambda v: mib(v))),
+               ("GPU util % while held", _gpu_column("util_mean_percent", lambda v: f"{v:.0f}"))]
+
+
+def alive(pid):
+    """Whether pid runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def nvml_device():
+    """Device 0 through NVML (bench/nvml.py: libnvidia-ml.so.1 or $SHOAL_NVML_LIBRARY)."""
+    from nvml import Device
+    return Device(0)
 
 
 class Started:
-    """One run under way (see the module's docstring)."""
+    """One run under way (see the module's docstring). `others`: pids not read but killed with
+    the run's tree when it outlives the comparison's run_timeout_s (e.g. a `shoal submit`
+    waiting on it)."""
 
-    def __init__(self, wait, roots=(), below=(), groups=None, close=None):
+    def __init__(self, wait, roots=(), below=(), groups=None, close=None, others=()):
         self.wait, self.roots, self.below, self.groups, self.close = (
             wait, list(roots), list(below), groups, close)
+        self.others = list(others)
+
+    def kill(self, grace_s=5.0):
+        """Ends every process of the run (a daemon in `below` itself spared: its close() stops
+        it), so that wait() returns: SIGTERM first, then SIGKILL to what is left after grace_s.
+        SIGTERM lets Shoal's leader clean up, and Python's multiprocessing resource tracker,
+        which ignores it, outlive the reference's processes and unlink the named semaphores
+        they leave in /dev/shm (a SIGKILL to it leaves them there)."""
+        pids = self.which()["tree"] + self.others
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            deadline = time.time() + grace_s
+            while sig == signal.SIGTERM and time.time() < deadline and any(map(alive, pids)):
+                time.sleep(0.1)
+            pids = [p for p in pids if alive(p)]
 
     def which(self):
         tree = [p for r in self.roots for p in [r] + descendants(r)]
@@ -131,12 +227,15 @@ def own_pss_check(side, ok):
 
 class Comparison:
     def __init__(self, out, points, sides, repeats, settings, sample_ms=SAMPLE_MS, context=None,
-                 describe=None):
+                 describe=None, gpu=False, run_timeout_s=None):
         self.out, self.points, self.sides, self.repeats = out, points, sides, repeats
         self.sample_ms = sample_ms
         # The cores are the plan's too: a resume on another machine would mix its runs in.
         self.plan = {"points": points, "sides": [s.key for s in sides], "repeats": repeats,
                      "sample_ms": sample_ms, "settings": settings, "cpus": os.cpu_count()}
+        self.gpu, self.run_timeout_s = gpu, run_timeout_s
+        if gpu:  # only then, so that a plan of a CPU comparison stays what it was
+            self.plan["gpu_reader"] = "nvml"
         self.context = context or {}
         self.describe = describe or (lambda p: " ".join(str(v) for v in p.values()))
         self.raw_path = os.path.join(out, "raw.jsonl")
@@ -182,13 +281,17 @@ class Comparison:
                 whole[(p, repeat)] = runs
         return whole
 
-    def _one(self, side, point, repeat, session):
+    def _one(self, side, point, repeat, session, device=None):
         run = {"session": session, "side": side.key, "point": point, "repeat": repeat}
         t0, started, reader, figures = time.time(), None, None, {}
         try:
             started = side.start(dict(point))
-            with OutsideReader(self.sample_ms, started.which) as reader:
+            with OutsideReader(self.sample_ms, started.which, device) as reader, \
+                    self._limit(started) as limit:
                 figures = started.wait()
+            if limit.is_set():
+                figures = {**figures, "ok": False, "error": f"no result within "
+                           f"{self.run_timeout_s} s: the run's processes were killed"}
         except Exception as e:  # recorded as a failed run, the others go on
             figures = {"ok": False, "error": f"{type(e).__name__}: {e}",
                        "traceback": traceback.format_exc()[-2000:]}
@@ -203,10 +306,36 @@ class Comparison:
         run.update(ok=ok, error=None if ok else str(error or "failed"),
                    wall_s=round(time.time() - t0, 2), figures=figures,
                    reader=reader.peak if reader else {}, reads=reader.reads if reader else 0)
+        if self.gpu:
+            run["gpu"] = gpu_figures(reader) if reader else {}
         return run
+
+    @contextlib.contextmanager
+    def _limit(self, started):
+        """Kills `started`'s processes once it has run run_timeout_s (if set); yields an Event
+        set when it did. A run that hangs (a PyTorch point did on an H100) must not hold up
+        the comparison, nor leave its processes on the device."""
+        fired = threading.Event()
+
+        def expire():
+            fired.set()
+            started.kill()
+        timer = threading.Timer(self.run_timeout_s, expire) if self.run_timeout_s else None
+        if timer:
+            timer.start()
+        try:
+            yield fired
+        finally:
+            if timer:
+                timer.cancel()
 
     def run(self):
         """Every (point, repeat) not yet run whole, each side once, appended to raw.jsonl."""
+        # NVML that cannot be read stops the comparison before its first run.
+        with (nvml_device() if self.gpu else contextlib.nullcontext()) as device:
+            self._run(device)
+
+    def _run(self, device):
         done = self._records()
         session = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         n = len(self.sides)
@@ -224,7 +353,7 @@ class Comparison:
                     if (point_key(point), repeat) in done:
                         continue
                     for side in self.sides[repeat % n:] + self.sides[:repeat % n]:
-                        run = self._one(side, point, repeat, session)
+                        run = self._one(side, point, repeat, session, device)
                         raw.write(json.dumps(run) + "\n")
                         raw.flush()
                         print(f"{self.describe(point)} repeat {repeat} {side.key}: "
@@ -245,12 +374,17 @@ class Comparison:
         fn(point) -> a section title, a new section whenever it changes; `notes`: lines first."""
         runs = self.runs()
         pytorch = [s for s in self.sides if not s.shoal]
-        head = list(columns) + ["side", "samples/s", "peak PSS MiB (outside)", "ok / failed"]
-        head += [f"samples/s Shoal / {s.key}" for s in pytorch]
-        head += [f"PSS Shoal / {s.key}" for s in pytorch] + [t for t, _ in extra]
+        measures = self._measures()
+        extra = list(extra) + (GPU_COLUMNS if self.gpu else [])
+        head = list(columns) + ["side"] + [title for title, _, _, _ in measures] + ["ok / failed"]
+        for _, _, _, short in measures:
+            head += [f"{short} Shoal / {s.key}" for s in pytorch]
+        head += [t for t, _ in extra]
         lines = list(notes) + ["Sides: " + "; ".join(f"{s.key} = {s.label}" for s in self.sides)
                                + f". Medians [min-max] of the runs that succeeded; PSS: this "
-                               f"harness's reader, every {self.sample_ms} ms.", ""]
+                               f"harness's reader, every {self.sample_ms} ms"
+                               + (", GPU memory: its NVML reader, every compute process on the "
+                                  "device, at the same ticks" if self.gpu else "") + ".", ""]
         section = None
         for i, point in enumerate(self.points):
             title = heading(point) if heading else None
@@ -258,25 +392,33 @@ class Comparison:
                 lines += ([""] if i else []) + ([title, ""] if title else [])
                 lines += ["| " + " | ".join(head) + " |", "| --- " * len(head) + "|"]
                 section = title
-            medians = {}
+            cells, oks = {}, {}
             for s in self.sides:
                 rs = runs.get((point_key(point), s.key), [])
-                ok = [r for r in rs if r["ok"]]
-                speed = cell([r["figures"]["samples_per_sec"] for r in ok
-                              if r["figures"].get("samples_per_sec")], sps)
-                pss = cell([r["reader"]["tree"]["pss"] for r in ok
-                            if r["reader"].get("tree", {}).get("pss")], mib)
-                medians[s.key] = (speed, pss, len(ok), len(rs) - len(ok), ok)
+                oks[s.key] = (ok := [r for r in rs if r["ok"]], len(rs) - len(ok))
+                cells[s.key] = [cell([v for v in map(value, ok) if v], fmt)
+                                for _, value, fmt, _ in measures]
             for s in self.sides:
-                speed, pss, n_ok, n_failed, ok = medians[s.key]
-                row = [str(point.get(c, "")) for c in columns]
-                row += [s.label, speed[0], pss[0], f"{n_ok} / {n_failed}"]
-                for j in (0, 1):  # samples/s, PSS
-                    row += [ratio(medians[s.key][j][1], medians[p.key][j][1]) if s.shoal else ""
+                ok, n_failed = oks[s.key]
+                row = [str(point.get(c, "")) for c in columns] + [s.label]
+                row += [text for text, _ in cells[s.key]] + [f"{len(ok)} / {n_failed}"]
+                for j in range(len(measures)):
+                    row += [ratio(cells[s.key][j][1], cells[p.key][j][1]) if s.shoal else ""
                             for p in pytorch]
                 row += [fn(s, ok) for _, fn in extra]
                 lines.append("| " + " | ".join(row) + " |")
         return "\n".join(lines)
+
+    def _measures(self):
+        """(column, value of a run, format, short name for its ratio) of each figure a summary
+        gives a median and ratios of."""
+        out = [("samples/s", lambda r: r["figures"].get("samples_per_sec"), sps, "samples/s"),
+               ("peak PSS MiB (outside)", lambda r: r["reader"].get("tree", {}).get("pss"), mib,
+                "PSS")]
+        if self.gpu:
+            out.append(("peak GPU MiB (NVML)", lambda r: r.get("gpu", {}).get("peak_sum_bytes"),
+                        mib, "GPU"))
+        return out
 
     def write_summary(self, *args, **kwargs):
         """summary(...) written to OUT/summary.md, and returned."""
@@ -322,6 +464,26 @@ def shoal_figures(e, err, daemon_pss, **more):
             "daemon_pss_bytes": daemon_pss, **more}
 
 
+def own_gpu_check(side, ok):
+    """An extra column: a Shoal side's own peak GPU memory (figure self_peak_gpu_memory_bytes,
+    NVML summed over its experiment's processes by shoald) over the outside reader's NVML peak
+    over the same processes (group "experiment"), median over ok runs."""
+    def outside(r):
+        return r.get("gpu", {}).get("peak_by_group_bytes", {}).get("experiment")
+    xs = [r["figures"]["self_peak_gpu_memory_bytes"] / outside(r)
+          for r in ok if side.shoal and r["figures"].get("self_peak_gpu_memory_bytes")
+          and outside(r)]
+    return f"{statistics.median(xs):.3f}" if xs else "-"
+
+
+def concurrent_steps(side, ok):
+    """An extra column: the concurrent steps a Shoal side's hogwild runs took, and why (Shoal's
+    own words: its figures concurrent_steps and concurrent_steps_why)."""
+    seen = {(r["figures"].get("concurrent_steps"), r["figures"].get("concurrent_steps_why") or "")
+            for r in ok if side.shoal}
+    return "; ".join(f"{n}" + (f" ({why})" if why else "") for n, why in sorted(seen, key=str))
+
+
 def figure_column(title, key, fmt="{:.3f}"):
     """An extra summary column: the median over a side's ok runs of its figure `key` ("-" where
     none has it)."""
@@ -357,7 +519,7 @@ def shoal_submit_side(bin_dir, argv, more=None, key="shoal", label="Shoal",
             if figures["ok"] and more:
                 figures.update(more(e, p))
             return figures
-        return Started(wait, below=[cli.pid], close=stack.close,
+        return Started(wait, below=[cli.pid], close=stack.close, others=[proc.pid],
                        groups=lambda: {"experiment": shoal_processes(cli.pid, start_of(p))})
     return Side(key, label, start, shoal=True)
 

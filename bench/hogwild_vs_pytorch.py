@@ -44,6 +44,18 @@ Each --allocator entry is one pair of Shoal sides (every worker at once, turns):
 (default: no --allocator flag, what a user who types none gets; cache, planned, retain, system),
 "+lean" for --activations lean and "+libtorch" for --kernels libtorch (LibTorch's max-pool
 kernels instead of Shoal's), e.g. default,default+libtorch.
+
+--device cuda (on a GPU node, under deploy/gpu-node.sh: --bin .gpu-bundle/bin, --worker-bin the
+node's shoal-worker, --dataset synthetic): the study's grid on the GPU. Shoal runs one side there,
+`shoal` (its default, every worker at once: no turns on CUDA); the references train on cuda:0.
+Fork with shared weights is left out of the plan (PyTorch cannot: the weights' CUDA buffer would
+exist before the fork). The outside reader also reads NVML at the same ticks: GPU memory summed
+and of the largest process, the device's utilisation; Shoal's own GPU figure is checked against
+it. --run-timeout kills a run that hangs (a PyTorch point did on an H100) and counts it failed.
+
+  deploy/gpu-node.sh python3 bench/hogwild_vs_pytorch.py --device cuda --dataset synthetic \
+      --start spawn --share yes,no --workers 1,2,4,8,16 --batches 200 --repeats 1 \
+      --run-timeout 120 --bin .gpu-bundle/bin --worker-bin build-gpu/bin/shoal-worker --out DIR
 """
 import argparse
 import contextlib
@@ -51,9 +63,10 @@ import datetime
 import os
 import statistics
 import subprocess
+import sys
 
-from harness import (Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures,
-                     settings_of)
+from harness import (Comparison, Side, Started, concurrent_steps, own_gpu_check, own_pss_check,
+                     pytorch_side, reference_figures, settings_of)
 from shoal_bench import (REFERENCE, ROOT, fresh_shoald, run_json, shoal_processes, reference_finished,
                          submit_finished, submit_started)
 
@@ -78,13 +91,15 @@ def shoal_side(args, variant, turns):
     def start(p):
         w = p["workers"]
         stack = contextlib.ExitStack()
-        cli = stack.enter_context(fresh_shoald(args.bin))
+        extra = ("--worker-bin", args.worker_bin) if args.worker_bin else ()
+        cli = stack.enter_context(fresh_shoald(args.bin, extra))
         shoal = [os.path.join(args.bin, "shoal"), "--socket", cli.socket]
         cmd = shoal + ["submit", "--workers", str(w), "--start", p["start"], "--share",
                        p["share"], "--batches", str(args.batches), "--batch-size",
                        str(args.batch_size), "--threads", str(threads_for(w)), "--dataset",
-                       args.dataset, "--eval-samples", "0", *variant_flags(variant)]
-        if not turns:
+                       args.dataset, "--eval-samples", "0", "--device", args.device,
+                       *variant_flags(variant)]
+        if not turns and args.device == "cpu":
             cmd += ["--concurrent-steps", str(w)]
         proc = submit_started(cmd + ["--wait", "--json"], stack)
 
@@ -98,28 +113,33 @@ def shoal_side(args, variant, turns):
                     "samples_per_sec": r.get("samples_per_sec"), "ready_ms": r.get("ready_ms"),
                     "self_peak_pss_sum_bytes": r.get("peak_pss_sum_bytes"),
                     "self_peak_rss_sum_bytes": r.get("peak_rss_sum_bytes"),
+                    "self_peak_gpu_memory_bytes": r.get("peak_gpu_memory_bytes"),
+                    "gpu_util_mean_percent": r.get("gpu_util_mean_percent"),
                     "threads": e.get("spec", {}).get("threads"),
                     "concurrent_steps": hogwild.get("concurrent_steps"),
                     "concurrent_steps_why": hogwild.get("concurrent_steps_why"),
                     "experiment": e.get("id"), "daemon_pss_bytes": daemon_pss}
 
-        return Started(wait, below=[cli.pid], close=stack.close,
+        return Started(wait, below=[cli.pid], close=stack.close, others=[proc.pid],
                        groups=lambda: {"experiment": shoal_processes(cli.pid, p["start"])})
 
     suffix = "" if variant == "default" else f"[{variant}]"
-    label = "Shoal, turns" if turns else "Shoal, every worker at once"
-    return Side(("shoal-turns" if turns else "shoal-all") + suffix,
-                label + (f" ({variant})" if suffix else ""), start, shoal=True)
+    if args.device == "cuda":  # one side: no turns on CUDA, where no step arena is shared
+        key, label = "shoal", "Shoal (every worker at once, its default on CUDA)"
+    else:
+        key = "shoal-turns" if turns else "shoal-all"
+        label = "Shoal, turns" if turns else "Shoal, every worker at once"
+    return Side(key + suffix, label + (f" ({variant})" if suffix else ""), start, shoal=True)
 
 
 def reference_side(args, tuning):
     def start(p):
         w = p["workers"]
         threads = threads_for(w) if tuning == "best" else 0
-        cmd = ["/usr/bin/python3", REFERENCE, "--workers", str(w), "--start", p["start"],
+        cmd = [sys.executable, REFERENCE, "--workers", str(w), "--start", p["start"],
                "--share", p["share"], "--batches", str(args.batches), "--batch-size",
                str(args.batch_size), "--threads", str(threads), "--tuning", tuning,
-               "--dataset", args.dataset, "--sample-ms", "200"]
+               "--dataset", args.dataset, "--device", args.device, "--sample-ms", "200"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         def wait():
@@ -137,13 +157,6 @@ def reference_side(args, tuning):
 def ready(side, ok):
     xs = [r["figures"]["ready_ms"] for r in ok if r["figures"].get("ready_ms") is not None]
     return f"{statistics.median(xs):.0f}" if xs else "-"
-
-
-def concurrent(side, ok):
-    """The concurrent steps a Shoal side ran with, and why (Shoal's own words)."""
-    seen = {(r["figures"].get("concurrent_steps"), r["figures"].get("concurrent_steps_why") or "")
-            for r in ok if side.shoal}
-    return "; ".join(f"{n}" + (f" ({why})" if why else "") for n, why in sorted(seen, key=str))
 
 
 def main():
@@ -165,25 +178,42 @@ def main():
                                                   datetime.date.today().isoformat(),
                                                   "hogwild_vs_pytorch"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--worker-bin", help="the shoal-worker shoald runs (default: beside it)")
+    ap.add_argument("--nvml", action="store_true",
+                    help="read NVML beside PSS on the CPU too (a dry run of the GPU reader "
+                         "against the tests' fake: SHOAL_NVML_LIBRARY=build/tests/libfake_nvml.so)")
+    ap.add_argument("--run-timeout", type=int, help="seconds a run may take before it is killed "
+                                                    "and counted failed (default: no limit)")
     args = ap.parse_args()
 
     variants = args.allocator.split(",")
     for v in variants:
         variant_flags(v)  # refused before any run
     points = [{"start": s, "share": sh, "workers": int(w)} for s in args.start.split(",")
-              for sh in args.share.split(",") for w in args.workers.split(",")]
-    sides = [shoal_side(args, v, turns) for v in variants for turns in (False, True)]
+              for sh in args.share.split(",") for w in args.workers.split(",")
+              if not (args.device == "cuda" and s == "fork" and sh == "yes")]
+    if not points:
+        raise SystemExit("no point to run: on CUDA, fork runs only with --share no")
+    turns = (False, True) if args.device == "cpu" else (False,)
+    sides = [shoal_side(args, v, t) for v in variants for t in turns]
     sides += [reference_side(args, t) for t in ("users", "best")]
-    settings = settings_of(args)
+    # A CPU plan's settings as before these options, so that its earlier runs still resume.
+    settings = {k: v for k, v in settings_of(args).items() if k != "worker_bin"
+                and (k, v) not in (("device", "cpu"), ("run_timeout", None), ("nvml", False))}
     cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
-                     describe=lambda p: f"{p['start']} share={p['share']} workers={p['workers']}")
+                     describe=lambda p: f"{p['start']} share={p['share']} workers={p['workers']}",
+                     gpu=args.device == "cuda" or args.nvml, run_timeout_s=args.run_timeout)
     cmp.run()
-    note = (f"Hogwild, mnist_convnet, batch {args.batch_size} x {args.batches} timed steps a "
-            f"worker, no warm-up on either side, {os.cpu_count()} cores, floor(cores / workers) "
-            f"threads a Shoal and a best-tuned PyTorch worker; repeats: {args.repeats}.\n")
-    print(cmp.write_summary(("start", "share", "workers"), notes=[note],
-                            extra=[("ready ms", ready), ("concurrent steps", concurrent),
-                                   ("Shoal's own PSS / outside", own_pss_check)]))
+    note = (f"Hogwild, mnist_convnet on {args.device}, batch {args.batch_size} x {args.batches} "
+            f"timed steps a worker, no warm-up on either side, {os.cpu_count()} cores, "
+            f"floor(cores / workers) threads a Shoal and a best-tuned PyTorch worker; repeats: "
+            f"{args.repeats}.\n")
+    extra = [("ready ms", ready), ("concurrent steps", concurrent_steps),
+             ("Shoal's own PSS / outside", own_pss_check)]
+    if args.device == "cuda" or args.nvml:
+        extra.append(("Shoal's own GPU / outside", own_gpu_check))
+    print(cmp.write_summary(("start", "share", "workers"), notes=[note], extra=extra))
 
 
 if __name__ == "__main__":

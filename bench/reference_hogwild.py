@@ -42,7 +42,8 @@ import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from torch_reference import GpuSampler, Net, PssSampler, load_split  # noqa: E402
+from nvml import GpuSampler  # noqa: E402
+from torch_reference import Net, PssSampler, load_split  # noqa: E402
 
 
 # Shoal's built-in hogwild kind runs no warm-up pass: only a model file's workers do

@@ -10,7 +10,7 @@ reference_hogwild.py (users: glibc's defaults and PyTorch's thread count; best: 
 thresholds, one thread per process, torch preloaded in the forkserver). Prints one JSON object with
 the same figures as reference_hogwild.py (peak PSS/RSS sums, samples/s, ready_ms, start_ms).
 
---device cuda (bench/gpu_user_model.py): every worker trains on cuda:0 and uploads its own copy of
+--device cuda (bench/user_model_vs_pytorch.py --device cuda): every worker trains on cuda:0 and uploads its own copy of
 the data there once. --share yes: the parent moves the module to the device and its tensors reach
 the workers through CUDA IPC (torch.multiprocessing's way; not with --start fork); no: each worker
 builds its own from a CPU state dict and moves it. --torchvision NAME takes the module from

@@ -45,10 +45,10 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import (Comparison, Side, Started, own_pss_check, pytorch_side, reference_figures,
-                     settings_of, shoal_figures)
-from shoal_bench import (ROOT, fresh_shoald, reference_finished, shoal_processes, submit_finished,
-                         submit_started)
+from harness import (Comparison, Side, Started, concurrent_steps, own_pss_check, pytorch_side,
+                     reference_figures, settings_of, shoal_figures)
+from shoal_bench import (ROOT, fresh_shoald, reference_finished, run_json, shoal_processes,
+                         submit_finished, submit_started)
 
 ALL_MODELS = "resnet50,vit_b_16,mobilenet_v3_large,efficientnet_b0,densenet121,gpt"
 
@@ -66,19 +66,26 @@ def shoal_side(args, models, zoo):
         info = zoo[p["model"]]
         stack = contextlib.ExitStack()
         cli = stack.enter_context(fresh_shoald(args.bin))
-        cmd = [os.path.join(args.bin, "shoal"), "--socket", cli.socket, "submit", "--model-file",
-               os.path.join(models, info["name"] + ".pt"), "--input", info["input"],
-               "--classes", str(info["classes"]), "--workers", str(p["workers"]), "--start",
-               p["start"], "--batches", str(args.batches), "--batch-size",
-               str(batch_of(args, info)), "--memory-format", args.memory_format, "--wait",
-               "--json"] + shlex.split(args.shoal_flags)
+        shoal = [os.path.join(args.bin, "shoal"), "--socket", cli.socket]
+        cmd = shoal + ["submit", "--model-file", os.path.join(models, info["name"] + ".pt"),
+                       "--input", info["input"], "--classes", str(info["classes"]), "--workers",
+                       str(p["workers"]), "--start", p["start"], "--batches", str(args.batches),
+                       "--batch-size", str(batch_of(args, info)), "--memory-format",
+                       args.memory_format, "--wait", "--json"] + shlex.split(args.shoal_flags)
         proc = submit_started(cmd, stack)
 
         def wait():
-            return shoal_figures(*submit_finished(proc, cli.pid))
+            e, err, daemon_pss = submit_finished(proc, cli.pid)
+            # The record as `get` gives it, the spec the daemon completed: whether the workers
+            # took turns at their steps, and why.
+            done = run_json(shoal + ["get", e["id"], "--json"]) if e.get("id") else {}
+            hogwild = done.get("spec", {}).get("hogwild", {})
+            return shoal_figures(e, err, daemon_pss,
+                                 concurrent_steps=hogwild.get("concurrent_steps"),
+                                 concurrent_steps_why=hogwild.get("concurrent_steps_why"))
 
         # The tree: everything below shoald; "experiment": what Shoal's own figure counts.
-        return Started(wait, below=[cli.pid], close=stack.close,
+        return Started(wait, below=[cli.pid], close=stack.close, others=[proc.pid],
                        groups=lambda: {"experiment": shoal_processes(cli.pid, p["start"])})
     return Side("shoal", "Shoal", start, shoal=True)
 
@@ -155,7 +162,7 @@ def main():
                     f"worker)")
         own = ("Shoal's own PSS / outside, its processes", own_pss_check)
         print(cmp.write_summary(("start", "workers"), heading=heading, notes=notes,
-                                extra=[own]))
+                                extra=[own, ("concurrent steps", concurrent_steps)]))
     finally:
         shutil.rmtree(models, ignore_errors=True)
 

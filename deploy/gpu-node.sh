@@ -6,7 +6,8 @@
 #   2. starts the bundled shoald on it, with a socket and state directory under $SHOAL_GPU_DIR
 #      (--allow-commands: the command kind's checks run the node's python3 under it);
 #   (SHOAL_WORKER_BIN names a shoal-worker built earlier on such a node, to skip the build);
-#   3. runs what is given after the script's name with SHOAL (the CLI) and SHOAL_DIR set, e.g.
+#   3. runs what is given after the script's name with SHOAL (the CLI) and SHOAL_DIR set (and
+#      SHOAL_BIN_DIR, SHOAL_WORKER_PATH: the bundle's binaries and the worker built), e.g.
 #      deploy/gpu-node.sh bench/gpu_check.sh
 # and stops the daemon at the end, whatever happens.
 set -euo pipefail
@@ -37,6 +38,8 @@ DIR=${SHOAL_GPU_DIR:-$(mktemp -d /tmp/shoal-gpu.XXXXXX)}
 mkdir -p "$DIR"
 export SHOAL_DIR=$DIR
 export SHOAL="$BUNDLE/bin/shoal --socket $DIR/shoal.sock"
+# For what starts daemons of its own (bench/*_vs_pytorch.py: --bin, --worker-bin).
+export SHOAL_BIN_DIR=$BUNDLE/bin SHOAL_WORKER_PATH=$WORKER
 # Its log (stdout and stderr) both shown and kept in $SHOAL_DIR/shoald.log.
 "$BUNDLE/bin/shoald" --socket "$DIR/shoal.sock" --state-dir "$DIR/state" \
   --worker-bin "$WORKER" --log-level info --allow-commands > >(tee "$DIR/shoald.log") 2>&1 &
