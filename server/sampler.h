@@ -56,7 +56,7 @@ class ProcessSampler {
   void MarkAllDue();
   // A reading a tracked process took of its own PSS (a leader's, just before its workers start):
   // its own peak counts it; the PSS sum, which needs every process at one instant, only where it
-  // is the one process tracked.
+  // is the one process tracked but for an idle forkserver tree (counted as its last tick read it).
   void NoteOwnReading(pid_t pid, uint64_t pss_bytes);
   // One tick at monotonic time now_ns; fills processes and totals of `out`.
   void Tick(uint64_t now_ns, v1::Sample* out);

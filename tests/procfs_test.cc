@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shared/os/process.h"
@@ -101,6 +104,36 @@ TEST(ProcfsTest, ReadsOwnProcFiles) {
   ASSERT_TRUE(roll.ok());
   EXPECT_GT(roll->rss, 0u);
   EXPECT_LE(roll->pss, roll->rss);
+}
+
+uint64_t OwnPssNow() {
+  RealProcReader r;
+  auto text = r.Read(getpid(), "smaps_rollup");
+  auto roll = text.ok() ? ParseSmapsRollup(*text) : StatusOr<SmapsRollup>(text.status());
+  return roll.ok() ? roll->pss : 0;
+}
+
+// A burst that rises and falls while the watch runs, between its first read and its last, is
+// its peak: the watch's thread read it (NoteOwnPss at the watch's ends alone would not). The
+// burst is sized to end above any peak this process noted before, so only the watch can pass.
+TEST(OwnPssWatchTest, CatchesABurstBetweenItsEnds) {
+  const uint64_t base = OwnPssNow();
+  ASSERT_GT(base, 0u);
+  const uint64_t before = OwnPssPeak().value_or(0);
+  const size_t burst =
+      std::max<uint64_t>(96ull << 20, before - std::min(before, base) + (64ull << 20));
+  {
+    OwnPssWatch watch(std::chrono::milliseconds(5));
+    void* p = ::mmap(nullptr, burst, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    std::memset(p, 1, burst);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    ::munmap(p, burst);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_LT(OwnPssNow(), base + burst / 2);  // gone by the watch's last read
+  ASSERT_TRUE(OwnPssPeak().has_value());
+  EXPECT_GE(*OwnPssPeak(), base + burst * 9 / 10);
 }
 
 // The resident kB of this process's mapping that starts at `at`, from /proc/self/smaps.

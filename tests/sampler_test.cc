@@ -365,6 +365,35 @@ TEST(SamplerTest, AProcesssOwnReadingRaisesTheSumOnlyWhileItIsAlone) {
   EXPECT_FALSE(early.sum_of_peak_pss().has_value());
 }
 
+// Beside the leader only the forkserver and its idle pool: their pages stand still, so the
+// leader's own reading plus what the last tick read of them is the sum at that instant. Not so
+// with a worker tracked (its pages move), nor with a pool process no tick has read (unknown).
+TEST(SamplerTest, ALeadersOwnReadingCountsAnIdleForkserverTreeAsItsLastTickRead) {
+  FakeProc proc;
+  proc.procs[3] = {};
+  proc.procs[4] = {};
+  proc.procs[7] = {};
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(3, "forkserver", -1);
+  s.Track(4, "pool", -1);
+  s.Track(7, "leader", -1);
+  v1::Sample out;
+  s.Tick(1000 * kMs, &out);
+  EXPECT_EQ(s.peak_pss_sum(), 180000ull * 1024);
+  s.NoteOwnReading(7, 200000ull * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), 320000ull * 1024);  // 200000 + the tick's 60000 + 60000
+  proc.procs[5] = {};
+  s.Track(5, "pool", -1);  // no tick has read it yet
+  s.NoteOwnReading(7, 300000ull * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), 320000ull * 1024);
+  s.Tick(2000 * kMs, &out);
+  proc.procs[8] = {};
+  s.Track(8, "worker", 0);
+  s.NoteOwnReading(7, 400000ull * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), 320000ull * 1024);  // a worker beside it: no instant
+  EXPECT_EQ(s.PeakPss(7), 400000ull * 1024);
+}
+
 }  // namespace
 }  // namespace shoal
 

@@ -170,6 +170,24 @@ std::optional<uint64_t> OwnPssPeak() {
   return v > 0 ? std::optional<uint64_t>(v) : std::nullopt;
 }
 
+OwnPssWatch::OwnPssWatch(std::chrono::milliseconds every) {
+  NoteOwnPss();
+  thread_ = std::thread([this, every] {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, every, [this] { return done_; })) NoteOwnPss();
+  });
+}
+
+OwnPssWatch::~OwnPssWatch() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+  NoteOwnPss();
+}
+
 StatusOr<std::string> ReadSmallFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NotFound(path + ": " + std::strerror(errno));

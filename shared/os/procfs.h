@@ -4,10 +4,14 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "shared/status.h"
 
@@ -54,6 +58,25 @@ std::optional<uint64_t> ReadOomKills();
 // read so far; none before the first readable one.
 void NoteOwnPss();
 std::optional<uint64_t> OwnPssPeak();
+
+// NoteOwnPss() every `every` on a thread of its own while it lives, and once as it starts and
+// ends: for a phase whose peak lasts tens of milliseconds, which reads at chosen moments miss (a
+// model file leader's probe step: a mobilenet's rose 20-30 MiB above the leader's highest chosen
+// read for less than 25 ms, bench/results/2026-11-30/zoo/README.md). Destroyed, its thread is
+// joined: a process must not fork with it alive.
+class OwnPssWatch {
+ public:
+  explicit OwnPssWatch(std::chrono::milliseconds every);
+  ~OwnPssWatch();
+  OwnPssWatch(const OwnPssWatch&) = delete;
+  OwnPssWatch& operator=(const OwnPssWatch&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
 
 // Reads /proc/<pid>/<file>. Virtual so the sampler can run on fakes in unit tests.
 class ProcReader {

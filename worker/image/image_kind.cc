@@ -3,9 +3,11 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "shared/kinds/kind.h"
+#include "shared/os/procfs.h"
 #include "shared/spec/spec.h"
 #include "worker/image/image_leader.h"
 #include "worker/image/image_trainer.h"
@@ -51,6 +53,11 @@ Status ImageKind::PrepareModelAndData(LeaderEnv& env) {
 
 Status ImageKind::Prepare(LeaderEnv& env) {
   const auto& spec = env.spec;
+  // The leader alone, preparing: a model file's probe step and its synthetic set's making peak
+  // for tens of milliseconds (a mobilenet's 20-40 MiB above the leader's later reads), which the
+  // daemon's ticks and the leader's reads at chosen moments missed. Read every 5 ms meanwhile
+  // (the watch's thread ends with this function, before any worker is forked).
+  OwnPssWatch watch(std::chrono::milliseconds(5));
   RETURN_IF_ERROR(PrepareModelAndData(env));
   RETURN_IF_ERROR(CreateWeightsSegment(env.experiment_id));
   env.segment_created("weights", weights_.size());
