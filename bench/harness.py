@@ -128,18 +128,6 @@ def gpu_figures(reader):
             "reads": reader.gpu_reads}
 
 
-def _gpu_column(key, fmt):
-    def column(side, ok):
-        xs = [r["gpu"][key] for r in ok if r.get("gpu", {}).get(key) is not None]
-        return fmt(statistics.median(xs)) if xs else "-"
-    return column
-
-
-# The summary's columns of a comparison with a GPU reader, beside its GPU memory and ratios.
-GPU_COLUMNS = [("largest GPU process MiB", _gpu_column("largest_process_bytes", lambda v: mib(v))),
-               ("GPU util % while held", _gpu_column("util_mean_percent", lambda v: f"{v:.0f}"))]
-
-
 def alive(pid):
     """Whether pid runs (a zombie, ended but not yet reaped, does not)."""
     try:
@@ -484,13 +472,22 @@ def concurrent_steps(side, ok):
     return "; ".join(f"{n}" + (f" ({why})" if why else "") for n, why in sorted(seen, key=str))
 
 
-def figure_column(title, key, fmt="{:.3f}"):
-    """An extra summary column: the median over a side's ok runs of its figure `key` ("-" where
-    none has it)."""
+def figure_column(title, key, fmt="{:.3f}", part="figures"):
+    """An extra summary column: the median over a side's ok runs of its figure `key` (of the
+    run's `part`: its side's "figures", or the reader's "gpu"), "-" where none has it; `fmt` a
+    format string or a function."""
     def column(side, ok):
-        xs = [r["figures"][key] for r in ok if r["figures"].get(key) is not None]
-        return fmt.format(statistics.median(xs)) if xs else "-"
+        xs = [r[part][key] for r in ok if r.get(part, {}).get(key) is not None]
+        if not xs:
+            return "-"
+        m = statistics.median(xs)
+        return fmt(m) if callable(fmt) else fmt.format(m)
     return (title, column)
+
+
+# The summary's columns of a comparison with a GPU reader, beside its GPU memory and ratios.
+GPU_COLUMNS = [figure_column("largest GPU process MiB", "largest_process_bytes", mib, "gpu"),
+               figure_column("GPU util % while held", "util_mean_percent", "{:.0f}", "gpu")]
 
 
 def shoal_submit_side(bin_dir, argv, more=None, key="shoal", label="Shoal",

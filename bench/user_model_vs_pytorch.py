@@ -44,7 +44,6 @@ the ratios Shoal / PyTorch.
       --batches 60 --bin .gpu-bundle/bin --worker-bin build-gpu/bin/shoal-worker --out DIR
 """
 import argparse
-import contextlib
 import datetime
 import os
 import shutil
@@ -52,10 +51,9 @@ import subprocess
 import sys
 import tempfile
 
-from harness import (Comparison, Side, Started, own_gpu_check, own_pss_check, pytorch_side,
-                     reference_figures, settings_of, shoal_figures)
-from shoal_bench import (ROOT, fresh_shoald, reference_finished, shoal_processes, submit_finished,
-                         submit_started)
+from harness import (Comparison, Started, own_gpu_check, own_pss_check, pytorch_side,
+                     reference_figures, settings_of, shoal_submit_side)
+from shoal_bench import ROOT, reference_finished
 
 WARM_UP = 3  # worker/model_file.h kWarmUpRuns: Shoal's untimed passes, the reference's too
 
@@ -86,27 +84,20 @@ def make_archive(args, folder):
 
 
 def shoal_side(args, archive):
-    def start(p):
-        stack = contextlib.ExitStack()
-        extra = ("--worker-bin", args.worker_bin) if args.worker_bin else ()
-        cli = stack.enter_context(fresh_shoald(args.bin, extra))
-        cmd = [os.path.join(args.bin, "shoal"), "--socket", cli.socket, "submit", "--model-file",
-               archive, "--input", f"float32[B,{args.input}]", "--classes", str(args.classes),
-               "--device", args.device, "--share", p.get("share", "yes"), "--workers",
-               str(p["workers"]), "--start", p["start"], "--batches", str(args.batches),
-               "--batch-size", str(args.batch_size), "--threads", "1", "--seed", str(args.seed),
-               "--wait", "--json"]
-        proc = submit_started(cmd, stack)
+    def argv(p):
+        return ["--model-file", archive, "--input", f"float32[B,{args.input}]", "--classes",
+                str(args.classes), "--device", args.device, "--share", p.get("share", "yes"),
+                "--workers", str(p["workers"]), "--start", p["start"], "--batches",
+                str(args.batches), "--batch-size", str(args.batch_size), "--threads", "1",
+                "--seed", str(args.seed)]
 
-        def wait():
-            e, err, daemon_pss = submit_finished(proc, cli.pid)
-            r = e.get("result", {})
-            return shoal_figures(e, err, daemon_pss, ready_ms=r.get("ready_ms"),
-                                 self_peak_gpu_memory_bytes=r.get("peak_gpu_memory_bytes"),
-                                 first_loss=r.get("first_loss"), last_loss=r.get("last_loss"))
-        return Started(wait, below=[cli.pid], close=stack.close, others=[proc.pid],
-                       groups=lambda: {"experiment": shoal_processes(cli.pid, p["start"])})
-    return Side("shoal", "Shoal", start, shoal=True)
+    def more(e, p):
+        r = e.get("result", {})
+        return {"ready_ms": r.get("ready_ms"),
+                "self_peak_gpu_memory_bytes": r.get("peak_gpu_memory_bytes"),
+                "first_loss": r.get("first_loss"), "last_loss": r.get("last_loss")}
+    extra = ("--worker-bin", args.worker_bin) if args.worker_bin else ()
+    return shoal_submit_side(args.bin, argv, more, daemon_extra=extra)
 
 
 def reference_side(args, archive, tuning):

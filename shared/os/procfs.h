@@ -61,9 +61,9 @@ std::optional<uint64_t> OwnPssPeak();
 
 // NoteOwnPss() every `every` on a thread of its own while it lives, and once as it starts and
 // ends: for a phase whose peak lasts tens of milliseconds, which reads at chosen moments miss (a
-// model file leader's probe step: a mobilenet's rose 20-30 MiB above the leader's highest chosen
-// read for less than 25 ms, bench/results/2026-11-30/zoo/README.md). Destroyed, its thread is
-// joined: a process must not fork with it alive.
+// model file leader preparing: its probe step and synthetic set rose 30-40 MiB above its chosen
+// reads for less than 25 ms, bench/results/2026-11-30/model_file_trace/). Destroyed, its thread
+// is joined: a process must not fork with it alive.
 class OwnPssWatch {
  public:
   explicit OwnPssWatch(std::chrono::milliseconds every);

@@ -54,7 +54,7 @@ Status ImageKind::PrepareModelAndData(LeaderEnv& env) {
 Status ImageKind::Prepare(LeaderEnv& env) {
   const auto& spec = env.spec;
   // The leader alone, preparing: a model file's probe step and its synthetic set's making peak
-  // for tens of milliseconds (a mobilenet's 20-40 MiB above the leader's later reads), which the
+  // for tens of milliseconds (a mobilenet's 30-40 MiB above the leader's other reads), which the
   // daemon's ticks and the leader's reads at chosen moments missed. Read every 5 ms meanwhile
   // (the watch's thread ends with this function, before any worker is forked).
   OwnPssWatch watch(std::chrono::milliseconds(5));
