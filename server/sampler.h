@@ -103,6 +103,11 @@ class ProcessSampler {
     // its pages, whose share of its PSS falls while its own RSS stands still.
     uint64_t others_shared_at_walk = 0;
     uint64_t walked_at_ns = 0;
+    // Minor faults since its walk, in bytes, less what its RSS grew at the ticks they came
+    // (tick by tick): what may be copy-on-write breaks, each turning a page it shared into its
+    // own with no RSS moving.
+    uint64_t faulted = 0;
+    uint64_t minflt = 0;  // at its last read
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
     std::optional<double> cpu_percent;  // none until a second reading
     uint64_t peak_pss = 0;
@@ -141,6 +146,8 @@ class ProcessSampler {
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);
   // How far its estimate may be off because its sharing changed since its walk.
   double Doubt(const Proc& p) const;
+  // How much of its PSS the estimate may be missing: pages it shared becoming its own.
+  static double Unseen(const Proc& p);
   // Walks the processes most in doubt, outside the budget, when this tick's sums would be the
   // highest yet; returns the walks' CPU time.
   uint64_t ConfirmPeak(uint64_t now_ns);

@@ -97,6 +97,7 @@ class FakeProc : public ProcReader {
     bool split = false;
     uint64_t pss_anon_kb = 0, pss_file_kb = 0, pss_shmem_kb = 0;
     pid_t ppid = 1;
+    uint64_t minflt = 0;     // stat's minor faults
     std::string comm = "w";  // stat's command name: another after an exec
   };
   std::map<pid_t, P> procs;
@@ -121,7 +122,8 @@ class FakeProc : public ProcReader {
              std::to_string(p.shared_kb * 1024 / page) + " 1 0 1 0\n";
     if (f == "stat")
       return std::to_string(pid) + " (" + p.comm + ") R " + std::to_string(p.ppid) +
-             " 1 1 0 -1 0 0 0 0 0 " + std::to_string(p.ticks) + " 0 0 0";
+             " 1 1 0 -1 0 " + std::to_string(p.minflt) + " 0 0 0 " + std::to_string(p.ticks) +
+             " 0 0 0";
     if (before_walk) before_walk(p);
     cpu_ns += walk_cost_ns;
     ++walks[pid];

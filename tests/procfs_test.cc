@@ -75,6 +75,7 @@ TEST(ProcfsTest, ParsesStatmAndStat) {
   EXPECT_EQ(s->ppid, 1);
   EXPECT_EQ(s->utime_ticks, 77u);
   EXPECT_EQ(s->stime_ticks, 23u);
+  EXPECT_EQ(s->minflt, 100u);
   EXPECT_FALSE(ParseProcStat("garbage").ok());
 }
 

@@ -96,7 +96,8 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
   }
   ProcStat s;
   s.state = text[close + 2];
-  // Fields after the name, 1-based from "state" = field 3: ppid is 4, utime 14, stime 15.
+  // Fields after the name, 1-based from "state" = field 3: ppid is 4, minflt 10, utime 14,
+  // stime 15.
   size_t pos = close + 2;
   int field = 3;
   const char* end = text.data() + text.size();
@@ -107,6 +108,8 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
     ++field;
     if (field == 4 && std::from_chars(text.data() + pos, end, s.ppid).ec != std::errc())
       return DataLoss("stat: bad ppid");
+    if (field == 10 && std::from_chars(text.data() + pos, end, s.minflt).ec != std::errc())
+      return DataLoss("stat: bad minflt");
   }
   auto [p, ec] = std::from_chars(text.data() + pos, end, s.utime_ticks);
   if (ec != std::errc() || p >= end) return DataLoss("stat: bad utime");

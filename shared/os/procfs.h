@@ -38,7 +38,8 @@ struct ProcStat {
   pid_t ppid = 0;
   uint64_t utime_ticks = 0, stime_ticks = 0;
   uint64_t cutime_ticks = 0, cstime_ticks = 0;  // its children's that it has reaped
-  std::string comm;                             // its command name, as the kernel keeps it
+  uint64_t minflt = 0;  // minor faults, all its threads': a copy-on-write break is one
+  std::string comm;     // its command name, as the kernel keeps it
 };
 // /proc/<pid>/stat; the command name may hold spaces and parentheses.
 StatusOr<ProcStat> ParseProcStat(std::string_view text);
