@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <functional>
 #include <map>
 
 #include "tests/fakes.h"
@@ -605,39 +606,11 @@ FakeProc::P SplitProcess(uint64_t rss_kb, uint64_t shared_kb, std::array<uint64_
   return p;
 }
 
-// A forked worker walked while its anonymous pages were its parent's too writes 40 MB of them:
-// each write a copy-on-write fault, its PSS up 20 MB, its RSS where it was. Its minor faults say
-// so: it is walked as the budget allows, not after refresh_after.
-TEST(SamplerTest, SharedPagesBecomingItsOwnWithNoRssMovingAreWalkedSoon) {
-  FakeProc proc;
-  proc.walk_cost_ns = 10'000'000;  // one walk a second fits the budget
-  // 200 MB resident, 100 MB of it anonymous pages shared with its parent (half its share).
-  proc.procs[101] = SplitProcess(200000, 20000, {130000, 10000, 0}, 80000);
-  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
-  s.Track(101, "worker", 0);
-  uint64_t t = 1000 * kMs;
-  v1::Sample out;
-  s.Tick(t, &out);
-  ASSERT_EQ(proc.walks[101], 1);
-  const uint64_t page_kb = uint64_t(sysconf(_SC_PAGESIZE)) / 1024;
-  for (int i = 1; i <= 5; ++i) {  // 8 MB of its shared pages written a tick: 4 MB more its own
-    proc.procs[101].minflt += 8000 / page_kb;
-    proc.procs[101].pss_anon_kb += 4000;
-    proc.procs[101].pss_kb += 4000;
-    out.Clear();
-    s.Tick(t += 200 * kMs, &out);
-  }
-  for (int i = 0; i < 5; ++i) {  // as the budget allows: not after refresh_after (5 s)
-    out.Clear();
-    s.Tick(t += 200 * kMs, &out);
-  }
-  EXPECT_GE(proc.walks[101], 2) << "its copy-on-write breaks waited for refresh_after";
-  EXPECT_EQ(out.processes(0).pss_bytes(), 160000ull * 1024);
-}
-
-// Minor faults that grew its RSS as much are pages the estimate follows (new anonymous pages are
-// its own): they ask for no walk beyond the RSS move's.
-TEST(SamplerTest, FaultsThatGrewItsRssAreNotCopyOnWriteBreaks) {
+// A forked worker of 200 MB, walked while 100 MB of it were anonymous pages shared with its
+// parent (half its share), then changed by `each` at each of `ticks` ticks 200 ms apart and left
+// for `after` more (one walk a second fits the budget); its last tick's PSS, its walks in `walks`.
+uint64_t ForkedWorkerAfter(int ticks, int after, const std::function<void(FakeProc::P&)>& each,
+                           int* walks) {
   FakeProc proc;
   proc.walk_cost_ns = 10'000'000;
   proc.procs[101] = SplitProcess(200000, 20000, {130000, 10000, 0}, 80000);
@@ -646,17 +619,49 @@ TEST(SamplerTest, FaultsThatGrewItsRssAreNotCopyOnWriteBreaks) {
   uint64_t t = 1000 * kMs;
   v1::Sample out;
   s.Tick(t, &out);
-  const uint64_t page_kb = uint64_t(sysconf(_SC_PAGESIZE)) / 1024;
-  for (int i = 1; i <= 15; ++i) {  // 0.2 MB of new pages a tick: under the RSS move's 2%
-    proc.procs[101].minflt += 200 / page_kb;
-    proc.procs[101].rss_kb += 200;
-    proc.procs[101].pss_anon_kb += 200;
-    proc.procs[101].pss_kb += 200;
+  for (int i = 1; i <= ticks + after; ++i) {
+    if (i <= ticks) each(proc.procs[101]);
     out.Clear();
     s.Tick(t += 200 * kMs, &out);
   }
-  EXPECT_EQ(proc.walks[101], 1);
-  EXPECT_EQ(out.processes(0).pss_bytes(), 143000ull * 1024);
+  *walks = proc.walks[101];
+  return out.processes(0).pss_bytes();
+}
+
+const uint64_t kPageKb = uint64_t(sysconf(_SC_PAGESIZE)) / 1024;
+
+// It writes 40 MB of its shared pages: each write a copy-on-write fault, its PSS up 20 MB, its
+// RSS where it was. Its minor faults say so: it is walked as the budget allows, not after
+// refresh_after (5 s).
+TEST(SamplerTest, SharedPagesBecomingItsOwnWithNoRssMovingAreWalkedSoon) {
+  int walks = 0;
+  const uint64_t pss = ForkedWorkerAfter(
+      5, 5,
+      [](FakeProc::P& p) {  // 8 MB of its shared pages written a tick: 4 MB more its own
+        p.minflt += 8000 / kPageKb;
+        p.pss_anon_kb += 4000;
+        p.pss_kb += 4000;
+      },
+      &walks);
+  EXPECT_GE(walks, 2) << "its copy-on-write breaks waited for refresh_after";
+  EXPECT_EQ(pss, 160000ull * 1024);
+}
+
+// Minor faults that grew its RSS as much are pages the estimate follows (new anonymous pages are
+// its own): they ask for no walk beyond the RSS move's.
+TEST(SamplerTest, FaultsThatGrewItsRssAreNotCopyOnWriteBreaks) {
+  int walks = 0;
+  const uint64_t pss = ForkedWorkerAfter(
+      15, 0,
+      [](FakeProc::P& p) {  // 0.2 MB of new pages a tick: under the RSS move's 2%
+        p.minflt += 200 / kPageKb;
+        p.rss_kb += 200;
+        p.pss_anon_kb += 200;
+        p.pss_kb += 200;
+      },
+      &walks);
+  EXPECT_EQ(walks, 1);
+  EXPECT_EQ(pss, 143000ull * 1024);
 }
 
 // A forkserver's idle pool child, walked with all its pages shared 18 ways, becomes a worker:
@@ -677,12 +682,11 @@ TEST(SamplerTest, APoolChildBecomeAWorkerIsWalkedBeforeTheIdlePool) {
   v1::Sample out;
   s.Tick(t, &out);
   s.Track(200, "worker", 0);  // every walk is due again
-  const uint64_t page_kb = uint64_t(sysconf(_SC_PAGESIZE)) / 1024;
   FakeProc::P& w = proc.procs[200];
   for (int i = 1; i <= 10; ++i) {  // a tick: 15 MB of its own, 1.6 MB written, 3 MB of libraries
     w.rss_kb += 18000;
     w.shared_kb += 3000;
-    w.minflt += (15000 + 1600 + 3000) / page_kb;
+    w.minflt += (15000 + 1600 + 3000) / kPageKb;
     w.pss_anon_kb += 15000 + 1600 * 17 / 18;
     w.pss_file_kb += 1500;
     w.pss_kb = w.pss_anon_kb + w.pss_file_kb;
