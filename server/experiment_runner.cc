@@ -217,7 +217,9 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
     if (moved || ev.progress().tracing())
       next_tick_ = std::min(next_tick_, env_.os.clock->MonotonicNs());
   } else if (ev.has_self_memory()) {
-    sampler_->NoteOwnReading(facts_.leader, ev.self_memory().pss_bytes());
+    const auto& m = ev.self_memory();
+    sampler_->NoteOwnReading(facts_.leader, m.pss_bytes(),
+                             m.has_uss_bytes() ? std::optional(m.uss_bytes()) : std::nullopt);
   } else if (ev.has_result()) {
     facts_.result = ev.result();
   } else if (ev.has_error()) {

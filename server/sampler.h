@@ -54,10 +54,12 @@ class ProcessSampler {
   // Every process's sharing may have changed (a worker loaded its libraries, or started
   // training): walk each again, first in line, as the budget allows.
   void MarkAllDue();
-  // A reading a tracked process took of its own PSS (a leader's, just before its workers start):
-  // its own peak counts it; the PSS sum, which needs every process at one instant, only where it
-  // is the one process tracked but for an idle forkserver tree (counted as its last tick read it).
-  void NoteOwnReading(pid_t pid, uint64_t pss_bytes);
+  // A reading a tracked process took of its own PSS and USS (a leader's, just before its workers
+  // start; USS where it read one): its own peak counts its PSS; the sums, which need every process
+  // at one instant, only where it is the one process tracked but for an idle forkserver tree
+  // (counted as its last tick read it).
+  void NoteOwnReading(pid_t pid, uint64_t pss_bytes,
+                      std::optional<uint64_t> uss_bytes = std::nullopt);
   // One tick at monotonic time now_ns; fills processes and totals of `out`.
   void Tick(uint64_t now_ns, v1::Sample* out);
 
@@ -108,7 +110,12 @@ class ProcessSampler {
     // own with no RSS moving.
     uint64_t faulted = 0;
     uint64_t minflt = 0;  // at its last read
+    // The PSS its walks found it gained on the pages it shared (Anonymous - Pss_Anon falling) per
+    // byte of those faults, last measured: a step's buffers freed and faulted in again are faults
+    // too, and a walk that finds them so keeps them from asking for walks they do not need.
+    double cow_per_fault = 1.0;
     uint64_t cpu_ticks = 0, cpu_at_ns = 0;
+    uint64_t cpu_ticks_at_walk = 0;     // none since: idle (a forkserver's pool child, say)
     std::optional<double> cpu_percent;  // none until a second reading
     uint64_t peak_pss = 0;
     bool read = false;                 // some tick emitted it: peak_pss is a reading
@@ -148,6 +155,10 @@ class ProcessSampler {
   double Doubt(const Proc& p) const;
   // How much of its PSS the estimate may be missing: pages it shared becoming its own.
   static double Unseen(const Proc& p);
+  // At a walk: how much of its faults since the last were copy-on-write breaks.
+  static void LearnCopyOnWrite(Proc& p, const SmapsRollup& r);
+  // A pool child's walk is its idle twins' too.
+  void ShareWithTwins(pid_t walked, uint64_t now_ns);
   // Walks the processes most in doubt, outside the budget, when this tick's sums would be the
   // highest yet; returns the walks' CPU time.
   uint64_t ConfirmPeak(uint64_t now_ns);

@@ -135,6 +135,8 @@ TEST(OwnPssWatchTest, CatchesABurstBetweenItsEnds) {
   EXPECT_LT(OwnPssNow(), base + burst / 2);  // gone by the watch's last read
   ASSERT_TRUE(OwnPssPeak().has_value());
   EXPECT_GE(*OwnPssPeak(), base + burst * 9 / 10);
+  ASSERT_TRUE(OwnUssPeak().has_value());  // the burst was private: USS rose as much
+  EXPECT_GE(*OwnUssPeak(), burst * 9 / 10);
 }
 
 // The resident kB of this process's mapping that starts at `at`, from /proc/self/smaps.

@@ -353,6 +353,10 @@ TEST(SamplerTest, AProcesssOwnReadingRaisesTheSumOnlyWhileItIsAlone) {
   s.Untrack(8);
   s.NoteOwnReading(7, 200000ull * 1024);  // alone now: the run's sum at that instant
   EXPECT_EQ(s.peak_pss_sum(), 200000ull * 1024);
+  EXPECT_EQ(s.peak_uss_sum(), 100000ull * 1024);  // no USS read: the tick's stands
+  s.NoteOwnReading(7, 1000, 150000ull * 1024);
+  EXPECT_EQ(s.peak_pss_sum(), 200000ull * 1024);
+  EXPECT_EQ(s.peak_uss_sum(), 150000ull * 1024);
   s.Untrack(7);
   EXPECT_EQ(s.PeakPss(7), 200000ull * 1024);
   s.NoteOwnReading(9, 5);  // not tracked: ignored
@@ -381,8 +385,9 @@ TEST(SamplerTest, ALeadersOwnReadingCountsAnIdleForkserverTreeAsItsLastTickRead)
   v1::Sample out;
   s.Tick(1000 * kMs, &out);
   EXPECT_EQ(s.peak_pss_sum(), 180000ull * 1024);
-  s.NoteOwnReading(7, 200000ull * 1024);
+  s.NoteOwnReading(7, 200000ull * 1024, 190000ull * 1024);
   EXPECT_EQ(s.peak_pss_sum(), 320000ull * 1024);  // 200000 + the tick's 60000 + 60000
+  EXPECT_EQ(s.peak_uss_sum(), 290000ull * 1024);  // 190000 + the tick's 50000 + 50000
   proc.procs[5] = {};
   s.Track(5, "pool", -1);  // no tick has read it yet
   s.NoteOwnReading(7, 300000ull * 1024);
@@ -701,6 +706,37 @@ TEST(SamplerTest, APoolChildBecomeAWorkerIsWalkedBeforeTheIdlePool) {
   for (const auto& p : out.processes()) {
     if (p.pid() == 200) {
       EXPECT_EQ(p.pss_bytes(), w.pss_kb * 1024);
+    }
+  }
+}
+
+// A forkserver's idle children, walked when they were made, lose PSS alike as the workers map the
+// pages they share, their RSS unmoved: one's walk tells every twin's, and the budget walks one.
+TEST(SamplerTest, AnIdlePoolChildsWalkIsItsTwins) {
+  FakeProc proc;
+  proc.walk_cost_ns = 10'000'000;  // one walk a second fits the budget
+  for (pid_t p = 300; p < 304; ++p) proc.procs[p] = SplitProcess(66000, 8000, {4500, 500, 0}, 900);
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  for (pid_t p = 300; p < 304; ++p) s.Track(p, "pool", -1);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);
+  for (pid_t p = 300; p < 304; ++p) {  // the workers share their pages now: a lower share each
+    proc.procs[p].pss_anon_kb = 3300;
+    proc.procs[p].pss_kb = 3800;
+  }
+  proc.procs[310] = AWorkerOf100Mb();
+  s.Track(310, "worker", 0);  // every walk is due
+  for (int i = 0; i < 15; ++i) {
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);
+  }
+  int pool_walks = 0;
+  for (pid_t p = 300; p < 304; ++p) pool_walks += proc.walks[p];
+  EXPECT_EQ(pool_walks, 4 + 1);  // each first walk, then one for all
+  for (const auto& p : out.processes()) {
+    if (p.role() == "pool") {
+      EXPECT_EQ(p.pss_bytes(), 3800ull * 1024) << p.pid();
     }
   }
 }

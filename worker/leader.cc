@@ -114,6 +114,7 @@ void ReportOwnMemory(StatusPipe& out) {
   if (!peak) return;
   LeaderEvent e;
   e.mutable_self_memory()->set_pss_bytes(*peak);
+  if (const auto uss = OwnUssPeak()) e.mutable_self_memory()->set_uss_bytes(*uss);
   out.Emit(e);
 }
 

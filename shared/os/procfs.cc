@@ -156,6 +156,18 @@ std::optional<uint64_t> ReadOomKills() {
 
 namespace {
 std::atomic<uint64_t> own_pss_peak{0};  // 0: none read
+std::atomic<uint64_t> own_uss_peak{0};
+
+void RaiseTo(std::atomic<uint64_t>& peak, uint64_t v) {
+  uint64_t seen = peak.load();
+  while (v > seen && !peak.compare_exchange_weak(seen, v)) {
+  }
+}
+
+std::optional<uint64_t> Known(const std::atomic<uint64_t>& peak) {
+  const uint64_t v = peak.load();
+  return v > 0 ? std::optional<uint64_t>(v) : std::nullopt;
+}
 }  // namespace
 
 void NoteOwnPss() {
@@ -163,15 +175,12 @@ void NoteOwnPss() {
   if (!text.ok()) return;
   auto rollup = ParseSmapsRollup(*text);
   if (!rollup.ok()) return;
-  uint64_t seen = own_pss_peak.load();
-  while (rollup->pss > seen && !own_pss_peak.compare_exchange_weak(seen, rollup->pss)) {
-  }
+  RaiseTo(own_pss_peak, rollup->pss);
+  RaiseTo(own_uss_peak, rollup->uss());
 }
 
-std::optional<uint64_t> OwnPssPeak() {
-  const uint64_t v = own_pss_peak.load();
-  return v > 0 ? std::optional<uint64_t>(v) : std::nullopt;
-}
+std::optional<uint64_t> OwnPssPeak() { return Known(own_pss_peak); }
+std::optional<uint64_t> OwnUssPeak() { return Known(own_uss_peak); }
 
 OwnPssWatch::OwnPssWatch(std::chrono::milliseconds every) {
   NoteOwnPss();

@@ -55,10 +55,11 @@ std::optional<uint64_t> ReadOomKills();
 
 // This process's own PSS (its /proc/self/smaps_rollup), read at moments it knows to be peaks
 // (a leader's: its decoded data set and the data segment both resident, then just before its
-// workers start), which a sampler ticking from outside mostly misses. OwnPssPeak: the highest
-// read so far; none before the first readable one.
+// workers start), which a sampler ticking from outside mostly misses. OwnPssPeak and OwnUssPeak:
+// the highest of each read so far (apart: not always at one reading); none before the first.
 void NoteOwnPss();
 std::optional<uint64_t> OwnPssPeak();
+std::optional<uint64_t> OwnUssPeak();
 
 // NoteOwnPss() every `every` on a thread of its own while it lives, and once as it starts and
 // ends: for a phase whose peak lasts tens of milliseconds, which reads at chosen moments miss (a
