@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "shared/ipc/layout.h"
+#include "shared/os/procfs.h"
 
 namespace shoal {
 
@@ -62,9 +63,9 @@ void MarkClasses(torch::Tensor* input, const torch::Tensor& labels, const InputS
     std::vector<int64_t> shape = {std::min(classes, fit)};
     for (int64_t d : in.SampleDims()) shape.push_back(d);
     torch::Tensor patterns = torch::randn(shape, gen, torch::kFloat);
-    *input = input->to(torch::kFloat)
-                 .add_(patterns.index_select(0, labels.remainder(shape[0])))
-                 .to(DtypeOf(in));
+    const torch::Tensor picked = patterns.index_select(0, labels.remainder(shape[0]));
+    NoteOwnPss();  // the set and its patterns, each whole: a leader's peak as it makes the set
+    *input = input->to(torch::kFloat).add_(picked).to(DtypeOf(in));
     return;
   }
   const int64_t share = in.high / classes;
@@ -160,6 +161,7 @@ void FillSyntheticTensors(const TensorSetHeader& h, const std::vector<InputSpec>
     if (target.classes > 0) MarkClasses(&t, labels, inputs[i], target.classes, gen);
     if (i == 0) first = t;
     Whole(h, base, uint32_t(i)).copy_(t);
+    NoteOwnPss();  // drawn and in the segment: the other peak
   }
   torch::Tensor targets;
   if (target.classes == 0) {
