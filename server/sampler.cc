@@ -40,8 +40,8 @@ void ProcessSampler::NoteOwnReading(pid_t pid, uint64_t pss_bytes,
   // it only a forkserver and its idle pool, which hold what the last tick read of them (their
   // pages do not move while nothing forks), the sum is its reading and theirs: a forkserver
   // model file's leader, its probe and data at their peak, read 0.92x so before. Its USS likewise:
-  // a forked model file run's peak USS sum is its leader's, alone, before it forks: 0.93-0.95x an
-  // independent reader's without it (efficientnet_b0, 2026-11-30).
+  // a forked model file run's peak USS sum is its leader's, alone, before it forks: 0.931x a 5 ms
+  // reader's and 0.946x the figure test's without it (efficientnet_b0, 2026-11-30).
   uint64_t pss = pss_bytes, uss = uss_bytes.value_or(0);
   for (const auto& [other, p] : procs_) {
     if (other == pid || p.gone) continue;
@@ -314,7 +314,8 @@ double ProcessSampler::SharingRisk(const Proc& p) const {
 // Waiting for refresh_after, a 2-worker spawn run's leader read 142 MiB at the peak where a walk
 // found 116: the peak PSS sum read 1.011-1.013x an independent reader's, 1.005-1.008x since.
 // In the same tier, whichever is larger, what the estimate may be missing (Unseen): a pool child
-// become a worker, ranked by its walk's 18 MiB of PSS per 259 MiB walked, waited behind the pool.
+// become a worker, ranked by its idle walk's 6 MiB of PSS per 100-259 MiB of RSS, waited behind
+// the pool.
 std::vector<pid_t> ProcessSampler::WalkCandidates(uint64_t now_ns) const {
   std::vector<std::pair<std::pair<int, double>, pid_t>> want;  // ((tier, score), pid)
   for (const auto& [pid, p] : procs_) {
@@ -419,10 +420,11 @@ double ProcessSampler::Doubt(const Proc& p) const {
 // the estimate follows) reach. And the file and shared-memory pages it mapped since count at the
 // share its walk found of its older ones, which for a process walked when its pages were all
 // shared is far below the new pages' own. A forkserver's pool child walked idle, then a worker
-// training efficientnet_b0, held 180 MiB to an independent reader's 2 ms reads and 146 in Shoal's
-// estimate for 3 s (16 MiB of copy-on-write breaks, 31 MiB of library pages at a 1/18 share),
-// unwalked behind the pool's 16 children whose sharing its start had changed (a 2-worker run's
-// peak PSS sum 0.91x the reader's, bench/results/2026-11-30/model_file_trace/).
+// training efficientnet_b0, held 180 MiB to an independent reader's ~50 ms reads and 146 in
+// Shoal's estimate until the run ended, its walk 3-4.8 s old (16 MiB of copy-on-write breaks as
+// it started, library pages counted at the idle walk's share), unwalked behind the pool's 16
+// children whose sharing its start had changed (a 2-worker run's peak PSS sum 0.91x the reader's,
+// bench/results/2026-11-30/model_file_trace/).
 double ProcessSampler::Unseen(const Proc& p) {
   if (!p.walked || !p.split) return 0;
   const double room = double(p.anon - std::min(p.anon, p.pss_anon));
@@ -432,14 +434,13 @@ double ProcessSampler::Unseen(const Proc& p) {
          (1.0 - std::min(1.0, SharedShare(p))) * mapped;
 }
 
-// Most faults of a training worker are its step's buffers freed and faulted in again within a
-// tick, not copy-on-write breaks (an efficientnet_b0 worker: 5-15 thousand faults per 100 ms
-// while it stepped, its RSS back where it was; 16 MiB of breaks in all, at its start). Counted
-// whole, every worker with pages shared at its walk (a forkserver's pool child: 56-72 MiB of
-// them) would ask for a walk at every step, ahead of the leader and the stale, for as long as it
-// trains. So a walk measures what the faults since the last one gave (the PSS it gained on the
-// pages it shared), and later faults count at that rate; fewer than 1 MiB of faults tell too
-// little and leave the rate as it was.
+// Not every fault that grew no RSS at its tick is a copy-on-write break: a step's buffers freed
+// and faulted in again within a tick are faults too (a traced efficientnet_b0 worker's came to
+// 12-35 MiB over its training while its Anonymous - Pss_Anon stood still at 56 MiB). Counted
+// whole, a worker with pages shared at its walk would ask for walks, ahead of the leader and the
+// stale, whenever it steps so. So a walk measures what the faults since the last one gave (the PSS
+// it gained on the pages it shared), and later faults count at that rate; fewer than 1 MiB of
+// faults tell too little and leave the rate as it was.
 void ProcessSampler::LearnCopyOnWrite(Proc& p, const SmapsRollup& r) {
   constexpr double kEnough = double(1 << 20);
   if (!p.walked || !p.split || !r.has_split || double(p.faulted) < kEnough) return;
@@ -454,7 +455,7 @@ void ProcessSampler::LearnCopyOnWrite(Proc& p, const SmapsRollup& r) {
 // what the others hold, and the workers mapping the pages they share lower each one's PSS alike,
 // their RSS unmoved. One's walk is each idle twin's of the same RSS: walked one by one as the
 // budget allowed, 8 of 16 read 1.1 MiB above the truth for half a second beside 8 hogwild
-// workers taking turns (9 MiB of a run's peak PSS sum, 1.05x an independent reader's, 2026-11-30),
+// workers taking turns (9 MiB of a run's peak PSS sum that read 1.036x an outside reader's),
 // and 16 walks told what one tells. Its figures are then as old as the twin's walk.
 void ProcessSampler::ShareWithTwins(pid_t walked, uint64_t now_ns) {
   const Proc& w = procs_[walked];

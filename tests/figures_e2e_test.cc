@@ -358,11 +358,11 @@ void ExpectAgrees(const char* what, double shoal_bytes, uint64_t independent_kb,
 // 1.044-1.061x at 16 (its workers' estimates carry their new shared pages at the share their
 // last walk found, confirmed only by the rationed walks); forkserver at 8 read 0.964-0.995x (a
 // tick whose pages only moved now sets its sum less what moved: 0.962-0.971x before), then
-// 0.976-1.000x and, after a change of one protobuf field moved the run's true peak from 448 to 436
-// MiB, 1.006-1.071x (6 runs; 1.03-1.05x with the sampler as it was): 26 processes whose walks
-// cost 10 ms each on this VM get one rationed walk a second between them, and the workers' and
-// the leader's estimates drift 11-20 MiB above an outside reader's while the workers fault in the
-// data set (2026-11-30); and at 16
+// 0.982-1.000x; a change of the workers' binary (bisected to one protobuf field) moved the run's
+// true peak from 448 to 436 MiB, and it read 1.029-1.054x with the sampler as it was, 1.006-1.071x
+// (6 runs) since 7eac24e: 26 processes whose walks cost 10 ms each on this VM share one rationed
+// walk a second, and the workers' and the leader's estimates drift while the workers fault in the
+// data set (docs/figures.md, "How close"; 2026-11-30); and at 16
 // low, 0.862-0.895x (a tick walking the 16 workers' arena bursts took 355 ms, and the traced
 // step's moment went unread). 3-5 runs a point on the 2-core VM, 2026-11-30.
 Band PssBand(int workers, const std::string& start) {

@@ -109,10 +109,10 @@ StatusOr<uint64_t> MeasuredStep(ScriptedModel& model, const std::vector<torch::T
   torch::Tensor loss = model.Loss(x, y);
   const uint64_t rss1 = SelfStatusBytes("VmRSS");
   // Every activation saved for backward: the probe's peak. The leader's 5 ms watch
-  // (ImageKind::Prepare) reads a 300 MiB leader every 9-15 ms on a busy 2-core machine, and peaks
-  // of 10 ms fall between its reads: the probe's and the synthetic set's (FillSyntheticTensors)
-  // are read where they are too. efficientnet_b0 at 64x64: 311 MiB read of a 323 MiB peak in 1
-  // run of 3, 2026-11-30.
+  // (ImageKind::Prepare) read a 320 MiB leader every 11 ms (up to 19) on a busy 2-core machine,
+  // and peaks of 10 ms fall between its reads: the probe's and the synthetic set's
+  // (FillSyntheticTensors) are read where they are too. efficientnet_b0 at 64x64 read 292-311
+  // MiB of a 318-323 MiB peak in 3 figure-test runs of about 12 with the watch alone, 2026-11-30.
   NoteOwnPss();
   if (loss.numel() != 1 || !loss.is_floating_point())
     return InvalidArgument("model_file: the loss is " + Shape(loss) + " " +
