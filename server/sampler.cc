@@ -371,10 +371,6 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
     if (!r.ok()) continue;
     Proc& p = procs_[pid];
     LearnCopyOnWrite(p, *r);
-    p.walked = true;
-    p.due = false;
-    p.forked = false;
-    p.jumped = false;
     p.rss = r->rss;
     p.pss = r->pss;
     p.uss = r->uss();
@@ -390,12 +386,9 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
     p.private_shared_share =
         p.shared > 0 ? std::min(1.0, double(p.uss - std::min(p.uss, p.pss_anon)) / double(p.shared))
                      : 1.0;
-    p.others_shared_at_walk = OthersShared(p);
+    MarkWalked(p, now_ns);
     p.rss_now = r->rss;
     p.shared_now = p.shared;
-    p.walked_at_ns = now_ns;
-    p.faulted = 0;
-    p.cpu_ticks_at_walk = p.cpu_ticks;
     if (p.role == "pool") ShareWithTwins(pid, now_ns);
   }
   return walk_ns;
@@ -464,20 +457,20 @@ void ProcessSampler::ShareWithTwins(pid_t walked, uint64_t now_ns) {
     const double apart =
         std::fabs(double(p.rss_now) - double(w.rss)) / std::max(1.0, double(w.rss));
     if (p.cpu_ticks != p.cpu_ticks_at_walk || apart > 0.005) continue;
-    p.rss = w.rss;
-    p.pss = w.pss;
-    p.uss = w.uss;
-    p.anon = w.anon;
-    p.shared = w.shared;
-    p.pss_anon = w.pss_anon;
-    p.pss_shared = w.pss_shared;
-    p.split = w.split;
-    p.private_shared_share = w.private_shared_share;
-    p.due = p.forked = false;
-    p.faulted = 0;
-    p.others_shared_at_walk = OthersShared(p);
-    p.walked_at_ns = now_ns;
+    static_cast<WalkFigures&>(p) = w;
+    MarkWalked(p, now_ns);
   }
+}
+
+// The others' shared pages are taken as of now (before its statm gives way to the walk's RSS, as
+// the others' were read).
+void ProcessSampler::MarkWalked(Proc& p, uint64_t now_ns) {
+  p.walked = true;
+  p.due = p.forked = p.jumped = false;
+  p.others_shared_at_walk = OthersShared(p);
+  p.walked_at_ns = now_ns;
+  p.faulted = 0;
+  p.cpu_ticks_at_walk = p.cpu_ticks;
 }
 
 // Between walks the estimates carry each process's shares of its shared pages from its last walk,

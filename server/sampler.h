@@ -84,7 +84,17 @@ class ProcessSampler {
   std::map<pid_t, Peak> Peaks() const;
 
  private:
-  struct Proc {
+  // What a walk found: kept until the next, or given by an idle twin's (ShareWithTwins).
+  struct WalkFigures {
+    uint64_t rss = 0, pss = 0, uss = 0;  // at the last walk
+    uint64_t anon = 0, shared = 0;       // anonymous and file+shmem resident, as the walk saw them
+    uint64_t pss_anon = 0, pss_shared = 0;  // the walk's Pss_Anon and Pss_File + Pss_Shmem
+    bool split = false;                     // the kernel gave that split
+    // The part of its file+shmem resident that was its alone at the walk (USS - Pss_Anon over
+    // those pages: a lower bound, exact while no anonymous page is shared with a fork).
+    double private_shared_share = 0;
+  };
+  struct Proc : WalkFigures {
     std::string role;
     int index = -1;
     bool walked = false;
@@ -93,13 +103,6 @@ class ProcessSampler {
     // sharer of a copy-on-write page holds it privately again).
     bool forked = false;
     pid_t ppid = 0;
-    uint64_t rss = 0, pss = 0, uss = 0;  // at the last walk
-    uint64_t anon = 0, shared = 0;       // anonymous and file+shmem resident, as the walk saw them
-    uint64_t pss_anon = 0, pss_shared = 0;  // the walk's Pss_Anon and Pss_File + Pss_Shmem
-    bool split = false;                     // the kernel gave that split
-    // The part of its file+shmem resident that was its alone at the walk (USS - Pss_Anon over
-    // those pages: a lower bound, exact while no anonymous page is shared with a fork).
-    double private_shared_share = 0;
     uint64_t rss_now = 0, shared_now = 0;
     // The other processes' file+shmem resident at its walk: as they map more, some of it may be
     // its pages, whose share of its PSS falls while its own RSS stands still.
@@ -159,6 +162,8 @@ class ProcessSampler {
   static void LearnCopyOnWrite(Proc& p, const SmapsRollup& r);
   // A pool child's walk is its idle twins' too.
   void ShareWithTwins(pid_t walked, uint64_t now_ns);
+  // Its figures are a walk's of now: nothing in doubt, no fault since.
+  void MarkWalked(Proc& p, uint64_t now_ns);
   // Walks the processes most in doubt, outside the budget, when this tick's sums would be the
   // highest yet; returns the walks' CPU time.
   uint64_t ConfirmPeak(uint64_t now_ns);

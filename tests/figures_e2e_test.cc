@@ -467,8 +467,7 @@ void ExpectLeaderPeak(const json& e, const IndependentReader& reader, bool hando
 // model_file_trace/) until the sampler counted what its estimate may be missing.
 std::string ZooModel(const std::string& name) {
   std::string error;
-  const std::string dir =
-      testing::MadeModels({{"make_zoo.py"}, {"gpt.py", {"{}/gpt_tiny.pt", "tiny"}}}, &error);
+  const std::string dir = testing::MadeZoo(&error);
   EXPECT_FALSE(dir.empty()) << error;
   return dir + "/" + name + ".pt";
 }

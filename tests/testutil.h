@@ -183,6 +183,12 @@ inline std::string MadeModels(const std::vector<ModelScript>& scripts, std::stri
   ::close(lock);
   return made;
 }
+
+// The models people really train (tests/models/make_zoo.py) and a tiny GPT: one directory for
+// every test that trains them (ZooE2E, FiguresE2E), made once.
+inline std::string MadeZoo(std::string* error) {
+  return MadeModels({{"make_zoo.py"}, {"gpt.py", {"{}/gpt_tiny.pt", "tiny"}}}, error);
+}
 #endif
 
 // The command's stdout as JSON; null when it is not JSON.

@@ -25,8 +25,7 @@ class ZooE2E : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     std::string error;
-    models_ = new std::string(
-        testing::MadeModels({{"make_zoo.py"}, {"gpt.py", {"{}/gpt_tiny.pt", "tiny"}}}, &error));
+    models_ = new std::string(testing::MadeZoo(&error));
     ASSERT_FALSE(models_->empty()) << error;
     info_ = new json(json::parse(std::ifstream(Model("zoo.json"))));
   }
