@@ -490,6 +490,21 @@ GPU_COLUMNS = [figure_column("largest GPU process MiB", "largest_process_bytes",
                figure_column("GPU util % while held", "util_mean_percent", "{:.0f}", "gpu")]
 
 
+def turns_sides(device):
+    """The Shoal sides a hogwild comparison runs, as (turns, key, label): on the CPU two, labelled,
+    with Shoal's turns (its default: only as many workers step at once as the cores hold) and
+    with every worker at once (`--concurrent-steps W`), which is the program PyTorch's W
+    processes run; on CUDA one, every worker at once (no step arena is shared there)."""
+    if device == "cuda":
+        return [(False, "shoal", "Shoal (every worker at once, its default on CUDA)")]
+    return [(False, "shoal-all", "Shoal, every worker at once"), (True, "shoal-turns", "Shoal, turns")]
+
+
+def all_at_once_flags(turns, device, workers):
+    """Shoal's flags for a side of turns_sides(): every worker at once is --concurrent-steps W."""
+    return [] if turns or device == "cuda" else ["--concurrent-steps", str(workers)]
+
+
 def shoal_submit_side(bin_dir, argv, more=None, key="shoal", label="Shoal",
                       start_of=lambda p: p.get("start", "fork"), daemon_extra=()):
     """A Shoal side: each run on a fresh, settled shoald of its own (shoal_bench.fresh_shoald,

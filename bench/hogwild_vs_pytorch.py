@@ -65,8 +65,8 @@ import statistics
 import subprocess
 import sys
 
-from harness import (Comparison, Side, Started, concurrent_steps, own_gpu_check, own_pss_check,
-                     pytorch_side, reference_figures, settings_of)
+from harness import (Comparison, Side, Started, all_at_once_flags, concurrent_steps, own_gpu_check,
+                     own_pss_check, pytorch_side, reference_figures, settings_of, turns_sides)
 from shoal_bench import (REFERENCE, ROOT, fresh_shoald, run_json, shoal_processes, reference_finished,
                          submit_finished, submit_started)
 
@@ -99,8 +99,7 @@ def shoal_side(args, variant, turns):
                        str(args.batch_size), "--threads", str(threads_for(w)), "--dataset",
                        args.dataset, "--eval-samples", "0", "--device", args.device,
                        *variant_flags(variant)]
-        if not turns and args.device == "cpu":
-            cmd += ["--concurrent-steps", str(w)]
+        cmd += all_at_once_flags(turns, args.device, w)
         proc = submit_started(cmd + ["--wait", "--json"], stack)
 
         def wait():
@@ -124,11 +123,7 @@ def shoal_side(args, variant, turns):
                        groups=lambda: {"experiment": shoal_processes(cli.pid, p["start"])})
 
     suffix = "" if variant == "default" else f"[{variant}]"
-    if args.device == "cuda":  # one side: no turns on CUDA, where no step arena is shared
-        key, label = "shoal", "Shoal (every worker at once, its default on CUDA)"
-    else:
-        key = "shoal-turns" if turns else "shoal-all"
-        label = "Shoal, turns" if turns else "Shoal, every worker at once"
+    key, label = next((k, l) for t, k, l in turns_sides(args.device) if t == turns)
     return Side(key + suffix, label + (f" ({variant})" if suffix else ""), start, shoal=True)
 
 
@@ -195,8 +190,7 @@ def main():
               if not (args.device == "cuda" and s == "fork" and sh == "yes")]
     if not points:
         raise SystemExit("no point to run: on CUDA, fork runs only with --share no")
-    turns = (False, True) if args.device == "cpu" else (False,)
-    sides = [shoal_side(args, v, t) for v in variants for t in turns]
+    sides = [shoal_side(args, v, t) for v in variants for t, _, _ in turns_sides(args.device)]
     sides += [reference_side(args, t) for t in ("users", "best")]
     # A CPU plan's settings as before these options, so that its earlier runs still resume.
     settings = {k: v for k, v in settings_of(args).items() if k != "worker_bin"

@@ -5,13 +5,17 @@ The model is tests/models/make_models.py's bench_cnn (a CIFAR-shaped CNN with Ba
 Dropout), made now by this Python's PyTorch, or with --model NAME torchvision's NAME (random
 weights, seeded, torch.jit.script'ed), e.g. resnet50 with --input 3,224,224. For every point of
 the grid (start method x workers, x --share on CUDA; fixed before the first run and written to
-plan.json) three sides train the same weights on the same kind of synthetic data (noise plus a
-class pattern, as many samples as fit 256 MiB, at most 1024: Shoal's synthetic set for a model
-file) with the same untimed warm-up (3 forward and backward passes a worker, then a start gate
-or barrier), so samples/s times the same steps on all of them:
+plan.json) four sides (three on CUDA) train the same weights on the same kind of synthetic data
+(noise plus a class pattern, as many samples as fit 256 MiB, at most 1024: Shoal's synthetic set
+for a model file) with the same untimed warm-up (3 forward and backward passes a worker, then a
+start gate or barrier), so samples/s times the same steps on all of them:
 
-  shoal   `shoal submit --model-file ARCHIVE` with one thread a worker (Hogwild), on a shoald of
-          its own, started and settled before the run, stopped after;
+  shoal-all    `shoal submit --model-file ARCHIVE --concurrent-steps W` with one thread a worker
+               (Hogwild), on a shoald of its own, started and settled before the run, stopped
+               after: every worker steps at once, the program PyTorch's W processes run (on
+               CUDA the one Shoal side, `shoal`, without the flag: no turns there);
+  shoal-turns  the same with Shoal's default turns (only as many workers step at once as the
+               cores hold);
   users   bench/reference_user_model.py as users run it: the eager module with the archive's
           weights, glibc's defaults, PyTorch's thread count;
   best    the same at its best tuning: one thread a process, raised malloc thresholds, torch
@@ -51,8 +55,9 @@ import subprocess
 import sys
 import tempfile
 
-from harness import (Comparison, Started, own_gpu_check, own_pss_check, pytorch_side,
-                     reference_figures, settings_of, shoal_submit_side)
+from harness import (Comparison, Started, all_at_once_flags, concurrent_steps, own_gpu_check,
+                     own_pss_check, pytorch_side, reference_figures, settings_of, shoal_submit_side,
+                     turns_sides)
 from shoal_bench import ROOT, reference_finished
 
 WARM_UP = 3  # worker/model_file.h kWarmUpRuns: Shoal's untimed passes, the reference's too
@@ -83,21 +88,24 @@ def make_archive(args, folder):
     return path
 
 
-def shoal_side(args, archive):
+def shoal_side(args, archive, turns, key, label):
     def argv(p):
         return ["--model-file", archive, "--input", f"float32[B,{args.input}]", "--classes",
                 str(args.classes), "--device", args.device, "--share", p.get("share", "yes"),
                 "--workers", str(p["workers"]), "--start", p["start"], "--batches",
                 str(args.batches), "--batch-size", str(args.batch_size), "--threads", "1",
-                "--seed", str(args.seed)]
+                "--seed", str(args.seed)] + all_at_once_flags(turns, args.device, p["workers"])
 
     def more(e, p):
         r = e.get("result", {})
+        hogwild = e.get("spec", {}).get("hogwild", {})
         return {"ready_ms": r.get("ready_ms"),
+                "concurrent_steps": hogwild.get("concurrent_steps"),
+                "concurrent_steps_why": hogwild.get("concurrent_steps_why"),
                 "self_peak_gpu_memory_bytes": r.get("peak_gpu_memory_bytes"),
                 "first_loss": r.get("first_loss"), "last_loss": r.get("last_loss")}
     extra = ("--worker-bin", args.worker_bin) if args.worker_bin else ()
-    return shoal_submit_side(args.bin, argv, more, daemon_extra=extra)
+    return shoal_submit_side(args.bin, argv, more, key=key, label=label, daemon_extra=extra)
 
 
 def reference_side(args, archive, tuning):
@@ -181,8 +189,8 @@ def main():
     models = tempfile.mkdtemp(prefix="shoal-models.")
     try:
         archive = make_archive(args, models)
-        sides = [shoal_side(args, archive)] + [reference_side(args, archive, t)
-                                               for t in ("users", "best")]
+        sides = [shoal_side(args, archive, *s) for s in turns_sides(args.device)]
+        sides += [reference_side(args, archive, t) for t in ("users", "best")]
         settings = settings_of(args)
         del settings["worker_bin"]  # where the worker is built changes nothing measured
         cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
@@ -196,7 +204,8 @@ def main():
                                + (f", share {p['share']}" if "share" in p else "")
                                + f": {args.model} ({args.input}) on {args.device}, batch "
                                f"{args.batch_size}, {args.batches} timed steps a worker"),
-            extra=[own] + ([("Shoal's own GPU / outside", own_gpu_check)]
+            extra=[own, ("concurrent steps", concurrent_steps)]
+            + ([("Shoal's own GPU / outside", own_gpu_check)]
                            if args.device == "cuda" or args.nvml else [])))
     finally:
         shutil.rmtree(models, ignore_errors=True)

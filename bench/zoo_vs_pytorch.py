@@ -4,11 +4,14 @@
 Models (bench/zoo_models.py, random init): torchvision's resnet50, vit_b_16, mobilenet_v3_large,
 efficientnet_b0, densenet121 (10 classes, --image square images), and GPT-2 small
 (tests/models/gpt.py, --seq tokens). For every point of the grid (model x start method x workers,
-fixed before the first run and written to plan.json) three sides train the same weights on the
+fixed before the first run and written to plan.json) four sides train the same weights on the
 same kind of synthetic data with the same untimed warm-up (3 forward and backward passes a worker):
 
-  shoal   `shoal submit --model-file` with no tuning flag (shared weights, planned allocator,
-          floor(cores / workers) threads a worker);
+  shoal-all    `shoal submit --model-file` with no tuning flag (shared weights, planned
+               allocator, floor(cores / workers) threads a worker) but `--concurrent-steps W`:
+               every worker steps at once, the program PyTorch's W processes run;
+  shoal-turns  the same with Shoal's default turns (only as many workers step at once as the
+               cores hold; the same program as shoal-all where they hold every worker);
   users   bench/reference_zoo.py as users run it: glibc's defaults, PyTorch's thread count;
   best    the same at its best tuning: floor(cores / workers) threads, raised malloc thresholds
           (the heap trimmed once the model is shared), torch and torchvision preloaded in the
@@ -45,8 +48,8 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import (Comparison, Side, Started, concurrent_steps, own_pss_check, pytorch_side,
-                     reference_figures, settings_of, shoal_figures)
+from harness import (Comparison, Side, Started, all_at_once_flags, concurrent_steps, own_pss_check,
+                     pytorch_side, reference_figures, settings_of, shoal_figures, turns_sides)
 from shoal_bench import (ROOT, fresh_shoald, reference_finished, run_json, shoal_processes,
                          submit_finished, submit_started)
 
@@ -61,7 +64,7 @@ def batch_of(args, info):
     return args.gpt_batch_size if info["kind"] == "tokens" else args.batch_size
 
 
-def shoal_side(args, models, zoo):
+def shoal_side(args, models, zoo, turns, key, label):
     def start(p):
         info = zoo[p["model"]]
         stack = contextlib.ExitStack()
@@ -72,6 +75,7 @@ def shoal_side(args, models, zoo):
                        str(p["workers"]), "--start", p["start"], "--batches", str(args.batches),
                        "--batch-size", str(batch_of(args, info)), "--memory-format",
                        args.memory_format, "--wait", "--json"] + shlex.split(args.shoal_flags)
+        cmd += all_at_once_flags(turns, "cpu", p["workers"])
         proc = submit_started(cmd, stack)
 
         def wait():
@@ -87,7 +91,7 @@ def shoal_side(args, models, zoo):
         # The tree: everything below shoald; "experiment": what Shoal's own figure counts.
         return Started(wait, below=[cli.pid], close=stack.close, others=[proc.pid],
                        groups=lambda: {"experiment": shoal_processes(cli.pid, p["start"])})
-    return Side("shoal", "Shoal", start, shoal=True)
+    return Side(key, label, start, shoal=True)
 
 
 def reference_side(args, models, zoo, tuning):
@@ -142,8 +146,8 @@ def main():
             zoo = json.load(f)
         points = [{"model": m, "start": s, "workers": int(w)} for m in args.models.split(",")
                   for s in args.start.split(",") for w in args.workers.split(",") if m in zoo]
-        sides = [shoal_side(args, models, zoo)] + [reference_side(args, models, zoo, t)
-                                                  for t in ("users", "best")]
+        sides = [shoal_side(args, models, zoo, *s) for s in turns_sides("cpu")]
+        sides += [reference_side(args, models, zoo, t) for t in ("users", "best")]
         settings = settings_of(args)
         cmp = Comparison(args.out, points, sides, args.repeats, settings, args.sample_ms,
                          context={"zoo": zoo},

@@ -362,28 +362,47 @@ void ExpectAgrees(const char* what, double shoal_bytes, uint64_t independent_kb,
 // true peak from 448 to 436 MiB, and it read 1.029-1.054x with the sampler as it was, 1.006-1.071x
 // (6 runs) since 7eac24e: 26 processes whose walks cost 10 ms each on this VM share one rationed
 // walk a second, and the workers' and the leader's estimates drift while the workers fault in the
-// data set (docs/figures.md, "How close"; 2026-11-30); and at 16
+// data set (docs/figures.md, "How close"; 2026-11-30); alone beside a busy loop, against a
+// reader whose true peak was 448 MiB in all 25, 0.965-0.990x (forkserver8_uss_moment); and at 16
 // low, 0.862-0.895x (a tick walking the 16 workers' arena bursts took 355 ms, and the traced
-// step's moment went unread). 3-5 runs a point on the 2-core VM, 2026-11-30.
+// step's moment went unread), 0.965-0.989x in 20 runs beside a busy loop since an idle pool
+// child's walk is its twins' (bench/results/2026-11-30/figures_soak_unseen). 3-5 runs a point on
+// the 2-core VM unless said, 2026-11-30.
 Band PssBand(int workers, const std::string& start) {
   if (workers <= 4) return {0.98, 1.02};
   if (start == "spawn") return {0.98, 1.05};
   if (start == "fork") return {0.98, 1.10};
-  return workers == 8 ? Band{0.95, 1.08} : Band{0.83, 1.02};  // forkserver
+  return workers == 8 ? Band{0.95, 1.08} : Band{0.94, 1.02};  // forkserver
 }
 
-// A peak that is a moment: at least the reader's sustained level (2% below allowed), at most its
-// highest read plus 20% (a moment only Shoal's ticks caught: with turns Shoal samples every
-// 20 ms while a worker traces the step, the reader every 50; forkserver runs of 4-16 workers
+// A peak that is a moment: at least `band.low` times the reader's sustained level, at most
+// `band.high` times its highest read (a moment only Shoal's ticks caught: with turns Shoal samples
+// every 20 ms while a worker traces the step, the reader every 50; forkserver runs of 4-16 workers
 // beside a busy loop read their USS sum up to 1.178x the reader's highest, 20 runs, 2026-11-30).
-// `floor` below 0.98 where the point's ticks are known to miss moments (PssBand's low end).
 void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, uint64_t peak_kb,
-                  double floor = 0.98) {
+                  Band band = {0.98, 1.20}) {
   const double held = double(sustained_kb) * 1024, peak = double(peak_kb) * 1024;
-  std::printf("  %s: Shoal %.1f MiB, independent held %.1f MiB, highest %.1f MiB\n", what,
-              shoal_bytes / (1 << 20), held / (1 << 20), peak / (1 << 20));
-  EXPECT_GE(shoal_bytes, held * floor) << what;
-  EXPECT_LE(shoal_bytes, peak * 1.20) << what;
+  std::printf(
+      "  %s: Shoal %.1f MiB, independent held %.1f MiB, highest %.1f MiB (allowed %.2fx held to "
+      "%.2fx highest)\n",
+      what, shoal_bytes / (1 << 20), held / (1 << 20), peak / (1 << 20), band.low, band.high);
+  EXPECT_GE(shoal_bytes, held * band.low) << what;
+  EXPECT_LE(shoal_bytes, peak * band.high) << what;
+}
+
+// The peak USS sum with turns, the traced step's moment, against the reader's held level and
+// highest read (ExpectWithin). 0.98x held where the ticks catch it, PssBand's low end where the
+// point's ticks are known to miss moments (16 forkserver workers' read 0.94x the held level once
+// beside a busy loop, bench/results/2026-11-30/figures_soak_rerun, run 8, before idle pool twins
+// shared a walk). 8 forkserver workers: 26 processes, whose sweep takes the reader 200-250 ms
+// beside a busy loop (37-46 reads in a 10 s run for its 50 ms interval), so a one-second moment
+// is caught whole, in part or twice by the reader: in 45 runs (20 of the figure soak, 25 of this
+// point alone, 2026-11-30, bench/results/2026-11-30/forkserver8_uss_moment) Shoal read 194-206 MiB
+// in every one, the reader's highest read 167-213 and its held level 132-209: Shoal 0.938-1.55x
+// the held level, 0.923-1.225x the highest.
+Band UssMomentBand(int workers, const std::string& start, Band pss_band) {
+  if (start == "forkserver" && workers == 8) return {0.92, 1.30};
+  return {std::min(0.98, pss_band.low), 1.20};
 }
 
 // The sampler's CPU (its thread's, all walks and reads, over the run's wall time), as
@@ -406,7 +425,7 @@ constexpr double kSamplerCpuPercentAtMost = 8;
 // 20 ms) and the reader every 50: a moment, as multi_model's handover was. PSS and RSS peak later,
 // with the shared arenas, a level.
 void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handover, bool turns,
-                    Band pss_band) {
+                    Band pss_band, Band uss_moment) {
   const double pss = r["peak_pss_sum_bytes"].get<double>();
   if (handover) {
     ExpectWithin("PSS", pss, reader.sustained().pss_kb, reader.peak().pss_kb);
@@ -425,11 +444,8 @@ void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handove
     // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
     ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
     if (turns) {
-      // The traced step's moment is missed where a tick's walks are (PssBand's low end): 16
-      // forkserver workers' USS with turns read 0.94x the held level beside a busy loop
-      // (bench/results/2026-11-30/figures_soak_rerun, run 8).
       ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
-                   reader.peak().uss_kb, std::min(0.98, pss_band.low));
+                   reader.peak().uss_kb, uss_moment);
     } else {
       ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.still_peak().uss_kb, 0.04);
     }
@@ -521,7 +537,8 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
       e["spec"].contains("hogwild") ? e["spec"]["hogwild"]["concurrent_steps"] : json();
   const bool turns = steps_at_once.is_number() && steps_at_once.get<int>() < workers;
   std::printf("  %s\n", turns ? "taking turns at the steps" : "every worker steps at once");
-  ExpectPeakSums(r, reader, handover, turns, PssBand(workers, start));
+  ExpectPeakSums(r, reader, handover, turns, PssBand(workers, start),
+                 UssMomentBand(workers, start, PssBand(workers, start)));
   std::printf("  sampler %.2f%% of a core, %d walks\n", r.value("sampler_cpu_percent", -1.0),
               r.value("smaps_reads", -1));
   EXPECT_LE(r["sampler_cpu_percent"].get<double>(), kSamplerCpuPercentAtMost);
@@ -606,9 +623,12 @@ TEST(CommandFiguresE2E, ADataLoadersWorkersAreTheirRanksAndTheSumsAgree) {
   EXPECT_EQ(loaders[1], 2);
   ASSERT_GT(reader.reads(), 20);
   std::printf("peak sums, command, 2 ranks with 2 loaders each, over %d reads:\n", reader.reads());
+  // 2%, as docs/figures.md claims: beside a busy loop its PSS read 0.987-0.994x the reader's and
+  // its RSS 1.000x in the 80 runs of four figure soaks (bench/results/2026-11-30/figures_soak*;
+  // the band was 3% until then).
   ExpectAgrees("PSS", e["result"]["peak_pss_sum_bytes"].get<double>(), reader.still_peak().pss_kb,
-               0.03);
-  ExpectAgrees("RSS", e["result"]["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.03);
+               0.02);
+  ExpectAgrees("RSS", e["result"]["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
   PrintSamplesIfFailed(daemon, e["id"].get<std::string>());
 }
 

@@ -487,11 +487,12 @@ struct OomSweep {
     return sweeps->Submit(spec, "uid 0", SpecLimits{}, admit);
   }
   // Runs the queue's next experiment to `state`.
-  void RunNext(v1::ExperimentState state, const std::string& error = "") {
+  void RunNext(v1::ExperimentState state, const std::string& error = "", uint64_t oom_kills = 0) {
     auto e = q->Next(std::chrono::milliseconds(0));
     ASSERT_TRUE(e.has_value());
     e->set_state(state);
     e->set_error(error);
+    if (oom_kills > 0) e->mutable_result()->set_oom_kills(oom_kills);
     q->Update(*e);
     q->Done(e->id());
   }
@@ -520,6 +521,25 @@ TEST(StoreTest, AnOutOfMemoryPointSkipsTheBiggerPointsOfItsRow) {
   EXPECT_EQ(s.q->Waiting(), 3u);  // spawn's row
   for (int i = 0; i < 3; ++i) s.RunNext(v1::SUCCEEDED);
   EXPECT_EQ(s.sweeps->Get(*id)->sweep().state(), v1::FAILED);  // fork/2 failed; nothing hangs
+}
+
+// The run's cgroup counted an OOM kill: out of memory, whatever the error's words (a program the
+// kernel killed says only that it was killed).
+TEST(StoreTest, AnOomKillTheKernelCountedSkipsTheBiggerPointsWhateverTheErrorSays) {
+  OomSweep s;
+  auto id = s.Submit(std::nullopt, Fits);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  s.RunNext(v1::SUCCEEDED);
+  s.RunNext(v1::FAILED, "rank 0 killed by signal 9", /*oom_kills=*/1);
+  EXPECT_EQ(s.Notes(*id)[2],
+            "skipped: out of memory at point 1 (start fork, workers 2), which needs less");
+  EXPECT_EQ(s.q->Waiting(), 3u);  // spawn's row
+  // Killed, and no OOM kill counted: no skip.
+  OomSweep t;
+  ASSERT_TRUE(t.Submit(std::nullopt, Fits).ok());
+  t.RunNext(v1::SUCCEEDED);
+  t.RunNext(v1::FAILED, "rank 0 killed by signal 9");
+  EXPECT_EQ(t.q->Waiting(), 4u);
 }
 
 TEST(StoreTest, NoSkipAfterOomRunsTheBiggerPointsAnyway) {
