@@ -178,6 +178,8 @@ class IndependentReader {
   Memory peak() const { return peak_; }  // after Stop
   // The peaks of the PSS and USS sums over the reads no process's shared pages moved during.
   Memory still_peak() const { return still_; }
+  // The highest of every read's sums less what moved while it read them (Bracket).
+  Memory lower_peak() const { return lower_; }
   int moving_reads() const { return moving_reads_; }
   // The highest level each sum held (see HeldLevel).
   Memory sustained() const { return {held_rss_.level(), held_pss_.level(), held_uss_.level()}; }
@@ -216,12 +218,15 @@ class IndependentReader {
       // One process read is one instant, its pages counted once however they moved (the
       // sampler's rule too): a model file's leader, alone and reading its file as it peaks, is
       // a forked run's peak USS sum.
-      if (pids.size() == 1 || Still(shared_before, SharedKb(pids), sum.pss_kb)) {
+      const std::optional<uint64_t> moved =
+          pids.size() == 1 ? 0 : Moved(shared_before, SharedKb(pids));
+      if (moved && *moved * 200 <= sum.pss_kb) {  // within 0.5% of the sum: still
         still_.pss_kb = std::max(still_.pss_kb, sum.pss_kb);
         still_.uss_kb = std::max(still_.uss_kb, sum.uss_kb);
       } else {
         ++moving_reads_;
       }
+      if (moved) Bracket(sum, *moved);
       held_rss_.Add(now, sum.rss_kb);
       held_pss_.Add(now, sum.pss_kb);
       held_uss_.Add(now, sum.uss_kb);
@@ -240,18 +245,25 @@ class IndependentReader {
     }
     return out;
   }
-  // Whether no process's shared pages moved while the processes were read one after another:
-  // within 0.5% of the sum, all of them together.
-  static bool Still(const std::map<pid_t, uint64_t>& before, const std::map<pid_t, uint64_t>& after,
-                    uint64_t pss_sum_kb) {
-    if (before.size() != after.size()) return false;
+  // How much the processes' shared pages moved while they were read one after another, all of
+  // them together; unknown when a process came or went meanwhile.
+  static std::optional<uint64_t> Moved(const std::map<pid_t, uint64_t>& before,
+                                       const std::map<pid_t, uint64_t>& after) {
+    if (before.size() != after.size()) return std::nullopt;
     uint64_t moved = 0;
     for (const auto& [pid, kb] : before) {
       auto it = after.find(pid);
-      if (it == after.end()) return false;
+      if (it == after.end()) return std::nullopt;
       moved += kb > it->second ? kb - it->second : it->second - kb;
     }
-    return moved * 200 <= pss_sum_kb;
+    return moved;
+  }
+  // A read's PSS and USS sums less what moved while it read them: a page that moved is counted
+  // at most once too often, so the processes held at least that at some instant of the read.
+  void Bracket(const Memory& sum, uint64_t moved) {
+    auto less = [&](uint64_t kb) { return kb - std::min(kb, moved); };
+    lower_.pss_kb = std::max(lower_.pss_kb, less(sum.pss_kb));
+    lower_.uss_kb = std::max(lower_.uss_kb, less(sum.uss_kb));
   }
   // The experiment's processes, found again before every read (see ProcessTree).
   std::vector<pid_t> Experiment() {
@@ -268,7 +280,7 @@ class IndependentReader {
   std::chrono::milliseconds interval_;
   ProcessTree tree_;
   std::atomic<bool> stop_{false};
-  Memory peak_, still_;
+  Memory peak_, still_, lower_;
   std::atomic<int> moving_reads_{0};
   HeldLevel held_rss_, held_pss_, held_uss_;
   std::map<pid_t, uint64_t> hwm_kb_, pss_kb_;
@@ -348,6 +360,31 @@ void ExpectBetween(const char* what, double shoal_bytes, uint64_t independent_kb
 
 void ExpectAgrees(const char* what, double shoal_bytes, uint64_t independent_kb, double tolerance) {
   ExpectBetween(what, shoal_bytes, independent_kb, {1 - tolerance, 1 + tolerance});
+}
+
+// A peak sum against the reader's still sweeps (`pss`: the PSS sums, else the USS), within `band`.
+// Where no still sweep read the run near its highest read (within 5%), the still peak is no
+// reference: 16 forkserver workers' 34 processes beside a busy loop once moved pages in every
+// sweep while the workers trained, and its still peak was the leader's 165 MiB before they
+// started, to Shoal's 508 and the reader's highest read 520 (once in about 1100 figure-test
+// readings, bench/results/2026-11-30). There Shoal's must be at least `band.low` times the
+// highest of the sweeps' sums less what moved during each (a lower bound on what was held), and
+// at most `band.high` times the highest read (a sweep while pages move counts them more than
+// whole, not less; the sums plus what moved reach GiBs while a data set is mapped, no bound).
+void ExpectAgainstStillReads(const char* what, double shoal_bytes, const IndependentReader& reader,
+                             bool pss, Band band) {
+  auto of = [pss](const Memory& m) { return pss ? m.pss_kb : m.uss_kb; };
+  const uint64_t still = of(reader.still_peak()), highest = of(reader.peak());
+  if (double(still) >= 0.95 * double(highest)) return ExpectBetween(what, shoal_bytes, still, band);
+  const double lower = double(of(reader.lower_peak())) * 1024, upper = double(highest) * 1024;
+  std::printf(
+      "  %s: no still read near the highest (%.1f MiB still): Shoal %.1f MiB, the reads less "
+      "what moved at most %.1f MiB, the highest read %.1f (allowed %.2fx the first to %.2fx the "
+      "second)\n",
+      what, still / 1024.0, shoal_bytes / (1 << 20), lower / (1 << 20), upper / (1 << 20), band.low,
+      band.high);
+  EXPECT_GE(shoal_bytes, lower * band.low) << what;
+  EXPECT_LE(shoal_bytes, upper * band.high) << what;
 }
 
 // The accuracy of the peak PSS sum docs/figures.md states ("How close"), by start method and
@@ -440,14 +477,15 @@ void ExpectPeakSums(const json& r, const IndependentReader& reader, bool handove
     std::printf("  reader's highest PSS sum %.1f MiB, %.1f MiB over its %d still reads\n",
                 reader.peak().pss_kb / 1024.0, reader.still_peak().pss_kb / 1024.0,
                 reader.reads() - reader.moving_reads());
-    ExpectBetween("PSS", pss, reader.still_peak().pss_kb, pss_band);
+    ExpectAgainstStillReads("PSS", pss, reader, /*pss=*/true, pss_band);
     // RSS is read whole every tick (statm), USS estimated between walks as PSS is.
     ExpectAgrees("RSS", r["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
     if (turns) {
       ExpectWithin("USS", r["peak_uss_sum_bytes"].get<double>(), reader.sustained().uss_kb,
                    reader.peak().uss_kb, uss_moment);
     } else {
-      ExpectAgrees("USS", r["peak_uss_sum_bytes"].get<double>(), reader.still_peak().uss_kb, 0.04);
+      ExpectAgainstStillReads("USS", r["peak_uss_sum_bytes"].get<double>(), reader,
+                              /*pss=*/false, {0.96, 1.04});
     }
   }
 }
@@ -626,8 +664,8 @@ TEST(CommandFiguresE2E, ADataLoadersWorkersAreTheirRanksAndTheSumsAgree) {
   // 2%, as docs/figures.md claims: beside a busy loop its PSS read 0.987-0.994x the reader's and
   // its RSS 1.000x in the 80 runs of four figure soaks (bench/results/2026-11-30/figures_soak*;
   // the band was 3% until then).
-  ExpectAgrees("PSS", e["result"]["peak_pss_sum_bytes"].get<double>(), reader.still_peak().pss_kb,
-               0.02);
+  ExpectAgainstStillReads("PSS", e["result"]["peak_pss_sum_bytes"].get<double>(), reader,
+                          /*pss=*/true, {0.98, 1.02});
   ExpectAgrees("RSS", e["result"]["peak_rss_sum_bytes"].get<double>(), reader.peak().rss_kb, 0.02);
   PrintSamplesIfFailed(daemon, e["id"].get<std::string>());
 }
