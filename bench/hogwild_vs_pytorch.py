@@ -87,7 +87,7 @@ def variant_flags(variant):
     return flags + ["--activations", "lean" if "lean" in extras else "pytorch"]
 
 
-def shoal_side(args, variant, turns):
+def shoal_side(args, variant, turns, key, label):
     def start(p):
         w = p["workers"]
         stack = contextlib.ExitStack()
@@ -123,7 +123,6 @@ def shoal_side(args, variant, turns):
                        groups=lambda: {"experiment": shoal_processes(cli.pid, p["start"])})
 
     suffix = "" if variant == "default" else f"[{variant}]"
-    key, label = next((k, l) for t, k, l in turns_sides(args.device) if t == turns)
     return Side(key + suffix, label + (f" ({variant})" if suffix else ""), start, shoal=True)
 
 
@@ -190,7 +189,7 @@ def main():
               if not (args.device == "cuda" and s == "fork" and sh == "yes")]
     if not points:
         raise SystemExit("no point to run: on CUDA, fork runs only with --share no")
-    sides = [shoal_side(args, v, t) for v in variants for t, _, _ in turns_sides(args.device)]
+    sides = [shoal_side(args, v, *s) for v in variants for s in turns_sides(args.device)]
     sides += [reference_side(args, t) for t in ("users", "best")]
     # A CPU plan's settings as before these options, so that its earlier runs still resume.
     settings = {k: v for k, v in settings_of(args).items() if k != "worker_bin"

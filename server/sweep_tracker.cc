@@ -111,10 +111,8 @@ void SweepTracker::OnExperiment(const v1::Experiment& e) {
     auto* p = sw.mutable_points(static_cast<int>(e.sweep_index()));
     if (p->experiment_id() != e.id()) return;  // an older attempt
     p->set_state(e.state());
-    // The kernel's count of this run's OOM kills first (its cgroup's memory.events): a program
-    // killed by the OOM killer says nothing of memory itself.
-    const bool oom = e.result().oom_kills() > 0 || IsOutOfMemory(e.error());
-    if (e.state() == v1::FAILED && oom && SkipsAfterOom(sw.spec())) skipped = SkipAfterOom(sw, *p);
+    if (e.state() == v1::FAILED && RanOutOfMemory(e) && SkipsAfterOom(sw.spec()))
+      skipped = SkipAfterOom(sw, *p);
     const v1::ExperimentState before = sw.state();
     sw.set_state(SweepState(sw, !sw.error().empty()));
     if (IsTerminal(sw.state()) && !IsTerminal(before)) {

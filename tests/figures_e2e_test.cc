@@ -440,9 +440,9 @@ void ExpectWithin(const char* what, double shoal_bytes, uint64_t sustained_kb, u
 // point alone, 2026-11-30, bench/results/2026-11-30/forkserver8_uss_moment) Shoal read 194-206 MiB
 // in every one, the reader's highest read 167-213 and its held level 132-209: Shoal 0.938-1.55x
 // the held level, 0.923-1.225x the highest.
-Band UssMomentBand(int workers, const std::string& start, Band pss_band) {
+Band UssMomentBand(int workers, const std::string& start) {
   if (start == "forkserver" && workers == 8) return {0.92, 1.30};
-  return {std::min(0.98, pss_band.low), 1.20};
+  return {std::min(0.98, PssBand(workers, start).low), 1.20};
 }
 
 // The sampler's CPU (its thread's, all walks and reads, over the run's wall time), as
@@ -579,7 +579,7 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   const bool turns = steps_at_once.is_number() && steps_at_once.get<int>() < workers;
   std::printf("  %s\n", turns ? "taking turns at the steps" : "every worker steps at once");
   ExpectPeakSums(r, reader, handover, turns, PssBand(workers, start),
-                 UssMomentBand(workers, start, PssBand(workers, start)));
+                 UssMomentBand(workers, start));
   std::printf("  sampler %.2f%% of a core, %d walks\n", r.value("sampler_cpu_percent", -1.0),
               r.value("smaps_reads", -1));
   EXPECT_LE(r["sampler_cpu_percent"].get<double>(), kSamplerCpuPercentAtMost);

@@ -213,6 +213,10 @@ bool IsOutOfMemory(const std::string& error) {
   return false;
 }
 
+bool RanOutOfMemory(const v1::Experiment& e) {
+  return e.result().oom_kills() > 0 || IsOutOfMemory(e.error());
+}
+
 bool GrowsMemory(const std::string& field) {
   static const std::set<std::string> kGrowing = {"workers", "batch_size", "models",  "layers",
                                                  "filters", "loaders",    "prefetch"};

@@ -43,6 +43,10 @@ size_t CellOf(const v1::Sweep& s, const v1::SweepPoint& p);
 // kernel's OOM killer (the leader's note), LibTorch's CPU or CUDA allocator, or admission's "does
 // not fit" when its turn came.
 bool IsOutOfMemory(const std::string& error);
+// Whether a run ran out of memory: its cgroup's count of OOM kills first (the kernel's word, where
+// its group has a memory controller: a program the OOM killer took says nothing of memory
+// itself), else its error's words (IsOutOfMemory).
+bool RanOutOfMemory(const v1::Experiment& e);
 // The axes whose larger values need more memory: workers, batch_size, models, layers, filters,
 // loaders, prefetch.
 bool GrowsMemory(const std::string& field);
