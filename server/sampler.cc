@@ -401,9 +401,21 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
 // 10-15 of them (900 MB each beside the shared arenas), and the sampler took 10% of a core;
 // counted only above 0.4% of the sum each, 3.3-4.5% of a core at 4-16 workers (bench/pss_check.py,
 // 2026-11-28), against 1.7-3.6% so, for no better agreement with an independent reader.
-double ProcessSampler::Doubt(const Proc& p) const {
+// What a process's estimate may be wrong by at a new peak: all its mappable PSS when its sharing
+// changed; else, once it has gone kStaleForDoubtNs unwalked, what the others' mapping since its
+// walk may have taken of it (SharingRisk). The second is a creeping peak's: 8 forked workers
+// with turns, the one that traced the step first touched the shared step arena's pages alone,
+// and as the others touched them its RSS stood still and its PSS fell unseen, 2.2 s unwalked at
+// the run's peak (74-76 MiB where its peers read 41-50), which rose a few MiB a tick and was
+// never in doubt: 1.116x an independent reader's. Not sooner: while two processes map each
+// other's pages tick after tick, each tick's new peak walked the other again (42 walks in 23
+// ticks where the bursts' own doubling took 18).
+constexpr uint64_t kStaleForDoubtNs = 400'000'000;
+
+double ProcessSampler::Doubt(const Proc& p, uint64_t now_ns) const {
   if (!p.walked || p.gone) return 0;
-  return p.due || p.forked || p.jumped ? MappableNow(p) : 0;
+  if (p.due || p.forked || p.jumped) return MappableNow(p);
+  return now_ns - p.walked_at_ns >= kStaleForDoubtNs ? SharingRisk(p) : 0;
 }
 
 // The other way: how much PSS the estimate may be missing. A process walked while its anonymous
@@ -495,7 +507,7 @@ uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
     const auto [pss, uss] = Estimate(p);
     pss_sum += pss;
     uss_sum += uss;
-    if (const double d = Doubt(p); d > 0) {
+    if (const double d = Doubt(p, now_ns); d > 0) {
       doubt.push_back({d, pid});
       left += d;
     }
