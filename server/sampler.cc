@@ -394,28 +394,33 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
   return walk_ns;
 }
 
-// How far its estimate may be off because its sharing changed since its walk (a process joined
-// or left, a worker started or finished training): all its shared PSS; 0 if it did not. The
-// others mapping more of its pages (SharingRisk) is left to the rationed walks. Counted here,
-// the small risks of 16 workers summed to the 1% allowed, every rise of a creeping sum walked
-// 10-15 of them (900 MB each beside the shared arenas), and the sampler took 10% of a core;
-// counted only above 0.4% of the sum each, 3.3-4.5% of a core at 4-16 workers (bench/pss_check.py,
-// 2026-11-28), against 1.7-3.6% so, for no better agreement with an independent reader.
+// How much of a new peak may be in doubt before it is confirmed by walks (ConfirmPeak).
+constexpr double kPeakDoubt = 0.01;
+
 // What a process's estimate may be wrong by at a new peak: all its mappable PSS when its sharing
-// changed; else, once it has gone kStaleForDoubtNs unwalked, what the others' mapping since its
-// walk may have taken of it (SharingRisk). The second is a creeping peak's: 8 forked workers
-// with turns, the one that traced the step first touched the shared step arena's pages alone,
-// and as the others touched them its RSS stood still and its PSS fell unseen, 2.2 s unwalked at
-// the run's peak (74-76 MiB where its peers read 41-50), which rose a few MiB a tick and was
-// never in doubt: 1.116x an independent reader's. Not sooner: while two processes map each
-// other's pages tick after tick, each tick's new peak walked the other again (42 walks in 23
-// ticks where the bursts' own doubling took 18).
+// changed since its walk (a process joined or left, a worker started or finished training).
+// And, for a worker kStaleForDoubtNs unwalked whose risk alone is kPeakDoubt of the peak, what
+// the others' mapping since its walk may have taken of it (SharingRisk): a creeping peak's. 8
+// forked workers with turns: the one that traced the step first touched the shared step
+// arena's pages alone, and as the others touched them its RSS stood still and its PSS fell
+// unseen, 2.2 s unwalked at the run's peak (74-76 MiB where its peers read 41-50), the peak
+// rising a few MiB a tick and never in doubt: 1.116x an independent reader's; with this doubt
+// 0.996-1.001x (2026-11-30). Not sooner: while two processes map each other's pages tick after
+// tick, each tick's new peak walked the other again (42 walks in 23 ticks where the bursts' own
+// doubling took 18). Only a worker's risk, and only one of kPeakDoubt of the peak by itself:
+// counted for every process at 400 ms, 16 forkserver workers' runs read their peak 0.923-0.995x
+// the reader's (5 runs) at 5.3-7.9% of a core, the workers whose estimates were high walked down
+// at each rise of a creeping sum and those low (unwalked for 12 s at the budget's pace) not; so,
+// 0.946-0.991x (3 runs) at 5.5-5.9%, where without it 0.967-0.981x at 3.8-3.9%
+// (bench/results/2026-11-30/peak_doubt_variants, beside a busy loop).
 constexpr uint64_t kStaleForDoubtNs = 400'000'000;
 
-double ProcessSampler::Doubt(const Proc& p, uint64_t now_ns) const {
+double ProcessSampler::Doubt(const Proc& p, uint64_t now_ns, double least_risk) const {
   if (!p.walked || p.gone) return 0;
   if (p.due || p.forked || p.jumped) return MappableNow(p);
-  return now_ns - p.walked_at_ns >= kStaleForDoubtNs ? SharingRisk(p) : 0;
+  if (p.role != "worker" || now_ns - p.walked_at_ns < kStaleForDoubtNs) return 0;
+  const double risk = SharingRisk(p);
+  return risk >= least_risk ? risk : 0;
 }
 
 // The other way: how much PSS the estimate may be missing. A process walked while its anonymous
@@ -496,7 +501,6 @@ void ProcessSampler::MarkWalked(Proc& p, uint64_t now_ns) {
 // wrong in the peak is within kPeakDoubt of it: what was left in doubt at the peak before, plus
 // what this tick rises above it. Walking every doubt at every new peak took a 4-worker run's
 // walks from 60 to 85 and the sampler's CPU from 2.0% of a core to 2.8-3.2%.
-constexpr double kPeakDoubt = 0.01;
 
 uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
   uint64_t pss_sum = 0, uss_sum = 0;
@@ -507,7 +511,7 @@ uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
     const auto [pss, uss] = Estimate(p);
     pss_sum += pss;
     uss_sum += uss;
-    if (const double d = Doubt(p, now_ns); d > 0) {
+    if (const double d = Doubt(p, now_ns, kPeakDoubt * double(peak_pss_sum_)); d > 0) {
       doubt.push_back({d, pid});
       left += d;
     }

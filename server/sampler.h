@@ -154,8 +154,8 @@ class ProcessSampler {
   std::vector<pid_t> WalkCandidates(uint64_t now_ns) const;  // the walks wanted, first first
   // Walks `want` in order, as many as the budget allows where `rationed`; returns their CPU time.
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);
-  // How far its estimate may be off because its sharing changed since its walk.
-  double Doubt(const Proc& p, uint64_t now_ns) const;
+  // How far its estimate may be off at a new peak: its sharing changed, or a stale walk's risk.
+  double Doubt(const Proc& p, uint64_t now_ns, double least_risk) const;
   // How much of its PSS the estimate may be missing: pages it shared becoming its own.
   static double Unseen(const Proc& p);
   // At a walk: how much of its faults since the last were copy-on-write breaks.
