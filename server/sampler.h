@@ -66,6 +66,8 @@ class ProcessSampler {
   uint64_t cpu_ns() const { return cpu_ns_; }
   uint64_t smaps_reads() const { return smaps_reads_; }
   uint64_t statm_reads() const { return statm_reads_; }
+  // Walks not taken: their Rss outside statm's just before and after them (WalkIsTorn).
+  uint64_t torn_walks() const { return torn_walks_; }
   // The peaks over ticks of the sums over processes; unknown (nullopt) until a tick read one.
   std::optional<uint64_t> peak_pss_sum() const { return Known(peak_pss_sum_); }
   std::optional<uint64_t> peak_rss_sum() const { return Known(peak_rss_sum_); }
@@ -156,6 +158,8 @@ class ProcessSampler {
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);
   // How far its estimate may be off at a new peak: its sharing changed, or a stale walk's risk.
   double Doubt(const Proc& p, uint64_t now_ns, double least_risk) const;
+  // Whether a walk of `walk_rss` counted pages while they moved; if so, takes statm's after it.
+  bool WalkIsTorn(pid_t pid, Proc& p, uint64_t walk_rss);
   // How much of its PSS the estimate may be missing: pages it shared becoming its own.
   static double Unseen(const Proc& p);
   // At a walk: how much of its faults since the last were copy-on-write breaks.
@@ -181,7 +185,7 @@ class ProcessSampler {
   bool ticked_read_ = false;  // some tick emitted some process: the sums are readings
   double tokens_ns_;
   uint64_t last_tick_ns_ = 0;
-  uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0;
+  uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0, torn_walks_ = 0;
   uint64_t peak_pss_sum_ = 0, peak_rss_sum_ = 0, peak_uss_sum_ = 0;
   // How much the peak PSS sum may be above the truth: the doubt left unwalked when it was set.
   double peak_doubt_ = 0;

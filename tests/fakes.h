@@ -108,6 +108,8 @@ class FakeProc : public ProcReader {
   uint64_t cheap_cost_ns = 0;  // each statm or stat read
   // Runs just before a walk reads a process: what changed between its statm and its walk.
   std::function<void(P&)> before_walk;
+  // Runs just after a walk read it: what changed back before the next statm.
+  std::function<void(P&)> after_walk;
 
   StatusOr<std::string> Read(pid_t pid, const char* file) override {
     auto it = procs.find(pid);
@@ -127,6 +129,13 @@ class FakeProc : public ProcReader {
     if (before_walk) before_walk(p);
     cpu_ns += walk_cost_ns;
     ++walks[pid];
+    const std::string rollup = Rollup(p);
+    if (after_walk) after_walk(p);
+    return rollup;
+  }
+
+ private:
+  static std::string Rollup(const P& p) {
     return "Rss: " + std::to_string(p.rss_kb) + " kB\nPss: " + std::to_string(p.pss_kb) +
            " kB\nShared_Clean: 0 kB\nShared_Dirty: 0 kB\nPrivate_Clean: 0 kB\nPrivate_Dirty: " +
            std::to_string(p.uss_kb) + " kB\nSwap: 0 kB\n" +

@@ -65,6 +65,17 @@ struct Memory {
   uint64_t rss_kb = 0, pss_kb = 0, uss_kb = 0;
 };
 
+// One read of the run's processes: each one's role (the word after --role), pid and figures.
+struct Snapshot {
+  struct Process {
+    pid_t pid;
+    std::string role;
+    Memory memory;
+  };
+  int64_t ms = 0;  // since the reader first found one of the run's processes
+  std::vector<Process> processes;
+};
+
 Memory ReadRollup(pid_t pid) {
   std::istringstream in(Slurp("/proc/" + std::to_string(pid) + "/smaps_rollup"));
   Memory m;
@@ -187,14 +198,20 @@ class IndependentReader {
   // The highest level each sum held (see HeldLevel).
   Memory sustained() const { return {held_rss_.level(), held_pss_.level(), held_uss_.level()}; }
   int reads() const { return reads_; }
-  // What the read that set the still PSS peak held, process by process, and when (ms since the
-  // first read that found one of the run's processes): beside Shoal's kept samples, it names
-  // the process a failing sum was wrong about (after Stop).
-  std::string StillPeakRead() const {
-    std::string out = "  reader's still PSS peak at t~" + std::to_string(still_at_ms_) + " ms:";
-    for (const auto& [pid, role, pss_kb] : still_read_)
-      out += " " + role + "(" + std::to_string(pid) + "):" + std::to_string(pss_kb / 1024);
-    return out + " (MiB)\n";
+  // What the reads that set the still PSS peak and the RSS peak held, process by process, and
+  // when (ms since the first read that found one of the run's processes): beside Shoal's kept
+  // samples, they name the process a failing sum was wrong about, or one only the reader
+  // counted (after Stop).
+  std::string PeakReads() const {
+    auto print = [](const char* what, const Snapshot& at, uint64_t Memory::*field) {
+      std::string out =
+          std::string("  reader's ") + what + " at t~" + std::to_string(at.ms) + " ms:";
+      for (const auto& [pid, role, m] : at.processes)
+        out += " " + role + "(" + std::to_string(pid) + "):" + std::to_string(m.*field / 1024);
+      return out + " (MiB)\n";
+    };
+    return print("still PSS peak", still_read_, &Memory::pss_kb) +
+           print("RSS peak", rss_read_, &Memory::rss_kb);
   }
   // The highest PSS read of each process (after Stop).
   uint64_t PssKb(pid_t pid) const {
@@ -215,18 +232,23 @@ class IndependentReader {
       if (!pids.empty() && !first_read_) first_read_ = now;
       const std::map<pid_t, uint64_t> shared_before = SharedKb(pids);
       Memory sum;
-      std::vector<std::tuple<pid_t, std::string, uint64_t>> read;
+      Snapshot read{
+          first_read_
+              ? std::chrono::duration_cast<std::chrono::milliseconds>(now - *first_read_).count()
+              : 0,
+          {}};
       for (pid_t pid : pids) {
         const std::string status = Slurp("/proc/" + std::to_string(pid) + "/status");
         if (const auto at = status.find("VmHWM:"); at != std::string::npos)
           hwm_kb_[pid] = std::max<uint64_t>(hwm_kb_[pid], std::stoull(status.substr(at + 6)));
         const Memory m = ReadRollup(pid);
         pss_kb_[pid] = std::max(pss_kb_[pid], m.pss_kb);
-        read.emplace_back(pid, roles_[pid], m.pss_kb);
+        read.processes.push_back({pid, roles_[pid], m});
         sum.rss_kb += m.rss_kb;
         sum.pss_kb += m.pss_kb;
         sum.uss_kb += m.uss_kb;
       }
+      if (sum.rss_kb > peak_.rss_kb) rss_read_ = read;
       peak_.rss_kb = std::max(peak_.rss_kb, sum.rss_kb);
       peak_.pss_kb = std::max(peak_.pss_kb, sum.pss_kb);
       peak_.uss_kb = std::max(peak_.uss_kb, sum.uss_kb);
@@ -236,12 +258,7 @@ class IndependentReader {
       const std::optional<uint64_t> moved =
           pids.size() == 1 ? 0 : Moved(shared_before, SharedKb(pids));
       if (moved && *moved * 200 <= sum.pss_kb) {  // within 0.5% of the sum: still
-        if (sum.pss_kb > still_.pss_kb) {
-          still_read_ = std::move(read);
-          still_at_ms_ =
-              std::chrono::duration_cast<std::chrono::milliseconds>(now - first_read_.value_or(now))
-                  .count();
-        }
+        if (sum.pss_kb > still_.pss_kb) still_read_ = std::move(read);
         still_.pss_kb = std::max(still_.pss_kb, sum.pss_kb);
         still_.uss_kb = std::max(still_.uss_kb, sum.uss_kb);
       } else {
@@ -316,8 +333,7 @@ class IndependentReader {
   std::map<pid_t, uint64_t> hwm_kb_, pss_kb_;
   std::map<pid_t, std::string> roles_;  // the reader's thread's only
   std::optional<SteadyTime> first_read_;
-  std::vector<std::tuple<pid_t, std::string, uint64_t>> still_read_;
-  int64_t still_at_ms_ = 0;
+  Snapshot still_read_, rss_read_;
   std::atomic<int> reads_{0};
   std::thread thread_;
 };
@@ -630,7 +646,7 @@ TEST_P(FiguresE2E, PeakSumsAgreeWithAnIndependentReader) {
   // What its steps go to: workers x batches, or multi_model's workers x iterations.
   const json kept = Parse(daemon_->Cli({"get", id, "--samples", "--format", "json"}));
   EXPECT_EQ(kept["samples"].back()["steps_total"], workers * (handover ? 200 : 8));
-  if (HasFailure()) std::printf("%s", reader.StillPeakRead().c_str());
+  if (HasFailure()) std::printf("%s", reader.PeakReads().c_str());
   PrintSamplesIfFailed(*daemon_, id);
 }
 

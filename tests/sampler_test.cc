@@ -917,6 +917,53 @@ TEST(SamplerTest, ACreepingPeakWalksTheOneWhosePagesTheOthersMapped) {
   EXPECT_LE(*s.peak_pss_sum(), 170000ull * 1024 * 104 / 100) << *s.peak_pss_sum() / 1024;
 }
 
+// A walk that counted a step's buffers twice (freed in one mapping, faulted in in another while
+// it read them) reads an Rss statm never read, before or after it: not taken. A 1-worker fork
+// run's read 559 MiB where statm read 489 on both sides, and its peak PSS sum 1.116x.
+TEST(SamplerTest, AWalkWhoseRssStatmNeverReadIsNotTaken) {
+  FakeProc proc;
+  proc.procs[100] = SplitProcess(489000, 20000, {460000, 0, 5000}, 465000);
+  ProcessSampler s(&proc, SamplerOptions{}, [&] { return proc.cpu_ns; });
+  s.Track(100, "worker", 0);
+  uint64_t t = 1000 * kMs;
+  v1::Sample out;
+  s.Tick(t, &out);
+  ASSERT_EQ(*s.peak_pss_sum(), 465000ull * 1024);
+  proc.before_walk = [](FakeProc::P& p) {  // 70 MB counted twice by the walk alone
+    if (p.rss_kb < 400000) return;         // the new one's walk is whole
+    p.rss_kb += 70000;
+    p.pss_kb += 70000;
+    p.pss_anon_kb += 70000;
+    p.uss_kb += 70000;
+  };
+  proc.after_walk = [](FakeProc::P& p) {
+    if (p.rss_kb < 400000) return;
+    p.rss_kb -= 70000;
+    p.pss_kb -= 70000;
+    p.pss_anon_kb -= 70000;
+    p.uss_kb -= 70000;
+  };
+  s.Track(101, "worker", 1);  // a new process: every walk is due again
+  proc.procs[101] = SplitProcess(20000, 10000, {10000, 0, 5000}, 10000);
+  out.Clear();
+  s.Tick(t += 200 * kMs, &out);
+  EXPECT_GE(proc.walks[100], 2) << "walked again, its sharing changed";
+  const uint64_t torn = s.torn_walks();  // its due walk, and the new peak's confirming one
+  EXPECT_GE(torn, 1u);
+  const int walks = proc.walks[100];
+  EXPECT_EQ(*s.peak_rss_sum(), (489000ull + 20000) * 1024);
+  EXPECT_LE(*s.peak_pss_sum(), (465000ull + 15000) * 1024) << "the torn walk's 70 MB are not in it";
+  proc.before_walk = nullptr;
+  proc.after_walk = nullptr;
+  for (int i = 0; i < 30; ++i) {  // walked again as its tier says, and taken
+    out.Clear();
+    s.Tick(t += 200 * kMs, &out);
+  }
+  EXPECT_EQ(s.torn_walks(), torn);
+  EXPECT_GT(proc.walks[100], walks);
+  EXPECT_EQ(out.processes(0).pss_bytes(), 465000ull * 1024);
+}
+
 // A tick's walks take milliseconds, in which a process may exit and leave its pages to those it
 // shared them with: read as it was before the walks, it counts beside a walk that already holds
 // them (a command run's DataLoader workers exiting read 3% high as the run's peak).
