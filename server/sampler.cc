@@ -395,8 +395,8 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
   return walk_ns;
 }
 
-// A walk reads a running process's page tables one mapping after another, for milliseconds
-// (tens beside a busy loop): a worker that frees a step's buffers in one mapping and faults new
+// A walk reads a running process's page tables one mapping after another, for milliseconds: a
+// worker that frees a step's buffers in one mapping and faults new
 // ones in another meanwhile is counted with both, or with neither. Its Rss then lies outside
 // what statm read at an instant before it and at one after it. A 1-worker fork run's walk, at a
 // new peak mid-step, read 559 MiB of RSS where statm read 489 before and after it and the
@@ -431,16 +431,16 @@ constexpr double kPeakDoubt = 0.01;
 // the others' mapping since its walk may have taken of it (SharingRisk): a creeping peak's. 8
 // forked workers with turns: the one that traced the step first touched the shared step
 // arena's pages alone, and as the others touched them its RSS stood still and its PSS fell
-// unseen, 2.2 s unwalked at the run's peak (74-76 MiB where its peers read 41-50), the peak
-// rising a few MiB a tick and never in doubt: 1.116x an independent reader's; with this doubt
-// 0.996-1.001x (2026-11-30). Not sooner: while two processes map each other's pages tick after
-// tick, each tick's new peak walked the other again (42 walks in 23 ticks where the bursts' own
-// doubling took 18). Only a worker's risk, and only one of kPeakDoubt of the peak by itself:
-// counted for every process at 400 ms, 16 forkserver workers' runs read their peak 0.923-0.995x
-// the reader's (5 runs) at 5.3-7.9% of a core, the workers whose estimates were high walked down
-// at each rise of a creeping sum and those low (unwalked for 12 s at the budget's pace) not; so,
-// 0.946-0.991x (3 runs) at 5.5-5.9%, where without it 0.967-0.981x at 3.8-3.9%
-// (bench/results/2026-11-30/peak_doubt_variants, beside a busy loop).
+// unseen, 2.2 s unwalked at the run's peak (74-76 MiB where its peers read 44-50, 33-50 over
+// those 2.2 s), the peak rising a few MiB a tick and never in doubt: 1.116x an independent
+// reader's; with this doubt 0.996-1.001x (2026-11-30). Not sooner: while two processes map each
+// other's pages tick after tick, each tick's new peak walked the other again (41-42 walks where the
+// burst test allows 18-26: peak_doubt_experiment). Only a worker's risk, and only one of kPeakDoubt
+// of the peak by itself: counted for every process at 400 ms, 16 forkserver workers' runs read
+// their peak 0.923-0.994x the reader's (5 runs) at 5.3-7.9% of a core, the workers whose estimates
+// were high walked down at each rise of a creeping sum and those low (unwalked for 12 s at the
+// budget's pace) not; so, 0.945-0.991x (3 runs) at 5.5-5.9%, where without it 0.967-0.981x
+// at 3.8-3.9% (bench/results/2026-11-30/peak_doubt_variants, beside a busy loop).
 constexpr uint64_t kStaleForDoubtNs = 400'000'000;
 
 double ProcessSampler::Doubt(const Proc& p, uint64_t now_ns, double least_risk) const {

@@ -447,7 +447,7 @@ void ExpectAgainstStillReads(const char* what, double shoal_bytes, const Indepen
 // (peak_doubt_variants). Forkserver at 8: 26 processes whose walks cost 10 ms each on this VM
 // share one rationed walk a second, and the workers' and the leader's estimates drift while the
 // workers fault in the data set; its true peak is 436 or 448 MiB (a change of the workers' binary
-// moved it), and it read 0.964-1.071x over the runs of 2026-11-30 (docs/figures.md). At 16 low:
+// moved it), and it read 0.952-1.071x over the runs of 2026-11-30 (docs/figures.md). At 16 low:
 // 0.965-0.989x in 20 runs beside a busy loop since an idle pool child's walk is its twins'
 // (figures_soak_unseen), and 0.923-0.995x with a new peak's doubt (peak_doubt_variants): 12 of
 // its 16 workers go 12 s unwalked at the budget's pace, their estimates 2-3 MiB low each (the
@@ -490,8 +490,9 @@ Band UssMomentBand(int workers, const std::string& start) {
 }
 
 // The sampler's CPU (its thread's, all walks and reads, over the run's wall time), as
-// docs/figures.md states it: 1.4-5.1% of a core over this grid (1% is the budget of its rationed
-// walks alone; a process's first walk, jumps and peak confirmations are outside it).
+// docs/figures.md states it: 1.0-6.2% of a core over this grid beside a busy loop (1% is the budget
+// of its rationed walks alone; a process's first walk, jumps and peak confirmations are outside
+// it).
 constexpr double kSamplerCpuPercentAtMost = 8;
 
 // multi_model's peak sum was a handover: the next worker's first steps while the last one
