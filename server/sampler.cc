@@ -396,9 +396,9 @@ uint64_t ProcessSampler::Walk(const std::vector<pid_t>& want, uint64_t now_ns, b
 }
 
 // A walk reads a running process's page tables one mapping after another, for milliseconds: a
-// worker that frees a step's buffers in one mapping and faults new
-// ones in another meanwhile is counted with both, or with neither. Its Rss then lies outside
-// what statm read at an instant before it and at one after it. A 1-worker fork run's walk, at a
+// worker that frees a step's buffers in one mapping and faults new ones in another meanwhile is
+// counted with both, or with neither. Its Rss then lies outside what statm read at an instant
+// before it and at one after it. A 1-worker fork run's walk, at a
 // new peak mid-step, read 559 MiB of RSS where statm read 489 before and after it and the
 // kernel's own high-water mark (VmHWM) never passed 514: the run's peak PSS sum read 1.116x an
 // independent reader's, its RSS sum 1.071x (2026-11-30, figures_soak_worker_doubt, run 9). Such
@@ -529,7 +529,6 @@ void ProcessSampler::MarkWalked(Proc& p, uint64_t now_ns) {
 // wrong in the peak is within kPeakDoubt of it: what was left in doubt at the peak before, plus
 // what this tick rises above it. Walking every doubt at every new peak took a 4-worker run's
 // walks from 60 to 85 and the sampler's CPU from 2.0% of a core to 2.8-3.2%.
-
 uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
   uint64_t pss_sum = 0, uss_sum = 0;
   double left = 0;
