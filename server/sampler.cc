@@ -441,14 +441,31 @@ constexpr double kPeakDoubt = 0.01;
 // were high walked down at each rise of a creeping sum and those low (unwalked for 12 s at the
 // budget's pace) not; so, 0.945-0.991x (3 runs) at 5.5-5.9%, where without it 0.967-0.981x
 // at 3.8-3.9% (bench/results/2026-11-30/peak_doubt_variants, beside a busy loop).
+// And a leader's, and the risk of a stale process's own mapping since its walk (MappedRisk), each
+// counted from half of kPeakDoubt: a spawned worker faulting in more of the library pages its
+// leader held, each page counted at its walk's share of its older pages while it was the two's,
+// and the leader's PSS falling with no RSS moved, 1.7-1.9 s unwalked at a creeping peak: a
+// 1-worker spawn run's peak PSS sum read 1.027x an independent reader's in a full ctest
+// (2026-11-30, missed_peak_experiment/paced); 1.003-1.006x at 1 and 2 workers since (12 runs).
 constexpr uint64_t kStaleForDoubtNs = 400'000'000;
 
-double ProcessSampler::Doubt(const Proc& p, uint64_t now_ns, double least_risk) const {
+double ProcessSampler::Doubt(const Proc& p, uint64_t now_ns, double least_risk,
+                             double least_share) const {
   if (!p.walked || p.gone) return 0;
   if (p.due || p.forked || p.jumped) return MappableNow(p);
-  if (p.role != "worker" || now_ns - p.walked_at_ns < kStaleForDoubtNs) return 0;
-  const double risk = SharingRisk(p);
+  if ((p.role != "worker" && p.role != "leader") || now_ns - p.walked_at_ns < kStaleForDoubtNs)
+    return 0;
+  const double risk = SharingRisk(p) + MappedRisk(p, least_share);
   return risk >= least_risk ? risk : 0;
+}
+
+// What its own mapping since its walk may count too high: those pages count at the share its walk
+// found of its older ones, where each may be shared by every process of the run.
+double ProcessSampler::MappedRisk(const Proc& p, double least_share) {
+  if (!p.split) return 0;
+  const uint64_t shared_now = SharedNow(p);
+  return std::max(0.0, std::min(1.0, SharedShare(p)) - least_share) *
+         double(shared_now - std::min(shared_now, p.shared));
 }
 
 // The other way: how much PSS the estimate may be missing. A process walked while its anonymous
@@ -533,17 +550,21 @@ uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
   uint64_t pss_sum = 0, uss_sum = 0;
   double left = 0;
   std::vector<std::pair<double, pid_t>> doubt;
+  const double least_share =
+      1.0 / double(std::max<size_t>(1, std::count_if(procs_.begin(), procs_.end(),
+                                                     [](auto& e) { return !e.second.gone; })));
   for (const auto& [pid, p] : procs_) {
     if (p.gone) continue;
     const auto [pss, uss] = Estimate(p);
     pss_sum += pss;
     uss_sum += uss;
-    if (const double d = Doubt(p, now_ns, kPeakDoubt * double(peak_pss_sum_)); d > 0) {
+    if (const double d = Doubt(p, now_ns, kPeakDoubt / 2 * double(peak_pss_sum_), least_share);
+        d > 0) {
       doubt.push_back({d, pid});
       left += d;
     }
   }
-  if (pss_sum <= peak_pss_sum_ && uss_sum <= peak_uss_sum_) return 0;
+  if (pss_sum <= peak_pss_sum_ && uss_sum <= peak_uss_sum_) return WalkMissedPeak(now_ns, pss_sum);
   const double allowed = kPeakDoubt * double(pss_sum);
   const double rise = double(pss_sum - std::min(pss_sum, peak_pss_sum_));
   if (std::min(left, peak_doubt_ + rise) <= allowed) {
@@ -559,6 +580,42 @@ uint64_t ProcessSampler::ConfirmPeak(uint64_t now_ns) {
   }
   peak_doubt_ = left;
   return Walk(order, now_ns, /*rationed=*/false);
+}
+
+// The other way: a peak the estimates may be missing. A worker's estimate counts the shared
+// pages it mapped since its walk at the share its walk found for all of them, mostly LibTorch's
+// pages shared 30 ways under a forkserver, while a shared step arena's page is shared by the few
+// workers that touched it: 16 forkserver workers went 12 s unwalked at a 1% budget (a walk each
+// about every 21 s), their estimates 2-3 MiB low each, and the run's peak PSS sum read
+// 0.916-0.994x an independent reader's; a new peak's doubt walks estimates too high, never one
+// too low. So a tick whose sum, with what the workers unwalked for kStaleForMissedNs may be
+// missing (their newly mapped pages counted whole), would be a new peak walks the one missing
+// most, outside the budget, once each 500 ms: 0.990-0.995x, the sampler at 6.4-6.6% of a core.
+// Walking all such workers at once read 0.995-0.997x but took it to 8.4-10.1%
+// (bench/results/2026-11-30/missed_peak_experiment).
+constexpr uint64_t kStaleForMissedNs = 2'000'000'000;
+constexpr uint64_t kMissedWalkEveryNs = 500'000'000;
+
+uint64_t ProcessSampler::WalkMissedPeak(uint64_t now_ns, uint64_t pss_sum) {
+  std::vector<std::pair<double, pid_t>> missing;
+  double left = 0;
+  for (const auto& [pid, p] : procs_) {
+    if (p.gone || !p.walked || !p.split || p.role != "worker" ||
+        now_ns - p.walked_at_ns < kStaleForMissedNs)
+      continue;
+    const uint64_t shared_now = SharedNow(p);
+    const double m =
+        (1.0 - std::min(1.0, SharedShare(p))) * double(shared_now - std::min(shared_now, p.shared));
+    if (m <= 0) continue;
+    missing.push_back({m, pid});
+    left += m;
+  }
+  const double allowed = kPeakDoubt * double(peak_pss_sum_);
+  if (double(pss_sum) + left <= double(peak_pss_sum_) + allowed) return 0;
+  if (now_ns - last_missed_walk_ns_ < kMissedWalkEveryNs) return 0;
+  last_missed_walk_ns_ = now_ns;
+  std::sort(missing.begin(), missing.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  return Walk({missing.front().second}, now_ns, /*rationed=*/false);
 }
 
 std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {

@@ -157,7 +157,11 @@ class ProcessSampler {
   // Walks `want` in order, as many as the budget allows where `rationed`; returns their CPU time.
   uint64_t Walk(const std::vector<pid_t>& want, uint64_t now_ns, bool rationed = true);
   // How far its estimate may be off at a new peak: its sharing changed, or a stale walk's risk.
-  double Doubt(const Proc& p, uint64_t now_ns, double least_risk) const;
+  double Doubt(const Proc& p, uint64_t now_ns, double least_risk, double least_share) const;
+  // What the shared pages it mapped since its walk may count too high, each at least least_share.
+  static double MappedRisk(const Proc& p, double least_share);
+  // Walks the stale worker whose estimate may be missing a peak most, once each 500 ms.
+  uint64_t WalkMissedPeak(uint64_t now_ns, uint64_t pss_sum);
   // Whether a walk of `walk_rss` counted pages while they moved; if so, takes statm's after it.
   bool WalkIsTorn(pid_t pid, Proc& p, uint64_t walk_rss);
   // How much of its PSS the estimate may be missing: pages it shared becoming its own.
@@ -186,6 +190,7 @@ class ProcessSampler {
   double tokens_ns_;
   uint64_t last_tick_ns_ = 0;
   uint64_t cpu_ns_ = 0, smaps_reads_ = 0, statm_reads_ = 0, torn_walks_ = 0;
+  uint64_t last_missed_walk_ns_ = 0;
   uint64_t peak_pss_sum_ = 0, peak_rss_sum_ = 0, peak_uss_sum_ = 0;
   // How much the peak PSS sum may be above the truth: the doubt left unwalked when it was set.
   double peak_doubt_ = 0;
