@@ -354,7 +354,9 @@ void ExperimentRunner::TrackForkServerPool() {
 
 // A worker's own children (a DataLoader's worker processes, a program's helpers), and theirs,
 // are the experiment's too: sampled with it and listed as "child" with the index of the worker
-// they descend from. Found through each process's main thread's children (procfs).
+// they descend from. Found through each process's children (procfs): its main thread's where the
+// run's cgroup holds the rest (TrackCgroup), every thread's without one, and then the leader's
+// too, which adopts what they orphan (AdoptOrphansWithoutCgroup: a double fork's grandchild).
 void ExperimentRunner::TrackDescendants() {
   constexpr size_t kMaxDescendants = 1024;
   std::vector<std::pair<pid_t, int>> frontier;
@@ -362,19 +364,15 @@ void ExperimentRunner::TrackDescendants() {
     if (p.alive() && (p.role() == "worker" || p.role() == "child"))
       frontier.push_back({pid, p.index()});
   std::set<pid_t> seen;
+  if (!in_cgroup_ && !facts_.leader_exited) AdoptLeadersStrangers(&seen, &frontier);
   while (!frontier.empty() && seen.size() < kMaxDescendants) {
     const auto [parent, index] = frontier.back();
     frontier.pop_back();
-    const std::string file = "task/" + std::to_string(parent) + "/children";
-    auto text = env_.os.procfs->Read(parent, file.c_str());
-    if (!text.ok()) continue;
-    std::istringstream in(*text);
-    for (pid_t pid; in >> pid;) {
+    for (pid_t pid : ChildrenOf(parent)) {
       if (pool_.count(pid) || !seen.insert(pid).second) continue;
       auto known = facts_.procs.find(pid);
       if (known == facts_.procs.end()) {
-        facts_.procs[pid] = NewProcess(pid, "child", index);
-        sampler_->Track(pid, "child", index);
+        TrackChild(pid, index);
       } else if (known->second.role() != "child") {
         continue;  // a worker (the forkserver's child, say): it is tracked as one
       }
@@ -384,9 +382,68 @@ void ExperimentRunner::TrackDescendants() {
   TrackCgroup(&seen);
   for (auto& [pid, p] : facts_.procs) {  // gone: not ours to reap, its exit is unknown
     if (p.role() != "child" || !p.alive() || seen.count(pid)) continue;
+    if (!in_cgroup_ && StillTheChild(pid)) continue;  // orphaned to shoald, say: still the run's
     p.set_alive(false);
     sampler_->Untrack(pid);
   }
+}
+
+// Without a cgroup, the leader's children that are not its workers: what it adopted (a double
+// fork's grandchild, a worker's child once the worker is gone), measured as children of no
+// worker (-1). Its workers are reported as they start: a stranger at two ticks running is not one.
+void ExperimentRunner::AdoptLeadersStrangers(std::set<pid_t>* seen,
+                                             std::vector<std::pair<pid_t, int>>* frontier) {
+  std::set<pid_t> strangers;
+  for (pid_t pid : ChildrenOf(facts_.leader)) {
+    if (pool_.count(pid)) continue;
+    if (auto known = facts_.procs.find(pid); known != facts_.procs.end()) {
+      if (known->second.role() == "child") seen->insert(pid);
+      continue;
+    }
+    strangers.insert(pid);
+    if (!leader_strangers_.count(pid)) continue;
+    TrackChild(pid, -1);
+    seen->insert(pid);
+    frontier->push_back({pid, -1});
+  }
+  leader_strangers_ = std::move(strangers);
+}
+
+// A process's children: its main thread's, or every thread's without a cgroup (a child a
+// worker's other thread started is that thread's in procfs).
+std::vector<pid_t> ExperimentRunner::ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  const std::vector<pid_t> threads =
+      in_cgroup_ ? std::vector<pid_t>{parent} : env_.os.procfs->Threads(parent);
+  for (pid_t tid : threads) {
+    const std::string file = "task/" + std::to_string(tid) + "/children";
+    auto text = env_.os.procfs->Read(parent, file.c_str());
+    if (!text.ok()) continue;
+    std::istringstream in(*text);
+    for (pid_t pid; in >> pid;) out.push_back(pid);
+  }
+  return out;
+}
+
+void ExperimentRunner::TrackChild(pid_t pid, int index) {
+  facts_.procs[pid] = NewProcess(pid, "child", index);
+  sampler_->Track(pid, "child", index);
+  if (in_cgroup_) return;
+  auto stat = env_.os.procfs->Read(pid, "stat");
+  if (!stat.ok()) return;
+  auto parsed = ParseProcStat(*stat);
+  if (parsed.ok() && parsed->start_ticks) child_started_[pid] = *parsed->start_ticks;
+}
+
+// Without a cgroup, whether a child tracked before is still that process and alive (its pid not
+// reused: the same start time), wherever it was reparented.
+bool ExperimentRunner::StillTheChild(pid_t pid) {
+  auto stat = env_.os.procfs->Read(pid, "stat");
+  if (!stat.ok()) return false;
+  auto s = ParseProcStat(*stat);
+  if (!s.ok() || s->state == 'Z' || s->state == 'X') return false;
+  auto started = child_started_.find(pid);
+  return started == child_started_.end() || s->start_ticks == started->second;
 }
 
 void ExperimentRunner::Tick(uint64_t now) {
@@ -555,9 +612,7 @@ void ExperimentRunner::TrackCgroup(std::set<pid_t>* seen) {
       continue;
     }
     if (pool_.count(pid)) continue;
-    const int index = AncestorIndex(pid);
-    facts_.procs[pid] = NewProcess(pid, "child", index);
-    sampler_->Track(pid, "child", index);
+    TrackChild(pid, AncestorIndex(pid));
     seen->insert(pid);
   }
 }
@@ -583,15 +638,24 @@ int ExperimentRunner::AncestorIndex(pid_t pid) {
 }
 
 // A signal to every process of the run: its process group, and its control group (which holds
-// those that left the group: setsid, a daemonised child).
+// those that left the group: setsid, a daemonised child); without one, each child it tracked that
+// is still that process (one that left the process group with setsid, say).
 void ExperimentRunner::SignalAll(int sig) {
   env_.os.proc->SignalGroup(facts_.leader, sig);
-  if (in_cgroup_) env_.cgroups->Signal(e_.id(), sig);
+  if (in_cgroup_) {
+    env_.cgroups->Signal(e_.id(), sig);
+    return;
+  }
+  for (const auto& [pid, p] : facts_.procs)
+    if (p.role() == "child" && p.alive() && StillTheChild(pid)) env_.os.proc->Signal(pid, sig);
 }
 
 bool ExperimentRunner::AllGone() {
   if (env_.os.proc->GroupExists(facts_.leader)) return false;
-  return !in_cgroup_ || env_.cgroups->Procs(e_.id()).empty();
+  if (in_cgroup_) return env_.cgroups->Procs(e_.id()).empty();
+  for (const auto& [pid, p] : facts_.procs)
+    if (p.role() == "child" && p.alive() && StillTheChild(pid)) return false;
+  return true;
 }
 
 // Kind command: the folder its ranks write profiler traces to; "" for the other kinds or without

@@ -14,9 +14,12 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "server/child_reaper.h"
 #include "server/daemon_seams.h"
@@ -108,6 +111,10 @@ class ExperimentRunner {
   void Tick(uint64_t now);
   void TrackForkServerPool();
   void TrackDescendants();
+  void AdoptLeadersStrangers(std::set<pid_t>* seen, std::vector<std::pair<pid_t, int>>* frontier);
+  std::vector<pid_t> ChildrenOf(pid_t parent);
+  void TrackChild(pid_t pid, int index);
+  bool StillTheChild(pid_t pid);
   void StartClocks();
   void OpenLog(std::vector<std::pair<int, int>>* fd_map);
   bool AnyTraining() const;
@@ -127,6 +134,10 @@ class ExperimentRunner {
   void SignalAll(int sig);
   bool AllGone();
   bool in_cgroup_ = false;
+  // Without a cgroup: the leader's children it has not reported (workers it is starting, or
+  // orphans it adopted), and each tracked child's start time (a pid is reused once reaped).
+  std::set<pid_t> leader_strangers_;
+  std::map<pid_t, uint64_t> child_started_;
   void ReadCgroupMemory();
   void GatherProfiles();
   void AddEvent(const std::string& text);

@@ -71,6 +71,7 @@ struct DaemonArgs {
   std::string slurm_dir;
   int slurm_poll_ms = 2000;
   uint64_t run_memory_limit_mib = 0;  // each run's cgroup memory limit; 0: none
+  std::string run_cgroups = "yes";    // yes: a cgroup per run where one can be made
 };
 
 // Files clients upload (a model, a tensor data set): their size, and how long an unused one stays.
@@ -133,6 +134,11 @@ void AddRunPointOptions(CLI::App& app, DaemonArgs& d) {
 
 // Sweeps placed on Slurm (shoal sweep --slurm): where their files go, how often Slurm is asked.
 void AddSlurmOptions(CLI::App& app, DaemonArgs& d) {
+  app.add_option("--run-cgroups", d.run_cgroups,
+                 "yes: each run in a control group of its own where one can be made (the "
+                 "default); no: runs held by their process group and /proc alone (the fallback "
+                 "where none can be made)")
+      ->check(CLI::IsMember({"yes", "no"}));
   app.add_option("--run-memory-limit-mib", d.run_memory_limit_mib,
                  "each run's memory limit, in MiB, set on its cgroup (needs the cgroup memory "
                  "controller; the kernel's OOM killer then takes a process of the run that "
@@ -571,7 +577,10 @@ shoal::CoordinatorOptions OptionsHere(const DaemonArgs& d, const shoal::WorkerIn
 // `no_cgroup`) where none can be made. `ok` false: a memory limit was asked that none can hold.
 std::unique_ptr<shoal::RunCgroups> OpenRunCgroups(const DaemonArgs& d, std::string* no_cgroup,
                                                   bool* ok) {
-  auto cgroups = shoal::MakeRunCgroups(StateKey(d.state_dir), no_cgroup);
+  const bool wanted = d.run_cgroups == "yes";
+  auto cgroups = wanted ? shoal::MakeRunCgroups(StateKey(d.state_dir), no_cgroup)
+                        : std::unique_ptr<shoal::RunCgroups>();
+  if (!wanted) *no_cgroup = "--run-cgroups no";
   if (!cgroups) spdlog::info("runs are held by their process group and /proc: {}", *no_cgroup);
   if (d.run_memory_limit_mib > 0 && (!cgroups || cgroups->memory().empty())) {
     spdlog::critical("--run-memory-limit-mib needs a cgroup memory controller for the runs: {}",

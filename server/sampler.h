@@ -140,7 +140,8 @@ class ProcessSampler {
     return ReadAny() ? std::optional<uint64_t>(peak) : std::nullopt;
   }
   void ReadCheap(pid_t pid, Proc& p, uint64_t now_ns);
-  void RereadUnwalked(uint64_t now_ns);  // statm and stat again after the tick's walks
+  void RereadUnwalked(uint64_t now_ns);    // statm and stat again after the tick's walks
+  void DropThoseLeaving(uint64_t now_ns);  // those walked this tick that began to exit
   void MarkParentsOfNew();
   // Marks the processes whose shared pages jumped, and those holding many of them; returns whether
   // any did.

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "tests/testutil.h"
 
@@ -310,13 +313,11 @@ TEST_F(CommandE2E, ASweepVariesWorkersAndAnEnvironmentVariable) {
 namespace shoal {
 namespace {
 
-// Every process a run starts is the run's (issue 58), however started: a child of a thread other
-// than the rank's main one (no walk of the main thread's children finds it) and a daemonised
-// grandchild (double fork and setsid: it leaves the process group and is orphaned) are measured
-// while they live and ended with the run, through the run's own cgroup.
-TEST(ContainmentE2E, ChildrenOfThreadsAndDaemonisedOnesAreMeasuredAndEndedWithTheRun) {
-  testing::TempDir dir;
-  std::ofstream(dir / "escape.py") << R"PY(
+// A program whose thread starts a child holding 20 MiB (its pid in OUT/thread_child), and which
+// double-forks a setsid child holding 30 MiB (OUT/daemon_child), then sleeps SECONDS:
+// `python3 PATH OUT SECONDS`.
+void WriteEscapingProgram(const fs::path& path) {
+  std::ofstream(path) << R"PY(
 import os, sys, threading, subprocess, time
 out = sys.argv[1]
 hold = "b = bytearray(%d << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time\ntime.sleep(120)"
@@ -337,14 +338,37 @@ if pid == 0:
         os._exit(0)
     os._exit(0)
 os.waitpid(pid, 0)
-time.sleep(3)
+time.sleep(float(sys.argv[2]))
 )PY";
+}
+
+// The escaping program's child `file` (pid `pid`) in the run's record, a child holding at least
+// `mib` - 5 MiB at its peak, and dead within 10 s.
+void ExpectMeasuredAndEnded(const json& e, const char* file, int pid, int mib) {
+  ASSERT_GT(pid, 0) << file;
+  const json* found = nullptr;
+  for (const auto& p : e["processes"])
+    if (p["pid"] == pid) found = &p;
+  ASSERT_NE(found, nullptr) << file << " (pid " << pid << ") not measured: " << e["processes"];
+  EXPECT_EQ((*found)["role"], "child") << *found;
+  EXPECT_GT((*found)["peak_pss_bytes"].get<double>(), (mib - 5) * 1048576.0) << *found;
+  EXPECT_TRUE(testing::WaitFor([&] { return !testing::ProcessAlive(pid); }, 10))
+      << file << " outlived its run";
+}
+
+// Every process a run starts is the run's (issue 58), however started: a child of a thread other
+// than the rank's main one (no walk of the main thread's children finds it) and a daemonised
+// grandchild (double fork and setsid: it leaves the process group and is orphaned) are measured
+// while they live and ended with the run, through the run's own cgroup.
+TEST(ContainmentE2E, ChildrenOfThreadsAndDaemonisedOnesAreMeasuredAndEndedWithTheRun) {
+  testing::TempDir dir;
+  WriteEscapingProgram(dir / "escape.py");
   fs::create_directories(dir / "out");
   Daemon d(dir / "state", dir / "s.sock");
   ASSERT_TRUE(d.Start({"--allow-commands", "--grace-ms", "1000"}));
   const CommandResult r =
       d.Cli({"submit", "--kind", "command", "--workers", "1", "--sample-interval-ms", "100",
-             "--wait", "--json", "--", "/usr/bin/python3", dir / "escape.py", dir / "out"});
+             "--wait", "--json", "--", "/usr/bin/python3", dir / "escape.py", dir / "out", "3"});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const json e = Parse(r);
   ASSERT_EQ(e["state"], "SUCCEEDED") << e["error"];
@@ -352,15 +376,7 @@ time.sleep(3)
   for (const auto& [file, mib] : {std::pair{"thread_child", 20}, std::pair{"daemon_child", 30}}) {
     int pid = 0;
     std::ifstream(dir / ("out/" + std::string(file))) >> pid;
-    ASSERT_GT(pid, 0) << file;
-    const json* found = nullptr;
-    for (const auto& p : e["processes"])
-      if (p["pid"] == pid) found = &p;
-    ASSERT_NE(found, nullptr) << file << " (pid " << pid << ") not measured: " << e["processes"];
-    EXPECT_EQ((*found)["role"], "child") << *found;
-    EXPECT_GT((*found)["peak_pss_bytes"].get<double>(), (mib - 5) * 1048576.0) << *found;
-    EXPECT_TRUE(testing::WaitFor([&] { return !testing::ProcessAlive(pid); }, 10))
-        << file << " outlived its run";
+    ExpectMeasuredAndEnded(e, file, pid, mib);
   }
   const std::string containment = e["containment"];
   const std::string group = containment.substr(7, containment.find(';') - 7);
@@ -369,6 +385,52 @@ time.sleep(3)
   EXPECT_GT(e["result"]["cgroup_memory_peak_bytes"].get<double>(), 50.0 * 1048576) << e["result"];
   EXPECT_EQ(e["result"]["oom_kills"], 0);
 }
+
+// The same escapes, cancelled while they live: ended with the run, measured until then, with the
+// run's cgroup and without one (--run-cgroups no, as where none can be made: every thread's
+// children walked in /proc, the leader a subreaper that adopts what a double fork orphans, each
+// such child signalled by pid).
+class ContainmentModes : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ContainmentModes, EscapedChildrenAreMeasuredAndEndedWhenTheRunIsCancelled) {
+  const bool cgroup = std::string(GetParam()) == "yes";
+  testing::TempDir dir;
+  WriteEscapingProgram(dir / "escape.py");
+  fs::create_directories(dir / "out");
+  Daemon d(dir / "state", dir / "s.sock");
+  ASSERT_TRUE(d.Start({"--allow-commands", "--grace-ms", "1000", "--run-cgroups", GetParam()}));
+  const CommandResult r =
+      d.Cli({"submit", "--kind", "command", "--workers", "1", "--sample-interval-ms", "100",
+             "--json", "--", "/usr/bin/python3", dir / "escape.py", dir / "out", "120"});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::string id = Parse(r)["id"];
+  std::map<std::string, int> pids;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        for (const char* file : {"thread_child", "daemon_child"})
+          std::ifstream(dir / ("out/" + std::string(file))) >> pids[file];
+        return pids["thread_child"] > 0 && pids["daemon_child"] > 0;
+      },
+      60));
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // their memory touched, and sampled
+  ASSERT_EQ(d.Cli({"cancel", id}).exit_code, 0);
+  json e;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        e = Parse(d.Cli({"get", id, "--json"}));
+        return e["state"] != "RUNNING";
+      },
+      60));
+  EXPECT_EQ(e["state"], "CANCELLED") << e["error"];
+  const std::string containment = e["containment"];
+  EXPECT_EQ(containment.rfind(cgroup ? "cgroup " : "process group and /proc (--run-cgroups no)", 0),
+            0u)
+      << containment;
+  for (const auto& [file, mib] : {std::pair{"thread_child", 20}, std::pair{"daemon_child", 30}})
+    ExpectMeasuredAndEnded(e, file, pids[file], mib);
+}
+
+INSTANTIATE_TEST_SUITE_P(RunCgroups, ContainmentModes, ::testing::Values("yes", "no"));
 
 // A run over shoald's --run-memory-limit-mib is taken by the kernel's OOM killer inside its own
 // group; the run fails saying so from the kernel's count, not from any words of the program.

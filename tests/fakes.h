@@ -99,9 +99,17 @@ class FakeProc : public ProcReader {
     pid_t ppid = 1;
     uint64_t minflt = 0;     // stat's minor faults
     std::string comm = "w";  // stat's command name: another after an exec
+    uint32_t flags = 0;      // stat's PF_* flags: 0x4 while it exits
   };
   std::map<pid_t, P> procs;
-  std::map<pid_t, std::string> children;  // task/PID/children: "501 502"
+  std::map<pid_t, std::string> children;        // task/TID/children: "501 502"
+  std::map<pid_t, std::vector<pid_t>> threads;  // its threads beside its main one
+
+  std::vector<pid_t> Threads(pid_t pid) override {
+    std::vector<pid_t> all = {pid};
+    for (pid_t tid : threads[pid]) all.push_back(tid);
+    return all;
+  }
   std::map<pid_t, int> walks;
   uint64_t cpu_ns = 0;
   uint64_t walk_cost_ns = 1'500'000;
@@ -116,16 +124,16 @@ class FakeProc : public ProcReader {
     if (it == procs.end()) return NotFound("gone");
     P& p = it->second;
     const std::string f = file;
-    if (f.rfind("task/", 0) == 0) return children[pid];
+    if (f.rfind("task/", 0) == 0) return children[std::stoi(f.substr(5))];  // the thread's
     const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
     if (f == "statm" || f == "stat") cpu_ns += cheap_cost_ns;
     if (f == "statm")
       return std::to_string(p.rss_kb * 4) + " " + std::to_string(p.rss_kb * 1024 / page) + " " +
              std::to_string(p.shared_kb * 1024 / page) + " 1 0 1 0\n";
     if (f == "stat")
-      return std::to_string(pid) + " (" + p.comm + ") R " + std::to_string(p.ppid) +
-             " 1 1 0 -1 0 " + std::to_string(p.minflt) + " 0 0 0 " + std::to_string(p.ticks) +
-             " 0 0 0";
+      return std::to_string(pid) + " (" + p.comm + ") R " + std::to_string(p.ppid) + " 1 1 0 -1 " +
+             std::to_string(p.flags) + " " + std::to_string(p.minflt) + " 0 0 0 " +
+             std::to_string(p.ticks) + " 0 0 0";
     if (before_walk) before_walk(p);
     cpu_ns += walk_cost_ns;
     ++walks[pid];

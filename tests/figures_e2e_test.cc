@@ -484,9 +484,9 @@ Band UssMomentBand(int workers, const std::string& start) {
 }
 
 // The sampler's CPU (its thread's, all walks and reads, over the run's wall time), as
-// docs/figures.md states it: 1.0-6.2% of a core over this grid beside a busy loop (1% is the budget
-// of its rationed walks alone; a process's first walk, jumps and peak confirmations are outside
-// it).
+// docs/figures.md states it: 0.7-5.0% of a core over this grid beside a busy loop on 2026-12-01
+// (1% is the budget of its rationed walks alone; a process's first walk, jumps, peak
+// confirmations and missed-peak walks are outside it).
 constexpr double kSamplerCpuPercentAtMost = 8;
 
 // multi_model's peak sum was a handover: the next worker's first steps while the last one

@@ -76,6 +76,12 @@ TEST(ProcfsTest, ParsesStatmAndStat) {
   EXPECT_EQ(s->utime_ticks, 77u);
   EXPECT_EQ(s->stime_ticks, 23u);
   EXPECT_EQ(s->minflt, 100u);
+  EXPECT_EQ(s->start_ticks, 5u);  // field 22: which process holds the pid
+  EXPECT_EQ(s->flags, 4194304u);  // field 9
+  EXPECT_FALSE(s->exiting());
+  EXPECT_TRUE(ParseProcStat("1 (w) R 0 1 1 0 -1 4194308 3 0 0 0 5 6 0 0")->exiting());
+  // A line that stops before it (an old or a fake one) has none.
+  EXPECT_EQ(ParseProcStat("1 (w) S 0 1 1 0 -1 0 3 0 0 0 5 6 0 0")->start_ticks, std::nullopt);
   EXPECT_FALSE(ParseProcStat("garbage").ok());
 }
 

@@ -528,6 +528,46 @@ TEST_F(RunnerTest, AForkserverRunListsTheForkServerAndItsIdleChildren) {
                                                    {"pool", 1000ull << 10}}));
 }
 
+// Without a cgroup (none can be made, or --run-cgroups no), what escapes a worker's line is
+// found in /proc and ended by pid: a child of one of the leader's other threads, and one the
+// leader adopted (a subreaper: a double fork's orphan) once it is no worker the leader is
+// starting (a stranger at two ticks running); signalled with the run, forgotten once gone.
+TEST_F(RunnerTest, WithoutACgroupWhatTheLeaderAdoptsAndItsThreadsStartAreTheRuns) {
+  procfs_.threads[leader()] = {leader() + 1};
+  procfs_.children[leader()] = "700";      // adopted
+  procfs_.children[leader() + 1] = "701";  // its other thread's
+  for (pid_t p : {700, 701}) procfs_.procs[p].pss_kb = 5000;
+  std::optional<v1::Experiment> live;
+  RunnerHooks hooks = Hooks();
+  hooks.live = [&](const v1::Experiment& x) { live = x; };
+  ExperimentRunner r(Queued({}), Env(), hooks);
+  ASSERT_TRUE(r.Launch());
+  EXPECT_EQ(r.experiment().containment(), "process group and /proc (no cgroup)");
+  auto children = [&] {
+    std::map<pid_t, int> out;  // pid -> the worker's index
+    for (const auto& p : live->processes())
+      if (p.role() == "child" && p.alive()) out[p.pid()] = p.index();
+    return out;
+  };
+  r.Advance();  // the first tick: strangers, maybe workers being started
+  ASSERT_TRUE(live.has_value());
+  EXPECT_TRUE(children().empty());
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(200 * kMs);
+    r.Advance();
+  }
+  EXPECT_EQ(children(), (std::map<pid_t, int>{{700, -1}, {701, -1}}));
+  r.RequestStop(false);
+  for (pid_t p : {700, 701})
+    EXPECT_EQ(std::count(proc_.signals.begin(), proc_.signals.end(), std::pair{p, SIGTERM}), 1)
+        << p;
+  procfs_.procs.erase(700);  // it ended
+  procfs_.children[leader()] = "";
+  clock_.Advance(200 * kMs);
+  r.Advance();
+  EXPECT_EQ(children(), (std::map<pid_t, int>{{701, -1}}));
+}
+
 TEST_F(RunnerTest, StepsTotalIsAbsentWhenTheDaemonCannotKnowIt) {
   v1::ExperimentSpec spec;
   spec.set_epochs(2);

@@ -92,8 +92,8 @@ class SupervisorTest : public ::testing::Test {
       elapsed_ms_ = (clock_.mono - t0_) / 1000000;
       if (script) script(elapsed_ms_);
       if (sup.Advance()) break;
-      if (elapsed_ms_ > 60000) {
-        ADD_FAILURE() << "still watching after a minute of fake time";
+      if (elapsed_ms_ > fake_limit_ms_) {
+        ADD_FAILURE() << "still watching after " << fake_limit_ms_ << " ms of fake time";
         break;
       }
       clock_.Advance(uint64_t(WorkerSupervisor::kLookEveryMs) * 1000000);
@@ -121,7 +121,7 @@ class SupervisorTest : public ::testing::Test {
   v1::ExperimentSpec spec_;
   FakeLauncher launcher_;
   testing::FakeClock clock_;
-  uint64_t t0_ = 0, elapsed_ms_ = 0;
+  uint64_t t0_ = 0, elapsed_ms_ = 0, fake_limit_ms_ = 60000;
   bool kill_on_term_ = true;
   SignalsEnd proc_{launcher_, clock_, t0_, kill_on_term_};
   std::optional<uint64_t> oom_before_, oom_now_;  // the kernel's OOM-kill count
@@ -287,6 +287,20 @@ TEST_F(SupervisorTest, WithoutAGivenBoundTheBoundIsDerivedFromTheStepsSeen) {
             0u)
       << why;
   EXPECT_NEAR(double(elapsed_ms_), 42000, 10);  // the last move at 2 s, then the bound
+}
+
+// A step that hangs before any is measured (the first) fails the run in 10 minutes, not the
+// spec's half-hour default, saying why.
+TEST_F(SupervisorTest, AHangInTheFirstStepFailsTheRunInTenMinutes) {
+  TwoTrainingWithTheDefaultBound();
+  fake_limit_ms_ = 700000;
+  const std::string why = Run("", [](uint64_t) {});
+  EXPECT_EQ(why.rfind("no worker made progress for 600000 ms (the default until a step is "
+                      "measured, at most 600 s; --step-timeout-ms gives another) while training",
+                      0),
+            0u)
+      << why;
+  EXPECT_NEAR(double(elapsed_ms_), 600000, 10);
 }
 
 // A bound given is kept whatever the steps measure; a derived one is never below 30 s.

@@ -340,6 +340,7 @@ int RunLeader(const LeaderArgs& a, const LeaderKindMaker& make) {
   // spawning it: this closes the moment between).
   if (Status st = JoinRunCgroup(); !st.ok())
     std::fprintf(stderr, "leader: not in the run's cgroup: %s\n", st.message().c_str());
+  const bool adopts = AdoptOrphansWithoutCgroup();
   ::fcntl(a.status_fd, F_SETFD, FD_CLOEXEC);  // spawned workers must not hold it
   StatusPipe out(a.status_fd);
   auto made = make(a.spec);
@@ -347,12 +348,14 @@ int RunLeader(const LeaderArgs& a, const LeaderKindMaker& make) {
   std::unique_ptr<WorkerKind> kind = std::move(*made);
   InstallTerminateHandler(a.experiment_id, *kind);
   DieWithParent(a.parent, SIGTERM);
+  int code = 1;
   try {
-    return Leader(a, *kind, out);
+    code = Leader(a, *kind, out);
   } catch (const std::exception& e) {
     out.Error(std::string("leader: ") + e.what());
-    return 1;
   }
+  if (adopts) EndAdoptedStrays();  // the rest is the run's end: shoald's (issue 58)
+  return code;
 }
 
 }  // namespace shoal

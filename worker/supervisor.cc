@@ -174,14 +174,17 @@ void WorkerSupervisor::MeasureSteps() {
 
 uint64_t WorkerSupervisor::StepBoundMs() const {
   const uint64_t given = spec_.step_timeout_ms();
-  if (spec_.step_timeout_why() != "the default" || slowest_step_ns_ == 0) return given;
+  if (spec_.step_timeout_why() != "the default") return given;
+  if (slowest_step_ns_ == 0) return std::min(given, kFirstStepBoundMs);
   const uint64_t derived = kMeasuredStepFactor * slowest_step_ns_ / 1000000;
   return std::clamp<uint64_t>(derived, std::min(kMeasuredStepFloorMs, given), given);
 }
 
 std::string WorkerSupervisor::StepBoundWhy() const {
-  if (spec_.step_timeout_why() != "the default" || slowest_step_ns_ == 0)
-    return spec_.step_timeout_why();
+  if (spec_.step_timeout_why() != "the default") return spec_.step_timeout_why();
+  if (slowest_step_ns_ == 0)
+    return "the default until a step is measured, at most " +
+           std::to_string(kFirstStepBoundMs / 1000) + " s; --step-timeout-ms gives another";
   char text[160];
   std::snprintf(text, sizeof text,
                 "derived: %llux the slowest step seen, %.1f ms, at least %llu s; "

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -116,6 +117,23 @@ Status JoinRunCgroup() {
     if (!ok) return Internal(path + ": " + std::strerror(err));
   }
   return Status::Ok();
+}
+
+bool AdoptOrphansWithoutCgroup() {
+  const char* dir = std::getenv("SHOAL_CGROUP");
+  if (dir != nullptr && *dir != '\0') return false;
+  return ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0;
+}
+
+int EndAdoptedStrays() {
+  int ended = 0;
+  for (pid_t tid : ThreadsOf(::getpid())) {
+    auto text = ReadSmallFile("/proc/self/task/" + std::to_string(tid) + "/children");
+    if (!text.ok()) continue;
+    std::istringstream in(*text);
+    for (pid_t pid; in >> pid;) ended += ::kill(pid, SIGKILL) == 0 ? 1 : 0;
+  }
+  return ended;
 }
 
 std::string SelfExeDir() {

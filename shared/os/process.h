@@ -37,6 +37,15 @@ StatusOr<pid_t> SpawnProcess(const std::vector<std::string>& argv, const SpawnOp
 // 58). OK when the variable is absent (no group: the run is contained by its process group).
 Status JoinRunCgroup();
 
+// Without a run's control group (SHOAL_CGROUP absent), a leader adopts what the processes it
+// starts orphan (a double fork's grandchild, a worker's child once the worker is gone), as a
+// child subreaper: where shoald's walks of its children find them. With one, nothing: the group
+// holds them. Whether it did.
+bool AdoptOrphansWithoutCgroup();
+// The leader's last act where it adopted: SIGKILL to what is left of its children (strays; its
+// workers are reaped by then). How many.
+int EndAdoptedStrays();
+
 // Directory of the running executable (to find sibling binaries).
 std::string SelfExeDir();
 

@@ -1,5 +1,6 @@
 #include "shared/os/procfs.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -96,8 +97,8 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
   }
   ProcStat s;
   s.state = text[close + 2];
-  // Fields after the name, 1-based from "state" = field 3: ppid is 4, minflt 10, utime 14,
-  // stime 15.
+  // Fields after the name, 1-based from "state" = field 3: ppid is 4, flags 9, minflt 10,
+  // utime 14, stime 15.
   size_t pos = close + 2;
   int field = 3;
   const char* end = text.data() + text.size();
@@ -108,6 +109,8 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
     ++field;
     if (field == 4 && std::from_chars(text.data() + pos, end, s.ppid).ec != std::errc())
       return DataLoss("stat: bad ppid");
+    if (field == 9 && std::from_chars(text.data() + pos, end, s.flags).ec != std::errc())
+      return DataLoss("stat: bad flags");
     if (field == 10 && std::from_chars(text.data() + pos, end, s.minflt).ec != std::errc())
       return DataLoss("stat: bad minflt");
   }
@@ -125,6 +128,13 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text) {
   }
   s.cutime_ticks = uint64_t(std::max<int64_t>(0, cu));
   s.cstime_ticks = uint64_t(std::max<int64_t>(0, cs));
+  for (; field < 22 && pos != std::string_view::npos; ++field) {  // on from utime (14) to 22
+    pos = text.find(' ', pos);
+    if (pos != std::string_view::npos) ++pos;
+  }
+  if (uint64_t start = 0; pos != std::string_view::npos &&
+                          std::from_chars(text.data() + pos, end, start).ec == std::errc())
+    s.start_ticks = start;
   if (const size_t open = text.find('('); open != std::string_view::npos && open < close)
     s.comm = std::string(text.substr(open + 1, close - open - 1));
   return s;
@@ -217,6 +227,19 @@ StatusOr<std::string> ReadSmallFile(const std::string& path) {
     out.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);
+  return out;
+}
+
+std::vector<pid_t> ThreadsOf(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* dir = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+  if (dir == nullptr) return out;
+  while (const dirent* e = ::readdir(dir)) {
+    pid_t tid = 0;
+    const char* end = e->d_name + std::strlen(e->d_name);
+    if (std::from_chars(e->d_name, end, tid).ec == std::errc() && tid > 0) out.push_back(tid);
+  }
+  ::closedir(dir);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "shared/status.h"
 
@@ -39,7 +40,14 @@ struct ProcStat {
   uint64_t utime_ticks = 0, stime_ticks = 0;
   uint64_t cutime_ticks = 0, cstime_ticks = 0;  // its children's that it has reaped
   uint64_t minflt = 0;  // minor faults, all its threads': a copy-on-write break is one
-  std::string comm;     // its command name, as the kernel keeps it
+  uint32_t flags = 0;   // the kernel's PF_* flags of its main thread (field 9)
+  // Its main thread is in do_exit: its memory is being torn down, and its pages' other sharers
+  // take its share of them.
+  bool exiting() const { return (flags & 0x4) != 0; }  // PF_EXITING
+  std::string comm;                                    // its command name, as the kernel keeps it
+  // When it started, in clock ticks since boot (field 22): with the pid, which process this is
+  // (a pid is reused once its process is reaped). Absent from a line that stops before it.
+  std::optional<uint64_t> start_ticks;
 };
 // /proc/<pid>/stat; the command name may hold spaces and parentheses.
 StatusOr<ProcStat> ParseProcStat(std::string_view text);
@@ -80,16 +88,23 @@ class OwnPssWatch {
   std::thread thread_;
 };
 
+// The ids of a process's threads (/proc/<pid>/task); none when it cannot be read.
+std::vector<pid_t> ThreadsOf(pid_t pid);
+
 // Reads /proc/<pid>/<file>. Virtual so the sampler can run on fakes in unit tests.
 class ProcReader {
  public:
   virtual ~ProcReader() = default;
   virtual StatusOr<std::string> Read(pid_t pid, const char* file) = 0;
+  // Its threads' ids (each one's children are in task/<tid>/children): its main thread alone
+  // unless a reader knows better.
+  virtual std::vector<pid_t> Threads(pid_t pid) { return {pid}; }
 };
 
 class RealProcReader : public ProcReader {
  public:
   StatusOr<std::string> Read(pid_t pid, const char* file) override;
+  std::vector<pid_t> Threads(pid_t pid) override { return ThreadsOf(pid); }
 };
 
 // Reads a small file with one open/read/close (no iostreams on the sampler's hot path).

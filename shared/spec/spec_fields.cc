@@ -95,8 +95,8 @@ std::vector<SpecField> RunControlFields() {
       {"step_timeout_ms", "step_timeout_ms",
        "fail when no training worker makes progress (a step, batch or evaluation) this long "
        "(0: off)",
-       "1800000, then 100x the slowest step seen, at least 30 s (a model file: 100x its probe's "
-       "step, 5 s .. 1800000)"},
+       "600000 until a step is measured, then 100x the slowest step seen, 30 s .. 1800000 (a "
+       "model file: 100x its probe's step, 5 s .. 1800000)"},
   };
 }
 

@@ -107,9 +107,10 @@ constexpr std::pair<const char*, const char*> kReference[] = {
     {"step_timeout_ms",
      "fail when no training worker makes progress (a step, a loader's batch, an evaluation "
      "batch) this long: a deadlock inside a step, which its heartbeat thread does not show "
-     "(0: off); 0 (off) or 500 .. 86400000. Not given: 1800000 until a worker has moved twice, "
-     "then 100x the slowest interval between one worker's two progress marks seen so far, at "
-     "least 30 s (a step that hangs fails the run in minutes); with a model file: 100x the "
+     "(0: off); 0 (off) or 500 .. 86400000. Not given: 600000 until a worker has moved twice "
+     "(a hang in the first step), then 100x the slowest interval between one worker's two "
+     "progress marks seen so far, 30 s .. 1800000 (a step that hangs fails the run in minutes); "
+     "with a model file: 100x the "
      "leader's probe step x the cores' oversubscription, 5 s .. 1800000, which bounds each "
      "worker's warm-up too (docs/your-model.md, \"Bounds\")"},
     {"model_file",
