@@ -486,9 +486,7 @@ double ProcessSampler::Doubt(const Proc& p, uint64_t now_ns, double least_risk,
 // found of its older ones, where each may be shared by every process of the run.
 double ProcessSampler::MappedRisk(const Proc& p, double least_share) {
   if (!p.split) return 0;
-  const uint64_t shared_now = SharedNow(p);
-  return std::max(0.0, std::min(1.0, SharedShare(p)) - least_share) *
-         double(shared_now - std::min(shared_now, p.shared));
+  return std::max(0.0, std::min(1.0, SharedShare(p)) - least_share) * MappedSinceWalk(p);
 }
 
 // The other way: how much PSS the estimate may be missing. A process walked while its anonymous
@@ -506,10 +504,18 @@ double ProcessSampler::MappedRisk(const Proc& p, double least_share) {
 double ProcessSampler::Unseen(const Proc& p) {
   if (!p.walked || !p.split) return 0;
   const double room = double(p.anon - std::min(p.anon, p.pss_anon));
+  return std::min(room, p.cow_per_fault * double(p.faulted)) + MissedOnMapped(p);
+}
+
+// Its file and shared-memory pages mapped since its walk.
+double ProcessSampler::MappedSinceWalk(const Proc& p) {
   const uint64_t shared_now = SharedNow(p);
-  const double mapped = double(shared_now - std::min(shared_now, p.shared));
-  return std::min(room, p.cow_per_fault * double(p.faulted)) +
-         (1.0 - std::min(1.0, SharedShare(p))) * mapped;
+  return double(shared_now - std::min(shared_now, p.shared));
+}
+
+// What those pages may be missing from its estimate: each counted whole, not at its walk's share.
+double ProcessSampler::MissedOnMapped(const Proc& p) {
+  return (1.0 - std::min(1.0, SharedShare(p))) * MappedSinceWalk(p);
 }
 
 // Not every fault that grew no RSS at its tick is a copy-on-write break: a step's buffers freed
@@ -620,25 +626,24 @@ constexpr uint64_t kStaleForMissedNs = 2'000'000'000;
 constexpr uint64_t kMissedWalkEveryNs = 500'000'000;
 
 uint64_t ProcessSampler::WalkMissedPeak(uint64_t now_ns, uint64_t pss_sum) {
-  std::vector<std::pair<double, pid_t>> missing;
-  double left = 0;
+  double left = 0, most = 0;
+  pid_t most_missing = 0;
   for (const auto& [pid, p] : procs_) {
     if (p.gone || !p.walked || !p.split || p.role != "worker" ||
         now_ns - p.walked_at_ns < kStaleForMissedNs)
       continue;
-    const uint64_t shared_now = SharedNow(p);
-    const double m =
-        (1.0 - std::min(1.0, SharedShare(p))) * double(shared_now - std::min(shared_now, p.shared));
-    if (m <= 0) continue;
-    missing.push_back({m, pid});
-    left += m;
+    const double m = MissedOnMapped(p);
+    left += std::max(0.0, m);
+    if (m > most) {
+      most = m;
+      most_missing = pid;
+    }
   }
   const double allowed = kPeakDoubt * double(peak_pss_sum_);
   if (double(pss_sum) + left <= double(peak_pss_sum_) + allowed) return 0;
   if (now_ns - last_missed_walk_ns_ < kMissedWalkEveryNs) return 0;
   last_missed_walk_ns_ = now_ns;
-  std::sort(missing.begin(), missing.end(), [](auto& a, auto& b) { return a.first > b.first; });
-  return Walk({missing.front().second}, now_ns, /*rationed=*/false);
+  return Walk({most_missing}, now_ns, /*rationed=*/false);
 }
 
 std::pair<uint64_t, uint64_t> ProcessSampler::Estimate(const Proc& p) {

@@ -161,6 +161,8 @@ class ProcessSampler {
   double Doubt(const Proc& p, uint64_t now_ns, double least_risk, double least_share) const;
   // What the shared pages it mapped since its walk may count too high, each at least least_share.
   static double MappedRisk(const Proc& p, double least_share);
+  static double MappedSinceWalk(const Proc& p);
+  static double MissedOnMapped(const Proc& p);
   // Walks the stale worker whose estimate may be missing a peak most, once each 500 ms.
   uint64_t WalkMissedPeak(uint64_t now_ns, uint64_t pss_sum);
   // Whether a walk of `walk_rss` counted pages while they moved; if so, takes statm's after it.
