@@ -527,6 +527,8 @@ void Coordinator::AddEvent(const std::string& id, double t_ms, const std::string
   v1::Event e;
   e.set_t_ms(t_ms);
   e.set_text(text);
+  // In the log too: a Slurm task's output is the only live view of its run (a handful a worker).
+  spdlog::info("{}: {}", id, text);
   (void)store_->AddEvent(id, e);
   v1::WatchEvent ev;
   *ev.mutable_event() = e;

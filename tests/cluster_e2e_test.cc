@@ -298,7 +298,13 @@ TEST_F(SlurmSweepE2E, ARunAcrossNodesCancelledMidRunStillHandsBackEveryNodesReco
         return e["state"] == "RUNNING" && e["slurm"].value("state", "") == "RUNNING";
       },
       60));
-  std::this_thread::sleep_for(std::chrono::seconds(3));  // both nodes training
+  // Both nodes training: each node's run logs its worker's first step to the task's output (a
+  // data_parallel step needs both replicas, so a loaded machine may take many seconds to get here).
+  const std::string output = Get(id)["slurm"].value("output", "");
+  ASSERT_FALSE(output.empty()) << Get(id).dump(2);
+  ASSERT_TRUE(
+      WaitFor([&] { return testing::CountLinesWith(output, ": worker 0 training ") == 2; }, 120))
+      << testing::ReadFile(output);
   ASSERT_EQ(daemon_->Cli({"cancel", id}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return Get(id)["state"] != "RUNNING"; }, 60));
   const json e = Get(id);

@@ -201,6 +201,20 @@ inline constexpr char kFashion[] = "/usr/share/datasets/fashion-mnist";
 
 inline std::string BinDir() { return SHOAL_BIN_DIR; }
 
+// A file's whole text ("" when it cannot be read, as a log not written yet).
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// How many of a file's lines hold `part`.
+inline int CountLinesWith(const std::string& path, const std::string& part) {
+  std::ifstream in(path);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(part) != std::string::npos;
+  return n;
+}
+
 // The step-timeout error's entries "worker I: STEPS (last moved MS ms ago)", in their order.
 struct LastMove {
   int worker;
