@@ -200,14 +200,7 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
       for (auto& [pid, p] : facts_.procs)  // the live record shows each worker as it goes
         if (p.role() == "worker" && p.index() == int(w.index()))
           ApplyWorkerReading(w, facts_.start_real_ns, &p);
-      if (w.first_step_ns() == 0 || announced_ready_[w.index()]) continue;
-      announced_ready_[w.index()] = true;
-      const uint64_t ready = ReadyNs(w);
-      const double ms = NsToMs(ready - std::min(ready, w.requested_ns()));
-      AddEvent("worker " + std::to_string(w.index()) +
-               (w.has_ready_ns() ? " ready " : " training ") + std::to_string(std::lround(ms)) +
-               " ms after its request" +  // as tables round
-               (w.has_ready_ns() ? ", training now (its turn)" : ""));
+      AnnounceFirstSteps(w);
     }
     if (moved) {
       checkpoint_due_ = true;  // its start or end is worth keeping at once
@@ -226,6 +219,28 @@ void ExperimentRunner::HandleEvent(const ipc::v1::LeaderEvent& ev) {
     facts_.leader_error = ev.error().message();
     AddEvent("error: " + facts_.leader_error);
   }
+}
+
+// A worker's first step as the events say it: when it began (after its request), and once it
+// ended (its length where this report is the first to see it; a first step may be a traced or
+// warm-up one, many times the others).
+void ExperimentRunner::AnnounceFirstSteps(const ipc::v1::WorkerReading& w) {
+  const std::string who = "worker " + std::to_string(w.index());
+  if (w.first_step_ns() != 0 && !announced_ready_[w.index()]) {
+    announced_ready_[w.index()] = true;
+    const uint64_t ready = ReadyNs(w);
+    const double ms = NsToMs(ready - std::min(ready, w.requested_ns()));
+    AddEvent(who + (w.has_ready_ns() ? " ready " : " training ") + std::to_string(std::lround(ms)) +
+             " ms after its request" +  // as tables round
+             (w.has_ready_ns() ? ", training now (its turn)" : ""));
+  }
+  if (w.steps() == 0 || announced_stepped_[w.index()]) return;
+  announced_stepped_[w.index()] = true;
+  if (w.steps() == 1 && w.last_step_ns() > w.first_step_ns() && w.first_step_ns() != 0)
+    AddEvent(who + " finished its first step in " +
+             std::to_string(std::lround(NsToMs(w.last_step_ns() - w.first_step_ns()))) + " ms");
+  else
+    AddEvent(who + " finished its first " + std::to_string(w.steps()) + " steps");
 }
 
 void ExperimentRunner::OnWorkerStarted(const ipc::v1::WorkerStarted& w) {

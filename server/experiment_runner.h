@@ -106,6 +106,7 @@ class ExperimentRunner {
  private:
   void HandleEvent(const ipc::v1::LeaderEvent& ev);
   void OnWorkerStarted(const ipc::v1::WorkerStarted& w);
+  void AnnounceFirstSteps(const ipc::v1::WorkerReading& w);
   void OnWorkerExit(pid_t pid, int status);
   void OnLeaderExit(int status);
   void Tick(uint64_t now);
@@ -160,7 +161,7 @@ class ExperimentRunner {
   uint64_t last_checkpoint_ = 0;
   bool checkpoint_due_ = false;  // a process started, or a worker changed phase, since
   LiveRate steps_rate_, samples_rate_;
-  std::map<uint32_t, bool> announced_ready_;
+  std::map<uint32_t, bool> announced_ready_, announced_stepped_;
   std::map<uint32_t, uint32_t> phases_;          // each worker's phase at the last progress
   std::set<pid_t> pool_;                         // the forkserver's idle children being sampled
   std::optional<CpuSnapshot> machine_at_start_;  // the disturbance meter's first reading

@@ -82,6 +82,9 @@ StatusOr<v1::RunRecord> RunPoint(ExperimentService* service, Store* store,
   ASSIGN_OR_RETURN(const std::string id,
                    service->Submit(order.spec(), "point " + order.sweep_id() + "/" +
                                                      std::to_string(order.index())));
+  // The task's output names the run by this throwaway daemon's id: say whose point it is.
+  spdlog::info("{}: point {} of sweep {}, experiment {} on record", id, order.index(),
+               order.sweep_id(), order.experiment_id());
   v1::RunRecord r;
   bool cancelled = false;
   for (;;) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -33,9 +34,19 @@ TEST(RunPointE2E, AThrowawayDaemonRunsOnePointAndWritesItsWholeRecord) {
                       "eval_samples": 0, "start": "fork"}})";
   const std::string shoald = testing::BinDir() + "/shoald";
   const CommandResult r = testing::RunCommand({shoald, "--state-dir", d / "state", "--socket",
-                                               d / "s.sock", "--log-level", "warn", "--run-point",
+                                               d / "s.sock", "--log-level", "info", "--run-point",
                                                d / "order.json", "--record-out", d / "record.pb"});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Its log (a Slurm task's output) ties its own id to the point's and tells the run as it goes.
+  const std::regex tie(R"((x[0-9a-f]{10}): point 3 of sweep s00000000a1, experiment x00000000b2)");
+  const std::string log = r.out + r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(log, m, tie)) << log;
+  for (const std::string w : {"worker 0", "worker 1"}) {
+    const std::regex stepped(m[1].str() + ": " + w +
+                             " finished its first (step in [0-9]+ ms|[0-9]+ steps)");
+    EXPECT_TRUE(std::regex_search(log, stepped)) << log;
+  }
   EXPECT_FALSE(std::filesystem::exists(d / "s.sock"));  // it served no one
   v1::RunRecord rec;
   std::ifstream in(d / "record.pb", std::ios::binary);
@@ -298,12 +309,13 @@ TEST_F(SlurmSweepE2E, ARunAcrossNodesCancelledMidRunStillHandsBackEveryNodesReco
         return e["state"] == "RUNNING" && e["slurm"].value("state", "") == "RUNNING";
       },
       60));
-  // Both nodes training: each node's run logs its worker's first step to the task's output (a
-  // data_parallel step needs both replicas, so a loaded machine may take many seconds to get here).
+  // Both nodes stepping: each node's run logs its worker's first finished step to the task's
+  // output (the first step is traced and needs both replicas: seconds on a loaded machine, and a
+  // cancel before it ends leaves 0 steps to count).
   const std::string output = Get(id)["slurm"].value("output", "");
   ASSERT_FALSE(output.empty()) << Get(id).dump(2);
-  ASSERT_TRUE(
-      WaitFor([&] { return testing::CountLinesWith(output, ": worker 0 training ") == 2; }, 120))
+  ASSERT_TRUE(WaitFor(
+      [&] { return testing::CountLinesWith(output, ": worker 0 finished its first ") == 2; }, 120))
       << testing::ReadFile(output);
   ASSERT_EQ(daemon_->Cli({"cancel", id}).exit_code, 0);
   ASSERT_TRUE(WaitFor([&] { return Get(id)["state"] != "RUNNING"; }, 60));

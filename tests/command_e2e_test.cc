@@ -412,7 +412,20 @@ TEST_P(ContainmentModes, EscapedChildrenAreMeasuredAndEndedWhenTheRunIsCancelled
         return pids["thread_child"] > 0 && pids["daemon_child"] > 0;
       },
       60));
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // their memory touched, and sampled
+  // Their memory touched and sampled: the live record shows each at its size (a loaded machine
+  // may take seconds to start the Pythons and find them).
+  auto sampled = [&](const json& live, int pid, int mib) {
+    for (const auto& p : live.value("processes", json::array()))
+      if (p["pid"] == pid && p.value("peak_pss_bytes", 0.0) > (mib - 5) * 1048576.0) return true;
+    return false;
+  };
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        const json live = Parse(d.Cli({"get", id, "--json"}));
+        return sampled(live, pids["thread_child"], 20) && sampled(live, pids["daemon_child"], 30);
+      },
+      60))
+      << d.Cli({"get", id, "--json"}).out;
   ASSERT_EQ(d.Cli({"cancel", id}).exit_code, 0);
   json e;
   ASSERT_TRUE(testing::WaitFor(

@@ -363,6 +363,41 @@ TEST_F(RunnerTest, TicksPublishProgressEverySampleInterval) {
   EXPECT_EQ(samples, 5);  // 1 s at 200 ms
 }
 
+// A worker's first step is two events, each once: when it began (after the worker's request)
+// and once a report sees it ended, with its length when that report is the first to see a step.
+TEST_F(RunnerTest, AWorkersFirstStepIsAnEventWhenItBeginsAndWhenItEnds) {
+  auto r = Make();
+  ASSERT_TRUE(r->Launch());
+  constexpr uint64_t kT0 = 1000000 * kMs;  // CLOCK_REALTIME, as the workers read it
+  auto progress = [&](uint64_t steps0, uint64_t last0, uint64_t steps1) {
+    LeaderEvent ev;
+    auto* w0 = ev.mutable_progress()->add_workers();
+    w0->set_index(0);
+    w0->set_requested_ns(kT0);
+    w0->set_first_step_ns(kT0 + 40 * kMs);
+    w0->set_steps(steps0);
+    w0->set_last_step_ns(last0);
+    auto* w1 = ev.mutable_progress()->add_workers();
+    w1->set_index(1);
+    w1->set_requested_ns(kT0);
+    w1->set_first_step_ns(kT0 + 60 * kMs);
+    w1->set_steps(steps1);
+    w1->set_last_step_ns(steps1 > 0 ? kT0 + 900 * kMs : 0);
+    Feed(*r, ev);
+  };
+  progress(0, 0, 0);
+  progress(1, kT0 + 1290 * kMs, 0);  // worker 0's first report of a step: that step alone
+  progress(4, kT0 + 1700 * kMs, 3);  // worker 1's first report sees three
+  progress(9, kT0 + 2100 * kMs, 7);
+  const std::vector<std::string> want = {
+      "worker 0 training 40 ms after its request", "worker 1 training 60 ms after its request",
+      "worker 0 finished its first step in 1250 ms", "worker 1 finished its first 3 steps"};
+  std::vector<std::string> got;
+  for (const auto& text : events_)
+    if (text.rfind("worker ", 0) == 0) got.push_back(text);
+  EXPECT_EQ(got, want);
+}
+
 // The running record is stored as processes start and every 5 s after, with its environment
 // and its processes: a shoald killed mid-run leaves that for its successor to mark interrupted.
 TEST_F(RunnerTest, TheRunningRecordIsStoredAsProcessesStartAndEveryFewSeconds) {
