@@ -197,8 +197,10 @@ class Runner:
 
     def run(self, command):
         env = dict(os.environ, SHOAL_SOCKET=self.socket)
+        started = time.monotonic()
         r = subprocess.run([self.shoal, *self.args(command)], cwd=self.scratch, env=env,
                            capture_output=True, text=True, timeout=600)
+        self.seconds = time.monotonic() - started  # what each example costs CI, printed by --check
         if r.returncode != 0:
             raise RuntimeError(f"`{command}` exited {r.returncode}:\n{r.stdout}{r.stderr}")
         ids = ID.findall(r.stdout + r.stderr)
@@ -216,6 +218,7 @@ def check(example, runner):
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             problems.append(f"{example.path}:{example.start + 1}: {e}")
             continue
+        print(f"{example.path}:{example.start + 1}: {runner.seconds:.1f} s `{command[:70]}`")
         want, have = keys(shown), keys(got)
         ok = is_subsequence(want, have) if "..." in shown else want == have
         if not ok:
