@@ -615,5 +615,32 @@ TEST(ForkServer, AFailedForkWaitsBeforeTryingAgainAndThePoolRefillsLater) {
     EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(c); }, 10)) << c;
 }
 
+// A cancelled run's figures are read at the cancel, not at the last periodic report: with reports
+// a minute apart (none comes after the first step's), the steps its worker took are all counted.
+TEST_F(Lifecycle, ACancelledRunsFiguresAreReadAtTheCancelNotAtTheLastReport) {
+  const std::string id =
+      Submit({"--workers", "1", "--batches", "100000", "--batch-size", "16", "--dataset",
+              "synthetic", "--eval-samples", "0", "--sample-interval-ms", "60000"});
+  const json e = WaitTraining(id, 1);
+  const pid_t worker = WorkerPid(e, 0);
+  // Seconds of training CPU are many steps (one is ~0.1 s of CPU here, the first few times that).
+  const double tick = double(::sysconf(_SC_CLK_TCK));
+  ASSERT_TRUE(WaitFor([&] { return double(CpuTicks(worker)) / tick > 3.0; }, 120));
+  const json live = Get(id);
+  ASSERT_EQ(live["state"], "RUNNING") << live.dump();
+  const json& seen = live["result"]["steps"];  // null: no step reported yet
+  const uint64_t reported = seen.is_number() ? seen.get<uint64_t>() : 0;
+  ASSERT_EQ(daemon_->Cli({"cancel", id}).exit_code, 0);
+  const json x = WaitEnded(id);
+  ASSERT_EQ(x["state"], "CANCELLED") << x.dump();
+  ASSERT_TRUE(x["result"]["steps"].is_number()) << x["result"].dump();
+  const uint64_t steps = x["result"]["steps"].get<uint64_t>();
+  EXPECT_GE(steps, 10u) << "the live record said " << reported;
+  EXPECT_GT(steps, reported);
+  ASSERT_TRUE(x["result"]["train_ms"].is_number()) << x["result"].dump();
+  EXPECT_GT(x["result"]["train_ms"].get<double>(), 1000);
+  EXPECT_TRUE(WaitFor([&] { return Leaks(x, Pids(x)) == 0; }, 10));
+}
+
 }  // namespace
 }  // namespace shoal

@@ -85,6 +85,7 @@ class SupervisorTest : public ::testing::Test {
     hooks.oom_kills = [this] { return oom_now_; };
     hooks.exited = [](const ipc::v1::WorkerExited&) {};
     hooks.progress = [this] { ++progress_; };
+    hooks.stop_signal = [this] { return stop_signal_; };
     WorkerSupervisor sup(spec_, *board_, launcher_, proc_, clock_, hooks);
     t0_ = clock_.mono;
     sup.Begin({{kPid0, 0}, {kPid1, 1}}, {t0_, t0_}, failure);
@@ -126,6 +127,7 @@ class SupervisorTest : public ::testing::Test {
   SignalsEnd proc_{launcher_, clock_, t0_, kill_on_term_};
   std::optional<uint64_t> oom_before_, oom_now_;  // the kernel's OOM-kill count
   int progress_ = 0;
+  int stop_signal_ = 0;  // what the leader's handler was told to stop by
   std::vector<std::pair<pid_t, int>> signals_;
   std::vector<ipc::v1::WorkerExited> exits_;
 };
@@ -176,6 +178,30 @@ TEST_F(SupervisorTest, AFailedWorkersOwnWordsReachTheError) {
   // A message longer than the slot is cut, not overrun.
   EXPECT_EQ(WorkerFails(board_->slot(0), 0, std::string(1000, 'x')), 1);
   EXPECT_EQ(SlotError(*board_->slot(0)), std::string(256, 'x'));
+}
+
+// A cancel's SIGTERM reaches the leader and its workers together: the leader's stop is the
+// reason, not the worker that died of the same signal first, and every worker is killed at once
+// (no grace: the run's figures are read at the stop).
+TEST_F(SupervisorTest, AStopSignalKillsTheWorkersAtOnceAndIsTheReason) {
+  TwoTrainingWithTheDefaultBound();
+  uint64_t stopped_ms = 0;
+  EXPECT_EQ(Run("",
+                [&](uint64_t ms) {
+                  if (ms != 100) return;
+                  stop_signal_ = SIGTERM;
+                  launcher_.End(kPid0, SIGTERM);  // the group's SIGTERM, reaped in this look
+                  stopped_ms = ms;
+                }),
+            "stopped by signal 15 (SIGTERM)");
+  EXPECT_EQ(stopped_ms, 100u);
+  EXPECT_LE(elapsed_ms_, 100u + WorkerSupervisor::kLookEveryMs);
+  std::set<pid_t> killed;
+  for (const auto& [pid, sig] : signals_)
+    if (sig == SIGKILL) killed.insert(pid);
+  EXPECT_EQ(killed, (std::set<pid_t>{kPid0, kPid1}));
+  for (uint64_t at : proc_.at_ms) EXPECT_EQ(at, 100u);
+  EXPECT_EQ(exits_.size(), 2u);
 }
 
 // A forkserver child that could not become the worker says why by its exit code alone.

@@ -27,6 +27,12 @@ namespace {
 
 using ipc::v1::LeaderEvent;
 
+// A stop signal (a cancel's SIGTERM) that came while the supervisor watched the workers: it ends
+// the run through the supervisor, which kills them and reads their figures at that moment, then
+// the handler's cleanup runs (RunLeader). At any other time the handler cleans up at once.
+volatile sig_atomic_t g_stop_signal = 0;
+volatile sig_atomic_t g_supervising = 0;
+
 class StatusPipe {
  public:
   explicit StatusPipe(int fd) : fd_(fd) {}
@@ -146,6 +152,7 @@ WorkerSupervisor::Hooks SupervisorHooks(StatusPipe& out, const Scoreboard& board
     *e.mutable_worker_exited() = x;
     out.Emit(e);
   };
+  hooks.stop_signal = [] { return int(g_stop_signal); };
   hooks.progress = [&out, &board, workers, kind_area] {
     LeaderEvent e;
     *e.mutable_progress() = ReadBoard(board, workers, false, kind_area);
@@ -252,8 +259,10 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   WorkerSupervisor sup(
       supervised, *board, **launcher, *lc.processes, clock,
       SupervisorHooks(out, *board, spec.workers(), KindAreaReader(spec), oom_kills_before));
+  g_supervising = 1;
   const std::string failure =
       sup.Run(started.live, std::move(started.requested_mono), started.failure);
+  g_supervising = 0;
   ::close(lifetime[1]);
 
   LeaderEvent e;
@@ -282,17 +291,33 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
 constexpr int kMaxSegments = 8;
 char g_segment_paths[kMaxSegments][256];
 
-void OnTerminate(int) {
+void Cleanup() {
   for (const char* p : g_segment_paths)
     if (p[0] != '\0') ::unlink(p);
   ::kill(-::getpgrp(), SIGKILL);  // every worker of the experiment, and us
+}
+
+void OnTerminate(int sig) {
+  // Told to stop while supervising: the supervisor ends the run and its result is sent first.
+  // A second signal changes nothing (shoald's SIGTERM reaches the group, then each process of
+  // the run's cgroup); SIGALRM, 5 s on, cleans up whatever the supervisor is doing.
+  if (sig != SIGALRM && (g_supervising != 0 || g_stop_signal != 0)) {
+    if (g_stop_signal == 0) {
+      g_stop_signal = sig;
+      ::alarm(5);
+    }
+    return;
+  }
+  Cleanup();
 }
 
 // SIGTERM comes from a cancel, or from the kernel when shoald dies (even by SIGKILL): either way
 // the leader removes the segments and takes the whole process group down with it, so nothing is
 // left in /dev/shm even when no shoald is there to clean up. SIGHUP (with SIGCONT) is what the
 // kernel sends a process group orphaned by shoald's death while one of its processes is stopped,
-// and it may come first: it gets the same handling, as does SIGINT.
+// and it may come first: it gets the same handling, as does SIGINT. While the supervisor watches
+// the workers, the signal first goes through it (the workers are killed and the result holds
+// their figures at the stop) and the cleanup follows the result, within 5 s at most (SIGALRM).
 void InstallTerminateHandler(const std::string& id, const WorkerKind& kind) {
   std::vector<std::string> whats = kind.SegmentWhats();
   whats.push_back("scoreboard");
@@ -303,7 +328,7 @@ void InstallTerminateHandler(const std::string& id, const WorkerKind& kind) {
   struct sigaction sa {};
   sa.sa_handler = OnTerminate;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGTERM, SIGHUP, SIGINT}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGALRM}) ::sigaction(sig, &sa, nullptr);
   // A write to shoald's pipe after shoald died must fail (EPIPE), not kill us by SIGPIPE before
   // the kernel's SIGTERM arrives: that death would skip the cleanup above.
   ::signal(SIGPIPE, SIG_IGN);
@@ -355,6 +380,8 @@ int RunLeader(const LeaderArgs& a, const LeaderKindMaker& make) {
     out.Error(std::string("leader: ") + e.what());
   }
   if (adopts) EndAdoptedStrays();  // the rest is the run's end: shoald's (issue 58)
+  g_supervising = 0;
+  if (g_stop_signal != 0) Cleanup();  // its result sent: the group goes now
   return code;
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 #include "shared/os/process.h"
@@ -60,6 +61,7 @@ void WorkerSupervisor::Begin(std::map<pid_t, uint32_t> live, std::vector<uint64_
 }
 
 bool WorkerSupervisor::Advance() {
+  if (!done_) TakeStopSignal();  // before the exits: a cancel's SIGTERM kills workers too
   if (done_ || live_.empty() || !CollectExits() || live_.empty()) return done_ = true;
   const uint64_t now = clock_.MonotonicNs();
   const bool changed = PhaseChanged();  // first: a phase change is progress (NoProgress)
@@ -223,6 +225,18 @@ bool WorkerSupervisor::PhaseChanged() {
 }
 
 void WorkerSupervisor::Signal(pid_t pid, int sig) { proc_.Signal(pid, sig); }
+
+// Told to stop (a cancel, shoald's shutdown or death): SIGKILL, as the whole group got from the
+// leader before it read the figures at the stop (issue 58's cancelled Slurm run counted 0 steps).
+void WorkerSupervisor::TakeStopSignal() {
+  if (stopping_ || !hooks_.stop_signal) return;
+  const int sig = hooks_.stop_signal();
+  if (sig == 0) return;
+  const char* name = ::sigabbrev_np(sig);
+  StopAll("stopped by signal " + std::to_string(sig) +
+          (name ? std::string(" (SIG") + name + ")" : ""));
+  for (auto& [p, i] : live_) Signal(p, SIGKILL);
+}
 
 void WorkerSupervisor::StopAll(const std::string& why) {
   if (stopping_) return;

@@ -52,6 +52,9 @@ class WorkerSupervisor {
     // unset or nullopt: not known.
     std::function<std::optional<uint64_t>()> oom_kills;
     std::optional<uint64_t> oom_kills_before;
+    // A signal the leader was told to stop by (a cancel's SIGTERM), 0 while none: the workers
+    // are killed at once and the run ends with its figures read at that moment.
+    std::function<int()> stop_signal;
   };
   // SIGTERM first; SIGKILL to whoever is left this long after.
   static constexpr uint64_t kKillGraceNs = 3'000'000'000ull;
@@ -80,6 +83,7 @@ class WorkerSupervisor {
  private:
   bool CollectExits();  // false when the launcher lost track of the workers
   void CheckStalls(uint64_t t);
+  void TakeStopSignal();
   // Why worker `w` is stalled at monotonic time `t` ("" when it is not).
   std::string Stalled(const WorkerSlot& w, uint64_t requested, uint64_t t) const;
   static std::string LastMoved(const WorkerSlot& w, uint64_t t);
