@@ -204,6 +204,23 @@ TEST_F(SupervisorTest, AStopSignalKillsTheWorkersAtOnceAndIsTheReason) {
   EXPECT_EQ(exits_.size(), 2u);
 }
 
+// Already stopping (worker 1 failed; worker 0 ignores SIGTERM, as a rank that traps it may): a
+// cancel then kills at once rather than after the 3 s grace, and the failure stays the reason.
+TEST_F(SupervisorTest, AStopSignalWhileStoppingKillsAtOnceAndKeepsTheFirstReason) {
+  TwoTrainingWithTheDefaultBound();
+  launcher_.End(kPid1, 3 << 8);  // worker 1 exited with code 3
+  EXPECT_EQ(Run("",
+                [&](uint64_t ms) {
+                  if (ms == 100) stop_signal_ = SIGTERM;
+                }),
+            "worker 1 exited with code 3");
+  EXPECT_LE(elapsed_ms_, 100u + WorkerSupervisor::kLookEveryMs);
+  ASSERT_EQ(signals_.size(), 2u);
+  EXPECT_EQ(signals_[0], (std::pair<pid_t, int>{kPid0, SIGTERM}));
+  EXPECT_EQ(signals_[1], (std::pair<pid_t, int>{kPid0, SIGKILL}));
+  EXPECT_EQ(proc_.at_ms[1], 100u);
+}
+
 // A forkserver child that could not become the worker says why by its exit code alone.
 TEST_F(SupervisorTest, AForkServerChildsExitCodeIsExplained) {
   spec_.set_start("forkserver");

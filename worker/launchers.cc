@@ -34,9 +34,10 @@ class ForkLauncher : public WorkerLauncher {
   StatusOr<pid_t> Start(uint32_t index) override {
     const pid_t leader = getpid();
     return c_.processes->Fork([this, index, leader] {
-      // The leader's cleanup handler is not the worker's: a SIGINT sent to one worker would
-      // have removed the segments and killed the whole group, the leader with it, unexplained.
-      for (int sig : {SIGTERM, SIGHUP, SIGINT}) ::signal(sig, SIG_DFL);
+      // The leader's cleanup handler is not the worker's: a SIGINT (or a library's SIGALRM) sent
+      // to one worker would have removed the segments and killed the whole group, the leader
+      // with it, unexplained.
+      for (int sig : {SIGTERM, SIGHUP, SIGINT, SIGALRM}) ::signal(sig, SIG_DFL);
       DieWithParent(leader);
       ::close(c_.status_fd);  // only the leader reports to shoald: its EOF means the leader is gone
       ::close(c_.lifetime_write_fd);  // or the pipe would never read EOF while we live

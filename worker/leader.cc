@@ -259,10 +259,9 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   WorkerSupervisor sup(
       supervised, *board, **launcher, *lc.processes, clock,
       SupervisorHooks(out, *board, spec.workers(), KindAreaReader(spec), oom_kills_before));
-  g_supervising = 1;
+  g_supervising = 1;  // until RunLeader's end: a stop while the result is built still waits for it
   const std::string failure =
       sup.Run(started.live, std::move(started.requested_mono), started.failure);
-  g_supervising = 0;
   ::close(lifetime[1]);
 
   LeaderEvent e;
