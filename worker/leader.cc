@@ -27,9 +27,9 @@ namespace {
 
 using ipc::v1::LeaderEvent;
 
-// A stop signal (a cancel's SIGTERM) that came while the supervisor watched the workers: it ends
-// the run through the supervisor, which kills them and reads their figures at that moment, then
-// the handler's cleanup runs (RunLeader). At any other time the handler cleans up at once.
+// A stop signal (a cancel's SIGTERM) that came from the supervisor's start until the result is
+// sent: it ends the run through the supervisor, which kills the workers and reads their figures
+// at that moment, then the handler's cleanup runs (RunLeader). Before, it cleans up at once.
 volatile sig_atomic_t g_stop_signal = 0;
 volatile sig_atomic_t g_supervising = 0;
 
@@ -270,6 +270,8 @@ int Leader(const LeaderArgs& a, WorkerKind& kind, StatusPipe& out) {
   r->set_error(failure);
   *r->mutable_workers() = ReadBoard(*board, spec.workers(), true, KindAreaReader(spec)).workers();
   for (const auto& x : sup.exits()) *r->add_exits() = x;
+  // Told to stop while Run watched, or since: what the kind's Finish waits for may be cut short.
+  if (g_stop_signal != 0) r->set_stop_signal(g_stop_signal);
   if (bounds) {  // the kind set its own
     r->set_step_bound_ms(bounds->steps_ms);
     r->set_step_bound_why(bounds->why);

@@ -229,13 +229,13 @@ void WorkerSupervisor::Signal(pid_t pid, int sig) { proc_.Signal(pid, sig); }
 // Told to stop (a cancel, shoald's shutdown or death): SIGKILL, as the whole group got from the
 // leader before it read the figures at the stop (issue 58's cancelled Slurm run counted 0 steps).
 void WorkerSupervisor::TakeStopSignal() {
-  if (stop_taken_ || !hooks_.stop_signal) return;
-  const int sig = hooks_.stop_signal();
+  if (stop_signal_ != 0 || !hooks_.stop_signal) return;
+  const int sig = stop_signal_ = hooks_.stop_signal();
   if (sig == 0) return;
-  stop_taken_ = true;
   const char* name = ::sigabbrev_np(sig);
   // Already stopping (a worker failed): that stays the reason, but nobody waits out its grace.
-  StopAll(kStoppedBySignal + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : ""));
+  StopAll("stopped by signal " + std::to_string(sig) +
+          (name ? std::string(" (SIG") + name + ")" : ""));
   for (auto& [p, i] : live_) Signal(p, SIGKILL);
 }
 

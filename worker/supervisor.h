@@ -43,10 +43,6 @@ inline bool Tracing(const Scoreboard& board) {
   return false;
 }
 
-// How a run's failure begins when the leader was told to stop (a cancel): the kinds' Finish may
-// then cut its waits short (shoald's grace period runs).
-inline constexpr char kStoppedBySignal[] = "stopped by signal ";
-
 class WorkerSupervisor {
  public:
   struct Hooks {
@@ -117,7 +113,7 @@ class WorkerSupervisor {
   std::vector<ipc::v1::WorkerExited> exits_;
   std::string failure_;
   bool stopping_ = false;
-  bool stop_taken_ = false;  // the leader's stop signal acted on
+  int stop_signal_ = 0;  // the leader's stop signal, once acted on
   std::vector<uint32_t> phases_;
   uint64_t training_seen_ns_ = 0;               // monotonic, when a worker was first seen training
   uint64_t phase_changed_ns_ = 0;               // monotonic, when a worker's phase last changed

@@ -16,7 +16,6 @@
 #include "shared/spec/spec.h"
 #include "worker/launchers.h"
 #include "worker/scoreboard.h"
-#include "worker/supervisor.h"
 
 namespace shoal {
 namespace {
@@ -156,8 +155,7 @@ StatusOr<std::unique_ptr<WorkerLauncher>> CommandKind::Launcher(const LaunchCont
 void CommandKind::Finish(ipc::v1::LeaderResult* result) {
   // Stopped (a cancel): the ranks are killed and shoald's grace period runs; a rank's child that
   // still holds its pipe must not hold the result past it.
-  const bool stopped = result->error().rfind(kStoppedBySignal, 0) == 0;
-  result->set_report_lines_ignored(reports_.Finish(stopped ? 200 : 2000));
+  result->set_report_lines_ignored(reports_.Finish(result->has_stop_signal() ? 200 : 2000));
 }
 
 }  // namespace shoal
